@@ -1,0 +1,1 @@
+"""bashgym: Dagster asset-graph platform for shell-operator training data."""

@@ -1,0 +1,21 @@
+"""CPU code location: ingest, privacy, tiers, scenarios, trajectories, datasets.
+
+Assets here run with Dagster's default multiprocess executor. Everything that loads model weights lives in the
+GPU code location (``gpu_definitions.py``) instead, so that it always runs on the GPU executor.
+"""
+
+import dagster as dg
+
+from bashgym_assets.defs import datasets, images, ingest, privacy, scenarios, tiers, trajectories
+from bashgym_assets.defs.resources import default_resources
+
+defs = dg.Definitions.merge(
+    images.defs,
+    ingest.defs,
+    privacy.defs,
+    tiers.defs,
+    scenarios.defs,
+    trajectories.defs,
+    datasets.defs,
+    dg.Definitions(resources=default_resources()),
+)

@@ -1,0 +1,205 @@
+"""The storage layer every asset uses: parquet per asset and partition, DuckDB views, artifact folders.
+
+Layout under the data folder::
+
+    lake/<asset>/<partition>.parquet     one file per partition ("__all__" for unpartitioned assets)
+    artifacts/<kind>/<name>/             large things: adapters, model folders, reports, plots
+
+Writes are atomic: a table is written to a hidden temporary name in the same folder, fsynced, then renamed over
+the final name. A crash leaves at most a ``.tmp-*`` file, which readers never look at, never a half-written
+parquet file that a reader takes for whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bashgym_assets.config import Settings, get_settings
+
+UNPARTITIONED = "__all__"
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]*$")
+
+
+def _check_name(kind: str, name: str) -> str:
+    if not _SAFE_NAME.match(name) or ".." in name:
+        raise ValueError(f"unsafe {kind} name {name!r}: use letters, digits, '_', '-', '.', '=' (no '/' or '..')")
+    return name
+
+
+@contextlib.contextmanager
+def atomic_path(final: Path, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path beside ``final``; on success fsync it and rename it over ``final``.
+
+    On any exception the temporary file is removed and ``final`` is left as it was.
+    """
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".tmp-{final.name}.", suffix=suffix, dir=final.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+        dir_fd = os.open(final.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(final: Path, data: bytes) -> Path:
+    with atomic_path(final) as tmp:
+        tmp.write_bytes(data)
+    return final
+
+
+def atomic_write_text(final: Path, text: str) -> Path:
+    return atomic_write_bytes(final, text.encode("utf-8"))
+
+
+def to_arrow(rows: pa.Table | Sequence[Mapping[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
+    """Rows (dicts, e.g. ``model.model_dump()``) or a table, as an arrow table with the given schema if any."""
+    if isinstance(rows, pa.Table):
+        return rows.cast(schema) if schema is not None else rows
+    rows = list(rows)
+    if schema is not None:
+        return pa.Table.from_pylist(rows, schema=schema)
+    if not rows:
+        return pa.table({})
+    return pa.Table.from_pylist(rows)
+
+
+class Lake:
+    """Parquet tables per asset and partition under one folder, with DuckDB views over them."""
+
+    def __init__(self, settings: Settings | None = None, root: Path | None = None):
+        self.settings = settings or get_settings()
+        self.root = Path(root) if root is not None else self.settings.lake_dir
+        self.artifacts_root = self.settings.artifacts_dir if root is None else self.root.parent / "artifacts"
+
+    # ---- tables ----------------------------------------------------------------------------------------
+    def table_path(self, asset: str, partition: str | None = None) -> Path:
+        return self.root / _check_name("asset", asset) / f"{_check_name('partition', partition or UNPARTITIONED)}.parquet"
+
+    def write(self, asset: str, rows: pa.Table | Sequence[Mapping[str, Any]], partition: str | None = None,
+              schema: pa.Schema | None = None) -> Path:
+        """Replace one partition of an asset with ``rows``, atomically. Returns the parquet path."""
+        table = to_arrow(rows, schema)
+        final = self.table_path(asset, partition)
+        with atomic_path(final, suffix=".parquet") as tmp:
+            pq.write_table(table, tmp, compression="zstd")
+        return final
+
+    def exists(self, asset: str, partition: str | None = None) -> bool:
+        return self.table_path(asset, partition).exists()
+
+    def partitions(self, asset: str) -> list[str]:
+        folder = self.root / _check_name("asset", asset)
+        if not folder.is_dir():
+            return []
+        return sorted(p.stem for p in folder.glob("*.parquet") if not p.name.startswith("."))
+
+    def assets(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and self.partitions(p.name))
+
+    def read(self, asset: str, partition: str | None = None, columns: list[str] | None = None) -> pa.Table:
+        """One partition of an asset as an arrow table (``FileNotFoundError`` if it was never written)."""
+        path = self.table_path(asset, partition)
+        if not path.exists():
+            raise FileNotFoundError(f"{asset}[{partition or UNPARTITIONED}] has not been materialized: {path}")
+        return pq.read_table(path, columns=columns)
+
+    def read_all(self, asset: str, partitions: Iterable[str] | None = None,
+                 columns: list[str] | None = None) -> pa.Table:
+        """Every (or the named) partition of an asset concatenated, with a ``_partition`` column added."""
+        wanted = list(partitions) if partitions is not None else self.partitions(asset)
+        tables = []
+        for part in wanted:
+            if not self.exists(asset, part):
+                continue
+            t = self.read(asset, part, columns)
+            tables.append(t.append_column("_partition", pa.array([part] * t.num_rows, pa.string())))
+        if not tables:
+            return pa.table({})
+        return pa.concat_tables(tables, promote_options="permissive")
+
+    def read_rows(self, asset: str, partition: str | None = None) -> list[dict[str, Any]]:
+        return self.read(asset, partition).to_pylist()
+
+    def delete(self, asset: str, partition: str | None = None) -> None:
+        self.table_path(asset, partition).unlink(missing_ok=True)
+
+    # ---- artifacts -------------------------------------------------------------------------------------
+    def artifact_dir(self, kind: str, name: str, create: bool = True) -> Path:
+        path = self.artifacts_root / _check_name("artifact kind", kind) / _check_name("artifact", name)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @contextlib.contextmanager
+    def atomic_artifact_dir(self, kind: str, name: str) -> Iterator[Path]:
+        """Yield a temporary folder; on success it replaces ``artifacts/<kind>/<name>`` as a whole."""
+        final = self.artifact_dir(kind, name, create=False)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}.", dir=final.parent))
+        try:
+            yield tmp
+            old = None
+            if final.exists():
+                old = final.with_name(f".old-{name}.{os.getpid()}")
+                os.replace(final, old)
+            os.replace(tmp, final)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    # ---- DuckDB ----------------------------------------------------------------------------------------
+    def connect(self, database: str | Path = ":memory:", read_only: bool = False) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection with every asset of the lake registered as a view named after the asset.
+
+        Partitioned assets become one view over all their partition files with a ``_partition`` column.
+        """
+        con = duckdb.connect(str(database), read_only=read_only)
+        self.register_views(con)
+        return con
+
+    def register_views(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+        names = []
+        for asset in self.assets():
+            files = [str(self.table_path(asset, p)) for p in self.partitions(asset)]
+            file_list = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+            con.execute(
+                f'CREATE OR REPLACE VIEW "{asset}" AS SELECT * EXCLUDE (filename), '
+                f"regexp_extract(filename, '([^/]+)\\.parquet$', 1) AS _partition "
+                f"FROM read_parquet([{file_list}], filename = true, union_by_name = true)"
+            )
+            names.append(asset)
+        return names
+
+
+def get_lake(settings: Settings | None = None) -> Lake:
+    return Lake(settings)
+
+
+def duckdb_connection(settings: Settings | None = None) -> duckdb.DuckDBPyConnection:
+    """Open an in-memory DuckDB connection with every materialized asset registered as a view."""
+    return get_lake(settings).connect()

@@ -1,0 +1,59 @@
+"""Shared fixtures: a throw-away data folder, the real Docker engine and the real sandbox image."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bashgym_assets.config import Settings
+
+SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+
+
+@pytest.fixture
+def bashgym_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh data folder for one test, exported as BASHGYM_HOME."""
+    home = tmp_path / "bashgym-home"
+    home.mkdir()
+    monkeypatch.setenv("BASHGYM_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def settings(bashgym_home: Path) -> Settings:
+    s = Settings(home=bashgym_home)
+    s.ensure_dirs()
+    return s
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> str:
+    """The running Docker engine's version. Starts it if it is installed; fails loudly if it cannot."""
+    from bashgym_assets.images import DockerUnavailable, ensure_docker_engine
+
+    try:
+        return ensure_docker_engine()
+    except DockerUnavailable as exc:  # a failure, not a skip: CI must prove the sandbox for real
+        pytest.fail(f"Docker engine unavailable: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def sandbox_image(docker_engine: str) -> str:
+    """The sandbox base image tag, built offline from sandbox_images/ when missing."""
+    from bashgym_assets.images import ImageBuildError, build_sandbox_image
+
+    cache = Path(os.environ.get("BASHGYM_HOME", Path(__file__).resolve().parents[1] / ".bashgym")) / "cache"
+    try:
+        return build_sandbox_image(cache_dir=cache / "debootstrap")
+    except ImageBuildError as exc:
+        pytest.fail(f"sandbox image could not be built: {exc}", pytrace=False)
+
+
+@pytest.fixture
+def claude_fixtures() -> Path:
+    folder = SHARED_FIXTURES / "claude-code"
+    if not folder.is_dir():
+        pytest.skip("../shared/fixtures/claude-code is not beside this checkout")
+    return folder
