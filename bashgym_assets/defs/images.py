@@ -1,6 +1,5 @@
 """The sandbox base image as an asset: every sandboxed stage depends on it."""
 
-from __future__ import annotations
 
 import subprocess
 

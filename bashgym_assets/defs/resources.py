@@ -1,6 +1,5 @@
 """Resources: where the data folder is, so tests can point a whole run at a temporary folder."""
 
-from __future__ import annotations
 
 import os
 

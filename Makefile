@@ -1,0 +1,32 @@
+# The two commands a newcomer needs:  make demo   and   make test   (both do all set-up first).
+SHELL := /bin/bash
+export BASHGYM_HOME ?= $(CURDIR)/.bashgym
+export DAGSTER_HOME ?= $(BASHGYM_HOME)/dagster
+VENV := .venv/bin
+
+.PHONY: setup demo test ui mlflow lint bench images clean
+
+setup:            ## install and start everything needed (idempotent)
+	@bash scripts/setup.sh
+
+demo: setup       ## materialize the whole pipeline on the bundled sample data and offline defaults
+	$(VENV)/bashgym demo
+
+test: setup       ## run the test suite (real Docker containers, real models)
+	$(VENV)/pytest
+
+ui: setup         ## the Dagster UI on http://127.0.0.1:3000 (both code locations)
+	$(VENV)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+mlflow: setup     ## the MLflow UI on http://127.0.0.1:5000 over the same data folder
+	$(VENV)/mlflow ui --backend-store-uri sqlite:///$(BASHGYM_HOME)/mlflow/mlflow.db \
+	  --default-artifact-root $(BASHGYM_HOME)/mlflow/artifacts -h 127.0.0.1 -p 5000
+
+lint:
+	$(VENV)/ruff check bashgym_assets tests benchmarks
+
+images: setup     ## rebuild the sandbox image even if its recipe is unchanged
+	$(VENV)/python -m bashgym_assets.images --force
+
+clean:            ## remove the data folder (lake, Dagster instance, MLflow, adapters)
+	rm -rf $(BASHGYM_HOME)

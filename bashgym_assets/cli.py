@@ -1,0 +1,163 @@
+"""The ``bashgym`` command: run the demo pipeline, query the lake, manage hooks and tier overrides."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from bashgym_assets.config import PROJECT_ROOT, get_settings
+
+SAMPLE_TRACES = PROJECT_ROOT / "bashgym_assets" / "data" / "sample_traces"
+
+
+def _print_table(rows: list[tuple], headers: list[str]) -> None:
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    print("  ".join(str(h).ljust(w) for h, w in zip(headers, widths, strict=True)))
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+
+
+def lake_summary() -> list[tuple[str, int, int]]:
+    """(asset, partitions, rows) for every table in the lake."""
+    from bashgym_assets.lake import get_lake
+
+    lake = get_lake()
+    out = []
+    for asset in lake.assets():
+        parts = lake.partitions(asset)
+        rows = sum(lake.read(asset, p).num_rows for p in parts)
+        out.append((asset, len(parts), rows))
+    return out
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from bashgym_assets import demo
+    from bashgym_assets.instance import ensure_dagster_home
+
+    settings = get_settings()
+    settings.ensure_dirs()
+    ensure_dagster_home(settings)
+    if not os.environ.get("BASHGYM_TRACE_DIRS"):
+        os.environ["BASHGYM_TRACE_DIRS"] = str(SAMPLE_TRACES)
+        print(f"trace folders: bundled sample data ({SAMPLE_TRACES}); set BASHGYM_TRACE_DIRS for your own")
+    else:
+        print(f"trace folders: {os.environ['BASHGYM_TRACE_DIRS']}")
+    started = time.monotonic()
+    repos = discover_repo_partitions()
+    demo.register_partitions(repos)
+    print(f"repository partitions: {', '.join(repos) or '(none)'}")
+    steps = demo.plan(demo.asset_nodes())
+    print("plan:")
+    for i, step in enumerate(steps, 1):
+        print(f"  {i}. {step.describe()}")
+    demo.run_plan(steps, repos, demo.demo_env())
+    print(f"\ndone in {time.monotonic() - started:.0f} s. Results:")
+    _print_table(lake_summary(), ["asset", "partitions", "rows"])
+    print_where(settings)
+    return 0
+
+
+def discover_repo_partitions() -> list[str]:
+    """The repository partition keys of every session in the configured trace folders."""
+    from bashgym_assets.ingest import discover_repo_partitions as discover
+
+    return discover(get_settings().trace_dirs)
+
+
+def print_where(settings=None) -> None:
+    settings = settings or get_settings()
+    print(f"""
+data folder      {settings.home}
+parquet lake     {settings.lake_dir}/<asset>/<partition>.parquet
+artifacts        {settings.artifacts_dir}
+Dagster instance {settings.dagster_home}     -> make ui      (http://127.0.0.1:3000)
+MLflow           {settings.mlflow_tracking_uri}  -> make mlflow  (http://127.0.0.1:5000)
+SQL over the lake: .venv/bin/bashgym sql "select tier, count(*) from tiered_traces group by 1"
+""")
+
+
+def cmd_where(args: argparse.Namespace) -> int:
+    print_where()
+    return 0
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from bashgym_assets.lake import duckdb_connection
+
+    con = duckdb_connection()
+    result = con.execute(args.query)
+    headers = [d[0] for d in result.description] if result.description else []
+    rows = result.fetchmany(args.limit)
+    _print_table([tuple(_short(c) for c in r) for r in rows], headers)
+    return 0
+
+
+def _short(value: object, width: int = 60) -> str:
+    text = str(value).replace("\n", "\\n")
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def cmd_images(args: argparse.Namespace) -> int:
+    from bashgym_assets import images
+
+    return images.main(["--force"] if args.force else [])
+
+
+def cmd_hooks(args: argparse.Namespace) -> int:
+    from bashgym_assets.ingest import hooks_cli
+
+    return hooks_cli.main([args.action, *(["--settings", args.settings] if args.settings else [])])
+
+
+def cmd_override(args: argparse.Namespace) -> int:
+    from bashgym_assets.quality import overrides
+
+    fn = overrides.promote_trace if args.command == "promote" else overrides.demote_trace
+    fn(args.segment_id, args.reason)
+    print(f"{args.command}d {args.segment_id}: {args.reason} (applies at the next tiered_traces materialization)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bashgym", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("demo", help="materialize every asset on the configured (default: bundled sample) data"
+                   ).set_defaults(fn=cmd_demo)
+    sub.add_parser("where", help="print where the data lives and how to open the UIs").set_defaults(fn=cmd_where)
+    sql = sub.add_parser("sql", help="run SQL over the lake (every asset is a DuckDB view)")
+    sql.add_argument("query")
+    sql.add_argument("--limit", type=int, default=50)
+    sql.set_defaults(fn=cmd_sql)
+    img = sub.add_parser("images", help="build the sandbox image (reused when the recipe is unchanged)")
+    img.add_argument("--force", action="store_true")
+    img.set_defaults(fn=cmd_images)
+    hooks = sub.add_parser("hooks", help="install/uninstall the Claude Code live-capture hook")
+    hooks.add_argument("action", choices=["install", "uninstall", "status"])
+    hooks.add_argument("--settings", help="path of Claude Code's settings.json (default ~/.claude/settings.json)")
+    hooks.set_defaults(fn=cmd_hooks)
+    for name in ("promote", "demote"):
+        p = sub.add_parser(name, help=f"{name} a tiered trace segment by id (survives re-materialization)")
+        p.add_argument("segment_id")
+        p.add_argument("--reason", required=True)
+        p.set_defaults(fn=cmd_override)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# One idempotent set-up for a fresh Debian 12 machine (root, package registries only). Re-running it is fast:
+# every step checks first and does nothing twice.
+#   1. Debian packages: docker.io (the engine) and debootstrap (offline image builds)
+#   2. the Docker engine: started in the background when installed but not running
+#   3. the virtual environment .venv with the pinned packages (re-installed only when pyproject.toml changes)
+#   4. the sandbox image (rebuilt only when sandbox_images/base changes)
+#   5. the Dagster instance folder under the data folder, with the gpu pool limited to 1
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$(pwd)"
+export BASHGYM_HOME="${BASHGYM_HOME:-$ROOT/.bashgym}"
+PY="${PYTHON:-python3}"
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+die() { printf '\033[31m[setup] error:\033[0m %s\n' "$*" >&2; exit 1; }
+
+# 1. Debian packages ---------------------------------------------------------------------------------------
+need=()
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+"$PY" -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+if [ ${#need[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || die "missing Debian packages: ${need[*]}. Install them as root: apt-get install -y ${need[*]}"
+  log "installing Debian packages: ${need[*]} (about a minute)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# 2. the Docker engine -------------------------------------------------------------------------------------
+if ! docker info >/dev/null 2>&1; then
+  [ "$(id -u)" = 0 ] || die "the Docker engine is not running and only root can start it: run 'sudo dockerd &' or 'sudo systemctl start docker'"
+  log "starting the Docker engine (log: /var/log/dockerd.log)"
+  setsid nohup dockerd >/var/log/dockerd.log 2>&1 < /dev/null &
+  for _ in $(seq 1 120); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
+  docker info >/dev/null 2>&1 || die "dockerd did not come up within 60 s. Last lines of /var/log/dockerd.log:
+$(tail -n 15 /var/log/dockerd.log 2>/dev/null)"
+fi
+
+# 3. the virtual environment -------------------------------------------------------------------------------
+stamp=".venv/.bashgym-installed"
+want="$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  "$PY" -m venv .venv
+fi
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  log "installing Python packages into .venv (about 3 minutes the first time)"
+  .venv/bin/pip install -q --upgrade pip >/dev/null
+  # torch first, pinned: the CPU build; an unpinned torch would pull several GB of CUDA wheels.
+  .venv/bin/pip install -q "torch==2.13.0"
+  .venv/bin/pip install -q -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
+
+# 4. the sandbox image -------------------------------------------------------------------------------------
+.venv/bin/python -m bashgym_assets.images
+
+# 5. the Dagster instance ----------------------------------------------------------------------------------
+DAGSTER_HOME="$(.venv/bin/python -c 'from bashgym_assets.instance import ensure_dagster_home; print(ensure_dagster_home())')"
+export DAGSTER_HOME
+if [ ! -f "$DAGSTER_HOME/.gpu-pool-set" ]; then
+  .venv/bin/dagster instance concurrency set gpu 1 >/dev/null
+  touch "$DAGSTER_HOME/.gpu-pool-set"
+fi
+log "ready: data folder $BASHGYM_HOME, DAGSTER_HOME $DAGSTER_HOME"

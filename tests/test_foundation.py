@@ -1,0 +1,106 @@
+"""The project skeleton: both code locations load and validate, the image builds and runs contained."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+
+from bashgym_assets import demo, images
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CPU_ASSETS = {
+    "sandbox_image",
+    "raw_sessions",
+    "redacted_sessions",
+    "tiered_traces",
+    "scenario_candidates",
+    "gated_scenarios",
+    "verified_trajectories",
+    "sft_dataset",
+    "dpo_dataset",
+}
+GPU_ASSETS = {"base_model", "sft_adapter", "dpo_adapter"}
+
+
+def _keys(module: str) -> set[str]:
+    defs: dg.Definitions = importlib.import_module(module).defs
+    return {spec.key.to_user_string() for spec in defs.resolve_all_asset_specs()}
+
+
+def test_cpu_location_has_the_cpu_stages() -> None:
+    assert CPU_ASSETS <= _keys("bashgym_assets.definitions")
+
+
+def test_gpu_location_has_every_weight_loading_asset() -> None:
+    keys = _keys("bashgym_assets.gpu_definitions")
+    assert GPU_ASSETS <= keys
+    assert not keys & CPU_ASSETS, "CPU assets must not live in the GPU location"
+
+
+def test_gpu_location_executor_is_the_gpu_executor() -> None:
+    from bashgym_assets import gpu_definitions
+
+    repo = gpu_definitions.defs.get_repository_def()
+    job = repo.get_implicit_global_asset_job_def()
+    assert job.executor_def.name == "in_process"
+
+
+def test_cross_location_dependencies_resolve() -> None:
+    nodes = demo.asset_nodes()
+    gpu_deps = {d for n in nodes.values() if n.module == demo.GPU_MODULE for d in n.deps}
+    cpu_keys = {k for k, n in nodes.items() if n.module == demo.CPU_MODULE}
+    assert "sft_dataset" in gpu_deps and gpu_deps & cpu_keys
+    steps = demo.plan(nodes)
+    order = [a for s in steps for a in s.assets]
+    assert sorted(order) == sorted(nodes)
+    for key, node in nodes.items():
+        for dep in node.deps & set(nodes):
+            assert order.index(dep) < order.index(key), f"{dep} must run before {key}"
+
+
+def test_workspace_validates(tmp_path: Path) -> None:
+    env = dict(os.environ, DAGSTER_HOME=str(tmp_path))
+    done = subprocess.run([str(Path(sys.executable).with_name("dagster")), "definitions", "validate",
+                           "-w", "workspace.yaml"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "bashgym_cpu" in done.stdout + done.stderr and "bashgym_gpu" in done.stdout + done.stderr
+
+
+def test_image_tag_follows_the_recipe(tmp_path: Path) -> None:
+    recipe = tmp_path / "base"
+    recipe.mkdir()
+    (recipe / "packages.txt").write_text("bash\n")
+    (recipe / "configure-rootfs.sh").write_text("true\n")
+    first = images.recipe_hash(recipe)
+    assert images.recipe_hash(recipe) == first
+    (recipe / "packages.txt").write_text("bash\njq\n")
+    assert images.recipe_hash(recipe) != first
+    assert images.recipe_packages(recipe) == ["bash", "jq"]
+
+
+def test_image_is_reused_and_runs_contained(sandbox_image: str) -> None:
+    assert sandbox_image == images.sandbox_image_tag()
+    # Re-running the build finds the image by its recipe tag and does nothing.
+    assert images.build_sandbox_image() == sandbox_image
+    script = (
+        "id -un; cat /proc/self/status | grep CapEff; "
+        "(exec 3<>/dev/tcp/10.0.0.1/80) 2>/dev/null && echo NET-OPEN || echo no-network; "
+        "for t in bash dash git jq sqlite3 python3 tar xz zip unzip gawk crontab rsync tree bc file; do "
+        "command -v $t >/dev/null || echo MISSING $t; done"
+    )
+    done = subprocess.run(
+        ["docker", "run", "--rm", "--init", "--network", "none", "--cap-drop", "ALL", "--security-opt",
+         "no-new-privileges", "--user", "operator", "--label", "bashgym.test=foundation", sandbox_image,
+         "bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "operator"
+    assert lines[1].split()[-1] == "0000000000000000", "no capabilities"
+    assert "no-network" in lines and "NET-OPEN" not in lines
+    assert not [line for line in lines if line.startswith("MISSING")]
