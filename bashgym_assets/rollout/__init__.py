@@ -1,0 +1,1 @@
+"""Operators (reference, litellm teacher, local transformers model) and sandboxed rollouts."""

@@ -1,0 +1,179 @@
+"""One episode: an operator in a fresh sandbox, one command per turn, until ``exit``, a turn cap or a time cap.
+
+The check runs as root on the final container state after the operator is done; what the operator claims is never
+consulted. The recorded conversation is the unscaffolded one (``transcript.strip_scaffold``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+import pyarrow as pa
+from pydantic import BaseModel, Field
+
+from bashgym_assets.rollout.operators import Operator, OperatorError
+from bashgym_assets.rollout.transcript import (
+    Message,
+    initial_messages,
+    parse_reply,
+    render_observation,
+    render_rejected_line,
+    strip_scaffold,
+)
+from bashgym_assets.scenarios.bundle import ScenarioBundle
+from bashgym_assets.scenarios.sandboxing import spec_for_bundle
+
+
+class EpisodeLimits(BaseModel):
+    """Caps on one episode: turns (assistant replies), wall time, and time per command."""
+
+    max_turns: int = 30
+    episode_timeout_s: float = 300.0
+    command_timeout_s: float = 30.0
+    check_timeout_s: float = 30.0
+
+
+class Episode(BaseModel):
+    """What happened in one episode (the record form of the conversation, with no scaffold)."""
+
+    messages: list[Message] = Field(default_factory=list)
+    terminated: bool = False
+    commands_only: bool = True
+    n_turns: int = 0
+    end_reason: str = ""          # exit | turn_cap | time_cap | operator_error | session_exited | sandbox_error
+    error: str = ""
+    duration_s: float = 0.0
+
+
+def play(box: Any, bundle: ScenarioBundle, operator: Operator, limits: EpisodeLimits) -> Episode:
+    """Drive ``operator`` through a session of an already set-up sandbox (no check is run here)."""
+    start = time.monotonic()
+    deadline = start + limits.episode_timeout_s
+    op = operator.for_scenario(bundle)
+    seen = initial_messages(bundle, scaffold=op.scaffolded)
+    episode = Episode(messages=initial_messages(bundle, scaffold=False))
+    session = box.session()
+
+    def say(role: str, content: str) -> None:
+        seen.append(Message(role=role, content=content))
+        episode.messages.append(Message(role=role, content=content))
+
+    while True:
+        if episode.n_turns >= limits.max_turns:
+            episode.end_reason = "turn_cap"
+            break
+        if time.monotonic() >= deadline:
+            episode.end_reason = "time_cap"
+            break
+        try:
+            reply = op.next_command(seen)
+        except OperatorError as exc:
+            episode.end_reason, episode.error = "operator_error", str(exc)
+            break
+        episode.n_turns += 1
+        line = parse_reply(reply)
+        say("assistant", reply.strip())
+        if not line.is_command:
+            episode.commands_only = False
+        if line.is_exit:
+            episode.terminated, episode.end_reason = True, "exit"
+            break
+        if line.syntax_error:
+            say("user", render_rejected_line(line.syntax_error))
+            continue
+        remaining = max(1.0, deadline - time.monotonic())
+        result = session.run(line.command, timeout_s=min(limits.command_timeout_s, remaining))
+        say("user", render_observation(result))
+        if getattr(session, "exited", False) or getattr(result, "terminated", False):
+            # The shell itself ended (``... && exit``): the operator did terminate.
+            episode.terminated, episode.end_reason = True, "session_exited"
+            break
+    episode.messages = strip_scaffold(episode.messages)
+    episode.duration_s = round(time.monotonic() - start, 3)
+    return episode
+
+
+# ---- one row per attempt ----------------------------------------------------------------------------------------
+class TrajectoryRecord(BaseModel):
+    """One attempt at one train scenario, kept or not: the DPO builder pairs pass/fail on the same scenario."""
+
+    trajectory_id: str
+    scenario_id: str
+    category: str
+    difficulty: int
+    split: str
+    operator: str
+    sample_index: int
+    kept: bool
+    verified: bool
+    terminated: bool
+    commands_only: bool
+    reject_reason: str
+    n_turns: int
+    duration_s: float
+    messages: list[Message]
+    source: str
+
+
+MESSAGE_TYPE = pa.struct([("role", pa.string()), ("content", pa.string())])
+TRAJECTORY_SCHEMA = pa.schema([
+    ("trajectory_id", pa.string()), ("scenario_id", pa.string()), ("category", pa.string()),
+    ("difficulty", pa.int32()), ("split", pa.string()), ("operator", pa.string()), ("sample_index", pa.int32()),
+    ("kept", pa.bool_()), ("verified", pa.bool_()), ("terminated", pa.bool_()), ("commands_only", pa.bool_()),
+    ("reject_reason", pa.string()), ("n_turns", pa.int32()), ("duration_s", pa.float64()),
+    ("messages", pa.list_(MESSAGE_TYPE)), ("source", pa.string()),
+])
+
+
+def trajectory_id(scenario_id: str, operator: str, sample_index: int) -> str:
+    return hashlib.sha256(f"{scenario_id}\0{operator}\0{sample_index}".encode()).hexdigest()[:20]
+
+
+def reject_reason(episode: Episode, verified: bool, setup_error: str = "") -> str:
+    """The first reason an attempt is not kept ('' when kept): infrastructure, then termination, check, prose."""
+    if setup_error:
+        return "setup_failed"
+    if episode.end_reason in ("operator_error", "sandbox_error"):
+        return episode.end_reason
+    if not episode.terminated:
+        return episode.end_reason or "not_terminated"
+    if not verified:
+        return "check_failed"
+    if not episode.commands_only:
+        return "prose"
+    return ""
+
+
+def run_episode(bundle: ScenarioBundle, operator: Operator, image: str | None, split: str = "train",
+                sample_index: int = 0, limits: EpisodeLimits | None = None) -> TrajectoryRecord:
+    """A fresh sandbox, setup, the operator's episode, then the check: one ``TrajectoryRecord``. Never raises."""
+    from bashgym_assets.sandbox import Sandbox
+
+    limits = limits or EpisodeLimits()
+    episode = Episode(messages=initial_messages(bundle))
+    verified, setup_error = False, ""
+    start = time.monotonic()
+    try:
+        spec = spec_for_bundle(bundle, image, command_timeout_s=limits.command_timeout_s,
+                               episode_timeout_s=limits.episode_timeout_s + 60, purpose="rollout")
+        with Sandbox(spec) as box:
+            setup = box.setup()
+            if not setup.ok:
+                setup_error = setup.error or "setup failed"
+            else:
+                episode = play(box, bundle, operator, limits)
+                check = box.run_check(bundle.check, timeout_s=limits.check_timeout_s)
+                verified = check.exit_code == 0 and not check.timed_out
+    except Exception as exc:  # a broken sandbox must not lose the other attempts: record it as a rejection
+        episode.end_reason, episode.error = "sandbox_error", f"{type(exc).__name__}: {exc}"
+    reason = reject_reason(episode, verified, setup_error)
+    op_name = operator.name
+    return TrajectoryRecord(
+        trajectory_id=trajectory_id(bundle.id, op_name, sample_index), scenario_id=bundle.id,
+        category=bundle.category, difficulty=bundle.difficulty, split=split, operator=op_name,
+        sample_index=sample_index, kept=reason == "", verified=verified, terminated=episode.terminated,
+        commands_only=episode.commands_only, reject_reason=reason, n_turns=episode.n_turns,
+        duration_s=round(time.monotonic() - start, 3), messages=episode.messages, source=bundle.source,
+    )

@@ -1,0 +1,158 @@
+"""The ONE place where what an operator sees is rendered: orientation, task, observations, the scaffold.
+
+Rollouts, the evaluation and the trainer all import these functions, so a model is trained on exactly the format
+it is later dropped into. The scaffold (the instruction that elicits one-command-per-turn behaviour from a teacher)
+is added only to what a scaffolded operator sees and is never part of a recorded trajectory (sekft
+"imperative-free"): the record keeps orientation, the task or announcement, commands, outputs and the final exit.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+HOSTNAME = "sandbox"
+EXIT_COMMAND = "exit"
+
+SCAFFOLD = (
+    "You are operating a Linux shell. Each of your replies is typed into the terminal as it is: reply with exactly "
+    "one shell command per turn and nothing else (no explanations, no markdown, no code fences). After each "
+    "command you will see its output and exit code. Inspect the system, do the task, verify your work, and when "
+    "the task is done reply with `exit`."
+)
+
+
+class Message(BaseModel):
+    """One chat turn as stored in the lake (``struct{role, content}``)."""
+
+    role: str
+    content: str
+
+
+class _BundleLike(Protocol):
+    task: str
+    user: str
+    announcement: str | None
+
+    @property
+    def start_dir(self) -> str: ...
+
+
+class _ResultLike(Protocol):
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool
+    stdout_truncated_bytes: int
+    stderr_truncated_bytes: int
+
+
+def orientation(bundle: _BundleLike) -> str:
+    """The login banner: who and where the operator is (what a person sees when a terminal opens)."""
+    prompt_char = "#" if bundle.user == "root" else "$"
+    return (f"You are logged in to {HOSTNAME} as {bundle.user}. Working directory: {bundle.start_dir}.\n"
+            f"{bundle.user}@{HOSTNAME}:{bundle.start_dir}{prompt_char}")
+
+
+def task_message(bundle: _BundleLike) -> str:
+    """What the operator is told: the task, or in sekft mode the announcement shown at login instead of it."""
+    return bundle.announcement if bundle.announcement else bundle.task
+
+
+def initial_messages(bundle: _BundleLike, scaffold: bool = False) -> list[Message]:
+    """System orientation + user task; with ``scaffold`` the instruction is appended to the system turn."""
+    system = orientation(bundle)
+    if scaffold:
+        system = f"{system}\n\n{SCAFFOLD}"
+    return [Message(role="system", content=system), Message(role="user", content=task_message(bundle))]
+
+
+def strip_scaffold(messages: list[Message]) -> list[Message]:
+    """The record form: the same conversation with the scaffold removed wherever it was put."""
+    out = []
+    for m in messages:
+        content = m.content.replace(f"\n\n{SCAFFOLD}", "").replace(SCAFFOLD, "")
+        out.append(Message(role=m.role, content=content))
+    return out
+
+
+def render_observation(result: _ResultLike) -> str:
+    """Output and exit code of one command, as the operator's next user turn."""
+    parts: list[str] = []
+    if result.stdout:
+        parts.append(result.stdout.rstrip("\n"))
+    if result.stdout_truncated_bytes:
+        parts.append(f"[... {result.stdout_truncated_bytes} more bytes of output truncated]")
+    if result.stderr:
+        parts.append(result.stderr.rstrip("\n"))
+    if result.stderr_truncated_bytes:
+        parts.append(f"[... {result.stderr_truncated_bytes} more bytes of error output truncated]")
+    if result.timed_out:
+        parts.append("[command timed out and was killed]")
+    parts.append(f"[exit code: {result.exit_code}]")
+    return "\n".join(parts)
+
+
+def render_rejected_line(error: str) -> str:
+    """Observation for a reply the shell could not even parse: bash's own syntax error and exit code 2."""
+    return f"{error.strip()}\n[exit code: 2]"
+
+
+# ---- what the operator typed ------------------------------------------------------------------------------------
+_FENCE_RE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n(.*?)\n?```\s*$", re.S)
+_PROSE_LINE_RE = re.compile(r"^[A-Z][a-z']+(?:,)?(?:\s+[A-Za-z'(),]+){3,}.*[.:!?]$")
+_EXIT_RE = re.compile(r"^\s*(?:exit|logout)(?:\s+\d+)?\s*;?\s*$")
+
+
+class TypedLine(BaseModel):
+    """How one operator reply was understood: the line sent to the shell and whether it was a clean command."""
+
+    raw: str
+    command: str
+    is_command: bool
+    is_exit: bool
+    syntax_error: str | None = None
+
+
+def bash_syntax_error(command: str) -> str | None:
+    """bash's own verdict (``bash -n``) on a line, run on the host: no sandbox state is touched."""
+    proc = subprocess.run(["bash", "-n", "-c", command], capture_output=True, text=True, timeout=10)
+    if proc.returncode == 0:
+        return None
+    return proc.stderr.replace("bash: -c: ", "bash: ").strip() or "bash: syntax error"
+
+
+def looks_like_prose(text: str) -> bool:
+    """A sentence rather than a command: capitalised words ending in punctuation, or markdown around it."""
+    if "```" in text:
+        return True
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    # First and last line only: a heredoc body may hold sentences, its first and last lines are shell.
+    ends = {lines[0], lines[-1]} if lines else set()
+    return any(_PROSE_LINE_RE.match(line) for line in ends if not line.startswith("#"))
+
+
+def parse_reply(reply: str) -> TypedLine:
+    """Understand one reply: a single fenced block is unwrapped (but not clean); prose is recorded as prose."""
+    raw = reply
+    text = reply.strip()
+    fenced = _FENCE_RE.match(text)
+    command = fenced.group(1).strip() if fenced else text
+    is_exit = bool(_EXIT_RE.match(command))
+    if not command:
+        return TypedLine(raw=raw, command="", is_command=False, is_exit=False, syntax_error="empty reply")
+    syntax = None if is_exit else bash_syntax_error(command)
+    is_command = not fenced and syntax is None and not looks_like_prose(text)
+    return TypedLine(raw=raw, command=command, is_command=is_command, is_exit=is_exit, syntax_error=syntax)
+
+
+def as_dicts(messages: list[Message]) -> list[dict[str, Any]]:
+    return [m.model_dump() for m in messages]
+
+
+def quote(arg: str) -> str:
+    return shlex.quote(arg)
