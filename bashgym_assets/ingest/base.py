@@ -1,0 +1,174 @@
+"""What every agent-log adapter shares: the adapter protocol, quarantine records, and a streaming line reader.
+
+Adapters turn one session file (plus its side files, e.g. Claude Code subagent logs) into canonical
+``Session`` records. Nothing here is specific to one agent, so a new format is one new module implementing
+``SessionAdapter`` and one entry in ``bashgym_assets.ingest.registry.ADAPTERS``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from bashgym_assets.sessions import Session
+
+#: Lines longer than this are quarantined without being held in memory (real lines are well under 1 MB;
+#: a pasted log or an image can reach a few MB).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+#: A file whose last line has no newline yet and was modified this recently is still being written to.
+SETTLE_SECONDS = 2.0
+SNIPPET_CHARS = 200
+
+
+class QuarantineRecord(BaseModel):
+    """One bad file or line: kept out of ``raw_sessions`` but recorded so nothing disappears silently."""
+
+    file: str
+    line: int | None = Field(None, description="1-based line number; None when the whole file is bad")
+    reason: str
+    snippet: str = ""
+    adapter: str = ""
+
+
+def snippet_of(data: bytes | str, limit: int = SNIPPET_CHARS) -> str:
+    """A short printable preview of bad input (invalid UTF-8 shown with replacement characters)."""
+    text = data[: limit * 4].decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    text = text[:limit]
+    return "".join(ch if ch.isprintable() or ch in "\t" else "\ufffd" for ch in text)
+
+
+@dataclass
+class ParseOutcome:
+    """What parsing one session source gave: sessions (usually one), quarantined lines, bytes read."""
+
+    sessions: list[Session] = field(default_factory=list)
+    quarantine: list[QuarantineRecord] = field(default_factory=list)
+    bytes_read: int = 0
+    files: list[str] = field(default_factory=list)
+
+
+@runtime_checkable
+class SessionAdapter(Protocol):
+    """One agent-log format. ``matches`` must be cheap (name and at most a small peek): scans call it often."""
+
+    name: str
+    #: when two adapters produce the same session id in a partition, the higher priority wins
+    priority: int
+
+    def claims(self, path: Path) -> bool:
+        """Name-only test: is this file (or a side file) of this format? Scans watch every claimed file."""
+        ...
+
+    def matches(self, path: Path) -> bool:
+        """Is this file a session of its own (side files such as subagent logs are claimed, not matched)?"""
+        ...
+
+    def related_files(self, path: Path) -> list[Path]:
+        """Side files parsed together with ``path`` (subagent logs ...), so a scan notices when they change."""
+        ...
+
+    def peek_cwd(self, path: Path) -> str | None:
+        """The working directory the session started in, read from as little of the file as possible."""
+        ...
+
+    def parse(self, path: Path, repo_of: RepoResolver | None = None) -> ParseOutcome: ...
+
+
+class RepoResolver(Protocol):
+    def __call__(self, cwd: str | None) -> tuple[str, str | None, str | None]:
+        """(partition key, repo path, remote) for a working directory."""
+        ...
+
+
+def file_settled(path: Path, now: float | None = None, settle: float = SETTLE_SECONDS) -> bool:
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return True
+    return ((now or time.time()) - mtime) >= settle
+
+
+@dataclass
+class LineReader:
+    """Stream the complete lines of a file with their 1-based numbers, never holding more than one line.
+
+    A last line with no newline is only returned when the file has settled (not modified for
+    ``SETTLE_SECONDS``): a writer may still be appending to it. Lines over ``MAX_LINE_BYTES`` are skipped in
+    chunks and reported via ``quarantine``. ``sha`` hashes every byte that was consumed, for dedupe.
+    """
+
+    path: Path
+    max_line_bytes: int = MAX_LINE_BYTES
+    settle_seconds: float = SETTLE_SECONDS
+    adapter: str = ""
+    quarantine: list[QuarantineRecord] = field(default_factory=list)
+    bytes_read: int = 0
+    pending_tail: bool = False
+    _sha: hashlib._Hash = field(default_factory=hashlib.sha1)  # type: ignore[name-defined]
+
+    @property
+    def content_hash(self) -> str:
+        return self._sha.hexdigest()
+
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        settled = file_settled(self.path, settle=self.settle_seconds)
+        limit = self.max_line_bytes
+        with open(self.path, "rb", buffering=1 << 20) as fh:
+            lineno = 0
+            while True:
+                line = fh.readline(limit + 1)
+                if not line:
+                    return
+                lineno += 1
+                if len(line) > limit and not line.endswith(b"\n"):
+                    size = len(line)
+                    head = line[:SNIPPET_CHARS]
+                    while line and not line.endswith(b"\n"):
+                        self._sha.update(line)
+                        line = fh.readline(1 << 20)
+                        size += len(line)
+                    self._sha.update(line)
+                    self.bytes_read += size
+                    self.quarantine.append(QuarantineRecord(
+                        file=str(self.path), line=lineno, adapter=self.adapter, snippet=snippet_of(head),
+                        reason=f"line too long: {size} bytes (limit {limit}); skipped"))
+                    continue
+                if not line.endswith(b"\n") and not settled:
+                    self.pending_tail = True  # half-written last line: leave it for the next read
+                    return
+                self._sha.update(line)
+                self.bytes_read += len(line)
+                if line.strip():
+                    yield lineno, line
+
+
+def parse_ts(value: object) -> datetime | None:
+    """ISO-8601 timestamps as written by agents (``...Z``), or epoch seconds/milliseconds; None if unusable."""
+    if isinstance(value, str) and value:
+        try:
+            ts = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+        return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = value / 1000 if value > 1e11 else value
+        try:
+            return datetime.fromtimestamp(seconds, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    return None
+
+
+def stat_or_none(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except OSError:
+        return None

@@ -1,0 +1,445 @@
+"""Claude Code session logs (``~/.claude/projects/<encoded-cwd>/<sessionId>.jsonl``) -> canonical sessions.
+
+Written to the documented format of Claude Code 1.0.x and 2.x rather than to particular files:
+
+- every line is one JSON object with a ``type``; ``user`` and ``assistant`` lines carry the conversation,
+  everything else (``summary``, ``system``, ``file-history-snapshot``, ``progress``, ``queue-operation``, and
+  types that do not exist yet) is counted in ``extra["skipped_types"]`` and otherwise ignored;
+- one API message is split over several ``assistant`` lines sharing ``message.id``: token usage is counted
+  once per id (the largest value seen, since streaming lines may carry partial counts);
+- ``tool_use`` blocks are paired with the ``tool_result`` of the same id; exit codes come from ``Exit code N``
+  at the start of a failed result (2.x), from ``toolUseResult.exitCode`` where present, else 1 for
+  ``is_error`` and 0 for a result without an error;
+- subagent (``Task``) work appears inline as ``isSidechain`` lines (1.0.x), in ``agent-*.jsonl`` files beside
+  the session (1.0.x) or in ``<sessionId>/subagents/agent-*.jsonl`` (2.x): all of it becomes sidechain steps;
+- slash-command echoes, expanded command bodies (``isMeta``), compaction summaries, interrupts and local
+  command output are recorded as prompts of their own ``kind``, never as the user's task (``kind="user"``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections import Counter
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bashgym_assets.ingest.base import (
+    LineReader,
+    ParseOutcome,
+    QuarantineRecord,
+    RepoResolver,
+    parse_ts,
+    snippet_of,
+)
+from bashgym_assets.ingest.repos import resolve_repo
+from bashgym_assets.sessions import Prompt, Session, Step
+
+_EXIT_RE = re.compile(r"^\s*(?:Error: )?Exit code (-?\d+)")
+CWD_RE = re.compile(rb'"cwd"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_SID_RE = re.compile(rb'"sessionId"\s*:\s*"([^"]+)"')
+_AGENT_FILE = re.compile(r"^agent-.+\.jsonl$")
+_PEEK_BYTES = 256 * 1024
+#: Prompt kinds that are things the user typed: steps answer the latest of these.
+TASK_KINDS = frozenset({"user", "slash_command"})
+
+
+def classify_user_text(text: str, line: dict[str, Any]) -> str:
+    """Prompt kind of a user message's text, so only real tasks count as ``user``."""
+    stripped = text.lstrip()
+    if line.get("isCompactSummary") or stripped.startswith("This session is being continued from a previous"):
+        return "compaction_summary"
+    if line.get("isMeta"):
+        return "meta"
+    if "<command-name>" in stripped[:2000] or stripped.startswith("<command-message>"):
+        return "slash_command"
+    if stripped.startswith(("<local-command-stdout>", "<local-command-stderr>", "<bash-input>",
+                            "<bash-stdout>", "<bash-stderr>", "Caveat: The messages below were generated")):
+        return "local_command"
+    if stripped.startswith("[Request interrupted by user"):
+        return "interrupt"
+    if stripped.startswith("<system-reminder>") and stripped.rstrip().endswith("</system-reminder>"):
+        return "system_reminder"
+    if line.get("isSidechain"):
+        return "subagent_task"
+    return "user"
+
+
+def _result_text(content: Any, counters: Counter) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if not isinstance(block, dict):
+                parts.append(str(block))
+            elif block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            elif block.get("type") == "image":
+                counters["images"] += 1
+                parts.append(_image_note(block))
+            else:
+                parts.append(orjson.dumps(block).decode())
+        return "\n".join(parts)
+    return "" if content is None else orjson.dumps(content, default=str).decode()
+
+
+def _image_note(block: dict[str, Any]) -> str:
+    source = block.get("source") or {}
+    data = source.get("data") if isinstance(source, dict) else None
+    media = source.get("media_type", "image") if isinstance(source, dict) else "image"
+    return f"[image {media}, {len(data) if isinstance(data, str) else 0} bytes base64]"
+
+
+def exit_code_of(text: str, is_error: bool, tool_use_result: Any) -> int:
+    """Exit code of a tool result: ``Exit code N`` text, then ``exitCode``, then ``is_error`` -> 1, else 0."""
+    match = _EXIT_RE.match(text[:200]) if text else None
+    if match:
+        return int(match.group(1))
+    if isinstance(tool_use_result, dict):
+        for key in ("exitCode", "exit_code", "returnCode"):
+            value = tool_use_result.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    return 1 if is_error else 0
+
+
+class _SessionBuilder:
+    """Accumulates the lines of one session (main file and its subagent files)."""
+
+    def __init__(self, session_id: str, source: Path):
+        self.session_id = session_id
+        self.source = source
+        self.steps: list[Step] = []
+        self.by_tool_id: dict[str, Step] = {}
+        self.prompts: list[Prompt] = []
+        self.task_prompt: int | None = None
+        self.usage: dict[str, dict[str, int]] = {}
+        self.models: Counter = Counter()
+        self.counters: Counter = Counter()
+        self.line_types: Counter = Counter()
+        self.skipped: Counter = Counter()
+        self.seen_uuids: set[str] = set()
+        self.first_ts: datetime | None = None
+        self.last_ts: datetime | None = None
+        self.cwd: str | None = None
+        self.side_cwd: str | None = None
+        self.version: str | None = None
+        self.branch: str | None = None
+        self.summaries: list[str] = []
+
+    # ---- one line ---------------------------------------------------------------------------------------
+    def add(self, line: dict[str, Any], sidechain: bool = False, agent_id: str | None = None) -> None:
+        kind = line.get("type")
+        self.line_types[str(kind)] += 1
+        uuid = line.get("uuid")
+        if isinstance(uuid, str):
+            if uuid in self.seen_uuids:
+                self.counters["duplicate_lines"] += 1
+                return
+            self.seen_uuids.add(uuid)
+        ts = parse_ts(line.get("timestamp"))
+        if ts is not None:
+            if self.first_ts is None or ts < self.first_ts:
+                self.first_ts = ts
+            if self.last_ts is None or ts > self.last_ts:
+                self.last_ts = ts
+        if kind == "summary":
+            if isinstance(line.get("summary"), str):
+                self.summaries.append(line["summary"])
+            self.skipped["summary"] += 1
+            return
+        if kind not in ("user", "assistant"):
+            self.skipped[str(kind)] += 1
+            return
+        side = sidechain or bool(line.get("isSidechain"))
+        agent = line.get("agentId") if isinstance(line.get("agentId"), str) else agent_id
+        if self.side_cwd is None and isinstance(line.get("cwd"), str):
+            self.side_cwd = line["cwd"]
+        if not side:
+            if self.cwd is None and isinstance(line.get("cwd"), str):
+                self.cwd = line["cwd"]
+            if self.version is None and isinstance(line.get("version"), str):
+                self.version = line["version"]
+            if not self.branch and isinstance(line.get("gitBranch"), str) and line["gitBranch"]:
+                self.branch = line["gitBranch"]
+        message = line.get("message")
+        if not isinstance(message, dict):
+            self.counters["lines_without_message"] += 1
+            return
+        if kind == "assistant":
+            self._assistant(line, message, ts, side, agent)
+        else:
+            self._user(line, message, ts, side)
+
+    def _assistant(self, line: dict, message: dict, ts: datetime | None, side: bool, agent: str | None) -> None:
+        model = message.get("model")
+        if isinstance(model, str) and model and model != "<synthetic>":
+            self.models[model] += 1
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            key = message.get("id") or line.get("requestId") or line.get("uuid") or id(line)
+            slot = self.usage.setdefault(str(key), {})
+            for field in ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                          "cache_creation_input_tokens"):
+                value = usage.get(field)
+                if isinstance(value, int) and value > slot.get(field, 0):
+                    slot[field] = value
+        content = message.get("content")
+        if not isinstance(content, list):
+            return
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            btype = block.get("type")
+            if btype == "tool_use":
+                self._tool_use(block, line, ts, side, agent)
+            elif btype in ("thinking", "redacted_thinking"):
+                self.counters["thinking_blocks"] += 1
+            elif btype == "text":
+                self.counters["assistant_texts"] += 1
+
+    def _tool_use(self, block: dict, line: dict, ts: datetime | None, side: bool, agent: str | None) -> None:
+        tool_id = block.get("id") if isinstance(block.get("id"), str) else None
+        if tool_id and tool_id in self.by_tool_id:
+            self.counters["duplicate_tool_uses"] += 1
+            return
+        tool_input = block.get("input")
+        command = tool_input.get("command") if isinstance(tool_input, dict) else None
+        step = Step.model_construct(
+            index=len(self.steps), tool_name=str(block.get("name") or "unknown"), tool_use_id=tool_id,
+            input=orjson.dumps(tool_input, default=str).decode() if tool_input is not None else "",
+            command=command if isinstance(command, str) else None, output="", exit_code=None, success=None,
+            is_error=False, cwd=line.get("cwd") if isinstance(line.get("cwd"), str) else None,
+            started_at=ts, finished_at=None, sidechain=side, agent_id=agent if side else None,
+            prompt_index=self.task_prompt,
+        )
+        self.steps.append(step)
+        if tool_id:
+            self.by_tool_id[tool_id] = step
+
+    def _user(self, line: dict, message: dict, ts: datetime | None, side: bool) -> None:
+        content = message.get("content")
+        if isinstance(content, str):
+            self._prompt(content, line, ts)
+            return
+        if not isinstance(content, list):
+            return
+        texts: list[str] = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            btype = block.get("type")
+            if btype == "tool_result":
+                self._tool_result(block, line, ts)
+            elif btype == "text":
+                texts.append(str(block.get("text", "")))
+            elif btype == "image":
+                self.counters["images"] += 1
+                texts.append(_image_note(block))
+        if texts:
+            self._prompt("\n".join(texts), line, ts)
+
+    def _prompt(self, text: str, line: dict, ts: datetime | None) -> None:
+        kind = classify_user_text(text, line)
+        self.prompts.append(Prompt.model_construct(index=len(self.prompts), text=text, timestamp=ts, kind=kind))
+        if kind in TASK_KINDS:
+            self.task_prompt = len(self.prompts) - 1
+
+    def _tool_result(self, block: dict, line: dict, ts: datetime | None) -> None:
+        step = self.by_tool_id.get(block.get("tool_use_id"))  # type: ignore[arg-type]
+        if step is None:
+            self.counters["orphan_results"] += 1
+            return
+        if step.finished_at is not None or step.success is not None:
+            self.counters["duplicate_results"] += 1
+            return
+        text = _result_text(block.get("content"), self.counters)
+        is_error = bool(block.get("is_error"))
+        code = exit_code_of(text, is_error, line.get("toolUseResult"))
+        step.output = text
+        step.is_error = is_error
+        step.exit_code = code
+        step.success = (not is_error) and code == 0
+        step.finished_at = ts
+
+    # ---- the session ------------------------------------------------------------------------------------
+    def build(self, repo_of: RepoResolver, source_format: str, content_hash: str, n_agent_files: int) -> Session:
+        steps = self.steps
+        if any(s.sidechain for s in steps) and all(s.started_at is not None for s in steps):
+            steps = sorted(steps, key=lambda s: s.started_at)  # stable: same-time steps keep file order
+        for i, step in enumerate(steps):
+            step.index = i
+        tokens = Counter()
+        for slot in self.usage.values():
+            tokens.update(slot)
+        cwd = self.cwd or self.side_cwd
+        key, repo_path, remote = repo_of(cwd)
+        extra: dict[str, Any] = {k: v for k, v in self.counters.items() if v}
+        extra["line_types"] = dict(self.line_types)
+        if self.skipped:
+            extra["skipped_types"] = dict(self.skipped)
+        if self.summaries:
+            extra["summaries"] = self.summaries[:5]
+        if n_agent_files:
+            extra["subagent_files"] = n_agent_files
+        return Session.model_construct(
+            session_id=self.session_id, source_format=source_format, source_path=str(self.source), repo=key,
+            repo_path=repo_path, repo_remote=remote, cwd=cwd,
+            model=self.models.most_common(1)[0][0] if self.models else None, agent_version=self.version,
+            git_branch=self.branch, started_at=self.first_ts, ended_at=self.last_ts,
+            input_tokens=tokens["input_tokens"], output_tokens=tokens["output_tokens"],
+            cache_read_tokens=tokens["cache_read_input_tokens"],
+            cache_creation_tokens=tokens["cache_creation_input_tokens"],
+            prompts=self.prompts, steps=steps, content_hash=content_hash, extra=extra,
+        )
+
+
+def read_json_lines(reader: LineReader, out: list[QuarantineRecord]) -> Any:
+    """Yield each line of ``reader`` parsed as a JSON object; bad lines go to ``out`` with their reason."""
+    path = str(reader.path)
+    try:
+        for lineno, raw in reader.lines():
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                out.append(QuarantineRecord(file=path, line=lineno, reason=_bad_line_reason(raw, exc),
+                                            snippet=snippet_of(raw), adapter=reader.adapter))
+                continue
+            if not isinstance(obj, dict):
+                out.append(QuarantineRecord(file=path, line=lineno, adapter=reader.adapter, snippet=snippet_of(raw),
+                                            reason=f"not a JSON object ({type(obj).__name__})"))
+                continue
+            yield obj
+    except FileNotFoundError:
+        out.append(QuarantineRecord(file=path, reason="file vanished before or while it was read",
+                                    adapter=reader.adapter))
+    except OSError as exc:
+        out.append(QuarantineRecord(file=path, reason=f"unreadable: {type(exc).__name__}: {exc}",
+                                    adapter=reader.adapter))
+    out.extend(reader.quarantine)
+    reader.quarantine.clear()
+
+
+def _bad_line_reason(raw: bytes, exc: Exception) -> str:
+    if b"\x00" in raw[:4096]:
+        return "binary data (NUL bytes), not JSON"
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return f"invalid UTF-8 at byte {err.start}"
+    if not raw.endswith(b"\n"):
+        return f"truncated last line (no newline at end of file): {exc}"
+    return f"invalid JSON: {exc}"
+
+
+def peek_first(path: Path, pattern: re.Pattern[bytes]) -> str | None:
+    """The first match of ``pattern`` in the file's first 256 KB, JSON-unescaped (cheap: no full parse)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_PEEK_BYTES)
+    except OSError:
+        return None
+    match = pattern.search(head)
+    if not match:
+        return None
+    try:
+        value = orjson.loads(b'"' + match.group(1) + b'"')
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+@lru_cache(maxsize=1024)
+def _beside_agents(folder: str, mtime_ns: int) -> dict[str, tuple[str, ...]]:
+    """1.0.x layout: ``agent-*.jsonl`` beside session files, grouped by the ``sessionId`` inside them."""
+    groups: dict[str, list[str]] = {}
+    try:
+        names = [e.name for e in os.scandir(folder) if _AGENT_FILE.match(e.name)]
+    except OSError:
+        return {}
+    for name in sorted(names):
+        sid = peek_first(Path(folder) / name, _SID_RE)
+        if sid:
+            groups.setdefault(sid, []).append(name)
+    return {k: tuple(v) for k, v in groups.items()}
+
+
+def _dir_mtime(folder: Path) -> int:
+    try:
+        return folder.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+class ClaudeCodeAdapter:
+    """Claude Code JSONL transcripts, 1.0.x and 2.x layouts."""
+
+    name = "claude_code"
+    priority = 20
+
+    def claims(self, path: Path) -> bool:
+        return path.suffix == ".jsonl" and not path.name.endswith(".hook.jsonl")
+
+    def matches(self, path: Path) -> bool:
+        if not self.claims(path):
+            return False
+        if _AGENT_FILE.match(path.name):
+            return self._parent_of_agent(path) is None  # orphan subagent logs stand as sessions of their own
+        return True
+
+    def _parent_of_agent(self, path: Path) -> Path | None:
+        if path.parent.name == "subagents":  # 2.x: <dir>/<sid>/subagents/agent-*.jsonl
+            parent = path.parent.parent.parent / f"{path.parent.parent.name}.jsonl"
+            return parent if parent.exists() else None
+        sid = peek_first(path, _SID_RE)
+        parent = path.parent / f"{sid}.jsonl" if sid else None
+        return parent if parent is not None and parent.exists() else None
+
+    def related_files(self, path: Path) -> list[Path]:
+        if _AGENT_FILE.match(path.name):
+            return []
+        folder = path.parent / path.stem / "subagents"
+        found = sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
+        beside = _beside_agents(str(path.parent), _dir_mtime(path.parent)).get(path.stem, ())
+        return found + [path.parent / name for name in beside]
+
+    def peek_cwd(self, path: Path) -> str | None:
+        return peek_first(path, CWD_RE)
+
+    def parse(self, path: Path, repo_of: RepoResolver | None = None) -> ParseOutcome:
+        outcome = ParseOutcome()
+        builder = _SessionBuilder(path.stem, path)
+        reader = LineReader(path, adapter=self.name)
+        for line in read_json_lines(reader, outcome.quarantine):
+            builder.add(line)
+        digest = hashlib.sha1(reader.content_hash.encode())
+        outcome.bytes_read += reader.bytes_read
+        outcome.files.append(str(path))
+        side_files = self.related_files(path)
+        for side in side_files:
+            agent_id = side.stem.removeprefix("agent-")
+            side_reader = LineReader(side, adapter=self.name)
+            for line in read_json_lines(side_reader, outcome.quarantine):
+                builder.add(line, sidechain=True, agent_id=agent_id)
+            digest.update(side_reader.content_hash.encode())
+            outcome.bytes_read += side_reader.bytes_read
+            outcome.files.append(str(side))
+        if reader.bytes_read == 0 and not any(q.line is None for q in outcome.quarantine) and not reader.pending_tail:
+            outcome.quarantine.append(QuarantineRecord(file=str(path), reason="empty file", adapter=self.name))
+            return outcome
+        if not builder.line_types:
+            if reader.bytes_read and not any(q.line is None for q in outcome.quarantine):
+                outcome.quarantine.append(QuarantineRecord(
+                    file=str(path), reason="no valid session lines in file", adapter=self.name))
+            return outcome
+        if builder.line_types.get("user", 0) + builder.line_types.get("assistant", 0) == 0:
+            return outcome  # only bookkeeping lines so far (a session that has not started): nothing to import
+        outcome.sessions.append(builder.build(repo_of or resolve_repo, self.name, digest.hexdigest(),
+                                              len(side_files)))
+        return outcome

@@ -1,0 +1,137 @@
+"""Files written by the live-capture hook (``<session_id>.hook.jsonl``) -> canonical sessions.
+
+Each line is one Claude Code hook event (``UserPromptSubmit``, ``PostToolUse``, ``PostToolUseFailure``,
+``Stop`` ...) plus ``bashgym_captured_at``. A session also present as a full transcript is kept from the
+transcript (``ClaudeCodeAdapter`` has the higher priority), since that has tokens, thinking and subagents.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bashgym_assets.ingest.base import (
+    LineReader,
+    ParseOutcome,
+    QuarantineRecord,
+    RepoResolver,
+    parse_ts,
+    snippet_of,
+)
+from bashgym_assets.ingest.claude_code import (
+    CWD_RE,
+    TASK_KINDS,
+    classify_user_text,
+    exit_code_of,
+    peek_first,
+    read_json_lines,
+)
+from bashgym_assets.ingest.hook import HOOK_SUFFIX
+from bashgym_assets.ingest.repos import resolve_repo
+from bashgym_assets.sessions import Prompt, Session, Step
+
+
+def _response_text(response: Any) -> str:
+    if isinstance(response, str):
+        return response
+    if isinstance(response, dict):
+        if "stdout" in response or "stderr" in response:
+            out = str(response.get("stdout") or "")
+            err = str(response.get("stderr") or "")
+            return out + ("\n" if out and err else "") + err
+        for key in ("content", "output", "result", "message"):
+            if isinstance(response.get(key), str):
+                return response[key]
+    if isinstance(response, list):
+        return "\n".join(str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in response)
+    return "" if response is None else orjson.dumps(response, default=str).decode()
+
+
+class HookCaptureAdapter:
+    """What ``bashgym_assets.ingest.hook`` captured."""
+
+    name = "claude_code_hook"
+    priority = 5
+
+    def claims(self, path: Path) -> bool:
+        return path.name.endswith(HOOK_SUFFIX)
+
+    def matches(self, path: Path) -> bool:
+        return self.claims(path)
+
+    def related_files(self, path: Path) -> list[Path]:
+        return []
+
+    def peek_cwd(self, path: Path) -> str | None:
+        return peek_first(path, CWD_RE)
+
+    def parse(self, path: Path, repo_of: RepoResolver | None = None) -> ParseOutcome:
+        outcome = ParseOutcome(files=[str(path)])
+        reader = LineReader(path, adapter=self.name)
+        steps: list[Step] = []
+        prompts: list[Prompt] = []
+        events: Counter = Counter()
+        task: int | None = None
+        cwd = session_id = None
+        first = last = None
+        for event in read_json_lines(reader, outcome.quarantine):
+            if "hook_error" in event:
+                outcome.quarantine.append(QuarantineRecord(
+                    file=str(path), reason=str(event["hook_error"]), snippet=snippet_of(str(event.get("raw", ""))),
+                    adapter=self.name))
+                continue
+            name = str(event.get("hook_event_name") or "unknown")
+            events[name] += 1
+            ts = parse_ts(event.get("bashgym_captured_at"))
+            if ts is not None:
+                first = first or ts
+                last = ts
+            session_id = session_id or event.get("session_id")
+            if cwd is None and isinstance(event.get("cwd"), str):
+                cwd = event["cwd"]
+            if name == "UserPromptSubmit" and isinstance(event.get("prompt"), str):
+                kind = classify_user_text(event["prompt"], {})
+                prompts.append(Prompt.model_construct(index=len(prompts), text=event["prompt"], timestamp=ts,
+                                                      kind=kind))
+                if kind in TASK_KINDS:
+                    task = len(prompts) - 1
+            elif name.startswith("PostToolUse") and event.get("tool_name"):
+                steps.append(self._step(event, name, len(steps), ts, task))
+        outcome.bytes_read = reader.bytes_read
+        if not events:
+            if reader.bytes_read == 0 and not reader.pending_tail and not outcome.quarantine:
+                outcome.quarantine.append(QuarantineRecord(file=str(path), reason="empty file", adapter=self.name))
+            return outcome
+        key, repo_path, remote = (repo_of or resolve_repo)(cwd)
+        outcome.sessions.append(Session.model_construct(
+            session_id=str(session_id or path.name.removesuffix(HOOK_SUFFIX)), source_format=self.name,
+            source_path=str(path), repo=key, repo_path=repo_path, repo_remote=remote, cwd=cwd, model=None,
+            agent_version=None, git_branch=None, started_at=first, ended_at=last, input_tokens=0, output_tokens=0,
+            cache_read_tokens=0, cache_creation_tokens=0, prompts=prompts, steps=steps,
+            content_hash=reader.content_hash, extra={"hook_events": dict(events)},
+        ))
+        return outcome
+
+    @staticmethod
+    def _step(event: dict[str, Any], name: str, index: int, ts: Any, task: int | None) -> Step:
+        tool_input = event.get("tool_input")
+        response = event.get("tool_response")
+        failed = name == "PostToolUseFailure" or "error" in event
+        text = _response_text(event.get("error") if failed and response is None else response)
+        if isinstance(response, dict) and response.get("is_error"):
+            failed = True
+        code = exit_code_of(text, failed, response)
+        if failed and code == 0:
+            code = 1
+        command = tool_input.get("command") if isinstance(tool_input, dict) else None
+        return Step.model_construct(
+            index=index, tool_name=str(event["tool_name"]),
+            tool_use_id=event.get("tool_use_id") if isinstance(event.get("tool_use_id"), str) else None,
+            input=orjson.dumps(tool_input, default=str).decode() if tool_input is not None else "",
+            command=command if isinstance(command, str) else None, output=text, exit_code=code,
+            success=not failed and code == 0, is_error=failed, cwd=event.get("cwd"), started_at=ts,
+            finished_at=ts, sidechain=False, agent_id=None, prompt_index=task,
+        )

@@ -1,0 +1,157 @@
+"""Materialising one repo partition of ``raw_sessions``: find its session files, parse, dedupe, write.
+
+Memory does not grow with the corpus: files are parsed one at a time and sessions are written to parquet in
+batches through a ``ParquetWriter`` on the lake's atomic temporary path. Sessions already in the partition
+whose source file has since disappeared are carried over (Claude Code deletes old transcripts itself; what
+was imported once is never lost). When two files yield the same ``session_id`` (a transcript and the hook's
+capture of the same session), the adapter with the higher priority wins.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bashgym_assets.ingest.base import QuarantineRecord, SessionAdapter
+from bashgym_assets.ingest.repos import resolve_repo
+from bashgym_assets.ingest.scan import iter_trace_files, repo_key_of
+from bashgym_assets.lake import Lake, atomic_path
+from bashgym_assets.sessions import SESSION_ARROW_SCHEMA, Session, sessions_to_table
+
+RAW_SESSIONS = "raw_sessions"
+QUARANTINE = "raw_sessions_quarantine"
+QUARANTINE_SCHEMA = pa.schema([
+    ("file", pa.string()), ("line", pa.int64()), ("reason", pa.string()), ("snippet", pa.string()),
+    ("adapter", pa.string()),
+])
+BATCH_SESSIONS = 64
+
+
+@dataclass
+class IngestReport:
+    """What one partition's ingest did, for the asset's metadata."""
+
+    repo: str
+    sessions: int = 0
+    steps: int = 0
+    failed_steps: int = 0
+    prompts: int = 0
+    files_parsed: int = 0
+    bytes_read: int = 0
+    carried_over: int = 0
+    duplicates_dropped: int = 0
+    tools: Counter = field(default_factory=Counter)
+    formats: Counter = field(default_factory=Counter)
+    skipped_types: Counter = field(default_factory=Counter)
+    first: datetime | None = None
+    last: datetime | None = None
+    quarantine: list[QuarantineRecord] = field(default_factory=list)
+    preview: list[Session] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def add(self, session: Session) -> None:
+        import orjson
+
+        self.sessions += 1
+        self.steps += len(session.steps)
+        self.prompts += sum(p.kind == "user" for p in session.prompts)
+        self.failed_steps += sum(s.success is False for s in session.steps)
+        self.tools.update(s.tool_name for s in session.steps)
+        self.formats[session.source_format] += 1
+        extra = session.extra if isinstance(session.extra, dict) else orjson.loads(session.extra or "{}")
+        self.skipped_types.update(extra.get("skipped_types", {}))
+        for ts in (session.started_at, session.ended_at):
+            if ts is not None:
+                self.first = ts if self.first is None or ts < self.first else self.first
+                self.last = ts if self.last is None or ts > self.last else self.last
+        if len(self.preview) < 3:
+            self.preview.append(session)
+
+
+def session_sources(dirs: Iterable[Path], repo: str | None = None) -> Iterator[tuple[Path, SessionAdapter]]:
+    """Session files under the folders (highest adapter priority first), optionally only one repo's."""
+    found = []
+    for path, _st, adapter in iter_trace_files(dirs):
+        if not adapter.matches(path):
+            continue
+        if repo is not None and repo_key_of(path, adapter) != repo:
+            continue
+        found.append((path, adapter))
+    found.sort(key=lambda pa_: (-pa_[1].priority, str(pa_[0])))
+    yield from found
+
+
+def parse_sources(sources: Iterable[tuple[Path, SessionAdapter]], report: IngestReport,
+                  repo: str | None = None) -> Iterator[Session]:
+    """Parse each source once; quarantine and counts go to ``report``; duplicates by session id dropped."""
+    seen: set[str] = set()
+    for path, adapter in sources:
+        outcome = adapter.parse(path, resolve_repo)
+        report.files_parsed += 1
+        report.bytes_read += outcome.bytes_read
+        report.quarantine.extend(outcome.quarantine)
+        for session in outcome.sessions:
+            if repo is not None and session.repo != repo:
+                session.repo = repo  # the partition the scan filed this file under stays authoritative
+            if session.session_id in seen:
+                report.duplicates_dropped += 1
+                continue
+            seen.add(session.session_id)
+            yield session
+
+
+def _carry_over(old_path: Path, written_ids: set[str]) -> Iterator[pa.RecordBatch]:
+    """Rows of the previous partition file whose source vanished and that were not re-imported."""
+    if not old_path.exists():
+        return
+    parquet = pq.ParquetFile(old_path)
+    for batch in parquet.iter_batches(batch_size=256):
+        ids = batch.column("session_id").to_pylist()
+        sources = batch.column("source_path").to_pylist()
+        keep = [sid not in written_ids and not Path(src).exists() for sid, src in zip(ids, sources, strict=True)]
+        if any(keep):
+            yield batch.filter(pa.array(keep)).cast(SESSION_ARROW_SCHEMA) if batch.schema != SESSION_ARROW_SCHEMA \
+                else batch.filter(pa.array(keep))
+
+
+def ingest_repo(lake: Lake, dirs: Iterable[Path], repo: str) -> IngestReport:
+    """Rebuild ``raw_sessions[repo]`` (and its quarantine table) from the trace folders."""
+    started = time.perf_counter()
+    report = IngestReport(repo=repo)
+    final = lake.table_path(RAW_SESSIONS, repo)
+    written: set[str] = set()
+    with atomic_path(final, suffix=".parquet") as tmp:
+        writer = pq.ParquetWriter(tmp, SESSION_ARROW_SCHEMA, compression="zstd")
+        try:
+            batch: list[Session] = []
+            for session in parse_sources(session_sources(dirs, repo), report, repo):
+                report.add(session)
+                written.add(session.session_id)
+                batch.append(session)
+                if len(batch) >= BATCH_SESSIONS:
+                    writer.write_table(sessions_to_table(batch))
+                    batch = []
+            if batch:
+                writer.write_table(sessions_to_table(batch))
+            for rows in _carry_over(final, written):
+                report.carried_over += rows.num_rows
+                for session in (Session.from_row(r) for r in rows.to_pylist()):
+                    report.add(session)
+                writer.write_batch(rows)
+        finally:
+            writer.close()
+    lake.write(QUARANTINE, [q.model_dump() for q in report.quarantine], partition=repo, schema=QUARANTINE_SCHEMA)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def discover_repos(dirs: Iterable[Path]) -> list[str]:
+    """Every repo key with at least one session file (what the sensor registers as partitions)."""
+    return sorted({repo_key_of(path, adapter) for path, adapter in session_sources(dirs)})
