@@ -1,5 +1,143 @@
-"""Filled in by its stage's issue."""
+"""Stage 1 in Dagster: ``raw_sessions`` per repo, the sensor on the trace folders, and its job.
+
+Thin on purpose: parsing, repo detection and scanning live in ``bashgym_assets.ingest``.
+"""
+
+
+import base64
+import io
 
 import dagster as dg
 
-defs = dg.Definitions()
+from bashgym_assets.defs.partitions import repo_partitions
+from bashgym_assets.defs.resources import BashgymHome
+from bashgym_assets.ingest.pipeline import QUARANTINE, IngestReport, ingest_repo
+from bashgym_assets.ingest.repos import NO_REPO_KEY
+from bashgym_assets.ingest.scan import ScanCursor, run_key, scan
+
+#: What a sensor-triggered run materialises for a changed repo. Widen to the downstream per-repo assets
+#: (``redacted_sessions``, ``tiered_traces``) by adding their keys here.
+INGEST_SELECTION = dg.AssetSelection.assets("raw_sessions")
+
+trace_files = dg.AssetSpec(
+    "trace_files", group_name="ingest", kinds={"file"},
+    description="Agent session logs in the watched folders (BASHGYM_TRACE_DIRS: ~/.claude/projects and the "
+                "live-capture folder). Read, never modified.",
+)
+
+
+def _md_table(headers: list[str], rows: list[list[object]]) -> str:
+    def cell(v: object) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _tools_plot(report: IngestReport) -> str:
+    """A bar chart of tool calls (and failures) as an embedded PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    top = report.tools.most_common(12)
+    fig, ax = plt.subplots(figsize=(6, 2.8), dpi=90)
+    ax.barh([t for t, _ in top][::-1], [n for _, n in top][::-1], color="#4c72b0")
+    ax.set_xlabel("tool calls")
+    ax.set_title(f"raw_sessions[{report.repo}]: {report.sessions} sessions, {report.steps} steps")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return f"![tools](data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()})"
+
+
+def _preview(report: IngestReport) -> str:
+    parts = []
+    for s in report.preview:
+        task = next((p.text for p in s.prompts if p.kind in ("user", "slash_command")), "")
+        parts.append(f"**{s.session_id}** ({s.source_format}, {s.model or 'model?'}, {len(s.steps)} steps)  \n"
+                     f"task: {task[:160]!r}")
+        rows = [[st.index, st.tool_name, (st.command or st.input)[:70], st.exit_code, st.success]
+                for st in s.steps[:6]]
+        if rows:
+            parts.append(_md_table(["#", "tool", "command / input", "exit", "ok"], rows))
+    return "\n\n".join(parts) or "_no sessions_"
+
+
+def report_metadata(report: IngestReport) -> dict[str, dg.MetadataValue]:
+    quarantine_rows = [[q.file.rsplit("/", 1)[-1], q.line if q.line is not None else "-", q.reason, q.snippet[:60]]
+                       for q in report.quarantine[:30]]
+    meta: dict[str, dg.MetadataValue] = {
+        "sessions": dg.MetadataValue.int(report.sessions),
+        "steps": dg.MetadataValue.int(report.steps),
+        "failed_steps": dg.MetadataValue.int(report.failed_steps),
+        "user_prompts": dg.MetadataValue.int(report.prompts),
+        "files_parsed": dg.MetadataValue.int(report.files_parsed),
+        "carried_over_sessions": dg.MetadataValue.int(report.carried_over),
+        "duplicate_sessions_dropped": dg.MetadataValue.int(report.duplicates_dropped),
+        "mb_read": dg.MetadataValue.float(round(report.bytes_read / 1e6, 3)),
+        "seconds": dg.MetadataValue.float(round(report.seconds, 3)),
+        "date_range": dg.MetadataValue.text(
+            f"{report.first:%Y-%m-%d %H:%M} .. {report.last:%Y-%m-%d %H:%M} UTC" if report.first and report.last
+            else "-"),
+        "tools": dg.MetadataValue.md(_md_table(["tool", "calls"], [[t, n] for t, n in report.tools.most_common()])),
+        "formats": dg.MetadataValue.json(dict(report.formats)),
+        "skipped_line_types": dg.MetadataValue.json(dict(report.skipped_types)),
+        "quarantined": dg.MetadataValue.int(len(report.quarantine)),
+        "quarantine": dg.MetadataValue.md(
+            _md_table(["file", "line", "reason", "snippet"], quarantine_rows) if quarantine_rows
+            else f"_nothing quarantined (table `{QUARANTINE}`)_"),
+        "preview": dg.MetadataValue.md(_preview(report)),
+    }
+    if report.steps:
+        meta["tools_plot"] = dg.MetadataValue.md(_tools_plot(report))
+    return meta
+
+
+@dg.asset(
+    partitions_def=repo_partitions,
+    deps=[trace_files],
+    group_name="ingest",
+    kinds={"parquet", "duckdb"},
+    description="Every agent session found under the trace folders, in the canonical schema "
+                "(bashgym_assets.sessions), one dynamic partition per repository (catch-all: "
+                f"`{NO_REPO_KEY}`). Bad files/lines go to the `{QUARANTINE}` table with their reason.",
+)
+def raw_sessions(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg.MaterializeResult:
+    repo = context.partition_key
+    settings = bashgym.settings()
+    report = ingest_repo(bashgym.lake(), settings.trace_dirs, repo)
+    context.log.info(f"raw_sessions[{repo}]: {report.sessions} sessions, {report.steps} steps, "
+                     f"{len(report.quarantine)} quarantined, {report.bytes_read / 1e6:.1f} MB in {report.seconds:.1f}s")
+    return dg.MaterializeResult(metadata=report_metadata(report))
+
+
+ingest_repo_job = dg.define_asset_job(
+    "ingest_repo_job", selection=INGEST_SELECTION, partitions_def=repo_partitions,
+    description="Re-import one repository's sessions (what the trace-file sensor launches).",
+)
+
+
+@dg.sensor(job=ingest_repo_job, default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=30,
+           description="Watches the trace folders; adds a repo partition for each new repository and requests a "
+                       "run only for repos whose files gained complete lines.")
+def trace_files_sensor(context: dg.SensorEvaluationContext, bashgym: BashgymHome) -> dg.SensorResult:
+    result = scan(bashgym.settings().trace_dirs, ScanCursor.decode(context.cursor))
+    known = set(context.instance.get_dynamic_partitions(repo_partitions.name))
+    new_keys = [repo for repo in result.repos if repo not in known]
+    requests = [dg.RunRequest(run_key=run_key(repo, result.cursor, files), partition_key=repo,
+                              tags={"bashgym/changed_files": str(len(files))})
+                for repo, files in sorted(result.changed.items())]
+    context.log.info(f"scanned {result.files_seen} files in {result.seconds:.2f}s: {len(requests)} repos changed, "
+                     f"{len(result.waiting)} waiting for a complete line, {len(result.removed)} removed")
+    return dg.SensorResult(
+        run_requests=requests,
+        dynamic_partitions_requests=[repo_partitions.build_add_request(new_keys)] if new_keys else [],
+        cursor=result.cursor.encode(),
+        skip_reason=None if requests else f"no changed trace files ({result.files_seen} watched)",
+    )
+
+
+defs = dg.Definitions(assets=[trace_files, raw_sessions], jobs=[ingest_repo_job], sensors=[trace_files_sensor])
