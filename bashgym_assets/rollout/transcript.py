@@ -105,6 +105,7 @@ def render_rejected_line(error: str) -> str:
 # ---- what the operator typed ------------------------------------------------------------------------------------
 _FENCE_RE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n(.*?)\n?```\s*$", re.S)
 _PROSE_LINE_RE = re.compile(r"^[A-Z][a-z']+(?:,)?(?:\s+[A-Za-z'(),]+){3,}.*[.:!?]$")
+_PROSE_START_RE = re.compile(r"^[A-Z][a-z]+(?:'[a-z]+)?[,!:]?\s+\S+\s+\S+")
 _EXIT_RE = re.compile(r"^\s*(?:exit|logout)(?:\s+\d+)?\s*;?\s*$")
 
 
@@ -133,6 +134,8 @@ def looks_like_prose(text: str) -> bool:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     # First and last line only: a heredoc body may hold sentences, its first and last lines are shell.
     ends = {lines[0], lines[-1]} if lines else set()
+    if lines and _PROSE_START_RE.match(lines[0]):  # "Here's what I'd do", "Sure, I will ...": commands are lower-case
+        return True
     return any(_PROSE_LINE_RE.match(line) for line in ends if not line.startswith("#"))
 
 

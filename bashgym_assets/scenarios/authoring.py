@@ -168,14 +168,15 @@ def dedupe(bundles: Iterable[ScenarioBundle], existing: Iterable[ScenarioBundle]
 
 def author_bundles(model: str, n: int, api_base: str | None = None, seed: int = 0, max_attempts: int = 3,
                    existing: Iterable[ScenarioBundle] = (), temperature: float = 0.7, timeout_s: float = 120.0,
-                   ) -> AuthoringReport:
-    """Ask ``model`` for ``n`` bundles across the taxonomy; malformed replies are retried with the error shown."""
+                   axes: list[AuthoringAxes] | None = None) -> AuthoringReport:
+    """Ask ``model`` for ``n`` bundles across the taxonomy (or for the given ``axes``); malformed replies are
+    retried with the validation error shown to the model."""
     source = f"teacher:{model}"
     authored: list[ScenarioBundle] = []
     failures: list[AuthoringFailure] = []
     attempts = 0
-    for axes in sample_axes(n, seed):
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request_prompt(axes)}]
+    for point in axes if axes is not None else sample_axes(n, seed):
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request_prompt(point)}]
         reason, last, tries = "", "", 0
         while tries < max_attempts:
             tries += 1
@@ -187,7 +188,7 @@ def author_bundles(model: str, n: int, api_base: str | None = None, seed: int = 
                 reason = f"model error: {exc}"
                 break
             try:
-                authored.append(bundle_from_reply(last, axes, source))
+                authored.append(bundle_from_reply(last, point, source))
                 reason = ""
                 break
             except ValueError as exc:
@@ -196,6 +197,6 @@ def author_bundles(model: str, n: int, api_base: str | None = None, seed: int = 
                              {"role": "user", "content": f"That is not a valid scenario: {exc}. Reply with the "
                                                          "corrected JSON object only."}]
         if reason:
-            failures.append(AuthoringFailure(axes=axes, attempts=tries, reason=reason, last_output=last[:2000]))
+            failures.append(AuthoringFailure(axes=point, attempts=tries, reason=reason, last_output=last[:2000]))
     kept, dropped = dedupe(authored, existing)
     return AuthoringReport(bundles=kept, failures=failures, duplicates=dropped, attempts=attempts)

@@ -21,6 +21,7 @@ def chat_completion(model: str, messages: list[dict[str, str]], api_base: str | 
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch of the price list at import
     import litellm
 
+    litellm.suppress_debug_info = True  # errors are reported through LLMError, not banners on stdout
     kwargs: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature,
                               "max_tokens": max_tokens, "timeout": timeout_s, "num_retries": num_retries}
     if api_base:

@@ -1,0 +1,76 @@
+"""Where candidate scenarios come from: the bundled pack, imported task files and (optionally) a teacher model.
+
+Every source yields bundles plus quarantined failures with their reason; one bad file never hides the good ones.
+Ids are unique across sources: a later bundle reusing an id is quarantined, not silently dropped or overwritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from bashgym_assets.config import PROJECT_ROOT
+from bashgym_assets.scenarios.bundle import BundleError, ScenarioBundle, import_shell_tasks, load_folder
+
+PACK_DIR = PROJECT_ROOT / "bashgym_assets" / "data" / "scenario_pack"
+PACK_SOURCE = "bashgym-pack"
+
+
+class CandidateSet(BaseModel):
+    bundles: list[ScenarioBundle]
+    quarantine: list[BundleError]
+    counts_by_origin: dict[str, int]
+
+
+def load_pack(folder: Path = PACK_DIR) -> tuple[list[ScenarioBundle], list[BundleError]]:
+    """The bundled scenario pack (one JSON per scenario), source defaulting to the pack's name."""
+    bundles, errors = load_folder(folder)
+    return [b if b.source else b.model_copy(update={"source": PACK_SOURCE}) for b in bundles], errors
+
+
+def origin(bundle: ScenarioBundle) -> str:
+    """Coarse origin for metadata: pack, import or teacher."""
+    if bundle.source.startswith("teacher:"):
+        return "teacher"
+    if bundle.source.startswith("import:"):
+        return "import"
+    return "pack"
+
+
+def merge_candidates(*groups: Iterable[ScenarioBundle]) -> tuple[list[ScenarioBundle], list[BundleError]]:
+    """Concatenate sources in priority order; a repeated id is quarantined with the id's first source named."""
+    seen: dict[str, str] = {}
+    out: list[ScenarioBundle] = []
+    dupes: list[BundleError] = []
+    for group in groups:
+        for bundle in group:
+            if bundle.id in seen:
+                dupes.append(BundleError(source=bundle.source or bundle.id,
+                                         reason=f"duplicate id {bundle.id!r} (first from {seen[bundle.id]})"))
+                continue
+            seen[bundle.id] = bundle.source
+            out.append(bundle)
+    return out, dupes
+
+
+def collect_candidates(pack_dir: Path | None = PACK_DIR, import_dir: Path | None = None,
+                       authored: Iterable[ScenarioBundle] = (),
+                       authoring_errors: Iterable[BundleError] = ()) -> CandidateSet:
+    """Pack + imports + already-authored bundles, merged, with every failure kept."""
+    quarantine: list[BundleError] = list(authoring_errors)
+    pack: list[ScenarioBundle] = []
+    if pack_dir is not None and Path(pack_dir).is_dir():
+        pack, errors = load_pack(Path(pack_dir))
+        quarantine += errors
+    imported: list[ScenarioBundle] = []
+    if import_dir is not None and Path(import_dir).exists():
+        imported, errors = import_shell_tasks([import_dir])
+        quarantine += errors
+    bundles, dupes = merge_candidates(pack, imported, authored)
+    quarantine += dupes
+    counts: dict[str, int] = {}
+    for b in bundles:
+        counts[origin(b)] = counts.get(origin(b), 0) + 1
+    return CandidateSet(bundles=bundles, quarantine=quarantine, counts_by_origin=counts)
