@@ -1,0 +1,268 @@
+"""Tokenisation with the assistant-only loss mask, packing and padding.
+
+The single most important correctness detail of the trainer (sekft): loss only on what the model should say,
+the commands and the end-of-turn token after each, so it learns to stop; the system orientation, the task and
+every command output are -100, or the model learns to hallucinate the environment's replies.
+
+The mask is built by offsets: render the conversation once with the tokenizer's chat template, find each
+assistant turn's character span (by rendering the prefix before and after the turn, which for prefix-stable
+templates like ChatML is exact), tokenise the whole text once with ``return_offsets_mapping`` and label a token
+only if its characters fall inside an assistant span. That is robust to sub-word merges at turn boundaries and
+needs no ``{% generation %}`` markers in the template (SmolLM2's has none, so TRL's ``assistant_only_loss``
+refuses it).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+IGNORE_INDEX = -100
+
+
+class MaskError(ValueError):
+    """A conversation that cannot be rendered or masked (bad roles, template not prefix-stable ...)."""
+
+
+@dataclass
+class TokenizedExample:
+    """One conversation as token ids with labels (-100 outside assistant turns)."""
+
+    input_ids: list[int]
+    labels: list[int]
+    truncated: bool = False
+    source: str = ""
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    text: str = ""
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def n_trained(self) -> int:
+        return sum(1 for x in self.labels if x != IGNORE_INDEX)
+
+
+def end_of_turn_token(tokenizer: Any) -> str:
+    """The text of the token that closes a chat turn (``<|im_end|>`` for ChatML models)."""
+    vocab = tokenizer.get_vocab()
+    for candidate in ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>"):
+        if candidate in vocab:
+            return candidate
+    if tokenizer.eos_token:
+        return tokenizer.eos_token
+    raise MaskError("the tokenizer has no end-of-turn or eos token")
+
+
+def _render(tokenizer: Any, messages: Sequence[dict[str, str]], add_generation_prompt: bool = False) -> str:
+    return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=add_generation_prompt)
+
+
+def normalise_messages(messages: Iterable[Any]) -> list[dict[str, str]]:
+    """Plain ``{role, content}`` dicts (parquet gives dicts, pydantic gives models), validated."""
+    out = []
+    for m in messages:
+        role = m["role"] if isinstance(m, dict) else m.role
+        content = m["content"] if isinstance(m, dict) else m.content
+        if role not in ("system", "user", "assistant"):
+            raise MaskError(f"unknown role {role!r}")
+        out.append({"role": role, "content": content or ""})
+    if not any(m["role"] == "assistant" for m in out):
+        raise MaskError("conversation has no assistant turn: nothing to train")
+    return out
+
+
+def assistant_spans(tokenizer: Any, messages: Sequence[dict[str, str]],
+                    from_message: int = 0) -> tuple[str, list[tuple[int, int]]]:
+    """The rendered text and the character span of every assistant turn (content + end-of-turn token).
+
+    ``from_message`` skips assistant turns before that message index (DPO: the shared prompt is not scored).
+    """
+    messages = normalise_messages(messages)
+    text = _render(tokenizer, messages)
+    eot = end_of_turn_token(tokenizer)
+    spans: list[tuple[int, int]] = []
+    for i, m in enumerate(messages):
+        if m["role"] != "assistant" or i < from_message:
+            continue
+        before = _render(tokenizer, messages[:i], add_generation_prompt=True) if i else ""
+        after = _render(tokenizer, messages[: i + 1])
+        if not text.startswith(after) or not after.startswith(before):
+            raise MaskError("the chat template is not prefix-stable; cannot locate assistant turns by offsets")
+        start, end = len(before), len(after)
+        turn = text[start:end]
+        k = turn.rfind(eot)
+        if k < 0:
+            raise MaskError(f"assistant turn {i} is not closed by {eot!r}")
+        spans.append((start, start + k + len(eot)))  # content + end-of-turn, not the newline after it
+    return text, spans
+
+
+def tokenize_conversation(tokenizer: Any, messages: Sequence[Any], max_length: int | None = None,
+                          source: str = "", keep_text: bool = False, from_message: int = 0) -> TokenizedExample:
+    """Tokenise once with offsets; label a token iff its characters lie inside an assistant span."""
+    text, spans = assistant_spans(tokenizer, messages, from_message)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids: list[int] = list(enc["input_ids"])
+    labels = [IGNORE_INDEX] * len(ids)
+    j = 0
+    for t, (s, e) in enumerate(enc["offset_mapping"]):
+        if e <= s:
+            continue
+        while j < len(spans) and spans[j][1] <= s:
+            j += 1
+        if j < len(spans) and spans[j][0] <= s and e <= spans[j][1]:
+            labels[t] = ids[t]
+    truncated = False
+    if max_length is not None and len(ids) > max_length:
+        ids, labels, truncated = ids[:max_length], labels[:max_length], True
+    return TokenizedExample(ids, labels, truncated, source, spans if keep_text else [], text if keep_text else "")
+
+
+# ---- batching -------------------------------------------------------------------------------------------
+@dataclass
+class Batch:
+    """Tensors for one optimizer micro-step plus the number of real (non-pad) tokens in it."""
+
+    input_ids: Any
+    labels: Any
+    position_ids: Any | None
+    attention_mask: Any | None
+    real_tokens: int
+    padded_tokens: int
+
+
+def pack_examples(examples: Sequence[TokenizedExample], max_length: int) -> list[list[TokenizedExample]]:
+    """Greedy first-fit packing of whole examples into bins of at most ``max_length`` tokens (order kept)."""
+    bins: list[list[TokenizedExample]] = []
+    sizes: list[int] = []
+    for ex in examples:
+        n = min(ex.n_tokens, max_length)
+        for b, size in enumerate(sizes):
+            if size + n <= max_length:
+                bins[b].append(ex)
+                sizes[b] += n
+                break
+        else:
+            bins.append([ex])
+            sizes.append(n)
+    return bins
+
+
+def packed_batches(examples: Sequence[TokenizedExample], max_length: int, batch_size: int, pad_id: int,
+                   seed: int = 0) -> list[Batch]:
+    """Padding-free batches: several examples per row, ``position_ids`` restart at each example.
+
+    With no 2-D attention mask and no KV cache, transformers turns restarting ``position_ids`` into a
+    block-diagonal causal mask, so packed examples never attend to each other.
+    """
+    import torch
+
+    order = list(examples)
+    random.Random(seed).shuffle(order)
+    rows = pack_examples(order, max_length)
+    batches = []
+    for k in range(0, len(rows), batch_size):
+        group = rows[k:k + batch_size]
+        width = max(sum(min(e.n_tokens, max_length) for e in row) for row in group)
+        ids, labels, pos = [], [], []
+        real = 0
+        for row in group:
+            r_ids, r_lab, r_pos = [], [], []
+            for e in row:
+                r_ids += e.input_ids[:max_length]
+                r_lab += e.labels[:max_length]
+                r_pos += list(range(len(e.input_ids[:max_length])))
+            real += len(r_ids)
+            pad = width - len(r_ids)
+            ids.append(r_ids + [pad_id] * pad)
+            labels.append(r_lab + [IGNORE_INDEX] * pad)
+            pos.append(r_pos + list(range(pad)))  # the padding is its own (unlabelled) sequence
+        batches.append(Batch(torch.tensor(ids), torch.tensor(labels), torch.tensor(pos), None, real,
+                             len(group) * width))
+    return batches
+
+
+def padded_batches(examples: Sequence[TokenizedExample], max_length: int, batch_size: int, pad_id: int,
+                   seed: int = 0, pad_to_max: bool = True) -> list[Batch]:
+    """The naive baseline: one example per row, right-padded (to ``max_length`` by default) with a 2-D mask."""
+    import torch
+
+    order = list(examples)
+    random.Random(seed).shuffle(order)
+    batches = []
+    for k in range(0, len(order), batch_size):
+        group = order[k:k + batch_size]
+        width = max_length if pad_to_max else max(min(e.n_tokens, max_length) for e in group)
+        ids, labels, mask = [], [], []
+        real = 0
+        for e in group:
+            r_ids, r_lab = e.input_ids[:width], e.labels[:width]
+            pad = width - len(r_ids)
+            real += len(r_ids)
+            ids.append(r_ids + [pad_id] * pad)
+            labels.append(r_lab + [IGNORE_INDEX] * pad)
+            mask.append([1] * len(r_ids) + [0] * pad)
+        batches.append(Batch(torch.tensor(ids), torch.tensor(labels), None, torch.tensor(mask), real,
+                             len(group) * width))
+    return batches
+
+
+# ---- the --inspect report -------------------------------------------------------------------------------
+class MaskReport(BaseModel):
+    """Mask statistics without training: what fraction of tokens the loss sees, and a marked-up sample."""
+
+    examples: int
+    tokens: int
+    trained_tokens: int
+    trained_fraction: float
+    truncated: int
+    max_tokens: int
+    mean_tokens: float
+    examples_without_trained_tokens: int
+    sample: str
+
+    def markdown(self) -> str:
+        return (
+            "| examples | tokens | trained tokens | trained % | truncated | max tokens | mean tokens |\n"
+            "|---|---|---|---|---|---|---|\n"
+            f"| {self.examples} | {self.tokens} | {self.trained_tokens} | {100 * self.trained_fraction:.1f} | "
+            f"{self.truncated} | {self.max_tokens} | {self.mean_tokens:.1f} |\n\n"
+            "Sample (trained tokens between `[[` and `]]`):\n\n```\n" + self.sample + "\n```"
+        )
+
+
+def marked_sample(tokenizer: Any, ex: TokenizedExample, limit: int = 3000) -> str:
+    """Decode an example with the trained runs wrapped in ``[[ ]]`` so a human can eyeball the mask."""
+    out, run, trained = [], [], False
+    for tok, lab in zip(ex.input_ids, ex.labels, strict=True):
+        is_trained = lab != IGNORE_INDEX
+        if is_trained != trained and run:
+            text = tokenizer.decode(run)
+            out.append(f"[[{text}]]" if trained else text)
+            run = []
+        trained = is_trained
+        run.append(tok)
+    if run:
+        text = tokenizer.decode(run)
+        out.append(f"[[{text}]]" if trained else text)
+    return "".join(out)[:limit]
+
+
+def inspect_examples(tokenizer: Any, examples: Sequence[TokenizedExample]) -> MaskReport:
+    tokens = sum(e.n_tokens for e in examples)
+    trained = sum(e.n_trained for e in examples)
+    return MaskReport(
+        examples=len(examples), tokens=tokens, trained_tokens=trained,
+        trained_fraction=trained / tokens if tokens else 0.0,
+        truncated=sum(e.truncated for e in examples),
+        max_tokens=max((e.n_tokens for e in examples), default=0),
+        mean_tokens=tokens / len(examples) if examples else 0.0,
+        examples_without_trained_tokens=sum(1 for e in examples if e.n_trained == 0),
+        sample=marked_sample(tokenizer, examples[0]) if examples else "",
+    )

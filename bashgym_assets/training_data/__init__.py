@@ -1,0 +1,1 @@
+"""SFT and DPO dataset building from tiered traces and verified trajectories (plain Python, no Dagster)."""
