@@ -7,9 +7,7 @@ import os
 import sys
 import time
 
-from bashgym_assets.config import PROJECT_ROOT, get_settings
-
-SAMPLE_TRACES = PROJECT_ROOT / "bashgym_assets" / "data" / "sample_traces"
+from bashgym_assets.config import get_settings
 
 
 def _print_table(rows: list[tuple], headers: list[str]) -> None:
@@ -41,8 +39,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings.ensure_dirs()
     ensure_dagster_home(settings)
     if not os.environ.get("BASHGYM_TRACE_DIRS"):
-        os.environ["BASHGYM_TRACE_DIRS"] = str(SAMPLE_TRACES)
-        print(f"trace folders: bundled sample data ({SAMPLE_TRACES}); set BASHGYM_TRACE_DIRS for your own")
+        from bashgym_assets.ingest import SAMPLE_TRACES_DIR
+
+        os.environ["BASHGYM_TRACE_DIRS"] = str(SAMPLE_TRACES_DIR)
+        print(f"trace folders: bundled sample data ({SAMPLE_TRACES_DIR}); set BASHGYM_TRACE_DIRS for your own")
     else:
         print(f"trace folders: {os.environ['BASHGYM_TRACE_DIRS']}")
     started = time.monotonic()
@@ -62,9 +62,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def discover_repo_partitions() -> list[str]:
     """The repository partition keys of every session in the configured trace folders."""
-    from bashgym_assets.ingest import discover_repo_partitions as discover
+    from bashgym_assets.ingest import discover_repos
 
-    return discover(get_settings().trace_dirs)
+    return discover_repos(get_settings().trace_dirs)
 
 
 def print_where(settings=None) -> None:

@@ -34,12 +34,12 @@ def _keys(module: str) -> set[str]:
 
 
 def test_cpu_location_has_the_cpu_stages() -> None:
-    assert CPU_ASSETS <= _keys("bashgym_assets.definitions")
+    assert _keys("bashgym_assets.definitions") >= CPU_ASSETS
 
 
 def test_gpu_location_has_every_weight_loading_asset() -> None:
     keys = _keys("bashgym_assets.gpu_definitions")
-    assert GPU_ASSETS <= keys
+    assert keys >= GPU_ASSETS
     assert not keys & CPU_ASSETS, "CPU assets must not live in the GPU location"
 
 

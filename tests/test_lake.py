@@ -54,7 +54,7 @@ def test_missing_partition_is_a_clear_error(settings: Settings) -> None:
         Lake(settings).read("raw_sessions", "nope")
 
 
-def _slow_writer(path: str, started: "multiprocessing.synchronize.Event") -> None:
+def _slow_writer(path: str, started: multiprocessing.synchronize.Event) -> None:
     """Write a big table through the lake's atomic path, slowly, so the parent can kill it mid-write."""
     from bashgym_assets.lake import atomic_path
 
