@@ -1,8 +1,10 @@
 """Which repository a session worked in, as a safe dynamic-partition key.
 
 A session's repo comes from the folder it started in (``cwd``): where that folder still exists and is inside
-a git work tree, the git toplevel and its ``origin`` remote (``owner__name`` from the remote URL); otherwise
-the folder's own name. Keys only use ``[A-Za-z0-9_.=-]`` (never ``/`` nor ``..``, which Dagster and the lake
+a git work tree, the git toplevel (its folder name is the key, its ``origin`` remote is recorded); otherwise
+the folder's own name. The key is the folder name in both cases, so sessions of one checkout land in the same
+partition whether or not the folder still exists on this machine (two different repos with the same folder
+name share a partition; ``repo_path``/``repo_remote`` on each session tell them apart). Keys only use ``[A-Za-z0-9_.=-]`` (never ``/`` nor ``..``, which Dagster and the lake
 refuse). Sessions with no usable folder (no cwd, ``/``, a home directory) go to the catch-all partition
 ``NO_REPO_KEY``.
 """
@@ -74,8 +76,7 @@ def detect_repo(cwd: str | None) -> RepoInfo:
             if remote is None:
                 first = _git(top, "remote")
                 remote = _git(top, "remote", "get-url", first.splitlines()[0]) if first else None
-            key = (key_from_remote(remote) if remote else None) or sanitize_key(PurePosixPath(top).name)
-            return RepoInfo(key=key, path=top, remote=remote)
+            return RepoInfo(key=sanitize_key(PurePosixPath(top).name), path=top, remote=remote)
     norm = cwd.replace("\\", "/").rstrip("/") or "/"
     if norm == "/" or _HOME_LIKE.match(norm) or norm in {"~", "."}:
         return RepoInfo(key=NO_REPO_KEY, path=cwd)
