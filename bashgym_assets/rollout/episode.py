@@ -42,7 +42,7 @@ class Episode(BaseModel):
     terminated: bool = False
     commands_only: bool = True
     n_turns: int = 0
-    end_reason: str = ""          # exit | turn_cap | time_cap | operator_error | session_exited | sandbox_error
+    end_reason: str = ""          # exit | turn_cap | time_cap | operator_error | shell_ended | sandbox_error
     error: str = ""
     duration_s: float = 0.0
 
@@ -86,9 +86,12 @@ def play(box: Any, bundle: ScenarioBundle, operator: Operator, limits: EpisodeLi
         remaining = max(1.0, deadline - time.monotonic())
         result = session.run(line.command, timeout_s=min(limits.command_timeout_s, remaining))
         say("user", render_observation(result))
-        if getattr(session, "exited", False) or getattr(result, "terminated", False):
-            # The shell itself ended (``... && exit``): the operator did terminate.
-            episode.terminated, episode.end_reason = True, "session_exited"
+        if getattr(result, "terminated", False) or getattr(session, "terminated", False):
+            # The operator's own line ended the shell (``... && exit``, ``exec``): it did terminate.
+            episode.terminated, episode.end_reason = True, "exit"
+            break
+        if getattr(session, "exited", False):  # the shell was ended for it (episode time limit, unresponsive)
+            episode.end_reason = "time_cap" if result.timed_out else "shell_ended"
             break
     episode.messages = strip_scaffold(episode.messages)
     episode.duration_s = round(time.monotonic() - start, 3)

@@ -45,7 +45,7 @@ class _BundleLike(Protocol):
 class _ResultLike(Protocol):
     stdout: str
     stderr: str
-    exit_code: int
+    exit_code: int | None
     timed_out: bool
     stdout_truncated_bytes: int
     stderr_truncated_bytes: int
@@ -93,7 +93,8 @@ def render_observation(result: _ResultLike) -> str:
         parts.append(f"[... {result.stderr_truncated_bytes} more bytes of error output truncated]")
     if result.timed_out:
         parts.append("[command timed out and was killed]")
-    parts.append(f"[exit code: {result.exit_code}]")
+    if result.exit_code is not None:
+        parts.append(f"[exit code: {result.exit_code}]")
     return "\n".join(parts)
 
 
