@@ -1,0 +1,163 @@
+"""Low-level plumbing: the Docker client, raw exec sockets, stream demultiplexing and capped output buffers.
+
+Kept apart from the sandbox logic so the framing rules (what counts as a command's output) live in one place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import struct
+import threading
+import time
+from typing import Any
+
+import docker
+
+_local = threading.local()
+
+
+def docker_client() -> docker.DockerClient:
+    """One client per thread: the SDK's HTTP session is not meant to be shared across threads."""
+    client = getattr(_local, "client", None)
+    if client is None:
+        client = docker.from_env(timeout=120)
+        _local.client = client
+    return client
+
+
+class CappedBuffer:
+    """Keeps the first and last bytes of a stream (``limit`` in all) and counts what was cut in between.
+
+    Why: a command printing forever must neither exhaust the host's memory nor lose the end of its output,
+    which is usually where the error is.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.head_limit = limit - limit // 2
+        self.tail_limit = limit // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        self.total += len(data)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data and self.tail_limit > 0:
+            self.tail += data
+            if len(self.tail) > 2 * self.tail_limit + 65536:
+                del self.tail[: len(self.tail) - self.tail_limit]
+
+    @property
+    def cut(self) -> int:
+        kept = len(self.head) + min(len(self.tail), self.tail_limit)
+        return self.total - kept
+
+    def text(self) -> tuple[str, int]:
+        """The kept output as text (binary bytes become U+FFFD) and the number of bytes cut."""
+        tail = bytes(self.tail[-self.tail_limit:]) if self.tail_limit else b""
+        cut = self.cut
+        if cut <= 0:
+            return (bytes(self.head) + tail).decode("utf-8", errors="replace"), 0
+        return (bytes(self.head).decode("utf-8", errors="replace")
+                + f"\n[... {cut} bytes of output cut ...]\n"
+                + tail.decode("utf-8", errors="replace")), cut
+
+
+class Demux:
+    """Splits Docker's multiplexed exec stream (8-byte frame headers) into stdout and stderr payloads."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        self._buf += data
+        frames = []
+        while len(self._buf) >= 8:
+            kind = self._buf[0]
+            size = struct.unpack(">I", self._buf[4:8])[0]
+            if len(self._buf) < 8 + size:
+                break
+            frames.append((kind, bytes(self._buf[8:8 + size])))
+            del self._buf[:8 + size]
+        return frames
+
+
+class ExecStream:
+    """One running ``docker exec`` with its raw, bidirectional, multiplexed socket."""
+
+    def __init__(self, api: Any, container_id: str, cmd: list[str], user: str, env: dict[str, str],
+                 workdir: str, stdin: bool) -> None:
+        self.api = api
+        self.exec_id = api.exec_create(container_id, cmd, stdout=True, stderr=True, stdin=stdin, tty=False,
+                                       user=user, environment=env, workdir=workdir)["Id"]
+        raw = api.exec_start(self.exec_id, socket=True)
+        self._holder = raw                      # keep the response object alive with its socket
+        self.sock: socket.socket = getattr(raw, "_sock", raw)
+        self.sock.setblocking(True)
+        self.demux = Demux()
+        self.eof = False
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def close_stdin(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_WR)
+
+    def read(self, timeout_s: float) -> list[tuple[int, bytes]] | None:
+        """Frames that arrived within ``timeout_s`` ([] if none); None once the stream has ended."""
+        if self.eof:
+            return None
+        ready, _, _ = select.select([self.sock], [], [], max(0.0, timeout_s))
+        if not ready:
+            return []
+        try:
+            data = self.sock.recv(1 << 20)
+        except (ConnectionResetError, OSError):
+            data = b""
+        if not data:
+            self.eof = True
+            return None
+        return self.demux.feed(data)
+
+    def exit_code(self, wait_s: float = 2.0) -> int | None:
+        """The exec's exit code once Docker has it (None if it is still running after ``wait_s``)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            info = self.api.exec_inspect(self.exec_id)
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                return int(info["ExitCode"])
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.005)
+
+    def close(self) -> None:
+        for obj in (self.sock, self._holder):
+            with contextlib.suppress(Exception):
+                obj.close()
+
+
+def collect(stream: ExecStream, deadline: float, limit: int,
+            stdin_data: bytes | None = None) -> tuple[CappedBuffer, CappedBuffer, bool]:
+    """Read an exec to its end (or ``deadline``): capped stdout, capped stderr, and whether it ended."""
+    out, err = CappedBuffer(limit), CappedBuffer(limit)
+    if stdin_data is not None:
+        if stdin_data:
+            stream.send(stdin_data)
+        stream.close_stdin()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return out, err, False
+        frames = stream.read(min(left, 1.0))
+        if frames is None:
+            return out, err, True
+        for kind, payload in frames:
+            (err if kind == 2 else out).feed(payload)

@@ -1,0 +1,414 @@
+"""A disposable, contained container per episode: files, root setup, a checker the operator never sees.
+
+Containment is on by default and not negotiable per scenario: no network, every capability dropped except the six
+a root scenario needs (the operator, uid 1000 with no-new-privileges, holds none of them), memory/CPU/pids/file-size
+limits, tmpfs for the operator's writable folders (so disk fill hits a size cap in memory, not the host's disk),
+``--init`` as PID 1, no Docker socket and no host mounts. The container always goes away: the context manager
+removes it on exit or exception (KeyboardInterrupt included), an ``atexit`` hook removes what is still live when the
+interpreter ends, the container's own main process is a ``sleep`` that ends it (``--rm``) after the episode's time
+budget if the host process was killed, and ``reap_leftovers`` removes what a crashed run left, by label.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import os
+import shlex
+import socket
+import tarfile
+import threading
+import time
+from typing import Any
+
+from docker.errors import APIError, NotFound
+from docker.types import Ulimit
+
+from bashgym_assets.sandbox._exec import CappedBuffer, ExecStream, collect, docker_client
+from bashgym_assets.sandbox.models import SCENARIO_CAPABILITIES, CommandResult, SandboxSpec, SetupResult
+
+LABEL_SANDBOX = "bashgym.sandbox"
+LABEL_OWNER = "bashgym.sandbox.owner"
+LABEL_CREATED = "bashgym.sandbox.created"
+OPERATOR_UID, OPERATOR_GID = 1000, 37
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+RUN_DIR = "/run/bashgym"
+SESSION_DIR = f"{RUN_DIR}/session"
+READY_FILE = f"{RUN_DIR}/ready"
+SEED_DIR = "/.bashgym-seed"          # root-only, on the image layer, deleted by the start script
+SEED_TAR = f"{SEED_DIR}/seed.tar"
+# Every exec waits (a few ms at most) for the container's start script to have prepared /run and the home folder.
+READY_WAIT = (f"[ -e {READY_FILE} ] || {{ i=0; while [ ! -e {READY_FILE} ] && [ $i -lt 1000 ]; do sleep 0.005; "
+              "i=$((i+1)); done; }")
+# Kill every process whose pid is not in the keep list (argv), repeatedly, until none is left (beats fork loops).
+KILL_NEW_SCRIPT = r"""
+keep=" $* "
+for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+  victims=""
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = "$$" ] && continue
+    case "$keep" in *" $p "*) continue;; esac
+    victims="$victims $p"
+  done
+  [ -z "$victims" ] && exit 0
+  kill -STOP $victims 2>/dev/null
+  kill -KILL $victims 2>/dev/null
+  sleep 0.01
+done
+exit 1
+"""
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be created or driven (engine error, missing image, dead container)."""
+
+
+def _process_start_ticks(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "0"
+
+
+def owner_label() -> str:
+    """``host:pid:start`` of this process: the reaper removes a container only when its owner is gone."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_process_start_ticks(os.getpid())}"
+
+
+_LIVE: dict[int, Sandbox] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_live_sandboxes() -> None:
+    with _LIVE_LOCK:
+        boxes = list(_LIVE.values())
+    for box in boxes:
+        box.close()
+
+
+_HOME_SKELETONS: dict[str, list[tuple[tarfile.TarInfo, bytes]]] = {}
+_HOME_LOCK = threading.Lock()
+
+
+def _home_skeleton(image: str) -> list[tuple[tarfile.TarInfo, bytes]]:
+    """The image's /home/operator (tar members), read once per image: the tmpfs mounted there hides it."""
+    with _HOME_LOCK:
+        if image in _HOME_SKELETONS:
+            return _HOME_SKELETONS[image]
+        api = docker_client().api
+        try:
+            created = api.create_container(image, command=["true"], network_disabled=True,
+                                           labels={LABEL_SANDBOX: "skeleton", LABEL_OWNER: owner_label()})
+        except NotFound as exc:
+            raise SandboxError(f"sandbox image {image!r} not found: build it with "
+                               "`python -m bashgym_assets.images`") from exc
+        try:
+            stream, _ = api.get_archive(created["Id"], "/home/operator")
+            data = b"".join(stream)
+        finally:
+            api.remove_container(created["Id"], force=True)
+        members = []
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            for info in tar.getmembers():
+                if not (info.isfile() or info.isdir() or info.issym()):
+                    continue
+                content = tar.extractfile(info).read() if info.isfile() else b""
+                info.name = "home/" + info.name.lstrip("./")
+                members.append((info, content))
+        _HOME_SKELETONS[image] = members
+        return members
+
+
+def _seed_tar(files: dict[str, str], home: str, uid: int, gid: int,
+              skeleton: list[tuple[tarfile.TarInfo, bytes]] = ()) -> bytes:
+    """The home skeleton and the spec's files as one tar for extraction at ``/`` by root: under ``home`` owned by the user, elsewhere by root.
+
+    No directory entries for folders outside ``home`` (that would reset an existing folder's owner and mode);
+    tar creates missing parents as root 0755.
+    """
+    buf = io.BytesIO()
+    now = int(time.time())
+    made: set[str] = set()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for info, content in skeleton:
+            tar.addfile(info, io.BytesIO(content) if info.isfile() else None)
+        for path, content in files.items():
+            mine = path.startswith(home.rstrip("/") + "/")
+            if mine:  # folders between home and the file belong to the user too
+                parts = path[len(home):].strip("/").split("/")[:-1]
+                for i in range(1, len(parts) + 1):
+                    folder = home.rstrip("/") + "/" + "/".join(parts[:i])
+                    if folder not in made:
+                        made.add(folder)
+                        info = tarfile.TarInfo(folder.lstrip("/"))
+                        info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, 0o755, uid, gid, now
+                        tar.addfile(info)
+            data = content.encode()
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mtime = len(data), now
+            info.mode = 0o755 if content.startswith("#!") else 0o644
+            info.uid, info.gid = (uid, gid) if mine else (0, 0)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _result(command: str, out: CappedBuffer, err: CappedBuffer, exit_code: int | None, duration: float,
+            timed_out: bool, terminated: bool = False) -> CommandResult:
+    stdout, out_cut = out.text()
+    stderr, err_cut = err.text()
+    return CommandResult(command=command, stdout=stdout, stderr=stderr, exit_code=exit_code,
+                         duration_s=round(duration, 6), timed_out=timed_out, stdout_truncated_bytes=out_cut,
+                         stderr_truncated_bytes=err_cut, terminated=terminated)
+
+
+class Sandbox:
+    """One fresh container for one episode (context manager; the container is always removed)."""
+
+    def __init__(self, spec: SandboxSpec) -> None:
+        self.spec = spec
+        self.image = spec.image
+        self.container_id: str | None = None
+        self._session: Any = None
+        self._closed = False
+        self._lock = threading.RLock()
+
+    # ---- lifecycle ---------------------------------------------------------------------------------------
+    def __enter__(self) -> Sandbox:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def api(self) -> Any:
+        return docker_client().api
+
+    def start(self) -> None:
+        """Create and start the container and write the files (setup is separate: ``setup()``)."""
+        if self.container_id is not None:
+            return
+        spec = self.spec
+        if self.image is None:
+            from bashgym_assets.images import sandbox_image_tag
+
+            self.image = sandbox_image_tag()
+        skeleton = _home_skeleton(self.image)
+        tmpfs_mb = spec.tmpfs_mb or max(16, spec.memory_mb // 4)
+        # Self-destruct: the container ends (and --rm removes it) once the whole budget is certainly spent.
+        lifetime = int(spec.episode_timeout_s + spec.setup_timeout_s * (len(spec.setup) + 1) + 600)
+        session_uid = 0 if spec.user == "root" else OPERATOR_UID
+        start_script = (
+            f"mkdir -p {SESSION_DIR} /run/lock && chmod 755 {RUN_DIR} && chmod 1777 /run/lock"
+            f" && chown {session_uid} {SESSION_DIR} && chmod 700 {SESSION_DIR}"
+            f" && {{ [ ! -e {SEED_TAR} ] || {{ tar -x -p -C / -f {SEED_TAR} && rm -rf {SEED_DIR}; }}; }}"
+            f" && touch {READY_FILE}; exec sleep {lifetime}"
+        )
+        labels = {**spec.labels, LABEL_SANDBOX: "1", LABEL_OWNER: owner_label(),
+                  LABEL_CREATED: str(int(time.time()))}
+        tmp_opts = f"rw,nosuid,nodev,size={tmpfs_mb}m"
+        host_config = self.api.create_host_config(
+            network_mode="none",
+            cap_drop=["ALL"],
+            cap_add=list(SCENARIO_CAPABILITIES),
+            security_opt=["no-new-privileges"],
+            mem_limit=f"{spec.memory_mb}m",
+            memswap_limit=f"{spec.memory_mb}m",
+            nano_cpus=int(spec.cpus * 1e9),
+            pids_limit=spec.pids_limit,
+            init=True,
+            read_only=spec.read_only_root,
+            tmpfs={
+                "/tmp": f"{tmp_opts},mode=1777",
+                "/var/tmp": f"{tmp_opts},mode=1777",
+                "/run": "rw,nosuid,nodev,size=16m,mode=755",
+                "/home/operator": f"{tmp_opts},mode=755",
+            },
+            shm_size="16m",
+            ulimits=[Ulimit(name="fsize", soft=spec.max_file_mb << 20, hard=spec.max_file_mb << 20),
+                     Ulimit(name="nofile", soft=1024, hard=1024)],
+            auto_remove=True,
+        )
+        try:
+            created = self.api.create_container(
+                self.image, command=["/bin/sh", "-c", start_script],
+                hostname="sandbox", user="0", working_dir="/", labels=labels, host_config=host_config,
+                environment={"PATH": PATH, "LANG": "C.UTF-8"}, network_disabled=True,
+            )
+        except NotFound as exc:
+            raise SandboxError(f"sandbox image {self.image!r} not found: build it with "
+                               "`python -m bashgym_assets.images`") from exc
+        self.container_id = created["Id"]
+        with _LIVE_LOCK:
+            _LIVE[id(self)] = self
+        seed = _seed_tar(spec.files, "/home/operator", OPERATOR_UID, OPERATOR_GID, skeleton)
+        if not spec.read_only_root:  # fast path: the seed goes in before start, the start script unpacks it
+            folder = io.BytesIO()
+            with tarfile.open(fileobj=folder, mode="w") as tar:
+                info = tarfile.TarInfo(SEED_DIR.lstrip("/"))
+                info.type, info.mode = tarfile.DIRTYPE, 0o700
+                tar.addfile(info)
+                info = tarfile.TarInfo(SEED_TAR.lstrip("/"))
+                info.size, info.mode = len(seed), 0o600
+                tar.addfile(info, io.BytesIO(seed))
+            self.api.put_archive(self.container_id, "/", folder.getvalue())
+        self.api.start(self.container_id)
+        if spec.read_only_root:
+            self._write_seed(seed)
+
+    def close(self) -> None:
+        """Remove the container (idempotent, never raises)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        with _LIVE_LOCK:
+            _LIVE.pop(id(self), None)
+        if self._session is not None:
+            self._session._detach()
+        if self.container_id is None:
+            return
+        try:
+            self.api.remove_container(self.container_id, force=True)
+        except (NotFound, APIError):
+            pass  # already gone (--rm) or being removed
+        except Exception:  # noqa: BLE001 - a close must never mask the caller's own exception
+            pass
+
+    def _require_running(self) -> str:
+        if self.container_id is None or self._closed:
+            raise SandboxError("the sandbox is not started (use it as a context manager) or already closed")
+        return self.container_id
+
+    # ---- root execs --------------------------------------------------------------------------------------
+    def _root_env(self) -> dict[str, str]:
+        return {"PATH": PATH, "HOME": "/root", "USER": "root", "LOGNAME": "root", "LANG": "C.UTF-8",
+                **self.spec.env}
+
+    def _exec_root(self, command: str, script: str, args: list[str], timeout_s: float,
+                   stdin_data: bytes | None = None, limit: int | None = None) -> CommandResult:
+        """Run ``script`` (bash, as root, with ``args``) and collect it within ``timeout_s`` (+ a grace)."""
+        cid = self._require_running()
+        start = time.monotonic()
+        stream = ExecStream(self.api, cid, ["bash", "--norc", "--noprofile", "-c", f"{READY_WAIT}\n{script}",
+                                            "bashgym", *args],
+                            user="0", env=self._root_env(), workdir="/", stdin=stdin_data is not None)
+        try:
+            out, err, ended = collect(stream, start + timeout_s + 5.0, limit or self.spec.output_limit_bytes,
+                                      stdin_data=stdin_data)
+            code = stream.exit_code() if ended else None
+        finally:
+            stream.close()
+        duration = time.monotonic() - start
+        timed_out = not ended or (code in (124, 137) and duration >= timeout_s * 0.98)
+        return _result(command, out, err, None if timed_out else code, duration, timed_out)
+
+    def run_as_root(self, command: str, timeout_s: float | None = None) -> CommandResult:
+        """One command as root in a fresh ``bash -c`` (harness use: setup, inspection); stdin is empty."""
+        t = timeout_s or self.spec.command_timeout_s
+        script = f'exec timeout -s KILL {t:.3f} bash --norc --noprofile -c "$1" </dev/null'
+        return self._exec_root(command, script, [command], t)
+
+    def _write_seed(self, data: bytes) -> None:
+        res = self._exec_root("write files", "tar -x -p -C / -f -", [], 60.0, stdin_data=data)
+        if res.exit_code != 0:
+            raise SandboxError(f"writing the spec's files failed ({res.exit_code}): {res.stderr.strip()[-500:]}")
+
+    def setup(self) -> SetupResult:
+        """Run ``spec.setup`` as root, in order, stopping at the first failure."""
+        results: list[CommandResult] = []
+        for i, command in enumerate(self.spec.setup):
+            res = self.run_as_root(command, timeout_s=self.spec.setup_timeout_s)
+            results.append(res)
+            if res.timed_out or res.exit_code != 0:
+                why = "timed out" if res.timed_out else f"exited {res.exit_code}"
+                detail = (res.stderr or res.stdout).strip()[-1000:]
+                return SetupResult(ok=False, results=results,
+                                   error=f"setup command {i + 1}/{len(self.spec.setup)} {why}: {command}\n{detail}")
+        return SetupResult(ok=True, results=results, error=None)
+
+    # ---- the operator ------------------------------------------------------------------------------------
+    def session(self) -> Any:
+        """The persistent shell as ``spec.user`` in ``spec.workdir`` (one per sandbox; a second call returns it)."""
+        from bashgym_assets.sandbox.session import SandboxSession
+
+        self._require_running()
+        if self._session is None or self._session.exited:
+            self._session = SandboxSession(self)
+        return self._session
+
+    def kill_session_processes(self) -> None:
+        """End the operator's shell and everything it started (background jobs, daemons, orphans).
+
+        Whatever existed before the session began (init, setup's daemons) is kept.
+        """
+        sess = self._session
+        if sess is None or self.container_id is None or self._closed:
+            return
+        self._kill_new_processes(sess.preexisting_pids)
+        sess._mark_dead()
+
+    def _kill_new_processes(self, keep: set[int]) -> None:
+        self._exec_root("kill session processes", KILL_NEW_SCRIPT, [str(p) for p in sorted(keep)], 10.0)
+
+    # ---- the checker -------------------------------------------------------------------------------------
+    def run_check(self, script: str, timeout_s: float = 30.0) -> CommandResult:
+        """Run the checker as root on the final state; it exists in the container only while it runs.
+
+        First the operator's turn is ended for good (its shell and every process it started are killed), so
+        nothing can read, replace or race the checker; the script then goes in over the exec's stdin into a fresh
+        root-only folder, runs with a clean environment and empty stdin, and is deleted.
+        """
+        self.kill_session_processes()
+        wrapper = (
+            "umask 077; d=$(mktemp -d /run/bashgym/check.XXXXXXXX) || exit 125; cat > \"$d/check\" || exit 125; "
+            f"timeout -s KILL {timeout_s:.3f} env -i PATH={PATH} HOME=/root USER=root LOGNAME=root LANG=C.UTF-8 "
+            "bash --norc --noprofile \"$d/check\" </dev/null; rc=$?; rm -rf \"$d\"; exit $rc"
+        )
+        return self._exec_root("check", wrapper, [], timeout_s, stdin_data=script.encode())
+
+    # ---- for tests and reports ---------------------------------------------------------------------------
+    def inspect(self) -> dict[str, Any]:
+        return self.api.inspect_container(self._require_running())
+
+    def __repr__(self) -> str:
+        short = self.container_id[:12] if self.container_id else "not started"
+        return f"Sandbox({short}, user={self.spec.user})"
+
+
+def reap_leftovers(label_filter: str | None = None) -> int:
+    """Remove sandbox containers whose owning process is gone (a crashed or killed run); return how many.
+
+    ``label_filter`` narrows it to containers that also carry that label (``key`` or ``key=value``). Containers
+    owned by a live process (another run, on this host) are left alone.
+    """
+    client = docker_client()
+    filters = [LABEL_SANDBOX]
+    if label_filter:
+        filters.append(label_filter)
+    removed = 0
+    host = socket.gethostname()
+    for c in client.api.containers(all=True, filters={"label": filters}):
+        owner = (c.get("Labels") or {}).get(LABEL_OWNER, "")
+        parts = owner.split(":")
+        if len(parts) == 3 and parts[0] == host and parts[1].isdigit():
+            pid = int(parts[1])
+            if os.path.exists(f"/proc/{pid}") and _process_start_ticks(pid) == parts[2]:
+                continue  # its owner is still running
+        try:
+            client.api.remove_container(c["Id"], force=True)
+            removed += 1
+        except (NotFound, APIError):
+            pass
+    return removed
+
+
+def shell_quote(value: str) -> str:
+    return shlex.quote(value)

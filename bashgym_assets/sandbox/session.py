@@ -1,0 +1,368 @@
+"""The operator's persistent shell: one interactive bash per episode, one command at a time, exact boundaries.
+
+Why this design (better than both seeds): the blog's persistent shell keeps real terminal state (cwd, exports,
+functions, aliases, background jobs) but needs boundaries it can trust; sekft's one ``docker exec`` per command has
+exact exit codes but replays state (and its POSIX hazards) and pays ~57 ms per command. Here one ``bash -i`` runs
+for the whole episode behind a single ``docker exec`` socket, and each command is sent as ONE line::
+
+    __bashgym_pre; { eval -- $'<command, escaped>'; } </dev/null; __bashgym_end <nonce>
+
+* The command text travels ANSI-C-escaped, so quotes, heredocs, comments or a syntax error in it cannot swallow the
+  framing; ``eval`` runs it at top level (``declare`` stays global, aliases and functions persist).
+* ``__bashgym_end`` writes ``\\x1eBG:<nonce>:<status>\\x1e`` to a saved copy of stdout and ``\\x1eBG:<nonce>\\x1e``
+  to a saved copy of stderr. The nonce is fresh random per command and never printed before the command ends, so
+  no output (markers, missing newlines, binary) can fake an end; ``exec 2>/dev/null`` cannot hide it either.
+* stdin is ``/dev/null`` for the command: a command that reads stdin gets EOF instead of eating the framing.
+* The shell is interactive (``-i``), so SIGINT aborts even a builtin loop and returns to the prompt, as Ctrl-C does
+  in a terminal. A timeout sends SIGINT to the shell's process group (background jobs ignore it, as in a terminal
+  without job control), then SIGKILLs whatever the command started (except earlier background jobs), then
+  re-synchronises with a fresh nonce: the session stays usable with its state.
+* ``exit`` (or ``exec``, or a failure under ``set -e``) ends the shell; an EXIT trap reports the status and the
+  result says ``terminated``. A shell killed by a signal is reported with no exit code and not as a termination.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import time
+from typing import TYPE_CHECKING
+
+from bashgym_assets.sandbox._exec import CappedBuffer, ExecStream
+from bashgym_assets.sandbox.models import CommandResult
+from bashgym_assets.sandbox.sandbox import (
+    PATH,
+    SESSION_DIR,
+    SandboxError,
+    _result,
+)
+
+if TYPE_CHECKING:
+    from bashgym_assets.sandbox.sandbox import Sandbox
+
+OUT_FD, ERR_FD = 61, 62
+HOLD_BACK = 96          # bytes kept unscanned at the end of a stream, so a marker split across reads is found
+TCSETATTR_RE = re.compile(r"bash: \[\d+: \d+ \(\d+\)\] tcsetattr: Inappropriate ioctl for device\n")
+EXIT_RE = re.compile(rb"(?:exit\n)?\x1eBGEXIT:(\d+)\x1e$")
+
+INIT_SCRIPT = f"""\
+set +H; set +o history; unset HISTFILE PROMPT_COMMAND; PS1=''; PS2=''; PS0=''; PS4='+ '
+exec {OUT_FD}>&1 {ERR_FD}>&2
+for __bashgym_f in /etc/profile.d/*.sh; do [ -r "$__bashgym_f" ] && . "$__bashgym_f"; done >/dev/null 2>&1
+unset __bashgym_f; __bashgym_rc=0
+__bashgym_pre() {{ jobs -p >{SESSION_DIR}/jobs 2>/dev/null; return $__bashgym_rc; }}
+__bashgym_end() {{ __bashgym_rc=$?; [ $# = 2 ] && {{ __bashgym_rc=$1; shift; }}; PS1=''; PS2=''; PS0=''; \
+unset PROMPT_COMMAND; \
+printf '\\036BG:%s:%d\\036' "$1" "$__bashgym_rc" >&{OUT_FD}; printf '\\036BG:%s\\036' "$1" >&{ERR_FD}; \
+return $__bashgym_rc; }}
+trap 'printf "\\036BGEXIT:%d\\036" "$?" >&{ERR_FD}' EXIT
+__bashgym_pids=(/proc/[0-9]*); printf 'BASHGYM %s %s\\n' "$$" "${{__bashgym_pids[*]#/proc/}}"; unset __bashgym_pids
+"""
+
+_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-+=.,:/@%^&*()[]{}<>|;~#$!?`\"")
+
+
+def ansi_c_quote(text: str) -> str:
+    """``$'...'`` with every byte outside a safe set as ``\\xHH``: one line, no quote or escape can break out."""
+    out = []
+    for b in text.encode("utf-8", errors="surrogateescape"):
+        out.append(chr(b) if b in _SAFE else f"\\x{b:02x}")
+    return "$'" + "".join(out) + "'"
+
+
+class SessionEnded(RuntimeError):
+    """``run`` was called after the shell ended (``exit``, killed, episode time limit, or the check ran)."""
+
+
+class _Scanner:
+    """Finds one end marker in one stream and routes everything before it into a capped buffer."""
+
+    def __init__(self, limit: int) -> None:
+        self.buf = CappedBuffer(limit)
+        self.pending = bytearray()
+        self.found: re.Match[bytes] | None = None
+        self.pattern: re.Pattern[bytes] | None = None
+        self.discard: re.Pattern[bytes] | None = None   # an abandoned command's marker, dropped if it shows up
+
+    def arm(self, pattern: re.Pattern[bytes], limit: int) -> None:
+        self.buf = CappedBuffer(limit)
+        self.discard = self.pattern if self.found is None else None
+        self.pattern, self.found = pattern, None
+
+    def feed(self, data: bytes) -> None:
+        if self.found is not None:      # after the marker: background output, kept for the next command
+            self.pending += data
+            return
+        self.pending += data
+        if self.discard is not None and self.discard.search(bytes(self.pending)):
+            self.pending[:] = self.discard.sub(b"", bytes(self.pending))
+            self.discard = None
+        assert self.pattern is not None
+        match = self.pattern.search(bytes(self.pending))
+        if match:
+            self.buf.feed(bytes(self.pending[:match.start()]))
+            self.found = match
+            del self.pending[:match.end()]
+            return
+        if len(self.pending) > HOLD_BACK:
+            cut = len(self.pending) - HOLD_BACK
+            self.buf.feed(bytes(self.pending[:cut]))
+            del self.pending[:cut]
+
+    def flush(self) -> None:
+        """Commit what is pending (the stream ended or the command is abandoned)."""
+        if self.found is None:
+            self.buf.feed(bytes(self.pending))
+            self.pending.clear()
+
+    def restart(self) -> bytes:
+        """Leftover bytes after the marker (background jobs' output), to count toward the next command."""
+        rest = bytes(self.pending)
+        self.pending.clear()
+        return rest
+
+
+class SandboxSession:
+    """A persistent shell as ``spec.user`` in ``spec.workdir``. One command at a time; not thread-safe."""
+
+    def __init__(self, box: Sandbox) -> None:
+        self.box = box
+        spec = box.spec
+        self.exited = False
+        self.terminated = False
+        self.exit_code: int | None = None
+        self.preexisting_pids: set[int] = set()
+        self.shell_pid: int | None = None
+        self._leftover: tuple[bytes, bytes] = (b"", b"")
+        home = spec.home
+        user = "root" if spec.user == "root" else "operator"
+        env = {"PATH": PATH, "HOME": home, "USER": user, "LOGNAME": user, "SHELL": "/bin/bash",
+               "LANG": "C.UTF-8", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat",
+               "PS1": "", "PS2": "", **spec.env}
+        cid = box._require_running()
+        self.started = time.monotonic()
+        self.deadline = self.started + spec.episode_timeout_s
+        self._stream = ExecStream(box.api, cid, ["bash", "--norc", "--noprofile", "--noediting", "-i"],
+                                  user="0" if spec.user == "root" else "operator", env=env,
+                                  workdir=spec.workdir or home, stdin=True)
+        self._out = _Scanner(spec.output_limit_bytes)
+        self._err = _Scanner(spec.output_limit_bytes)
+        from bashgym_assets.sandbox.sandbox import READY_WAIT
+
+        nonce = secrets.token_hex(16)
+        self._stream.send(f"{READY_WAIT}\n{INIT_SCRIPT}__bashgym_end {nonce}\n".encode())
+        res = self._exchange(nonce, time.monotonic() + 30.0)
+        if res is None or self.exited:
+            self._detach()
+            raise SandboxError("the operator shell did not start")
+        stdout = bytes(self._out.buf.head)
+        line = next((ln for ln in stdout.decode(errors="replace").splitlines() if ln.startswith("BASHGYM ")), "")
+        fields = line.split()
+        if len(fields) < 2:
+            self._detach()
+            raise SandboxError(f"the operator shell did not report its pid: {stdout[:200]!r}")
+        self.shell_pid = int(fields[1])
+        self.preexisting_pids = {int(p) for p in fields[2:] if p.isdigit() and int(p) != self.shell_pid}
+
+    # ---- the framing -------------------------------------------------------------------------------------
+    def _arm(self, nonce: str) -> None:
+        n = re.escape(nonce.encode())
+        limit = self.box.spec.output_limit_bytes
+        self._out.arm(re.compile(rb"\x1eBG:" + n + rb":(\d+)\x1e"), limit)
+        self._err.arm(re.compile(rb"\x1eBG:" + n + rb"\x1e"), limit)
+        out_left, err_left = self._leftover
+        self._leftover = (b"", b"")
+        if out_left:
+            self._out.feed(out_left)
+        if err_left:
+            self._err.feed(err_left)
+
+    def _exchange(self, nonce: str, deadline: float) -> int | None:
+        """Read until both markers of ``nonce`` arrived (-> status), the shell ended, or ``deadline`` (-> None)."""
+        self._arm(nonce)
+        return self._wait(deadline)
+
+    def _wait(self, deadline: float) -> int | None:
+        while True:
+            if self._out.found is not None and self._err.found is not None:
+                self._leftover = (self._out.restart(), self._err.restart())
+                return int(self._out.found.group(1))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            frames = self._stream.read(min(left, 1.0))
+            if frames is None:
+                self._on_eof()
+                return None
+            for kind, payload in frames:
+                (self._err if kind == 2 else self._out).feed(payload)
+                if kind == 2 and self._err.found is None and b"\x1eBGEXIT:" in self._err.pending:
+                    # The shell is exiting: background processes may hold its pipes open, so end them now.
+                    self._finish_exit()
+                    return None
+
+    def _finish_exit(self) -> None:
+        """The EXIT trap fired: kill what the operator left running so the stream closes, then read to EOF."""
+        with contextlib.suppress(Exception):
+            self.box._kill_new_processes(self.preexisting_pids)
+        end = time.monotonic() + 5.0
+        while time.monotonic() < end:
+            frames = self._stream.read(end - time.monotonic())
+            if frames is None:
+                break
+            for kind, payload in frames:
+                (self._err if kind == 2 else self._out).feed(payload)
+        self._on_eof()
+
+    def _on_eof(self) -> None:
+        if self.exited:
+            return
+        match = EXIT_RE.search(bytes(self._err.pending))
+        if match:
+            del self._err.pending[match.start():]
+            self.exit_code = int(match.group(1))
+            self.terminated = True
+        else:
+            code = self._stream.exit_code(wait_s=1.0)
+            # exec'd programs end the shell too (exit status < 128); a signal death is not the operator's exit
+            if code is not None and code < 128:
+                self.exit_code, self.terminated = code, True
+        self._out.flush()
+        self._err.flush()
+        self.exited = True
+        self._stream.close()
+
+    # ---- public ------------------------------------------------------------------------------------------
+    def run(self, command: str, timeout_s: float | None = None) -> CommandResult:
+        """Run one command as the operator would type it; state carries over to the next command."""
+        if self.exited:
+            raise SessionEnded("the shell has ended; no more commands can run in this session")
+        if "\0" in command:
+            raise ValueError("a command cannot contain a NUL byte (bash cannot represent it)")
+        spec = self.box.spec
+        start = time.monotonic()
+        limit = timeout_s if timeout_s is not None else spec.command_timeout_s
+        episode_left = self.deadline - start
+        if episode_left <= 0:
+            self._end_episode()
+            return CommandResult(command=command, stdout="", stderr=self._episode_message(), exit_code=None,
+                                 duration_s=0.0, timed_out=True)
+        hit_episode_cap = episode_left < limit
+        limit = min(limit, episode_left)
+        nonce = secrets.token_hex(16)
+        line = f"__bashgym_pre; {{ eval -- {ansi_c_quote(command)}; }} </dev/null; __bashgym_end {nonce}\n"
+        self._arm(nonce)
+        try:
+            self._stream.send(line.encode())
+        except OSError:
+            self._on_eof()
+            return self._finish(command, start, None, timed_out=False)
+        status = self._wait(start + limit)
+        if status is not None:
+            return self._finish(command, start, status, timed_out=False)
+        if self.exited:
+            return self._finish(command, start, self.exit_code if self.terminated else None, timed_out=False,
+                                terminated=self.terminated)
+        # Timed out: interrupt the command, keep the shell.
+        self._interrupt()
+        result = self._finish(command, start, None, timed_out=True)
+        if hit_episode_cap and not self.exited:
+            self._end_episode()
+            result.stderr += ("\n" if result.stderr else "") + self._episode_message()
+        return result
+
+    def _episode_message(self) -> str:
+        return f"bashgym: the episode's time limit ({self.box.spec.episode_timeout_s:g} s) is spent; the shell ended"
+
+    def _finish(self, command: str, start: float, status: int | None, timed_out: bool,
+                terminated: bool = False) -> CommandResult:
+        self._out.flush()
+        self._err.flush()
+        result = _result(command, self._out.buf, self._err.buf, status, time.monotonic() - start, timed_out,
+                         terminated=terminated)
+        if "tcsetattr" in result.stderr:  # bash -i without a terminal complains after a signal death: not output
+            result.stderr = TCSETATTR_RE.sub("", result.stderr)
+        return result
+
+    def _interrupt(self) -> None:
+        """Ctrl-C semantics, then escalation; the framing is re-synchronised with a fresh nonce."""
+        box = self.box
+        pid = self.shell_pid
+        out_keep, err_keep = self._out.buf, self._err.buf
+        self._out.flush()
+        self._err.flush()
+        # 1) SIGINT to the shell's process group: the foreground command dies and the shell drops the rest of
+        #    the line (an interactive bash does so even inside a builtin loop), as Ctrl-C does in a terminal.
+        box._exec_root("interrupt", 'kill -INT -- "-$1" 2>/dev/null; exit 0', [str(pid)], 5.0)
+        # 2) Ask for a fresh marker: read at the prompt if the line was aborted, after it if not. Only this
+        #    nonce counts from now on; output until it still belongs to the timed-out command.
+        nonce = secrets.token_hex(16)
+        self._arm(nonce)
+        self._out.buf, self._err.buf = out_keep, err_keep
+        try:
+            self._stream.send(f"__bashgym_end 130 {nonce}\n".encode())
+        except OSError:
+            self._on_eof()
+            return
+        if self._wait(time.monotonic() + 0.3) is not None or self.exited:
+            return
+        # 3) Something ignores SIGINT: SIGKILL everything new since the session began, except the shell and the
+        #    background jobs it had before this command (with their children).
+        box._exec_root("kill command", KILL_COMMAND_SCRIPT, [str(pid), *map(str, sorted(self.preexisting_pids))],
+                       10.0)
+        if self._wait(time.monotonic() + 3.0) is not None or self.exited:
+            return
+        # 4) The shell itself does not come back (it ignores SIGINT inside a builtin loop): the session is over.
+        self._end_episode()
+
+    def _end_episode(self) -> None:
+        with contextlib.suppress(Exception):
+            self.box.kill_session_processes()
+        self._mark_dead()
+
+    def _mark_dead(self) -> None:
+        if not self.exited:
+            self.exited = True
+            self._stream.close()
+
+    def _detach(self) -> None:
+        self._mark_dead()
+
+    def close(self) -> None:
+        """End the shell and everything it started (the container stays, e.g. for the check)."""
+        if not self.exited:
+            self._end_episode()
+
+
+# Kill what the timed-out command started. argv: shell pid, then the pids that existed before the session.
+# Kept: those, the shell, and the subtrees of the shell's background jobs recorded just before the command.
+KILL_COMMAND_SCRIPT = r"""
+shell=$1; shift; keep=" $* $shell "
+jobs=" $(cat """ + SESSION_DIR + r"""/jobs 2>/dev/null | tr '\n' ' ') "
+for round in 1 2 3 4 5; do
+  declare -A parent=()
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    read -r line < "$d/stat" 2>/dev/null || continue
+    rest=${line##*) }; set -- $rest; parent[$p]=$2
+  done
+  victims=""
+  for p in "${!parent[@]}"; do
+    [ "$p" = "$$" ] && continue
+    case "$keep" in *" $p "*) continue;; esac
+    q=$p; spared=0
+    while [ -n "$q" ] && [ "$q" != 0 ] && [ "$q" != 1 ]; do
+      case "$jobs" in *" $q "*) spared=1; break;; esac
+      [ "$q" = "$shell" ] && break
+      q=${parent[$q]}
+    done
+    [ $spared = 1 ] && continue
+    victims="$victims $p"
+  done
+  [ -z "$victims" ] && exit 0
+  kill -KILL $victims 2>/dev/null
+  unset parent
+  sleep 0.02
+done
+"""
