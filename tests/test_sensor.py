@@ -1,0 +1,149 @@
+"""The trace-file sensor driven through several ticks over real files, and the runs it asks for."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from bashgym_assets.defs import ingest as ingest_defs
+from bashgym_assets.defs.partitions import repo_partitions
+from bashgym_assets.defs.resources import BashgymHome
+from bashgym_assets.ingest.pipeline import RAW_SESSIONS
+from bashgym_assets.ingest.scan import ScanCursor, scan
+from bashgym_assets.ingest.synthetic import T0, ClaudeSessionWriter
+from bashgym_assets.lake import Lake
+from bashgym_assets.sessions import sessions_from_table
+
+
+def _settle(*paths: Path) -> None:
+    old = time.time() - 60
+    for p in paths:
+        os.utime(p, (old, old))
+
+
+def _session(root: Path, repo: str, name: str, steps: int = 2) -> Path:
+    w = ClaudeSessionWriter(root, f"/home/dev/src/{repo}", T0, name)
+    w.prompt(f"work on {repo}")
+    for i in range(steps):
+        w.bash(f"echo {i}", str(i), exit_code=0 if i % 2 == 0 else 1)
+    path = w.close()
+    _settle(path)
+    return path
+
+
+def _tool_lines(n: int) -> bytes:
+    ts = "2026-10-05T09:00:00.000Z"
+    use = {"type": "assistant", "cwd": "/home/dev/src/alpha", "timestamp": ts, "uuid": f"late-a{n}",
+           "message": {"id": f"late{n}", "content": [{"type": "tool_use", "id": f"late-t{n}", "name": "Bash",
+                                                      "input": {"command": "make late"}}]}}
+    res = {"type": "user", "cwd": "/home/dev/src/alpha", "timestamp": ts, "uuid": f"late-r{n}",
+           "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"late-t{n}",
+                                                    "content": "Exit code 2\nfail", "is_error": True}]}}
+    return (json.dumps(use) + "\n" + json.dumps(res) + "\n").encode()
+
+
+@pytest.fixture
+def watched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    monkeypatch.setenv("BASHGYM_TRACE_DIRS", str(folder))
+    return folder
+
+
+def test_sensor_starts_running_and_targets_the_ingest_job() -> None:
+    sensor = ingest_defs.trace_files_sensor
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    assert sensor.job_name == "ingest_repo_job"
+    defs = dg.Definitions.merge(ingest_defs.defs, dg.Definitions(resources={"bashgym": BashgymHome()}))
+    job = defs.resolve_job_def("ingest_repo_job")
+    assert job.partitions_def == repo_partitions
+    assert [k.to_user_string() for k in job.asset_layer.selected_asset_keys] == ["raw_sessions"]
+
+
+def test_sensor_ticks_over_created_appended_and_deleted_files(watched: Path, bashgym_home: Path) -> None:
+    resources = {"bashgym": BashgymHome(home=str(bashgym_home))}
+    defs = dg.Definitions.merge(ingest_defs.defs, dg.Definitions(resources=resources))
+    with dg.instance_for_test() as instance:
+        cursor = None
+
+        def tick() -> dg.SensorResult:
+            nonlocal cursor
+            ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources)
+            result = ingest_defs.trace_files_sensor(ctx)
+            cursor = result.cursor
+            for req in result.dynamic_partitions_requests:
+                instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+            return result
+
+        def run(repo: str) -> list:
+            job = defs.resolve_job_def("ingest_repo_job")
+            assert job.execute_in_process(partition_key=repo, instance=instance).success
+            return sessions_from_table(Lake(BashgymHome(home=str(bashgym_home)).settings()).read(RAW_SESSIONS, repo))
+
+        first = tick()
+        assert first.run_requests == [] and first.dynamic_partitions_requests == []
+
+        a1 = _session(watched, "alpha", "a1")
+        _session(watched, "alpha", "a2", steps=3)
+        b1 = _session(watched, "beta", "b1")
+        second = tick()
+        assert sorted(r.partition_key for r in second.run_requests) == ["alpha", "beta"]
+        (add,) = second.dynamic_partitions_requests
+        assert sorted(add.partition_keys) == ["alpha", "beta"]
+        assert set(instance.get_dynamic_partitions("repos")) == {"alpha", "beta"}
+        sessions = run("alpha")
+        assert sorted(len(s.steps) for s in sessions) == [2, 3]
+
+        assert tick().run_requests == []  # nothing changed
+
+        with open(a1, "ab") as fh:  # a half-written line: nothing to ingest yet
+            fh.write(_tool_lines(1)[:50])
+        assert tick().run_requests == []
+        size_before = a1.stat().st_size
+        with open(a1, "ab") as fh:
+            fh.write(_tool_lines(1)[50:])
+        assert a1.stat().st_size > size_before
+        appended = tick()
+        assert [r.partition_key for r in appended.run_requests] == ["alpha"]
+        assert appended.dynamic_partitions_requests == []
+        sessions = run("alpha")
+        assert len(sessions) == 2  # re-ingested, not duplicated
+        grown = next(s for s in sessions if s.source_path == str(a1))
+        assert len(grown.steps) == 3 and grown.steps[-1].exit_code == 2
+
+        b1.unlink()  # a deleted file: no crash, no run, and its session stays imported
+        shutil.rmtree(b1.parent)
+        gone = tick()
+        assert gone.run_requests == []
+        (new_repo,) = [_session(watched, "gamma", "g1")]
+        third = tick()
+        assert [r.partition_key for r in third.run_requests] == ["gamma"]
+        assert list(third.dynamic_partitions_requests[0].partition_keys) == ["gamma"]
+        assert new_repo.exists()
+        run_keys = [r.run_key for r in second.run_requests + appended.run_requests + third.run_requests]
+        assert len(set(run_keys)) == len(run_keys)
+
+
+def test_scan_of_ten_thousand_files_touches_only_what_changed(tmp_path: Path) -> None:
+    folder = tmp_path / "many"
+    template = _session(tmp_path / "tmpl", "bulk", "template", steps=1).read_bytes()
+    for i in range(10_000):
+        sub = folder / f"-home-dev-src-bulk{i % 20}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"{i:05d}.jsonl").write_bytes(template)
+    first = scan([folder], now=time.time() + 60)
+    assert first.files_seen == 10_000 and len(first.cursor.files) == 10_000
+    assert first.repos == ["bulk"]  # the cwd inside the files decides, not the folder name
+    cursor = ScanCursor.decode(first.cursor.encode())
+    assert len(cursor.files) == 10_000
+    victim = folder / "-home-dev-src-bulk3" / "00003.jsonl"
+    with open(victim, "ab") as fh:
+        fh.write(_tool_lines(7))
+    second = scan([folder], cursor, now=time.time() + 60)
+    assert second.changed == {"bulk": [str(victim)]} and second.new_files == 0
