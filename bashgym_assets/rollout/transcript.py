@@ -105,8 +105,8 @@ def render_rejected_line(error: str) -> str:
 
 # ---- what the operator typed ------------------------------------------------------------------------------------
 _FENCE_RE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n(.*?)\n?```\s*$", re.S)
-_PROSE_LINE_RE = re.compile(r"^[A-Z][a-z']+(?:,)?(?:\s+[A-Za-z'(),]+){3,}.*[.:!?]$")
-_PROSE_START_RE = re.compile(r"^[A-Z][a-z]+(?:'[a-z]+)?[,!:]?\s+\S+\s+\S+")
+_PROSE_LINE_RE = re.compile(r"^[A-Z][a-z']*(?:,)?(?:\s+[A-Za-z'(),]+){3,}.*[.:!?]$")
+_PROSE_START_RE = re.compile(r"^[A-Z][a-z]*(?:'[a-z]+)?[,!:]?\s+\S+\s+\S+")
 _EXIT_RE = re.compile(r"^\s*(?:exit|logout)(?:\s+\d+)?\s*;?\s*$")
 
 
