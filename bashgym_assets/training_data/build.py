@@ -394,3 +394,11 @@ def token_stats(tokenizer: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, 
     return {"total": sum(counts), "min": counts[0], "mean": round(sum(counts) / len(counts), 1),
             "p50": counts[len(counts) // 2], "p95": counts[min(len(counts) - 1, int(0.95 * len(counts)))],
             "max": counts[-1]}
+
+
+def load_hf_dataset(parquet_path: str | Any) -> Any:
+    """A written dataset as a ``datasets.DatasetDict`` with ``train`` and ``validation`` (from the split column)."""
+    from datasets import DatasetDict, load_dataset
+
+    full = load_dataset("parquet", data_files={"all": str(parquet_path)})["all"]
+    return DatasetDict({name: full.filter(lambda r, n=name: r["split"] == n) for name in ("train", "validation")})

@@ -1,10 +1,11 @@
 """Render a quality-tiered trace segment as chat ``messages`` in the same shape as a verified trajectory.
 
-A trajectory is: system orientation, user task, then alternating assistant command / user observation, ending
-with the assistant typing ``exit``. A trace segment becomes the same: the segment's user prompt is the task, each
-tool call is an assistant turn (the shell command itself for Bash-like tools, ``<Tool> <json input>`` for others)
-and its result the next user turn (long outputs are cut in the middle, a non-zero exit code is appended the way a
-shell shows it). A gold segment is a finished task, so it ends with ``exit`` too: the model should learn to stop.
+A trajectory (``bashgym_assets.rollout.transcript``) is: the system orientation (login banner), the user task,
+then alternating assistant command / user observation (output + ``[exit code: N]``), ending with the assistant
+typing ``exit``. A trace segment becomes the same: the orientation names the segment's working directory, its
+user prompt is the task, each tool call is an assistant turn (the shell command itself for Bash-like tools,
+``<Tool> <json input>`` for others) and its result the next user turn (long outputs are cut in the middle). A gold
+segment is a finished task, so it ends with ``exit`` too: the model should learn to stop.
 """
 
 from __future__ import annotations
@@ -17,11 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-TRACE_SYSTEM_PROMPT = (
-    "You are a shell operator working in a real terminal. Each of your turns is exactly one command; the next "
-    "message is its output. When the task is done, reply with exit."
-)
-EXIT_COMMAND = "exit"
+from bashgym_assets.rollout.transcript import EXIT_COMMAND, HOSTNAME
+
+TRACE_USER = "operator"
 MAX_OBSERVATION_CHARS = 2000
 SHELL_TOOLS = {"bash", "shell", "terminal", "run_command", "execute_command"}
 
@@ -56,18 +55,26 @@ def step_command(step: Mapping[str, Any]) -> str:
 def step_observation(step: Mapping[str, Any]) -> str:
     out = clip_output((step.get("output") or "").rstrip("\n"))
     code = step.get("exit_code")
-    if code not in (None, 0):
-        out = f"{out}\n[exit code {code}]" if out else f"[exit code {code}]"
+    if code is None and step.get("success") is not None:
+        code = 0 if step.get("success") else 1
+    if code is not None:
+        out = f"{out}\n[exit code: {code}]" if out else f"[exit code: {code}]"
     return out
 
 
-def segment_messages(prompt: str, steps: Sequence[Mapping[str, Any]],
-                     system_prompt: str = TRACE_SYSTEM_PROMPT, add_exit: bool = True) -> list[dict[str, str]]:
+def trace_orientation(cwd: str | None) -> str:
+    """The same login banner a rollout shows, at the segment's working directory."""
+    where = cwd or "~"
+    return (f"You are logged in to {HOSTNAME} as {TRACE_USER}. Working directory: {where}.\n"
+            f"{TRACE_USER}@{HOSTNAME}:{where}$")
+
+
+def segment_messages(prompt: str, steps: Sequence[Mapping[str, Any]], add_exit: bool = True) -> list[dict[str, str]]:
     """Chat messages for one trace segment (sidechain/subagent steps are left out: not the operator's turns)."""
-    messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": prompt.strip()}]
-    for step in sorted(steps, key=lambda s: s.get("index") or 0):
-        if step.get("sidechain"):
-            continue
+    ordered = [s for s in sorted(steps, key=lambda s: s.get("index") or 0) if not s.get("sidechain")]
+    cwd = next((s.get("cwd") for s in ordered if s.get("cwd")), None)
+    messages = [{"role": "system", "content": trace_orientation(cwd)}, {"role": "user", "content": prompt.strip()}]
+    for step in ordered:
         messages.append({"role": "assistant", "content": step_command(step)})
         messages.append({"role": "user", "content": step_observation(step)})
     if add_exit:
