@@ -44,19 +44,18 @@ if TYPE_CHECKING:
 OUT_FD, ERR_FD = 61, 62
 HOLD_BACK = 96          # bytes kept unscanned at the end of a stream, so a marker split across reads is found
 TCSETATTR_RE = re.compile(r"bash: \[\d+: \d+ \(\d+\)\] tcsetattr: Inappropriate ioctl for device\n")
-EXIT_RE = re.compile(rb"(?:exit\n)?\x1eBGEXIT:(\d+)\x1e$")
 
 INIT_SCRIPT = f"""\
 set +H; set +o history; unset HISTFILE PROMPT_COMMAND; PS1=''; PS2=''; PS0=''; PS4='+ '
 exec {OUT_FD}>&1 {ERR_FD}>&2
 for __bashgym_f in /etc/profile.d/*.sh; do [ -r "$__bashgym_f" ] && . "$__bashgym_f"; done >/dev/null 2>&1
 unset __bashgym_f; __bashgym_rc=0
-__bashgym_pre() {{ jobs -p >{SESSION_DIR}/jobs 2>/dev/null; return $__bashgym_rc; }}
+__bashgym_pre() {{ printf '%s\\n' /proc/[0-9]* >{SESSION_DIR}/before 2>/dev/null; return $__bashgym_rc; }}
 __bashgym_end() {{ __bashgym_rc=$?; [ $# = 2 ] && {{ __bashgym_rc=$1; shift; }}; PS1=''; PS2=''; PS0=''; \
 unset PROMPT_COMMAND; \
 printf '\\036BG:%s:%d\\036' "$1" "$__bashgym_rc" >&{OUT_FD}; printf '\\036BG:%s\\036' "$1" >&{ERR_FD}; \
 return $__bashgym_rc; }}
-trap 'printf "\\036BGEXIT:%d\\036" "$?" >&{ERR_FD}' EXIT
+trap 'printf "\\036BGEXIT:%s:%d\\036" "$__bashgym_exit_tag" "$?" >&{ERR_FD}' EXIT
 __bashgym_pids=(/proc/[0-9]*); printf 'BASHGYM %s %s\\n' "$$" "${{__bashgym_pids[*]#/proc/}}"; unset __bashgym_pids
 """
 
@@ -151,7 +150,11 @@ class SandboxSession:
         from bashgym_assets.sandbox.sandbox import READY_WAIT
 
         nonce = secrets.token_hex(16)
-        self._stream.send(f"{READY_WAIT}\n{INIT_SCRIPT}__bashgym_end {nonce}\n".encode())
+        # The EXIT trap's tag is per session: output alone cannot fake the end of the shell (and a fake with the
+        # tag is still checked against Docker's view of the process before anything is acted on).
+        tag = secrets.token_hex(8)
+        self._exit_re = re.compile(rb"(?:exit\n)?\x1eBGEXIT:" + tag.encode() + rb":(\d+)\x1e")
+        self._stream.send(f"{READY_WAIT}\n__bashgym_exit_tag={tag}\n{INIT_SCRIPT}__bashgym_end {nonce}\n".encode())
         res = self._exchange(nonce, time.monotonic() + 30.0)
         if res is None or self.exited:
             self._detach()
@@ -195,12 +198,25 @@ class SandboxSession:
             if frames is None:
                 self._on_eof()
                 return None
+            saw_err = False
             for kind, payload in frames:
                 (self._err if kind == 2 else self._out).feed(payload)
-                if kind == 2 and self._err.found is None and b"\x1eBGEXIT:" in self._err.pending:
-                    # The shell is exiting: background processes may hold its pipes open, so end them now.
-                    self._finish_exit()
-                    return None
+                saw_err = saw_err or kind == 2
+            if (saw_err and self._err.found is None and self._exit_re.search(bytes(self._err.pending))
+                    and self._shell_gone()):
+                # The shell is exiting: background processes may hold its pipes open, so end them now.
+                self._finish_exit()
+                return None
+
+    def _shell_gone(self, wait_s: float = 1.0) -> bool:
+        """Docker's word that the shell process has ended (its pipes may still be held by its children)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            if not self.box.api.exec_inspect(self._stream.exec_id).get("Running"):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
 
     def _finish_exit(self) -> None:
         """The EXIT trap fired: kill what the operator left running so the stream closes, then read to EOF."""
@@ -218,7 +234,7 @@ class SandboxSession:
     def _on_eof(self) -> None:
         if self.exited:
             return
-        match = EXIT_RE.search(bytes(self._err.pending))
+        match = self._exit_re.search(bytes(self._err.pending))
         if match:
             del self._err.pending[match.start():]
             self.exit_code = int(match.group(1))
@@ -305,13 +321,14 @@ class SandboxSession:
         except OSError:
             self._on_eof()
             return
-        if self._wait(time.monotonic() + 0.3) is not None or self.exited:
+        back = self._wait(time.monotonic() + 0.3) is not None
+        if self.exited:
             return
-        # 3) Something ignores SIGINT: SIGKILL everything new since the session began, except the shell and the
-        #    background jobs it had before this command (with their children).
-        box._exec_root("kill command", KILL_COMMAND_SCRIPT, [str(pid), *map(str, sorted(self.preexisting_pids))],
-                       10.0)
-        if self._wait(time.monotonic() + 3.0) is not None or self.exited:
+        # 3) SIGKILL whatever the command started and left (children that ignore SIGINT, orphans it spawned in the
+        #    background): every process that did not exist before the command, except the shell, and except
+        #    children of processes that did (earlier background jobs keep running, as after Ctrl-C).
+        box._exec_root("kill command", KILL_COMMAND_SCRIPT, [str(pid)], 10.0)
+        if back or self._wait(time.monotonic() + 3.0) is not None or self.exited:
             return
         # 4) The shell itself does not come back (it ignores SIGINT inside a builtin loop): the session is over.
         self._end_episode()
@@ -335,11 +352,11 @@ class SandboxSession:
             self._end_episode()
 
 
-# Kill what the timed-out command started. argv: shell pid, then the pids that existed before the session.
-# Kept: those, the shell, and the subtrees of the shell's background jobs recorded just before the command.
+# Kill what the timed-out command started. argv: the shell's pid. The shell's pre-command hook listed every process
+# that existed before the command; those, their descendants and the shell survive, the rest is killed.
 KILL_COMMAND_SCRIPT = r"""
-shell=$1; shift; keep=" $* $shell "
-jobs=" $(cat """ + SESSION_DIR + r"""/jobs 2>/dev/null | tr '\n' ' ') "
+shell=$1
+before=" $(sed 's|/proc/||' """ + SESSION_DIR + r"""/before 2>/dev/null | tr '\n' ' ') "
 for round in 1 2 3 4 5; do
   declare -A parent=()
   for d in /proc/[0-9]*; do
@@ -350,13 +367,12 @@ for round in 1 2 3 4 5; do
   victims=""
   for p in "${!parent[@]}"; do
     [ "$p" = "$$" ] && continue
-    case "$keep" in *" $p "*) continue;; esac
     q=$p; spared=0
-    while [ -n "$q" ] && [ "$q" != 0 ] && [ "$q" != 1 ]; do
-      case "$jobs" in *" $q "*) spared=1; break;; esac
-      [ "$q" = "$shell" ] && break
+    while [ -n "$q" ] && [ "$q" != 0 ] && [ "$q" != 1 ] && [ "$q" != "$shell" ]; do
+      case "$before" in *" $q "*) spared=1; break;; esac
       q=${parent[$q]}
     done
+    [ "$p" = "$shell" ] || [ "$p" = 1 ] && spared=1
     [ $spared = 1 ] && continue
     victims="$victims $p"
   done
