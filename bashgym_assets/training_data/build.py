@@ -211,7 +211,7 @@ def build_sft(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapp
                 rows[row.example_id] = row
             return
         rows[row.example_id] = row
-        counts[f"from_{row.source_kind}s"] += 1
+        counts["from_traces" if row.source_kind == "trace" else "from_trajectories"] += 1
 
     for seg in segments:
         counts["segments_seen"] += 1
@@ -400,5 +400,5 @@ def load_hf_dataset(parquet_path: str | Any) -> Any:
     """A written dataset as a ``datasets.DatasetDict`` with ``train`` and ``validation`` (from the split column)."""
     from datasets import DatasetDict, load_dataset
 
-    full = load_dataset("parquet", data_files={"all": str(parquet_path)})["all"]
+    full = load_dataset("parquet", data_files={"rows": str(parquet_path)})["rows"]
     return DatasetDict({name: full.filter(lambda r, n=name: r["split"] == n) for name in ("train", "validation")})
