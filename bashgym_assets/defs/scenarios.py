@@ -1,5 +1,167 @@
-"""Filled in by its stage's issue."""
+"""Scenarios in Dagster: ``scenario_candidates`` (pack + imports + teacher) and ``gated_scenarios`` (the reference
+gate in real sandboxes, train/held-out split, ``gate_rejections`` with reasons).
+
+Thin on purpose: loading, authoring and the gate live in ``bashgym_assets.scenarios``.
+"""
+
+
+import os
+from collections import Counter
+from pathlib import Path
 
 import dagster as dg
+import pyarrow as pa
 
-defs = dg.Definitions()
+from bashgym_assets import images
+from bashgym_assets.defs.resources import BashgymHome
+from bashgym_assets.scenarios.authoring import author_bundles
+from bashgym_assets.scenarios.bundle import BundleError, parse_bundle
+from bashgym_assets.scenarios.candidates import (
+    PACK_DIR,
+    candidate_rows,
+    collect_candidates,
+    load_pack,
+    quarantine_rows,
+)
+from bashgym_assets.scenarios.gate import HELD_OUT, TRAIN, GateLimits, gate_bundles, reason_counts
+from bashgym_assets.scenarios.report import bar_chart_md, md_table
+
+CANDIDATE_SCHEMA = pa.schema([
+    ("scenario_id", pa.string()), ("category", pa.string()), ("difficulty", pa.int32()), ("user", pa.string()),
+    ("announced", pa.bool_()), ("origin", pa.string()), ("source", pa.string()), ("task", pa.string()),
+    ("bundle_json", pa.string()),
+])
+QUARANTINE_SCHEMA = pa.schema([("source", pa.string()), ("reason", pa.string())])
+GATED_SCHEMA = pa.schema([
+    ("scenario_id", pa.string()), ("category", pa.string()), ("difficulty", pa.int32()), ("source", pa.string()),
+    ("split", pa.string()), ("reference_turns", pa.int32()), ("duration_s", pa.float64()),
+    ("bundle_json", pa.string()),
+])
+REJECTION_SCHEMA = pa.schema([
+    ("scenario_id", pa.string()), ("category", pa.string()), ("difficulty", pa.int32()), ("source", pa.string()),
+    ("reason", pa.string()), ("detail", pa.string()), ("bundle_json", pa.string()),
+])
+
+
+class CandidatesConfig(dg.Config):
+    """Where candidates come from. Teacher authoring runs only when ``BASHGYM_TEACHER_MODEL`` names a model."""
+
+    include_pack: bool = True
+    import_dir: str | None = None        # default: $BASHGYM_SCENARIO_IMPORT_DIR, else <home>/scenario_imports
+    authored: int = 20                   # bundles to request from the teacher (when one is configured)
+    seed: int = 0
+
+
+class GateConfig(dg.Config):
+    max_parallel: int = 2
+    command_timeout_s: float = 30.0
+
+
+@dg.asset(
+    group_name="scenarios",
+    kinds={"python", "parquet"},
+    description="Candidate shell-task bundles: the bundled pack, imported shell-tasks files and (when "
+                "BASHGYM_TEACHER_MODEL names a model) teacher-authored bundles. Bad input is quarantined.",
+)
+def scenario_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig,
+                        bashgym: BashgymHome) -> dg.MaterializeResult:
+    settings = bashgym.settings()
+    lake = bashgym.lake()
+    import_dir = Path(config.import_dir or os.environ.get("BASHGYM_SCENARIO_IMPORT_DIR")
+                      or settings.home / "scenario_imports")
+    authored, authoring_errors, authoring_note = [], [], "no teacher configured (BASHGYM_TEACHER_MODEL)"
+    teacher = settings.teacher_model
+    if teacher and teacher != "reference" and config.authored > 0:
+        existing, _ = load_pack() if config.include_pack else ([], [])
+        report = author_bundles(teacher, config.authored, api_base=settings.teacher_api_base, seed=config.seed,
+                                existing=existing)
+        authored = report.bundles
+        authoring_errors = [BundleError(source=f"teacher:{teacher}:{f.axes.category}/d{f.axes.difficulty}",
+                                        reason=f.reason) for f in report.failures]
+        authoring_errors += [BundleError(source=f"teacher:{teacher}", reason=f"near-duplicate of an existing task: {i}")
+                             for i in report.duplicates]
+        authoring_note = (f"`{teacher}`: {len(report.bundles)} bundles from {report.attempts} requests, "
+                          f"{len(report.failures)} failed, {len(report.duplicates)} near-duplicates dropped")
+        context.log.info(authoring_note)
+    cands = collect_candidates(PACK_DIR if config.include_pack else None, import_dir, authored, authoring_errors)
+    lake.write("scenario_candidates", candidate_rows(cands.bundles), schema=CANDIDATE_SCHEMA)
+    lake.write("scenario_candidates_quarantine", quarantine_rows(cands.quarantine), schema=QUARANTINE_SCHEMA)
+    by_cat = Counter(b.category for b in cands.bundles)
+    by_diff = Counter(b.difficulty for b in cands.bundles)
+    cat_rows = [[c, n, sum(1 for b in cands.bundles if b.category == c and b.announced)]
+                for c, n in sorted(by_cat.items())]
+    return dg.MaterializeResult(metadata={
+        "candidates": dg.MetadataValue.int(len(cands.bundles)),
+        "quarantined": dg.MetadataValue.int(len(cands.quarantine)),
+        "categories": dg.MetadataValue.int(len(by_cat)),
+        "by_origin": dg.MetadataValue.json(cands.counts_by_origin),
+        "by_difficulty": dg.MetadataValue.json({str(k): v for k, v in sorted(by_diff.items())}),
+        "by_category": dg.MetadataValue.md(md_table(["category", "bundles", "announced (provider mode)"], cat_rows)),
+        "teacher": dg.MetadataValue.text(authoring_note),
+        "import_dir": dg.MetadataValue.path(str(import_dir)),
+        "quarantine": dg.MetadataValue.md(md_table(["source", "reason"], [[q.source, q.reason[:200]]
+                                                                          for q in cands.quarantine[:40]])
+                                          if cands.quarantine else "_nothing quarantined_"),
+    })
+
+
+@dg.asset(
+    group_name="scenarios",
+    kinds={"docker", "parquet"},
+    deps=["scenario_candidates", "sandbox_image"],
+    description="Candidates admitted by the reference gate (setup ok, check fails untouched, reference passes) in "
+                "fresh sandboxes, split train/held-out by a stable hash of the id; rejections in gate_rejections.",
+)
+def gated_scenarios(context: dg.AssetExecutionContext, config: GateConfig,
+                    bashgym: BashgymHome) -> dg.MaterializeResult:
+    lake = bashgym.lake()
+    images.ensure_docker_engine()
+    image = images.sandbox_image_tag()
+    if not images.image_exists(image):
+        raise dg.Failure(f"sandbox image {image} is missing: materialize the sandbox_image asset first")
+    bundles = [parse_bundle(row["bundle_json"]) for row in lake.read_rows("scenario_candidates")]
+    done = Counter[str]()
+
+    def progress(result) -> None:  # noqa: ANN001 - GateResult
+        done[result.reason] += 1
+        if sum(done.values()) % 10 == 0:
+            context.log.info(f"gated {sum(done.values())}/{len(bundles)}: {dict(done)}")
+
+    results = gate_bundles(bundles, image, max_parallel=config.max_parallel,
+                           limits=GateLimits(command_timeout_s=config.command_timeout_s), progress=progress)
+    admitted = [r for r in results if r.admitted]
+    rejected = [r for r in results if not r.admitted]
+    lake.write("gated_scenarios", [{k: r.model_dump()[k] for k in GATED_SCHEMA.names} for r in admitted],
+               schema=GATED_SCHEMA)
+    lake.write("gate_rejections", [{k: r.model_dump()[k] for k in REJECTION_SCHEMA.names} for r in rejected],
+               schema=REJECTION_SCHEMA)
+    counts = reason_counts(results)
+    cats = sorted({r.category for r in results})
+    cat_rows = []
+    for c in cats:
+        rs = [r for r in results if r.category == c]
+        cat_rows.append([c, len(rs), sum(r.admitted for r in rs), sum(r.split == TRAIN for r in rs),
+                         sum(r.split == HELD_OUT for r in rs)])
+    total_s = sum(r.duration_s for r in results)
+    return dg.MaterializeResult(metadata={
+        "candidates": dg.MetadataValue.int(len(results)),
+        "admitted": dg.MetadataValue.int(len(admitted)),
+        "rejected": dg.MetadataValue.int(len(rejected)),
+        "admitted_rate": dg.MetadataValue.float(round(len(admitted) / len(results), 4) if results else 0.0),
+        "train": dg.MetadataValue.int(sum(r.split == TRAIN for r in admitted)),
+        "held_out": dg.MetadataValue.int(sum(r.split == HELD_OUT for r in admitted)),
+        "counts_by_reason": dg.MetadataValue.json(counts),
+        "by_category": dg.MetadataValue.md(md_table(["category", "candidates", "admitted", "train", "held out"],
+                                                    cat_rows)),
+        "admitted_plot": dg.MetadataValue.md(bar_chart_md(
+            [r[0] for r in cat_rows], {"candidates": [r[1] for r in cat_rows], "admitted": [r[2] for r in cat_rows]},
+            "gate by category", "bundles")) if cat_rows else dg.MetadataValue.md("_no candidates_"),
+        "rejections": dg.MetadataValue.md(md_table(["scenario", "reason", "detail"],
+                                                   [[r.scenario_id, r.reason, r.detail[:160]] for r in rejected[:40]])
+                                          if rejected else "_none_"),
+        "sandbox_seconds": dg.MetadataValue.float(round(total_s, 1)),
+        "image": dg.MetadataValue.text(image),
+    })
+
+
+defs = dg.Definitions(assets=[scenario_candidates, gated_scenarios])

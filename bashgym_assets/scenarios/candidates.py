@@ -74,3 +74,14 @@ def collect_candidates(pack_dir: Path | None = PACK_DIR, import_dir: Path | None
     for b in bundles:
         counts[origin(b)] = counts.get(origin(b), 0) + 1
     return CandidateSet(bundles=bundles, quarantine=quarantine, counts_by_origin=counts)
+
+
+def candidate_rows(bundles: Iterable[ScenarioBundle]) -> list[dict[str, object]]:
+    """Lake rows for ``scenario_candidates``: the searchable fields plus the whole bundle as JSON."""
+    return [{"scenario_id": b.id, "category": b.category, "difficulty": b.difficulty, "user": b.user,
+             "announced": b.announced, "origin": origin(b), "source": b.source, "task": b.task,
+             "bundle_json": b.model_dump_json(exclude_none=True)} for b in bundles]
+
+
+def quarantine_rows(errors: Iterable[BundleError]) -> list[dict[str, str]]:
+    return [{"source": e.source, "reason": e.reason} for e in errors]
