@@ -204,3 +204,18 @@ def test_split_messages_unknown_types_images_and_exit_code_sources(tmp_path: Pat
 ])
 def test_exit_code_rules(text: str, is_error: bool, tur: object, want: int) -> None:
     assert exit_code_of(text, is_error, tur) == want
+
+
+def test_subagent_steps_answer_the_prompt_of_their_task_call(tmp_path: Path) -> None:
+    w = ClaudeSessionWriter(tmp_path, "/home/u/proj", T0, "two-prompts")
+    w.prompt("first task")
+    w.start_subagent("explore for the first task")
+    w.bash("ls", "a")
+    w.end_subagent("found a")
+    w.prompt("second task")
+    w.bash("make", "ok")
+    (s,) = ADAPTER.parse(w.close()).sessions
+    assert [p.kind for p in s.prompts] == ["user", "subagent_task", "user"]
+    assert [p.index for p in s.prompts] == [0, 1, 2]
+    assert [(st.tool_name, st.sidechain, st.prompt_index) for st in s.steps] == [
+        ("Task", False, 0), ("Bash", True, 0), ("Bash", False, 2)]

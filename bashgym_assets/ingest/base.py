@@ -98,7 +98,7 @@ def file_settled(path: Path, now: float | None = None, settle: float = SETTLE_SE
 
 @dataclass
 class LineReader:
-    """Stream the complete lines of a file with their 1-based numbers, never holding more than one line.
+    """Stream the complete lines of a file with their 1-based numbers, holding at most a chunk and one line.
 
     A last line with no newline is only returned when the file has settled (not modified for
     ``SETTLE_SECONDS``): a writer may still be appending to it. Lines over ``MAX_LINE_BYTES`` are skipped in
@@ -112,6 +112,7 @@ class LineReader:
     quarantine: list[QuarantineRecord] = field(default_factory=list)
     bytes_read: int = 0
     pending_tail: bool = False
+    unterminated_line: int | None = None  # number of a last line that had no newline (a truncated write?)
     _sha: hashlib._Hash = field(default_factory=hashlib.sha1)  # type: ignore[name-defined]
 
     @property
@@ -119,35 +120,65 @@ class LineReader:
         return self._sha.hexdigest()
 
     def lines(self) -> Iterator[tuple[int, bytes]]:
+        """Read in 1 MB chunks and split: far fewer Python-level calls than ``readline`` per line."""
         settled = file_settled(self.path, settle=self.settle_seconds)
         limit = self.max_line_bytes
-        with open(self.path, "rb", buffering=1 << 20) as fh:
-            lineno = 0
+        lineno = 0
+        rest = b""
+        skipping: tuple[int, int, bytes] | None = None  # (line number, bytes so far, head) of an oversized line
+        with open(self.path, "rb", buffering=0) as fh:
             while True:
-                line = fh.readline(limit + 1)
-                if not line:
-                    return
-                lineno += 1
-                if len(line) > limit and not line.endswith(b"\n"):
-                    size = len(line)
-                    head = line[:SNIPPET_CHARS]
-                    while line and not line.endswith(b"\n"):
-                        self._sha.update(line)
-                        line = fh.readline(1 << 20)
-                        size += len(line)
-                    self._sha.update(line)
-                    self.bytes_read += size
-                    self.quarantine.append(QuarantineRecord(
-                        file=str(self.path), line=lineno, adapter=self.adapter, snippet=snippet_of(head),
-                        reason=f"line too long: {size} bytes (limit {limit}); skipped"))
-                    continue
-                if not line.endswith(b"\n") and not settled:
-                    self.pending_tail = True  # half-written last line: leave it for the next read
-                    return
-                self._sha.update(line)
-                self.bytes_read += len(line)
-                if line.strip():
-                    yield lineno, line
+                chunk = fh.read(1 << 20)
+                if not chunk:
+                    break
+                if skipping is not None:
+                    cut = chunk.find(b"\n")
+                    if cut < 0:
+                        self._sha.update(chunk)
+                        skipping = (skipping[0], skipping[1] + len(chunk), skipping[2])
+                        continue
+                    self._sha.update(chunk[: cut + 1])
+                    self._too_long(skipping[0], skipping[1] + cut + 1, skipping[2])
+                    skipping = None
+                    chunk = chunk[cut + 1:]
+                data = rest + chunk if rest else chunk
+                end = data.rfind(b"\n")
+                if end < 0:
+                    rest = data
+                else:
+                    complete, rest = data[: end + 1], data[end + 1:]
+                    self._sha.update(complete)
+                    self.bytes_read += len(complete)
+                    for line in complete.split(b"\n")[:-1]:
+                        lineno += 1
+                        if len(line) > limit:
+                            self.bytes_read -= len(line) + 1
+                            self._too_long(lineno, len(line) + 1, line[:SNIPPET_CHARS])
+                        elif line.strip():
+                            yield lineno, line
+                if len(rest) > limit:
+                    lineno += 1
+                    self._sha.update(rest)
+                    skipping = (lineno, len(rest), rest[:SNIPPET_CHARS])
+                    rest = b""
+        if skipping is not None:  # an oversized last line with no newline
+            self._too_long(skipping[0], skipping[1], skipping[2])
+        if rest:
+            if not settled:
+                self.pending_tail = True  # half-written last line: leave it for the next read
+                return
+            self._sha.update(rest)
+            self.bytes_read += len(rest)
+            lineno += 1
+            self.unterminated_line = lineno
+            if rest.strip():
+                yield lineno, rest
+
+    def _too_long(self, lineno: int, size: int, head: bytes) -> None:
+        self.bytes_read += size
+        self.quarantine.append(QuarantineRecord(
+            file=str(self.path), line=lineno, adapter=self.adapter, snippet=snippet_of(head),
+            reason=f"line too long: {size} bytes (limit {self.max_line_bytes}); skipped"))
 
 
 def parse_ts(value: object) -> datetime | None:

@@ -270,11 +270,24 @@ class _SessionBuilder:
 
     # ---- the session ------------------------------------------------------------------------------------
     def build(self, repo_of: RepoResolver, source_format: str, content_hash: str, n_agent_files: int) -> Session:
-        steps = self.steps
+        steps, prompts = self.steps, self.prompts
         if any(s.sidechain for s in steps) and all(s.started_at is not None for s in steps):
             steps = sorted(steps, key=lambda s: s.started_at)  # stable: same-time steps keep file order
+        if n_agent_files and all(p.timestamp is not None for p in prompts):
+            order = sorted(range(len(prompts)), key=lambda i: prompts[i].timestamp)
+            remap = {old: new for new, old in enumerate(order)}
+            prompts = [prompts[i] for i in order]
+            for i, prompt in enumerate(prompts):
+                prompt.index = i
+            for step in steps:
+                step.prompt_index = remap.get(step.prompt_index) if step.prompt_index is not None else None
+        answering = None
         for i, step in enumerate(steps):
             step.index = i
+            if step.sidechain:  # subagent work answers the prompt its Task call answered
+                step.prompt_index = answering
+            else:
+                answering = step.prompt_index
         tokens = Counter()
         for slot in self.usage.values():
             tokens.update(slot)
@@ -296,7 +309,7 @@ class _SessionBuilder:
             input_tokens=tokens["input_tokens"], output_tokens=tokens["output_tokens"],
             cache_read_tokens=tokens["cache_read_input_tokens"],
             cache_creation_tokens=tokens["cache_creation_input_tokens"],
-            prompts=self.prompts, steps=steps, content_hash=content_hash, extra=extra,
+            prompts=prompts, steps=steps, content_hash=content_hash, extra=extra,
         )
 
 
@@ -308,7 +321,7 @@ def read_json_lines(reader: LineReader, out: list[QuarantineRecord]) -> Any:
             try:
                 obj = orjson.loads(raw)
             except orjson.JSONDecodeError as exc:
-                out.append(QuarantineRecord(file=path, line=lineno, reason=_bad_line_reason(raw, exc),
+                out.append(QuarantineRecord(file=path, line=lineno, reason=_bad_line_reason(raw, exc, lineno == reader.unterminated_line),
                                             snippet=snippet_of(raw), adapter=reader.adapter))
                 continue
             if not isinstance(obj, dict):
@@ -326,14 +339,14 @@ def read_json_lines(reader: LineReader, out: list[QuarantineRecord]) -> Any:
     reader.quarantine.clear()
 
 
-def _bad_line_reason(raw: bytes, exc: Exception) -> str:
+def _bad_line_reason(raw: bytes, exc: Exception, unterminated: bool) -> str:
     if b"\x00" in raw[:4096]:
         return "binary data (NUL bytes), not JSON"
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as err:
         return f"invalid UTF-8 at byte {err.start}"
-    if not raw.endswith(b"\n"):
+    if unterminated:
         return f"truncated last line (no newline at end of file): {exc}"
     return f"invalid JSON: {exc}"
 

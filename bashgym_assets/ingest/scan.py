@@ -17,6 +17,7 @@ import time
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -124,7 +125,17 @@ def complete_part(path: Path, size: int, whole_document: bool) -> tuple[int, str
 
 
 def repo_key_of(path: Path, adapter: SessionAdapter) -> str:
-    return detect_repo(adapter.peek_cwd(path)).key
+    """Repo key of a session file, from the cwd it records (cached while the file's size and mtime stay put)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return NO_REPO_KEY
+    return _repo_key_cached(str(path), st.st_size, st.st_mtime_ns, adapter)
+
+
+@lru_cache(maxsize=65536)
+def _repo_key_cached(path: str, size: int, mtime_ns: int, adapter: SessionAdapter) -> str:
+    return detect_repo(adapter.peek_cwd(Path(path))).key
 
 
 def scan(dirs: Iterable[Path], cursor: ScanCursor | None = None, now: float | None = None,
