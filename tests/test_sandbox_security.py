@@ -1,0 +1,322 @@
+"""Hostile commands against real containers: each is run through an operator session, each must stay contained
+(host and a neighbouring sandbox unaffected) and the session's result must report what happened.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bashgym_assets.sandbox import Sandbox, SandboxSpec
+
+pytestmark = pytest.mark.docker
+LABELS = {"bashgym.test": "sandbox-security"}
+
+
+def spec(image: str, **kw) -> SandboxSpec:
+    kw.setdefault("command_timeout_s", 20)
+    return SandboxSpec(image=image, labels=LABELS, **kw)
+
+
+def cgroup_value(box: Sandbox, controller: str, name: str) -> int:
+    path = Path(f"/sys/fs/cgroup/{controller}/docker/{box.container_id}/{name}")
+    if not path.exists():  # cgroup v2 layout
+        path = Path(f"/sys/fs/cgroup/system.slice/docker-{box.container_id}.scope/{name.replace('pids.', 'pids.')}")
+    return int(path.read_text().split()[0])
+
+
+@pytest.fixture(scope="module")
+def neighbour(sandbox_image: str):
+    """Another sandbox living through every attack: it must keep working and see nothing of them."""
+    with Sandbox(spec(sandbox_image)) as b:
+        s = b.session()
+        s.run("echo neighbour-state > ~/mine; cd /tmp")
+        yield s
+
+
+@pytest.fixture(autouse=True)
+def host_and_neighbour_unaffected(neighbour):
+    yield
+    r = neighbour.run("cat ~/mine; pwd; ls /tmp | wc -l")
+    assert r.stdout == "neighbour-state\n/tmp\n0\n", r
+    assert subprocess.run(["true"]).returncode == 0          # the host can still fork
+
+
+@pytest.fixture
+def box(sandbox_image: str):
+    with Sandbox(spec(sandbox_image)) as b:
+        yield b
+
+
+@pytest.fixture
+def root_box(sandbox_image: str):
+    with Sandbox(spec(sandbox_image, user="root")) as b:
+        yield b
+
+
+# ---- resources -----------------------------------------------------------------------------------------------
+def test_fork_bomb_is_capped_by_the_pids_limit(sandbox_image):
+    with Sandbox(spec(sandbox_image, pids_limit=64)) as b:
+        s = b.session()
+        r = s.run("bomb() { bomb | bomb & }; bomb; sleep 2; echo survived", timeout_s=8)
+        assert r.timed_out or "Resource temporarily unavailable" in r.stderr or "retry" in r.stderr, r
+        assert cgroup_value(b, "pids", "pids.current") <= 64
+        assert cgroup_value(b, "pids", "pids.max") == 64
+        cid = b.container_id
+    assert subprocess.run(["docker", "inspect", cid], capture_output=True).returncode != 0  # removed anyway
+
+
+def test_memory_bomb_is_killed_inside_the_container(sandbox_image):
+    with Sandbox(spec(sandbox_image, memory_mb=256)) as b:
+        s = b.session()
+        r = s.run("python3 -c \"x = b'x' * (2 * 1024**3)\"; echo rc=$?")
+        assert r.stdout.strip() in ("rc=137", "rc=1"), r          # OOM-killed (SIGKILL) or MemoryError
+        assert cgroup_value(b, "memory", "memory.max_usage_in_bytes") <= 256 * 1024 * 1024
+        assert s.run("echo alive").stdout == "alive\n"
+
+
+def test_disk_fill_hits_a_size_cap_not_the_host_disk(box):
+    s = box.session()
+    r = s.run("dd if=/dev/zero of=~/fill bs=1M count=100000")
+    assert r.exit_code == 1 and "No space left on device" in r.stderr
+    size = int(s.run("stat -c %s ~/fill").stdout)
+    assert size <= 128 * 1024 * 1024 + 1024 * 1024
+    assert "Permission denied" in s.run("dd if=/dev/zero of=/var/fill bs=1M count=1").stderr
+    assert "Read-only" in s.run("touch /proc/x /sys/x").stderr or s.run("true").exit_code == 0
+    assert s.run("rm ~/fill && echo freed").stdout == "freed\n"
+
+
+def test_root_disk_fill_is_capped_per_file(sandbox_image):
+    with Sandbox(spec(sandbox_image, user="root", max_file_mb=32)) as b:
+        r = b.session().run("dd if=/dev/zero of=/var/big bs=1M count=1000; echo rc=$?; stat -c %s /var/big")
+        rc, size = r.stdout.split()[-2:]
+        assert rc != "rc=0" and int(size) <= 32 * 1024 * 1024
+
+
+def test_pid_exhaustion_is_contained(sandbox_image):
+    with Sandbox(spec(sandbox_image, pids_limit=48)) as b:
+        s = b.session()
+        r = s.run("for i in $(seq 200); do sleep 300 & done; echo looped", timeout_s=6)
+        assert r.timed_out or "Resource temporarily unavailable" in r.stderr, r
+        assert cgroup_value(b, "pids", "pids.current") <= 48
+
+
+# ---- network -------------------------------------------------------------------------------------------------
+def test_no_tcp_egress(box):
+    r = box.session().run("python3 -c \"import socket; socket.create_connection(('1.1.1.1', 80), timeout=3)\"")
+    assert r.exit_code == 1 and "Network is unreachable" in r.stderr
+    r = box.session().run("python3 -c \"import socket; socket.create_connection(('172.17.0.1', 2375), timeout=3)\"")
+    assert r.exit_code == 1 and "unreachable" in r.stderr
+
+
+def test_no_dns(box):
+    s = box.session()
+    assert s.run("getent hosts deb.debian.org").exit_code == 2
+    r = s.run("python3 -c \"import socket; socket.getaddrinfo('pypi.org', 443)\"")
+    assert r.exit_code == 1 and "gaierror" in r.stderr
+
+
+def test_no_icmp_and_only_loopback(box):
+    s = box.session()
+    r = s.run("python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)\"")
+    assert r.exit_code == 1 and "PermissionError" in r.stderr
+    r = s.run("python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP); "
+              "s.sendto(b'\\x08\\0\\0\\0\\0\\0\\0\\0', ('8.8.8.8', 0))\"")
+    assert r.exit_code == 1 and ("unreachable" in r.stderr or "PermissionError" in r.stderr)
+    interfaces = s.run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").stdout.split()
+    assert interfaces == ["lo"]
+
+
+def test_no_raw_packet_sockets_even_as_root(root_box):
+    r = root_box.session().run(
+        "python3 -c \"import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))\"")
+    assert r.exit_code == 1 and "PermissionError" in r.stderr
+
+
+# ---- kernel and privileges -----------------------------------------------------------------------------------
+def test_mount_is_refused_even_as_root(root_box):
+    r = root_box.session().run("mkdir -p /mnt/x && mount -t tmpfs none /mnt/x")
+    assert r.exit_code != 0 and "permission denied" in r.stderr.lower()
+
+
+def test_sysrq_trigger_is_not_writable_even_as_root(root_box):
+    r = root_box.session().run("echo h > /proc/sysrq-trigger")
+    # masked read-only by Docker, or absent from this kernel: either way nothing is triggered
+    assert r.exit_code == 1 and any(w in r.stderr for w in ("Read-only", "Permission denied", "No such file"))
+
+
+def test_kernel_modules_cannot_be_loaded(root_box):
+    r = root_box.session().run(
+        "python3 -c \"import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+        "r = libc.syscall(313, -1, b'', 0); print(r, os.strerror(ctypes.get_errno()))\"")  # finit_module
+    assert r.stdout.startswith("-1 ") and "not permitted" in r.stdout
+    assert root_box.session().run("echo /tmp/x > /proc/sys/kernel/modprobe").exit_code == 1
+
+
+def test_setuid_binaries_grant_nothing(sandbox_image):
+    with Sandbox(spec(sandbox_image, setup=["cp /bin/bash /usr/local/bin/rootbash",
+                                            "chmod 4755 /usr/local/bin/rootbash"])) as b:
+        assert b.setup().ok
+        s = b.session()
+        assert s.run("ls -l /usr/local/bin/rootbash").stdout.startswith("-rwsr-xr-x")
+        assert s.run("rootbash -p -c 'id -u'").stdout == "1000\n"
+        assert s.run("su -c id root </dev/null").exit_code != 0
+
+
+def test_proc_and_sys_are_not_writable(root_box):
+    s = root_box.session()
+    r = s.run("echo 1 > /proc/sys/kernel/panic")
+    assert r.exit_code == 1 and "Read-only" in r.stderr
+    r = s.run("echo 1 > /proc/sys/vm/drop_caches")
+    assert r.exit_code == 1
+    r = s.run("touch /sys/kernel/x; echo 1 > /sys/fs/cgroup/pids/pids.max")
+    assert r.exit_code == 1 and "Read-only" in r.stderr
+
+
+def test_capabilities_are_empty_for_the_operator_and_minimal_for_root(box, root_box):
+    status = box.session().run("grep -E '^(Cap(Inh|Prm|Eff|Amb)|NoNewPrivs)' /proc/self/status").stdout
+    for line in status.splitlines():
+        key, value = line.split(":")
+        assert value.strip() in ("0000000000000000", "1"), line
+    assert "NoNewPrivs:\t1" in status
+    root = root_box.session().run("grep CapEff /proc/self/status").stdout
+    assert root.split()[1] == f"{(1 << 0) | (1 << 1) | (1 << 3) | (1 << 5) | (1 << 6) | (1 << 7):016x}"
+
+
+def test_host_files_are_out_of_reach(box, tmp_path):
+    secret = secrets.token_hex(12)
+    host_file = Path("/tmp") / f"bashgym-host-secret-{secret}"
+    host_file.write_text(secret)
+    try:
+        s = box.session()
+        assert s.run(f"cat {host_file}").exit_code == 1
+        hits = s.run(f"grep -rsl {secret} /etc /home /tmp /root /var /srv /opt /mnt /media /run; echo done")
+        assert hits.stdout == "done\n"
+        mounts = s.run("cat /proc/mounts").stdout
+        host_paths = [ln.split()[1] for ln in mounts.splitlines() if ln.split()[0].startswith("/dev/")]
+        # only Docker's own per-container hosts/hostname/resolv.conf files and the read-only init binary
+        assert set(host_paths) <= {"/etc/resolv.conf", "/etc/hostname", "/etc/hosts", "/usr/sbin/docker-init"}
+        assert all(" ro," in ln for ln in mounts.splitlines() if " /usr/sbin/docker-init " in ln)
+        assert s.run("cat /proc/1/environ").exit_code == 1
+    finally:
+        host_file.unlink()
+
+
+def test_no_docker_socket(box):
+    s = box.session()
+    assert s.run("ls /var/run/docker.sock /run/docker.sock").exit_code == 2
+    assert s.run("find / -xdev -name '*.sock' 2>/dev/null").stdout == ""
+    r = s.run("python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('/var/run/docker.sock')\"")
+    assert r.exit_code == 1 and "FileNotFoundError" in r.stderr
+
+
+def test_operator_cannot_signal_root_processes(box):
+    s = box.session()
+    r = s.run("kill -9 1")
+    assert r.exit_code == 1 and "Operation not permitted" in r.stderr
+    assert box.inspect()["State"]["Running"]
+
+
+# ---- the shell and its episode ---------------------------------------------------------------------------------
+def test_killing_the_shell_is_reported(box):
+    s = box.session()
+    r = s.run("kill -9 $$")
+    assert s.exited and r.exit_code is None and not r.terminated
+    assert box.run_check("true").exit_code == 0       # the container is intact for the check
+
+
+def test_killing_every_own_process_is_reported(box):
+    s = box.session()
+    r = s.run("sleep 100 & sh -c 'kill -9 -1'")
+    assert s.exited and r.exit_code is None and not r.terminated
+
+
+def test_infinite_output_is_capped_and_the_session_survives(sandbox_image):
+    with Sandbox(spec(sandbox_image, output_limit_bytes=4096)) as b:
+        s = b.session()
+        r = s.run("yes", timeout_s=2)
+        assert r.timed_out and r.exit_code is None
+        assert r.stdout_truncated_bytes > 1_000_000 and len(r.stdout) < 4096 + 100
+        assert r.stdout.startswith("y\ny\n")
+        assert s.run("echo after").stdout == "after\n"
+
+
+def test_never_ending_command_times_out_and_is_gone(box):
+    s = box.session()
+    r = s.run("sleep infinity", timeout_s=1)
+    assert r.timed_out and r.exit_code is None
+    assert "sleep infinity" not in s.run("ps -e -o args=").stdout
+    assert s.run("echo usable").stdout == "usable\n"
+
+
+def test_command_ignoring_sigterm_and_sigint_is_killed(box):
+    s = box.session()
+    script = ("import signal, time; [signal.signal(x, signal.SIG_IGN) for x in (signal.SIGTERM, signal.SIGINT)]; "
+              "print('immune', flush=True); time.sleep(1000)")
+    r = s.run(f"python3 -c \"{script}\"", timeout_s=1)
+    assert r.timed_out and r.stdout == "immune\n"
+    assert "immune" not in s.run("ps -e -o args=").stdout
+    assert s.run("echo usable").stdout == "usable\n"
+
+
+def test_background_processes_do_not_outlive_exit(box):
+    s = box.session()
+    r = s.run("nohup sh -c 'sleep 1; echo late > /tmp/late' >/dev/null 2>&1 & setsid sleep 300 & exit 0")
+    assert r.terminated and r.exit_code == 0 and s.exited
+    after = box.run_as_root("sleep 1.5; ls /tmp/late 2>&1; ps -u operator -o pid= | wc -l")
+    assert "No such file" in after.stdout and after.stdout.strip().endswith("0")
+
+
+def test_episode_time_cap_ends_the_session(sandbox_image):
+    with Sandbox(spec(sandbox_image, episode_timeout_s=2.0)) as b:
+        s = b.session()
+        assert s.run("sleep 0.5; echo within").stdout == "within\n"
+        r = s.run("sleep 30")
+        assert r.timed_out and s.exited and "episode" in r.stderr
+        assert r.duration_s < 30
+
+
+def test_checker_is_invisible_and_tamper_proof(sandbox_image):
+    secret = secrets.token_hex(16)
+    with Sandbox(spec(sandbox_image)) as b:
+        s = b.session()
+        assert s.run(f"grep -rs {secret} / --exclude-dir=proc --exclude-dir=sys; echo none").stdout == "none\n"
+        assert s.run("mkdir /run/bashgym/evil").exit_code == 1
+        assert s.run("ls /run/bashgym/session >/dev/null; touch /run/bashgym/check.x").exit_code == 1
+        s.run("(while :; do cp -r /run/bashgym/check.* ~/stolen 2>/dev/null; cat /run/bashgym/*/check >> ~/stolen2 "
+              "2>/dev/null; sleep 0.01; done) >/dev/null 2>&1 &")
+        s.run("printf '#!/bin/sh\\nexit 0\\n' > /tmp/check; chmod +x /tmp/check; ln -s /tmp/check ~/check")
+        check = b.run_check(f"echo {secret} > /root/seen; test ! -e /home/operator/stolen; echo verdict-{secret}")
+        assert check.exit_code == 0 and check.stdout == f"verdict-{secret}\n"
+        assert s.exited     # the operator's turn ended before the checker went in
+        assert b.run_as_root("ls /run/bashgym").stdout == "ready\nsession\n"    # the checker is gone
+        assert b.run_as_root(f"grep -rsl {secret} /home /tmp /run; echo none").stdout == "none\n"
+        assert b.run_as_root("test ! -e /home/operator/stolen && test ! -s /home/operator/stolen2").exit_code == 0
+        assert b.run_check("exit 3").exit_code == 3
+        assert b.run_check("sleep 10", timeout_s=1).timed_out
+
+
+def test_sandboxes_are_isolated_from_each_other(box, sandbox_image):
+    s = box.session()
+    s.run("echo theirs > /tmp/shared-name; sleep 300 &")
+    with Sandbox(spec(sandbox_image)) as other:
+        o = other.session()
+        assert o.run("cat /tmp/shared-name").exit_code == 1
+        assert "sleep 300" not in o.run("ps -e -o args=").stdout
+
+
+def test_container_configuration_is_locked_down(box):
+    info = box.inspect()
+    hc = info["HostConfig"]
+    assert hc["NetworkMode"] == "none" and hc["CapDrop"] == ["ALL"]
+    assert sorted(hc["CapAdd"]) == sorted(["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"])
+    assert "no-new-privileges" in hc["SecurityOpt"] and hc["Init"] is True and not hc["Privileged"]
+    assert hc["Memory"] == 512 * 1024 * 1024 and hc["PidsLimit"] == 256 and hc["NanoCpus"] == 10**9
+    assert not hc.get("Binds") and all(m["Type"] != "bind" for m in info["Mounts"])
+    assert set(hc["Tmpfs"]) == {"/tmp", "/var/tmp", "/run", "/home/operator"}
+    assert info["Config"]["Labels"]["bashgym.test"] == "sandbox-security"
+    assert os.path.exists("/var/run/docker.sock")   # (the host has one; the sandbox has none, see above)
