@@ -1,0 +1,216 @@
+"""Sandbox lifecycle against the real engine: files, setup, root commands, cleanup on every exit path, the
+label-based reaper, the pool, and the promise that the module never imports Dagster.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import sys
+import threading
+
+import docker
+import pytest
+from pydantic import ValidationError
+
+from bashgym_assets.sandbox import (
+    LABEL_SANDBOX,
+    PoolError,
+    Sandbox,
+    SandboxError,
+    SandboxPool,
+    SandboxSpec,
+    reap_leftovers,
+)
+
+pytestmark = pytest.mark.docker
+
+
+def spec(image: str, **kw) -> SandboxSpec:
+    kw.setdefault("labels", {"bashgym.test": "sandbox-lifecycle"})
+    return SandboxSpec(image=image, **kw)
+
+
+def exists(container_id: str) -> bool:
+    try:
+        docker.from_env().api.inspect_container(container_id)
+        return True
+    except docker.errors.NotFound:
+        return False
+
+
+def test_files_are_written_before_setup_with_sensible_owners(sandbox_image):
+    files = {"/home/operator/project/notes.txt": "hello\nworld\n", "/etc/app/app.conf": "port=8080\n",
+             "/usr/local/bin/hello": "#!/bin/sh\necho hi from script\n", "/tmp/data.csv": "a,b\n1,2\n"}
+    with Sandbox(spec(sandbox_image, files=files, setup=["test -f /etc/app/app.conf"])) as b:
+        assert b.setup().ok
+        s = b.session()
+        assert s.run("cat project/notes.txt").stdout == "hello\nworld\n"
+        assert s.run("stat -c '%U %a' project project/notes.txt /etc/app/app.conf").stdout == \
+            "operator 755\noperator 644\nroot 644\n"
+        assert s.run("hello").stdout == "hi from script\n"
+        assert s.run("echo more >> project/notes.txt && echo ok").stdout == "ok\n"
+        assert s.run("echo x >> /etc/app/app.conf").exit_code == 1
+
+
+def test_setup_runs_as_root_in_order_and_stops_at_the_first_failure(sandbox_image):
+    with Sandbox(spec(sandbox_image, setup=["id -u > /root/who", "echo second >> /root/who", "exit 4",
+                                            "touch /root/never"])) as b:
+        res = b.setup()
+        assert not res.ok and len(res.results) == 3 and res.results[2].exit_code == 4
+        assert "setup command 3/4 exited 4: exit 4" in res.error
+        assert b.run_as_root("cat /root/who; ls /root/never").stdout == "0\nsecond\n"
+
+
+def test_setup_timeout_is_reported(sandbox_image):
+    with Sandbox(spec(sandbox_image, setup=["sleep 30"], setup_timeout_s=1)) as b:
+        res = b.setup()
+        assert not res.ok and res.results[0].timed_out and "timed out" in res.error
+
+
+def test_run_as_root_exit_codes_output_and_timeout(sandbox_image):
+    with Sandbox(spec(sandbox_image)) as b:
+        r = b.run_as_root("echo out; echo err >&2; exit 3")
+        assert (r.stdout, r.stderr, r.exit_code, r.timed_out) == ("out\n", "err\n", 3, False)
+        assert b.run_as_root("cat").stdout == ""                      # empty stdin
+        t = b.run_as_root("sleep 30", timeout_s=1)
+        assert t.timed_out and t.exit_code is None
+        assert "sleep 30" not in b.run_as_root("ps -e -o args=").stdout
+
+
+def test_check_runs_as_root_with_a_clean_environment(sandbox_image):
+    with Sandbox(spec(sandbox_image, env={"LEAK": "1"})) as b:
+        s = b.session()
+        s.run("echo done > ~/result")
+        r = b.run_check("id -u; echo ${LEAK:-clean}; cat /home/operator/result; exit 0")
+        assert (r.stdout, r.exit_code) == ("0\nclean\ndone\n", 0)
+        assert b.run_check("test -f /home/operator/missing").exit_code == 1
+
+
+def test_read_only_root_keeps_tmpfs_folders_writable(sandbox_image):
+    with Sandbox(spec(sandbox_image, read_only_root=True, files={"/home/operator/f": "x"})) as b:
+        s = b.session()
+        assert s.run("cat f; touch /tmp/ok ~/ok && echo writable").stdout == "xwritable\n"
+        assert "Read-only file system" in b.run_as_root("touch /etc/nope").stderr
+
+
+def test_container_is_removed_on_exit_and_on_exceptions(sandbox_image):
+    with Sandbox(spec(sandbox_image)) as b:
+        cid = b.container_id
+        assert exists(cid)
+    assert not exists(cid)
+    with pytest.raises(RuntimeError, match="boom"), Sandbox(spec(sandbox_image)) as b:
+        cid = b.container_id
+        raise RuntimeError("boom")
+    assert not exists(cid)
+    with pytest.raises(KeyboardInterrupt), Sandbox(spec(sandbox_image)) as b:
+        cid = b.container_id
+        b.session().run("sleep 60 &")
+        raise KeyboardInterrupt
+    assert not exists(cid)
+
+
+def test_close_is_idempotent_and_use_after_close_is_an_error(sandbox_image):
+    b = Sandbox(spec(sandbox_image))
+    with pytest.raises(SandboxError):
+        b.session()
+    with b:
+        pass
+    b.close()
+    with pytest.raises(SandboxError, match="closed"):
+        b.run_as_root("true")
+
+
+def test_missing_image_is_a_clear_error():
+    with pytest.raises(SandboxError, match="not found"), Sandbox(SandboxSpec(image="bashgym-sandbox:no-such-tag")):
+        pass
+
+
+def test_bad_specs_are_rejected():
+    with pytest.raises(ValidationError):
+        SandboxSpec(files={"relative/path": "x"})
+    with pytest.raises(ValidationError):
+        SandboxSpec(files={"/etc/../root/x": "x"})
+    with pytest.raises(ValidationError):
+        SandboxSpec(workdir="tmp")
+    with pytest.raises(ValidationError):
+        SandboxSpec(command_timeout_s=0)
+    with pytest.raises(ValidationError):
+        SandboxSpec(user="admin")
+
+
+def test_reaper_removes_containers_of_a_crashed_run_only(sandbox_image, tmp_path):
+    run = f"reap-{secrets.token_hex(4)}"
+    crashed = subprocess.run(
+        [sys.executable, "-c",
+         "import os, sys\n"
+         "from bashgym_assets.sandbox import Sandbox, SandboxSpec\n"
+         f"b = Sandbox(SandboxSpec(image={sandbox_image!r}, labels={{'bashgym.run': {run!r}}})).__enter__()\n"
+         "print(b.container_id, flush=True)\n"
+         "os._exit(0)\n"],   # dies without cleanup, as a killed process would
+        capture_output=True, text=True, check=True)
+    orphan = crashed.stdout.strip()
+    assert exists(orphan)
+    with Sandbox(spec(sandbox_image, labels={"bashgym.run": run})) as mine:
+        assert reap_leftovers(f"bashgym.run={run}") == 1
+        assert not exists(orphan)
+        assert exists(mine.container_id)      # a live owner's sandbox is left alone
+
+
+def test_containers_carry_the_spec_labels(sandbox_image):
+    with Sandbox(spec(sandbox_image, labels={"bashgym.scenario": "abc"})) as b:
+        labels = b.inspect()["Config"]["Labels"]
+        assert labels["bashgym.scenario"] == "abc" and labels[LABEL_SANDBOX] == "1"
+
+
+def test_pool_keeps_order_bounds_parallelism_and_collects_errors(sandbox_image):
+    lock = threading.Lock()
+    live = {"now": 0, "max": 0}
+
+    def job(n: int) -> str:
+        with Sandbox(spec(sandbox_image)) as b:
+            with lock:
+                live["now"] += 1
+                live["max"] = max(live["max"], live["now"])
+            try:
+                if n == 3:
+                    raise ValueError("item three")
+                return b.session().run(f"echo {n}").stdout.strip()
+            finally:
+                with lock:
+                    live["now"] -= 1
+
+    pool = SandboxPool(max_parallel=2)
+    assert pool.map(job, [0, 1, 2, 4, 5]) == ["0", "1", "2", "4", "5"]
+    assert 1 <= live["max"] <= 2
+    with pytest.raises(PoolError) as info:
+        pool.map(job, [1, 3, 5])
+    assert list(info.value.errors) == [1] and info.value.results[0] == "1" and info.value.results[2] == "5"
+    outcomes = pool.map_outcomes(job, [3, 4])
+    assert not outcomes[0].ok and "item three" in outcomes[0].error and outcomes[1].value == "4"
+
+
+def test_parallel_sandboxes_are_independent(sandbox_image):
+    def job(n: int) -> tuple[str, str]:
+        with Sandbox(spec(sandbox_image)) as b:
+            s = b.session()
+            s.run(f"echo {n} > /tmp/mine; sleep 0.2")
+            return s.run("cat /tmp/mine; ls /tmp").stdout, s.run("hostname").stdout
+
+    results = SandboxPool(4).map(job, range(4))
+    assert [r[0] for r in results] == [f"{n}\nmine\n" for n in range(4)]
+
+
+def test_module_does_not_import_dagster():
+    code = ("import sys, bashgym_assets.sandbox; "
+            "bad = [m for m in sys.modules if m.split('.')[0] == 'dagster']; print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_session_start_waits_for_the_container_to_be_ready(sandbox_image):
+    # many back-to-back starts: the first exec must never race the start script (home skeleton, /run)
+    for _ in range(3):
+        with Sandbox(spec(sandbox_image)) as b:
+            assert b.session().run("ls -a ~ | grep -c bashrc; test -d /run/bashgym/session && echo ok").stdout \
+                == "1\nok\n"
