@@ -147,3 +147,14 @@ def test_transcript_wins_over_the_hook_capture_of_the_same_session(tmp_path: Pat
     by_id = {s.session_id: s for s in sessions_from_table(lake.read(RAW_SESSIONS, "infra-scripts"))}
     assert by_id[transcript.stem].source_format == "claude_code"
     assert by_id["only-captured"].source_format == "claude_code_hook"
+
+
+def test_fast_table_build_equals_the_schema_helper() -> None:
+    from bashgym_assets.ingest.pipeline import IngestReport, parse_sources, session_sources, session_table
+    from bashgym_assets.sessions import Session, sessions_to_table
+
+    sessions = list(parse_sources(session_sources([SAMPLE_TRACES_DIR]), IngestReport(repo="*")))
+    assert len(sessions) == 8
+    assert session_table(sessions).equals(sessions_to_table(sessions))
+    for s in sessions:  # the unvalidated fast construction still yields valid models
+        assert Session.model_validate(s.model_dump()) == s

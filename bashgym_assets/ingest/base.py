@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -26,6 +26,7 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 #: A file whose last line has no newline yet and was modified this recently is still being written to.
 SETTLE_SECONDS = 2.0
 SNIPPET_CHARS = 200
+M = TypeVar("M", bound=BaseModel)
 
 
 class QuarantineRecord(BaseModel):
@@ -86,6 +87,25 @@ class RepoResolver(Protocol):
     def __call__(self, cwd: str | None) -> tuple[str, str | None, str | None]:
         """(partition key, repo path, remote) for a working directory."""
         ...
+
+
+def trusted(cls: type[M], **values: Any) -> M:
+    """Build a pydantic model from values the adapter already typed, skipping validation.
+
+    ``model_construct`` does the same but costs ~60 us per object; adapters build one per tool call and
+    prompt, so this is on the ingest hot path. Missing fields get their defaults.
+    """
+    fields = cls.model_fields
+    if len(values) != len(fields):
+        for name, info in fields.items():
+            if name not in values:
+                values[name] = info.get_default(call_default_factory=True)
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__dict__", values)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
 
 
 def file_settled(path: Path, now: float | None = None, settle: float = SETTLE_SECONDS) -> bool:

@@ -23,6 +23,7 @@ from bashgym_assets.ingest.base import (
     file_settled,
     parse_ts,
     snippet_of,
+    trusted,
 )
 from bashgym_assets.ingest.repos import resolve_repo
 from bashgym_assets.sessions import Prompt, Session, Step
@@ -146,7 +147,7 @@ class BashGymTraceAdapter:
                 success = code == 0
             command = rec.get("command")
             ts = parse_ts(rec.get("timestamp"))
-            steps.append(Step.model_construct(
+            steps.append(trusted(Step,
                 index=len(steps), tool_name=str(rec.get("tool_name") or rec.get("tool")),
                 tool_use_id=str(rec["step_id"]) if rec.get("step_id") is not None else None,
                 input=_text(rec.get("tool_input", {"command": command} if command is not None else None)),
@@ -160,10 +161,10 @@ class BashGymTraceAdapter:
         prompts = []
         task = meta.get("user_prompt") or meta.get("task") or meta.get("prompt")
         if isinstance(task, str) and task:
-            prompts.append(Prompt.model_construct(index=0, text=task, timestamp=parse_ts(meta.get("timestamp")),
+            prompts.append(trusted(Prompt, index=0, text=task, timestamp=parse_ts(meta.get("timestamp")),
                                                   kind="user"))
         times = [s.started_at for s in steps if s.started_at is not None]
-        outcome.sessions.append(Session.model_construct(
+        outcome.sessions.append(trusted(Session,
             session_id=str(meta.get("session_id") or path.stem.removeprefix("session_")), source_format=self.name,
             source_path=str(path), repo=key, repo_path=repo_path,
             repo_remote=primary.get("git_remote") or remote or detected_remote, cwd=cwd,

@@ -36,6 +36,7 @@ from bashgym_assets.ingest.base import (
     RepoResolver,
     parse_ts,
     snippet_of,
+    trusted,
 )
 from bashgym_assets.ingest.repos import resolve_repo
 from bashgym_assets.sessions import Prompt, Session, Step
@@ -211,7 +212,7 @@ class _SessionBuilder:
             return
         tool_input = block.get("input")
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
-        step = Step.model_construct(
+        step = trusted(Step,
             index=len(self.steps), tool_name=str(block.get("name") or "unknown"), tool_use_id=tool_id,
             input=orjson.dumps(tool_input, default=str).decode() if tool_input is not None else "",
             command=command if isinstance(command, str) else None, output="", exit_code=None, success=None,
@@ -247,7 +248,7 @@ class _SessionBuilder:
 
     def _prompt(self, text: str, line: dict, ts: datetime | None) -> None:
         kind = classify_user_text(text, line)
-        self.prompts.append(Prompt.model_construct(index=len(self.prompts), text=text, timestamp=ts, kind=kind))
+        self.prompts.append(trusted(Prompt, index=len(self.prompts), text=text, timestamp=ts, kind=kind))
         if kind in TASK_KINDS:
             self.task_prompt = len(self.prompts) - 1
 
@@ -262,11 +263,12 @@ class _SessionBuilder:
         text = _result_text(block.get("content"), self.counters)
         is_error = bool(block.get("is_error"))
         code = exit_code_of(text, is_error, line.get("toolUseResult"))
-        step.output = text
-        step.is_error = is_error
-        step.exit_code = code
-        step.success = (not is_error) and code == 0
-        step.finished_at = ts
+        fields = step.__dict__  # plain assignment: these values are typed already, skip pydantic's setattr
+        fields["output"] = text
+        fields["is_error"] = is_error
+        fields["exit_code"] = code
+        fields["success"] = (not is_error) and code == 0
+        fields["finished_at"] = ts
 
     # ---- the session ------------------------------------------------------------------------------------
     def build(self, repo_of: RepoResolver, source_format: str, content_hash: str, n_agent_files: int) -> Session:
@@ -301,7 +303,7 @@ class _SessionBuilder:
             extra["summaries"] = self.summaries[:5]
         if n_agent_files:
             extra["subagent_files"] = n_agent_files
-        return Session.model_construct(
+        return trusted(Session,
             session_id=self.session_id, source_format=source_format, source_path=str(self.source), repo=key,
             repo_path=repo_path, repo_remote=remote, cwd=cwd,
             model=self.models.most_common(1)[0][0] if self.models else None, agent_version=self.version,
@@ -368,6 +370,26 @@ def peek_first(path: Path, pattern: re.Pattern[bytes]) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def peek_cwd_jsonl(path: Path) -> str | None:
+    """The top-level ``cwd`` of the first line that has one (nested ``cwd`` keys of other records ignored)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_PEEK_BYTES)
+    except OSError:
+        return None
+    for raw in head.split(b"\n"):
+        if b'"cwd"' not in raw:
+            continue
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            match = CWD_RE.search(raw)  # a line longer than the peek: fall back to the first match
+            return peek_first(path, CWD_RE) if match else None
+        if isinstance(obj, dict) and isinstance(obj.get("cwd"), str):
+            return obj["cwd"]
+    return None
+
+
 @lru_cache(maxsize=1024)
 def _beside_agents(folder: str, mtime_ns: int) -> dict[str, tuple[str, ...]]:
     """1.0.x layout: ``agent-*.jsonl`` beside session files, grouped by the ``sessionId`` inside them."""
@@ -423,7 +445,7 @@ class ClaudeCodeAdapter:
         return found + [path.parent / name for name in beside]
 
     def peek_cwd(self, path: Path) -> str | None:
-        return peek_first(path, CWD_RE)
+        return peek_cwd_jsonl(path)
 
     def parse(self, path: Path, repo_of: RepoResolver | None = None) -> ParseOutcome:
         outcome = ParseOutcome()

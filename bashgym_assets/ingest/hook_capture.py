@@ -20,13 +20,13 @@ from bashgym_assets.ingest.base import (
     RepoResolver,
     parse_ts,
     snippet_of,
+    trusted,
 )
 from bashgym_assets.ingest.claude_code import (
-    CWD_RE,
     TASK_KINDS,
     classify_user_text,
     exit_code_of,
-    peek_first,
+    peek_cwd_jsonl,
     read_json_lines,
 )
 from bashgym_assets.ingest.hook import HOOK_SUFFIX
@@ -66,7 +66,7 @@ class HookCaptureAdapter:
         return []
 
     def peek_cwd(self, path: Path) -> str | None:
-        return peek_first(path, CWD_RE)
+        return peek_cwd_jsonl(path)
 
     def parse(self, path: Path, repo_of: RepoResolver | None = None) -> ParseOutcome:
         outcome = ParseOutcome(files=[str(path)])
@@ -94,7 +94,7 @@ class HookCaptureAdapter:
                 cwd = event["cwd"]
             if name == "UserPromptSubmit" and isinstance(event.get("prompt"), str):
                 kind = classify_user_text(event["prompt"], {})
-                prompts.append(Prompt.model_construct(index=len(prompts), text=event["prompt"], timestamp=ts,
+                prompts.append(trusted(Prompt, index=len(prompts), text=event["prompt"], timestamp=ts,
                                                       kind=kind))
                 if kind in TASK_KINDS:
                     task = len(prompts) - 1
@@ -106,7 +106,7 @@ class HookCaptureAdapter:
                 outcome.quarantine.append(QuarantineRecord(file=str(path), reason="empty file", adapter=self.name))
             return outcome
         key, repo_path, remote = (repo_of or resolve_repo)(cwd)
-        outcome.sessions.append(Session.model_construct(
+        outcome.sessions.append(trusted(Session,
             session_id=str(session_id or path.name.removesuffix(HOOK_SUFFIX)), source_format=self.name,
             source_path=str(path), repo=key, repo_path=repo_path, repo_remote=remote, cwd=cwd, model=None,
             agent_version=None, git_branch=None, started_at=first, ended_at=last, input_tokens=0, output_tokens=0,
@@ -127,7 +127,7 @@ class HookCaptureAdapter:
         if failed and code == 0:
             code = 1
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
-        return Step.model_construct(
+        return trusted(Step,
             index=index, tool_name=str(event["tool_name"]),
             tool_use_id=event.get("tool_use_id") if isinstance(event.get("tool_use_id"), str) else None,
             input=orjson.dumps(tool_input, default=str).decode() if tool_input is not None else "",
