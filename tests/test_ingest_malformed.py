@@ -121,3 +121,15 @@ def test_quarantine_table_and_valid_sessions_land_in_the_lake(tmp_path: Path, se
     catch_all = ingest_repo(lake, [traces], NO_REPO_KEY)  # a file with no cwd at all belongs to no repo
     assert catch_all.sessions == 0
     assert [r["reason"] for r in lake.read_rows(QUARANTINE, NO_REPO_KEY)] == ["empty file"]
+
+
+def test_a_file_of_many_bad_lines_is_summarised_not_listed_line_by_line(tmp_path: Path) -> None:
+    from bashgym_assets.ingest.claude_code import MAX_BAD_LINES_LISTED
+
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(_good_lines(1)) + b"garbage\n" * 5000 + b"".join(_good_lines(2)[1:]))
+    _settle(path)
+    outcome = ADAPTER.parse(path)
+    assert len(outcome.sessions[0].steps) == 2  # t0, t1 (the repeated t0 lines dedupe by uuid)
+    assert len(outcome.quarantine) == MAX_BAD_LINES_LISTED + 1
+    assert outcome.quarantine[-1].reason == f"{5000 - MAX_BAD_LINES_LISTED} more bad lines not listed (5000 in all)"

@@ -48,6 +48,7 @@ _AGENT_FILE = re.compile(r"^agent-.+\.jsonl$")
 _PEEK_BYTES = 256 * 1024
 #: Prompt kinds that are things the user typed: steps answer the latest of these.
 TASK_KINDS = frozenset({"user", "slash_command"})
+MAX_BAD_LINES_LISTED = 200
 
 
 def classify_user_text(text: str, line: dict[str, Any]) -> str:
@@ -316,19 +317,30 @@ class _SessionBuilder:
 
 
 def read_json_lines(reader: LineReader, out: list[QuarantineRecord]) -> Any:
-    """Yield each line of ``reader`` parsed as a JSON object; bad lines go to ``out`` with their reason."""
+    """Yield each line of ``reader`` parsed as a JSON object; bad lines go to ``out`` with their reason.
+
+    At most ``MAX_BAD_LINES_LISTED`` bad lines of one file are listed one by one (a binary file can have
+    millions of "lines"); the rest are counted in one closing record.
+    """
     path = str(reader.path)
+    bad = 0
+
+    def reject(lineno: int, raw: bytes, reason: str) -> None:
+        nonlocal bad
+        bad += 1
+        if bad <= MAX_BAD_LINES_LISTED:
+            out.append(QuarantineRecord(file=path, line=lineno, reason=reason, snippet=snippet_of(raw),
+                                        adapter=reader.adapter))
+
     try:
         for lineno, raw in reader.lines():
             try:
                 obj = orjson.loads(raw)
             except orjson.JSONDecodeError as exc:
-                out.append(QuarantineRecord(file=path, line=lineno, reason=_bad_line_reason(raw, exc, lineno == reader.unterminated_line),
-                                            snippet=snippet_of(raw), adapter=reader.adapter))
+                reject(lineno, raw, _bad_line_reason(raw, exc, lineno == reader.unterminated_line))
                 continue
             if not isinstance(obj, dict):
-                out.append(QuarantineRecord(file=path, line=lineno, adapter=reader.adapter, snippet=snippet_of(raw),
-                                            reason=f"not a JSON object ({type(obj).__name__})"))
+                reject(lineno, raw, f"not a JSON object ({type(obj).__name__})")
                 continue
             yield obj
     except FileNotFoundError:
@@ -337,6 +349,9 @@ def read_json_lines(reader: LineReader, out: list[QuarantineRecord]) -> Any:
     except OSError as exc:
         out.append(QuarantineRecord(file=path, reason=f"unreadable: {type(exc).__name__}: {exc}",
                                     adapter=reader.adapter))
+    if bad > MAX_BAD_LINES_LISTED:
+        out.append(QuarantineRecord(file=path, adapter=reader.adapter,
+                                    reason=f"{bad - MAX_BAD_LINES_LISTED} more bad lines not listed ({bad} in all)"))
     out.extend(reader.quarantine)
     reader.quarantine.clear()
 
