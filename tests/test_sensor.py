@@ -83,7 +83,14 @@ def test_sensor_ticks_over_created_appended_and_deleted_files(watched: Path, bas
 
         def run(repo: str) -> list:
             job = defs.resolve_job_def("ingest_repo_job")
-            assert job.execute_in_process(partition_key=repo, instance=instance).success
+            result = job.execute_in_process(partition_key=repo, instance=instance)
+            assert result.success
+            (mat,) = result.asset_materializations_for_node("raw_sessions")
+            meta = mat.metadata
+            assert meta["sessions"].value == len(list((watched / f"-home-dev-src-{repo}").glob("*.jsonl")))
+            assert meta["quarantined"].value == 0 and "Bash" in meta["tools"].value
+            assert meta["tools_plot"].value.startswith("![tools](data:image/png;base64,")
+            assert "work on" in meta["preview"].value
             return sessions_from_table(Lake(BashgymHome(home=str(bashgym_home)).settings()).read(RAW_SESSIONS, repo))
 
         first = tick()
