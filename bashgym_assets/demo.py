@@ -50,7 +50,10 @@ def asset_nodes(modules: Iterable[str] = (CPU_MODULE, GPU_MODULE)) -> dict[str, 
     nodes: dict[str, AssetNode] = {}
     for module in modules:
         defs: dg.Definitions = importlib.import_module(module).defs
+        materializable = defs.resolve_asset_graph().materializable_asset_keys
         for spec in defs.resolve_all_asset_specs():
+            if spec.key not in materializable:
+                continue  # an external asset: another location (or the outside world) materializes it
             key = spec.key.to_user_string()
             nodes[key] = AssetNode(
                 key=key,
