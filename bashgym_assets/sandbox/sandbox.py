@@ -213,7 +213,8 @@ class Sandbox:
         )
         labels = {**spec.labels, LABEL_SANDBOX: "1", LABEL_OWNER: owner_label(),
                   LABEL_CREATED: str(int(time.time()))}
-        tmp_opts = f"rw,nosuid,nodev,size={tmpfs_mb}m"
+        # exec: Docker mounts --tmpfs noexec by default; operators must be able to run the scripts they write.
+        tmp_opts = f"rw,exec,nosuid,nodev,size={tmpfs_mb}m"
         host_config = self.api.create_host_config(
             network_mode="none",
             cap_drop=["ALL"],
