@@ -23,7 +23,14 @@ from bashgym_assets.scenarios.candidates import (
     load_pack,
     quarantine_rows,
 )
-from bashgym_assets.scenarios.gate import HELD_OUT, TRAIN, GateLimits, gate_bundles, reason_counts
+from bashgym_assets.scenarios.gate import (
+    HELD_OUT,
+    TRAIN,
+    GateLimits,
+    GateResult,
+    gate_bundles,
+    reason_counts,
+)
 from bashgym_assets.scenarios.report import bar_chart_md, md_table
 
 CANDIDATE_SCHEMA = pa.schema([
@@ -122,7 +129,7 @@ def gated_scenarios(context: dg.AssetExecutionContext, config: GateConfig,
     bundles = [parse_bundle(row["bundle_json"]) for row in lake.read_rows("scenario_candidates")]
     done = Counter[str]()
 
-    def progress(result) -> None:  # noqa: ANN001 - GateResult
+    def progress(result: GateResult) -> None:
         done[result.reason] += 1
         if sum(done.values()) % 10 == 0:
             context.log.info(f"gated {sum(done.values())}/{len(bundles)}: {dict(done)}")
