@@ -160,7 +160,9 @@ def main() -> int:
 
     from bashgym_assets.ingest.synthetic import generate_corpus
 
-    command = "  ".join(["python", *sys.argv])
+    exe = Path(sys.executable)
+    python = str(exe.relative_to(ROOT)) if exe.is_relative_to(ROOT) else str(exe)
+    command = " ".join([python, *sys.argv])
     info = machine()
     tmp = Path(tempfile.mkdtemp(prefix="bashgym-bench-ingest-"))
     try:
@@ -201,8 +203,11 @@ def write_report(out: Path, command: str, info: str, g1: dict, g2: dict, runs: d
         f"({g1['subagent_files'] + g2['subagent_files']} subagent files), {g1['steps'] + g2['steps']} tool calls, "
         "in a temporary folder.",
         "",
-        "Each row ran in its own process. MB/s per CPU second is the one-core figure (the build machine's two "
-        "cores are shared with other jobs, so wall time is noisier); peak RSS is the process's maximum.",
+        "Each row ran in its own process. MB/s per CPU second (user + system time of the process, from "
+        "`getrusage`) is the one-core figure: the build machine's two cores are shared with other jobs (see the load "
+        "average), so wall time there measures the queue more than the code. Peak RSS is the process's maximum.",
+        "The baseline counts every file (subagent files too) as a session and keeps four fields per step; it "
+        "builds no prompts, timestamps, token usage, repo keys or content hash, and writes untyped columns.",
         "",
         "| run | MB | sessions | CPU s | MB/s per CPU s | wall s | MB/s wall | sessions/s (CPU) | peak RSS MB |",
         "|---|---|---|---|---|---|---|---|---|",

@@ -158,3 +158,20 @@ def test_fast_table_build_equals_the_schema_helper() -> None:
     assert session_table(sessions).equals(sessions_to_table(sessions))
     for s in sessions:  # the unvalidated fast construction still yields valid models
         assert Session.model_validate(s.model_dump()) == s
+
+
+def test_generated_corpus_imports_with_the_generator_totals(tmp_path: Path, settings) -> None:
+    from bashgym_assets.ingest.synthetic import generate_corpus
+
+    totals = generate_corpus(tmp_path / "corpus", 3_000_000, seed=11, repos=3)
+    lake = Lake(settings)
+    dirs = [tmp_path / "corpus"]
+    reports = [ingest_repo(lake, dirs, repo) for repo in discover_repos(dirs)]
+    assert sum(r.sessions for r in reports) == totals["files"]
+    assert sum(r.steps for r in reports) == totals["steps"]
+    assert sum(r.failed_steps for r in reports) == totals["failed"]
+    assert sum(r.bytes_read for r in reports) == totals["bytes"]
+    assert all(r.quarantine == [] for r in reports)
+    subagent_steps = lake.connect().execute(
+        "select count(*) from (select unnest(steps) as s from raw_sessions) where s.sidechain").fetchall()[0][0]
+    assert subagent_steps == totals["subagent_files"]  # one Grep per generated subagent
