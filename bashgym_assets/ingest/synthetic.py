@@ -317,6 +317,7 @@ def _infra_release(root: Path) -> ClaudeSessionWriter:
            "5d2e8f0 Sam Okafor <sam.okafor@example.org> Initial import")
     w.say("v0.4.0 is published. Let me compare with the webshop repo's tags too.")
     w.bash("cd ../webshop && git tag --sort=-creatordate | head -3", "v2.3.1\nv2.3.0\nv2.2.9")
+    w.cwd = f"{DEMO_ROOT}/webshop"  # Claude Code keeps the shell's new directory for the following lines
     w.bash("git describe --tags --exact-match", "fatal: no tag exactly matches '4f2a9c1'", exit_code=128)
     return w
 
