@@ -105,7 +105,7 @@ def child_scan(dirs: list[Path], out: Path) -> dict:
     for i in range(10_000):
         sub = folder / f"-home-bench-src-repo{i % 25:02d}"
         sub.mkdir(parents=True, exist_ok=True)
-        (sub / f"{i:05d}.jsonl").write_bytes(template)
+        (sub / f"{i:05d}.jsonl").write_bytes(template + b'{"type": "queue-operation", "n": %d}\n' % i)
     old = time.time() - 60
     for p in folder.rglob("*.jsonl"):
         os.utime(p, (old, old))
@@ -227,7 +227,8 @@ def write_report(out: Path, command: str, info: str, g1: dict, g2: dict, runs: d
         f"it (baseline {b['max_rss_mb']:.0f} MB, which holds every row until the end).",
         f"- sensor scan over {s['files']} files: first tick {s['first_tick_s']:.2f} s (stat + head/tail read + "
         f"repo peek of every file), unchanged tick {s['unchanged_tick_s']:.2f} s (stat only); cursor "
-        f"{s['cursor_kb']:.0f} KB compressed; the sensor's tick limit is 60 s.",
+        f"{s['cursor_kb']:.0f} KB compressed (kept in the data folder by `CursorStore`; the Dagster cursor is a "
+        "20-character token); the sensor's tick limit is 60 s.",
         "",
         "The bashgym run is the code the `raw_sessions` asset runs: `discover_repos` + `ingest_repo` per repo "
         "partition (scan, repo peek, parse of main and subagent files, usage dedupe, tool pairing, exit codes, "

@@ -15,7 +15,7 @@ from bashgym_assets.defs import ingest as ingest_defs
 from bashgym_assets.defs.partitions import repo_partitions
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.ingest.pipeline import RAW_SESSIONS
-from bashgym_assets.ingest.scan import ScanCursor, scan
+from bashgym_assets.ingest.scan import CursorStore, ScanCursor, scan
 from bashgym_assets.ingest.synthetic import T0, ClaudeSessionWriter
 from bashgym_assets.lake import Lake
 from bashgym_assets.sessions import sessions_from_table
@@ -95,6 +95,7 @@ def test_sensor_ticks_over_created_appended_and_deleted_files(watched: Path, bas
 
         first = tick()
         assert first.run_requests == [] and first.dynamic_partitions_requests == []
+        assert len(first.cursor) <= 40  # a token: the state itself lives in the data folder
 
         a1 = _session(watched, "alpha", "a1")
         _session(watched, "alpha", "a2", steps=3)
@@ -154,3 +155,21 @@ def test_scan_of_ten_thousand_files_touches_only_what_changed(tmp_path: Path) ->
         fh.write(_tool_lines(7))
     second = scan([folder], cursor, now=time.time() + 60)
     assert second.changed == {"bulk": [str(victim)]} and second.new_files == 0
+
+
+def test_cursor_store_keeps_state_out_of_the_sensor_cursor(tmp_path: Path) -> None:
+    folder = tmp_path / "projects"
+    path = _session(folder, "alpha", "a1")
+    store = CursorStore(tmp_path / "cursors")
+    result = scan([folder], store.load(None))
+    token = store.save(result.cursor)
+    assert store.load(token) == result.cursor
+    assert store.save(result.cursor) == token  # same state, same token, no new file
+    assert scan([folder], store.load(token)).changed == {}
+    assert store.load("no-such-token") == ScanCursor()  # a wiped data folder: everything is new again
+    assert scan([folder], store.load("no-such-token")).changed == {"alpha": [str(path)]}
+    for i in range(6):
+        with open(path, "ab") as fh:
+            fh.write(_tool_lines(i))
+        store.save(scan([folder], store.load(token)).cursor)
+    assert len(list((tmp_path / "cursors").glob("*.cursor"))) == CursorStore.KEEP

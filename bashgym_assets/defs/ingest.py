@@ -13,7 +13,7 @@ from bashgym_assets.defs.partitions import repo_partitions
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.ingest.pipeline import QUARANTINE, IngestReport, ingest_repo
 from bashgym_assets.ingest.repos import NO_REPO_KEY
-from bashgym_assets.ingest.scan import ScanCursor, run_key, scan
+from bashgym_assets.ingest.scan import CursorStore, run_key, scan
 
 #: What a sensor-triggered run materialises for a changed repo. Widen to the downstream per-repo assets
 #: (``redacted_sessions``, ``tiered_traces``) by adding their keys here.
@@ -124,7 +124,8 @@ ingest_repo_job = dg.define_asset_job(
            description="Watches the trace folders; adds a repo partition for each new repository and requests a "
                        "run only for repos whose files gained complete lines.")
 def trace_files_sensor(context: dg.SensorEvaluationContext, bashgym: BashgymHome) -> dg.SensorResult:
-    result = scan(bashgym.settings().trace_dirs, ScanCursor.decode(context.cursor))
+    store = CursorStore(bashgym.lake().artifact_dir("ingest", "scan_cursors"))
+    result = scan(bashgym.settings().trace_dirs, store.load(context.cursor))
     known = set(context.instance.get_dynamic_partitions(repo_partitions.name))
     new_keys = [repo for repo in result.repos if repo not in known]
     requests = [dg.RunRequest(run_key=run_key(repo, result.cursor, files), partition_key=repo,
@@ -135,7 +136,7 @@ def trace_files_sensor(context: dg.SensorEvaluationContext, bashgym: BashgymHome
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[repo_partitions.build_add_request(new_keys)] if new_keys else [],
-        cursor=result.cursor.encode(),
+        cursor=store.save(result.cursor),
         skip_reason=None if requests else f"no changed trace files ({result.files_seen} watched)",
     )
 

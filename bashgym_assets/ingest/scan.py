@@ -183,6 +183,44 @@ def scan(dirs: Iterable[Path], cursor: ScanCursor | None = None, now: float | No
     return result
 
 
+class CursorStore:
+    """Keeps scan cursors as files so the sensor's own cursor is a short token, not the whole state.
+
+    A cursor over 10,000 files is ~650 KB compressed; Dagster stores the sensor cursor with every tick, so the
+    state lives here (``<token>.cursor``, written atomically, the last few kept) and the tick stores its token.
+    A tick that fails after saving leaves the sensor on the old token: the next tick diffs against the old
+    state again, so no change is ever skipped. An unknown token (a wiped data folder) means a fresh scan;
+    re-ingesting is idempotent.
+    """
+
+    KEEP = 4
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def load(self, token: str | None) -> ScanCursor:
+        if not token:
+            return ScanCursor()
+        path = self.folder / f"{token}.cursor"
+        try:
+            return ScanCursor.decode(path.read_text())
+        except OSError:
+            return ScanCursor()
+
+    def save(self, cursor: ScanCursor) -> str:
+        from bashgym_assets.lake import atomic_write_text
+
+        text = cursor.encode()
+        token = hashlib.sha1(text.encode()).hexdigest()[:20]
+        path = self.folder / f"{token}.cursor"
+        if not path.exists():
+            atomic_write_text(path, text)
+        os.utime(path)
+        for old in sorted(self.folder.glob("*.cursor"), key=lambda p: p.stat().st_mtime)[: -self.KEEP]:
+            old.unlink(missing_ok=True)
+        return token
+
+
 def run_key(repo: str, cursor: ScanCursor, files: list[str]) -> str:
     """Deterministic key of one requested run: the repo and the fingerprints of its changed files."""
     digest = hashlib.sha1(repo.encode())
