@@ -39,7 +39,7 @@ class FileEntry(BaseModel):
 
 
 class ScanCursor(BaseModel):
-    """Serialised into the sensor's cursor (zlib + base64 JSON: ~40 bytes per file)."""
+    """Per-file scan state, stored compressed (zlib + base64 JSON, ~65 bytes per file) by ``CursorStore``."""
 
     version: int = 1
     files: dict[str, FileEntry] = {}
