@@ -133,3 +133,24 @@ def test_a_file_of_many_bad_lines_is_summarised_not_listed_line_by_line(tmp_path
     assert len(outcome.sessions[0].steps) == 2  # t0, t1 (the repeated t0 lines dedupe by uuid)
     assert len(outcome.quarantine) == MAX_BAD_LINES_LISTED + 1
     assert outcome.quarantine[-1].reason == f"{5000 - MAX_BAD_LINES_LISTED} more bad lines not listed (5000 in all)"
+
+
+def test_a_file_cut_and_deleted_while_it_is_read(tmp_path: Path) -> None:
+    from bashgym_assets.ingest.base import LineReader
+    from bashgym_assets.ingest.claude_code import read_json_lines
+
+    path = tmp_path / "s.jsonl"
+    lines = _good_lines(3000)  # several MB: more than one read chunk
+    path.write_bytes(b"".join(lines))
+    _settle(path)
+    reader = LineReader(path)
+    out: list = []
+    stream = read_json_lines(reader, out)
+    got = [next(stream) for _ in range(10)]
+    with open(path, "r+b") as fh:  # another process truncates it mid-line, then deletes it
+        fh.truncate(len(b"".join(lines)) // 2 + 7)
+    path.unlink()
+    got += list(stream)
+    assert 10 < len(got) < len(lines)
+    assert all(isinstance(x, dict) for x in got)
+    assert len(out) <= 1 and all(q.line is not None for q in out)  # at most the cut line, quarantined
