@@ -1,0 +1,123 @@
+"""Presidio, configured to run with no network and no downloaded model.
+
+* ``tldextract`` (used by presidio's e-mail recognizer) would fetch the public suffix list on first use and print a
+  traceback when offline; :func:`configure_tldextract_offline` swaps its module-level extractor for one that only
+  uses the snapshot bundled in the wheel.
+* The NLP engine is a ``SpacyNlpEngine`` on ``spacy.blank("en")``: pattern and checksum recognizers work; the NER
+  ones (PERSON, LOCATION) need a real model, used only if the user installed one (:func:`installed_spacy_model`).
+
+``PRESIDIO_GROUPS`` lists the presidio recognizers we use, each with a cheap *pre-filter* regex that is a superset
+of what the recognizer can match: the fast redactor runs a recognizer only on windows around pre-filter hits, the
+baseline runs the whole ``AnalyzerEngine`` on every field.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import re
+from dataclasses import dataclass
+from typing import Any
+
+
+@functools.cache
+def configure_tldextract_offline() -> None:
+    """Make every ``tldextract.extract`` call use the bundled public-suffix snapshot, never the network."""
+    import tldextract
+    import tldextract.tldextract as tld_module
+
+    offline = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, fallback_to_snapshot=True)
+    tld_module.TLD_EXTRACTOR = offline
+
+
+def installed_spacy_model() -> str | None:
+    """The name of an installed spaCy English pipeline, if the user installed one (never downloaded here)."""
+    for name in ("en_core_web_lg", "en_core_web_md", "en_core_web_sm", "en_core_web_trf"):
+        if importlib.util.find_spec(name) is not None:
+            return name
+    return None
+
+
+@functools.cache
+def nlp_engine(use_installed_model: bool = False) -> Any:
+    """A presidio ``SpacyNlpEngine``: blank English by default, an installed model when asked and present."""
+    import spacy
+    from presidio_analyzer.nlp_engine import SpacyNlpEngine
+
+    configure_tldextract_offline()
+    model = installed_spacy_model() if use_installed_model else None
+    engine = SpacyNlpEngine(models=[{"lang_code": "en", "model_name": model or "blank"}])
+    engine.nlp = {"en": spacy.load(model) if model else spacy.blank("en")}
+    return engine
+
+
+@dataclass
+class PresidioGroup:
+    """Presidio recognizers sharing one pre-filter (a regex that fires wherever any of them could)."""
+
+    name: str
+    prefilter: re.Pattern[str]
+    recognizers: list[Any]
+
+
+def _r(cls_path: str, **kwargs: Any) -> Any:
+    module, _, name = cls_path.rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    return cls(supported_language="en", **kwargs)
+
+
+_PR = "presidio_analyzer.predefined_recognizers"
+
+
+@functools.cache
+def presidio_groups() -> tuple[PresidioGroup, ...]:
+    """The presidio recognizers we use, grouped by pre-filter. Built once (recognizer construction is slow)."""
+    configure_tldextract_offline()
+    I = re.IGNORECASE  # noqa: E741 - presidio compiles its patterns case-insensitively too
+    return (
+        PresidioGroup("email", re.compile(r"@[\w-]+\.\w"), [_r(f"{_PR}.EmailRecognizer")]),
+        PresidioGroup("phone", re.compile(r"\d(?:[\s().\-/+]{0,3}\d){6,}"), [_r(f"{_PR}.PhoneRecognizer")]),
+        PresidioGroup("credit_card", re.compile(r"\d(?:[ -]?\d){12,18}"), [_r(f"{_PR}.CreditCardRecognizer")]),
+        PresidioGroup("iban", re.compile(r"\b[A-Z]{2}\d{2}[ ]?[A-Z0-9]{4}", I), [_r(f"{_PR}.IbanRecognizer")]),
+        PresidioGroup("ip", re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|[0-9a-f]{0,4}:[0-9a-f]{0,4}:[0-9a-f]", I),
+                      [_r(f"{_PR}.IpRecognizer")]),
+        PresidioGroup("url", re.compile(r"://|\bwww\d{0,3}\.", I), [_r(f"{_PR}.UrlRecognizer")]),
+        PresidioGroup("crypto", re.compile(r"(?:bc1|[13])[a-zA-HJ-NP-Z0-9]{25,59}"), [_r(f"{_PR}.CryptoRecognizer")]),
+        PresidioGroup("mac", re.compile(r"[0-9a-f]{2}[:-][0-9a-f]{2}[:-][0-9a-f]{2}[:-]", I),
+                      [_r(f"{_PR}.MacAddressRecognizer")]),
+        PresidioGroup(
+            "national_id",
+            re.compile(
+                r"\d{3}[- .]\d{2}[- .]\d{4}|\d{3}[- ]?\d{3}[- ]?\d{4}|\b[A-Z]{2}\s?\d{2}\s?\d{2}\s?\d{2}\s?[A-D]\b"
+                r"|\b\d{8}-?[A-Z]\b|\b[A-Z]{6}\d{2}[A-Z]\d{2}[A-Z]\d{3}[A-Z]\b|\b[A-Z]{5}\d{4}[A-Z]\b", I),
+            [_r(f"{_PR}.UsSsnRecognizer"), _r(f"{_PR}.UsItinRecognizer"), _r(f"{_PR}.NhsRecognizer"),
+             _r(f"{_PR}.UkNinoRecognizer"), _r(f"{_PR}.EsNifRecognizer"), _r(f"{_PR}.ItFiscalCodeRecognizer"),
+             _r(f"{_PR}.InPanRecognizer")]),
+    )
+
+
+def presidio_entities() -> list[str]:
+    return sorted({e for g in presidio_groups() for r in g.recognizers for e in r.supported_entities})
+
+
+def ner_recognizer() -> Any | None:
+    """presidio's spaCy NER recognizer when an installed model is present (names, places), else None."""
+    if installed_spacy_model() is None:
+        return None
+    from presidio_analyzer.predefined_recognizers import SpacyRecognizer
+
+    return SpacyRecognizer(supported_language="en", supported_entities=["PERSON", "LOCATION"])
+
+
+def baseline_analyzer(extra_recognizers: list[Any] | None = None) -> Any:
+    """The straightforward approach: one ``AnalyzerEngine`` with every recognizer, run on whole texts."""
+    from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
+
+    registry = RecognizerRegistry(supported_languages=["en"])
+    for group in presidio_groups():
+        for rec in group.recognizers:
+            registry.add_recognizer(rec)
+    for rec in extra_recognizers or []:
+        registry.add_recognizer(rec)
+    return AnalyzerEngine(nlp_engine=nlp_engine(), registry=registry, supported_languages=["en"])

@@ -1,0 +1,422 @@
+"""Redaction of whole sessions: typed, session-consistent placeholders that keep a trace readable.
+
+Two ways to find spans, same detectors, same post-filters, so their results can be compared:
+
+* ``fast`` (default): our secret detectors run on every text; each presidio recognizer runs only on small windows
+  around hits of a cheap pre-filter regex (``presidio_offline.PRESIDIO_GROUPS``). Most of a trace (code, build
+  output) never reaches presidio.
+* ``baseline``: presidio's ``AnalyzerEngine`` on every text field with all recognizers (ours registered in it too).
+
+After detection, :func:`accept_presidio` drops the look-alikes that would wreck code (version strings taken for IP
+addresses, file names taken for URLs, loopback addresses, ``git@github.com`` remotes), overlapping spans are merged
+(outer span wins) and each span becomes ``<TYPE_n>``, the same ``n`` for the same value everywhere in the session.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from bashgym_assets.privacy.detectors import (
+    GENERIC_USERS,
+    HOME_DIR_RE,
+    PLACEHOLDER_RE,
+    SECRET_PATTERNS,
+    Finding,
+    SecretPattern,
+    username_patterns,
+    usernames_in,
+)
+from bashgym_assets.privacy.presidio_offline import baseline_analyzer, ner_recognizer, presidio_groups
+from bashgym_assets.sessions import Session
+
+#: Placeholder label per entity type (``<EMAIL_1>`` rather than ``<EMAIL_ADDRESS_1>``).
+LABELS = {
+    "EMAIL_ADDRESS": "EMAIL", "PHONE_NUMBER": "PHONE", "IP_ADDRESS": "IP", "IBAN_CODE": "IBAN",
+    "CRYPTO": "CRYPTO_WALLET", "US_SSN": "SSN", "US_ITIN": "ITIN", "UK_NHS": "NHS", "UK_NINO": "NINO",
+    "ES_NIF": "NIF", "IT_FISCAL_CODE": "FISCAL_CODE", "IN_PAN": "PAN", "MAC_ADDRESS": "MAC", "CREDIT_CARD": "CREDIT_CARD",
+    "URL": "URL", "PERSON": "PERSON", "LOCATION": "LOCATION",
+}
+
+#: Minimum presidio score per entity (presidio's own scores; weak-only patterns stay below these).
+MIN_SCORE = {"US_SSN": 0.5, "US_ITIN": 0.5, "PHONE_NUMBER": 0.4, "URL": 0.5, "UK_NINO": 0.5, "IN_PAN": 0.5,
+             "PERSON": 0.85, "LOCATION": 0.85}
+DEFAULT_MIN_SCORE = 0.3
+
+#: Hosts whose URLs are public infrastructure, not personal data: kept so traces still show what was fetched.
+PUBLIC_HOSTS = frozenset({
+    "example.com", "example.org", "example.net", "localhost", "github.com", "raw.githubusercontent.com",
+    "gitlab.com", "bitbucket.org", "pypi.org", "files.pythonhosted.org", "npmjs.com", "registry.npmjs.org",
+    "docs.python.org", "python.org", "www.python.org", "deb.debian.org", "security.debian.org", "crates.io",
+    "docs.rs", "pkg.go.dev", "proxy.golang.org", "huggingface.co", "stackoverflow.com", "developer.mozilla.org",
+    "docs.docker.com", "hub.docker.com", "registry-1.docker.io", "www.w3.org", "w3.org", "json-schema.org",
+    "en.wikipedia.org", "docs.github.com", "api.github.com", "readthedocs.io", "readthedocs.org",
+})
+_VERSION_BEFORE = re.compile(r"(?:[vV]|version[ :=]*|==|>=|<=|~=|!=|[A-Za-z]-|python|node|go)$")
+_TOKEN_RE = re.compile(r"\S+")
+
+
+def _label(entity: str) -> str:
+    return LABELS.get(entity, entity)
+
+
+def _host_of(url: str) -> str:
+    m = re.match(r"(?i)^(?:[a-z][a-z0-9+.\-]*://)?(?:[^@/\s]*@)?([^/:?#\s]+)", url)
+    return (m.group(1) if m else "").lower().rstrip(".")
+
+
+def accept_presidio(entity: str, value: str, score: float, text: str, start: int, end: int) -> bool:
+    """Keep a presidio result only if it is personal data and not a code look-alike."""
+    if score < MIN_SCORE.get(entity, DEFAULT_MIN_SCORE):
+        return False
+    before = text[max(0, start - 12):start]
+    after = text[end:end + 2]
+    if entity == "URL":
+        if not re.match(r"(?i)^(?:[a-z][a-z0-9+.\-]*://|www\d{0,3}\.)", value):
+            return False  # ``setup.py``, ``main.rs``, ``example.com`` in prose: file names and bare domains stay
+        if value.lower().startswith("file://"):
+            return False
+        host = _host_of(value)
+        return not (host in PUBLIC_HOSTS or any(host.endswith("." + h) for h in PUBLIC_HOSTS))
+    if entity == "IP_ADDRESS":
+        if _VERSION_BEFORE.search(before) or re.match(r"^\.?\d", after) or re.match(r"^[A-Za-z]", after[:1]):
+            return False
+        if before[-1:].isalnum() or before[-1:] in ("."):
+            return False
+        try:
+            ip = ipaddress.ip_address(value.split("%")[0])
+        except ValueError:
+            return False
+        if ip.is_loopback or ip.is_unspecified or ip.is_link_local and ip.version == 6:
+            return False
+        return not (ip.version == 6 and value.count(":") < 3)
+    if entity == "EMAIL_ADDRESS":
+        local, _, domain = value.partition("@")
+        # git@github.com:owner/repo.git is an ssh remote, not a person
+        return not (local == "git" or domain.lower().endswith(".invalid"))
+    if entity == "PHONE_NUMBER":
+        digits = re.sub(r"\D", "", value)
+        if re.match(r"^\d{4}[-/.]\d{2}[-/.]\d{2}", value) or re.match(r"^\d{2}[-/.]\d{2}[-/.]\d{4}$", value):
+            return False  # dates
+        if before[-1:] in (".", ":", "=", "v", "#", "x") or after[:1] in (".",) and after[1:2].isdigit():
+            return False  # part of a version, a time, an assignment of a number, a hex literal
+        if value.isdigit() and not re.search(r"(?i)(?:phone|tel|mobile|cell|call|sms|fax)\W{0,3}$", before):
+            return False  # a bare digit run in code is an id, size or timestamp far more often than a phone
+        return len(digits) >= 7
+    if entity in ("UK_NHS",):
+        return not value.isdigit()  # a bare 10-digit run is a timestamp; NHS numbers are written 3-3-4
+    return True
+
+
+class PresidioPatternAdapter:
+    """Our regex detectors as one presidio ``EntityRecognizer`` (for the baseline ``AnalyzerEngine``)."""
+
+    @staticmethod
+    def build(patterns: Sequence[SecretPattern]) -> Any:
+        from presidio_analyzer import EntityRecognizer, RecognizerResult
+
+        class _Secrets(EntityRecognizer):
+            def load(self) -> None:  # noqa: D401 - nothing to load
+                pass
+
+            def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list[Any]:
+                out = []
+                for pat in patterns:
+                    for f in pat.find(text):
+                        out.append(RecognizerResult(f.entity, f.start, f.end, 1.0,
+                                                    recognition_metadata={"detector": f.detector,
+                                                                          "recognizer_name": "bashgym_secrets"}))
+                return out
+
+        entities = sorted({p.entity for p in patterns})
+        return _Secrets(supported_entities=entities, supported_language="en", name="bashgym_secrets")
+
+
+def resolve_overlaps(findings: Iterable[Finding]) -> list[Finding]:
+    """Non-overlapping spans: the earliest, longest span wins; a partial overlap is merged into it."""
+    ordered = sorted(findings, key=lambda f: (f.start, -(f.end - f.start)))
+    out: list[Finding] = []
+    for f in ordered:
+        if out and f.start < out[-1].end:
+            last = out[-1]
+            if f.end > last.end:
+                out[-1] = last.model_copy(update={"end": f.end})
+            continue
+        out.append(f)
+    return out
+
+
+def tokens_touched(text: str, findings: Sequence[Finding]) -> tuple[int, int]:
+    """(tokens overlapping a finding, all whitespace-separated tokens): how much of a text redaction changes."""
+    ordered = sorted(findings, key=lambda f: f.start)
+    touched = total = j = 0
+    for m in _TOKEN_RE.finditer(text):
+        s, e = m.span()
+        total += 1
+        while j < len(ordered) and ordered[j].end <= s:
+            j += 1
+        if j < len(ordered) and ordered[j].start < e:
+            touched += 1
+    return touched, total
+
+
+class PlaceholderMap(BaseModel):
+    """``(label, value) -> <LABEL_n>`` for one session, so one address is ``<EMAIL_1>`` everywhere."""
+
+    mapping: dict[str, str] = Field(default_factory=dict)
+    counters: dict[str, int] = Field(default_factory=dict)
+
+    def placeholder(self, entity: str, value: str) -> str:
+        label = _label(entity)
+        key = f"{label}\x00{value}"
+        if key not in self.mapping:
+            n = self.counters.get(label, 0) + 1
+            self.counters[label] = n
+            self.mapping[key] = f"<{label}_{n}>"
+        return self.mapping[key]
+
+
+class FieldFinding(BaseModel):
+    """A detection in one field of one session (the value itself is never stored, only a masked preview)."""
+
+    session_id: str
+    field: str
+    entity: str
+    detector: str
+    preview: str
+
+
+class SessionRedaction(BaseModel):
+    """What redaction did to one session: counts per entity type and per field, never the values."""
+
+    session_id: str
+    by_entity: dict[str, int] = Field(default_factory=dict)
+    fields_changed: int = 0
+    fields_scanned: int = 0
+    bytes_scanned: int = 0
+    distinct_values: int = 0
+
+
+def mask(value: str) -> str:
+    return value[:3] + "..." + f"({len(value)} chars)" if len(value) > 6 else "***"
+
+
+class Redactor:
+    """Finds and replaces secrets and personal data. ``disabled`` names detectors to switch off (tests, debug)."""
+
+    def __init__(self, mode: Literal["fast", "baseline"] = "fast", disabled: Iterable[str] = (),
+                 use_installed_ner: bool = False):
+        self.mode = mode
+        self.disabled = frozenset(disabled)
+        self.patterns = [p for p in SECRET_PATTERNS if p.name not in self.disabled]
+        self.groups = [g for g in presidio_groups() if g.name not in self.disabled]
+        self.ner = ner_recognizer() if use_installed_ner else None
+        self._analyzer = None
+        if mode == "baseline":
+            self._analyzer = baseline_analyzer([PresidioPatternAdapter.build(self.patterns)])
+            self._entities = sorted({e for g in self.groups for r in g.recognizers for e in r.supported_entities}
+                                    | {p.entity for p in self.patterns})
+
+    # ---- detection ------------------------------------------------------------------------------------
+    def find(self, text: str, extra: Sequence[SecretPattern] = ()) -> list[Finding]:
+        """All findings in ``text`` after post-filters and overlap resolution, ordered by position."""
+        if not text:
+            return []
+        found: list[Finding] = []
+        if self.mode == "baseline":
+            for r in self._analyzer.analyze(text=text, language="en", entities=self._entities):
+                meta = r.recognition_metadata or {}
+                if meta.get("recognizer_name") == "bashgym_secrets":
+                    found.append(Finding(entity=r.entity_type, start=r.start, end=r.end,
+                                         text=text[r.start:r.end], detector=meta.get("detector", "secret")))
+                    continue
+                s, e = _trim(text, r.start, r.end)
+                if accept_presidio(r.entity_type, text[s:e], r.score, text, s, e):
+                    found.append(Finding(entity=r.entity_type, start=s, end=e, text=text[s:e],
+                                         detector=meta.get("recognizer_name", "presidio"), score=r.score))
+        else:
+            for pat in self.patterns:
+                found.extend(pat.find(text))
+            found.extend(self._presidio_windows(text))
+        for pat in extra:
+            if pat.name not in self.disabled:
+                found.extend(pat.find(text))
+        if self.ner is not None:
+            for r in self.ner.analyze(text, ["PERSON", "LOCATION"], self.ner_artifacts(text)):
+                if accept_presidio(r.entity_type, text[r.start:r.end], r.score, text, r.start, r.end):
+                    found.append(Finding(entity=r.entity_type, start=r.start, end=r.end, text=text[r.start:r.end],
+                                         detector="spacy_ner", score=r.score))
+        if found and "<" in text:
+            holders = [m.span() for m in PLACEHOLDER_RE.finditer(text)]
+            if holders:
+                found = [f for f in found if not any(s < f.end and f.start < e for s, e in holders)]
+        return resolve_overlaps(found)
+
+    def ner_artifacts(self, text: str) -> Any:
+        from bashgym_assets.privacy.presidio_offline import nlp_engine
+
+        return nlp_engine(True).process_text(text, "en")
+
+    def _presidio_windows(self, text: str) -> list[Finding]:
+        """Run each presidio recognizer only on windows around its pre-filter's hits."""
+        out: list[Finding] = []
+        n = len(text)
+        for group in self.groups:
+            windows: list[list[int]] = []
+            for m in group.prefilter.finditer(text):
+                ws, we = _expand(text, m.start() - 64, m.end() + 64, n)
+                if windows and ws <= windows[-1][1]:
+                    windows[-1][1] = max(windows[-1][1], we)
+                else:
+                    windows.append([ws, we])
+            for ws, we in windows:
+                chunk = text[ws:we]
+                for rec in group.recognizers:
+                    for r in rec.analyze(chunk, rec.supported_entities, None):
+                        s, e = _trim(text, r.start + ws, r.end + ws)
+                        if accept_presidio(r.entity_type, text[s:e], r.score, text, s, e):
+                            out.append(Finding(entity=r.entity_type, start=s, end=e, text=text[s:e],
+                                               detector=type(rec).__name__, score=r.score))
+        return out
+
+    # ---- replacement ----------------------------------------------------------------------------------
+    def redact_text(self, text: str, placeholders: PlaceholderMap,
+                    extra: Sequence[SecretPattern] = ()) -> tuple[str, list[Finding]]:
+        findings = self.find(text, extra)
+        if not findings:
+            return text, []
+        parts: list[str] = []
+        pos = 0
+        for f in findings:
+            parts.append(text[pos:f.start])
+            parts.append(placeholders.placeholder(f.entity, text[f.start:f.end]))
+            pos = f.end
+        parts.append(text[pos:])
+        return "".join(parts), findings
+
+    def _redact_json_text(self, text: str, placeholders: PlaceholderMap,
+                          extra: Sequence[SecretPattern]) -> tuple[str, list[Finding]]:
+        """Tool inputs are JSON text: redact them as text, but never hand back broken JSON."""
+        new, findings = self.redact_text(text, placeholders, extra)
+        if not findings:
+            return new, findings
+        try:
+            json.loads(text)
+        except ValueError:
+            return new, findings
+        try:
+            json.loads(new)
+            return new, findings
+        except ValueError:
+            pass
+        all_findings: list[Finding] = []
+
+        def walk(value: Any) -> Any:
+            if isinstance(value, str):
+                red, fs = self.redact_text(value, placeholders, extra)
+                all_findings.extend(fs)
+                return red
+            if isinstance(value, list):
+                return [walk(v) for v in value]
+            if isinstance(value, dict):
+                return {k: walk(v) for k, v in value.items()}
+            return value
+
+        return json.dumps(walk(json.loads(text)), ensure_ascii=False), all_findings
+
+    def session_patterns(self, session: Session) -> list[SecretPattern]:
+        """Detectors for this session's user names (from paths in the session and the local account)."""
+        texts = [session.cwd, session.repo_path, session.source_path]
+        texts += [s.cwd for s in session.steps]
+        texts += [s.command for s in session.steps]
+        names = usernames_in(*texts)
+        local = Path.home().name
+        if local and local.lower() not in GENERIC_USERS and len(local) >= 3:
+            names.add(local)
+        return username_patterns(names)
+
+    def redact_session(self, session: Session) -> tuple[Session, SessionRedaction]:
+        """Every text field of the session redacted with one placeholder map."""
+        placeholders = PlaceholderMap()
+        extra = self.session_patterns(session)
+        report = SessionRedaction(session_id=session.session_id)
+        counts: Counter[str] = Counter()
+
+        def red(value: str | None, json_text: bool = False) -> str | None:
+            if not value:
+                return value
+            report.fields_scanned += 1
+            report.bytes_scanned += len(value.encode("utf-8", "surrogatepass"))
+            new, fs = (self._redact_json_text if json_text else self.redact_text)(value, placeholders, extra)
+            if fs:
+                report.fields_changed += 1
+                counts.update(_label(f.entity) for f in fs)
+            return new
+
+        data = session.model_dump()
+        for key in ("source_path", "repo_path", "repo_remote", "cwd", "git_branch"):
+            data[key] = red(data[key])
+        for prompt in data["prompts"]:
+            prompt["text"] = red(prompt["text"]) or ""
+        for step in data["steps"]:
+            step["input"] = red(step["input"], json_text=True) or ""
+            step["command"] = red(step["command"])
+            step["output"] = red(step["output"]) or ""
+            step["cwd"] = red(step["cwd"])
+        report.by_entity = dict(counts)
+        report.distinct_values = len(placeholders.mapping)
+        return Session.model_validate(data), report
+
+    def scan_session(self, session: Session) -> list[FieldFinding]:
+        """What the detectors still find in a (redacted) session: the blocking check's evidence."""
+        extra = self.session_patterns(session)
+        out: list[FieldFinding] = []
+
+        def scan(field: str, value: str | None) -> None:
+            for f in self.find(value or "", extra):
+                out.append(FieldFinding(session_id=session.session_id, field=field, entity=f.entity,
+                                        detector=f.detector, preview=mask(f.text)))
+
+        for key in ("source_path", "repo_path", "repo_remote", "cwd", "git_branch"):
+            scan(key, getattr(session, key))
+        for p in session.prompts:
+            scan(f"prompts[{p.index}].text", p.text)
+        for s in session.steps:
+            for key in ("input", "command", "output", "cwd"):
+                scan(f"steps[{s.index}].{key}", getattr(s, key))
+        return out
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    """Drop the quotes presidio's "quoted URL" patterns include, so the placeholder keeps the quotes."""
+    while start < end and text[start] in "\"'\\":
+        start += 1
+    while end > start and text[end - 1] in "\"'\\":
+        end -= 1
+    return start, end
+
+
+def _expand(text: str, start: int, end: int, n: int, cap: int = 256) -> tuple[int, int]:
+    """Widen a window to whitespace on both sides (so no token is cut in half), at most ``cap`` further."""
+    start = max(0, start)
+    end = min(n, end)
+    s = start
+    lo = max(0, start - cap)
+    while s > lo and not text[s - 1].isspace():
+        s -= 1
+    e = end
+    hi = min(n, end + cap)
+    while e < hi and not text[e].isspace():
+        e += 1
+    return s, e
+
+
+__all__ = ["HOME_DIR_RE", "FieldFinding", "PlaceholderMap", "Redactor", "SessionRedaction", "accept_presidio",
+           "resolve_overlaps", "tokens_touched"]
