@@ -161,3 +161,43 @@ def collect(stream: ExecStream, deadline: float, limit: int,
             return out, err, True
         for kind, payload in frames:
             (err if kind == 2 else out).feed(payload)
+
+
+class MarkerSplitter:
+    """Cuts one stream into per-command pieces at ``\\x1eBG:<nonce>:<index>[:fields]\\x1e`` markers.
+
+    Used for batched root work (all setup commands in one exec): one exec instead of one per command.
+    """
+
+    HOLD_BACK = 160
+
+    def __init__(self, nonce: str, limit: int) -> None:
+        import re
+
+        self.regex = re.compile(rb"\x1eBG:" + re.escape(nonce.encode()) + rb":(\d+)((?::[0-9.]+)*)\x1e")
+        self.limit = limit
+        self.pieces: list[tuple[CappedBuffer, list[str]]] = []
+        self.current = CappedBuffer(limit)
+        self.pending = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        self.pending += data
+        while True:
+            match = self.regex.search(bytes(self.pending))
+            if not match:
+                break
+            self.current.feed(bytes(self.pending[:match.start()]))
+            fields = [f for f in match.group(2).decode().split(":") if f]
+            self.pieces.append((self.current, fields))
+            self.current = CappedBuffer(self.limit)
+            del self.pending[:match.end()]
+        if len(self.pending) > self.HOLD_BACK:
+            cut = len(self.pending) - self.HOLD_BACK
+            self.current.feed(bytes(self.pending[:cut]))
+            del self.pending[:cut]
+
+    def finish(self) -> CappedBuffer:
+        """The unterminated rest (the command that was running when the stream ended)."""
+        self.current.feed(bytes(self.pending))
+        self.pending.clear()
+        return self.current

@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import io
 import os
+import secrets
 import shlex
 import socket
 import tarfile
@@ -24,7 +25,7 @@ from typing import Any
 from docker.errors import APIError, NotFound
 from docker.types import Ulimit
 
-from bashgym_assets.sandbox._exec import CappedBuffer, ExecStream, collect, docker_client
+from bashgym_assets.sandbox._exec import CappedBuffer, ExecStream, MarkerSplitter, collect, docker_client
 from bashgym_assets.sandbox.models import SCENARIO_CAPABILITIES, CommandResult, SandboxSpec, SetupResult
 
 LABEL_SANDBOX = "bashgym.sandbox"
@@ -40,23 +41,38 @@ SEED_TAR = f"{SEED_DIR}/seed.tar"
 # Every exec waits (a few ms at most) for the container's start script to have prepared /run and the home folder.
 READY_WAIT = (f"[ -e {READY_FILE} ] || {{ i=0; while [ ! -e {READY_FILE} ] && [ $i -lt 1000 ]; do sleep 0.005; "
               "i=$((i+1)); done; }")
-# Kill every process whose pid is not in the keep list (argv), repeatedly, until none is left (beats fork loops).
-KILL_NEW_SCRIPT = r"""
-keep=" $* "
-for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-  victims=""
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    [ "$p" = "$$" ] && continue
-    case "$keep" in *" $p "*) continue;; esac
-    victims="$victims $p"
+# Kill every process whose pid is not in the keep list, repeatedly, until none is left (beats fork loops).
+KILL_NEW_FUNC = r"""
+kill_new() {
+  local keep=" $* " round victims d p
+  for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+    victims=""
+    for d in /proc/[0-9]*; do
+      p=${d#/proc/}
+      [ "$p" = "$$" ] && continue
+      case "$keep" in *" $p "*) continue;; esac
+      victims="$victims $p"
+    done
+    [ -z "$victims" ] && return 0
+    kill -STOP $victims 2>/dev/null
+    kill -KILL $victims 2>/dev/null
+    sleep 0.01
   done
-  [ -z "$victims" ] && exit 0
-  kill -STOP $victims 2>/dev/null
-  kill -KILL $victims 2>/dev/null
-  sleep 0.01
+  return 1
+}
+"""
+KILL_NEW_SCRIPT = KILL_NEW_FUNC + 'kill_new "$@"\n'
+# All setup commands in one exec: each in its own `bash -c` under `timeout`, a marker with its index, status and
+# start/end times after it on both streams, stopping at the first failure. argv: nonce, timeout, commands...
+SETUP_SCRIPT = r"""
+n=$1; t=$2; shift 2; i=0
+for cmd in "$@"; do
+  i=$((i+1)); s=$EPOCHREALTIME
+  timeout -s KILL "$t" bash --norc --noprofile -c "$cmd" </dev/null
+  rc=$?; e=$EPOCHREALTIME
+  printf '\036BG:%s:%d:%d:%s:%s\036' "$n" "$i" "$rc" "$s" "$e"; printf '\036BG:%s:%d\036' "$n" "$i" >&2
+  [ "$rc" = 0 ] || exit 0
 done
-exit 1
 """
 
 
@@ -323,16 +339,47 @@ class Sandbox:
             raise SandboxError(f"writing the spec's files failed ({res.exit_code}): {res.stderr.strip()[-500:]}")
 
     def setup(self) -> SetupResult:
-        """Run ``spec.setup`` as root, in order, stopping at the first failure."""
+        """Run ``spec.setup`` as root, in order, stopping at the first failure (all in one exec: fast)."""
+        commands = self.spec.setup
+        if not commands:
+            return SetupResult(ok=True, results=[], error=None)
+        cid = self._require_running()
+        t = self.spec.setup_timeout_s
+        nonce = secrets.token_hex(16)
+        limit = self.spec.output_limit_bytes
+        out, err = MarkerSplitter(nonce, limit), MarkerSplitter(nonce, limit)
+        start = time.monotonic()
+        stream = ExecStream(self.api, cid, ["bash", "--norc", "--noprofile", "-c", f"{READY_WAIT}\n{SETUP_SCRIPT}",
+                                            "bashgym", nonce, f"{t:.3f}", *commands],
+                            user="0", env=self._root_env(), workdir="/", stdin=False)
+        deadline = start + t * len(commands) + 10.0
+        try:
+            while time.monotonic() < deadline:
+                frames = stream.read(min(1.0, deadline - time.monotonic()))
+                if frames is None:
+                    break
+                for kind, payload in frames:
+                    (err if kind == 2 else out).feed(payload)
+        finally:
+            stream.close()
         results: list[CommandResult] = []
-        for i, command in enumerate(self.spec.setup):
-            res = self.run_as_root(command, timeout_s=self.spec.setup_timeout_s)
-            results.append(res)
+        for i, (buf, fields) in enumerate(out.pieces):
+            err_buf = err.pieces[i][0] if i < len(err.pieces) else CappedBuffer(limit)
+            rc, began, ended = int(fields[0]), float(fields[1]), float(fields[2])
+            duration = ended - began
+            timed_out = rc == 137 and duration >= t * 0.98
+            results.append(_result(commands[i], buf, err_buf, None if timed_out else rc, duration, timed_out))
+        if len(results) < len(commands) and (not results or results[-1].exit_code == 0):
+            # the exec itself died or ran past every timeout: report the command that was running
+            i = len(results)
+            err_buf = err.pieces[i][0] if i < len(err.pieces) else err.finish()
+            results.append(_result(commands[i], out.finish(), err_buf, None, time.monotonic() - start, True))
+        for i, res in enumerate(results):
             if res.timed_out or res.exit_code != 0:
                 why = "timed out" if res.timed_out else f"exited {res.exit_code}"
                 detail = (res.stderr or res.stdout).strip()[-1000:]
                 return SetupResult(ok=False, results=results,
-                                   error=f"setup command {i + 1}/{len(self.spec.setup)} {why}: {command}\n{detail}")
+                                   error=f"setup command {i + 1}/{len(commands)} {why}: {commands[i]}\n{detail}")
         return SetupResult(ok=True, results=results, error=None)
 
     # ---- the operator ------------------------------------------------------------------------------------
@@ -367,13 +414,20 @@ class Sandbox:
         nothing can read, replace or race the checker; the script then goes in over the exec's stdin into a fresh
         root-only folder, runs with a clean environment and empty stdin, and is deleted.
         """
-        self.kill_session_processes()
+        sess = self._session
+        keep = sorted(sess.preexisting_pids) if sess is not None else []
         wrapper = (
-            "umask 077; d=$(mktemp -d /run/bashgym/check.XXXXXXXX) || exit 125; cat > \"$d/check\" || exit 125; "
+            KILL_NEW_FUNC
+            + ('[ "$1" = kill ] && { shift; kill_new "$@"; }\n' if sess is not None else "")
+            + "umask 077; d=$(mktemp -d /run/bashgym/check.XXXXXXXX) || exit 125; cat > \"$d/check\" || exit 125; "
             f"timeout -s KILL {timeout_s:.3f} env -i PATH={PATH} HOME=/root USER=root LOGNAME=root LANG=C.UTF-8 "
             "bash --norc --noprofile \"$d/check\" </dev/null; rc=$?; rm -rf \"$d\"; exit $rc"
         )
-        return self._exec_root("check", wrapper, [], timeout_s, stdin_data=script.encode())
+        args = ["kill", *map(str, keep)] if sess is not None else []
+        result = self._exec_root("check", wrapper, args, timeout_s, stdin_data=script.encode())
+        if sess is not None:
+            sess._mark_dead()
+        return result
 
     # ---- for tests and reports ---------------------------------------------------------------------------
     def inspect(self) -> dict[str, Any]:
