@@ -260,3 +260,13 @@ def test_operator_defaults(sh):
     r = sh.run("cd ~; id -un; id -u; pwd; echo $HOME $USER; hostname")
     assert r.stdout == "operator\n1000\n/home/operator\n/home/operator operator\nsandbox\n"
     assert sh.run("git config user.name").stdout == "Operator\n"   # the image's home skeleton is there
+
+
+def test_xtrace_shows_the_command_not_the_framing(fresh):
+    s = fresh.session()
+    assert s.run("set -x").stderr == ""
+    r = s.run("echo traced")
+    assert r.stdout == "traced\n" and "+ echo traced" in r.stderr
+    assert "__bashgym" not in r.stderr and "\x1e" not in r.stderr
+    s.run("set +x")
+    assert s.run("echo quiet").stderr == ""

@@ -320,3 +320,12 @@ def test_container_configuration_is_locked_down(box):
     assert set(hc["Tmpfs"]) == {"/tmp", "/var/tmp", "/run", "/home/operator"}
     assert info["Config"]["Labels"]["bashgym.test"] == "sandbox-security"
     assert os.path.exists("/var/run/docker.sock")   # (the host has one; the sandbox has none, see above)
+
+
+def test_root_killing_the_container_is_a_clear_sandbox_error(sandbox_image):
+    from bashgym_assets.sandbox import SandboxError
+
+    with Sandbox(spec(sandbox_image, user="root")) as b:
+        b.session().run("kill -9 -1")      # as root this reaches the container's main process
+        with pytest.raises(SandboxError, match="no longer running|gone or stopped"):
+            b.run_check("true")

@@ -314,9 +314,12 @@ class Sandbox:
         """Run ``script`` (bash, as root, with ``args``) and collect it within ``timeout_s`` (+ a grace)."""
         cid = self._require_running()
         start = time.monotonic()
-        stream = ExecStream(self.api, cid, ["bash", "--norc", "--noprofile", "-c", f"{READY_WAIT}\n{script}",
-                                            "bashgym", *args],
-                            user="0", env=self._root_env(), workdir="/", stdin=stdin_data is not None)
+        try:
+            stream = ExecStream(self.api, cid, ["bash", "--norc", "--noprofile", "-c", f"{READY_WAIT}\n{script}",
+                                                "bashgym", *args],
+                                user="0", env=self._root_env(), workdir="/", stdin=stdin_data is not None)
+        except (NotFound, APIError) as exc:
+            raise SandboxError(f"cannot run {command!r}: the container is gone or stopped ({exc})") from exc
         try:
             out, err, ended = collect(stream, start + timeout_s + 5.0, limit or self.spec.output_limit_bytes,
                                       stdin_data=stdin_data)
@@ -324,6 +327,9 @@ class Sandbox:
         finally:
             stream.close()
         duration = time.monotonic() - start
+        if code == 126 and "OCI runtime exec failed" in bytes(out.head).decode(errors="replace"):
+            raise SandboxError(f"cannot run {command!r}: the container is no longer running (was its main "
+                               "process killed from inside?)")
         timed_out = not ended or (code in (124, 137) and duration >= timeout_s * 0.98)
         return _result(command, out, err, None if timed_out else code, duration, timed_out)
 

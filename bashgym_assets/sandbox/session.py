@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 OUT_FD, ERR_FD = 61, 62
 HOLD_BACK = 96          # bytes kept unscanned at the end of a stream, so a marker split across reads is found
+XTRACE_RE = re.compile(r"^\++ (?:__bashgym_end(?: \d+)? [0-9a-f]{32}|__bashgym_rc=\d+)\n", re.M)
 TCSETATTR_RE = re.compile(r"bash: \[\d+: \d+ \(\d+\)\] tcsetattr: Inappropriate ioctl for device\n")
 
 INIT_SCRIPT = f"""\
@@ -50,8 +51,10 @@ set +H; set +o history; unset HISTFILE PROMPT_COMMAND; PS1=''; PS2=''; PS0=''; P
 exec {OUT_FD}>&1 {ERR_FD}>&2
 for __bashgym_f in /etc/profile.d/*.sh; do [ -r "$__bashgym_f" ] && . "$__bashgym_f"; done >/dev/null 2>&1
 unset __bashgym_f; __bashgym_rc=0
-__bashgym_pre() {{ printf '%s\\n' /proc/[0-9]* >{SESSION_DIR}/before 2>/dev/null; return $__bashgym_rc; }}
-__bashgym_end() {{ __bashgym_rc=$?; [ $# = 2 ] && {{ __bashgym_rc=$1; shift; }}; PS1=''; PS2=''; PS0=''; \
+__bashgym_pre() {{ printf '%s\\n' /proc/[0-9]* >{SESSION_DIR}/before 2>/dev/null; \
+{{ [ -n "$__bashgym_x" ] && set -x; return $__bashgym_rc; }} 2>/dev/null; }}
+__bashgym_end() {{ __bashgym_rc=$?; {{ __bashgym_x=; [[ $- == *x* ]] && __bashgym_x=1; set +x; }} 2>/dev/null; \
+[ $# = 2 ] && {{ __bashgym_rc=$1; shift; }}; PS1=''; PS2=''; PS0=''; \
 unset PROMPT_COMMAND; \
 printf '\\036BG:%s:%d\\036' "$1" "$__bashgym_rc" >&{OUT_FD}; printf '\\036BG:%s\\036' "$1" >&{ERR_FD}; \
 return $__bashgym_rc; }}
@@ -299,6 +302,8 @@ class SandboxSession:
                          terminated=terminated)
         if "tcsetattr" in result.stderr:  # bash -i without a terminal complains after a signal death: not output
             result.stderr = TCSETATTR_RE.sub("", result.stderr)
+        if "__bashgym_" in result.stderr:  # under `set -x`: the trace of the framing's own calls is not output
+            result.stderr = XTRACE_RE.sub("", result.stderr)
         return result
 
     def _interrupt(self) -> None:
