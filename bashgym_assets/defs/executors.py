@@ -1,10 +1,81 @@
-"""The GPU code location's executor: in-process by default, dagster-docker's docker_executor when configured."""
+"""The GPU code location's executor: in-process by default, dagster-docker's ``docker_executor`` when
+``BASHGYM_GPU_EXECUTOR=docker``.
 
-from __future__ import annotations
+Docker variant: every step runs in its own container from the trainer image (``sandbox_images/trainer``). The
+container sees the same absolute paths as the launching process: the project and its venv (and the Python
+install the venv links to) read-only, the data folder and ``DAGSTER_HOME`` read-write, so the step loads the same
+code, writes the same lake / MLflow / adapters and reports to the same SQLite instance. GPUs are requested with
+``device_requests`` when the engine has the NVIDIA runtime (``BASHGYM_DOCKER_GPUS=auto``, the default), always
+(``all`` or a count) or never (``none``).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
-from bashgym_assets.config import get_settings
+from bashgym_assets.config import PROJECT_ROOT, Settings, get_settings
+
+STEP_CONTAINER_LABEL = "org.bashgym.kind"
+STEP_CONTAINER_KIND = "trainer-step"
+PASSTHROUGH_ENV = ["BASHGYM_HOME", "BASHGYM_BASE_MODEL", "BASHGYM_GPU_EXECUTOR", "BASHGYM_TRAINER_IMAGE",
+                   "BASHGYM_DOCKER_GPUS", "BASHGYM_TEACHER_MODEL", "BASHGYM_TEACHER_API_BASE", "HF_TOKEN",
+                   "HF_HUB_OFFLINE", "CUDA_VISIBLE_DEVICES"]
+
+
+def _nvidia_runtime() -> bool:
+    done = subprocess.run(["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True, text=True)
+    return done.returncode == 0 and "nvidia" in done.stdout
+
+
+def device_requests(setting: str | None = None) -> list[dict[str, Any]]:
+    """``device_requests`` for the step containers from ``BASHGYM_DOCKER_GPUS`` (auto | all | none | N)."""
+    setting = (setting or os.environ.get("BASHGYM_DOCKER_GPUS", "auto")).strip().lower()
+    if setting == "none" or (setting == "auto" and not _nvidia_runtime()):
+        return []
+    count = -1 if setting in ("auto", "all") else int(setting)
+    return [{"count": count, "capabilities": [["gpu"]]}]
+
+
+def _volumes(settings: Settings, dagster_home: str) -> dict[str, dict[str, str]]:
+    ro = [PROJECT_ROOT, Path(sys.prefix), Path(sys.base_prefix)]
+    rw = [settings.home, Path(dagster_home)]
+    base = settings.base_model
+    if base and Path(base).expanduser().exists():
+        ro.append(Path(base).expanduser().resolve())
+    volumes: dict[str, dict[str, str]] = {}
+    for path, mode in [(p, "ro") for p in ro] + [(p, "rw") for p in rw]:
+        key = str(Path(path).resolve())
+        volumes[key] = {"bind": key, "mode": mode}  # a later rw entry for the same path wins
+    return volumes
+
+
+def docker_executor_config(settings: Settings | None = None, image: str | None = None) -> dict[str, Any]:
+    """The ``docker_executor`` config for this machine (image, env, mounts at identical paths, GPUs)."""
+    from bashgym_assets.training.trainer_image import trainer_image_tag
+
+    settings = settings or get_settings()
+    dagster_home = os.environ.get("DAGSTER_HOME") or str(settings.dagster_home)
+    venv_bin = str(Path(sys.prefix) / "bin")
+    env = [f"DAGSTER_HOME={dagster_home}", f"BASHGYM_HOME={settings.home}",
+           f"PATH={venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           f"PYTHONPATH={PROJECT_ROOT}", f"HOME={settings.home / 'cache' / 'container-home'}"]
+    env += [f"{k}={os.environ[k]}" for k in PASSTHROUGH_ENV if k in os.environ and k != "BASHGYM_HOME"]
+    kwargs: dict[str, Any] = {
+        "volumes": _volumes(settings, dagster_home),
+        "working_dir": str(PROJECT_ROOT),
+        "labels": {STEP_CONTAINER_LABEL: STEP_CONTAINER_KIND},
+        "shm_size": "1g",
+    }
+    gpus = device_requests()
+    if gpus:
+        kwargs["device_requests"] = gpus
+    return {"image": image or trainer_image_tag(), "env_vars": env, "container_kwargs": kwargs,
+            "max_concurrent": 1}
 
 
 def gpu_executor() -> dg.ExecutorDefinition:
@@ -12,4 +83,12 @@ def gpu_executor() -> dg.ExecutorDefinition:
     kind = get_settings().gpu_executor
     if kind == "in_process":
         return dg.in_process_executor
-    raise ValueError(f"BASHGYM_GPU_EXECUTOR={kind!r} is not supported yet; use 'in_process'")
+    if kind == "docker":
+        from dagster_docker import docker_executor
+
+        return docker_executor.configured(docker_executor_config(), name="gpu_docker_executor")
+    raise ValueError(f"BASHGYM_GPU_EXECUTOR={kind!r}: use 'in_process' or 'docker'")
+
+
+if __name__ == "__main__":
+    print(json.dumps(docker_executor_config(), indent=2))

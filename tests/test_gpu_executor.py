@@ -1,0 +1,98 @@
+"""The docker GPU executor for real: a small training asset materialized through dagster-docker's
+docker_executor, each step in its own trainer-image container, on the CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import docker
+import pytest
+
+from bashgym_assets.config import Settings
+from bashgym_assets.defs.executors import STEP_CONTAINER_KIND, STEP_CONTAINER_LABEL, docker_executor_config
+from bashgym_assets.lake import Lake
+from bashgym_assets.training.tiny import build_tiny_model
+from bashgym_assets.training_data import build as ds
+from bashgym_assets.training_data import synthetic as syn
+
+VENV_BIN = Path(sys.prefix) / "bin"
+
+
+def test_in_process_is_the_default(monkeypatch):
+    import dagster as dg
+
+    from bashgym_assets.defs.executors import gpu_executor
+
+    monkeypatch.delenv("BASHGYM_GPU_EXECUTOR", raising=False)
+    assert gpu_executor() is dg.in_process_executor
+    monkeypatch.setenv("BASHGYM_GPU_EXECUTOR", "kubernetes")
+    with pytest.raises(ValueError, match="in_process' or 'docker"):
+        gpu_executor()
+
+
+def test_docker_config_mounts_identical_paths_and_requests_gpus(settings, monkeypatch):
+    monkeypatch.setenv("BASHGYM_DOCKER_GPUS", "all")
+    cfg = docker_executor_config(settings, image="img:1")
+    vols = cfg["container_kwargs"]["volumes"]
+    assert vols[str(settings.home)] == {"bind": str(settings.home), "mode": "rw"}
+    assert all(k == v["bind"] for k, v in vols.items())
+    assert str(Path(sys.base_prefix).resolve()) in vols
+    assert cfg["container_kwargs"]["device_requests"] == [{"count": -1, "capabilities": [["gpu"]]}]
+    assert any(e.startswith("DAGSTER_HOME=") for e in cfg["env_vars"])
+    monkeypatch.setenv("BASHGYM_DOCKER_GPUS", "none")
+    assert "device_requests" not in docker_executor_config(settings, image="img:1")["container_kwargs"]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_sft_adapter_materializes_through_the_docker_executor(sandbox_image, tmp_path):
+    from bashgym_assets.training.trainer_image import build_trainer_image
+
+    image = build_trainer_image()
+    home = tmp_path / "home"
+    dagster_home = home / "dagster"
+    dagster_home.mkdir(parents=True)
+    settings = Settings(home=home)
+    settings.ensure_dirs()
+    model = build_tiny_model(settings.models_dir / "tiny")
+    d = syn.demo_inputs()
+    built = ds.build_sft(d["segments"], d["trajectories"])
+    Lake(settings).write("sft_dataset", built.rows, schema=ds.SFT_SCHEMA)
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BASHGYM_")}
+    env.update({"BASHGYM_HOME": str(home), "DAGSTER_HOME": str(dagster_home), "BASHGYM_GPU_EXECUTOR": "docker",
+                "BASHGYM_BASE_MODEL": str(model), "BASHGYM_DOCKER_GPUS": "none"})
+    run_config = {"ops": {"sft_adapter": {"config": {"max_steps": 2, "batch_size": 2, "max_length": 256,
+                                                     "run_name": "docker-smoke"}}}}
+    client = docker.from_env()
+    try:
+        done = subprocess.run(
+            [str(VENV_BIN / "dagster"), "asset", "materialize", "-m", "bashgym_assets.gpu_definitions",
+             "--select", "base_model,sft_adapter", "--config-json", json.dumps(run_config)],
+            env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-4000:]
+        containers = [c for c in client.containers.list(all=True, filters={
+            "label": f"{STEP_CONTAINER_LABEL}={STEP_CONTAINER_KIND}"})
+            if f"DAGSTER_HOME={dagster_home}" in c.attrs["Config"]["Env"]]
+        steps = sorted(e.split("=", 1)[1] for c in containers for e in c.attrs["Config"]["Env"]
+                       if e.startswith("DAGSTER_RUN_STEP_KEY="))
+        assert steps == ["base_model", "sft_adapter"]  # every step in its own container ...
+        assert all(c.attrs["Config"]["Image"] == image and c.attrs["State"]["ExitCode"] == 0 for c in containers)
+        assert "Launching step in Docker container" in done.stderr
+        adapter = home / "artifacts" / "adapters" / "docker-smoke"
+        assert sorted(p.name for p in adapter.iterdir()) == ["adapter_config.json", "adapter_model.safetensors"]
+        # ... and reported its materialization, with the MLflow registration, to the shared instance
+        import dagster as dg
+
+        with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+            mat = instance.get_latest_materialization_event(dg.AssetKey("sft_adapter")).asset_materialization
+        assert mat.metadata["model_uri"].value == "models:/bashgym-sft-adapter/1"
+        assert mat.metadata["steps"].value == 2
+    finally:
+        for c in client.containers.list(all=True, filters={"label": f"{STEP_CONTAINER_LABEL}={STEP_CONTAINER_KIND}"}):
+            if f"DAGSTER_HOME={dagster_home}" in c.attrs["Config"]["Env"]:
+                c.remove(force=True)
