@@ -214,3 +214,9 @@ def test_session_start_waits_for_the_container_to_be_ready(sandbox_image):
         with Sandbox(spec(sandbox_image)) as b:
             assert b.session().run("ls -a ~ | grep -c bashrc; test -d /run/bashgym/session && echo ok").stdout \
                 == "1\nok\n"
+
+
+def test_missing_workdir_is_a_clear_error(sandbox_image):
+    with Sandbox(spec(sandbox_image, workdir="/no/such/dir")) as b, \
+            pytest.raises(SandboxError, match="did not start as operator in /no/such/dir.*no such file"):
+        b.session()

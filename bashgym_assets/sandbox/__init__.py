@@ -1,6 +1,32 @@
 """The Docker sandbox: disposable, contained containers with a persistent operator shell and exact exit codes.
 
-No Dagster here: the gate, rollouts and evaluation call this module directly.
+No Dagster here: the gate, rollouts and evaluation call this module directly. Typical use::
+
+    spec = SandboxSpec(files={"/home/operator/notes.txt": "..."}, setup=["useradd alice"], user="operator",
+                       command_timeout_s=30, episode_timeout_s=300, labels={"bashgym.scenario": sid})
+    with Sandbox(spec) as box:                # container created and started, files written (not setup)
+        if not box.setup().ok: ...            # spec.setup as root, in order, stops at the first failure
+        shell = box.session()                 # one persistent bash as spec.user in spec.workdir
+        r = shell.run("cd /tmp && ls")        # CommandResult: stdout, stderr, exit_code, timed_out, ...
+        if shell.exited: ...                  # the operator typed `exit` (r.terminated) or the shell died
+        verdict = box.run_check(check_script) # root, after killing the operator's processes; exit 0 = passed
+    # the container is gone here, whatever happened inside the block
+
+Semantics worth knowing:
+
+* ``run`` never raises for what a command does; it raises ``SessionEnded`` when called after the shell ended and
+  ``ValueError`` for a command with a NUL byte. ``exit_code`` is None only when there is none (timed out, or the
+  shell was killed by a signal).
+* A timeout interrupts like Ctrl-C, then SIGKILLs what the command started; state and earlier background jobs
+  survive. The episode cap (``episode_timeout_s`` from the first ``session()``) ends the session.
+* Output is capped per stream (``output_limit_bytes``): head and tail are kept with a ``[... N bytes of output
+  cut ...]`` line between them, and ``*_truncated_bytes`` says how much was cut.
+* Files under /home/operator belong to the operator (folders included); elsewhere to root. Files starting with
+  ``#!`` are executable.
+* ``run_check`` ends the operator's turn: the session is marked exited afterwards.
+* ``SandboxPool(n).map(fn, items)`` keeps input order, runs every item, and raises ``PoolError`` (with the
+  per-item exceptions and the other results) if any raised; ``map_outcomes`` never raises for an item.
+* ``reap_leftovers()`` removes containers whose owning process is gone (crashed or killed runs).
 """
 
 from bashgym_assets.sandbox.models import SCENARIO_CAPABILITIES, CommandResult, SandboxSpec, SetupResult

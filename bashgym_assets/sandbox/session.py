@@ -161,7 +161,10 @@ class SandboxSession:
         res = self._exchange(nonce, time.monotonic() + 30.0)
         if res is None or self.exited:
             self._detach()
-            raise SandboxError("the operator shell did not start")
+            said = (bytes(self._out.buf.head) + bytes(self._out.pending) + bytes(self._err.buf.head)
+                    + bytes(self._err.pending)).decode(errors="replace").strip()[-500:]
+            raise SandboxError(f"the operator shell did not start as {spec.user} in {spec.workdir or home}: "
+                               f"{said or 'no output'}")
         stdout = bytes(self._out.buf.head)
         line = next((ln for ln in stdout.decode(errors="replace").splitlines() if ln.startswith("BASHGYM ")), "")
         fields = line.split()
