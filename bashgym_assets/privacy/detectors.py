@@ -44,6 +44,16 @@ class SecretPattern:
     validator: Callable[[str, str, int], bool] | None = None
     priority: int = 0
     tags: frozenset[str] = field(default_factory=frozenset)
+    #: literal strings one of which every match contains: a C-speed ``in`` test skips the regex on most texts
+    triggers: tuple[str, ...] = ()
+    #: the triggers are lowercase and tested against the lowercased text
+    ci_triggers: bool = False
+
+    def triggered(self, text: str, lower: str) -> bool:
+        if not self.triggers:
+            return True
+        hay = lower if self.ci_triggers else text
+        return any(t in hay for t in self.triggers)
 
     def find(self, text: str) -> Iterator[Finding]:
         for m in self.pattern.finditer(text):
@@ -123,6 +133,8 @@ def _jwt_ok(value: str, text: str, start: int) -> bool:
     return value.count(".") == 2
 
 
+_KEYWORD_TRIGGERS = ("secret", "token", "pass", "pwd", "key", "credential", "dsn")
+
 # The secret-looking part of a name; what precedes it (``DB_``, ``stripe.``) does not matter, only the value is
 # replaced, and starting at the keyword keeps the scan linear (a leading ``\w*`` would backtrack on every word).
 _SECRET_NAME = (
@@ -133,75 +145,75 @@ _SECRET_NAME = (
 SECRET_PATTERNS: list[SecretPattern] = [
     SecretPattern("private_key_block", "PRIVATE_KEY", re.compile(
         r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END \1PRIVATE KEY(?: BLOCK)?-----|\Z)",
-        re.DOTALL), priority=100),
+        re.DOTALL), priority=100, triggers=("PRIVATE KEY",)),
     SecretPattern("anthropic_key", "ANTHROPIC_KEY", re.compile(r"\bsk-ant-[A-Za-z0-9]{2,10}-[A-Za-z0-9_\-]{32,}"),
-                  priority=90),
+                  priority=90, triggers=("sk-ant-",)),
     SecretPattern("openai_key", "OPENAI_KEY", re.compile(
         r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}(?:T3BlbkFJ[A-Za-z0-9_\-]{20,})?"),
-        validator=lambda v, t, s: not v.startswith("sk-ant-") and sum(c.isdigit() for c in v) >= 2, priority=80),
+        validator=lambda v, t, s: not v.startswith("sk-ant-") and sum(c.isdigit() for c in v) >= 2, priority=80, triggers=("sk-",)),
     SecretPattern("aws_access_key_id", "AWS_ACCESS_KEY", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|AROA|AIDA)[0-9A-Z]{16}\b"),
-                  priority=90),
+                  priority=90, triggers=("AKIA", "ASIA", "ABIA", "ACCA", "AROA", "AIDA")),
     SecretPattern("aws_secret_access_key", "AWS_SECRET_KEY", re.compile(
         r"(?i)aws_?secret_?(?:access_?)?key(?:_id)?\\?[\"']?\s*[:=]\s*\\?[\"']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"),
-        group=1, priority=90),
-    SecretPattern("gcp_api_key", "GCP_API_KEY", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), priority=90),
-    SecretPattern("gcp_oauth_token", "GCP_TOKEN", re.compile(r"\bya29\.[0-9A-Za-z_\-]{20,}"), priority=90),
+        group=1, priority=90, triggers=("secret",), ci_triggers=True),
+    SecretPattern("gcp_api_key", "GCP_API_KEY", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), priority=90, triggers=("AIza",)),
+    SecretPattern("gcp_oauth_token", "GCP_TOKEN", re.compile(r"\bya29\.[0-9A-Za-z_\-]{20,}"), priority=90, triggers=("ya29.",)),
     SecretPattern("gcp_oauth_client_secret", "GCP_CLIENT_SECRET", re.compile(r"\bGOCSPX-[A-Za-z0-9_\-]{24,}"),
-                  priority=90),
+                  priority=90, triggers=("GOCSPX-",)),
     SecretPattern("azure_storage_key", "AZURE_KEY", re.compile(
-        r"(?i)(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{40,}={0,2})"), group=1, priority=90),
+        r"(?i)(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{40,}={0,2})"), group=1, priority=90, triggers=("key=",), ci_triggers=True),
     SecretPattern("azure_sas_signature", "AZURE_KEY", re.compile(r"[?&]sig=([A-Za-z0-9%+/]{30,}={0,2})"), group=1,
-                  priority=90),
+                  priority=90, triggers=("sig=",)),
     SecretPattern("azure_client_secret", "AZURE_KEY", re.compile(r"\b[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}"),
-                  priority=90),
-    SecretPattern("github_token", "GITHUB_TOKEN", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b"), priority=90),
+                  priority=90, triggers=("Q~",)),
+    SecretPattern("github_token", "GITHUB_TOKEN", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b"), priority=90, triggers=("gh",)),
     SecretPattern("github_fine_grained_pat", "GITHUB_TOKEN", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b"),
-                  priority=90),
+                  priority=90, triggers=("github_pat_",)),
     SecretPattern("gitlab_token", "GITLAB_TOKEN", re.compile(
-        r"\bgl(?:pat|dt|ptt|rt|soat|cbt|imt|ft|agent)-[A-Za-z0-9_\-]{20,}"), priority=90),
-    SecretPattern("slack_token", "SLACK_TOKEN", re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}"), priority=90),
+        r"\bgl(?:pat|dt|ptt|rt|soat|cbt|imt|ft|agent)-[A-Za-z0-9_\-]{20,}"), priority=90, triggers=("gl",)),
+    SecretPattern("slack_token", "SLACK_TOKEN", re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}"), priority=90, triggers=("xox",)),
     SecretPattern("slack_webhook", "SLACK_WEBHOOK", re.compile(
-        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}"), priority=95),
+        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}"), priority=95, triggers=("hooks.slack.com",)),
     SecretPattern("stripe_key", "STRIPE_KEY", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),
-                  priority=90),
-    SecretPattern("stripe_webhook_secret", "STRIPE_KEY", re.compile(r"\bwhsec_[A-Za-z0-9]{24,}"), priority=90),
-    SecretPattern("huggingface_token", "HF_TOKEN", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), priority=90),
-    SecretPattern("npm_token", "NPM_TOKEN", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), priority=90),
-    SecretPattern("pypi_token", "PYPI_TOKEN", re.compile(r"\bpypi-AgE[A-Za-z0-9_\-]{50,}"), priority=90),
+                  priority=90, triggers=("_live_", "_test_")),
+    SecretPattern("stripe_webhook_secret", "STRIPE_KEY", re.compile(r"\bwhsec_[A-Za-z0-9]{24,}"), priority=90, triggers=("whsec_",)),
+    SecretPattern("huggingface_token", "HF_TOKEN", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), priority=90, triggers=("hf_",)),
+    SecretPattern("npm_token", "NPM_TOKEN", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), priority=90, triggers=("npm_",)),
+    SecretPattern("pypi_token", "PYPI_TOKEN", re.compile(r"\bpypi-AgE[A-Za-z0-9_\-]{50,}"), priority=90, triggers=("pypi-",)),
     SecretPattern("sendgrid_key", "SENDGRID_KEY", re.compile(r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}\b"),
-                  priority=90),
-    SecretPattern("twilio_key", "TWILIO_KEY", re.compile(r"\b(?:SK|AC)[0-9a-f]{32}\b"), priority=85),
-    SecretPattern("digitalocean_token", "DIGITALOCEAN_TOKEN", re.compile(r"\bdo[por]_v1_[a-f0-9]{64}\b"), priority=90),
-    SecretPattern("shopify_token", "SHOPIFY_TOKEN", re.compile(r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}\b"), priority=90),
+                  priority=90, triggers=("SG.",)),
+    SecretPattern("twilio_key", "TWILIO_KEY", re.compile(r"\b(?:SK|AC)[0-9a-f]{32}\b"), priority=85, triggers=("SK", "AC")),
+    SecretPattern("digitalocean_token", "DIGITALOCEAN_TOKEN", re.compile(r"\bdo[por]_v1_[a-f0-9]{64}\b"), priority=90, triggers=("_v1_",)),
+    SecretPattern("shopify_token", "SHOPIFY_TOKEN", re.compile(r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}\b"), priority=90, triggers=("shp",)),
     SecretPattern("telegram_bot_token", "TELEGRAM_TOKEN", re.compile(r"\b\d{8,10}:AA[0-9A-Za-z_\-]{33}\b"),
-                  priority=90),
+                  priority=90, triggers=(":AA",)),
     SecretPattern("jwt", "JWT", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-                  validator=_jwt_ok, priority=85),
+                  validator=_jwt_ok, priority=85, triggers=("eyJ",)),
     SecretPattern("bearer_token", "TOKEN", re.compile(
         r"(?i)\b(?:authorization\\?[\"']?\s*[:=]\s*\\?[\"']?)?bearer\s+([A-Za-z0-9_\-.=+/]{20,})"), group=1,
         validator=lambda v, t, s: not PLACEHOLDER_RE.search(v) and not _HEX_ONLY.match(v) or len(v) >= 32,
-        priority=70),
+        priority=70, triggers=("bearer",), ci_triggers=True),
     # scheme://user:password@host -> only the password
     SecretPattern("password_in_url", "PASSWORD", re.compile(
         r"\b[a-zA-Z][a-zA-Z0-9+.\-]{1,20}://[^\s/:@\"'<>]{1,128}:([^\s/@\"'<>]{1,256})@[^\s/@\"'<>]"), group=1,
-        validator=lambda v, t, s: not PLACEHOLDER_RE.fullmatch(v) and not v.startswith("$"), priority=75),
+        validator=lambda v, t, s: not PLACEHOLDER_RE.fullmatch(v) and not v.startswith("$"), priority=75, triggers=("://",)),
     # ADO / JDBC / libpq keyword connection strings: Password=...; pwd=...
     SecretPattern("password_in_connection_string", "PASSWORD", re.compile(
         r"(?i)(?:^|[\s;\"'?&])(?:password|pwd|pass)=([^;&\s\"'<>]{3,})"), group=1,
-        validator=_is_literal_secret_value, priority=74),
+        validator=_is_literal_secret_value, priority=74, triggers=("pass", "pwd"), ci_triggers=True),
     # .env / shell: UPPER_SECRET_NAME=value (no spaces around '='), quoted or not
     SecretPattern("env_assignment", "SECRET", re.compile(
         _SECRET_NAME.replace("A-Za-z0-9_", "A-Z0-9_") +
         r"=(?:\\?[\"'])?([^\s\"'`;&|\\]{4,})"), group=1,
-        validator=lambda v, t, s: _is_literal_secret_value(v, t, s), priority=60),
+        validator=lambda v, t, s: _is_literal_secret_value(v, t, s), priority=60, triggers=("SECRET", "TOKEN", "PASS", "PWD", "KEY", "CREDENTIAL", "DSN")),
     # code / JSON / YAML with a quoted literal: api_key = "value", "password": "value", token: 'value'
     SecretPattern("quoted_assignment", "SECRET", re.compile(
         r"(?i)" + _SECRET_NAME + r"\\?[\"']?\s*(?::=|=>|[:=])\s*\\?[\"']([^\"'\s\\]{4,})\\?[\"']"),
-        group=1, validator=_is_literal_secret_value, priority=59),
+        group=1, validator=_is_literal_secret_value, priority=59, triggers=_KEYWORD_TRIGGERS, ci_triggers=True),
     # YAML / headers with an unquoted value: password: hunter2!, X-Api-Key: abc123...
     SecretPattern("unquoted_assignment", "SECRET", re.compile(
         r"(?i)" + _SECRET_NAME.replace("_", "_-") + r"\s*:\s+([^\s\"'`,;()\[\]{}<>\\]{4,})(?=$|[\s,;\\])",
-        re.MULTILINE), group=1, validator=_is_unquoted_code_value, priority=58),
+        re.MULTILINE), group=1, validator=_is_unquoted_code_value, priority=58, triggers=_KEYWORD_TRIGGERS, ci_triggers=True),
     SecretPattern("high_entropy_token", "TOKEN", re.compile(
         r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{24,512}={0,2}(?![A-Za-z0-9+/_\-])"),
         validator=_high_entropy_ok, priority=10),

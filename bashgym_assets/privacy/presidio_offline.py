@@ -59,6 +59,10 @@ class PresidioGroup:
     name: str
     prefilter: re.Pattern[str]
     recognizers: list[Any]
+    margin: int = 64  # context kept around a hit (an IBAN written in groups runs ~40 chars past its first 8)
+    min_digits: int = 0  # a hit with fewer digits cannot be one of these entities
+    #: ``plausible(text, start, end)``: the same rule the post-filter applies, so skipping a hit loses nothing
+    plausible: Any = None
 
 
 def _r(cls_path: str, **kwargs: Any) -> Any:
@@ -70,6 +74,23 @@ def _r(cls_path: str, **kwargs: Any) -> Any:
 _PR = "presidio_analyzer.predefined_recognizers"
 
 
+_DATE_SHAPE = re.compile(r"^\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|^\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}$")
+
+
+def phone_plausible(text: str, start: int, end: int) -> bool:
+    """Could ``text[start:end]`` be (part of) a phone number we keep? Dates, versions, dotted quads and digits
+    glued to an identifier, path, hash or time are not. Shared by the pre-filter and the post-filter."""
+    value = text[start:end].strip()
+    if not value or _DATE_SHAPE.match(value) or value.count(".") >= 3:
+        return False
+    before = text[start - 1:start] if start else ""
+    after = text[end:end + 2]
+    if before and (before.isalnum() or before in "._/=#:-\\"):
+        return False
+    nxt = after[:1]
+    return not nxt or not (nxt.isalpha() or nxt in "_/" or (nxt in ".:-" and after[1:2].isdigit()))
+
+
 @functools.cache
 def presidio_groups() -> tuple[PresidioGroup, ...]:
     """The presidio recognizers we use, grouped by pre-filter. Built once (recognizer construction is slow)."""
@@ -77,7 +98,12 @@ def presidio_groups() -> tuple[PresidioGroup, ...]:
     I = re.IGNORECASE  # noqa: E741 - presidio compiles its patterns case-insensitively too
     return (
         PresidioGroup("email", re.compile(r"@[\w-]+\.\w"), [_r(f"{_PR}.EmailRecognizer")]),
-        PresidioGroup("phone", re.compile(r"\d(?:[\s().\-/+]{0,3}\d){6,}"), [_r(f"{_PR}.PhoneRecognizer")]),
+        # Phone numbers we keep (see redactor.accept_presidio) are written with separators, a leading '+', or
+        # after a word like "phone"; bare digit runs in code are ids and sizes and are not sent to phonenumbers.
+        PresidioGroup("phone", re.compile(
+            r"(?:\+\d{1,3}[\s.\-]?)?\(?\d{1,4}\)?(?:[\s.\-/]{1,2}\(?\d{1,5}\)?){1,5}|\+\d{7,15}"
+            r"|(?:phone|tel|mobile|cell|call|sms|fax|whatsapp)\W{0,3}\d{7,}", I),
+            [_r(f"{_PR}.PhoneRecognizer")], margin=16, min_digits=7, plausible=phone_plausible),
         PresidioGroup("credit_card", re.compile(r"\d(?:[ -]?\d){12,18}"), [_r(f"{_PR}.CreditCardRecognizer")]),
         PresidioGroup("iban", re.compile(r"\b[A-Z]{2}\d{2}[ ]?[A-Z0-9]{4}", I), [_r(f"{_PR}.IbanRecognizer")]),
         PresidioGroup("ip", re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|[0-9a-f]{0,4}:[0-9a-f]{0,4}:[0-9a-f]", I),
@@ -88,9 +114,12 @@ def presidio_groups() -> tuple[PresidioGroup, ...]:
                       [_r(f"{_PR}.MacAddressRecognizer")]),
         PresidioGroup(
             "national_id",
+            # every alternative starts with a digit (letters are checked by look-behind) so the scan is fast
             re.compile(
-                r"\d{3}[- .]\d{2}[- .]\d{4}|\d{3}[- ]?\d{3}[- ]?\d{4}|\b[A-Z]{2}\s?\d{2}\s?\d{2}\s?\d{2}\s?[A-D]\b"
-                r"|\b\d{8}-?[A-Z]\b|\b[A-Z]{6}\d{2}[A-Z]\d{2}[A-Z]\d{3}[A-Z]\b|\b[A-Z]{5}\d{4}[A-Z]\b", I),
+                r"\d{3}[- .]?\d{2,3}[- .]?\d{4}|\d{8}-?[A-Z]\b"
+                r"|\d(?:(?<=[A-Z]{2}\d)|(?<=[A-Z]{2}\s\d))\d\s?\d{2}\s?\d{2}\s?[A-D]\b"  # UK NINO
+                r"|\d(?<=[A-Z]{5}\d)\d{3}[A-Z]"  # IN PAN
+                r"|\d(?<=[A-Z]{6}\d)\d[A-Z]\d{2}[A-Z]\d{3}[A-Z]", I),  # IT fiscal code
             [_r(f"{_PR}.UsSsnRecognizer"), _r(f"{_PR}.UsItinRecognizer"), _r(f"{_PR}.NhsRecognizer"),
              _r(f"{_PR}.UkNinoRecognizer"), _r(f"{_PR}.EsNifRecognizer"), _r(f"{_PR}.ItFiscalCodeRecognizer"),
              _r(f"{_PR}.InPanRecognizer")]),

@@ -34,7 +34,12 @@ from bashgym_assets.privacy.detectors import (
     username_patterns,
     usernames_in,
 )
-from bashgym_assets.privacy.presidio_offline import baseline_analyzer, ner_recognizer, presidio_groups
+from bashgym_assets.privacy.presidio_offline import (
+    baseline_analyzer,
+    ner_recognizer,
+    phone_plausible,
+    presidio_groups,
+)
 from bashgym_assets.sessions import Session
 
 #: Placeholder label per entity type (``<EMAIL_1>`` rather than ``<EMAIL_ADDRESS_1>``).
@@ -103,10 +108,8 @@ def accept_presidio(entity: str, value: str, score: float, text: str, start: int
         return not (local == "git" or domain.lower().endswith(".invalid"))
     if entity == "PHONE_NUMBER":
         digits = re.sub(r"\D", "", value)
-        if re.match(r"^\d{4}[-/.]\d{2}[-/.]\d{2}", value) or re.match(r"^\d{2}[-/.]\d{2}[-/.]\d{4}$", value):
-            return False  # dates
-        if before[-1:] in (".", ":", "=", "v", "#", "x") or after[:1] in (".",) and after[1:2].isdigit():
-            return False  # part of a version, a time, an assignment of a number, a hex literal
+        if not phone_plausible(text, start, end):
+            return False  # a date, a version, digits glued to an identifier, path, hash or time
         if value.isdigit() and not re.search(r"(?i)(?:phone|tel|mobile|cell|call|sms|fax)\W{0,3}$", before):
             return False  # a bare digit run in code is an id, size or timestamp far more often than a phone
         return len(digits) >= 7
@@ -242,8 +245,10 @@ class Redactor:
                     found.append(Finding(entity=r.entity_type, start=s, end=e, text=text[s:e],
                                          detector=meta.get("recognizer_name", "presidio"), score=r.score))
         else:
+            lower = text.lower()
             for pat in self.patterns:
-                found.extend(pat.find(text))
+                if pat.triggered(text, lower):
+                    found.extend(pat.find(text))
             found.extend(self._presidio_windows(text))
         for pat in extra:
             if pat.name not in self.disabled:
@@ -271,7 +276,11 @@ class Redactor:
         for group in self.groups:
             windows: list[list[int]] = []
             for m in group.prefilter.finditer(text):
-                ws, we = _expand(text, m.start() - 64, m.end() + 64, n)
+                if group.min_digits and sum(map(str.isdigit, m.group())) < group.min_digits:
+                    continue
+                if group.plausible is not None and not group.plausible(text, m.start(), m.end()):
+                    continue
+                ws, we = _expand(text, m.start() - group.margin, m.end() + group.margin, n, cap=group.margin * 4)
                 if windows and ws <= windows[-1][1]:
                     windows[-1][1] = max(windows[-1][1], we)
                 else:
@@ -403,18 +412,17 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
+_NON_SPACE_TAIL = re.compile(r"\S*\Z")
+_NON_SPACE_HEAD = re.compile(r"\S*")
+
+
 def _expand(text: str, start: int, end: int, n: int, cap: int = 256) -> tuple[int, int]:
     """Widen a window to whitespace on both sides (so no token is cut in half), at most ``cap`` further."""
     start = max(0, start)
     end = min(n, end)
-    s = start
     lo = max(0, start - cap)
-    while s > lo and not text[s - 1].isspace():
-        s -= 1
-    e = end
-    hi = min(n, end + cap)
-    while e < hi and not text[e].isspace():
-        e += 1
+    s = lo + _NON_SPACE_TAIL.search(text, lo, start).start() - lo if start > lo else start
+    e = _NON_SPACE_HEAD.match(text, end, min(n, end + cap)).end() if end < n else end
     return s, e
 
 
