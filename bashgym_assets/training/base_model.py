@@ -144,8 +144,8 @@ def prepare_smollm2(settings: Settings | None = None, force: bool = False) -> Ba
 def describe(model_ref: str) -> BaseModelInfo:
     """Info about a resolved model reference, from its marker file or its config.json."""
     folder = Path(model_ref)
-    if (folder / MARKER).exists():
-        return BaseModelInfo.model_validate_json((folder / MARKER).read_text())
+    if (folder / MARKER).exists():  # the folder may have been moved with its data home: report where it is now
+        return BaseModelInfo.model_validate_json((folder / MARKER).read_text()).model_copy(update={"path": model_ref})
     arch = None
     if (folder / "config.json").exists():
         archs = json.loads((folder / "config.json").read_text()).get("architectures") or [None]
