@@ -220,3 +220,13 @@ def test_missing_workdir_is_a_clear_error(sandbox_image):
     with Sandbox(spec(sandbox_image, workdir="/no/such/dir")) as b, \
             pytest.raises(SandboxError, match="did not start as operator in /no/such/dir.*no such file"):
         b.session()
+
+
+def test_operator_can_run_scripts_it_writes_in_home_and_tmp(sandbox_image):
+    with Sandbox(spec(sandbox_image)) as b:
+        s = b.session()
+        for folder in ("~", "/tmp", "/var/tmp"):
+            r = s.run(f"printf '#!/bin/sh\\necho ran\\n' > {folder}/s.sh && chmod +x {folder}/s.sh && {folder}/s.sh")
+            assert r.stdout == "ran\n", (folder, r)
+        assert s.run("stat -c '%a %U' /run/bashgym /run/bashgym/session /run/lock").stdout == \
+            "755 root\n700 operator\n1777 root\n"

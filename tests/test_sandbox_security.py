@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
+import time
 from pathlib import Path
 
+import docker
 import pytest
 
 from bashgym_assets.sandbox import Sandbox, SandboxSpec
@@ -327,5 +329,12 @@ def test_root_killing_the_container_is_a_clear_sandbox_error(sandbox_image):
 
     with Sandbox(spec(sandbox_image, user="root")) as b:
         b.session().run("kill -9 -1")      # as root this reaches the container's main process
+        for _ in range(100):                # the container stops (and --rm removes it) shortly after
+            try:
+                if not b.inspect()["State"]["Running"]:
+                    break
+            except docker.errors.NotFound:
+                break
+            time.sleep(0.05)
         with pytest.raises(SandboxError, match="no longer running|gone or stopped"):
             b.run_check("true")

@@ -15,7 +15,6 @@ import atexit
 import io
 import os
 import secrets
-import shlex
 import socket
 import tarfile
 import threading
@@ -139,7 +138,7 @@ def _home_skeleton(image: str) -> list[tuple[tarfile.TarInfo, bytes]]:
 
 
 def _seed_tar(files: dict[str, str], home: str, uid: int, gid: int,
-              skeleton: list[tuple[tarfile.TarInfo, bytes]] = ()) -> bytes:
+              skeleton: list[tuple[tarfile.TarInfo, bytes]] = (), session_uid: int = OPERATOR_UID) -> bytes:
     """The home skeleton and the spec's files as one tar for extraction at ``/`` by root: under ``home`` owned by the user, elsewhere by root.
 
     No directory entries for folders outside ``home`` (that would reset an existing folder's owner and mode);
@@ -168,6 +167,14 @@ def _seed_tar(files: dict[str, str], home: str, uid: int, gid: int,
             info.mode = 0o755 if content.startswith("#!") else 0o644
             info.uid, info.gid = (uid, gid) if mine else (0, 0)
             tar.addfile(info, io.BytesIO(data))
+        # the harness's own folders on the /run tmpfs, and the ready marker last
+        for path, mode, owner in ((RUN_DIR, 0o755, 0), (SESSION_DIR, 0o700, session_uid), ("/run/lock", 0o1777, 0)):
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, mode, owner, 0, now
+            tar.addfile(info)
+        info = tarfile.TarInfo(READY_FILE.lstrip("/"))
+        info.mtime = now
+        tar.addfile(info, io.BytesIO(b""))
     return buf.getvalue()
 
 
@@ -221,12 +228,10 @@ class Sandbox:
         # Self-destruct: the container ends (and --rm removes it) once the whole budget is certainly spent.
         lifetime = int(spec.episode_timeout_s + spec.setup_timeout_s * (len(spec.setup) + 1) + 600)
         session_uid = 0 if spec.user == "root" else OPERATOR_UID
-        start_script = (
-            f"mkdir -p {SESSION_DIR} /run/lock && chmod 755 {RUN_DIR} && chmod 1777 /run/lock"
-            f" && chown {session_uid} {SESSION_DIR} && chmod 700 {SESSION_DIR}"
-            f" && {{ [ ! -e {SEED_TAR} ] || {{ tar -x -p -C / -f {SEED_TAR} && rm -rf {SEED_DIR}; }}; }}"
-            f" && touch {READY_FILE}; exec sleep {lifetime}"
-        )
+        # One tar (the seed) carries the home skeleton, the spec's files, /run/bashgym and, last, the ready marker:
+        # the start script is a single extraction, so the container is usable a few ms after start.
+        start_script = (f"[ ! -e {SEED_TAR} ] || {{ tar -x -p -C / -f {SEED_TAR}; rm -rf {SEED_DIR}; }}; "
+                        f"exec sleep {lifetime}")
         labels = {**spec.labels, LABEL_SANDBOX: "1", LABEL_OWNER: owner_label(),
                   LABEL_CREATED: str(int(time.time()))}
         # exec: Docker mounts --tmpfs noexec by default; operators must be able to run the scripts they write.
@@ -265,7 +270,7 @@ class Sandbox:
         self.container_id = created["Id"]
         with _LIVE_LOCK:
             _LIVE[id(self)] = self
-        seed = _seed_tar(spec.files, "/home/operator", OPERATOR_UID, OPERATOR_GID, skeleton)
+        seed = _seed_tar(spec.files, "/home/operator", OPERATOR_UID, OPERATOR_GID, skeleton, session_uid)
         if not spec.read_only_root:  # fast path: the seed goes in before start, the start script unpacks it
             folder = io.BytesIO()
             with tarfile.open(fileobj=folder, mode="w") as tar:
@@ -469,7 +474,3 @@ def reap_leftovers(label_filter: str | None = None) -> int:
         except (NotFound, APIError):
             pass
     return removed
-
-
-def shell_quote(value: str) -> str:
-    return shlex.quote(value)
