@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     rejected = [r for r in gate_par if not r.admitted]
     if rejected:
         lines += ["", "Rejected by the gate:", ""]
-        lines += [f"- `{r.scenario_id}`: {r.reason}: {r.detail[:200]}" for r in rejected]
+        lines += [f"- `{r.scenario_id}`: {r.reason}: {r.detail[:200]}".replace("\n", " / ") for r in rejected]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))

@@ -82,6 +82,8 @@ def test_litellm_teacher_end_to_end_scaffold_stripped(sandbox_image: str) -> Non
     # prose instead of a command, then the right work: verified and terminated, but not clean
     (["I will count the lines of the file now.", "wc -l < ~/data/words.txt > ~/count.txt", "exit"],
      "prose", True, True, False),
+    # an empty reply is not a command either
+    (["", "wc -l < ~/data/words.txt > ~/count.txt", "exit"], "prose", True, True, False),
     # a plausible wrong answer: the file name is included
     (["wc -l ~/data/words.txt > ~/count.txt", "exit"], "check_failed", False, True, True),
     # exits through the shell itself

@@ -80,6 +80,9 @@ def play(box: Any, bundle: ScenarioBundle, operator: Operator, limits: EpisodeLi
         if line.is_exit:
             episode.terminated, episode.end_reason = True, "exit"
             break
+        if not line.command:  # an empty line: the shell runs nothing and prints nothing
+            say("user", "")
+            continue
         if line.syntax_error:
             say("user", render_rejected_line(line.syntax_error))
             continue
