@@ -98,7 +98,7 @@ def test_whole_pack_passes_its_own_gate(sandbox_image: str) -> None:
     the reference makes it pass."""
     bundles, errors = load_pack(PACK_DIR)
     assert errors == []
-    results = gate_bundles(bundles, sandbox_image, max_parallel=2)
+    results = gate_bundles(bundles, sandbox_image, max_parallel=4)
     failed = [f"{r.scenario_id}: {r.reason}: {r.detail}" for r in results if not r.admitted]
     assert not failed, "\n".join(failed)
     assert {r.split for r in results} == {TRAIN, HELD_OUT}
