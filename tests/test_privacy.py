@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -33,10 +34,8 @@ def _all_text(session: Session) -> str:
     """Every text field, with JSON tool inputs both as stored and decoded, joined."""
     texts = _strings(session.model_dump(mode="json"))
     for step in session.steps:
-        try:
+        with contextlib.suppress(ValueError):
             texts += _strings(json.loads(step.input))
-        except ValueError:
-            pass
     return "\n\x00\n".join(texts)
 
 
