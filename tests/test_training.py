@@ -190,3 +190,19 @@ def test_mlflow_run_and_registered_version_load_back(tiny_model, tmp_path, setti
     model, tok = load_adapter(tiny_model, str(back))
     assert generate(model, tok, convs[1][:2], max_new_tokens=12).strip().startswith("ls -la dir")
     assert registry.png_markdown(png).startswith("![loss curve](data:image/png;base64,")
+
+
+def test_cli_inspect_prints_the_mask_report(tiny_model, tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bashgym_assets.training.__main__ import main
+    from bashgym_assets.training_data import build as ds
+
+    d = syn.demo_inputs()
+    rows = ds.build_sft(d["segments"], d["trajectories"]).rows
+    pq.write_table(pa.Table.from_pylist(rows, schema=ds.SFT_SCHEMA), tmp_path / "sft.parquet")
+    assert main(["sft", "--data", str(tmp_path / "sft.parquet"), "--base", tiny_model, "--inspect"]) == 0
+    out = capsys.readouterr().out
+    n_train = sum(r["split"] == "train" for r in rows)
+    assert f"| {n_train} |" in out and "[[exit<|im_end|>]]" in out

@@ -1,0 +1,228 @@
+"""Training throughput: packed + assistant-masked LoRA SFT vs the naive setup (one example per row, padded to
+max length), same model, same data, same run.
+
+Each setup runs in its own child process so its peak memory is its own (CPU: the process's peak resident memory
+sampled during the timed steps; GPU: torch's peak allocated), and the setups alternate over ``--rounds`` so that
+load from other processes on a shared machine hits both alike. Reported per setup: real (non-padding) tokens per
+second, trained (assistant) tokens per second, the fraction of computed positions that were padding, seconds per
+step and peak memory; then the ratio.
+
+CPU (default, offline SmolLM2-135M-Instruct):
+    .venv/bin/python benchmarks/bench_training.py --steps 6
+GPU (one command; bf16 + SDPA, or --attn flash_attention_2 when flash-attn is installed):
+    .venv/bin/python benchmarks/bench_training.py --device cuda --dtype bfloat16 --attn sdpa --steps 30 \
+        --batch-size 16 --max-length 1024 [--base Qwen/Qwen2.5-Coder-1.5B-Instruct]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+RESULTS = ROOT / "benchmarks" / "results" / "training.md"
+
+
+def synthetic_conversations(n: int, seed: int = 0) -> list[list[dict[str, str]]]:
+    """Trajectory-shaped conversations with a realistic spread of lengths (1-8 commands, short to long outputs)."""
+    from bashgym_assets.training_data.synthetic import trajectory_messages
+
+    rng = random.Random(seed)
+    words = ["file", "data", "log", "report", "error", "warning", "backup", "config", "user", "group", "cache", "build", "test", "output", "line", "total", "drwxr-xr-x", "operator", "root", "tmp", "home", "var", "etc", "usr", "share", "lib", "bin"]
+    convs = []
+    for i in range(n):
+        k = rng.choice([1, 1, 2, 2, 3, 4, 6, 8])
+        cmds, outs = [], []
+        for j in range(k):
+            cmds.append(f"{rng.choice(['ls -la', 'grep -rn', 'find . -name', 'wc -l', 'cat', 'sort -u'])} "
+                        f"{rng.choice(words)}{j}.txt")
+            outs.append("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 10)))
+                                  for _ in range(rng.choice([0, 1, 2, 4, 8, 16]))))
+        convs.append(trajectory_messages(f"Task {i}: tidy the {rng.choice(words)} folder and report.", cmds, outs))
+    return convs
+
+
+class RssSampler:
+    """Peak resident memory of this process while active (a thread reading /proc/self/statm every 5 ms)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak = 0
+        self._stop = threading.Event()
+        self._page = os.sysconf("SC_PAGE_SIZE")
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _rss(self) -> int:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * self._page
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, self._rss())
+
+    def __enter__(self) -> RssSampler:
+        self.peak = self._rss()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_child(args: argparse.Namespace) -> dict:
+    import torch
+
+    from bashgym_assets.training.base_model import resolve_base_model
+    from bashgym_assets.training.trainer import (
+        TrainConfig,
+        add_lora,
+        forward_loss,
+        load_base,
+        load_tokenizer,
+        make_batches,
+        tokenize_all,
+    )
+
+    torch.manual_seed(0)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    base = args.base or resolve_base_model()
+    cfg = TrainConfig(base_model=base, output_dir="/nonexistent", max_length=args.max_length,
+                      batch_size=args.batch_size, packing=args.mode == "packed", dtype=args.dtype,
+                      attn_implementation=args.attn, device=args.device, lora_dropout=0.0)
+    tok = load_tokenizer(base)
+    examples = [e for e in tokenize_all(tok, synthetic_conversations(args.examples), args.max_length) if e.n_trained]
+    model = add_lora(load_base(cfg), cfg)
+    model.train()
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    batches = make_batches(examples, cfg, tok.pad_token_id, 0)
+    real = trained = computed = 0
+    elapsed = 0.0
+    sampler = RssSampler()
+    sampler.__enter__()
+    for step in range(args.steps + 1):  # step 0 warms up and is not timed
+        b = batches[step % len(batches)]
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = forward_loss(model, b, device)
+        loss.backward()
+        opt.step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        if step == 0:
+            if device.startswith("cuda"):
+                torch.cuda.reset_peak_memory_stats()
+            continue
+        elapsed += time.perf_counter() - t0
+        real += b.real_tokens
+        trained += int((b.labels != -100).sum())
+        computed += b.padded_tokens
+    sampler.__exit__()
+    peak = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else sampler.peak / 2**20
+    return {"mode": args.mode, "steps": args.steps, "batches_per_epoch": len(batches), "examples": len(examples),
+            "real_tokens": real, "trained_tokens": trained, "computed_positions": computed,
+            "seconds": elapsed, "tokens_per_s": real / elapsed, "trained_tokens_per_s": trained / elapsed,
+            "padding_fraction": 1 - real / computed, "s_per_step": elapsed / args.steps, "peak_memory_mb": peak,
+            "epoch_tokens": sum(e.n_tokens for e in examples), "device": device, "base": base,
+            "torch": torch.__version__,
+            "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else None}
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--base", help="model folder or hub id (default: BASHGYM_BASE_MODEL or the offline SmolLM2)")
+    p.add_argument("--steps", type=int, default=6, help="timed optimizer steps per setup (after one warm-up)")
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--max-length", type=int, default=512)
+    p.add_argument("--examples", type=int, default=96)
+    p.add_argument("--device", default=None, help="cpu | cuda (default: cuda if available)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--attn", default="sdpa", help="sdpa | eager | flash_attention_2")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
+    p.add_argument("--rounds", type=int, default=2, help="alternate the setups this many times (shared machines)")
+    p.add_argument("--mode", choices=["packed", "padded"], help=argparse.SUPPRESS)
+    p.add_argument("--no-write", action="store_true", help="print only; do not append to results/training.md")
+    args = p.parse_args(argv)
+    if args.mode:
+        print("RESULT " + json.dumps(run_child(args)), flush=True)
+        return 0
+    runs: dict[str, list[dict]] = {"padded": [], "packed": []}
+    passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--no-write"]
+    load_before = os.getloadavg()[0]
+    for _ in range(args.rounds):
+        for mode in ("padded", "packed"):
+            done = subprocess.run([sys.executable, __file__, *passthrough, "--mode", mode], capture_output=True,
+                                  text=True)
+            line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+            if done.returncode != 0 or line is None:
+                print(done.stderr[-3000:], file=sys.stderr)
+                return 1
+            runs[mode].append(json.loads(line[7:]))
+    load_after = os.getloadavg()[0]
+    results = {}
+    for mode, rs in runs.items():
+        r = dict(rs[0])
+        for k in ("real_tokens", "trained_tokens", "computed_positions", "seconds", "steps"):
+            r[k] = sum(x[k] for x in rs)
+        r["tokens_per_s"] = r["real_tokens"] / r["seconds"]
+        r["trained_tokens_per_s"] = r["trained_tokens"] / r["seconds"]
+        r["padding_fraction"] = 1 - r["real_tokens"] / r["computed_positions"]
+        r["s_per_step"] = r["seconds"] / r["steps"]
+        r["peak_memory_mb"] = max(x["peak_memory_mb"] for x in rs)
+        results[mode] = r
+    pk, pd = results["packed"], results["padded"]
+    cmd = "python benchmarks/bench_training.py " + " ".join(passthrough)
+    rows = "\n".join(
+        f"| {r['mode']} | {r['tokens_per_s']:.0f} | {r['trained_tokens_per_s']:.1f} | "
+        f"{100 * r['padding_fraction']:.0f}% | {r['s_per_step']:.2f} | {r['peak_memory_mb']:.0f} | "
+        f"{r['epoch_tokens'] / r['tokens_per_s'] / 60:.1f} |" for r in (pd, pk))
+    device = pk["gpu"] or machine()
+    report = (
+        f"\n### {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {Path(pk['base']).name} on "
+        f"{pk['device']} ({args.dtype}, {args.attn}), batch {args.batch_size} x {args.max_length}\n\n"
+        f"Command: `{cmd}`  \nMachine: {device}; torch {pk['torch']}; {pk['examples']} synthetic "
+        f"trajectory-shaped conversations ({pk['epoch_tokens']} tokens), {args.rounds} rounds x {args.steps} "
+        f"timed steps per setup (after one warm-up step each), setups alternating, each in its own process; "
+        f"1-min load average {load_before:.1f} before, {load_after:.1f} after (a shared machine).\n\n"
+        "| setup | real tokens/s | trained tokens/s | padding | s/step | peak memory MiB | min per epoch |\n"
+        "|---|---|---|---|---|---|---|\n" + rows + "\n\n"
+        f"**Packed+masked vs padded-to-max: {pk['tokens_per_s'] / pd['tokens_per_s']:.2f}x real tokens/s, "
+        f"{pk['peak_memory_mb'] / pd['peak_memory_mb']:.2f}x peak memory.**\n")
+    print(report)
+    if not args.no_write:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        if not RESULTS.exists():
+            RESULTS.write_text("# Training throughput: packed + masked LoRA SFT vs naive padding\n\n"
+                               "Produced by `benchmarks/bench_training.py` (see its docstring).\n")
+        with RESULTS.open("a") as fh:
+            fh.write(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
