@@ -75,3 +75,22 @@ def test_schedule_is_defined_in_the_gpu_location():
     sched = defs.resolve_schedule_def("nightly_retraining")
     assert sched.cron_schedule == "0 2 * * *"
     assert sched.job_name == "nightly_training"
+
+
+def test_adapter_refuses_a_dataset_that_contains_heldout_scenarios(settings, tmp_path, monkeypatch):
+    """Cross-location runs are not blocked by the dataset's check, so the adapter asset re-verifies."""
+    monkeypatch.setenv("BASHGYM_BASE_MODEL", str(build_tiny_model(tmp_path / "tiny")))
+    resources = {"bashgym": BashgymHome(home=str(settings.home))}
+    lake = Lake(settings)
+    _write_upstream(lake)
+    with dg.instance_for_test() as instance:
+        assert dg.materialize([dd.sft_dataset], instance=instance, resources=resources).success
+        scen = [dict(s, split="heldout") if s["id"] == "lock-key" else s for s in syn.demo_inputs()["scenarios"]]
+        lake.write("gated_scenarios", scen)
+        result = dg.materialize([tr.sft_adapter], instance=instance, resources=resources, raise_on_error=False,
+                                run_config={"ops": {"sft_adapter": {"config": {"max_steps": 1}}}})
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "contains held-out scenarios" in str(failure.event_specific_data.error)
+    assert not (settings.home / "artifacts" / "adapters").exists() or not any(
+        (settings.home / "artifacts" / "adapters").iterdir())

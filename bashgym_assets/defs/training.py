@@ -18,7 +18,7 @@ from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.training import base_model as bm
 from bashgym_assets.training import registry
 from bashgym_assets.training.trainer import TrainConfig, train_dpo, train_sft
-from bashgym_assets.training_data.build import data_version
+from bashgym_assets.training_data.build import contamination_violations, data_version, heldout_from_rows
 
 SFT_DATASET = dg.AssetKey("sft_dataset")
 DPO_DATASET = dg.AssetKey("dpo_dataset")
@@ -67,6 +67,19 @@ def _dataset_lineage(context: dg.AssetExecutionContext, key: dg.AssetKey, table:
             "dataset_dagster_data_version": dagster_version or "unknown",
             "dataset_partitions": ",".join(repos) or "(no trace partitions)",
             "dataset_scenarios": str(scenarios)}
+
+
+def _assert_uncontaminated(lake: Any, name: str, rows: list[dict[str, Any]]) -> None:
+    """Re-run the contamination check here: a blocking check only stops downstream steps of the SAME run, and
+    these assets live in the other code location, so they never share a run with the dataset."""
+    try:
+        scenarios = lake.read("gated_scenarios").to_pylist()
+    except FileNotFoundError:
+        scenarios = []
+    bad = contamination_violations(rows, heldout_from_rows(scenarios))
+    if bad:
+        raise dg.Failure(f"{name} contains held-out scenarios ({len(bad)} rows, e.g. {bad[0]}): rebuild it first",
+                         metadata={"violations": dg.MetadataValue.int(len(bad))})
 
 
 def _run_name(kind: str, cfg: TrainRunConfig, dataset_version: str) -> str:
@@ -163,6 +176,7 @@ def sft_adapter(context: dg.AssetExecutionContext, config: TrainRunConfig, bashg
     lake = bashgym.lake()
     table = lake.read("sft_dataset")
     rows = table.to_pylist()
+    _assert_uncontaminated(lake, "sft_dataset", rows)
     train = [r["messages"] for r in rows if r["split"] == "train"]
     validation = [r["messages"] for r in rows if r["split"] == "validation"]
     if not train:
@@ -189,6 +203,7 @@ def dpo_adapter(context: dg.AssetExecutionContext, config: TrainRunConfig, bashg
     lake = bashgym.lake()
     table = lake.read("dpo_dataset")
     pairs = [r for r in table.to_pylist() if r["split"] == "train"]
+    _assert_uncontaminated(lake, "dpo_dataset", pairs)
     sft_mat = _latest_materialization(context.instance, sft_adapter.key)
     sft_dir = _meta_value(sft_mat, "adapter_dir")
     if not sft_dir or not Path(sft_dir).exists():
