@@ -28,7 +28,11 @@ PASSTHROUGH_ENV = ["BASHGYM_HOME", "BASHGYM_BASE_MODEL", "BASHGYM_GPU_EXECUTOR",
 
 
 def _nvidia_runtime() -> bool:
-    done = subprocess.run(["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True, text=True)
+    try:
+        done = subprocess.run(["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True, text=True,
+                              timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
     return done.returncode == 0 and "nvidia" in done.stdout
 
 
