@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     image = sandbox_image_tag()
     lines: list[str] = []
+    load_before = os.getloadavg()
 
     def say(text: str = "") -> None:
         print(text, flush=True)
@@ -196,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     say(f"Command: `.venv/bin/python {cmdline}`")
     say()
     say(f"Machine: {platform.node()}, {os.cpu_count()} cores ({cpu}), Linux {platform.release()}, Docker engine "
-        f"{engine}, image `{image}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.")
+        f"{engine}, image `{image}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. 1-minute load average "
+        f"{load_before[0]:.1f} at the start and {os.getloadavg()[0]:.1f} at the end (the machine is shared: absolute "
+        "times move with the load, the same-run ratios much less).")
     say()
     say("Baseline (same run, same image and containment flags): sekft's design, one `docker exec bash -c` per command "
         "with the working directory and exports replayed through files; the gate baseline does setup, checks and "

@@ -131,7 +131,10 @@ class ExecStream:
         """The exec's exit code once Docker has it (None if it is still running after ``wait_s``)."""
         deadline = time.monotonic() + wait_s
         while True:
-            info = self.api.exec_inspect(self.exec_id)
+            try:
+                info = self.api.exec_inspect(self.exec_id)
+            except docker.errors.APIError:   # the container (and its execs) are gone
+                return None
             if not info.get("Running") and info.get("ExitCode") is not None:
                 return int(info["ExitCode"])
             if time.monotonic() >= deadline:

@@ -29,6 +29,8 @@ import secrets
 import time
 from typing import TYPE_CHECKING
 
+import docker
+
 from bashgym_assets.sandbox._exec import CappedBuffer, ExecStream
 from bashgym_assets.sandbox.models import CommandResult
 from bashgym_assets.sandbox.sandbox import (
@@ -218,7 +220,10 @@ class SandboxSession:
         """Docker's word that the shell process has ended (its pipes may still be held by its children)."""
         deadline = time.monotonic() + wait_s
         while True:
-            if not self.box.api.exec_inspect(self._stream.exec_id).get("Running"):
+            try:
+                if not self.box.api.exec_inspect(self._stream.exec_id).get("Running"):
+                    return True
+            except docker.errors.APIError:   # the container is gone, and the shell with it
                 return True
             if time.monotonic() >= deadline:
                 return False
