@@ -230,3 +230,14 @@ def test_operator_can_run_scripts_it_writes_in_home_and_tmp(sandbox_image):
             assert r.stdout == "ran\n", (folder, r)
         assert s.run("stat -c '%a %U' /run/bashgym /run/bashgym/session /run/lock").stdout == \
             "755 root\n700 operator\n1777 root\n"
+
+
+def test_command_line_try_and_reap(sandbox_image, monkeypatch):
+    monkeypatch.setenv("BASHGYM_SANDBOX_IMAGE", sandbox_image)
+    done = subprocess.run([sys.executable, "-m", "bashgym_assets.sandbox", "try", "cd /tmp", "pwd", "exit 4"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "$ pwd\n/tmp\n[exit 0" in done.stdout and "[exit 4 terminated" in done.stdout
+    reaped = subprocess.run([sys.executable, "-m", "bashgym_assets.sandbox", "reap", "--label", "bashgym.none=x"],
+                            capture_output=True, text=True, timeout=120)
+    assert reaped.stdout.strip() == "removed 0 leftover sandbox container(s)"

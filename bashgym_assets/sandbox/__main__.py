@@ -1,0 +1,41 @@
+"""``python -m bashgym_assets.sandbox reap [--label KEY=VALUE]`` removes sandboxes left by crashed runs;
+``python -m bashgym_assets.sandbox try 'command' ...`` runs commands in a fresh sandbox and prints the results."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bashgym_assets.sandbox import Sandbox, SandboxSpec, reap_leftovers
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bashgym_assets.sandbox", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    reap = sub.add_parser("reap", help="remove sandbox containers whose owning process is gone")
+    reap.add_argument("--label", help="only containers that also carry this label (KEY or KEY=VALUE)")
+    trial = sub.add_parser("try", help="run commands, one per argument, in one fresh sandbox session")
+    trial.add_argument("commands", nargs="+")
+    trial.add_argument("--user", choices=["operator", "root"], default="operator")
+    trial.add_argument("--timeout", type=float, default=30.0)
+    args = parser.parse_args(argv)
+    if args.cmd == "reap":
+        print(f"removed {reap_leftovers(args.label)} leftover sandbox container(s)")
+        return 0
+    with Sandbox(SandboxSpec(user=args.user, command_timeout_s=args.timeout,
+                             labels={"bashgym.purpose": "try"})) as box:
+        shell = box.session()
+        for command in args.commands:
+            r = shell.run(command)
+            print(f"$ {command}\n{r.stdout}", end="" if r.stdout.endswith("\n") or not r.stdout else "\n")
+            if r.stderr:
+                print(r.stderr, end="" if r.stderr.endswith("\n") else "\n", file=sys.stderr)
+            print(f"[exit {r.exit_code}{' timed out' if r.timed_out else ''}{' terminated' if r.terminated else ''}"
+                  f" {r.duration_s * 1000:.1f} ms]")
+            if shell.exited:
+                break
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
