@@ -19,6 +19,11 @@ for the whole episode behind a single ``docker exec`` socket, and each command i
   re-synchronises with a fresh nonce: the session stays usable with its state.
 * ``exit`` (or ``exec``, or a failure under ``set -e``) ends the shell; an EXIT trap reports the status and the
   result says ``terminated``. A shell killed by a signal is reported with no exit code and not as a termination.
+
+Known limits (all confined to the operator's own episode): output a background job prints after a command's
+marker is reported with the next command, as a terminal would show it; under ``set -x`` the trace shows the command
+as ``+ eval -- '...'`` and one level deeper; and a command that deliberately reads the shell's own saved input
+descriptor (``cat <&10 &``) can swallow the commands sent after it, which then time out and end the session.
 """
 
 from __future__ import annotations
