@@ -22,8 +22,9 @@ for the whole episode behind a single ``docker exec`` socket, and each command i
 
 Known limits (all confined to the operator's own episode): output a background job prints after a command's
 marker is reported with the next command, as a terminal would show it; under ``set -x`` the trace shows the command
-as ``+ eval -- '...'`` and one level deeper; and a command that deliberately reads the shell's own saved input
-descriptor (``cat <&10 &``) can swallow the commands sent after it, which then time out and end the session.
+as ``+ eval -- '...'`` and one level deeper. Reading the shell's own saved input descriptor finds nothing to steal:
+the next line is only sent after the marker, children do not inherit that descriptor (``cat <&10 &`` reads
+nothing), and a builtin ``read <&10`` just waits for its timeout.
 """
 
 from __future__ import annotations
