@@ -83,6 +83,14 @@ def test_model_errors_are_failures_not_crashes() -> None:
     assert report.bundles == [] and report.failures[0].reason.startswith("model error")
 
 
+def test_unreachable_teacher_is_given_up_on() -> None:
+    with OpenAIServer(scripted([], then=Answer("down", status=503))) as server:
+        report = author_bundles(server.litellm_model, n=5, api_base=server.url, give_up_after=2)
+        assert len(server.requests) == 2
+    assert report.attempts == 2 and len(report.failures) == 5
+    assert [f.reason.split(":")[0] for f in report.failures] == ["model error"] * 2 + ["skipped"] * 3
+
+
 def test_near_duplicates_are_dropped_existing_wins() -> None:
     existing = parse_bundle(json.loads(bundle_json("files", "List the files of ~/in into ~/out.txt")))
     answers = [bundle_json("files", "List the files of ~/in into ~/out.txt please"),

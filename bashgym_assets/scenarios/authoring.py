@@ -168,14 +168,20 @@ def dedupe(bundles: Iterable[ScenarioBundle], existing: Iterable[ScenarioBundle]
 
 def author_bundles(model: str, n: int, api_base: str | None = None, seed: int = 0, max_attempts: int = 3,
                    existing: Iterable[ScenarioBundle] = (), temperature: float = 0.7, timeout_s: float = 120.0,
-                   axes: list[AuthoringAxes] | None = None) -> AuthoringReport:
+                   axes: list[AuthoringAxes] | None = None, give_up_after: int = 3) -> AuthoringReport:
     """Ask ``model`` for ``n`` bundles across the taxonomy (or for the given ``axes``); malformed replies are
-    retried with the validation error shown to the model."""
+    retried with the validation error shown to the model. After ``give_up_after`` requests in a row end in a
+    model error (server down, bad key) the rest are recorded as skipped instead of each waiting for its timeout."""
     source = f"teacher:{model}"
     authored: list[ScenarioBundle] = []
     failures: list[AuthoringFailure] = []
     attempts = 0
+    model_errors_in_a_row = 0
     for point in axes if axes is not None else sample_axes(n, seed):
+        if give_up_after and model_errors_in_a_row >= give_up_after:
+            failures.append(AuthoringFailure(axes=point, attempts=0, reason="skipped: the teacher failed "
+                                             f"{model_errors_in_a_row} requests in a row"))
+            continue
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request_prompt(point)}]
         reason, last, tries = "", "", 0
         while tries < max_attempts:
@@ -186,7 +192,9 @@ def author_bundles(model: str, n: int, api_base: str | None = None, seed: int = 
                                        max_tokens=2048, timeout_s=timeout_s)
             except LLMError as exc:
                 reason = f"model error: {exc}"
+                model_errors_in_a_row += 1
                 break
+            model_errors_in_a_row = 0
             try:
                 authored.append(bundle_from_reply(last, point, source))
                 reason = ""
