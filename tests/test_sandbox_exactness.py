@@ -270,3 +270,16 @@ def test_xtrace_shows_the_command_not_the_framing(fresh):
     assert "__bashgym" not in r.stderr and "\x1e" not in r.stderr
     s.run("set +x")
     assert s.run("echo quiet").stderr == ""
+
+
+def test_a_thief_of_the_shells_input_costs_one_command_only(fresh):
+    s = fresh.session()
+    # a background reader of the shell's input pipe, already waiting when the next command is sent
+    s.run("cat <&10 > /tmp/stolen 2>/dev/null & sleep 0.5")
+    swallowed = s.run("echo two", timeout_s=1)
+    assert swallowed.timed_out and not s.exited
+    assert s.run("echo three").stdout == "three\n"     # the clean-up killed the thief
+    assert "cat" not in s.run("jobs").stdout
+    r = s.run("read -r line <&10; echo got=$line", timeout_s=1)   # a builtin reading it just times out
+    assert r.timed_out and "got=" not in r.stdout
+    assert s.run("echo four").stdout == "four\n"

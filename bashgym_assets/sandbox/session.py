@@ -22,9 +22,9 @@ for the whole episode behind a single ``docker exec`` socket, and each command i
 
 Known limits (all confined to the operator's own episode): output a background job prints after a command's
 marker is reported with the next command, as a terminal would show it; under ``set -x`` the trace shows the command
-as ``+ eval -- '...'`` and one level deeper. Reading the shell's own saved input descriptor finds nothing to steal:
-the next line is only sent after the marker, children do not inherit that descriptor (``cat <&10 &`` reads
-nothing), and a builtin ``read <&10`` just waits for its timeout.
+as ``+ eval -- '...'`` and one level deeper. A process that reads the shell's own saved input descriptor
+(``cat <&10 &``) swallows the next command, which times out; the timeout's clean-up kills every process holding
+the shell's input, so the session recovers with the command after.
 """
 
 from __future__ import annotations
@@ -95,9 +95,9 @@ class _Scanner:
         self.pattern: re.Pattern[bytes] | None = None
         self.discard: re.Pattern[bytes] | None = None   # an abandoned command's marker, dropped if it shows up
 
-    def arm(self, pattern: re.Pattern[bytes], limit: int) -> None:
+    def arm(self, pattern: re.Pattern[bytes], limit: int, discard: re.Pattern[bytes] | None = None) -> None:
         self.buf = CappedBuffer(limit)
-        self.discard = self.pattern if self.found is None else None
+        self.discard = discard
         self.pattern, self.found = pattern, None
 
     def feed(self, data: bytes) -> None:
@@ -107,7 +107,6 @@ class _Scanner:
         self.pending += data
         if self.discard is not None and self.discard.search(bytes(self.pending)):
             self.pending[:] = self.discard.sub(b"", bytes(self.pending))
-            self.discard = None
         assert self.pattern is not None
         match = self.pattern.search(bytes(self.pending))
         if match:
@@ -183,11 +182,15 @@ class SandboxSession:
         self.preexisting_pids = {int(p) for p in fields[2:] if p.isdigit() and int(p) != self.shell_pid}
 
     # ---- the framing -------------------------------------------------------------------------------------
-    def _arm(self, nonce: str) -> None:
+    def _arm(self, nonce: str, abandoned: list[str] | None = None) -> None:
         n = re.escape(nonce.encode())
         limit = self.box.spec.output_limit_bytes
-        self._out.arm(re.compile(rb"\x1eBG:" + n + rb":(\d+)\x1e"), limit)
-        self._err.arm(re.compile(rb"\x1eBG:" + n + rb"\x1e"), limit)
+        discard = None
+        if abandoned:   # markers of lines given up on (a timed-out command, earlier sync lines) are not output
+            alts = b"|".join(re.escape(a.encode()) for a in abandoned)
+            discard = re.compile(rb"\x1eBG:(?:" + alts + rb")(?::\d+)?\x1e")
+        self._out.arm(re.compile(rb"\x1eBG:" + n + rb":(\d+)\x1e"), limit, discard)
+        self._err.arm(re.compile(rb"\x1eBG:" + n + rb"\x1e"), limit, discard)
         out_left, err_left = self._leftover
         self._leftover = (b"", b"")
         if out_left:
@@ -298,7 +301,7 @@ class SandboxSession:
             return self._finish(command, start, self.exit_code if self.terminated else None, timed_out=False,
                                 terminated=self.terminated)
         # Timed out: interrupt the command, keep the shell.
-        self._interrupt()
+        self._interrupt(nonce)
         result = self._finish(command, start, None, timed_out=True)
         if hit_episode_cap and not self.exited:
             self._end_episode()
@@ -320,8 +323,8 @@ class SandboxSession:
             result.stderr = XTRACE_RE.sub("", result.stderr)
         return result
 
-    def _interrupt(self) -> None:
-        """Ctrl-C semantics, then escalation; the framing is re-synchronised with a fresh nonce."""
+    def _interrupt(self, nonce: str) -> None:
+        """Ctrl-C semantics, then escalation; the framing is re-synchronised with fresh nonces."""
         box = self.box
         pid = self.shell_pid
         out_keep, err_keep = self._out.buf, self._err.buf
@@ -330,25 +333,31 @@ class SandboxSession:
         # 1) SIGINT to the shell's process group: the foreground command dies and the shell drops the rest of
         #    the line (an interactive bash does so even inside a builtin loop), as Ctrl-C does in a terminal.
         box._exec_root("interrupt", 'kill -INT -- "-$1" 2>/dev/null; exit 0', [str(pid)], 5.0)
-        # 2) Ask for a fresh marker: read at the prompt if the line was aborted, after it if not. Only this
-        #    nonce counts from now on; output until it still belongs to the timed-out command.
-        nonce = secrets.token_hex(16)
-        self._arm(nonce)
-        self._out.buf, self._err.buf = out_keep, err_keep
-        try:
-            self._stream.send(f"__bashgym_end 130 {nonce}\n".encode())
-        except OSError:
-            self._on_eof()
-            return
-        back = self._wait(time.monotonic() + 0.3) is not None
-        if self.exited:
-            return
-        # 3) SIGKILL whatever the command started and left (children that ignore SIGINT, orphans it spawned in the
-        #    background): every process that did not exist before the command, except the shell, and except
-        #    children of processes that did (earlier background jobs keep running, as after Ctrl-C).
-        box._exec_root("kill command", KILL_COMMAND_SCRIPT, [str(pid)], 10.0)
-        if back or self._wait(time.monotonic() + 3.0) is not None or self.exited:
-            return
+        # 2) Sync lines: each asks for a fresh marker, read at the prompt if the line was aborted, after it if not.
+        #    Markers of the abandoned line and of earlier sync lines are dropped; output until the sync marker
+        #    still belongs to the timed-out command. A second sync covers a line swallowed by a reading builtin.
+        abandoned = [nonce]
+        for attempt, wait_s in enumerate((0.3, 3.0, 2.0)):
+            sync = secrets.token_hex(16)
+            self._arm(sync, abandoned)
+            self._out.buf, self._err.buf = out_keep, err_keep
+            try:
+                self._stream.send(f"__bashgym_end 130 {sync}\n".encode())
+            except OSError:
+                self._on_eof()
+                return
+            back = self._wait(time.monotonic() + wait_s) is not None
+            if self.exited:
+                return
+            out_keep, err_keep = self._out.buf, self._err.buf
+            abandoned.append(sync)
+            if attempt == 0:
+                # 3) SIGKILL whatever the command started and left (children that ignore SIGINT, orphans it spawned
+                #    in the background): every process that did not exist before the command, except the shell and
+                #    children of processes that did (earlier background jobs keep running, as after Ctrl-C).
+                box._exec_root("kill command", KILL_COMMAND_SCRIPT, [str(pid)], 10.0)
+            if back:
+                return
         # 4) The shell itself does not come back (it ignores SIGINT inside a builtin loop): the session is over.
         self._end_episode()
 
@@ -394,6 +403,14 @@ for round in 1 2 3 4 5; do
     [ "$p" = "$shell" ] || [ "$p" = 1 ] && spared=1
     [ $spared = 1 ] && continue
     victims="$victims $p"
+  done
+  # anything else holding the shell's input pipe would swallow the commands sent next: it goes too
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = "$shell" ] || [ "$p" = "$$" ] && continue
+    for f in "$d"/fd/*; do
+      if [ "$f" -ef "/proc/$shell/fd/0" ]; then victims="$victims $p"; break; fi
+    done 2>/dev/null
   done
   [ -z "$victims" ] && exit 0
   kill -KILL $victims 2>/dev/null
