@@ -31,6 +31,7 @@ class Finding(BaseModel):
     text: str
     detector: str
     score: float = 1.0
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ class SecretPattern:
             value = text[start:end]
             if self.validator is not None and not self.validator(value, text, start):
                 continue
-            yield Finding(entity=self.entity, start=start, end=end, text=value, detector=self.name)
+            yield Finding(entity=self.entity, start=start, end=end, text=value, detector=self.name,
+                          priority=self.priority)
 
 
 def shannon_entropy(value: str) -> float:

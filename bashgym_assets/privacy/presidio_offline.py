@@ -63,6 +63,9 @@ class PresidioGroup:
     min_digits: int = 0  # a hit with fewer digits cannot be one of these entities
     #: ``plausible(text, start, end)``: the same rule the post-filter applies, so skipping a hit loses nothing
     plausible: Any = None
+    #: the window is the whitespace/quote-delimited token around the hit (URLs and e-mail addresses never
+    #: contain those): presidio's URL and e-mail regexes are slow, so they get as little text as possible
+    token_window: bool = False
 
 
 def _r(cls_path: str, **kwargs: Any) -> Any:
@@ -72,6 +75,46 @@ def _r(cls_path: str, **kwargs: Any) -> Any:
 
 
 _PR = "presidio_analyzer.predefined_recognizers"
+
+
+#: Hosts whose URLs are public infrastructure, not personal data: kept so traces still show what was fetched.
+PUBLIC_HOSTS = frozenset({
+    "example.com", "example.org", "example.net", "localhost", "github.com", "raw.githubusercontent.com",
+    "gitlab.com", "bitbucket.org", "pypi.org", "files.pythonhosted.org", "npmjs.com", "registry.npmjs.org",
+    "docs.python.org", "python.org", "www.python.org", "deb.debian.org", "security.debian.org", "crates.io",
+    "docs.rs", "pkg.go.dev", "proxy.golang.org", "huggingface.co", "stackoverflow.com", "developer.mozilla.org",
+    "docs.docker.com", "hub.docker.com", "registry-1.docker.io", "www.w3.org", "w3.org", "json-schema.org",
+    "en.wikipedia.org", "docs.github.com", "api.github.com", "readthedocs.io", "readthedocs.org",
+})
+def host_of(url: str) -> str:
+    m = re.match(r"(?i)^(?:[a-z][a-z0-9+.\-]*://)?(?:[^@/\s]*@)?([^/:?#\s]+)", url)
+    return (m.group(1) if m else "").lower().rstrip(".")
+
+
+def is_public_host(host: str) -> bool:
+    return host in PUBLIC_HOSTS or any(host.endswith("." + h) for h in PUBLIC_HOSTS)
+
+
+def standalone(text: str, start: int, end: int) -> bool:
+    """Not glued to letters or digits on either side."""
+    return not ((start > 0 and text[start - 1].isalnum()) or (end < len(text) and text[end].isalnum()))
+
+
+_URL_TAIL = re.compile(r"[^\s\"'<>()]*")
+
+
+def url_plausible(text: str, start: int, end: int) -> bool:
+    """A pre-filter hit on ``://`` or ``www.`` whose host is public infrastructure can only yield URLs that the
+    post-filter drops (same ``is_public_host`` rule), so no recognizer needs to see it."""
+    lo = start
+    while lo > 0 and (text[lo - 1].isalnum() or text[lo - 1] in "+.-"):
+        lo -= 1
+    candidate = text[lo:_URL_TAIL.match(text, start).end()]
+    return not is_public_host(host_of(candidate))
+
+
+def crypto_plausible(text: str, start: int, end: int) -> bool:
+    return standalone(text, start, end)
 
 
 _DATE_SHAPE = re.compile(r"^\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|^\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}$")
@@ -97,19 +140,21 @@ def presidio_groups() -> tuple[PresidioGroup, ...]:
     configure_tldextract_offline()
     I = re.IGNORECASE  # noqa: E741 - presidio compiles its patterns case-insensitively too
     return (
-        PresidioGroup("email", re.compile(r"@[\w-]+\.\w"), [_r(f"{_PR}.EmailRecognizer")]),
-        # Phone numbers we keep (see redactor.accept_presidio) are written with separators, a leading '+', or
-        # after a word like "phone"; bare digit runs in code are ids and sizes and are not sent to phonenumbers.
+        PresidioGroup("email", re.compile(r"@[\w-]+\.\w"), [_r(f"{_PR}.EmailRecognizer")], token_window=True),
+        # Phone numbers we keep (see redactor.accept_presidio) have 7+ digits written with separators, a leading
+        # '+', or after a word like "phone"; bare digit runs in code are ids and sizes and are not sent on.
         PresidioGroup("phone", re.compile(
             r"(?:\+\d{1,3}[\s.\-]?)?\(?\d{1,4}\)?(?:[\s.\-/]{1,2}\(?\d{1,5}\)?){1,5}|\+\d{7,15}"
             r"|(?:phone|tel|mobile|cell|call|sms|fax|whatsapp)\W{0,3}\d{7,}", I),
             [_r(f"{_PR}.PhoneRecognizer")], margin=16, min_digits=7, plausible=phone_plausible),
         PresidioGroup("credit_card", re.compile(r"\d(?:[ -]?\d){12,18}"), [_r(f"{_PR}.CreditCardRecognizer")]),
         PresidioGroup("iban", re.compile(r"\b[A-Z]{2}\d{2}[ ]?[A-Z0-9]{4}", I), [_r(f"{_PR}.IbanRecognizer")]),
-        PresidioGroup("ip", re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|[0-9a-f]{0,4}:[0-9a-f]{0,4}:[0-9a-f]", I),
+        PresidioGroup("ip", re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|(?::[0-9a-f]{0,4}){3,}", I),
                       [_r(f"{_PR}.IpRecognizer")]),
-        PresidioGroup("url", re.compile(r"://|\bwww\d{0,3}\.", I), [_r(f"{_PR}.UrlRecognizer")]),
-        PresidioGroup("crypto", re.compile(r"(?:bc1|[13])[a-zA-HJ-NP-Z0-9]{25,59}"), [_r(f"{_PR}.CryptoRecognizer")]),
+        PresidioGroup("url", re.compile(r"://|\bwww\d{0,3}\.", I), [_r(f"{_PR}.UrlRecognizer")],
+                      plausible=url_plausible, token_window=True),
+        PresidioGroup("crypto", re.compile(r"(?:bc1|[13])[a-zA-HJ-NP-Z0-9]{25,59}"), [_r(f"{_PR}.CryptoRecognizer")],
+                      plausible=crypto_plausible),
         PresidioGroup("mac", re.compile(r"[0-9a-f]{2}[:-][0-9a-f]{2}[:-][0-9a-f]{2}[:-]", I),
                       [_r(f"{_PR}.MacAddressRecognizer")]),
         PresidioGroup(
@@ -119,7 +164,9 @@ def presidio_groups() -> tuple[PresidioGroup, ...]:
                 r"\d{3}[- .]?\d{2,3}[- .]?\d{4}|\d{8}-?[A-Z]\b"
                 r"|\d(?:(?<=[A-Z]{2}\d)|(?<=[A-Z]{2}\s\d))\d\s?\d{2}\s?\d{2}\s?[A-D]\b"  # UK NINO
                 r"|\d(?<=[A-Z]{5}\d)\d{3}[A-Z]"  # IN PAN
-                r"|\d(?<=[A-Z]{6}\d)\d[A-Z]\d{2}[A-Z]\d{3}[A-Z]", I),  # IT fiscal code
+                # IT fiscal code, also with letters in digit places (omocodia); kept only when standalone
+                r"|(?<![A-Z0-9])[A-Z]{6}[0-9LMNPQRSTUV]{2}[A-Z][0-9LMNPQRSTUV]{2}[A-Z][0-9LMNPQRSTUV]{3}[A-Z](?![A-Z0-9])",
+                I),
             [_r(f"{_PR}.UsSsnRecognizer"), _r(f"{_PR}.UsItinRecognizer"), _r(f"{_PR}.NhsRecognizer"),
              _r(f"{_PR}.UkNinoRecognizer"), _r(f"{_PR}.EsNifRecognizer"), _r(f"{_PR}.ItFiscalCodeRecognizer"),
              _r(f"{_PR}.InPanRecognizer")]),

@@ -36,9 +36,12 @@ from bashgym_assets.privacy.detectors import (
 )
 from bashgym_assets.privacy.presidio_offline import (
     baseline_analyzer,
+    host_of,
+    is_public_host,
     ner_recognizer,
     phone_plausible,
     presidio_groups,
+    standalone,
 )
 from bashgym_assets.sessions import Session
 
@@ -55,26 +58,12 @@ MIN_SCORE = {"US_SSN": 0.5, "US_ITIN": 0.5, "PHONE_NUMBER": 0.4, "URL": 0.5, "UK
              "PERSON": 0.85, "LOCATION": 0.85}
 DEFAULT_MIN_SCORE = 0.3
 
-#: Hosts whose URLs are public infrastructure, not personal data: kept so traces still show what was fetched.
-PUBLIC_HOSTS = frozenset({
-    "example.com", "example.org", "example.net", "localhost", "github.com", "raw.githubusercontent.com",
-    "gitlab.com", "bitbucket.org", "pypi.org", "files.pythonhosted.org", "npmjs.com", "registry.npmjs.org",
-    "docs.python.org", "python.org", "www.python.org", "deb.debian.org", "security.debian.org", "crates.io",
-    "docs.rs", "pkg.go.dev", "proxy.golang.org", "huggingface.co", "stackoverflow.com", "developer.mozilla.org",
-    "docs.docker.com", "hub.docker.com", "registry-1.docker.io", "www.w3.org", "w3.org", "json-schema.org",
-    "en.wikipedia.org", "docs.github.com", "api.github.com", "readthedocs.io", "readthedocs.org",
-})
 _VERSION_BEFORE = re.compile(r"(?:[vV]|version[ :=]*|==|>=|<=|~=|!=|[A-Za-z]-|python|node|go)$")
 _TOKEN_RE = re.compile(r"\S+")
 
 
 def _label(entity: str) -> str:
     return LABELS.get(entity, entity)
-
-
-def _host_of(url: str) -> str:
-    m = re.match(r"(?i)^(?:[a-z][a-z0-9+.\-]*://)?(?:[^@/\s]*@)?([^/:?#\s]+)", url)
-    return (m.group(1) if m else "").lower().rstrip(".")
 
 
 def accept_presidio(entity: str, value: str, score: float, text: str, start: int, end: int) -> bool:
@@ -88,8 +77,7 @@ def accept_presidio(entity: str, value: str, score: float, text: str, start: int
             return False  # ``setup.py``, ``main.rs``, ``example.com`` in prose: file names and bare domains stay
         if value.lower().startswith("file://"):
             return False
-        host = _host_of(value)
-        return not (host in PUBLIC_HOSTS or any(host.endswith("." + h) for h in PUBLIC_HOSTS))
+        return not is_public_host(host_of(value))
     if entity == "IP_ADDRESS":
         if _VERSION_BEFORE.search(before) or re.match(r"^\.?\d", after) or re.match(r"^[A-Za-z]", after[:1]):
             return False
@@ -102,6 +90,8 @@ def accept_presidio(entity: str, value: str, score: float, text: str, start: int
         if ip.is_loopback or ip.is_unspecified or ip.is_link_local and ip.version == 6:
             return False
         return not (ip.version == 6 and value.count(":") < 3)
+    if entity in ("CRYPTO", "IT_FISCAL_CODE"):
+        return standalone(text, start, end)  # inside a longer token it is an identifier or a hash, not an id
     if entity == "EMAIL_ADDRESS":
         local, _, domain = value.partition("@")
         # git@github.com:owner/repo.git is an ssh remote, not a person
@@ -134,7 +124,7 @@ class PresidioPatternAdapter:
                 for pat in patterns:
                     for f in pat.find(text):
                         out.append(RecognizerResult(f.entity, f.start, f.end, 1.0,
-                                                    recognition_metadata={"detector": f.detector,
+                                                    recognition_metadata={"detector": f.detector, "priority": f.priority,
                                                                           "recognizer_name": "bashgym_secrets"}))
                 return out
 
@@ -142,9 +132,15 @@ class PresidioPatternAdapter:
         return _Secrets(supported_entities=entities, supported_language="en", name="bashgym_secrets")
 
 
+def presidio_priority(entity: str) -> int:
+    """Checksum-validated ids outrank generic secret shapes; URLs rank below specific keys inside them."""
+    return 40 if entity == "URL" else 80
+
+
 def resolve_overlaps(findings: Iterable[Finding]) -> list[Finding]:
-    """Non-overlapping spans: the earliest, longest span wins; a partial overlap is merged into it."""
-    ordered = sorted(findings, key=lambda f: (f.start, -(f.end - f.start)))
+    """Non-overlapping spans: the earliest, longest span wins (on a tie the more specific detector, so a Stripe key
+    is ``<STRIPE_KEY_1>`` rather than ``<SECRET_1>``); a partial overlap is merged into it."""
+    ordered = sorted(findings, key=lambda f: (f.start, -(f.end - f.start), -f.priority, f.entity))
     out: list[Finding] = []
     for f in ordered:
         if out and f.start < out[-1].end:
@@ -222,6 +218,21 @@ class Redactor:
         self.groups = [g for g in presidio_groups() if g.name not in self.disabled]
         self.ner = ner_recognizer() if use_installed_ner else None
         self._analyzer = None
+        # One regex over all literal triggers (and one over the lowercased text for case-insensitive ones): a
+        # field is scanned once to learn which detectors can match at all, instead of once per detector.
+        self._always = [p for p in self.patterns if not p.triggers]
+        self._by_trigger: dict[tuple[bool, str], list[SecretPattern]] = {}
+        for p in self.patterns:
+            for t in p.triggers:
+                self._by_trigger.setdefault((p.ci_triggers, t), []).append(p)
+        cs = sorted({t for ci, t in self._by_trigger if not ci}, key=len, reverse=True)
+        ci = sorted({t for c, t in self._by_trigger if c}, key=len, reverse=True)
+        self._cs_re = re.compile("|".join(map(re.escape, cs))) if cs else None
+        self._ci_re = re.compile("|".join(map(re.escape, ci))) if ci else None
+        # any presidio pre-filter hit at all (one scan) before the per-group scans
+        self._any_group = re.compile("|".join(
+            f"(?{'i' if g.prefilter.flags & re.IGNORECASE else ''}:{g.prefilter.pattern})"
+            for g in self.groups)) if self.groups else None
         if mode == "baseline":
             self._analyzer = baseline_analyzer([PresidioPatternAdapter.build(self.patterns)])
             self._entities = sorted({e for g in self.groups for r in g.recognizers for e in r.supported_entities}
@@ -238,18 +249,19 @@ class Redactor:
                 meta = r.recognition_metadata or {}
                 if meta.get("recognizer_name") == "bashgym_secrets":
                     found.append(Finding(entity=r.entity_type, start=r.start, end=r.end,
-                                         text=text[r.start:r.end], detector=meta.get("detector", "secret")))
+                                         text=text[r.start:r.end], detector=meta.get("detector", "secret"),
+                                         priority=meta.get("priority", 0)))
                     continue
                 s, e = _trim(text, r.start, r.end)
                 if accept_presidio(r.entity_type, text[s:e], r.score, text, s, e):
                     found.append(Finding(entity=r.entity_type, start=s, end=e, text=text[s:e],
-                                         detector=meta.get("recognizer_name", "presidio"), score=r.score))
+                                         detector=meta.get("recognizer_name", "presidio"), score=r.score,
+                                         priority=presidio_priority(r.entity_type)))
         else:
-            lower = text.lower()
-            for pat in self.patterns:
-                if pat.triggered(text, lower):
-                    found.extend(pat.find(text))
-            found.extend(self._presidio_windows(text))
+            for pat in self._candidate_patterns(text):
+                found.extend(pat.find(text))
+            if self._any_group is not None and self._any_group.search(text):
+                found.extend(self._presidio_windows(text))
         for pat in extra:
             if pat.name not in self.disabled:
                 found.extend(pat.find(text))
@@ -263,6 +275,17 @@ class Redactor:
             if holders:
                 found = [f for f in found if not any(s < f.end and f.start < e for s, e in holders)]
         return resolve_overlaps(found)
+
+    def _candidate_patterns(self, text: str) -> list[SecretPattern]:
+        """The detectors whose literal trigger occurs in ``text`` (plus those without one), in priority order."""
+        hit: dict[str, SecretPattern] = {p.name: p for p in self._always}
+        if self._cs_re is not None:
+            for t in set(self._cs_re.findall(text)):
+                hit.update((p.name, p) for p in self._by_trigger.get((False, t), ()))
+        if self._ci_re is not None:
+            for t in set(self._ci_re.findall(text.lower())):
+                hit.update((p.name, p) for p in self._by_trigger.get((True, t), ()))
+        return list(hit.values())
 
     def ner_artifacts(self, text: str) -> Any:
         from bashgym_assets.privacy.presidio_offline import nlp_engine
@@ -280,7 +303,10 @@ class Redactor:
                     continue
                 if group.plausible is not None and not group.plausible(text, m.start(), m.end()):
                     continue
-                ws, we = _expand(text, m.start() - group.margin, m.end() + group.margin, n, cap=group.margin * 4)
+                if group.token_window:
+                    ws, we = _token_span(text, m.start(), m.end(), n)
+                else:
+                    ws, we = _expand(text, m.start() - group.margin, m.end() + group.margin, n, cap=group.margin * 4)
                 if windows and ws <= windows[-1][1]:
                     windows[-1][1] = max(windows[-1][1], we)
                 else:
@@ -292,7 +318,8 @@ class Redactor:
                         s, e = _trim(text, r.start + ws, r.end + ws)
                         if accept_presidio(r.entity_type, text[s:e], r.score, text, s, e):
                             out.append(Finding(entity=r.entity_type, start=s, end=e, text=text[s:e],
-                                               detector=type(rec).__name__, score=r.score))
+                                               detector=type(rec).__name__, score=r.score,
+                                               priority=presidio_priority(r.entity_type)))
         return out
 
     # ---- replacement ----------------------------------------------------------------------------------
@@ -414,6 +441,18 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
 
 _NON_SPACE_TAIL = re.compile(r"\S*\Z")
 _NON_SPACE_HEAD = re.compile(r"\S*")
+
+
+_TOKEN_TAIL = re.compile(r"[^\s\"'<>()\[\]{}]*\Z")
+_TOKEN_HEAD = re.compile(r"[^\s\"'<>()\[\]{}]*")
+
+
+def _token_span(text: str, start: int, end: int, n: int, cap: int = 512) -> tuple[int, int]:
+    """The token around a hit, delimited by whitespace, quotes and brackets (at most ``cap`` further)."""
+    lo = max(0, start - cap)
+    s = _TOKEN_TAIL.search(text, lo, start).start() if start > lo else start
+    e = _TOKEN_HEAD.match(text, end, min(n, end + cap)).end() if end < n else end
+    return s, e
 
 
 def _expand(text: str, start: int, end: int, n: int, cap: int = 256) -> tuple[int, int]:
