@@ -332,9 +332,17 @@ class Sandbox:
         finally:
             stream.close()
         duration = time.monotonic() - start
-        if code == 126 and "OCI runtime exec failed" in bytes(out.head).decode(errors="replace"):
-            raise SandboxError(f"cannot run {command!r}: the container is no longer running (was its main "
-                               "process killed from inside?)")
+        said = bytes(out.head).decode(errors="replace")
+        if code == 126 and "OCI runtime exec failed" in said:
+            try:
+                running = self.api.inspect_container(cid)["State"]["Running"]
+            except (NotFound, APIError):
+                running = False
+            if not running:
+                raise SandboxError(f"cannot run {command!r}: the container is no longer running (was its main "
+                                   "process killed from inside?)")
+            raise SandboxError(f"cannot run {command!r}: the engine could not start it in the container "
+                               f"(pids limit reached?): {said.strip()[:300]}")
         timed_out = not ended or (code in (124, 137) and duration >= timeout_s * 0.98)
         return _result(command, out, err, None if timed_out else code, duration, timed_out)
 
