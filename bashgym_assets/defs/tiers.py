@@ -5,8 +5,6 @@ Thin on purpose: segmentation, scoring and tiers live in ``bashgym_assets.qualit
 ``no_secrets_left`` check on it passed.
 """
 
-from __future__ import annotations
-
 from collections import Counter
 
 import dagster as dg
