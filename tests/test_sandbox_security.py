@@ -68,6 +68,9 @@ def test_fork_bomb_is_capped_by_the_pids_limit(sandbox_image):
         assert r.timed_out or "Resource temporarily unavailable" in r.stderr or "retry" in r.stderr, r
         assert cgroup_value(b, "pids", "pids.current") <= 64
         assert cgroup_value(b, "pids", "pids.max") == 64
+        check = b.run_check("echo checked; ps -e -o pid= | wc -l")   # gets in, and the bomb is gone first
+        assert check.exit_code == 0 and check.stdout.startswith("checked\n")
+        assert int(check.stdout.split()[1]) < 12
         cid = b.container_id
     assert subprocess.run(["docker", "inspect", cid], capture_output=True).returncode != 0  # removed anyway
 

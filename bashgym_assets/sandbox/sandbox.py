@@ -316,24 +316,32 @@ class Sandbox:
 
     def _exec_root(self, command: str, script: str, args: list[str], timeout_s: float,
                    stdin_data: bytes | None = None, limit: int | None = None) -> CommandResult:
-        """Run ``script`` (bash, as root, with ``args``) and collect it within ``timeout_s`` (+ a grace)."""
+        """Run ``script`` (bash, as root, with ``args``) and collect it within ``timeout_s`` (+ a grace).
+
+        An exec the engine refuses to start while the container runs (its pids limit is full, e.g. after a fork
+        bomb) is retried for a while: the processes come and go, and the first root script that gets in kills them.
+        """
         cid = self._require_running()
-        start = time.monotonic()
-        try:
-            stream = ExecStream(self.api, cid, ["bash", "--norc", "--noprofile", "-c", f"{READY_WAIT}\n{script}",
-                                                "bashgym", *args],
-                                user="0", env=self._root_env(), workdir="/", stdin=stdin_data is not None)
-        except (NotFound, APIError) as exc:
-            raise SandboxError(f"cannot run {command!r}: the container is gone or stopped ({exc})") from exc
-        try:
-            out, err, ended = collect(stream, start + timeout_s + 5.0, limit or self.spec.output_limit_bytes,
-                                      stdin_data=stdin_data)
-            code = stream.exit_code() if ended else None
-        finally:
-            stream.close()
-        duration = time.monotonic() - start
-        said = bytes(out.head).decode(errors="replace")
-        if code == 126 and "OCI runtime exec failed" in said:
+        refused = ""
+        for _attempt in range(40):
+            start = time.monotonic()
+            try:
+                stream = ExecStream(self.api, cid, ["bash", "--norc", "--noprofile", "-c",
+                                                    f"{READY_WAIT}\n{script}", "bashgym", *args],
+                                    user="0", env=self._root_env(), workdir="/", stdin=stdin_data is not None)
+            except (NotFound, APIError) as exc:
+                raise SandboxError(f"cannot run {command!r}: the container is gone or stopped ({exc})") from exc
+            try:
+                out, err, ended = collect(stream, start + timeout_s + 5.0, limit or self.spec.output_limit_bytes,
+                                          stdin_data=stdin_data)
+                code = stream.exit_code() if ended else None
+            finally:
+                stream.close()
+            duration = time.monotonic() - start
+            said = bytes(out.head).decode(errors="replace")
+            if not (code == 126 and "OCI runtime exec failed" in said):
+                timed_out = not ended or (code in (124, 137) and duration >= timeout_s * 0.98)
+                return _result(command, out, err, None if timed_out else code, duration, timed_out)
             try:
                 running = self.api.inspect_container(cid)["State"]["Running"]
             except (NotFound, APIError):
@@ -341,10 +349,10 @@ class Sandbox:
             if not running:
                 raise SandboxError(f"cannot run {command!r}: the container is no longer running (was its main "
                                    "process killed from inside?)")
-            raise SandboxError(f"cannot run {command!r}: the engine could not start it in the container "
-                               f"(pids limit reached?): {said.strip()[:300]}")
-        timed_out = not ended or (code in (124, 137) and duration >= timeout_s * 0.98)
-        return _result(command, out, err, None if timed_out else code, duration, timed_out)
+            refused = said.strip()[:300]
+            time.sleep(0.05)
+        raise SandboxError(f"cannot run {command!r}: the engine could not start it in the container "
+                           f"(pids limit full?): {refused}")
 
     def run_as_root(self, command: str, timeout_s: float | None = None) -> CommandResult:
         """One command as root in a fresh ``bash -c`` (harness use: setup, inspection); stdin is empty."""
