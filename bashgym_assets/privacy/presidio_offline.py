@@ -63,9 +63,9 @@ class PresidioGroup:
     min_digits: int = 0  # a hit with fewer digits cannot be one of these entities
     #: ``plausible(text, start, end)``: the same rule the post-filter applies, so skipping a hit loses nothing
     plausible: Any = None
-    #: the window is the whitespace/quote-delimited token around the hit (URLs and e-mail addresses never
-    #: contain those): presidio's URL and e-mail regexes are slow, so they get as little text as possible
-    token_window: bool = False
+    #: ``span(text, start, end) -> (start, end)``: the exact stretch the recognizer could match around a hit,
+    #: used instead of a margin window (presidio's URL and e-mail regexes are slow per character of input)
+    span: Any = None
 
 
 def _r(cls_path: str, **kwargs: Any) -> Any:
@@ -103,14 +103,28 @@ def standalone(text: str, start: int, end: int) -> bool:
 _URL_TAIL = re.compile(r"[^\s\"'<>()]*")
 
 
+_SCHEME_BACK = re.compile(r"[A-Za-z0-9+.\-]{0,32}\Z")
+_EMAIL_LOCAL_BACK = re.compile(r"[\w.!#$%&'*+/=?^`{|}~\-]{0,256}\Z")
+_EMAIL_DOMAIN = re.compile(r"@[\w.\-]*")
+
+
+def url_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """From the scheme (or ``www``) to where presidio's URL pattern stops (whitespace, quotes, brackets)."""
+    lo = _SCHEME_BACK.search(text, max(0, start - 32), start).start()
+    return lo, _URL_TAIL.match(text, start).end()
+
+
+def email_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """The local part before the '@' and the domain after it: all presidio's e-mail pattern can cover."""
+    lo = _EMAIL_LOCAL_BACK.search(text, max(0, start - 256), start).start()
+    return lo, _EMAIL_DOMAIN.match(text, start).end()
+
+
 def url_plausible(text: str, start: int, end: int) -> bool:
     """A pre-filter hit on ``://`` or ``www.`` whose host is public infrastructure can only yield URLs that the
     post-filter drops (same ``is_public_host`` rule), so no recognizer needs to see it."""
-    lo = start
-    while lo > 0 and (text[lo - 1].isalnum() or text[lo - 1] in "+.-"):
-        lo -= 1
-    candidate = text[lo:_URL_TAIL.match(text, start).end()]
-    return not is_public_host(host_of(candidate))
+    lo, hi = url_span(text, start, end)
+    return not is_public_host(host_of(text[lo:hi]))
 
 
 def crypto_plausible(text: str, start: int, end: int) -> bool:
@@ -140,7 +154,7 @@ def presidio_groups() -> tuple[PresidioGroup, ...]:
     configure_tldextract_offline()
     I = re.IGNORECASE  # noqa: E741 - presidio compiles its patterns case-insensitively too
     return (
-        PresidioGroup("email", re.compile(r"@[\w-]+\.\w"), [_r(f"{_PR}.EmailRecognizer")], token_window=True),
+        PresidioGroup("email", re.compile(r"@[\w-]+\.\w"), [_r(f"{_PR}.EmailRecognizer")], span=email_span),
         # Phone numbers we keep (see redactor.accept_presidio) have 7+ digits written with separators, a leading
         # '+', or after a word like "phone"; bare digit runs in code are ids and sizes and are not sent on.
         PresidioGroup("phone", re.compile(
@@ -152,7 +166,7 @@ def presidio_groups() -> tuple[PresidioGroup, ...]:
         PresidioGroup("ip", re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|(?::[0-9a-f]{0,4}){3,}", I),
                       [_r(f"{_PR}.IpRecognizer")]),
         PresidioGroup("url", re.compile(r"://|\bwww\d{0,3}\.", I), [_r(f"{_PR}.UrlRecognizer")],
-                      plausible=url_plausible, token_window=True),
+                      plausible=url_plausible, span=url_span),
         PresidioGroup("crypto", re.compile(r"(?:bc1|[13])[a-zA-HJ-NP-Z0-9]{25,59}"), [_r(f"{_PR}.CryptoRecognizer")],
                       plausible=crypto_plausible),
         PresidioGroup("mac", re.compile(r"[0-9a-f]{2}[:-][0-9a-f]{2}[:-][0-9a-f]{2}[:-]", I),
