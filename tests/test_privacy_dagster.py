@@ -92,3 +92,33 @@ def test_secret_slipping_through_stops_downstream(instance, settings: Settings) 
     materialized = {e.asset_key for e in result.get_asset_materialization_events()}
     assert materialized == {dg.AssetKey("redacted_sessions")}
     assert not result.success
+
+
+def test_end_to_end_from_real_claude_code_logs(claude_fixtures: Path, settings: Settings, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """ingest's raw_sessions -> redacted_sessions -> blocking check -> tiered_traces on real Claude Code logs."""
+    import shutil
+
+    from bashgym_assets.defs.ingest import raw_sessions
+    from bashgym_assets.ingest.pipeline import discover_repos
+
+    traces = tmp_path / "traces" / "-home-someone-proj"
+    traces.mkdir(parents=True)
+    for f in claude_fixtures.glob("*.jsonl"):
+        shutil.copy(f, traces / f.name)
+    monkeypatch.setenv("BASHGYM_TRACE_DIRS", str(tmp_path / "traces"))
+    repos = discover_repos([tmp_path / "traces"])
+    assert repos
+    lake = Lake(settings)
+    with dg.instance_for_test() as inst:
+        inst.add_dynamic_partitions("repos", repos)
+        for repo in repos:
+            result = dg.materialize(
+                [raw_sessions, redacted_sessions, no_secrets_left, tiered_traces], partition_key=repo,
+                instance=inst, resources={"bashgym": BashgymHome(home=str(settings.home))})
+            assert result.success and _check_passed(result)
+            raw = sessions_from_table(lake.read("raw_sessions", repo))
+            tiered = traces_from_table(lake.read("tiered_traces", repo))
+            assert tiered and {t.session_id for t in tiered} <= {s.session_id for s in raw}
+            assert all(t.tier in ("gold", "silver", "bronze", "failed") for t in tiered)
+            assert sum(len(t.steps) for t in tiered) == sum(len(s.steps) for s in raw)

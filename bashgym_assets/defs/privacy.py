@@ -24,6 +24,9 @@ class RedactionConfig(dg.Config):
         default_factory=list,
         description="Detector names to switch off when redacting (debugging only; the blocking check always "
                     "scans with every detector, so anything this lets through stops the run).")
+    use_installed_spacy_model: bool = Field(
+        False, description="Also detect names and places with a spaCy English model if the user installed one "
+                           "(en_core_web_sm/md/lg/trf); nothing is downloaded.")
 
 
 def _table(headers: list[str], rows: list[list[object]]) -> str:
@@ -46,7 +49,8 @@ def redacted_sessions(context: dg.AssetExecutionContext, config: RedactionConfig
     repo = context.partition_key
     lake = bashgym.lake()
     rows = lake.read("raw_sessions", repo).to_pylist()
-    result = redact_rows(rows, Redactor(disabled=config.disable_detectors))
+    result = redact_rows(rows, Redactor(disabled=config.disable_detectors,
+                                        use_installed_ner=config.use_installed_spacy_model))
     lake.write(REDACTED, result.table(), repo)
     lake.write(QUARANTINE, result.quarantine_table(), repo)
     by_entity = result.by_entity
