@@ -106,6 +106,11 @@ def test_code_lookalikes_are_kept(redactor: Redactor, text: str) -> None:
     assert redactor.find(text) == [], redactor.find(text)
 
 
+def test_bare_digit_runs_are_phones_only_after_a_phone_word(redactor: Redactor) -> None:
+    assert [f.entity for f in redactor.find("phone: 4155550132 (after 6pm)")] == ["PHONE_NUMBER"]
+    assert redactor.find("inserted 4155550132 rows") == []
+
+
 def test_hash_in_a_secret_context_is_redacted(redactor: Redactor) -> None:
     text = "export API_SECRET=3f9a2b7c1d4e5f60718293a4b5c6d7e8f9012345"
     found = redactor.find(text)

@@ -148,6 +148,19 @@ def phone_plausible(text: str, start: int, end: int) -> bool:
     return not nxt or not (nxt.isalpha() or nxt in "_/" or (nxt in ".:-" and after[1:2].isdigit()))
 
 
+_PHONE_WORD = re.compile(r"(?i)(?:phone|tel|mobile|cell|call|sms|fax|whatsapp)\W{0,3}$")
+
+
+def phone_context(text: str, start: int) -> bool:
+    """A word like "phone" or "tel:" right before: the only case a bare digit run is kept as a phone number."""
+    return _PHONE_WORD.search(text[max(0, start - 12):start]) is not None
+
+
+def phone_hit_plausible(text: str, start: int, end: int) -> bool:
+    hit = text[start:end]
+    return phone_plausible(text, start, end) and (not hit.isdigit() or phone_context(text, start))
+
+
 @functools.cache
 def presidio_groups() -> tuple[PresidioGroup, ...]:
     """The presidio recognizers we use, grouped by pre-filter. Built once (recognizer construction is slow)."""
@@ -159,8 +172,8 @@ def presidio_groups() -> tuple[PresidioGroup, ...]:
         # '+', or after a word like "phone"; bare digit runs in code are ids and sizes and are not sent on.
         PresidioGroup("phone", re.compile(
             r"(?:\+\d{1,3}[\s.\-]?)?\(?\d{1,4}\)?(?:[\s.\-/]{1,2}\(?\d{1,5}\)?){1,5}|\+\d{7,15}"
-            r"|(?:phone|tel|mobile|cell|call|sms|fax|whatsapp)\W{0,3}\d{7,}", I),
-            [_r(f"{_PR}.PhoneRecognizer")], margin=16, min_digits=7, plausible=phone_plausible),
+            r"|\d{7,}"),
+            [_r(f"{_PR}.PhoneRecognizer")], margin=16, min_digits=7, plausible=phone_hit_plausible),
         PresidioGroup("credit_card", re.compile(r"\d(?:[ -]?\d){12,18}"), [_r(f"{_PR}.CreditCardRecognizer")]),
         PresidioGroup("iban", re.compile(r"\b[A-Z]{2}\d{2}[ ]?[A-Z0-9]{4}", I), [_r(f"{_PR}.IbanRecognizer")]),
         PresidioGroup("ip", re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|(?::[0-9a-f]{0,4}){3,}", I),

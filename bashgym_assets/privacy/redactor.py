@@ -39,6 +39,7 @@ from bashgym_assets.privacy.presidio_offline import (
     host_of,
     is_public_host,
     ner_recognizer,
+    phone_context,
     phone_plausible,
     presidio_groups,
     standalone,
@@ -100,7 +101,7 @@ def accept_presidio(entity: str, value: str, score: float, text: str, start: int
         digits = re.sub(r"\D", "", value)
         if not phone_plausible(text, start, end):
             return False  # a date, a version, digits glued to an identifier, path, hash or time
-        if value.isdigit() and not re.search(r"(?i)(?:phone|tel|mobile|cell|call|sms|fax)\W{0,3}$", before):
+        if value.isdigit() and not phone_context(text, start):
             return False  # a bare digit run in code is an id, size or timestamp far more often than a phone
         return len(digits) >= 7
     if entity in ("UK_NHS",):
