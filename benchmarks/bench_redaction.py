@@ -191,6 +191,19 @@ def main() -> None:
             f"redaction: {t}/{n} ({t / max(1, n):.2%}).",
             "",
         ]
+    md += [
+        "Notes:",
+        f"- planted kinds: {', '.join(sorted({p.kind for p in planted}))}.",
+        "- recall counts a planted value as missed if it survives anywhere in the redacted session (every text "
+        "field, JSON tool inputs decoded too). The two paths produced identical redacted sessions where "
+        "'fields redacted differently' is 0.",
+        "- where the speed-up comes from: a field is scanned once for the literal triggers of all secret detectors "
+        "(only detectors whose trigger occurs run), once for any presidio pre-filter hit (short fields), and each "
+        "presidio recognizer sees only a window around its pre-filter's hits (URL and e-mail: the exact token); "
+        "the pre-filters are supersets of what the post-filter keeps, sharing its rules (phone plausibility, "
+        "public URL hosts, standalone ids), so skipping a hit loses nothing.",
+        "",
+    ]
     text = "\n".join(md)
     print(text)
     if args.out:
