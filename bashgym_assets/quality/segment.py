@@ -3,7 +3,8 @@
 A session often holds several tasks. A new segment starts before a step when (first rule that applies wins):
 
 * ``new_prompt``  the step answers a different real user prompt than the previous step (``Step.prompt_index``
-                  points at a ``Prompt`` of kind ``user``; slash-command echoes and compaction summaries do not cut);
+                  points at a ``Prompt`` of kind ``user`` or ``slash_command``, both typed by the user; compaction
+                  summaries, meta lines, interrupts, system reminders and subagent tasks do not cut);
 * ``gap``         more than ``gap`` (default 5 minutes) passed since the previous step ended (or started);
 * ``git_commit``  the previous step was a successful ``git commit`` (a commit closes a piece of work);
 * ``cwd_change``  the main agent's working directory moved to another tree (neither folder inside the other:
@@ -25,6 +26,8 @@ from bashgym_assets.sessions import Prompt, Session, Step
 
 DEFAULT_GAP = timedelta(minutes=5)
 BOUNDARIES = ("start", "new_prompt", "gap", "git_commit", "cwd_change")
+#: Prompt kinds (``bashgym_assets.ingest``) that a person typed to start a piece of work.
+TASK_PROMPT_KINDS = frozenset({"user", "slash_command"})
 _GIT_COMMIT = re.compile(r"(?:^|[;&|]\s*|\s)git\s+(?:-[cC]\s+\S+\s+)*commit\b")
 
 
@@ -68,7 +71,7 @@ def _user_prompt_index(session: Session, step: Step, current: int | None) -> int
     if idx is None:
         return current
     prompt = _prompt_by_index(session, idx)
-    if prompt is None or prompt.kind != "user":
+    if prompt is None or prompt.kind not in TASK_PROMPT_KINDS:
         return current
     return idx
 
@@ -117,7 +120,7 @@ def segment_session(session: Session, gap: timedelta = DEFAULT_GAP) -> list[Segm
     for i, (boundary, prompt_idx, seg_steps) in enumerate(groups):
         prompt = _prompt_by_index(session, prompt_idx) if prompt_idx is not None else None
         if prompt is None:  # steps before any real prompt: fall back to the first user prompt of the session
-            prompt = next((p for p in session.prompts if p.kind == "user"), None)
+            prompt = next((p for p in session.prompts if p.kind in TASK_PROMPT_KINDS), None)
         times = [t for s in seg_steps for t in (s.started_at, s.finished_at) if t is not None]
         out.append(Segment(
             segment_id=segment_id_for(session.session_id, seg_steps[0].index),
