@@ -149,6 +149,15 @@ def test_user_names_from_home_directories(redactor: Redactor) -> None:
     assert red.steps[1].command == "ls /home/operator /root"  # generic system users stay
 
 
+def test_adapter_extras_are_redacted_and_scanned(redactor: Redactor) -> None:
+    session = Session(session_id="s", source_format="claude_code", source_path="/x/s.jsonl", repo="x",
+                      extra={"line_types": {"user": 3}, "summaries": ["Fixed login for ana.lima@protonmail.com"]})
+    assert [f.field for f in redactor.scan_session(session)] == ["extra.summaries[0]"]
+    red, _ = redactor.redact_session(session)
+    assert red.extra == {"line_types": {"user": 3}, "summaries": ["Fixed login for <EMAIL_1>"]}
+    assert redactor.scan_session(red) == []
+
+
 def test_json_inputs_stay_valid_json(redactor: Redactor) -> None:
     session, _ = planted_session(seed=9)
     red, _ = redactor.redact_session(session)
@@ -194,3 +203,17 @@ def test_presidio_runs_offline_without_network_attempts(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == "['EMAIL_ADDRESS', 'URL']"
     assert "Public Suffix" not in proc.stderr and "network access attempted" not in proc.stderr
+
+
+def test_bad_rows_are_quarantined_with_a_reason() -> None:
+    from bashgym_assets.privacy.pipeline import redact_rows
+
+    good = Session(session_id="ok", source_format="claude_code", source_path="/x", repo="r",
+                   prompts=[Prompt(index=0, text="mail ana.lima@protonmail.com")]).to_row()
+    bad = dict(good, session_id="broken", steps=[{"index": "not a number", "tool_name": None}])
+    result = redact_rows([bad, good])
+    assert [s.session_id for s in result.sessions] == ["ok"]
+    assert result.sessions[0].prompts[0].text == "mail <EMAIL_1>"
+    assert [(q.session_id, q.stage) for q in result.quarantine] == [("broken", "parse")]
+    assert "ValidationError" in result.quarantine[0].reason
+    assert result.quarantine_table().num_rows == 1

@@ -410,6 +410,16 @@ class Redactor:
             step["command"] = red(step["command"])
             step["output"] = red(step["output"]) or ""
             step["cwd"] = red(step["cwd"])
+        def red_any(value: Any) -> Any:  # adapter extras (e.g. conversation summaries) are text too
+            if isinstance(value, str):
+                return red(value)
+            if isinstance(value, list):
+                return [red_any(v) for v in value]
+            if isinstance(value, dict):
+                return {k: red_any(v) for k, v in value.items()}
+            return value
+
+        data["extra"] = red_any(data["extra"])
         report.by_entity = dict(counts)
         report.distinct_values = len(placeholders.mapping)
         return Session.model_validate(data), report
@@ -431,6 +441,18 @@ class Redactor:
         for s in session.steps:
             for key in ("input", "command", "output", "cwd"):
                 scan(f"steps[{s.index}].{key}", getattr(s, key))
+
+        def scan_any(field: str, value: Any) -> None:
+            if isinstance(value, str):
+                scan(field, value)
+            elif isinstance(value, list):
+                for i, v in enumerate(value):
+                    scan_any(f"{field}[{i}]", v)
+            elif isinstance(value, dict):
+                for k, v in value.items():
+                    scan_any(f"{field}.{k}", v)
+
+        scan_any("extra", session.extra)
         return out
 
 
