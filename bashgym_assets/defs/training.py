@@ -111,6 +111,10 @@ def _register_and_report(context: dg.AssetExecutionContext, bashgym: BashgymHome
     lake = bashgym.lake()
     report_dir = lake.artifact_dir("reports", run_name)
     png = registry.loss_curve_png(result.history, report_dir / "loss.png", title=f"{kind} {run_name}")
+    extra = [png]
+    if result.mask is not None:
+        (report_dir / "mask.md").write_text(result.mask.markdown())
+        extra.append(report_dir / "mask.md")
     summary = {"loss": result.final_loss, "validation_loss": result.validation_loss,
                "tokens_per_s": result.tokens_per_s, "wall_s": result.wall_s, **result.extra}
     params = {**cfg.model_dump(exclude={"output_dir", "checkpoint_dir"}), **lineage,
@@ -120,7 +124,7 @@ def _register_and_report(context: dg.AssetExecutionContext, bashgym: BashgymHome
             "base_model": base, **lineage}
     reg = registry.log_training_run(kind=kind, run_name=run_name, params=params, history=result.history,
                                     summary=summary, adapter_dir=result.adapter_dir, tags=tags,
-                                    extra_artifacts=[png], model_name=register_as, settings=settings)
+                                    extra_artifacts=extra, model_name=register_as, settings=settings)
     context.log.info(f"{kind} adapter {run_name}: {reg.model_uri} (MLflow run {reg.run_id})")
     metadata: dict[str, Any] = {
         "adapter_dir": dg.MetadataValue.path(result.adapter_dir),
