@@ -247,10 +247,11 @@ def usernames_in(*texts: str | None) -> set[str]:
 def username_patterns(names: set[str]) -> list[SecretPattern]:
     """Detectors for the session's user names: in home paths and as whole words anywhere (``alice@host:~$``)."""
     out = [SecretPattern("home_directory_user", "USER", HOME_DIR_RE, group=1,
-                         validator=lambda v, t, s: v.rstrip(".").lower() not in GENERIC_USERS, priority=50)]
+                         validator=lambda v, t, s: v.rstrip(".").lower() not in GENERIC_USERS, priority=50,
+                         triggers=("/home/", "/users/", "users\\"), ci_triggers=True)]
     words = sorted((n for n in names if len(n) >= 3), key=len, reverse=True)
     if words:
         alt = "|".join(re.escape(n) for n in words)
         out.append(SecretPattern("known_username", "USER", re.compile(rf"(?<![A-Za-z0-9_])(?:{alt})(?![A-Za-z0-9_])"),
-                                 priority=49))
+                                 priority=49, triggers=tuple(words)))
     return out

@@ -190,13 +190,16 @@ def presidio_groups() -> tuple[PresidioGroup, ...]:
             re.compile(
                 r"\d{3}[- .]?\d{2,3}[- .]?\d{4}|\d{8}-?[A-Z]\b"
                 r"|\d(?:(?<=[A-Z]{2}\d)|(?<=[A-Z]{2}\s\d))\d\s?\d{2}\s?\d{2}\s?[A-D]\b"  # UK NINO
-                r"|\d(?<=[A-Z]{5}\d)\d{3}[A-Z]"  # IN PAN
-                # IT fiscal code, also with letters in digit places (omocodia); kept only when standalone
-                r"|(?<![A-Z0-9])[A-Z]{6}[0-9LMNPQRSTUV]{2}[A-Z][0-9LMNPQRSTUV]{2}[A-Z][0-9LMNPQRSTUV]{3}[A-Z](?![A-Z0-9])",
-                I),
+                r"|\d(?<=[A-Z]{5}\d)\d{3}[A-Z]", I),  # IN PAN
             [_r(f"{_PR}.UsSsnRecognizer"), _r(f"{_PR}.UsItinRecognizer"), _r(f"{_PR}.NhsRecognizer"),
-             _r(f"{_PR}.UkNinoRecognizer"), _r(f"{_PR}.EsNifRecognizer"), _r(f"{_PR}.ItFiscalCodeRecognizer"),
-             _r(f"{_PR}.InPanRecognizer")]),
+             _r(f"{_PR}.UkNinoRecognizer"), _r(f"{_PR}.EsNifRecognizer"), _r(f"{_PR}.InPanRecognizer")]),
+        # IT fiscal code, also with letters in digit places (omocodia), so no digit to anchor on; kept only when
+        # standalone (post-filter), which the pre-filter's boundaries mirror
+        PresidioGroup(
+            "it_fiscal_code",
+            re.compile(r"(?<![A-Z0-9])[A-Z]{6}[0-9LMNPQRSTUV]{2}[A-Z][0-9LMNPQRSTUV]{2}[A-Z][0-9LMNPQRSTUV]{3}[A-Z]"
+                       r"(?![A-Z0-9])", I),
+            [_r(f"{_PR}.ItFiscalCodeRecognizer")], margin=8),
     )
 
 

@@ -265,8 +265,13 @@ class Redactor:
             # long ones nearly every group hits, so the extra scan would only cost
             if len(text) > 2000 or (self._any_group is not None and self._any_group.search(text)):
                 found.extend(self._presidio_windows(text))
+        lower = ""
         for pat in extra:
-            if pat.name not in self.disabled:
+            if pat.name in self.disabled:
+                continue
+            if pat.ci_triggers and not lower:
+                lower = text.lower()
+            if pat.triggered(text, lower):
                 found.extend(pat.find(text))
         if self.ner is not None:
             for r in self.ner.analyze(text, ["PERSON", "LOCATION"], self.ner_artifacts(text)):
