@@ -15,9 +15,9 @@ from bashgym_assets.ingest.pipeline import QUARANTINE, IngestReport, ingest_repo
 from bashgym_assets.ingest.repos import NO_REPO_KEY
 from bashgym_assets.ingest.scan import CursorStore, run_key, scan
 
-#: What a sensor-triggered run materialises for a changed repo. Widen to the downstream per-repo assets
-#: (``redacted_sessions``, ``tiered_traces``) by adding their keys here.
-INGEST_SELECTION = dg.AssetSelection.assets("raw_sessions")
+#: What a sensor-triggered run materialises for a changed repo: the whole per-repo chain, so new traces reach
+#: the tiers (and the blocking secret check between them) without anyone clicking.
+INGEST_SELECTION = dg.AssetSelection.assets("raw_sessions", "redacted_sessions", "tiered_traces")
 
 trace_files = dg.AssetSpec(
     "trace_files", group_name="ingest", kinds={"file"},
