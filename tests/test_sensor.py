@@ -12,6 +12,8 @@ import dagster as dg
 import pytest
 
 from bashgym_assets.defs import ingest as ingest_defs
+from bashgym_assets.defs import privacy as privacy_defs
+from bashgym_assets.defs import tiers as tiers_defs
 from bashgym_assets.defs.partitions import repo_partitions
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.ingest.pipeline import RAW_SESSIONS
@@ -60,15 +62,22 @@ def test_sensor_starts_running_and_targets_the_ingest_job() -> None:
     sensor = ingest_defs.trace_files_sensor
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert sensor.job_name == "ingest_repo_job"
-    defs = dg.Definitions.merge(ingest_defs.defs, dg.Definitions(resources={"bashgym": BashgymHome()}))
+    defs = _per_repo_defs({"bashgym": BashgymHome()})
     job = defs.resolve_job_def("ingest_repo_job")
     assert job.partitions_def == repo_partitions
-    assert [k.to_user_string() for k in job.asset_layer.selected_asset_keys] == ["raw_sessions"]
+    assert sorted(k.to_user_string() for k in job.asset_layer.selected_asset_keys) == [
+        "raw_sessions", "redacted_sessions", "tiered_traces"]
+
+
+def _per_repo_defs(resources: dict) -> dg.Definitions:
+    """The per-repo chain a sensor run materializes: ingest, redaction (+ its blocking check), tiers."""
+    return dg.Definitions.merge(ingest_defs.defs, privacy_defs.defs, tiers_defs.defs,
+                                dg.Definitions(resources=resources))
 
 
 def test_sensor_ticks_over_created_appended_and_deleted_files(watched: Path, bashgym_home: Path) -> None:
     resources = {"bashgym": BashgymHome(home=str(bashgym_home))}
-    defs = dg.Definitions.merge(ingest_defs.defs, dg.Definitions(resources=resources))
+    defs = _per_repo_defs(resources)
     with dg.instance_for_test() as instance:
         cursor = None
 
@@ -91,7 +100,9 @@ def test_sensor_ticks_over_created_appended_and_deleted_files(watched: Path, bas
             assert meta["quarantined"].value == 0 and "Bash" in meta["tools"].value
             assert meta["tools_plot"].value.startswith("![tools](data:image/png;base64,")
             assert "work on" in meta["preview"].value
-            return sessions_from_table(Lake(BashgymHome(home=str(bashgym_home)).settings()).read(RAW_SESSIONS, repo))
+            lake = Lake(BashgymHome(home=str(bashgym_home)).settings())
+            assert lake.exists("redacted_sessions", repo) and lake.exists("tiered_traces", repo)
+            return sessions_from_table(lake.read(RAW_SESSIONS, repo))
 
         first = tick()
         assert first.run_requests == [] and first.dynamic_partitions_requests == []
