@@ -241,3 +241,36 @@ def test_command_line_try_and_reap(sandbox_image, monkeypatch):
     reaped = subprocess.run([sys.executable, "-m", "bashgym_assets.sandbox", "reap", "--label", "bashgym.none=x"],
                             capture_output=True, text=True, timeout=120)
     assert reaped.stdout.strip() == "removed 0 leftover sandbox container(s)"
+
+
+def test_check_sees_the_operators_daemon_frozen_then_it_is_gone(sandbox_image):
+    """A task like "restart the service" is checkable: the operator's processes are frozen, not killed, while
+    the checker runs, so it can find them; they cannot act, and they are killed once the verdict is in."""
+    with Sandbox(spec(sandbox_image)) as b:
+        s = b.session()
+        s.run("setsid bash -c 'exec -a bashgym-demo-daemon sleep 1000' >/dev/null 2>&1 < /dev/null &")
+        s.run("(while :; do date +%s%N >> ~/ticks; sleep 0.01; done) >/dev/null 2>&1 &")
+        check = b.run_check(
+            "pid=$(pgrep -f bashgym-demo-daemon) || exit 1\n"
+            "state=$(awk '{print $3}' /proc/$pid/stat); echo \"state=$state\"\n"
+            "a=$(wc -l < /home/operator/ticks); sleep 0.3; b=$(wc -l < /home/operator/ticks)\n"
+            "[ \"$a\" = \"$b\" ] && echo frozen-writer\n"
+        )
+        assert check.exit_code == 0, check.stderr
+        assert "state=T" in check.stdout and "frozen-writer" in check.stdout
+        assert s.exited
+        after = b.run_as_root("pgrep -f bashgym-demo-daemo[n] || echo gone; pgrep -f 'ticks; slee[p]' || echo gone")
+        assert after.stdout == "gone\ngone\n"
+
+
+def test_setup_killed_under_it_is_an_infrastructure_error_not_a_timeout(sandbox_image):
+    """If the container dies during setup, the result says so (callers retry), instead of blaming the command."""
+    with Sandbox(spec(sandbox_image, setup=["true", "sleep 20", "true"], setup_timeout_s=60)) as b:
+        killer = threading.Timer(1.5, lambda: subprocess.run(["docker", "kill", b.container_id],
+                                                             capture_output=True))
+        killer.start()
+        result = b.setup()
+        killer.join()
+    assert not result.ok and result.infrastructure_error
+    assert "never reported" in result.error and "sleep 20" in result.error
+    assert result.results[0].exit_code == 0

@@ -91,3 +91,6 @@ class SetupResult(BaseModel):
     ok: bool
     results: list[CommandResult]
     error: str | None = None
+    #: The setup exec ended without reporting every command (the container died or the engine failed): not
+    #: the scenario's fault, so a caller may retry in a fresh sandbox.
+    infrastructure_error: bool = False

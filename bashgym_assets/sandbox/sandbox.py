@@ -61,6 +61,34 @@ kill_new() {
 }
 """
 KILL_NEW_SCRIPT = KILL_NEW_FUNC + 'kill_new "$@"\n'
+# Stop (SIGSTOP) every process whose pid is not in the keep list, repeatedly, until every one of them is
+# stopped: a frozen process can neither read, replace nor race the checker, yet the checker still sees it in
+# /proc (so "is the daemon the operator restarted still there?" is checkable). No forks at all: it must work
+# when a fork bomb has used up every pid.
+# FROZEN counts the processes it stopped: more than FROZEN_LIMIT is a fork bomb or a runaway, not a task's
+# daemons, and those are killed before the check so that their pids and memory do not starve the checker.
+FROZEN_LIMIT = 32
+FREEZE_NEW_FUNC = r"""
+FROZEN=0
+freeze_new() {
+  local keep=" $* " round found d p line rest state
+  for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30; do
+    found=""
+    for d in /proc/[0-9]*; do
+      p=${d#/proc/}
+      [ "$p" = "$$" ] && continue
+      case "$keep" in *" $p "*) continue;; esac
+      read -r line < "$d/stat" 2>/dev/null || continue
+      rest=${line##*) }; state=${rest%% *}
+      case "$state" in T|t|Z|X|x) continue;; esac
+      found="$found $p"; FROZEN=$((FROZEN + 1))
+    done
+    [ -z "$found" ] && return 0
+    kill -STOP $found 2>/dev/null   # builtins only: under a fork bomb nothing here may need a fork
+  done
+  return 1
+}
+"""
 # All setup commands in one exec: each in its own `bash -c` under `timeout`, a marker with its index, status and
 # start/end times after it on both streams, stopping at the first failure. argv: nonce, timeout, commands...
 SETUP_SCRIPT = r"""
@@ -380,10 +408,12 @@ class Sandbox:
                                             "bashgym", nonce, f"{t:.3f}", *commands],
                             user="0", env=self._root_env(), workdir="/", stdin=False)
         deadline = start + t * len(commands) + 10.0
+        ended_early = False
         try:
             while time.monotonic() < deadline:
                 frames = stream.read(min(1.0, deadline - time.monotonic()))
                 if frames is None:
+                    ended_early = True
                     break
                 for kind, payload in frames:
                     (err if kind == 2 else out).feed(payload)
@@ -400,7 +430,13 @@ class Sandbox:
             # the exec itself died or ran past every timeout: report the command that was running
             i = len(results)
             err_buf = err.pieces[i][0] if i < len(err.pieces) else err.finish()
-            results.append(_result(commands[i], out.finish(), err_buf, None, time.monotonic() - start, True))
+            elapsed = time.monotonic() - start
+            if ended_early and elapsed < t:
+                code = stream.exit_code(wait_s=0.5)
+                return SetupResult(ok=False, results=results, infrastructure_error=True, error=(
+                    f"setup command {i + 1}/{len(commands)} never reported: the setup exec ended after "
+                    f"{elapsed:.1f} s (exit code {code}; the container died or the engine failed): {commands[i]}"))
+            results.append(_result(commands[i], out.finish(), err_buf, None, elapsed, True))
         for i, res in enumerate(results):
             if res.timed_out or res.exit_code != 0:
                 why = "timed out" if res.timed_out else f"exited {res.exit_code}"
@@ -437,18 +473,23 @@ class Sandbox:
     def run_check(self, script: str, timeout_s: float = 30.0) -> CommandResult:
         """Run the checker as root on the final state; it exists in the container only while it runs.
 
-        First the operator's turn is ended for good (its shell and every process it started are killed), so
-        nothing can read, replace or race the checker; the script then goes in over the exec's stdin into a fresh
-        root-only folder, runs with a clean environment and empty stdin, and is deleted.
+        First the operator's turn is ended for good: its shell and every process it started are frozen
+        (SIGSTOP), so nothing can read, replace or race the checker, while the checker can still see them (a
+        daemon the operator started or restarted is there to be checked). The script then goes in over the
+        exec's stdin into a fresh root-only folder, runs with a clean environment and empty stdin, and is
+        deleted; last, the frozen processes are killed.
         """
         sess = self._session
         keep = sorted(sess.preexisting_pids) if sess is not None else []
         wrapper = (
-            KILL_NEW_FUNC
-            + ('[ "$1" = kill ] && { shift; kill_new "$@"; }\n' if sess is not None else "")
+            KILL_NEW_FUNC + FREEZE_NEW_FUNC
+            + ('keep=""; [ "$1" = kill ] && { shift; keep="$*"; freeze_new $keep; '
+               f'[ "$FROZEN" -gt {FROZEN_LIMIT} ] && kill_new $keep; }}\n' if sess is not None else "")
             + "umask 077; d=$(mktemp -d /run/bashgym/check.XXXXXXXX) || exit 125; cat > \"$d/check\" || exit 125; "
             f"timeout -s KILL {timeout_s:.3f} env -i PATH={PATH} HOME=/root USER=root LOGNAME=root LANG=C.UTF-8 "
-            "bash --norc --noprofile \"$d/check\" </dev/null; rc=$?; rm -rf \"$d\"; exit $rc"
+            "bash --norc --noprofile \"$d/check\" </dev/null; rc=$?; rm -rf \"$d\"; "
+            + ('[ -n "$keep" ] && kill_new $keep; ' if sess is not None else "")
+            + "exit $rc"
         )
         args = ["kill", *map(str, keep)] if sess is not None else []
         result = self._exec_root("check", wrapper, args, timeout_s, stdin_data=script.encode())

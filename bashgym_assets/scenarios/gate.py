@@ -93,11 +93,30 @@ def replay_reference(box: Any, bundle: ScenarioBundle, limits: GateLimits) -> tu
 def gate_bundle(bundle: ScenarioBundle, image: str | None, limits: GateLimits | None = None,
                 held_out_fraction: float = HELD_OUT_FRACTION) -> GateResult:
     """Certify one bundle in a fresh sandbox. Never raises: a sandbox failure is a rejection with its reason."""
-    from bashgym_assets.sandbox import Sandbox
 
     limits = limits or GateLimits()
     start = time.monotonic()
-    reason, detail, turns = "admitted", "", 0
+    # A sandbox that dies under the scenario (engine error, container gone) says nothing about the scenario:
+    # try once more in a fresh sandbox before rejecting it, so a valid bundle is not lost to a hiccup.
+    for _attempt in range(2):
+        reason, detail, turns, infrastructure = _gate_once(bundle, image, limits)
+        if not infrastructure:
+            break
+    admitted = reason == "admitted"
+    return GateResult(
+        scenario_id=bundle.id, category=bundle.category, difficulty=bundle.difficulty, source=bundle.source,
+        admitted=admitted, reason=reason, detail=detail,
+        split=split_for(bundle.id, held_out_fraction) if admitted else "",
+        duration_s=round(time.monotonic() - start, 3), reference_turns=turns,
+        bundle_json=bundle.model_dump_json(exclude_none=True),
+    )
+
+
+def _gate_once(bundle: ScenarioBundle, image: str | None, limits: GateLimits) -> tuple[str, str, int, bool]:
+    """One attempt: (reason, detail, reference turns, whether the failure was the sandbox's, not the bundle's)."""
+    from bashgym_assets.sandbox import Sandbox
+
+    reason, detail, turns, infrastructure = "admitted", "", 0, False
     try:
         spec = spec_for_bundle(bundle, image, command_timeout_s=limits.command_timeout_s,
                                episode_timeout_s=limits.episode_timeout_s + 60, purpose="gate")
@@ -105,6 +124,7 @@ def gate_bundle(bundle: ScenarioBundle, image: str | None, limits: GateLimits | 
             setup = box.setup()
             if not setup.ok:
                 reason, detail = SETUP_FAILED, _tail(setup.error or "setup failed")
+                infrastructure = setup.infrastructure_error
             else:
                 before = box.run_check(bundle.check, timeout_s=limits.check_timeout_s)
                 if before.exit_code == 0 and not before.timed_out:
@@ -120,15 +140,8 @@ def gate_bundle(bundle: ScenarioBundle, image: str | None, limits: GateLimits | 
                             detail = _tail(f"check exit {after.exit_code}{' (timed out)' if after.timed_out else ''}"
                                            f": {after.stdout}{after.stderr}\nlast reference turn: {last}")
     except Exception as exc:
-        reason, detail = SANDBOX_ERROR, f"{type(exc).__name__}: {exc}"
-    admitted = reason == "admitted"
-    return GateResult(
-        scenario_id=bundle.id, category=bundle.category, difficulty=bundle.difficulty, source=bundle.source,
-        admitted=admitted, reason=reason, detail=detail,
-        split=split_for(bundle.id, held_out_fraction) if admitted else "",
-        duration_s=round(time.monotonic() - start, 3), reference_turns=turns,
-        bundle_json=bundle.model_dump_json(exclude_none=True),
-    )
+        reason, detail, infrastructure = SANDBOX_ERROR, f"{type(exc).__name__}: {exc}", True
+    return reason, detail, turns, infrastructure
 
 
 def gate_bundles(bundles: Iterable[ScenarioBundle], image: str | None, max_parallel: int = 2,
