@@ -415,7 +415,7 @@ def train_dpo(config: TrainConfig, pairs: Sequence[dict[str, Any]], sft_adapter:
         real = sum(e.n_tokens for e in chosen + rejected)
         tokens += real
         row = {"step": step, "loss": float(loss.detach()), "learning_rate": lr, "grad_norm": float(grad_norm),
-               "reward_accuracy": float((margin > 0).float().mean()), "reward_margin": float(margin.mean()),
+               "reward_accuracy": float((margin > 0).float().mean()), "reward_margin": float(margin.detach().mean()),
                "tokens": real}
         history.append(row)
         if on_log:
