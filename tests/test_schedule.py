@@ -94,3 +94,16 @@ def test_adapter_refuses_a_dataset_that_contains_heldout_scenarios(settings, tmp
     assert "contains held-out scenarios" in str(failure.event_specific_data.error)
     assert not (settings.home / "artifacts" / "adapters").exists() or not any(
         (settings.home / "artifacts" / "adapters").iterdir())
+
+
+def test_dpo_adapter_is_skipped_not_failed_without_pairs(settings):
+    """Only passing attempts (the reference operator never fails): no DPO pairs is a state, not an error."""
+    lake = Lake(settings)
+    lake.write("dpo_dataset", [{"split": "validation", "prompt": [], "chosen": [], "rejected": []}])
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([tr.dpo_adapter], instance=instance,
+                                resources={"bashgym": BashgymHome(home=str(settings.home))},
+                                selection=[tr.dpo_adapter.key])
+        assert result.success
+        assert result.asset_materializations_for_node("dpo_adapter") == []
+        assert instance.get_latest_materialization_event(tr.dpo_adapter.key) is None

@@ -8,6 +8,7 @@ and shows the loss curve.
 
 import hashlib
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -200,21 +201,26 @@ def sft_adapter(context: dg.AssetExecutionContext, config: TrainRunConfig, bashg
     pool="gpu",
     kinds={"pytorch", "mlflow"},
     deps=[DPO_DATASET, sft_adapter],
-    description="DPO adapter trained on top of the latest SFT adapter (the SFT model is the reference).",
+    description="DPO adapter trained on top of the latest SFT adapter (the SFT model is the reference). "
+                "Not materialized (the run still succeeds) while dpo_dataset has no train pairs.",
+    output_required=False,
 )
 def dpo_adapter(context: dg.AssetExecutionContext, config: TrainRunConfig, bashgym: BashgymHome
-                ) -> dg.MaterializeResult:
+                ) -> Iterator[dg.MaterializeResult]:
     lake = bashgym.lake()
     table = lake.read("dpo_dataset")
     pairs = [r for r in table.to_pylist() if r["split"] == "train"]
     _assert_uncontaminated(lake, "dpo_dataset", pairs)
+    if not pairs:
+        # Nothing to prefer yet (e.g. only the reference operator rolled out, which never fails): that is a
+        # state of the data, not an error, so the adapter is skipped and the run stays green.
+        context.log.warning("dpo_adapter skipped: dpo_dataset has no train pairs (no scenario or task has both "
+                            "a passing and a failing attempt yet; roll out a model operator to get some)")
+        return
     sft_mat = _latest_materialization(context.instance, sft_adapter.key)
     sft_dir = _meta_value(sft_mat, "adapter_dir")
     if not sft_dir or not Path(sft_dir).exists():
         raise dg.Failure("no SFT adapter on disk: materialize sft_adapter first")
-    if not pairs:
-        raise dg.Failure("dpo_dataset has no train pairs (no scenario or task has both a passing and a failing "
-                         "attempt yet)")
     lineage = _dataset_lineage(context, DPO_DATASET, table)
     lineage["sft_adapter"] = str(sft_dir)
     lineage["sft_model_uri"] = str(_meta_value(sft_mat, "model_uri"))
@@ -223,7 +229,7 @@ def dpo_adapter(context: dg.AssetExecutionContext, config: TrainRunConfig, bashg
     out = lake.artifact_dir("adapters", run_name, create=False)
     cfg = _train_config(config, base, out, lake.artifact_dir("checkpoints", run_name, create=False), run_name)
     result = train_dpo(cfg, pairs, str(sft_dir))
-    return _register_and_report(context, bashgym, "dpo", run_name, cfg, result, lineage, base, config.register_as)
+    yield _register_and_report(context, bashgym, "dpo", run_name, cfg, result, lineage, base, config.register_as)
 
 
 nightly_training_job = dg.define_asset_job(
