@@ -117,7 +117,8 @@ def cmd_override(args: argparse.Namespace) -> int:
 
     fn = overrides.promote_trace if args.command == "promote" else overrides.demote_trace
     fn(args.segment_id, args.reason)
-    print(f"{args.command}d {args.segment_id}: {args.reason} (applies at the next tiered_traces materialization)")
+    print(f"{args.command}d {args.segment_id}: {args.reason} (tiered_traces is updated now, and the decision "
+          "is re-applied on every re-materialization)")
     return 0
 
 
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except RuntimeError as exc:
+    except (RuntimeError, LookupError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
