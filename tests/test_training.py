@@ -189,7 +189,7 @@ def test_mlflow_run_and_registered_version_load_back(tiny_model, tmp_path, setti
     back = registry.download_adapter(reg.model_uri, tmp_path / "dl", settings)
     model, tok = load_adapter(tiny_model, str(back))
     assert generate(model, tok, convs[1][:2], max_new_tokens=12).strip().startswith("ls -la dir")
-    assert registry.png_markdown(png).startswith("![loss curve](data:image/png;base64,")
+    assert registry.loss_curve_markdown(png).startswith("![loss curve](data:image/png;base64,")
 
 
 def test_cli_inspect_prints_the_mask_report(tiny_model, tmp_path, capsys):

@@ -4,8 +4,6 @@ Thin on purpose: parsing, repo detection and scanning live in ``bashgym_assets.i
 """
 
 
-import base64
-import io
 
 import dagster as dg
 
@@ -14,6 +12,7 @@ from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.ingest.pipeline import QUARANTINE, IngestReport, ingest_repo
 from bashgym_assets.ingest.repos import NO_REPO_KEY
 from bashgym_assets.ingest.scan import CursorStore, run_key, scan
+from bashgym_assets.plots import figure_markdown
 
 #: What a sensor-triggered run materialises for a changed repo: the whole per-repo chain, so new traces reach
 #: the tiers (and the blocking secret check between them) without anyone clicking.
@@ -47,10 +46,7 @@ def _tools_plot(report: IngestReport) -> str:
     ax.set_xlabel("tool calls")
     ax.set_title(f"raw_sessions[{report.repo}]: {report.sessions} sessions, {report.steps} steps")
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return f"![tools](data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()})"
+    return figure_markdown(fig, "tools")
 
 
 def _preview(report: IngestReport) -> str:

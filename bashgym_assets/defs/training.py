@@ -140,7 +140,7 @@ def _register_and_report(context: dg.AssetExecutionContext, bashgym: BashgymHome
         "resumed_from_step": dg.MetadataValue.int(result.resumed_from_step),
         "final_loss": dg.MetadataValue.float(float(result.final_loss or 0.0)),
         "summary": dg.MetadataValue.md(_final_table({k: v for k, v in summary.items() if v is not None})),
-        "loss_curve": dg.MetadataValue.md(registry.png_markdown(png)),
+        "loss_curve": dg.MetadataValue.md(registry.loss_curve_markdown(png)),
         "loss_curve_png": dg.MetadataValue.path(str(png)),
         **{k: dg.MetadataValue.text(v) for k, v in lineage.items()},
     }

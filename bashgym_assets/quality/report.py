@@ -6,12 +6,11 @@ them as artifacts and embed them in markdown metadata.
 
 from __future__ import annotations
 
-import base64
-import io
 import statistics
 from collections import Counter
 from collections.abc import Sequence
 
+from bashgym_assets.plots import figure_png, png_markdown
 from bashgym_assets.quality.metrics import WEIGHTS
 from bashgym_assets.quality.tiers import TIERS, TieredTrace
 
@@ -41,14 +40,7 @@ def tier_histogram_png(traces: Sequence[TieredTrace]) -> bytes:
         ax2.axvline(x, color="#888", linestyle="--", linewidth=0.8)
     ax2.set_title("quality score")
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
-
-
-def png_markdown(png: bytes, alt: str) -> str:
-    return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})"
+    return figure_png(fig)
 
 
 def score_distribution_markdown(traces: Sequence[TieredTrace]) -> str:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import base64
-import io
 from collections.abc import Sequence
+
+from bashgym_assets.plots import figure_markdown
 
 
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -35,7 +35,4 @@ def bar_chart_md(labels: Sequence[str], series: dict[str, Sequence[float]], titl
     if n > 1:
         ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return f"![{title}](data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()})"
+    return figure_markdown(fig, title)

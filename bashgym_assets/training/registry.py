@@ -7,7 +7,6 @@ data folder) with the experiment's artifact root in the data folder too: MLflow'
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from bashgym_assets.config import Settings, get_settings
+from bashgym_assets.plots import png_markdown
 
 ADAPTER_ARTIFACT_PATH = "adapter"
 DEFAULT_REGISTERED_MODEL = {"sft": "bashgym-sft-adapter", "dpo": "bashgym-dpo-adapter"}
@@ -150,9 +150,8 @@ def loss_curve_png(history: Sequence[Mapping[str, float]], path: Path, title: st
     return path
 
 
-def png_markdown(path: Path, alt: str = "loss curve") -> str:
-    """A PNG embedded in markdown (data URI), so Dagster's UI shows it inline."""
-    data = base64.b64encode(Path(path).read_bytes()).decode()
-    return f"![{alt}](data:image/png;base64,{data})"
+def loss_curve_markdown(path: Path, alt: str = "loss curve") -> str:
+    """The saved loss curve embedded in markdown (data URI), so Dagster's UI shows it inline."""
+    return png_markdown(Path(path), alt)
 
 

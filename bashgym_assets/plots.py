@@ -1,0 +1,36 @@
+"""Plots for asset metadata: matplotlib figures as PNG, embedded in markdown so the Dagster UI shows them inline."""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+from typing import Any
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (no display on servers and in tests)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def figure_png(fig: Any) -> bytes:
+    """The figure as PNG bytes; the figure is closed (pyplot keeps every open figure otherwise)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    pyplot().close(fig)
+    return buf.getvalue()
+
+
+def png_markdown(png: bytes | Path, alt: str) -> str:
+    """A PNG (bytes or a file) as a markdown image with a data URI."""
+    data = Path(png).read_bytes() if isinstance(png, Path) else png
+    return f"![{alt}](data:image/png;base64,{base64.b64encode(data).decode()})"
+
+
+def figure_markdown(fig: Any, alt: str) -> str:
+    return png_markdown(figure_png(fig), alt)
