@@ -56,8 +56,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
     demo.run_plan(steps, repos, demo.demo_env())
     print(f"\ndone in {time.monotonic() - started:.0f} s. Results:")
     _print_table(lake_summary(), ["asset", "partitions", "rows"])
+    for line in adapter_summary():
+        print(line)
     print_where(settings)
     return 0
+
+
+def adapter_summary() -> list[str]:
+    """Where each trained adapter is, from its latest materialization's metadata (folder, MLflow model)."""
+    import dagster as dg
+
+    instance = dg.DagsterInstance.get()
+    lines = []
+    for name in ("sft_adapter", "dpo_adapter"):
+        event = instance.get_latest_materialization_event(dg.AssetKey(name))
+        if event is None or event.asset_materialization is None:
+            lines.append(f"{name}: not materialized (see its run log for why)")
+            continue
+        meta = event.asset_materialization.metadata
+        folder = meta.get("adapter_dir")
+        uri = meta.get("model_uri")
+        lines.append(f"{name}: {folder.value if folder else '?'}  (MLflow: {uri.value if uri else '?'})")
+    return lines
 
 
 def discover_repo_partitions() -> list[str]:

@@ -46,10 +46,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log "installing Python packages into .venv (about 3 minutes the first time)"
-  .venv/bin/pip install -q --upgrade pip >/dev/null
+  # (pip's notes about configured package folders that do not exist on this machine are filtered out)
+  quiet_pip() { .venv/bin/pip "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
   # torch first, pinned: the CPU build; an unpinned torch would pull several GB of CUDA wheels.
-  .venv/bin/pip install -q "torch==2.13.0"
-  .venv/bin/pip install -q -e '.[dev]'
+  quiet_pip install -q "torch==2.13.0"
+  quiet_pip install -q -e '.[dev]'
   echo "$want" > "$stamp"
 fi
 
