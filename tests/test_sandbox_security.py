@@ -341,3 +341,23 @@ def test_root_killing_the_container_is_a_clear_sandbox_error(sandbox_image):
             time.sleep(0.05)
         with pytest.raises(SandboxError, match="no longer running|gone or stopped"):
             b.run_check("true")
+
+
+def test_root_disk_fill_across_many_files_is_stopped_by_the_disk_watchdog(sandbox_image):
+    """The per-file cap does not bound many files; the watchdog ends the session once the layer outgrows its
+    budget, long before the host disk (the loop below would write 6.4 GB)."""
+    with Sandbox(spec(sandbox_image, user="root", max_file_mb=64, disk_budget_mb=256)) as b:
+        s = b.session()
+        r = s.run("for i in $(seq 1 100); do head -c 64M /dev/zero > /var/fill$i; done; echo finished",
+                  timeout_s=120)
+        assert s.exited and b.disk_budget_exceeded, r
+        assert "finished" not in r.stdout and "disk budget (256 MB" in r.stderr
+        size = b.writable_layer_bytes()
+        assert size is not None and size < 3 * 1024**3, f"the layer grew to {size} bytes"
+
+
+def test_disk_watchdog_leaves_normal_work_alone(box):
+    s = box.session()
+    assert s.run("head -c 4M /dev/zero > ~/ok && sleep 1.2 && echo done").stdout == "done\n"
+    assert not box.disk_budget_exceeded and not s.exited
+    assert 0 <= box.writable_layer_bytes() < 64 * 1024**2   # the home is tmpfs: the layer barely grew

@@ -36,6 +36,8 @@ class SandboxSpec(BaseModel):
     max_file_mb: int = 1024              # RLIMIT_FSIZE: no single file grows past this (also bounds disk fill)
     setup_timeout_s: float = 120.0       # per setup command
     tmpfs_mb: int | None = None          # size of each tmpfs folder (/tmp, /var/tmp, home); default memory_mb // 4
+    disk_budget_mb: int = 2048           # growth of the writable image layer (root's /etc, /var, /srv ...; the
+                                         # home and /tmp are size-capped tmpfs) before a watchdog ends the session
 
     @field_validator("files")
     @classmethod
@@ -59,7 +61,7 @@ class SandboxSpec(BaseModel):
             raise ValueError("must be > 0")
         return value
 
-    @field_validator("output_limit_bytes", "memory_mb", "pids_limit", "max_file_mb")
+    @field_validator("output_limit_bytes", "memory_mb", "pids_limit", "max_file_mb", "disk_budget_mb")
     @classmethod
     def _positive_int(cls, value: int) -> int:
         if value <= 0:

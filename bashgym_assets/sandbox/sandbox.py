@@ -12,6 +12,7 @@ budget if the host process was killed, and ``reap_leftovers`` removes what a cra
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import os
 import secrets
@@ -101,6 +102,10 @@ for cmd in "$@"; do
   [ "$rc" = 0 ] || exit 0
 done
 """
+
+
+#: How often the disk watchdog measures the container's writable layer while a session lives.
+DISK_POLL_S = 0.5
 
 
 class SandboxError(RuntimeError):
@@ -225,6 +230,10 @@ class Sandbox:
         self._session: Any = None
         self._closed = False
         self._lock = threading.RLock()
+        #: Set by the disk watchdog when the writable layer outgrew ``spec.disk_budget_mb`` (session ended).
+        self.disk_budget_exceeded = False
+        self._watch_stop = threading.Event()
+        self._watchdog: threading.Thread | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
     def __enter__(self) -> Sandbox:
@@ -319,6 +328,7 @@ class Sandbox:
             if self._closed:
                 return
             self._closed = True
+        self._watch_stop.set()
         with _LIVE_LOCK:
             _LIVE.pop(id(self), None)
         if self._session is not None:
@@ -453,7 +463,42 @@ class Sandbox:
         self._require_running()
         if self._session is None or self._session.exited:
             self._session = SandboxSession(self)
+            self._start_disk_watchdog()
         return self._session
+
+    # ---- the disk watchdog -------------------------------------------------------------------------------
+    def _start_disk_watchdog(self) -> None:
+        """Watch the writable layer while a session lives: the storage driver here has no per-container
+        quota, so without this a root command could fill the host's disk one capped-size file at a time."""
+        if self._watchdog is not None and self._watchdog.is_alive():
+            return
+        self._watchdog = threading.Thread(target=self._watch_disk, name=f"disk-watchdog-{id(self)}", daemon=True)
+        self._watchdog.start()
+
+    def writable_layer_bytes(self) -> int | None:
+        """How much the container wrote to its writable image layer (None once the container is gone)."""
+        if self.container_id is None:
+            return None
+        try:
+            found = self.api.containers(all=True, size=True, filters={"id": self.container_id})
+        except (APIError, OSError):
+            return None
+        return int(found[0].get("SizeRw") or 0) if found else None
+
+    def _watch_disk(self) -> None:
+        budget = self.spec.disk_budget_mb << 20
+        while not self._watch_stop.wait(DISK_POLL_S):
+            sess = self._session
+            if self._closed or sess is None or sess.exited or self.container_id is None:
+                return
+            size = self.writable_layer_bytes()
+            if size is None:  # the container is gone: nothing left to guard
+                return
+            if size > budget:
+                self.disk_budget_exceeded = True
+                with contextlib.suppress(Exception):  # the session may have died on its own meanwhile
+                    self.kill_session_processes()
+                return
 
     def kill_session_processes(self) -> None:
         """End the operator's shell and everything it started (background jobs, daemons, orphans).

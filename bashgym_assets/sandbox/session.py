@@ -321,6 +321,10 @@ class SandboxSession:
             result.stderr = TCSETATTR_RE.sub("", result.stderr)
         if "__bashgym_" in result.stderr:  # under `set -x`: the trace of the framing's own calls is not output
             result.stderr = XTRACE_RE.sub("", result.stderr)
+        if self.box.disk_budget_exceeded:
+            result.stderr += ("\n" if result.stderr else "") + (
+                f"bashgym: the sandbox's disk budget ({self.box.spec.disk_budget_mb} MB written outside the "
+                "size-capped home and /tmp) is spent; the shell ended")
         return result
 
     def _interrupt(self, nonce: str) -> None:
