@@ -12,8 +12,6 @@ paths redacted differently. A code-only corpus measures the share of tokens each
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
 import platform
 import sys
@@ -24,28 +22,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bashgym_assets.privacy.redactor import Redactor, tokens_touched  # noqa: E402
-from bashgym_assets.privacy.synthetic import code_session, generate_corpus, planted_session  # noqa: E402
+from bashgym_assets.privacy.synthetic import (  # noqa: E402
+    all_text,
+    code_session,
+    generate_corpus,
+    planted_session,
+    survives,
+)
 from bashgym_assets.sessions import Session  # noqa: E402
-
-
-def _strings(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [x for v in value.values() for x in _strings(v)]
-    if isinstance(value, list):
-        return [x for v in value for x in _strings(v)]
-    return []
-
-
-def _blob(sessions: list[Session]) -> str:
-    texts: list[str] = []
-    for s in sessions:
-        texts += _strings(s.model_dump(mode="json"))
-        for st in s.steps:
-            with contextlib.suppress(ValueError):
-                texts += _strings(json.loads(st.input))
-    return "\n\x00\n".join(texts)
 
 
 def _fields(s: Session) -> list[str]:
@@ -92,8 +76,8 @@ def main() -> None:
 
     results = run_paths({"fast": fast, "baseline": base}, sessions, args.rounds)
     for r in results.values():
-        blob = _blob(r["outs"])
-        missed = [p for p in planted if p.value in blob or json.dumps(p.value)[1:-1] in blob]
+        blob = all_text(r["outs"])
+        missed = [p for p in planted if survives(p.value, blob)]
         r["recall"] = 1 - len(missed) / len(planted) if planted else 1.0
         r["missed"] = sorted({p.kind for p in missed})
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from collections import Counter
 import pytest
 
 from bashgym_assets.privacy.redactor import PlaceholderMap, Redactor, tokens_touched
-from bashgym_assets.privacy.synthetic import code_session, planted_session
+from bashgym_assets.privacy.synthetic import all_text, code_session, planted_session, survives
 from bashgym_assets.sessions import Prompt, Session, Step
 
 
@@ -20,39 +19,16 @@ def redactor() -> Redactor:
     return Redactor()
 
 
-def _strings(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [x for v in value.values() for x in _strings(v)]
-    if isinstance(value, list):
-        return [x for v in value for x in _strings(v)]
-    return []
-
-
-def _all_text(session: Session) -> str:
-    """Every text field, with JSON tool inputs both as stored and decoded, joined."""
-    texts = _strings(session.model_dump(mode="json"))
-    for step in session.steps:
-        with contextlib.suppress(ValueError):
-            texts += _strings(json.loads(step.input))
-    return "\n\x00\n".join(texts)
-
-
-def _survives(value: str, blob: str) -> bool:
-    return value in blob or json.dumps(value)[1:-1] in blob
-
-
 def test_every_planted_item_is_replaced(redactor: Redactor) -> None:
     session, items = planted_session(seed=7)
     assert len({(i.kind, i.value) for i in items}) >= 40
     kinds = Counter(i.kind for i in items)
     assert len(kinds) >= 40, kinds
-    original = _all_text(session)
-    assert all(_survives(i.value, original) for i in items)  # the corpus really carries them
+    original = all_text([session])
+    assert all(survives(i.value, original) for i in items)  # the corpus really carries them
     red, report = redactor.redact_session(session)
-    blob = _all_text(red)
-    survivors = [(i.kind, i.value[:20]) for i in items if _survives(i.value, blob)]
+    blob = all_text([red])
+    survivors = [(i.kind, i.value[:20]) for i in items if survives(i.value, blob)]
     assert survivors == []
     assert report.fields_changed > 0 and sum(report.by_entity.values()) >= len(items)
 
@@ -60,8 +36,8 @@ def test_every_planted_item_is_replaced(redactor: Redactor) -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_planted_items_replaced_for_other_random_values(redactor: Redactor, seed: int) -> None:
     session, items = planted_session(seed=seed, user=f"user{seed}x")
-    blob = _all_text(redactor.redact_session(session)[0])
-    assert [i.kind for i in items if _survives(i.value, blob)] == []
+    blob = all_text([redactor.redact_session(session)[0]])
+    assert [i.kind for i in items if survives(i.value, blob)] == []
 
 
 def test_redacted_output_rescans_clean(redactor: Redactor) -> None:
@@ -144,7 +120,7 @@ def test_user_names_from_home_directories(redactor: Redactor) -> None:
                Step(index=1, tool_name="Bash", command="ls /home/operator /root", input="{}", output="", success=True)],
     )
     red, _ = redactor.redact_session(session)
-    assert "mkowalski" not in _all_text(red)
+    assert "mkowalski" not in all_text([red])
     assert red.cwd == "/home/<USER_1>/src/x" and red.steps[0].output == "<USER_1>\n"
     assert red.steps[1].command == "ls /home/operator /root"  # generic system users stay
 
@@ -182,10 +158,10 @@ def test_disabled_detector_lets_its_kind_through() -> None:
 
 def test_baseline_and_fast_paths_agree_on_planted_items() -> None:
     session, items = planted_session(seed=21)
-    fast = _all_text(Redactor().redact_session(session)[0])
-    base = _all_text(Redactor(mode="baseline").redact_session(session)[0])
-    assert [i.kind for i in items if _survives(i.value, fast)] == []
-    assert [i.kind for i in items if _survives(i.value, base)] == []
+    fast = all_text([Redactor().redact_session(session)[0]])
+    base = all_text([Redactor(mode="baseline").redact_session(session)[0]])
+    assert [i.kind for i in items if survives(i.value, fast)] == []
+    assert [i.kind for i in items if survives(i.value, base)] == []
 
 
 def test_presidio_runs_offline_without_network_attempts(tmp_path) -> None:

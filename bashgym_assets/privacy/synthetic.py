@@ -8,6 +8,7 @@ timestamps, ``localhost`` URLs, ``std::`` paths. ``generate_corpus`` mixes both 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import string
@@ -313,3 +314,31 @@ def generate_corpus(n_sessions: int, seed: int = 0, planted_every: int = 4) -> t
             s = code_session(seed * 100003 + i)
         sessions.append(s.model_copy(update={"session_id": f"bench-{seed}-{i}"}))
     return sessions, planted
+
+
+# ---- measuring recall -------------------------------------------------------------------------------------------
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _strings(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _strings(v)]
+    return []
+
+
+def all_text(sessions: list[Session]) -> str:
+    """Every text field of the sessions, JSON tool inputs both as stored and decoded, joined: where a planted
+    value could still hide after redaction."""
+    texts: list[str] = []
+    for session in sessions:
+        texts += _strings(session.model_dump(mode="json"))
+        for step in session.steps:
+            with contextlib.suppress(ValueError):
+                texts += _strings(json.loads(step.input))
+    return "\n\x00\n".join(texts)
+
+
+def survives(value: str, blob: str) -> bool:
+    """Whether a planted value is still in ``all_text`` output, verbatim or JSON-escaped."""
+    return value in blob or json.dumps(value)[1:-1] in blob

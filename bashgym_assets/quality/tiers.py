@@ -23,7 +23,7 @@ from typing import Any, Literal
 import pyarrow as pa
 from pydantic import BaseModel
 
-from bashgym_assets.quality.metrics import score_steps
+from bashgym_assets.quality.metrics import SegmentScores, score_steps
 from bashgym_assets.quality.segment import DEFAULT_GAP, segment_session
 from bashgym_assets.sessions import STEP_ARROW_TYPE, Session, Step
 
@@ -42,8 +42,8 @@ class TierOverride(BaseModel):
     created_at: datetime
 
 
-class TieredTrace(BaseModel):
-    """One row of ``tiered_traces``: a segment, its six scores, its tier and why."""
+class TieredTrace(SegmentScores):
+    """One row of ``tiered_traces``: a segment, its six scores (inherited), its tier and why."""
 
     segment_id: str
     session_id: str
@@ -54,17 +54,6 @@ class TieredTrace(BaseModel):
     started_at: datetime | None
     ended_at: datetime | None
     boundary: str
-    success_score: float
-    verification_score: float
-    complexity_score: float
-    length_score: float
-    tool_diversity_score: float
-    efficiency_score: float
-    quality_score: float
-    success_rate: float
-    verification_passed: bool | None
-    verification_runs: int
-    num_steps: int
     computed_tier: str
     tier: str
     tier_reason: str
@@ -141,7 +130,7 @@ def tier_session(session: Session, overrides: Mapping[str, TierOverride] | None 
         trace = TieredTrace(
             segment_id=seg.segment_id, session_id=seg.session_id, repo=seg.repo, segment_index=seg.segment_index,
             prompt=seg.prompt, steps=seg.steps, started_at=seg.started_at, ended_at=seg.ended_at,
-            boundary=seg.boundary, **scores.model_dump(exclude={"steps"}), num_steps=scores.steps,
+            boundary=seg.boundary, **scores.model_dump(),
             computed_tier=tier, tier=tier, tier_reason=reason, model=session.model,
             source_format=session.source_format,
         )
