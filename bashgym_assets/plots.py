@@ -1,9 +1,11 @@
-"""Plots for asset metadata: matplotlib figures as PNG, embedded in markdown so the Dagster UI shows them inline."""
+"""Asset metadata rendering: markdown tables, and matplotlib figures as PNG embedded in markdown (the Dagster UI
+shows both inline)."""
 
 from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +36,14 @@ def png_markdown(png: bytes | Path, alt: str) -> str:
 
 def figure_markdown(fig: Any, alt: str) -> str:
     return png_markdown(figure_png(fig), alt)
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A markdown table; cells are escaped (``|``) and kept on one line."""
+
+    def cell(v: object) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)

@@ -12,7 +12,7 @@ from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.ingest.pipeline import QUARANTINE, IngestReport, ingest_repo
 from bashgym_assets.ingest.repos import NO_REPO_KEY
 from bashgym_assets.ingest.scan import CursorStore, run_key, scan
-from bashgym_assets.plots import figure_markdown
+from bashgym_assets.plots import figure_markdown, md_table
 
 #: What a sensor-triggered run materialises for a changed repo: the whole per-repo chain, so new traces reach
 #: the tiers (and the blocking secret check between them) without anyone clicking.
@@ -23,14 +23,6 @@ trace_files = dg.AssetSpec(
     description="Agent session logs in the watched folders (BASHGYM_TRACE_DIRS: ~/.claude/projects and the "
                 "live-capture folder). Read, never modified.",
 )
-
-
-def _md_table(headers: list[str], rows: list[list[object]]) -> str:
-    def cell(v: object) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _tools_plot(report: IngestReport) -> str:
@@ -58,7 +50,7 @@ def _preview(report: IngestReport) -> str:
         rows = [[st.index, st.tool_name, (st.command or st.input)[:70], st.exit_code, st.success]
                 for st in s.steps[:6]]
         if rows:
-            parts.append(_md_table(["#", "tool", "command / input", "exit", "ok"], rows))
+            parts.append(md_table(["#", "tool", "command / input", "exit", "ok"], rows))
     return "\n\n".join(parts) or "_no sessions_"
 
 
@@ -78,12 +70,12 @@ def report_metadata(report: IngestReport) -> dict[str, dg.MetadataValue]:
         "date_range": dg.MetadataValue.text(
             f"{report.first:%Y-%m-%d %H:%M} .. {report.last:%Y-%m-%d %H:%M} UTC" if report.first and report.last
             else "-"),
-        "tools": dg.MetadataValue.md(_md_table(["tool", "calls"], [[t, n] for t, n in report.tools.most_common()])),
+        "tools": dg.MetadataValue.md(md_table(["tool", "calls"], [[t, n] for t, n in report.tools.most_common()])),
         "formats": dg.MetadataValue.json(dict(report.formats)),
         "skipped_line_types": dg.MetadataValue.json(dict(report.skipped_types)),
         "quarantined": dg.MetadataValue.int(len(report.quarantine)),
         "quarantine": dg.MetadataValue.md(
-            _md_table(["file", "line", "reason", "snippet"], quarantine_rows) if quarantine_rows
+            md_table(["file", "line", "reason", "snippet"], quarantine_rows) if quarantine_rows
             else f"_nothing quarantined (table `{QUARANTINE}`)_"),
         "preview": dg.MetadataValue.md(_preview(report)),
     }

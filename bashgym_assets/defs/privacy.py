@@ -12,6 +12,7 @@ from pydantic import Field
 
 from bashgym_assets.defs.partitions import repo_partitions
 from bashgym_assets.defs.resources import BashgymHome
+from bashgym_assets.plots import md_table
 from bashgym_assets.privacy.pipeline import QUARANTINE, redact_rows, scan_sessions
 from bashgym_assets.privacy.redactor import Redactor
 from bashgym_assets.sessions import sessions_from_table
@@ -27,12 +28,6 @@ class RedactionConfig(dg.Config):
     use_installed_spacy_model: bool = Field(
         False, description="Also detect names and places with a spaCy English model if the user installed one "
                            "(en_core_web_sm/md/lg/trf); nothing is downloaded.")
-
-
-def _table(headers: list[str], rows: list[list[object]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 @dg.asset(
@@ -69,14 +64,14 @@ def redacted_sessions(context: dg.AssetExecutionContext, config: RedactionConfig
         "quarantined": dg.MetadataValue.int(len(result.quarantine)),
         "disabled_detectors": dg.MetadataValue.json(config.disable_detectors),
         "by_entity": dg.MetadataValue.md(
-            _table(["placeholder type", "spans"], [[k, v] for k, v in by_entity.most_common()])
+            md_table(["placeholder type", "spans"], [[k, v] for k, v in by_entity.most_common()])
             if by_entity else "_nothing to redact_"),
-        "top_sessions": dg.MetadataValue.md(_table(
+        "top_sessions": dg.MetadataValue.md(md_table(
             ["session", "spans", "distinct values", "fields changed"],
             [[r.session_id, sum(r.by_entity.values()), r.distinct_values, r.fields_changed] for r in per_session])
             if per_session else "_no sessions_"),
         "quarantine": dg.MetadataValue.md(
-            _table(["session", "stage", "reason"], [[q.session_id, q.stage, q.reason[:120]]
+            md_table(["session", "stage", "reason"], [[q.session_id, q.stage, q.reason[:120]]
                                                     for q in result.quarantine[:20]])
             if result.quarantine else f"_nothing quarantined (table `{QUARANTINE}`)_"),
     })
@@ -95,7 +90,7 @@ def _no_secrets_left(context: dg.AssetCheckExecutionContext, bashgym: BashgymHom
             "sessions_scanned": dg.MetadataValue.int(len(sessions)),
             "findings": dg.MetadataValue.int(len(findings)),
             "by_entity": dg.MetadataValue.json(dict(kinds)),
-            "detail": dg.MetadataValue.md(_table(["session", "field", "entity", "detector", "preview"], rows)
+            "detail": dg.MetadataValue.md(md_table(["session", "field", "entity", "detector", "preview"], rows)
                                           if rows else "_clean_"),
         },
         description=None if not findings else f"{len(findings)} secret/PII spans survived redaction",

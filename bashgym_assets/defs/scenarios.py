@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from bashgym_assets import images
 from bashgym_assets.defs.resources import BashgymHome
+from bashgym_assets.plots import md_table
 from bashgym_assets.scenarios.authoring import author_bundles
 from bashgym_assets.scenarios.bundle import BundleError, parse_bundle
 from bashgym_assets.scenarios.candidates import (
@@ -31,7 +32,7 @@ from bashgym_assets.scenarios.gate import (
     gate_bundles,
     reason_counts,
 )
-from bashgym_assets.scenarios.report import bar_chart_md, md_table
+from bashgym_assets.scenarios.report import bar_chart_md
 
 CANDIDATE_SCHEMA = pa.schema([
     ("scenario_id", pa.string()), ("category", pa.string()), ("difficulty", pa.int32()), ("user", pa.string()),

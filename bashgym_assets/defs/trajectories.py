@@ -9,6 +9,7 @@ import dagster as dg
 
 from bashgym_assets import images
 from bashgym_assets.defs.resources import BashgymHome
+from bashgym_assets.plots import md_table
 from bashgym_assets.rollout.episode import TRAJECTORY_SCHEMA, EpisodeLimits
 from bashgym_assets.rollout.operators import make_operator
 from bashgym_assets.rollout.rollouts import (
@@ -19,7 +20,7 @@ from bashgym_assets.rollout.rollouts import (
 )
 from bashgym_assets.scenarios.bundle import parse_bundle
 from bashgym_assets.scenarios.gate import TRAIN, split_for
-from bashgym_assets.scenarios.report import bar_chart_md, md_table
+from bashgym_assets.scenarios.report import bar_chart_md
 
 
 class RolloutConfig(dg.Config):

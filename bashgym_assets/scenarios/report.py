@@ -7,15 +7,6 @@ from collections.abc import Sequence
 from bashgym_assets.plots import figure_markdown
 
 
-def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    def cell(v: object) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def bar_chart_md(labels: Sequence[str], series: dict[str, Sequence[float]], title: str, xlabel: str) -> str:
     """Horizontal grouped bars as a markdown image with the PNG inlined (shows in the Dagster UI as is)."""
     import matplotlib
