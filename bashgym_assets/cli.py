@@ -50,6 +50,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     demo.register_partitions(repos)
     print(f"repository partitions: {', '.join(repos) or '(none)'}")
     steps = demo.plan(demo.asset_nodes())
+    skip = [a for a in (getattr(args, "skip", "") or "").split(",") if a]
+    if skip:
+        steps = demo.without(steps, skip)
     print("plan:")
     for i, step in enumerate(steps, 1):
         print(f"  {i}. {step.describe()}")
@@ -172,10 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo_p = sub.add_parser("demo", help="materialize every asset on the configured (default: bundled sample) data")
     demo_p.add_argument("--profile", default="demo", choices=["demo", "full"],
                         help="run config per asset: demo (quick) or full (the recorded before/after table)")
+    demo_p.add_argument("--skip", default="", help="comma-separated assets to leave out of the plan (e.g. "
+                                                   "student_rollouts,dpo_dataset,dpo_adapter)")
     demo_p.set_defaults(fn=cmd_demo)
     train_p = sub.add_parser("train", help="the whole pipeline with a training profile (default: full), ending "
                                            "in the evaluation and the promotion decision")
     train_p.add_argument("--profile", default="full", choices=["demo", "full"])
+    train_p.add_argument("--skip", default="", help="comma-separated assets to leave out of the plan")
     train_p.set_defaults(fn=cmd_demo)
     sub.add_parser("where", help="print where the data lives and how to open the UIs").set_defaults(fn=cmd_where)
     sql = sub.add_parser("sql", help="run SQL over the lake (every asset is a DuckDB view)")

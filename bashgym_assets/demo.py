@@ -102,6 +102,21 @@ def plan(nodes: dict[str, AssetNode]) -> list[PlanStep]:
     return steps
 
 
+def without(steps: list[PlanStep], skip: Iterable[str]) -> list[PlanStep]:
+    """The plan less the named assets (steps left empty are dropped); an unknown name is an error, not a no-op."""
+    skip = set(skip)
+    known = {a for step in steps for a in step.assets}
+    unknown = sorted(skip - known)
+    if unknown:
+        raise ValueError(f"unknown asset(s) to skip: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    out = []
+    for step in steps:
+        kept = [a for a in step.assets if a not in skip]
+        if kept:
+            out.append(PlanStep(module=step.module, assets=kept, partitioned=step.partitioned))
+    return out
+
+
 def _topological(keys: list[str], nodes: dict[str, AssetNode]) -> list[str]:
     out: list[str] = []
     pending = list(keys)
@@ -113,18 +128,21 @@ def _topological(keys: list[str], nodes: dict[str, AssetNode]) -> list[str]:
     return out
 
 
-# Run config per asset for each profile. ``demo``: the quick run of ``make demo`` on a 2-core CPU (a short SFT, the
-# evaluation on the first 20 held-out scenarios by id). ``full``: what reproduces the recorded before/after table
-# (BENCHMARKS.md): the pack plus 4 gated variants of each train scenario (~570 train trajectories), one epoch of SFT
-# at lr 5e-4, the evaluation on the whole held-out split.
+# Run config per asset for each profile. ``demo``: the quick run of ``make demo`` on a 2-core CPU: a short SFT
+# (16 optimizer steps), 12 train scenarios x 2 sampled student attempts, a gentle 4-step DPO (lr 5e-5: at SFT's lr
+# 2e-4, 10 steps drove the DPO loss to 0.007 and the candidate's replies ran to the token cap, doubling the
+# evaluation's generation time per turn), the evaluation on 12 held-out scenarios (6 turns, 96 new tokens a reply). ``full``: what reproduces the recorded before/after table (BENCHMARKS.md): the pack plus 4 gated variants
+# of each train scenario, one epoch of SFT at lr 5e-4 over 768-token rows, the evaluation on the whole held-out split.
 PROFILES: dict[str, dict[str, dict]] = {
     "demo": {
         "sft_adapter": {"max_steps": 16},
-        "benchmark_results": {"max_scenarios": 20, "max_turns": 8},
+        "student_rollouts": {"max_scenarios": 12},
+        "dpo_adapter": {"max_steps": 4, "learning_rate": 5e-5},
+        "benchmark_results": {"max_scenarios": 12, "max_turns": 6, "max_new_tokens": 96},
     },
     "full": {
         "scenario_candidates": {"variants_per_scenario": 4},
-        "sft_adapter": {"epochs": 1.0, "learning_rate": 5e-4, "batch_size": 4, "max_length": 768},
+        "sft_adapter": {"epochs": 1.0, "learning_rate": 5e-4, "max_length": 768},
     },
 }
 

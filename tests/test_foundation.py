@@ -153,3 +153,15 @@ def test_run_plan_streams_progress_and_reports_failures(tmp_path: Path) -> None:
     assert not any("nothing to show" in line for line in lines)
     with pytest.raises(RuntimeError, match="materializing .*bad.* failed"):
         demo.run_plan([demo.PlanStep(module="tiny_defs", assets=["bad"], partitioned=False)], [], env, lines.append)
+
+
+def test_a_plan_without_some_assets_keeps_the_order_and_refuses_unknown_names() -> None:
+    steps = demo.plan(demo.asset_nodes())
+    skipped = {"student_rollouts", "dpo_dataset", "dpo_adapter"}
+    kept = demo.without(steps, skipped)
+    flat = [a for s in steps for a in s.assets if a not in skipped]
+    assert [a for s in kept for a in s.assets] == flat
+    assert all(s.assets for s in kept)
+    assert not any("dpo_dataset" in s.assets for s in kept)
+    with pytest.raises(ValueError, match="unknown asset"):
+        demo.without(steps, ["no_such_asset"])

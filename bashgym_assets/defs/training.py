@@ -39,8 +39,8 @@ class TrainRunConfig(dg.Config):
     max_steps: int | None = None
     epochs: float = 1.0
     learning_rate: float = 2e-4
-    batch_size: int = 4
-    grad_accum: int = 1
+    batch_size: int = 1       # packed rows per micro-step (see TrainConfig: one row is fastest on a CPU)
+    grad_accum: int = 4
     max_length: int = 512
     packing: bool = True
     qlora: bool = False

@@ -61,8 +61,12 @@ class TrainConfig(BaseModel):
     checkpoint_dir: str | None = Field(None, description="Trainer checkpoints (default: <output_dir>.ckpt)")
     run_name: str = "run"
     max_length: int = 512
-    batch_size: int = 4
-    grad_accum: int = 1
+    # One packed row per micro-step, four per optimizer step: padding-free packing flattens a whole micro-batch into
+    # ONE sequence, so its attention is quadratic in batch_size x max_length; one row at a time keeps it per row
+    # (1.5x the tokens/s of batch 4 at the same effective batch on a 2-core CPU, BENCHMARKS.md). On a GPU raise
+    # batch_size instead.
+    batch_size: int = 1
+    grad_accum: int = 4
     learning_rate: float = 2e-4
     epochs: float = 1.0
     max_steps: int | None = None
