@@ -171,6 +171,18 @@ def test_local_model_operator_with_adapter_and_context_trim(tiny_model: tuple[Pa
     long = initial_messages(BUNDLE) + [Message(role="assistant", content="ls -la"),
                                        Message(role="user", content="x " * 150 + "\n[exit code: 0]")] * 4
     assert isinstance(op.next_command(long), str)
-    assert isinstance(op._model, PeftModel)
+    # The adapter is merged into the base for generation: the same function as the PEFT wrapper, not the base's.
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    assert not isinstance(op._model, PeftModel)
+    probe = torch.tensor([[1, 5, 9, 13, 17, 21]])
+    with torch.no_grad():
+        merged = op._model(input_ids=probe).logits
+        wrapped = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), adapter_dir).eval()(
+            input_ids=probe).logits
+        base = AutoModelForCausalLM.from_pretrained(model_dir).eval()(input_ids=probe).logits
+    assert torch.allclose(merged, wrapped, atol=1e-4)
+    assert not torch.allclose(merged, base, atol=1e-3)
     ids = op._encode(op._tokenizer, [m.model_dump() for m in long])
     assert len(ids) <= 200 - 8
