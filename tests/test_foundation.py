@@ -165,3 +165,26 @@ def test_a_plan_without_some_assets_keeps_the_order_and_refuses_unknown_names() 
     assert not any("dpo_dataset" in s.assets for s in kept)
     with pytest.raises(ValueError, match="unknown asset"):
         demo.without(steps, ["no_such_asset"])
+
+
+def test_every_profile_config_is_valid_run_config_for_its_run() -> None:
+    """A profile that names a field its asset does not have would fail `make demo` mid-way: validate up front."""
+    steps = demo.plan(demo.asset_nodes())
+
+    def job_for(step: demo.PlanStep) -> dg.JobDefinition:
+        defs: dg.Definitions = importlib.import_module(step.module).defs
+        return defs.resolve_implicit_global_asset_job_def().get_subset(
+            asset_selection={dg.AssetKey(a) for a in step.assets})
+
+    checked = 0
+    for profile in demo.PROFILES:
+        for step in steps:
+            cfg = demo.step_config(step, profile)
+            if cfg:
+                dg.validate_run_config(job_for(step), cfg)
+                checked += 1
+    assert checked >= 4
+    evaluation = next(s for s in steps if "benchmark_results" in s.assets)
+    with pytest.raises(dg.DagsterInvalidConfigError):
+        dg.validate_run_config(job_for(evaluation),
+                               {"ops": {"benchmark_results": {"config": {"no_such_field": 1}}}})
