@@ -66,7 +66,7 @@ def test_sft_adapter_materializes_through_the_docker_executor(sandbox_image, tmp
     env = {k: v for k, v in os.environ.items() if not k.startswith("BASHGYM_")}
     env.update({"BASHGYM_HOME": str(home), "DAGSTER_HOME": str(dagster_home), "BASHGYM_GPU_EXECUTOR": "docker",
                 "BASHGYM_BASE_MODEL": str(model), "BASHGYM_DOCKER_GPUS": "none"})
-    run_config = {"ops": {"sft_adapter": {"config": {"max_steps": 2, "batch_size": 2, "max_length": 256,
+    run_config = {"ops": {"sft_adapter": {"config": {"max_steps": 2, "batch_size": 2, "grad_accum": 1, "max_length": 256,
                                                      "run_name": "docker-smoke"}}}}
     client = docker.from_env()
     try:

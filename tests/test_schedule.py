@@ -48,7 +48,7 @@ def test_nightly_schedule_trains_only_when_datasets_changed(settings, tmp_path, 
         assert set(request.run_config["ops"]) == {"sft_adapter", "dpo_adapter"}
 
         # train both adapters for real (tiny model, a couple of steps) with the config the schedule would use
-        cfg = {"max_steps": 2, "batch_size": 2, "max_length": 256}
+        cfg = {"max_steps": 2, "batch_size": 2, "grad_accum": 1, "max_length": 256}
         result = dg.materialize([tr.base_model, tr.sft_adapter, tr.dpo_adapter], instance=instance,
                                 resources=resources,
                                 run_config={"ops": {"sft_adapter": {"config": cfg}, "dpo_adapter": {"config": cfg}}})

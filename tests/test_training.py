@@ -87,7 +87,7 @@ def test_inspect_reports_mask_statistics_without_training(tiny_model):
 
 
 def _cfg(tiny_model: str, out: Path, **kw) -> TrainConfig:
-    base = {"base_model": tiny_model, "output_dir": str(out), "batch_size": 4, "learning_rate": 3e-3,
+    base = {"base_model": tiny_model, "output_dir": str(out), "batch_size": 4, "grad_accum": 1, "learning_rate": 3e-3,
             "lora_dropout": 0.0, "save_every": 2, "max_length": 256}
     base.update(kw)
     return TrainConfig(**base)

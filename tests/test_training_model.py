@@ -67,7 +67,7 @@ def test_sft_adapter_on_smollm2_through_dagster_registered_and_generating(smollm
     with dg.instance_for_test() as instance:
         assert dg.materialize([dd.sft_dataset, dd.sft_dataset_no_heldout], instance=instance,
                               resources=resources).success
-        cfg = {"max_steps": 24, "batch_size": 4, "max_length": 384, "learning_rate": 1e-3, "run_name": "smollm2-cpu"}
+        cfg = {"max_steps": 24, "batch_size": 1, "grad_accum": 4, "max_length": 384, "learning_rate": 1e-3, "run_name": "smollm2-cpu"}
         result = dg.materialize([tr.base_model, tr.sft_adapter], instance=instance, resources=resources,
                                 run_config={"ops": {"sft_adapter": {"config": cfg}}})
         assert result.success

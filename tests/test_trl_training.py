@@ -58,7 +58,7 @@ def _conversations() -> list[list[dict[str, str]]]:
 
 
 def _cfg(model: str, out: Path, **kw) -> TrainConfig:
-    base = {"base_model": model, "output_dir": str(out), "batch_size": 2, "learning_rate": 3e-3, "lora_dropout": 0.0,
+    base = {"base_model": model, "output_dir": str(out), "batch_size": 2, "grad_accum": 1, "learning_rate": 3e-3, "lora_dropout": 0.0,
             "save_every": 50, "max_length": 512}
     base.update(kw)
     return TrainConfig(**base)
