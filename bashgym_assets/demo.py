@@ -131,8 +131,9 @@ def _topological(keys: list[str], nodes: dict[str, AssetNode]) -> list[str]:
 # Run config per asset for each profile. ``demo``: the quick run of ``make demo`` on a 2-core CPU: a short SFT
 # (16 optimizer steps), 12 train scenarios x 2 sampled student attempts, a gentle 4-step DPO (lr 5e-5: at SFT's lr
 # 2e-4, 10 steps drove the DPO loss to 0.007 and the candidate's replies ran to the token cap, doubling the
-# evaluation's generation time per turn), the evaluation on 12 held-out scenarios (6 turns, 96 new tokens a reply). ``full``: what reproduces the recorded before/after table (BENCHMARKS.md): the pack plus 4 gated variants
-# of each train scenario, one epoch of SFT at lr 5e-4 over 768-token rows, the evaluation on the whole held-out split.
+# evaluation's generation time per turn), the evaluation on 12 held-out scenarios (6 turns, 96 new tokens a reply).
+# ``full``: what reproduces the recorded before/after table (BENCHMARKS.md): the pack plus 4 gated variants of each
+# train scenario, one epoch of SFT at lr 5e-4 over 768-token rows, the evaluation on the whole held-out split.
 PROFILES: dict[str, dict[str, dict]] = {
     "demo": {
         "sft_adapter": {"max_steps": 16},

@@ -39,8 +39,9 @@ class TrainRunConfig(dg.Config):
     max_steps: int | None = None
     epochs: float = 1.0
     learning_rate: float = 2e-4
-    batch_size: int = 1       # packed rows per micro-step (see TrainConfig: one row is fastest on a CPU)
-    grad_accum: int = 4
+    # rows per micro-step, micro-steps per optimizer step: TrainConfig's defaults (one row is fastest on a CPU)
+    batch_size: int = TrainConfig.model_fields["batch_size"].default
+    grad_accum: int = TrainConfig.model_fields["grad_accum"].default
     max_length: int = 512
     packing: bool = True
     qlora: bool = False

@@ -182,7 +182,8 @@ class LocalModelOperator(Operator):
                 from peft import PeftModel
 
                 # Merged into the base weights once: the same function, but each linear layer is one matmul
-                # instead of three: 1.28x the new tokens/s with identical greedy replies on a 2-core CPU (benchmarks/bench_generation.py).
+                # instead of three: 1.28x the new tokens/s with identical greedy replies on a 2-core CPU
+                # (benchmarks/bench_generation.py).
                 model = PeftModel.from_pretrained(model, self.adapter_dir).merge_and_unload()
             model.eval()
             self._model, self._tokenizer = model, tokenizer

@@ -34,8 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-steps", type=int)
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--lr", type=float, default=2e-4)
-    p.add_argument("--batch-size", type=int, default=1, help="packed rows per micro-step (CPU: 1 is fastest)")
-    p.add_argument("--grad-accum", type=int, default=4, help="micro-steps per optimizer step")
+    defaults = TrainConfig.model_fields
+    p.add_argument("--batch-size", type=int, default=defaults["batch_size"].default,
+                   help="packed rows per micro-step (CPU: 1 is fastest)")
+    p.add_argument("--grad-accum", type=int, default=defaults["grad_accum"].default,
+                   help="micro-steps per optimizer step")
     p.add_argument("--max-length", type=int, default=512)
     p.add_argument("--no-packing", action="store_true")
     p.add_argument("--qlora", action="store_true", help="load the base in 4-bit (bitsandbytes) under the LoRA")
@@ -56,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--out is required to train (name each run's folder)")
     cfg = TrainConfig(base_model=base, output_dir=args.out, run_name=args.out.rstrip("/").rsplit("/", 1)[-1],
                       max_steps=args.max_steps, epochs=args.epochs, learning_rate=args.lr,
-                      batch_size=args.batch_size, grad_accum=args.grad_accum, max_length=args.max_length, packing=not args.no_packing,
+                      batch_size=args.batch_size, grad_accum=args.grad_accum, max_length=args.max_length,
+                      packing=not args.no_packing,
                       qlora=args.qlora, dtype=args.dtype, attn_implementation=args.attn)
 
     def log(r: dict[str, float]) -> None:

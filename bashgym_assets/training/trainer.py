@@ -63,8 +63,8 @@ class TrainConfig(BaseModel):
     max_length: int = 512
     # One packed row per micro-step, four per optimizer step: padding-free packing flattens a whole micro-batch into
     # ONE sequence, so its attention is quadratic in batch_size x max_length; one row at a time keeps it per row
-    # (1.75x the tokens/s of batch 4 at 0.37x the memory, same effective batch, 2-core CPU: BENCHMARKS.md). On a GPU raise
-    # batch_size instead.
+    # (1.75x the tokens/s of batch 4 at 0.37x the memory, same effective batch, 2-core CPU: BENCHMARKS.md).
+    # On a GPU raise batch_size instead.
     batch_size: int = 1
     grad_accum: int = 4
     learning_rate: float = 2e-4
