@@ -8,6 +8,7 @@ import pytest
 from bashgym_assets.scenarios.bundle import ScenarioBundle, parse_bundle
 from bashgym_assets.scenarios.candidates import PACK_DIR, load_pack
 from bashgym_assets.scenarios.gate import (
+    CHECK_DOES_NOT_PARSE,
     CHECK_PASSES_BEFORE,
     HELD_OUT,
     REFERENCE_FAILS,
@@ -15,6 +16,8 @@ from bashgym_assets.scenarios.gate import (
     SETUP_FAILED,
     TRAIN,
     GateLimits,
+    ReferenceTurn,
+    Replay,
     gate_bundle,
     gate_bundles,
     reason_counts,
@@ -102,3 +105,97 @@ def test_whole_pack_passes_its_own_gate(sandbox_image: str) -> None:
     failed = [f"{r.scenario_id}: {r.reason}: {r.detail}" for r in results if not r.admitted]
     assert not failed, "\n".join(failed)
     assert {r.split for r in results} == {TRAIN, HELD_OUT}
+
+
+# ---- a check or setup that does not parse is reported as such, before any sandbox -----------------------------------
+@pytest.mark.parametrize(("patch", "reason", "detail"), [
+    ({"check": "if [ -f /home/operator/count.txt ]; then\n  exit 0\n"}, CHECK_DOES_NOT_PARSE,
+     "check does not parse: bash: line 3: syntax error: unexpected end of file"),
+    ({"check": "grep -q x /home/operator/count.txt && { echo ok"}, CHECK_DOES_NOT_PARSE, "check does not parse"),
+    ({"setup": ["true", "for f in a b; echo $f; done"]}, SETUP_FAILED,
+     "setup command 2/2 does not parse: for f in a b; echo $f; done\nbash: "),
+    ({"provider": {"name": "orders", "script": "#!/bin/bash\ncase $1 in\n"}, "announcement": "run orders"},
+     SETUP_FAILED, "provider script orders does not parse"),
+])
+def test_what_does_not_parse_is_blamed_not_the_reference(patch: dict, reason: str, detail: str) -> None:
+    # no image at all: the verdict comes from bash -n, before a sandbox would be needed
+    result = gate_bundle(bundle(**patch), "bashgym-no-such-image:never")
+    assert result.reason == reason and not result.admitted and result.reference_turns == 0
+    assert detail in result.detail, result.detail
+
+
+def test_a_check_that_parses_with_extglob_or_heredocs_is_not_refused(sandbox_image: str) -> None:
+    check = ("shopt -s extglob\ncase \"$(cat /home/operator/count.txt)\" in\n  @(3|03)) exit 0 ;;\nesac\n"
+             "cat <<'EOF' >&2\nnot three )\nEOF\nexit 1\n")
+    result = gate_bundle(bundle(id="gate-extglob", check=check), sandbox_image)
+    assert result.admitted, result.detail
+
+
+# ---- the detail shows the reference turn that mattered, not the closing exit ----------------------------------------
+def _turn(index: int, command: str, exit_code: int | None = 0, output: str = "") -> ReferenceTurn:
+    return ReferenceTurn(index=index, total=4, command=command, output=output, exit_code=exit_code)
+
+
+def test_replay_shows_the_failing_and_last_real_turns_never_exit() -> None:
+    replay = Replay(turns=[_turn(1, "cd ~/data"), _turn(2, "sort nope > out", 2, "sort: cannot read: nope"),
+                           _turn(3, "echo done", 0, "done"), _turn(4, "exit")])
+    shown = replay.mattered()
+    assert "first failing reference turn 2/4: $ sort nope > out\nsort: cannot read: nope\n[exit code: 2]" in shown
+    assert "last reference turn 3/4: $ echo done" in shown and "$ exit" not in shown
+    only = Replay(turns=[_turn(1, "wc -l f > n"), _turn(2, "exit 0")]).mattered()
+    assert only == "last reference turn 1/4: $ wc -l f > n\n[exit code: 0]"
+    assert Replay(turns=[_turn(1, "exit")]).mattered().endswith("$ exit\n[exit code: 0]")
+
+
+@pytest.mark.parametrize(("reference", "shown", "hidden"), [
+    # every command succeeds but counts the wrong thing: the last real command is the one that mattered
+    (["cd ~/data", "wc -l words.txt > ~/count.txt", "exit"], "last reference turn 2/3: $ wc -l words.txt", "$ exit"),
+    # a command fails early: that one is shown, with its error
+    (["cat ~/data/missing.txt > ~/count.txt", "echo finished", "exit"],
+     "first failing reference turn 1/3: $ cat ~/data/missing.txt", "$ exit"),
+])
+def test_rejection_detail_shows_the_turn_that_mattered(sandbox_image: str, reference: list[str], shown: str,
+                                                       hidden: str) -> None:
+    result = gate_bundle(bundle(id="gate-detail", reference=reference), sandbox_image)
+    assert result.reason == REFERENCE_FAILS
+    assert result.detail.startswith("check exit 1")
+    assert shown in result.detail and hidden not in result.detail, result.detail
+    if "missing" in reference[0]:
+        assert "No such file or directory" in result.detail and "last reference turn 2/3: $ echo finished" in result.detail
+
+
+# ---- provider mode with the provider given as the path of a program the setup writes --------------------------------
+PATH_PROVIDER = {
+    "task": "", "category": "files", "difficulty": 2, "announcement": "Orders are waiting: run `orders --help`.",
+    "setup": ["mkdir -p /opt/desk",
+              "printf '#!/bin/sh\\necho \"Directive: create the folder ~/made\"\\n' > /opt/desk/orders"],
+    "check": "test -d /home/operator/made", "reference": ["orders --help", "mkdir ~/made", "exit"],
+}
+
+
+@pytest.mark.parametrize("provider", [
+    {"name": "orders", "script": "/opt/desk/orders"},
+    {"name": "orders", "script": "#!/bin/sh\necho 'Directive: create the folder ~/made'\n"},
+])
+def test_provider_as_program_path_or_text_is_admitted(sandbox_image: str, provider: dict) -> None:
+    announced = parse_bundle({**PATH_PROVIDER, "provider": provider})
+    result = gate_bundle(announced, sandbox_image)
+    assert result.admitted, result.detail
+
+
+def test_provider_path_relative_to_the_workdir_runs_as_a_path(sandbox_image: str) -> None:
+    announced = parse_bundle({**PATH_PROVIDER, "workdir": "/srv/desk", "provider": {"name": "desk",
+                              "script": "./bin/orders"},
+                              "setup": ["mkdir -p /srv/desk/bin", "printf 'echo Directive: create ~/made\\n' > "
+                                        "/srv/desk/bin/orders"],   # no shebang, no x bit: still runs
+                              "reference": ["./bin/orders --help", "desk --help", "mkdir ~/made"]})
+    result = gate_bundle(announced, sandbox_image)
+    assert result.admitted, result.detail
+
+
+def test_provider_path_the_setup_did_not_write_fails_the_setup(sandbox_image: str) -> None:
+    announced = parse_bundle({**PATH_PROVIDER, "setup": ["mkdir -p /opt/desk/orders"],  # a folder, not a program
+                              "provider": {"name": "orders", "script": "/opt/desk/orders"}})
+    result = gate_bundle(announced, sandbox_image)
+    assert result.reason == SETUP_FAILED
+    assert "provider program /opt/desk/orders was not written by the setup" in result.detail, result.detail

@@ -77,7 +77,7 @@ class GateConfig(dg.Config):
 @dg.asset(
     group_name="scenarios",
     kinds={"python", "parquet"},
-    description="Candidate shell-task bundles: the bundled pack, imported shell-tasks files, (when "
+    description="Candidate shell-task bundles: the bundled pack, imported scenario files (bundles or shell tasks), (when "
                 "BASHGYM_TEACHER_MODEL names a model) teacher-authored bundles and the external evaluation suites "
                 "of BASHGYM_EVAL_SUITE_DIRS (Terminal-Bench/Harbor, ext- ids, always held out). Bad input is "
                 "quarantined.",

@@ -122,8 +122,7 @@ def bundle_from_reply(text: str, axes: AuthoringAxes, source: str) -> ScenarioBu
         raise ValueError("the reply must be one JSON object")
     data.setdefault("category", axes.category)
     data.setdefault("difficulty", axes.difficulty)
-    if axes.mode == "announced" and not data.get("task") and data.get("announcement"):
-        data["task"] = data["announcement"]
+    # An empty task in announced mode is the bundle model's rule (task = announcement), the same for files.
     data.pop("id", None)  # ids are content hashes for authored bundles
     data["source"] = source
     bundle = parse_bundle(data)

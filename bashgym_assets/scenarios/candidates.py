@@ -1,5 +1,8 @@
 """Where candidate scenarios come from: the bundled pack, imported task files and (optionally) a teacher model.
 
+The import folder takes scenario bundles and shell-tasks records alike, in JSON, JSON Lines or YAML files of any
+name (``bundle.import_scenario_files``): the layout is read from each record's keys.
+
 Every source yields bundles plus quarantined failures with their reason; one bad file never hides the good ones.
 Ids are unique across sources: a later bundle reusing an id is quarantined, not silently dropped or overwritten.
 """
@@ -12,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from bashgym_assets.config import PROJECT_ROOT
-from bashgym_assets.scenarios.bundle import BundleError, ScenarioBundle, import_shell_tasks, load_folder
+from bashgym_assets.scenarios.bundle import BundleError, ScenarioBundle, import_scenario_files, load_folder
 
 PACK_DIR = PROJECT_ROOT / "bashgym_assets" / "data" / "scenario_pack"
 PACK_SOURCE = "bashgym-pack"
@@ -66,7 +69,7 @@ def collect_candidates(pack_dir: Path | None = PACK_DIR, import_dir: Path | None
         quarantine += errors
     imported: list[ScenarioBundle] = []
     if import_dir is not None and Path(import_dir).exists():
-        imported, errors = import_shell_tasks([import_dir])
+        imported, errors = import_scenario_files([import_dir])  # bundles and shell tasks, told apart by content
         quarantine += errors
     bundles, dupes = merge_candidates(pack, imported, authored)
     quarantine += dupes

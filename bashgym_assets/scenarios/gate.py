@@ -3,12 +3,19 @@ action, and the reference solution (played by the reference operator, one comman
 user) makes it PASS. Rejections keep their reason. Admitted scenarios are split train/held-out by a stable hash.
 
 The authoring model never certifies a task: only the check against the reference's effect on a real container.
+
+Before any sandbox, the check and the setup commands go through ``bash -n``: a check that does not parse is
+rejected as such with bash's own error (it would otherwise fail after the reference and blame the reference), a
+setup command that does not parse fails the setup. A rejection's detail shows the reference turns that mattered
+(the first failing one and the last real one), never the closing ``exit``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import shutil
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -24,6 +31,7 @@ TRAIN, HELD_OUT = "train", "held_out"
 
 # Reasons a bundle is rejected (metadata counts by these).
 SETUP_FAILED = "setup_failed"
+CHECK_DOES_NOT_PARSE = "check_does_not_parse"
 CHECK_PASSES_BEFORE = "check_passes_before_action"
 REFERENCE_FAILS = "reference_does_not_pass"
 REFERENCE_UNFINISHED = "reference_did_not_finish"
@@ -88,27 +96,129 @@ def _tail(text: str, limit: int = 600) -> str:
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
-def replay_reference(box: Any, bundle: ScenarioBundle, limits: GateLimits) -> tuple[int, str, str]:
+def _head(text: str, limit: int = 200) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# ---- static checks: does it parse? --------------------------------------------------------------------------------
+_SHELL_SHEBANG = re.compile(r"^#!\s*(?:/usr/bin/env\s+)?(?:/\S*/)?(?:ba)?sh(?:\s|$)")
+SYNTAX_TIMEOUT_S = 10.0
+
+
+def bash_syntax_error(script: str, timeout_s: float = SYNTAX_TIMEOUT_S) -> str | None:
+    """bash's complaint when ``script`` does not parse (``bash -n``, nothing runs), else None.
+
+    The sandbox runs checks and setup commands with bash, so bash's parser is the judge; extglob is on so a script
+    that turns it on before using it is not refused. None too when no bash is at hand here (the sandbox decides).
+    """
+    bash = shutil.which("bash")
+    if bash is None:
+        return None
+    try:
+        proc = subprocess.run([bash, "--norc", "--noprofile", "-O", "extglob", "-n"], input=script.encode(),
+                              capture_output=True, timeout=timeout_s, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode == 0:
+        return None
+    error = proc.stderr.decode(errors="replace").strip().replace(f"{bash}: ", "bash: ")
+    return error or f"bash -n exited {proc.returncode}"
+
+
+def parse_problem(bundle: ScenarioBundle) -> tuple[str, str] | None:
+    """(reason, detail) when a setup command, a shell provider script or the check does not parse, else None."""
+    setup = bundle.setup
+    for i, command in enumerate(setup, 1):
+        error = bash_syntax_error(command)
+        if error:
+            return SETUP_FAILED, f"setup command {i}/{len(setup)} does not parse: {_head(command)}\n{_tail(error)}"
+    provider = bundle.provider
+    if provider and not provider.is_path and _SHELL_SHEBANG.match(provider.script):
+        error = bash_syntax_error(provider.script)
+        if error:
+            return SETUP_FAILED, f"provider script {provider.name} does not parse: {_tail(error)}"
+    error = bash_syntax_error(bundle.check)
+    if error:
+        return CHECK_DOES_NOT_PARSE, f"check does not parse: {_tail(error)}"
+    return None
+
+
+# ---- the reference, played as turns -------------------------------------------------------------------------------
+_EXIT_RE = re.compile(r"^\s*(?:exit|logout)(?:\s+\S+)?\s*;?\s*$")
+
+
+def is_exit_command(command: str) -> bool:
+    """A turn that only ends the session (``exit``, ``exit 0``, ``logout``): never the turn that mattered."""
+    return _EXIT_RE.match(command) is not None
+
+
+class ReferenceTurn(BaseModel):
+    """One reference command as played, for the rejection's evidence."""
+
+    index: int                    # 1-based among the reference's commands
+    total: int
+    command: str
+    output: str
+    exit_code: int | None
+    timed_out: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return self.timed_out or self.exit_code != 0
+
+    def show(self) -> str:
+        status = "timed out" if self.timed_out else f"exit code: {self.exit_code}"
+        output = _tail(self.output, 300)
+        return f"turn {self.index}/{self.total}: $ {_head(self.command)}\n{output + chr(10) if output else ''}[{status}]"
+
+
+class Replay(BaseModel):
+    """The reference's turns and, when it did not run to completion, why (time cap, a command timed out)."""
+
+    turns: list[ReferenceTurn]
+    problem: str = ""
+
+    def mattered(self) -> str:
+        """The turns worth showing: the first failing real turn (where it went wrong) and the last real turn
+        (what the check saw last); a closing ``exit`` only when there is nothing else."""
+        real = [t for t in self.turns if not is_exit_command(t.command)]
+        if not real:
+            return self.turns[-1].show() if self.turns else "no reference turn ran"
+        failing = next((t for t in real if t.failed), None)
+        last = real[-1]
+        parts = []
+        if failing is not None and failing is not last:
+            parts.append(f"first failing reference {failing.show()}")
+        parts.append(f"last reference {last.show()}")
+        return "\n".join(parts)
+
+
+def replay_reference(box: Any, bundle: ScenarioBundle, limits: GateLimits) -> Replay:
     """The reference as turns: one command per ``session.run`` as the scenario's user, in its workdir.
 
-    Returns (turns, problem, last output); ``problem`` is empty when every command ran to completion (a non-zero
-    exit is allowed: only the check decides).
+    ``problem`` is empty when every command ran to completion (a non-zero exit is allowed: only the check decides).
     """
     session = box.session()
     deadline = time.monotonic() + limits.episode_timeout_s
-    turns, last = 0, ""
-    for command in (c for c in bundle.reference if c.strip()):
+    commands = [c for c in bundle.reference if c.strip()]
+    replay = Replay(turns=[])
+    for index, command in enumerate(commands, 1):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return turns, "time_cap", last
+            replay.problem = "time_cap"
+            return replay
         result = session.run(command, timeout_s=min(limits.command_timeout_s, remaining))
-        turns += 1
-        last = f"$ {command}\n{result.stdout}{result.stderr}[exit code: {result.exit_code}]"
+        replay.turns.append(ReferenceTurn(index=index, total=len(commands), command=command,
+                                          output=f"{result.stdout}{result.stderr}", exit_code=result.exit_code,
+                                          timed_out=bool(result.timed_out)))
         if result.timed_out:
-            return turns, f"command timed out: {command}", last
+            replay.problem = f"command timed out: {command}"
+            return replay
         if getattr(session, "exited", False):
             break
-    return turns, "", last
+    return replay
 
 
 def gate_bundle(bundle: ScenarioBundle, image: str | None, limits: GateLimits | None = None,
@@ -117,12 +227,16 @@ def gate_bundle(bundle: ScenarioBundle, image: str | None, limits: GateLimits | 
 
     limits = limits or GateLimits()
     start = time.monotonic()
-    # A sandbox that dies under the scenario (engine error, container gone) says nothing about the scenario:
-    # try once more in a fresh sandbox before rejecting it, so a valid bundle is not lost to a hiccup.
-    for _attempt in range(2):
-        reason, detail, turns, infrastructure = _gate_once(bundle, image, limits)
-        if not infrastructure:
-            break
+    static = parse_problem(bundle)
+    if static is not None:
+        (reason, detail), turns = static, 0
+    else:
+        # A sandbox that dies under the scenario (engine error, container gone) says nothing about the scenario:
+        # try once more in a fresh sandbox before rejecting it, so a valid bundle is not lost to a hiccup.
+        for _attempt in range(2):
+            reason, detail, turns, infrastructure = _gate_once(bundle, image, limits)
+            if not infrastructure:
+                break
     admitted = reason == "admitted"
     return GateResult(
         scenario_id=bundle.id, category=bundle.category, difficulty=bundle.difficulty, source=bundle.source,
@@ -151,15 +265,16 @@ def _gate_once(bundle: ScenarioBundle, image: str | None, limits: GateLimits) ->
                 if before.exit_code == 0 and not before.timed_out:
                     reason, detail = CHECK_PASSES_BEFORE, "the check exits 0 on the untouched setup"
                 else:
-                    turns, problem, last = replay_reference(box, bundle, limits)
-                    if problem:
-                        reason, detail = REFERENCE_UNFINISHED, _tail(f"{problem}\n{last}")
+                    replay = replay_reference(box, bundle, limits)
+                    turns = len(replay.turns)
+                    if replay.problem:
+                        reason, detail = REFERENCE_UNFINISHED, f"{_head(replay.problem)}\n{replay.mattered()}"
                     else:
                         after = box.run_check(bundle.check, timeout_s=limits.check_timeout_s)
                         if after.exit_code != 0 or after.timed_out:
                             reason = REFERENCE_FAILS
-                            detail = _tail(f"check exit {after.exit_code}{' (timed out)' if after.timed_out else ''}"
-                                           f": {after.stdout}{after.stderr}\nlast reference turn: {last}")
+                            detail = (f"check exit {after.exit_code}{' (timed out)' if after.timed_out else ''}: "
+                                      f"{_tail(after.stdout + after.stderr, 300)}\n{replay.mattered()}")
     except Exception as exc:
         reason, detail, infrastructure = SANDBOX_ERROR, f"{type(exc).__name__}: {exc}", True
     return reason, detail, turns, infrastructure

@@ -718,7 +718,9 @@ def apply_mapping(bundle: ScenarioBundle, mapping: dict[str, str], variant_id: s
     if bundle.announcement:
         data["announcement"] = shown(bundle.announcement)
     if bundle.provider:
-        data["provider"] = {"name": bundle.provider.name, "script": shown(bundle.provider.script)}
+        # a program path is machinery (the setup writes it): renamed like the setup, not like prose
+        script = (sub if bundle.provider.is_path else shown)(bundle.provider.script)
+        data["provider"] = {"name": bundle.provider.name, "script": script}
     data["id"] = variant_id
     data["source"] = (bundle.source or "unknown") + VARIANT_SUFFIX
     return parse_bundle(data)
