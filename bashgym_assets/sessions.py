@@ -33,6 +33,8 @@ class Step(BaseModel):
     sidechain: bool = Field(False, description="made by a subagent (Task) rather than the main agent")
     agent_id: str | None = Field(None, description="subagent id for sidechain steps")
     prompt_index: int | None = Field(None, description="index into Session.prompts of the prompt it answers")
+    parent_tool_use_id: str | None = Field(None, description="for sidechain steps: the Task call that ran them, "
+                                                             "where the log says")
 
 
 class Prompt(BaseModel):
@@ -59,10 +61,11 @@ class Session(BaseModel):
     git_branch: str | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_creation_tokens: int = 0
+    #: token totals; None when a count in the log was not a number in 0..int64 (the total would be wrong)
+    input_tokens: int | None = 0
+    output_tokens: int | None = 0
+    cache_read_tokens: int | None = 0
+    cache_creation_tokens: int | None = 0
     prompts: list[Prompt] = Field(default_factory=list)
     steps: list[Step] = Field(default_factory=list)
     content_hash: str = Field("", description="hash of the bytes the session was parsed from (dedupe, cursor)")
@@ -112,6 +115,7 @@ STEP_ARROW_TYPE = pa.struct([
     ("sidechain", pa.bool_()),
     ("agent_id", pa.string()),
     ("prompt_index", pa.int32()),
+    ("parent_tool_use_id", pa.string()),
 ])
 
 PROMPT_ARROW_TYPE = pa.struct([

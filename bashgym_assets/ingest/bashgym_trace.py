@@ -5,6 +5,11 @@ Its hook (``post_tool_use.py``) keeps one JSON document per session: a list of s
 git_branch, is_git_repo}}``. Finished traces wrap that list as ``{"trace": [...], "metadata": {...},
 "primary_repo": {...}}`` (``steps`` is accepted too). Bad step records are quarantined one by one (``line`` is
 the step's 1-based position); the rest of the file is still imported.
+
+Documents are read leniently (``jsonsafe.lenient_loads``: BOM, UTF-16, invalid UTF-8, lone surrogates, NaN)
+and nothing in them is trusted to have its documented type: paths, remotes and ids of another type are
+ignored, outputs of another type are kept as JSON text, and the session goes through ``conform_session``
+(exit codes wrapped to int32, out-of-range timestamps dropped ...) like every adapter's.
 """
 
 from __future__ import annotations
@@ -17,14 +22,17 @@ import orjson
 
 from bashgym_assets.ingest.base import (
     MAX_LINE_BYTES,
+    MAX_SHORT_CHARS,
     ParseOutcome,
     QuarantineRecord,
     RepoResolver,
+    conform_session,
     file_settled,
     parse_ts,
     snippet_of,
     trusted,
 )
+from bashgym_assets.ingest.jsonsafe import json_text, lenient_loads
 from bashgym_assets.ingest.repos import resolve_repo
 from bashgym_assets.sessions import Prompt, Session, Step
 
@@ -47,15 +55,30 @@ def _steps_and_meta(doc: Any) -> tuple[list[Any] | None, dict[str, Any]]:
 def _text(value: Any) -> str:
     if value is None:
         return ""
-    return value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+    return value if isinstance(value, str) else json_text(value)
+
+
+def _str(value: Any) -> str | None:
+    """A path/name/remote as written; None for any other type or a value too long to be one."""
+    return value if isinstance(value, str) and value and len(value) <= MAX_SHORT_CHARS else None
+
+
+def _id(value: Any) -> str | None:
+    """A step or session id: a string, or an int written as one; None for lists, objects ..."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _str(value)
 
 
 def _int_or_none(value: Any) -> int | None:
+    """The exit code as an int of any size (``conform_session`` fits it to int32); None if it is no int."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) <= 400:
         return int(value)
     return None
 
@@ -75,30 +98,51 @@ class BashGymTraceAdapter:
     def related_files(self, path: Path) -> list[Path]:
         return []
 
-    def _load(self, path: Path) -> tuple[Any, bytes]:
+    def _load(self, path: Path) -> tuple[Any, bytes, list[str]]:
         with open(path, "rb") as fh:
             data = fh.read(_MAX_FILE_BYTES + 1)
         if len(data) > _MAX_FILE_BYTES:
             raise ValueError(f"file larger than {_MAX_FILE_BYTES} bytes")
-        return orjson.loads(data), data
+        doc, repairs = lenient_loads(data)
+        return doc, data, repairs
+
+    @staticmethod
+    def _step(rec: dict[str, Any], index: int, prompt_index: int | None) -> Step:
+        repo = rec.get("repo") if isinstance(rec.get("repo"), dict) else {}
+        code = _int_or_none(rec.get("exit_code", rec.get("exitCode")))
+        success = rec.get("success") if isinstance(rec.get("success"), bool) else None
+        if success is None and code is not None:
+            success = code == 0
+        command = rec.get("command")
+        ts = parse_ts(rec.get("timestamp"))
+        name = rec.get("tool_name") or rec.get("tool")
+        return trusted(Step,
+            index=index, tool_name=name if isinstance(name, str) else _text(name),
+            tool_use_id=_id(rec.get("step_id")),
+            input=_text(rec.get("tool_input", {"command": command} if command is not None else None)),
+            command=command if isinstance(command, str) else None, output=_text(rec.get("output")),
+            exit_code=code, success=success, is_error=success is False,
+            cwd=_str(rec.get("cwd")) or _str(repo.get("path")), started_at=ts, finished_at=ts, sidechain=False,
+            agent_id=None, prompt_index=prompt_index,
+        )
 
     def peek_cwd(self, path: Path) -> str | None:
         try:
-            doc, _ = self._load(path)
+            doc, _, _ = self._load(path)
         except (OSError, ValueError):
             return None
         steps, meta = _steps_and_meta(doc)
         primary = meta.get("primary_repo")
-        if isinstance(primary, dict) and isinstance(primary.get("path"), str):
+        if isinstance(primary, dict) and _str(primary.get("path")):
             return primary["path"]
         for step in steps or []:
             if isinstance(step, dict):
                 repo = step.get("repo")
-                if isinstance(repo, dict) and isinstance(repo.get("path"), str):
+                if isinstance(repo, dict) and _str(repo.get("path")):
                     return repo["path"]
-                if isinstance(step.get("cwd"), str):
+                if _str(step.get("cwd")):
                     return step["cwd"]
-        return meta.get("cwd") if isinstance(meta.get("cwd"), str) else None
+        return _str(meta.get("cwd"))
 
     def parse(self, path: Path, repo_of: RepoResolver | None = None) -> ParseOutcome:
         outcome = ParseOutcome(files=[str(path)])
@@ -106,7 +150,7 @@ class BashGymTraceAdapter:
         try:
             if not file_settled(path):
                 return outcome  # a document being rewritten: read it once it has settled
-            doc, data = self._load(path)
+            doc, data, repairs = self._load(path)
         except FileNotFoundError:
             quarantine.append(QuarantineRecord(file=str(path), reason="file vanished before or while it was read",
                                                adapter=self.name))
@@ -136,27 +180,21 @@ class BashGymTraceAdapter:
                                                    snippet=snippet_of(_text(rec)),
                                                    reason="step record without tool_name"))
                 continue
+            try:
+                step = self._step(rec, len(steps), 0 if meta.get("user_prompt") else None)
+            except Exception as exc:  # a record shape nobody foresaw: lose that step, not the trace
+                quarantine.append(QuarantineRecord(file=str(path), line=pos, adapter=self.name,
+                                                   snippet=snippet_of(_text(rec)[:800]),
+                                                   reason=f"step record could not be imported: "
+                                                          f"{type(exc).__name__}: {exc}"))
+                continue
+            steps.append(step)
             repo = rec.get("repo") if isinstance(rec.get("repo"), dict) else {}
-            step_cwd = rec.get("cwd") if isinstance(rec.get("cwd"), str) else repo.get("path")
-            cwd = cwd or repo.get("path") or step_cwd
-            remote = remote or repo.get("git_remote")
-            branch = branch or repo.get("git_branch")
-            code = _int_or_none(rec.get("exit_code", rec.get("exitCode")))
-            success = rec.get("success") if isinstance(rec.get("success"), bool) else None
-            if success is None and code is not None:
-                success = code == 0
-            command = rec.get("command")
-            ts = parse_ts(rec.get("timestamp"))
-            steps.append(trusted(Step,
-                index=len(steps), tool_name=str(rec.get("tool_name") or rec.get("tool")),
-                tool_use_id=str(rec["step_id"]) if rec.get("step_id") is not None else None,
-                input=_text(rec.get("tool_input", {"command": command} if command is not None else None)),
-                command=command if isinstance(command, str) else None, output=_text(rec.get("output")),
-                exit_code=code, success=success, is_error=success is False, cwd=step_cwd, started_at=ts,
-                finished_at=ts, sidechain=False, agent_id=None, prompt_index=0 if meta.get("user_prompt") else None,
-            ))
+            cwd = cwd or _str(repo.get("path")) or step.cwd
+            remote = remote or _str(repo.get("git_remote"))
+            branch = branch or _str(repo.get("git_branch"))
         primary = meta.get("primary_repo") if isinstance(meta.get("primary_repo"), dict) else {}
-        cwd = primary.get("path") or cwd or meta.get("cwd")
+        cwd = _str(primary.get("path")) or cwd or _str(meta.get("cwd"))
         key, repo_path, detected_remote = (repo_of or resolve_repo)(cwd)
         prompts = []
         task = meta.get("user_prompt") or meta.get("task") or meta.get("prompt")
@@ -164,14 +202,21 @@ class BashGymTraceAdapter:
             prompts.append(trusted(Prompt, index=0, text=task, timestamp=parse_ts(meta.get("timestamp")),
                                                   kind="user"))
         times = [s.started_at for s in steps if s.started_at is not None]
-        outcome.sessions.append(trusted(Session,
-            session_id=str(meta.get("session_id") or path.stem.removeprefix("session_")), source_format=self.name,
+        extra: dict[str, Any] = {"records": len(records)}
+        unusable = sum(1 for r in records if isinstance(r, dict) and r.get("timestamp") is not None
+                       and parse_ts(r["timestamp"]) is None)
+        if unusable:
+            extra["unusable_timestamps"] = unusable  # unparsable or out of range: those steps have no time
+        if repairs:
+            extra["repaired"] = repairs
+        outcome.sessions.append(conform_session(trusted(Session,
+            session_id=_id(meta.get("session_id")) or path.stem.removeprefix("session_"), source_format=self.name,
             source_path=str(path), repo=key, repo_path=repo_path,
-            repo_remote=primary.get("git_remote") or remote or detected_remote, cwd=cwd,
-            model=meta.get("model") if isinstance(meta.get("model"), str) else None, agent_version=None,
-            git_branch=primary.get("git_branch") or branch, started_at=min(times) if times else None,
+            repo_remote=_str(primary.get("git_remote")) or remote or detected_remote, cwd=cwd,
+            model=_str(meta.get("model")), agent_version=None,
+            git_branch=_str(primary.get("git_branch")) or branch, started_at=min(times) if times else None,
             ended_at=max(times) if times else None, input_tokens=0, output_tokens=0, cache_read_tokens=0,
             cache_creation_tokens=0, prompts=prompts, steps=steps,
-            content_hash=hashlib.sha1(data).hexdigest(), extra={"records": len(records)},
-        ))
+            content_hash=hashlib.sha1(data).hexdigest(), extra=extra,
+        )))
         return outcome

@@ -12,6 +12,19 @@ Written to the documented format of Claude Code 1.0.x and 2.x rather than to par
   ``is_error`` and 0 for a result without an error;
 - subagent (``Task``) work appears inline as ``isSidechain`` lines (1.0.x), in ``agent-*.jsonl`` files beside
   the session (1.0.x) or in ``<sessionId>/subagents/agent-*.jsonl`` (2.x): all of it becomes sidechain steps;
+- newer 2.x logs also stream subagent work into the main file as ``progress`` lines with
+  ``data.type == "agent_progress"`` (``data.agentId``, ``data.message`` = one subagent user/assistant message,
+  ``parentToolUseID`` = the Task call). When the subagent file is gone (or was never written) these are the
+  only record of its tool calls, so their ``tool_use``/``tool_result`` blocks become sidechain steps with
+  ``agent_id`` and ``parent_tool_use_id`` set and their usage is counted (once per message id). They are merged
+  after every file of the session was read and only for tool-use ids seen nowhere else: the subagent file's
+  own copy of a call always wins, so nothing is counted twice. Other progress ticks (``bash_progress``,
+  ``hook_progress``, ``mcp_progress`` ..., and agent_progress text) carry no tool call and are only counted;
+- lines orjson rejects are repaired where that loses nothing else (UTF-8/16 BOM, invalid UTF-8 bytes and lone
+  surrogate escapes become U+FFFD, see ``jsonsafe``) and counted in ``extra["repaired_lines"]``; values that do
+  not fit the lake (exit codes beyond int32, token counts beyond int64, out-of-range timestamps, wrong types)
+  are coerced by ``conform_session`` and counted in ``extra["coerced"]``; a line that still makes the importer
+  fail is quarantined on its own, never costing the rest of the file;
 - slash-command echoes, expanded command bodies (``isMeta``), compaction summaries, interrupts and local
   command output are recorded as prompts of their own ``kind``, never as the user's task (``kind="user"``).
 """
@@ -22,6 +35,7 @@ import hashlib
 import os
 import re
 from collections import Counter
+from collections.abc import Iterator
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -30,14 +44,17 @@ from typing import Any
 import orjson
 
 from bashgym_assets.ingest.base import (
+    INT64_MAX,
     LineReader,
     ParseOutcome,
     QuarantineRecord,
     RepoResolver,
+    conform_session,
     parse_ts,
     snippet_of,
     trusted,
 )
+from bashgym_assets.ingest.jsonsafe import bom_encoding, json_text, lenient_loads
 from bashgym_assets.ingest.repos import resolve_repo
 from bashgym_assets.sessions import Prompt, Session, Step
 
@@ -49,6 +66,10 @@ _PEEK_BYTES = 256 * 1024
 #: Prompt kinds that are things the user typed: steps answer the latest of these.
 TASK_KINDS = frozenset({"user", "slash_command"})
 MAX_BAD_LINES_LISTED = 200
+#: usage field in the log -> Session column
+TOKEN_COLUMNS = {"input_tokens": "input_tokens", "output_tokens": "output_tokens",
+                 "cache_read_input_tokens": "cache_read_tokens", "cache_creation_input_tokens": "cache_creation_tokens"}
+TOKEN_FIELDS = tuple(TOKEN_COLUMNS)
 
 
 def classify_user_text(text: str, line: dict[str, Any]) -> str:
@@ -72,6 +93,18 @@ def classify_user_text(text: str, line: dict[str, Any]) -> str:
     return "user"
 
 
+def as_text(value: Any, notes: Counter | None = None) -> str:
+    """A string as it is, anything else as JSON text (never ``str()``: that recurses on deep nesting)."""
+    if isinstance(value, str):
+        return value
+    return "" if value is None else json_text(value, notes)
+
+
+def label(value: Any) -> str:
+    """A counter key for a ``type``-like field: the string, or ``<list>`` etc. for a value of the wrong type."""
+    return value if isinstance(value, str) else f"<{type(value).__name__}>"
+
+
 def _result_text(content: Any, counters: Counter) -> str:
     if isinstance(content, str):
         return content
@@ -79,23 +112,23 @@ def _result_text(content: Any, counters: Counter) -> str:
         parts = []
         for block in content:
             if not isinstance(block, dict):
-                parts.append(str(block))
+                parts.append(as_text(block, counters))
             elif block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
+                parts.append(as_text(block.get("text", ""), counters))
             elif block.get("type") == "image":
                 counters["images"] += 1
                 parts.append(_image_note(block))
             else:
-                parts.append(orjson.dumps(block).decode())
+                parts.append(json_text(block, counters))
         return "\n".join(parts)
-    return "" if content is None else orjson.dumps(content, default=str).decode()
+    return as_text(content, counters)
 
 
 def _image_note(block: dict[str, Any]) -> str:
     source = block.get("source") or {}
     data = source.get("data") if isinstance(source, dict) else None
-    media = source.get("media_type", "image") if isinstance(source, dict) else "image"
-    return f"[image {media}, {len(data) if isinstance(data, str) else 0} bytes base64]"
+    media = source.get("media_type") if isinstance(source, dict) else None
+    return f"[image {label(media) if media else 'image'}, {len(data) if isinstance(data, str) else 0} bytes base64]"
 
 
 def exit_code_of(text: str, is_error: bool, tool_use_result: Any) -> int:
@@ -134,11 +167,15 @@ class _SessionBuilder:
         self.version: str | None = None
         self.branch: str | None = None
         self.summaries: list[str] = []
+        self.bad_tokens: Counter = Counter()  # usage fields with a value that is no count: their total is None
+        # (role, message, time, agent id, parent tool-use id, cwd, toolUseResult) of agent_progress lines
+        self.progress: list[tuple[str, dict, datetime | None, str | None, str | None, str | None, Any]] = []
+        self.agent_parents: dict[str, str] = {}  # subagent id -> the Task tool-use id that started it
 
     # ---- one line ---------------------------------------------------------------------------------------
     def add(self, line: dict[str, Any], sidechain: bool = False, agent_id: str | None = None) -> None:
         kind = line.get("type")
-        self.line_types[str(kind)] += 1
+        self.line_types[label(kind)] += 1
         uuid = line.get("uuid")
         if isinstance(uuid, str):
             if uuid in self.seen_uuids:
@@ -146,6 +183,8 @@ class _SessionBuilder:
                 return
             self.seen_uuids.add(uuid)
         ts = parse_ts(line.get("timestamp"))
+        if ts is None and line.get("timestamp") is not None:
+            self.counters["unusable_timestamps"] += 1  # unparsable or out of range (see MIN_TS): the line stays
         if ts is not None:
             if self.first_ts is None or ts < self.first_ts:
                 self.first_ts = ts
@@ -156,8 +195,14 @@ class _SessionBuilder:
                 self.summaries.append(line["summary"])
             self.skipped["summary"] += 1
             return
+        if kind == "progress":
+            data = line.get("data")
+            if isinstance(data, dict) and data.get("type") == "agent_progress" and self._agent_progress(line, data, ts):
+                return
+            self.skipped["progress"] += 1  # a tick (bash/hook/mcp progress, subagent text): nothing to import
+            return
         if kind not in ("user", "assistant"):
-            self.skipped[str(kind)] += 1
+            self.skipped[label(kind)] += 1
             return
         side = sidechain or bool(line.get("isSidechain"))
         agent = line.get("agentId") if isinstance(line.get("agentId"), str) else agent_id
@@ -183,15 +228,7 @@ class _SessionBuilder:
         model = message.get("model")
         if isinstance(model, str) and model and model != "<synthetic>":
             self.models[model] += 1
-        usage = message.get("usage")
-        if isinstance(usage, dict):
-            key = message.get("id") or line.get("requestId") or line.get("uuid") or id(line)
-            slot = self.usage.setdefault(str(key), {})
-            for field in ("input_tokens", "output_tokens", "cache_read_input_tokens",
-                          "cache_creation_input_tokens"):
-                value = usage.get(field)
-                if isinstance(value, int) and value > slot.get(field, 0):
-                    slot[field] = value
+        self._usage(message, line)
         content = message.get("content")
         if not isinstance(content, list):
             return
@@ -206,24 +243,114 @@ class _SessionBuilder:
             elif btype == "text":
                 self.counters["assistant_texts"] += 1
 
+    def _usage(self, message: dict, line: dict) -> None:
+        """Token usage, once per API message id (the largest value: streaming lines carry partial counts).
+
+        A count that is not an integer in 0..int64 (a float, a string, 2**64 ...) makes that field's session
+        total None rather than a silently wrong number; it is counted in ``extra["coerced"]``.
+        """
+        usage = message.get("usage")
+        if not isinstance(usage, dict):
+            return
+        key = next((k for k in (message.get("id"), line.get("requestId"), line.get("uuid"))
+                    if isinstance(k, str) and k), None) or f"line-{len(self.usage)}"
+        slot = self.usage.setdefault(key, {})
+        for field in TOKEN_FIELDS:
+            value = usage.get(field)
+            if value is None:
+                continue
+            if type(value) is not int or not 0 <= value <= INT64_MAX:
+                self.bad_tokens[field] += 1
+            elif value > slot.get(field, 0):
+                slot[field] = value
+
     def _tool_use(self, block: dict, line: dict, ts: datetime | None, side: bool, agent: str | None) -> None:
         tool_id = block.get("id") if isinstance(block.get("id"), str) else None
         if tool_id and tool_id in self.by_tool_id:
             self.counters["duplicate_tool_uses"] += 1
             return
+        cwd = line.get("cwd") if isinstance(line.get("cwd"), str) else None
+        self._new_step(block, tool_id, ts, side, agent if side else None, cwd, None)
+
+    def _new_step(self, block: dict, tool_id: str | None, ts: datetime | None, side: bool, agent: str | None,
+                  cwd: str | None, parent: str | None) -> Step:
         tool_input = block.get("input")
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
+        name = block.get("name")
         step = trusted(Step,
-            index=len(self.steps), tool_name=str(block.get("name") or "unknown"), tool_use_id=tool_id,
-            input=orjson.dumps(tool_input, default=str).decode() if tool_input is not None else "",
+            index=len(self.steps), tool_name=as_text(name, self.counters) if name else "unknown", tool_use_id=tool_id,
+            input=json_text(tool_input, self.counters) if tool_input is not None else "",
             command=command if isinstance(command, str) else None, output="", exit_code=None, success=None,
-            is_error=False, cwd=line.get("cwd") if isinstance(line.get("cwd"), str) else None,
-            started_at=ts, finished_at=None, sidechain=side, agent_id=agent if side else None,
-            prompt_index=self.task_prompt,
+            is_error=False, cwd=cwd, started_at=ts, finished_at=None, sidechain=side, agent_id=agent,
+            prompt_index=self.task_prompt, parent_tool_use_id=parent,
         )
         self.steps.append(step)
         if tool_id:
             self.by_tool_id[tool_id] = step
+        return step
+
+    # ---- subagent work streamed as progress lines -----------------------------------------------------
+    def _agent_progress(self, line: dict, data: dict, ts: datetime | None) -> bool:
+        """Keep the subagent tool calls/results of an ``agent_progress`` line for ``_merge_progress``.
+
+        Returns False when the line carries none (the caller counts it as a skipped tick); usage is counted
+        either way.
+        """
+        parent = line.get("parentToolUseID") if isinstance(line.get("parentToolUseID"), str) else None
+        agent = data.get("agentId") if isinstance(data.get("agentId"), str) else None
+        if agent and parent:
+            self.agent_parents.setdefault(agent, parent)
+        found = False
+        extra = data.get("normalizedMessages")  # some 2.0.x builds: the messages so far, as a list
+        for wrapped in [data.get("message"), *(extra if isinstance(extra, list) else [])]:
+            inner = wrapped.get("message") if isinstance(wrapped, dict) else None
+            if not isinstance(inner, dict) or not isinstance(inner.get("content"), list):
+                continue
+            role = wrapped.get("type") if wrapped.get("type") in ("user", "assistant") else inner.get("role")
+            if role not in ("user", "assistant"):
+                continue
+            if role == "assistant":
+                self._usage(inner, wrapped)  # text-only messages cost tokens too
+            if not any(isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in inner["content"]):
+                continue
+            cwd = wrapped.get("cwd") if isinstance(wrapped.get("cwd"), str) else line.get("cwd")
+            self.progress.append((role, inner, parse_ts(wrapped.get("timestamp")) or ts, agent, parent,
+                                  cwd if isinstance(cwd, str) else None, wrapped.get("toolUseResult")))
+            found = True
+        if found:
+            self.counters["agent_progress_lines"] += 1
+        return found
+
+    def _merge_progress(self) -> None:
+        """Subagent calls from progress lines whose tool-use id no file of the session had, with their results."""
+        imported: set[str] = set()
+        for role, inner, ts, agent, parent, cwd, _result in self.progress:
+            if role != "assistant":
+                continue
+            for block in inner["content"]:
+                if not isinstance(block, dict) or block.get("type") != "tool_use":
+                    continue
+                tool_id = block.get("id") if isinstance(block.get("id"), str) else None
+                if not tool_id:  # cannot be matched against the subagent file: importing could count it twice
+                    self.counters["progress_tool_uses_without_id"] += 1
+                elif tool_id in self.by_tool_id:
+                    if tool_id not in imported:
+                        self.counters["progress_tool_uses_known"] += 1
+                else:
+                    self._new_step(block, tool_id, ts, True, agent, cwd, parent)
+                    imported.add(tool_id)
+                    self.counters["progress_tool_uses_imported"] += 1
+        for role, inner, ts, _agent, _parent, _cwd, tool_use_result in self.progress:
+            if role != "user":
+                continue
+            for block in inner["content"]:
+                if not isinstance(block, dict) or block.get("type") != "tool_result":
+                    continue
+                tool_id = block.get("tool_use_id")
+                if isinstance(tool_id, str) and tool_id in imported:  # results of calls known elsewhere come from there
+                    step = self.by_tool_id[tool_id]
+                    if step.success is None and step.finished_at is None:
+                        self._fill_result(step, block, tool_use_result, ts)
 
     def _user(self, line: dict, message: dict, ts: datetime | None, side: bool) -> None:
         content = message.get("content")
@@ -240,7 +367,7 @@ class _SessionBuilder:
             if btype == "tool_result":
                 self._tool_result(block, line, ts)
             elif btype == "text":
-                texts.append(str(block.get("text", "")))
+                texts.append(as_text(block.get("text", ""), self.counters))
             elif btype == "image":
                 self.counters["images"] += 1
                 texts.append(_image_note(block))
@@ -254,16 +381,20 @@ class _SessionBuilder:
             self.task_prompt = len(self.prompts) - 1
 
     def _tool_result(self, block: dict, line: dict, ts: datetime | None) -> None:
-        step = self.by_tool_id.get(block.get("tool_use_id"))  # type: ignore[arg-type]
+        tool_id = block.get("tool_use_id")
+        step = self.by_tool_id.get(tool_id) if isinstance(tool_id, str) else None
         if step is None:
             self.counters["orphan_results"] += 1
             return
         if step.finished_at is not None or step.success is not None:
             self.counters["duplicate_results"] += 1
             return
+        self._fill_result(step, block, line.get("toolUseResult"), ts)
+
+    def _fill_result(self, step: Step, block: dict, tool_use_result: Any, ts: datetime | None) -> None:
         text = _result_text(block.get("content"), self.counters)
         is_error = bool(block.get("is_error"))
-        code = exit_code_of(text, is_error, line.get("toolUseResult"))
+        code = exit_code_of(text, is_error, tool_use_result)
         fields = step.__dict__  # plain assignment: these values are typed already, skip pydantic's setattr
         fields["output"] = text
         fields["is_error"] = is_error
@@ -273,6 +404,10 @@ class _SessionBuilder:
 
     # ---- the session ------------------------------------------------------------------------------------
     def build(self, repo_of: RepoResolver, source_format: str, content_hash: str, n_agent_files: int) -> Session:
+        self._merge_progress()
+        for step in self.steps:  # subagent-file steps learn their Task call from the progress lines
+            if step.sidechain and step.parent_tool_use_id is None and step.agent_id in self.agent_parents:
+                step.__dict__["parent_tool_use_id"] = self.agent_parents[step.agent_id]
         steps, prompts = self.steps, self.prompts
         if any(s.sidechain for s in steps) and all(s.started_at is not None for s in steps):
             steps = sorted(steps, key=lambda s: s.started_at)  # stable: same-time steps keep file order
@@ -288,12 +423,19 @@ class _SessionBuilder:
         for i, step in enumerate(steps):
             step.index = i
             if step.sidechain:  # subagent work answers the prompt its Task call answered
-                step.prompt_index = answering
+                parent = self.by_tool_id.get(step.parent_tool_use_id) if step.parent_tool_use_id else None
+                step.prompt_index = parent.prompt_index if parent is not None and not parent.sidechain else answering
             else:
                 answering = step.prompt_index
-        tokens = Counter()
+        tokens: dict[str, int | None] = dict.fromkeys(TOKEN_FIELDS, 0)
         for slot in self.usage.values():
-            tokens.update(slot)
+            for field, value in slot.items():
+                tokens[field] += value  # type: ignore[operator]
+        coerced: Counter = Counter()
+        for field in TOKEN_FIELDS:
+            if self.bad_tokens[field] or tokens[field] > INT64_MAX:  # type: ignore[operator]
+                coerced[f"{TOKEN_COLUMNS[field]}:out_of_range"] += self.bad_tokens[field] or 1
+                tokens[field] = None
         cwd = self.cwd or self.side_cwd
         key, repo_path, remote = repo_of(cwd)
         extra: dict[str, Any] = {k: v for k, v in self.counters.items() if v}
@@ -304,23 +446,26 @@ class _SessionBuilder:
             extra["summaries"] = self.summaries[:5]
         if n_agent_files:
             extra["subagent_files"] = n_agent_files
+        if coerced:
+            extra["coerced"] = dict(coerced)
         return trusted(Session,
             session_id=self.session_id, source_format=source_format, source_path=str(self.source), repo=key,
             repo_path=repo_path, repo_remote=remote, cwd=cwd,
             model=self.models.most_common(1)[0][0] if self.models else None, agent_version=self.version,
             git_branch=self.branch, started_at=self.first_ts, ended_at=self.last_ts,
-            input_tokens=tokens["input_tokens"], output_tokens=tokens["output_tokens"],
-            cache_read_tokens=tokens["cache_read_input_tokens"],
-            cache_creation_tokens=tokens["cache_creation_input_tokens"],
+            **{TOKEN_COLUMNS[field]: value for field, value in tokens.items()},
             prompts=prompts, steps=steps, content_hash=content_hash, extra=extra,
         )
 
 
-def read_json_lines(reader: LineReader, out: list[QuarantineRecord]) -> Any:
-    """Yield each line of ``reader`` parsed as a JSON object; bad lines go to ``out`` with their reason.
+def read_json_records(reader: LineReader, out: list[QuarantineRecord],
+                      repairs: Counter | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, object) for each line of ``reader``; bad lines go to ``out`` with their reason.
 
-    At most ``MAX_BAD_LINES_LISTED`` bad lines of one file are listed one by one (a binary file can have
-    millions of "lines"); the rest are counted in one closing record.
+    Lines orjson rejects get ``lenient_loads``'s lossless repairs (BOM, invalid UTF-8, lone surrogates,
+    NaN) before they are given up on; each repair is counted in ``repairs``. At most ``MAX_BAD_LINES_LISTED``
+    bad lines of one file are listed one by one (a binary file can have millions of "lines"); the rest are
+    counted in one closing record.
     """
     path = str(reader.path)
     bad = 0
@@ -336,13 +481,18 @@ def read_json_lines(reader: LineReader, out: list[QuarantineRecord]) -> Any:
         for lineno, raw in reader.lines():
             try:
                 obj = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                reject(lineno, raw, _bad_line_reason(raw, exc, lineno == reader.unterminated_line))
-                continue
+            except orjson.JSONDecodeError:
+                try:
+                    obj, fixed = lenient_loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    reject(lineno, raw, _bad_line_reason(raw, exc, lineno == reader.unterminated_line))
+                    continue
+                if repairs is not None:
+                    repairs.update(fixed)
             if not isinstance(obj, dict):
                 reject(lineno, raw, f"not a JSON object ({type(obj).__name__})")
                 continue
-            yield obj
+            yield lineno, obj
     except FileNotFoundError:
         out.append(QuarantineRecord(file=path, reason="file vanished before or while it was read",
                                     adapter=reader.adapter))
@@ -356,16 +506,33 @@ def read_json_lines(reader: LineReader, out: list[QuarantineRecord]) -> Any:
     reader.quarantine.clear()
 
 
+def read_json_lines(reader: LineReader, out: list[QuarantineRecord],
+                    repairs: Counter | None = None) -> Iterator[dict[str, Any]]:
+    """``read_json_records`` without the line numbers."""
+    for _lineno, obj in read_json_records(reader, out, repairs):
+        yield obj
+
+
+def line_failed(path: Path, lineno: int, obj: Any, exc: Exception, adapter: str) -> QuarantineRecord:
+    """The quarantine record of a parsed line the importer failed on (the rest of the file goes on)."""
+    return QuarantineRecord(file=str(path), line=lineno, adapter=adapter, snippet=snippet_of(json_text(obj)[:800]),
+                            reason=f"line could not be imported: {type(exc).__name__}: {exc}")
+
+
 def _bad_line_reason(raw: bytes, exc: Exception, unterminated: bool) -> str:
     if b"\x00" in raw[:4096]:
         return "binary data (NUL bytes), not JSON"
+    if "depth limit" in str(exc) or "recursion" in str(exc).lower():
+        return f"JSON nested deeper than the parser allows (1024 levels): {exc}"
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        return f"invalid UTF-8 at byte {err.start}"
+        note = f" (and invalid UTF-8 at byte {err.start})"
+    else:
+        note = ""
     if unterminated:
-        return f"truncated last line (no newline at end of file): {exc}"
-    return f"invalid JSON: {exc}"
+        return f"truncated last line (no newline at end of file): {exc}{note}"
+    return f"invalid JSON: {exc}{note}"
 
 
 def peek_first(path: Path, pattern: re.Pattern[bytes]) -> str | None:
@@ -392,14 +559,17 @@ def peek_cwd_jsonl(path: Path) -> str | None:
             head = fh.read(_PEEK_BYTES)
     except OSError:
         return None
+    encoding = bom_encoding(head[:4])
+    if encoding is not None:  # a UTF-16/32 file, as LineReader reads it
+        head = head.decode(encoding, errors="replace").encode("utf-8", errors="replace")
     for raw in head.split(b"\n"):
         if b'"cwd"' not in raw:
             continue
         try:
-            obj = orjson.loads(raw)
+            obj, _ = lenient_loads(raw)
         except orjson.JSONDecodeError:
             match = CWD_RE.search(raw)  # a line longer than the peek: fall back to the first match
-            return peek_first(path, CWD_RE) if match else None
+            return peek_first(path, CWD_RE) if match and encoding is None else None
         if isinstance(obj, dict) and isinstance(obj.get("cwd"), str):
             return obj["cwd"]
     return None
@@ -465,21 +635,21 @@ class ClaudeCodeAdapter:
     def parse(self, path: Path, repo_of: RepoResolver | None = None) -> ParseOutcome:
         outcome = ParseOutcome()
         builder = _SessionBuilder(path.stem, path)
+        repairs: Counter = Counter()
         reader = LineReader(path, adapter=self.name)
-        for line in read_json_lines(reader, outcome.quarantine):
-            builder.add(line)
+        self._feed(builder, reader, outcome, repairs)
         digest = hashlib.sha1(reader.content_hash.encode())
         outcome.bytes_read += reader.bytes_read
         outcome.files.append(str(path))
         side_files = self.related_files(path)
+        encodings = {reader.encoding}
         for side in side_files:
-            agent_id = side.stem.removeprefix("agent-")
             side_reader = LineReader(side, adapter=self.name)
-            for line in read_json_lines(side_reader, outcome.quarantine):
-                builder.add(line, sidechain=True, agent_id=agent_id)
+            self._feed(builder, side_reader, outcome, repairs, agent_id=side.stem.removeprefix("agent-"))
             digest.update(side_reader.content_hash.encode())
             outcome.bytes_read += side_reader.bytes_read
             outcome.files.append(str(side))
+            encodings.add(side_reader.encoding)
         if reader.bytes_read == 0 and not any(q.line is None for q in outcome.quarantine) and not reader.pending_tail:
             outcome.quarantine.append(QuarantineRecord(file=str(path), reason="empty file", adapter=self.name))
             return outcome
@@ -488,8 +658,21 @@ class ClaudeCodeAdapter:
                 outcome.quarantine.append(QuarantineRecord(
                     file=str(path), reason="no valid session lines in file", adapter=self.name))
             return outcome
-        if builder.line_types.get("user", 0) + builder.line_types.get("assistant", 0) == 0:
+        if builder.line_types.get("user", 0) + builder.line_types.get("assistant", 0) == 0 and not builder.progress:
             return outcome  # only bookkeeping lines so far (a session that has not started): nothing to import
-        outcome.sessions.append(builder.build(repo_of or resolve_repo, self.name, digest.hexdigest(),
-                                              len(side_files)))
+        session = builder.build(repo_of or resolve_repo, self.name, digest.hexdigest(), len(side_files))
+        if repairs:
+            session.extra["repaired_lines"] = dict(repairs)
+        if encodings != {"utf-8"}:
+            session.extra["encodings"] = sorted(encodings)
+        outcome.sessions.append(conform_session(session))
         return outcome
+
+    def _feed(self, builder: _SessionBuilder, reader: LineReader, outcome: ParseOutcome, repairs: Counter,
+              agent_id: str | None = None) -> None:
+        """Every line of one file into ``builder``; a line the builder fails on is quarantined on its own."""
+        for lineno, line in read_json_records(reader, outcome.quarantine, repairs):
+            try:
+                builder.add(line, sidechain=agent_id is not None, agent_id=agent_id)
+            except Exception as exc:  # an input shape nobody foresaw: lose that line, not the file
+                outcome.quarantine.append(line_failed(reader.path, lineno, line, exc, self.name))

@@ -6,7 +6,10 @@ Each event becomes one line ``{"bashgym_captured_at": ..., **event}`` appended t
 descriptor under an exclusive ``flock``, so concurrent sessions and parallel tool calls never interleave
 partial lines. ``HookCaptureAdapter`` reads these files back into ``raw_sessions``.
 
-The hook never blocks or fails the agent: any error goes to stderr and the exit status is 0.
+The hook never blocks or fails the agent: any error goes to stderr and the exit status is 0. Input orjson
+refuses is repaired where that loses nothing else (lone surrogate escapes from output cut mid-emoji, a BOM,
+invalid UTF-8: see ``jsonsafe``), and what orjson cannot write (nesting past 254 levels, ints beyond 64 bits)
+is written by the standard library, so such an event is captured rather than lost.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 import orjson
 
 from bashgym_assets.config import get_settings
+from bashgym_assets.ingest.jsonsafe import MAX_JSON_DEPTH, json_bytes, lenient_loads
 
 HOOK_SUFFIX = ".hook.jsonl"
 #: Tool outputs above this are cut (with a note) so one capture line stays a sane size.
@@ -34,13 +38,15 @@ def capture_path(capture_dir: Path, session_id: str | None) -> Path:
     return capture_dir / f"{sid[:120]}{HOOK_SUFFIX}"
 
 
-def _cap(value: Any) -> Any:
+def _cap(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
         return value[:MAX_FIELD_CHARS] + f"\n[... {len(value) - MAX_FIELD_CHARS} characters cut by bashgym hook]"
+    if depth >= MAX_JSON_DEPTH:  # deeper than anything is written (json_bytes cuts it): no recursion limit hit
+        return value
     if isinstance(value, dict):
-        return {k: _cap(v) for k, v in value.items()}
+        return {k: _cap(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_cap(v) for v in value]
+        return [_cap(v, depth + 1) for v in value]
     return value
 
 
@@ -66,7 +72,7 @@ def capture_event(raw: bytes, capture_dir: Path | None = None) -> Path:
     folder = capture_dir or get_settings().capture_dir
     now = datetime.now(UTC).isoformat()
     try:
-        event = orjson.loads(raw)
+        event, _repairs = lenient_loads(raw)
         if not isinstance(event, dict):
             raise ValueError(f"hook input is a JSON {type(event).__name__}, not an object")
     except (orjson.JSONDecodeError, ValueError) as exc:
@@ -76,7 +82,7 @@ def capture_event(raw: bytes, capture_dir: Path | None = None) -> Path:
     else:
         record = {"bashgym_captured_at": now, **_cap(event)}
         path = capture_path(folder, event.get("session_id") if isinstance(event.get("session_id"), str) else None)
-    append_locked(path, orjson.dumps(record, default=str) + b"\n")
+    append_locked(path, json_bytes(record) + b"\n")
     return path
 
 

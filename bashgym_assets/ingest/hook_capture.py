@@ -3,6 +3,11 @@
 Each line is one Claude Code hook event (``UserPromptSubmit``, ``PostToolUse``, ``PostToolUseFailure``,
 ``Stop`` ...) plus ``bashgym_captured_at``. A session also present as a full transcript is kept from the
 transcript (``ClaudeCodeAdapter`` has the higher priority), since that has tokens, thinking and subagents.
+
+Hook input is whatever Claude Code (or a test harness) sent: fields of the wrong type are not trusted. A
+``session_id`` or ``cwd`` that is not a string is ignored (the file name gives the id), tool names and
+responses of other types are written as JSON text, and the finished session goes through ``conform_session``
+like every adapter's. An event line the importer fails on is quarantined alone.
 """
 
 from __future__ import annotations
@@ -11,25 +16,29 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from bashgym_assets.ingest.base import (
+    MAX_SHORT_CHARS,
     LineReader,
     ParseOutcome,
     QuarantineRecord,
     RepoResolver,
+    conform_session,
     parse_ts,
     snippet_of,
     trusted,
 )
 from bashgym_assets.ingest.claude_code import (
     TASK_KINDS,
+    as_text,
     classify_user_text,
     exit_code_of,
+    label,
+    line_failed,
     peek_cwd_jsonl,
-    read_json_lines,
+    read_json_records,
 )
 from bashgym_assets.ingest.hook import HOOK_SUFFIX
+from bashgym_assets.ingest.jsonsafe import json_text
 from bashgym_assets.ingest.repos import resolve_repo
 from bashgym_assets.sessions import Prompt, Session, Step
 
@@ -39,15 +48,22 @@ def _response_text(response: Any) -> str:
         return response
     if isinstance(response, dict):
         if "stdout" in response or "stderr" in response:
-            out = str(response.get("stdout") or "")
-            err = str(response.get("stderr") or "")
+            out = as_text(response.get("stdout") or "")
+            err = as_text(response.get("stderr") or "")
             return out + ("\n" if out and err else "") + err
         for key in ("content", "output", "result", "message"):
             if isinstance(response.get(key), str):
                 return response[key]
     if isinstance(response, list):
-        return "\n".join(str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in response)
-    return "" if response is None else orjson.dumps(response, default=str).decode()
+        return "\n".join(as_text(b.get("text", "")) if isinstance(b, dict) else as_text(b) for b in response)
+    return as_text(response)
+
+
+def _id_or_none(value: Any) -> str | None:
+    """An id as written, or None for anything that is no id (a list, an object, a 10 MB string)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    return value if isinstance(value, str) and value and len(value) <= MAX_SHORT_CHARS else None
 
 
 class HookCaptureAdapter:
@@ -74,45 +90,61 @@ class HookCaptureAdapter:
         steps: list[Step] = []
         prompts: list[Prompt] = []
         events: Counter = Counter()
+        repairs: Counter = Counter()
         task: int | None = None
-        cwd = session_id = None
+        cwd: str | None = None
+        session_id: str | None = None
         first = last = None
-        for event in read_json_lines(reader, outcome.quarantine):
+        for lineno, event in read_json_records(reader, outcome.quarantine, repairs):
             if "hook_error" in event:
                 outcome.quarantine.append(QuarantineRecord(
-                    file=str(path), reason=str(event["hook_error"]), snippet=snippet_of(str(event.get("raw", ""))),
-                    adapter=self.name))
+                    file=str(path), line=lineno, reason=as_text(event["hook_error"]),
+                    snippet=snippet_of(as_text(event.get("raw", ""))), adapter=self.name))
                 continue
-            name = str(event.get("hook_event_name") or "unknown")
+            try:
+                name = label(event.get("hook_event_name") or "unknown")
+                ts = parse_ts(event.get("bashgym_captured_at"))
+                if ts is None and event.get("bashgym_captured_at") is not None:
+                    repairs["unusable_timestamps"] += 1  # unparsable or out of range: the event stays
+                if name.startswith("PostToolUse") and event.get("tool_name"):
+                    steps.append(self._step(event, name, len(steps), ts, task))
+                elif name == "UserPromptSubmit" and isinstance(event.get("prompt"), str):
+                    kind = classify_user_text(event["prompt"], {})
+                    prompts.append(trusted(Prompt, index=len(prompts), text=event["prompt"], timestamp=ts,
+                                           kind=kind))
+                    if kind in TASK_KINDS:
+                        task = len(prompts) - 1
+            except Exception as exc:  # an event shape nobody foresaw: lose that event, not the session
+                outcome.quarantine.append(line_failed(path, lineno, event, exc, self.name))
+                continue
             events[name] += 1
-            ts = parse_ts(event.get("bashgym_captured_at"))
             if ts is not None:
                 first = first or ts
                 last = ts
-            session_id = session_id or event.get("session_id")
+            session_id = session_id or _id_or_none(event.get("session_id"))
             if cwd is None and isinstance(event.get("cwd"), str):
                 cwd = event["cwd"]
-            if name == "UserPromptSubmit" and isinstance(event.get("prompt"), str):
-                kind = classify_user_text(event["prompt"], {})
-                prompts.append(trusted(Prompt, index=len(prompts), text=event["prompt"], timestamp=ts,
-                                                      kind=kind))
-                if kind in TASK_KINDS:
-                    task = len(prompts) - 1
-            elif name.startswith("PostToolUse") and event.get("tool_name"):
-                steps.append(self._step(event, name, len(steps), ts, task))
         outcome.bytes_read = reader.bytes_read
         if not events:
             if reader.bytes_read == 0 and not reader.pending_tail and not outcome.quarantine:
                 outcome.quarantine.append(QuarantineRecord(file=str(path), reason="empty file", adapter=self.name))
             return outcome
         key, repo_path, remote = (repo_of or resolve_repo)(cwd)
-        outcome.sessions.append(trusted(Session,
-            session_id=str(session_id or path.name.removesuffix(HOOK_SUFFIX)), source_format=self.name,
+        extra: dict[str, Any] = {"hook_events": dict(events)}
+        unusable = repairs.pop("unusable_timestamps", 0)
+        if unusable:
+            extra["unusable_timestamps"] = unusable
+        if repairs:
+            extra["repaired_lines"] = dict(repairs)
+        if reader.encoding != "utf-8":
+            extra["encodings"] = [reader.encoding]
+        outcome.sessions.append(conform_session(trusted(Session,
+            session_id=session_id or path.name.removesuffix(HOOK_SUFFIX), source_format=self.name,
             source_path=str(path), repo=key, repo_path=repo_path, repo_remote=remote, cwd=cwd, model=None,
             agent_version=None, git_branch=None, started_at=first, ended_at=last, input_tokens=0, output_tokens=0,
             cache_read_tokens=0, cache_creation_tokens=0, prompts=prompts, steps=steps,
-            content_hash=reader.content_hash, extra={"hook_events": dict(events)},
-        ))
+            content_hash=reader.content_hash, extra=extra,
+        )))
         return outcome
 
     @staticmethod
@@ -128,10 +160,10 @@ class HookCaptureAdapter:
             code = 1
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
         return trusted(Step,
-            index=index, tool_name=str(event["tool_name"]),
-            tool_use_id=event.get("tool_use_id") if isinstance(event.get("tool_use_id"), str) else None,
-            input=orjson.dumps(tool_input, default=str).decode() if tool_input is not None else "",
+            index=index, tool_name=as_text(event["tool_name"]), tool_use_id=_id_or_none(event.get("tool_use_id")),
+            input=json_text(tool_input) if tool_input is not None else "",
             command=command if isinstance(command, str) else None, output=text, exit_code=code,
-            success=not failed and code == 0, is_error=failed, cwd=event.get("cwd"), started_at=ts,
+            success=not failed and code == 0, is_error=failed,
+            cwd=event["cwd"] if isinstance(event.get("cwd"), str) else None, started_at=ts,
             finished_at=ts, sidechain=False, agent_id=None, prompt_index=task,
         )

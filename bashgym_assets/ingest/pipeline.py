@@ -5,6 +5,11 @@ batches through a ``ParquetWriter`` on the lake's atomic temporary path. Session
 whose source file has since disappeared are carried over (Claude Code deletes old transcripts itself; what
 was imported once is never lost). When two files yield the same ``session_id`` (a transcript and the hook's
 capture of the same session), the adapter with the higher priority wins.
+
+Failures are isolated per file: an adapter that raises on one file, or a session that cannot be written,
+puts that file in the quarantine table with the exception's message and the rest of the partition lands
+(what that file gave in an earlier run is carried over rather than lost). Rows of an earlier run that can no
+longer be read back (written before values were range-checked) are quarantined instead of failing the run.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bashgym_assets.ingest.base import QuarantineRecord, SessionAdapter
+from bashgym_assets.ingest.base import QuarantineRecord, SessionAdapter, conform_session
 from bashgym_assets.ingest.repos import resolve_repo
 from bashgym_assets.ingest.scan import iter_trace_files, repo_key_of
 from bashgym_assets.lake import Lake, atomic_path
@@ -120,15 +125,28 @@ def session_sources(dirs: Iterable[Path], repo: str | None = None) -> Iterator[t
 
 
 def parse_sources(sources: Iterable[tuple[Path, SessionAdapter]], report: IngestReport,
-                  repo: str | None = None) -> Iterator[Session]:
-    """Parse each source once; quarantine and counts go to ``report``; duplicates by session id dropped."""
+                  repo: str | None = None, failed: set[str] | None = None) -> Iterator[Session]:
+    """Parse each source once; quarantine and counts go to ``report``; duplicates by session id dropped.
+
+    An exception from an adapter quarantines that file (its path goes to ``failed``) and the next file is
+    parsed: one bad file never fails the partition.
+    """
     seen: set[str] = set()
     for path, adapter in sources:
-        outcome = adapter.parse(path, resolve_repo)
         report.files_parsed += 1
+        try:
+            outcome = adapter.parse(path, resolve_repo)
+            sessions = [conform_session(s) for s in outcome.sessions]  # idempotent; guards any adapter
+        except Exception as exc:
+            report.quarantine.append(QuarantineRecord(
+                file=str(path), adapter=adapter.name,
+                reason=f"file could not be imported: {type(exc).__name__}: {exc}"))
+            if failed is not None:
+                failed.add(str(path))
+            continue
         report.bytes_read += outcome.bytes_read
         report.quarantine.extend(outcome.quarantine)
-        for session in outcome.sessions:
+        for session in sessions:
             if repo is not None and session.repo != repo:
                 session.repo = repo  # the partition the scan filed this file under stays authoritative
             if session.session_id in seen:
@@ -138,22 +156,73 @@ def parse_sources(sources: Iterable[tuple[Path, SessionAdapter]], report: Ingest
             yield session
 
 
-def _carry_over(old_path: Path, written_ids: set[str]) -> Iterator[pa.RecordBatch]:
-    """Rows of the previous partition file whose source vanished and that were not re-imported.
+def writable_table(batch: list[Session], report: IngestReport, failed: set[str]) -> tuple[pa.Table, list[Session]]:
+    """The batch as a table; if that fails, session by session, quarantining (by file) those that cannot be."""
+    try:
+        return session_table(batch), batch
+    except Exception:
+        pass
+    kept: list[Session] = []
+    for session in batch:
+        try:
+            session_table([session])
+        except Exception as exc:
+            report.quarantine.append(QuarantineRecord(
+                file=session.source_path, adapter=session.source_format,
+                reason=f"session {session.session_id} could not be written: {type(exc).__name__}: {exc}"))
+            failed.add(session.source_path)
+            continue
+        kept.append(session)
+    return session_table(kept), kept
+
+
+def _exists(path: str) -> bool:
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _carry_over(old_path: Path, written_ids: set[str], failed: set[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """Rows of the previous partition file not re-imported whose source vanished or failed this time.
 
     Only the two small columns are read to decide; whole rows are read only for row groups with a keeper.
     """
     if not old_path.exists():
         return
+    failed = failed or set()
     parquet = pq.ParquetFile(old_path)
     for group in range(parquet.num_row_groups):
         keys = parquet.read_row_group(group, columns=["session_id", "source_path"])
-        keep = [sid not in written_ids and not Path(src).exists()
+        keep = [sid not in written_ids and (src in failed or not _exists(src))
                 for sid, src in zip(keys.column("session_id").to_pylist(), keys.column("source_path").to_pylist(),
                                     strict=True)]
         if any(keep):
             rows = parquet.read_row_group(group).filter(pa.array(keep))
             yield from rows.cast(SESSION_ARROW_SCHEMA).to_batches()
+
+
+def _readable(rows: pa.RecordBatch, report: IngestReport) -> tuple[pa.RecordBatch, list[Session]]:
+    """Carried-over rows that read back as sessions; the rest (e.g. a year-0 timestamp) are quarantined."""
+    try:
+        return rows, [Session.from_row(r) for r in rows.to_pylist()]
+    except Exception:
+        pass
+    keep: list[bool] = []
+    sessions: list[Session] = []
+    for i in range(rows.num_rows):
+        one = rows.slice(i, 1)
+        try:
+            sessions.append(Session.from_row(one.to_pylist()[0]))
+            keep.append(True)
+        except Exception as exc:
+            keep.append(False)
+            ids = one.select(["session_id", "source_path"]).to_pylist()[0]
+            report.quarantine.append(QuarantineRecord(
+                file=str(ids["source_path"]), adapter="raw_sessions",
+                reason=f"previously imported session {ids['session_id']} cannot be read back and was dropped: "
+                       f"{type(exc).__name__}: {exc}"))
+    return rows.filter(pa.array(keep)), sessions
 
 
 def ingest_repo(lake: Lake, dirs: Iterable[Path], repo: str) -> IngestReport:
@@ -162,24 +231,34 @@ def ingest_repo(lake: Lake, dirs: Iterable[Path], repo: str) -> IngestReport:
     report = IngestReport(repo=repo)
     final = lake.table_path(RAW_SESSIONS, repo)
     written: set[str] = set()
+    failed: set[str] = set()  # files that raised or could not be written: their earlier rows are kept
+
+    def flush(batch: list[Session]) -> None:
+        table, kept = writable_table(batch, report, failed)
+        for session in kept:
+            report.add(session)
+            written.add(session.session_id)
+        if table.num_rows:
+            writer.write_table(table)
+
     with atomic_path(final, suffix=".parquet") as tmp:
         writer = pq.ParquetWriter(tmp, SESSION_ARROW_SCHEMA, compression="zstd")
         try:
             batch: list[Session] = []
-            for session in parse_sources(session_sources(dirs, repo), report, repo):
-                report.add(session)
-                written.add(session.session_id)
+            for session in parse_sources(session_sources(dirs, repo), report, repo, failed):
                 batch.append(session)
                 if len(batch) >= BATCH_SESSIONS:
-                    writer.write_table(session_table(batch))
+                    flush(batch)
                     batch = []
             if batch:
-                writer.write_table(session_table(batch))
-            for rows in _carry_over(final, written):
+                flush(batch)
+            for rows in _carry_over(final, written, failed):
+                rows, sessions = _readable(rows, report)
                 report.carried_over += rows.num_rows
-                for session in (Session.from_row(r) for r in rows.to_pylist()):
+                for session in sessions:
                     report.add(session)
-                writer.write_batch(rows)
+                if rows.num_rows:
+                    writer.write_batch(rows)
         finally:
             writer.close()
     lake.write(QUARANTINE, [q.model_dump() for q in report.quarantine], partition=repo, schema=QUARANTINE_SCHEMA)

@@ -63,13 +63,21 @@ def _git(cwd: str, *args: str) -> str | None:
     return out if proc.returncode == 0 and out else None
 
 
+def _is_dir(path: str) -> bool:
+    """``Path.is_dir`` that answers False for names the OS refuses (too long, undecodable) instead of raising."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 @lru_cache(maxsize=4096)
 def detect_repo(cwd: str | None) -> RepoInfo:
     """Repository of a working directory (cached per process: a scan sees the same few folders often)."""
-    if not cwd or not cwd.strip():
+    if not isinstance(cwd, str) or not cwd.strip() or "\x00" in cwd:
         return RepoInfo(key=NO_REPO_KEY)
     cwd = cwd.strip()
-    if Path(cwd).is_dir():
+    if _is_dir(cwd):
         top = _git(cwd, "rev-parse", "--show-toplevel")
         if top:
             remote = _git(top, "remote", "get-url", "origin")
@@ -85,5 +93,5 @@ def detect_repo(cwd: str | None) -> RepoInfo:
 
 def resolve_repo(cwd: str | None) -> tuple[str, str | None, str | None]:
     """``RepoResolver`` for adapters: (key, path, remote)."""
-    info = detect_repo(cwd)
+    info = detect_repo(cwd if isinstance(cwd, str) else None)
     return info.key, info.path, info.remote
