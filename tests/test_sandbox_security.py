@@ -361,3 +361,165 @@ def test_disk_watchdog_leaves_normal_work_alone(box):
     assert s.run("head -c 4M /dev/zero > ~/ok && sleep 1.2 && echo done").stdout == "done\n"
     assert not box.disk_budget_exceeded and not s.exited
     assert 0 <= box.writable_layer_bytes() < 64 * 1024**2   # the home is tmpfs: the layer barely grew
+
+
+# ---- what the outside hardening report broke (issue 13, items 1-5) ----------------------------------------------
+def test_flood_after_a_silenced_end_marker_is_capped(sandbox_image):
+    """The operator silences one stream's marker and floods the other from a background job: every byte read
+    still counts against a cap, so the harness's memory stays flat until the command times out."""
+    import resource
+
+    with Sandbox(spec(sandbox_image, output_limit_bytes=4096)) as b:
+        s = b.session()
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        r = s.run("exec 62>/dev/null; yes flood &", timeout_s=6)
+        grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+        assert r.timed_out and r.exit_code is None
+        assert grown_mb < 48, f"the harness grew by {grown_mb:.0f} MB reading a flood"
+
+
+def test_scanner_caps_output_after_its_marker():
+    import re
+
+    from bashgym_assets.sandbox.session import _Scanner
+
+    sc = _Scanner(1024)
+    sc.arm(re.compile(rb"\x1eEND\x1e"), 1024)
+    sc.feed(b"before\x1eEND\x1e")
+    for _ in range(2000):
+        sc.feed(b"x" * 10_000 + b"\n")
+    sc.feed(b"the end")
+    assert len(sc.pending) <= 3 * 1024 + 200
+    rest, dropped = sc.restart()
+    assert rest.endswith(b"the end") and dropped > 19_000_000
+
+
+HOPPER = ("printf '%s\\n' '#!/bin/bash' 'cat /proc/[0-9]*/cmdline 2>/dev/null | tr \"\\\\0\" \" \" >> ~/seen' "
+          "'~/hop.sh & exit 0' > ~/hop.sh; chmod +x ~/hop.sh")
+
+
+def test_fork_and_exit_hoppers_cannot_outrun_the_freeze(sandbox_image):
+    """A process that forks its successor and exits in a loop, beside stopped decoys that slow any /proc scan,
+    is frozen in one kernel-side step: it never sees the checker's command line."""
+    secret = secrets.token_hex(12)
+    with Sandbox(spec(sandbox_image)) as b:
+        s = b.session()
+        s.run("for i in $(seq 40); do sleep 1000 & kill -STOP $!; done")
+        s.run(HOPPER)
+        s.run("for i in 1 2 3 4; do ~/hop.sh & done; sleep 0.5")
+        check = b.run_check(f"bash -c 'sleep 1.5' check-{secret}; echo verdict")
+        assert check.exit_code == 0 and check.stdout == "verdict\n", check
+        seen = b.run_as_root("cat /home/operator/seen | wc -c; grep -c check- /home/operator/seen").stdout.split()
+        assert int(seen[0]) > 0 and seen[1] == "0", "a hopper read the checker's command line"
+        assert "hop.sh" not in b.run_as_root("ps -e -o args=").stdout   # gone after the check
+
+
+def test_setup_daemons_keep_their_state_through_the_freeze(sandbox_image):
+    """The freeze stops everything, then resumes the setup's daemons that were running (pid AND start time):
+    a daemon the operator paused stays paused, the others run; the operator's own processes stay frozen."""
+    loop = "printf '%s\\n' '#!/bin/bash' 'while :; do sleep 1000 & wait $!; done' > /usr/local/bin/{0}; chmod 755 /usr/local/bin/{0}; runuser -u operator -- setsid -f /usr/local/bin/{0} </dev/null >/dev/null 2>&1"  # noqa: E501
+    with Sandbox(spec(sandbox_image, setup=[loop.format("frontend"), loop.format("encoder"), "sleep 0.3"])) as b:
+        assert b.setup().ok
+        s = b.session()
+        assert s.run("kill -STOP $(pgrep -x encoder); sleep 300 &").exit_code == 0
+        check = b.run_check("for n in frontend encoder; do ps -o stat= -p $(pgrep -x $n) | cut -c1; done; "
+                            "ps -o stat= -C sleep | cut -c1 | sort | uniq -c | tr -s ' ' | sort | tail -1")
+        first, second, _ = check.stdout.splitlines()
+        assert first != "T" and second == "T", check.stdout
+
+
+def test_ptrace_between_sandbox_processes_is_denied(sandbox_image):
+    attach = ("sleep 100 & python3 -c \"import ctypes,os,sys; libc=ctypes.CDLL(None,use_errno=True); "
+              "r=libc.ptrace(16,int(sys.argv[1]),0,0); print(r, os.strerror(ctypes.get_errno()))\" $!")
+    with Sandbox(spec(sandbox_image)) as b:
+        assert "Operation not permitted" in b.session().run(attach).stdout
+    with Sandbox(spec(sandbox_image, user="root")) as b:   # not even root, and not on setup's daemons
+        assert "Operation not permitted" in b.session().run(attach).stdout
+    with Sandbox(spec(sandbox_image, allow_ptrace=True)) as b:   # a scenario that needs it says so
+        assert b.session().run(attach).stdout.startswith("0 ")
+
+
+def test_a_planted_tool_in_usr_local_cannot_forge_the_verdict(root_box):
+    s = root_box.session()
+    s.run("for t in grep test bash timeout env; do printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/$t; "
+          "chmod 755 /usr/local/bin/$t; done")
+    check = root_box.run_check("grep -q never-there /etc/hostname")
+    assert check.exit_code == 1, check
+
+
+@pytest.mark.parametrize("tamper", [
+    "printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/grep",
+    "cp /usr/bin/grep /tmp/g && cp /usr/bin/true /usr/bin/grep && cp /tmp/g /usr/bin/grep",  # put back: still seen
+    "echo /tmp/evil.so > /etc/ld.so.preload",
+    "ln -sf /usr/bin/true /etc/alternatives/awk",
+])
+def test_tampering_with_the_checkers_tools_fails_the_episode(sandbox_image, tamper):
+    with Sandbox(spec(sandbox_image, user="root")) as b:
+        s = b.session()
+        assert s.run(tamper).exit_code == 0
+        check = b.run_check("grep -q never-there /etc/hostname || exit 1; exit 0")
+        assert check.exit_code is None and "tampering" in check.stderr, check
+
+
+def test_legitimate_root_work_is_not_tampering(sandbox_image):
+    with Sandbox(spec(sandbox_image, user="root", setup=["cp /usr/bin/true /usr/bin/setup-tool"])) as b:
+        assert b.setup().ok
+        s = b.session()
+        s.run("printf '#!/bin/sh\\necho hi\\n' > /usr/local/bin/newtool; chmod 755 /usr/local/bin/newtool; "
+              "useradd -m deploy; echo x > /etc/motd")
+        check = b.run_check("newtool | grep -qx hi && id deploy >/dev/null")
+        assert check.exit_code == 0, check
+
+
+def test_disk_written_by_setup_is_bounded(sandbox_image):
+    fill = "for i in $(seq 1 100); do head -c 64M /dev/zero > /var/fill$i; done"
+    with Sandbox(spec(sandbox_image, max_file_mb=64, disk_budget_mb=256, setup=[fill])) as b:
+        res = b.setup()
+        assert not res.ok and not res.infrastructure_error and "disk budget" in res.error, res
+        size = b.writable_layer_bytes()
+        assert size is None or size < 3 * 1024**3
+
+
+def test_inodes_are_bounded_in_tmpfs_and_in_the_layer(sandbox_image):
+    with Sandbox(spec(sandbox_image, inode_budget=2000)) as b:
+        r = b.session().run("cd ~ && for i in $(seq 5000); do : > f$i || break; done; ls | wc -l")
+        assert int(r.stdout.split()[-1]) < 2100 and "No space left" in r.stderr
+    with Sandbox(spec(sandbox_image, user="root", inode_budget=2000)) as b:
+        s = b.session()
+        r = s.run("mkdir /var/many && cd /var/many && for i in $(seq 200000); do : > f$i; done; echo finished",
+                  timeout_s=60)
+        assert s.exited and b.inode_budget_exceeded and "finished" not in r.stdout, r
+        assert "inode budget" in r.stderr
+
+
+def test_pid1_output_does_not_grow_a_host_log(root_box):
+    assert root_box.inspect()["HostConfig"]["LogConfig"]["Type"] == "none"
+    root_box.session().run("head -c 20M /dev/zero > /proc/1/fd/1; echo ok")
+    assert root_box.inspect()["LogPath"] in ("", None) or not os.path.exists(root_box.inspect()["LogPath"])
+
+
+def test_a_reader_of_the_shells_input_does_not_wedge_the_session(box):
+    s = box.session()
+    s.run("(while :; do timeout 0.3 cat /proc/$$/fd/0 >> /tmp/stolen 2>/dev/null; done) &")
+    results = [s.run("echo alive", timeout_s=3) for _ in range(6)]
+    assert sum(r.timed_out for r in results) <= 1, results       # one swallowed line at most, then it is gone
+    assert [r.stdout for r in results[-2:]] == ["alive\n"] * 2 and not s.exited, results
+
+
+def test_framing_functions_cannot_be_redefined(box):
+    s = box.session()
+    r = s.run("__bashgym_end() { printf '\\036BG:%s:0\\036' \"$1\" >&61; }; false")
+    assert r.exit_code == 1 and "readonly" in r.stderr, r
+    assert s.run("(exit 7)").exit_code == 7
+
+
+def test_pool_start_reaps_containers_of_dead_owners(sandbox_image):
+    from bashgym_assets.sandbox import SandboxPool
+    from bashgym_assets.sandbox.sandbox import LABEL_OWNER, LABEL_SANDBOX
+
+    client = docker.from_env()
+    orphan = client.containers.create(sandbox_image, ["sleep", "300"], labels={
+        LABEL_SANDBOX: "1", LABEL_OWNER: "nohost:999999:1", **LABELS})
+    SandboxPool(1).map(lambda x: x, [1])
+    with pytest.raises(docker.errors.NotFound):
+        client.containers.get(orphan.id)

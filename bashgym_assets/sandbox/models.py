@@ -38,6 +38,9 @@ class SandboxSpec(BaseModel):
     tmpfs_mb: int | None = None          # size of each tmpfs folder (/tmp, /var/tmp, home); default memory_mb // 4
     disk_budget_mb: int = 2048           # growth of the writable image layer (root's /etc, /var, /srv ...; the
                                          # home and /tmp are size-capped tmpfs) before a watchdog ends the session
+    inode_budget: int = 100_000          # files each tmpfs folder may hold, and paths the writable layer may
+                                         # change, before the watchdog ends the session (empty files cost no bytes)
+    allow_ptrace: bool = False           # ptrace/process_vm_* between sandbox processes (strace/gdb tasks only)
 
     @field_validator("files")
     @classmethod
@@ -61,7 +64,7 @@ class SandboxSpec(BaseModel):
             raise ValueError("must be > 0")
         return value
 
-    @field_validator("output_limit_bytes", "memory_mb", "pids_limit", "max_file_mb", "disk_budget_mb")
+    @field_validator("output_limit_bytes", "memory_mb", "pids_limit", "max_file_mb", "disk_budget_mb", "inode_budget")
     @classmethod
     def _positive_int(cls, value: int) -> int:
         if value <= 0:

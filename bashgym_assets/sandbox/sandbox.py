@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import io
+import json
 import os
 import secrets
 import socket
@@ -23,16 +25,27 @@ import time
 from typing import Any
 
 from docker.errors import APIError, NotFound
-from docker.types import Ulimit
+from docker.types import LogConfig, Ulimit
 
 from bashgym_assets.sandbox._exec import CappedBuffer, ExecStream, MarkerSplitter, collect, docker_client
 from bashgym_assets.sandbox.models import SCENARIO_CAPABILITIES, CommandResult, SandboxSpec, SetupResult
+from bashgym_assets.sandbox.seccomp import profile_json
 
 LABEL_SANDBOX = "bashgym.sandbox"
 LABEL_OWNER = "bashgym.sandbox.owner"
 LABEL_CREATED = "bashgym.sandbox.created"
 OPERATOR_UID, OPERATOR_GID = 1000, 37
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# The checker's PATH: the image's own tools first, so nothing a root operator drops into /usr/local shadows them
+# (a scenario's own tools in /usr/local are still found by name).
+CHECK_PATH = "/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/sbin:/usr/local/bin"
+BASH = "/bin/bash"                   # absolute: a root operator's /usr/local/bin/bash must not run the harness
+# What the checker runs from: the image's programs, libraries, loader and its configuration. Any change to these
+# after setup (seen from the host in the container's layer diff, which nothing inside can forge) fails the check.
+PROTECTED_PATHS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr/bin", "/usr/sbin", "/usr/lib",
+                   "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/libexec", "/usr/share/perl", "/usr/share/perl5",
+                   "/etc/alternatives", "/etc/ld.so.preload", "/etc/ld.so.cache", "/etc/ld.so.conf",
+                   "/etc/ld.so.conf.d")
 RUN_DIR = "/run/bashgym"
 SESSION_DIR = f"{RUN_DIR}/session"
 READY_FILE = f"{RUN_DIR}/ready"
@@ -62,33 +75,35 @@ kill_new() {
 }
 """
 KILL_NEW_SCRIPT = KILL_NEW_FUNC + 'kill_new "$@"\n'
-# Stop (SIGSTOP) every process whose pid is not in the keep list, repeatedly, until every one of them is
-# stopped: a frozen process can neither read, replace nor race the checker, yet the checker still sees it in
-# /proc (so "is the daemon the operator restarted still there?" is checkable). No forks at all: it must work
-# when a fork bomb has used up every pid.
-# FROZEN counts the processes it stopped: more than FROZEN_LIMIT is a fork bomb or a runaway, not a task's
-# daemons, and those are killed before the check so that their pids and memory do not starve the checker.
+# The end of the operator's turn, in one step it cannot race: ``kill -STOP -1`` from root is ONE kernel-side
+# signal to every process in the container but init and the caller (the kernel holds the task list while it
+# sends, and a fork that races a pending stop is restarted), so no fork loop can outrun it, unlike any scan of
+# /proc. Then the setup's processes (argv: the trusted ``pid:start`` list the shell made before the operator's
+# first command) that were running are resumed, matched by pid AND start time (a reused pid is not theirs); a
+# setup daemon the operator had stopped stays stopped. A frozen process can neither read, replace nor race the
+# checker, yet the checker still sees it in /proc. No forks at all: it must work when a fork bomb has used up
+# every pid. More than FROZEN_LIMIT frozen processes is a fork bomb or a runaway, not a task's daemons: those are
+# killed before the check so that their pids and memory do not starve the checker. Prints the pids kept.
 FROZEN_LIMIT = 32
-FREEZE_NEW_FUNC = r"""
-FROZEN=0
-freeze_new() {
-  local keep=" $* " round found d p line rest state
-  for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30; do
-    found=""
-    for d in /proc/[0-9]*; do
-      p=${d#/proc/}
-      [ "$p" = "$$" ] && continue
-      case "$keep" in *" $p "*) continue;; esac
-      read -r line < "$d/stat" 2>/dev/null || continue
-      rest=${line##*) }; state=${rest%% *}
-      case "$state" in T|t|Z|X|x) continue;; esac
-      found="$found $p"; FROZEN=$((FROZEN + 1))
-    done
-    [ -z "$found" ] && return 0
-    kill -STOP $found 2>/dev/null   # builtins only: under a fork bomb nothing here may need a fork
-  done
-  return 1
-}
+FREEZE_SCRIPT = r"""
+trusted=("$@"); resume=""; keep=""
+for item in "${trusted[@]}"; do
+  p=${item%%:*}; start=${item#*:}
+  read -r line < "/proc/$p/stat" 2>/dev/null || continue
+  set -- ${line##*) }
+  [ "${20}" = "$start" ] || continue
+  keep="$keep $p"
+  case "$1" in T|t|Z|X|x) ;; *) resume="$resume $p";; esac
+done
+kill -STOP -1 2>/dev/null
+[ -n "$resume" ] && kill -CONT $resume 2>/dev/null
+frozen=""; n=0
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  case " 1 $$ $keep " in *" $p "*) continue;; esac
+  frozen="$frozen $p"; n=$((n + 1))
+done
+""" + f"[ $n -gt {FROZEN_LIMIT} ] && kill -KILL $frozen 2>/dev/null\n" + r"""printf 'keep:%s\n' "$keep"
 """
 # All setup commands in one exec: each in its own `bash -c` under `timeout`, a marker with its index, status and
 # start/end times after it on both streams, stopping at the first failure. argv: nonce, timeout, commands...
@@ -96,7 +111,7 @@ SETUP_SCRIPT = r"""
 n=$1; t=$2; shift 2; i=0
 for cmd in "$@"; do
   i=$((i+1)); s=$EPOCHREALTIME
-  timeout -s KILL "$t" bash --norc --noprofile -c "$cmd" </dev/null
+  /usr/bin/timeout -s KILL "$t" /bin/bash --norc --noprofile -c "$cmd" </dev/null
   rc=$?; e=$EPOCHREALTIME
   printf '\036BG:%s:%d:%d:%s:%s\036' "$n" "$i" "$rc" "$s" "$e"; printf '\036BG:%s:%d\036' "$n" "$i" >&2
   [ "$rc" = 0 ] || exit 0
@@ -234,6 +249,9 @@ class Sandbox:
         self.disk_budget_exceeded = False
         self._watch_stop = threading.Event()
         self._watchdog: threading.Thread | None = None
+        #: Set by the watchdog when the container changed more than ``spec.inode_budget`` paths.
+        self.inode_budget_exceeded = False
+        self._baseline: dict[str, str] | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
     def __enter__(self) -> Sandbox:
@@ -272,12 +290,16 @@ class Sandbox:
         labels = {**spec.labels, LABEL_SANDBOX: "1", LABEL_OWNER: owner_label(),
                   LABEL_CREATED: str(int(time.time()))}
         # exec: Docker mounts --tmpfs noexec by default; operators must be able to run the scripts they write.
-        tmp_opts = f"rw,exec,nosuid,nodev,size={tmpfs_mb}m"
+        # nr_inodes: a tmpfs would otherwise hold millions of empty files (each costs kernel memory, not size).
+        tmp_opts = f"rw,exec,nosuid,nodev,size={tmpfs_mb}m,nr_inodes={spec.inode_budget}"
         host_config = self.api.create_host_config(
             network_mode="none",
             cap_drop=["ALL"],
             cap_add=list(SCENARIO_CAPABILITIES),
-            security_opt=["no-new-privileges"],
+            # seccomp: Docker's documented denials plus no ptrace between sandbox processes (sandbox/seccomp.py)
+            security_opt=["no-new-privileges", f"seccomp={profile_json(spec.allow_ptrace)}"],
+            # PID 1's output (root can write to it) must not grow a log on the host's disk without a bound
+            log_config=LogConfig(type="none"),
             mem_limit=f"{spec.memory_mb}m",
             memswap_limit=f"{spec.memory_mb}m",
             nano_cpus=int(spec.cpus * 1e9),
@@ -287,7 +309,7 @@ class Sandbox:
             tmpfs={
                 "/tmp": f"{tmp_opts},mode=1777",
                 "/var/tmp": f"{tmp_opts},mode=1777",
-                "/run": "rw,nosuid,nodev,size=16m,mode=755",
+                "/run": "rw,nosuid,nodev,size=16m,nr_inodes=4096,mode=755",
                 "/home/operator": f"{tmp_opts},mode=755",
             },
             shm_size="16m",
@@ -319,6 +341,8 @@ class Sandbox:
                 tar.addfile(info, io.BytesIO(seed))
             self.api.put_archive(self.container_id, "/", folder.getvalue())
         self.api.start(self.container_id)
+        # Disk and inodes are bounded from start to removal (setup and the check can be teacher-authored too).
+        self._start_disk_watchdog()
         if spec.read_only_root:
             self._write_seed(seed)
 
@@ -353,8 +377,9 @@ class Sandbox:
                 **self.spec.env}
 
     def _exec_root(self, command: str, script: str, args: list[str], timeout_s: float,
-                   stdin_data: bytes | None = None, limit: int | None = None) -> CommandResult:
-        """Run ``script`` (bash, as root, with ``args``) and collect it within ``timeout_s`` (+ a grace).
+                   stdin_data: bytes | None = None, limit: int | None = None, user: str = "0") -> CommandResult:
+        """Run ``script`` (bash, as root unless ``user`` says otherwise, with ``args``) and collect it within
+        ``timeout_s`` (+ a grace).
 
         An exec the engine refuses to start while the container runs (its pids limit is full, e.g. after a fork
         bomb) is retried for a while: the processes come and go, and the first root script that gets in kills them.
@@ -364,9 +389,9 @@ class Sandbox:
         for _attempt in range(40):
             start = time.monotonic()
             try:
-                stream = ExecStream(self.api, cid, ["bash", "--norc", "--noprofile", "-c",
+                stream = ExecStream(self.api, cid, [BASH, "--norc", "--noprofile", "-c",
                                                     f"{READY_WAIT}\n{script}", "bashgym", *args],
-                                    user="0", env=self._root_env(), workdir="/", stdin=stdin_data is not None)
+                                    user=user, env=self._root_env(), workdir="/", stdin=stdin_data is not None)
             except (NotFound, APIError) as exc:
                 raise SandboxError(f"cannot run {command!r}: the container is gone or stopped ({exc})") from exc
             try:
@@ -395,7 +420,7 @@ class Sandbox:
     def run_as_root(self, command: str, timeout_s: float | None = None) -> CommandResult:
         """One command as root in a fresh ``bash -c`` (harness use: setup, inspection); stdin is empty."""
         t = timeout_s or self.spec.command_timeout_s
-        script = f'exec timeout -s KILL {t:.3f} bash --norc --noprofile -c "$1" </dev/null'
+        script = f'exec /usr/bin/timeout -s KILL {t:.3f} {BASH} --norc --noprofile -c "$1" </dev/null'
         return self._exec_root(command, script, [command], t)
 
     def _write_seed(self, data: bytes) -> None:
@@ -414,7 +439,7 @@ class Sandbox:
         limit = self.spec.output_limit_bytes
         out, err = MarkerSplitter(nonce, limit), MarkerSplitter(nonce, limit)
         start = time.monotonic()
-        stream = ExecStream(self.api, cid, ["bash", "--norc", "--noprofile", "-c", f"{READY_WAIT}\n{SETUP_SCRIPT}",
+        stream = ExecStream(self.api, cid, [BASH, "--norc", "--noprofile", "-c", f"{READY_WAIT}\n{SETUP_SCRIPT}",
                                             "bashgym", nonce, f"{t:.3f}", *commands],
                             user="0", env=self._root_env(), workdir="/", stdin=False)
         deadline = start + t * len(commands) + 10.0
@@ -429,6 +454,8 @@ class Sandbox:
                     (err if kind == 2 else out).feed(payload)
         finally:
             stream.close()
+        if self.disk_budget_exceeded or self.inode_budget_exceeded:   # the scenario's fault, not the engine's
+            return SetupResult(ok=False, results=[], error=f"setup: {self._budget_message()}")
         results: list[CommandResult] = []
         for i, (buf, fields) in enumerate(out.pieces):
             err_buf = err.pieces[i][0] if i < len(err.pieces) else CappedBuffer(limit)
@@ -462,14 +489,16 @@ class Sandbox:
 
         self._require_running()
         if self._session is None or self._session.exited:
+            if self._baseline is None:   # what setup changed in the checker's tools (normally nothing)
+                self._baseline = self._protected_changes()
             self._session = SandboxSession(self)
-            self._start_disk_watchdog()
         return self._session
 
     # ---- the disk watchdog -------------------------------------------------------------------------------
     def _start_disk_watchdog(self) -> None:
-        """Watch the writable layer while a session lives: the storage driver here has no per-container
-        quota, so without this a root command could fill the host's disk one capped-size file at a time."""
+        """Watch the writable layer from start to removal: the storage driver here has no per-container quota,
+        so without this a root command (setup, the operator or the check) could fill the host's disk one
+        capped-size file at a time, or with millions of empty files."""
         if self._watchdog is not None and self._watchdog.is_alive():
             return
         self._watchdog = threading.Thread(target=self._watch_disk, name=f"disk-watchdog-{id(self)}", daemon=True)
@@ -485,19 +514,36 @@ class Sandbox:
             return None
         return int(found[0].get("SizeRw") or 0) if found else None
 
+    def changed_paths(self) -> list[dict[str, Any]] | None:
+        """The container's layer diff (``docker diff``: Path, Kind), computed by the engine (None once gone)."""
+        if self.container_id is None:
+            return None
+        try:
+            return self.api.diff(self.container_id) or []
+        except (APIError, NotFound, OSError):
+            return None
+
     def _watch_disk(self) -> None:
         budget = self.spec.disk_budget_mb << 20
+        polls = 0
         while not self._watch_stop.wait(DISK_POLL_S):
-            sess = self._session
-            if self._closed or sess is None or sess.exited or self.container_id is None:
+            if self._closed or self.container_id is None:
                 return
             size = self.writable_layer_bytes()
             if size is None:  # the container is gone: nothing left to guard
                 return
-            if size > budget:
-                self.disk_budget_exceeded = True
-                with contextlib.suppress(Exception):  # the session may have died on its own meanwhile
-                    self.kill_session_processes()
+            polls += 1
+            over_inodes = False
+            if polls % 4 == 0:   # the diff walks the layer: every 2 s is enough to stop a file-creation loop
+                changed = self.changed_paths()
+                over_inodes = changed is not None and len(changed) > self.spec.inode_budget
+            if size > budget or over_inodes:
+                self.disk_budget_exceeded = size > budget
+                self.inode_budget_exceeded = over_inodes
+                with contextlib.suppress(Exception):  # whatever runs in there (setup, operator, check) ends
+                    self._kill_new_processes(self._session.preexisting_pids if self._session else {1})
+                    if self._session is not None:
+                        self._session._mark_dead()
                 return
 
     def kill_session_processes(self) -> None:
@@ -518,29 +564,103 @@ class Sandbox:
     def run_check(self, script: str, timeout_s: float = 30.0) -> CommandResult:
         """Run the checker as root on the final state; it exists in the container only while it runs.
 
-        First the operator's turn is ended for good: its shell and every process it started are frozen
-        (SIGSTOP), so nothing can read, replace or race the checker, while the checker can still see them (a
-        daemon the operator started or restarted is there to be checked). The script then goes in over the
-        exec's stdin into a fresh root-only folder, runs with a clean environment and empty stdin, and is
-        deleted; last, the frozen processes are killed.
+        1. The operator's turn ends for good in one kernel-side step (``FREEZE_SCRIPT``): every process is
+           stopped, the setup's own that were running are resumed. Nothing of the operator can read, replace or
+           race the checker, while the checker still sees it in /proc (a daemon the operator restarted is there
+           to be checked).
+        2. The checker's tools are verified from the host: any change since setup to the image's programs,
+           libraries or loader configuration (``PROTECTED_PATHS``) is tampering, and the check fails without
+           running (a root operator could otherwise plant a ``grep`` that always matches).
+        3. The script goes in over the exec's stdin into a fresh root-only folder, runs from absolute paths with
+           a clean environment (``CHECK_PATH``) and empty stdin, and is deleted; then the frozen are killed.
         """
         sess = self._session
-        keep = sorted(sess.preexisting_pids) if sess is not None else []
-        wrapper = (
-            KILL_NEW_FUNC + FREEZE_NEW_FUNC
-            + ('keep=""; [ "$1" = kill ] && { shift; keep="$*"; freeze_new $keep; '
-               f'[ "$FROZEN" -gt {FROZEN_LIMIT} ] && kill_new $keep; }}\n' if sess is not None else "")
-            + "umask 077; d=$(mktemp -d /run/bashgym/check.XXXXXXXX) || exit 125; cat > \"$d/check\" || exit 125; "
-            f"timeout -s KILL {timeout_s:.3f} env -i PATH={PATH} HOME=/root USER=root LOGNAME=root LANG=C.UTF-8 "
-            "bash --norc --noprofile \"$d/check\" </dev/null; rc=$?; rm -rf \"$d\"; "
-            + ('[ -n "$keep" ] && kill_new $keep; ' if sess is not None else "")
-            + "exit $rc"
-        )
-        args = ["kill", *map(str, keep)] if sess is not None else []
-        result = self._exec_root("check", wrapper, args, timeout_s, stdin_data=script.encode())
-        if sess is not None:
-            sess._mark_dead()
+        start = time.monotonic()
+        keep: list[str] = []
+        try:
+            if sess is not None:
+                trusted = [f"{pid}:{ticks}" for pid, ticks in sorted(sess.preexisting.items())]
+                frozen = self._exec_root("freeze", FREEZE_SCRIPT, trusted, 20.0)
+                line = next((ln for ln in frozen.stdout.splitlines() if ln.startswith("keep:")), None)
+                if frozen.exit_code != 0 or line is None:
+                    return self._check_refused(script, start, "the operator's processes could not be frozen "
+                                               f"({frozen.exit_code}): {frozen.stderr.strip()[-300:]}")
+                keep = line[len("keep:"):].split()
+                sess._mark_dead()
+            tampered = self.tampered_paths()
+            if tampered:
+                shown = ", ".join(tampered[:8]) + (f" and {len(tampered) - 8} more" if len(tampered) > 8 else "")
+                return self._check_refused(script, start, f"the checker's tools were changed after setup ({shown}):"
+                                           " tampering fails the episode; the check did not run")
+            wrapper = (
+                KILL_NEW_FUNC
+                + "umask 077; d=$(mktemp -d /run/bashgym/check.XXXXXXXX) || exit 125; "
+                "cat > \"$d/check\" || exit 125; "
+                f"/usr/bin/timeout -s KILL {timeout_s:.3f} /usr/bin/env -i PATH={CHECK_PATH} HOME=/root USER=root "
+                f"LOGNAME=root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 {BASH} --norc --noprofile \"$d/check\" "
+                "</dev/null; rc=$?; rm -rf \"$d\"; "
+                + ('kill_new "$@"; ' if sess is not None else "")
+                + "exit $rc"
+            )
+            result = self._exec_root("check", wrapper, keep, timeout_s, stdin_data=script.encode())
+        except SandboxError as exc:
+            if not (self.disk_budget_exceeded or self.inode_budget_exceeded):
+                raise
+            return self._check_refused(script, start, f"{self._budget_message()} ({exc})")
+        if self.disk_budget_exceeded or self.inode_budget_exceeded:
+            result.stderr += ("\n" if result.stderr else "") + self._budget_message()
+            result.exit_code = None if result.exit_code == 0 else result.exit_code
         return result
+
+    def _check_refused(self, script: str, start: float, why: str) -> CommandResult:
+        """A check that did not (or must not) count: no exit code, so it is never a pass."""
+        if self._session is not None:
+            self._session._mark_dead()
+        return CommandResult(command=script, stdout="", stderr=f"bashgym: {why}", exit_code=None,
+                             duration_s=round(time.monotonic() - start, 6), timed_out=False)
+
+    def _budget_message(self) -> str:
+        spec = self.spec
+        if self.inode_budget_exceeded:
+            return (f"bashgym: the sandbox changed more than {spec.inode_budget} paths in its image layer "
+                    "(inode budget); everything running in it was ended")
+        return (f"bashgym: the sandbox's disk budget ({spec.disk_budget_mb} MB written outside the size-capped "
+                "home and /tmp) is spent; everything running in it was ended")
+
+    def _protected_changes(self) -> dict[str, str]:
+        """Changed paths among ``PROTECTED_PATHS`` -> a fingerprint of the file as the engine sees it."""
+        changed = self.changed_paths() or []
+        found: dict[str, str] = {}
+        for item in changed:
+            path = item.get("Path", "")
+            if any(path == p or path.startswith(p + "/") for p in PROTECTED_PATHS):
+                found[path] = self._fingerprint(path)
+        return found
+
+    def _fingerprint(self, path: str) -> str:
+        """What the engine says the path is (``docker cp``'s stat: size, mode, mtime, link target), and for a
+        file of up to 32 MB the SHA-256 of its bytes (a root operator can put the mtime back, not the content)."""
+        try:
+            stream, stat = self.api.get_archive(self.container_id, path)
+        except (NotFound, APIError, OSError):
+            return "gone"
+        digest = hashlib.sha256(json.dumps(stat, sort_keys=True).encode())
+        mode = int(stat.get("mode", 0))
+        if stat.get("size", 0) <= 32 << 20 and not mode & (1 << 31):   # Go's os.ModeDir bit: no folder walks
+            for chunk in stream:
+                digest.update(chunk)
+        else:
+            close = getattr(stream, "close", None)
+            if close:
+                close()
+        return digest.hexdigest()
+
+    def tampered_paths(self) -> list[str]:
+        """Protected paths changed since setup (or changed again, if setup had changed them); [] if none."""
+        if self._baseline is None:
+            return []
+        now = self._protected_changes()
+        return sorted(p for p, fp in now.items() if self._baseline.get(p) != fp)
 
     # ---- for tests and reports ---------------------------------------------------------------------------
     def inspect(self) -> dict[str, Any]:

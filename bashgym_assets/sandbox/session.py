@@ -20,11 +20,19 @@ for the whole episode behind a single ``docker exec`` socket, and each command i
 * ``exit`` (or ``exec``, or a failure under ``set -e``) ends the shell; an EXIT trap reports the status and the
   result says ``terminated``. A shell killed by a signal is reported with no exit code and not as a termination.
 
-Known limits (all confined to the operator's own episode): output a background job prints after a command's
-marker is reported with the next command, as a terminal would show it; under ``set -x`` the trace shows the command
-as ``+ eval -- '...'`` and one level deeper. A process that reads the shell's own saved input descriptor
-(``cat <&10 &``) swallows the next command, which times out; the timeout's clean-up kills every process holding
-the shell's input, so the session recovers with the command after.
+* Every byte read counts against a cap whatever the framing state: output after a marker (a background flood
+  while the other stream's marker is silenced) is kept head-and-tail like any command output.
+* The framing functions are read-only: a command cannot redefine ``__bashgym_end`` to report a status of its
+  choosing.
+
+Known limits (all confined to the operator's own episode; the verdict comes from the checker, never from here):
+output a background job prints after a command's marker is reported with the next command, as a terminal would
+show it; under ``set -x`` the trace shows the command as ``+ eval -- '...'`` and one level deeper. A process that
+reads the shell's input (``cat <&10 &``, or a loop reopening ``/proc/<shell>/fd/0``) swallows the next command,
+which times out; the timeout's clean-up watches for holders of the shell's input for a moment and kills each with
+the job around it, so the session recovers with the command after. A DEBUG trap sees the end marker's nonce
+(``$BASH_COMMAND``) and can print a marker with a forged status: the shell is the operator's, so the exit codes in
+an episode record are the operator's own account of them; the verdict does not depend on them.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ import docker
 from bashgym_assets.sandbox._exec import CappedBuffer, ExecStream
 from bashgym_assets.sandbox.models import CommandResult
 from bashgym_assets.sandbox.sandbox import (
+    OPERATOR_UID,
     PATH,
     SESSION_DIR,
     SandboxError,
@@ -67,7 +76,10 @@ unset PROMPT_COMMAND; \
 printf '\\036BG:%s:%d\\036' "$1" "$__bashgym_rc" >&{OUT_FD}; printf '\\036BG:%s\\036' "$1" >&{ERR_FD}; \
 return $__bashgym_rc; }}
 trap 'printf "\\036BGEXIT:%s:%d\\036" "$__bashgym_exit_tag" "$?" >&{ERR_FD}' EXIT
-__bashgym_pids=(/proc/[0-9]*); printf 'BASHGYM %s %s\\n' "$$" "${{__bashgym_pids[*]#/proc/}}"; unset __bashgym_pids
+readonly -f __bashgym_pre __bashgym_end
+__bashgym_p=; for __bashgym_d in /proc/[0-9]*; do read -r __bashgym_l < "$__bashgym_d/stat" 2>/dev/null || continue; \
+set -- ${{__bashgym_l##*) }}; __bashgym_p="$__bashgym_p ${{__bashgym_d#/proc/}}:${{20}}"; done; set --
+printf 'BASHGYM %s %s\\n' "$$" "$__bashgym_p"; unset __bashgym_p __bashgym_d __bashgym_l
 """
 
 _SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-+=.,:/@%^&*()[]{}<>|;~#$!?`\"")
@@ -90,19 +102,30 @@ class _Scanner:
 
     def __init__(self, limit: int) -> None:
         self.buf = CappedBuffer(limit)
+        self.limit = limit
         self.pending = bytearray()
+        self.dropped = 0        # bytes after the marker cut from ``pending`` (background floods)
         self.found: re.Match[bytes] | None = None
         self.pattern: re.Pattern[bytes] | None = None
         self.discard: re.Pattern[bytes] | None = None   # an abandoned command's marker, dropped if it shows up
 
     def arm(self, pattern: re.Pattern[bytes], limit: int, discard: re.Pattern[bytes] | None = None) -> None:
         self.buf = CappedBuffer(limit)
+        self.limit = limit
         self.discard = discard
         self.pattern, self.found = pattern, None
 
     def feed(self, data: bytes) -> None:
-        if self.found is not None:      # after the marker: background output, kept for the next command
+        if self.found is not None:
+            # After the marker: background output, kept for the next command. Capped like any output (head and
+            # tail kept): an operator that silences the other stream's marker and floods this one from a
+            # background job must not grow the harness's memory until the command times out.
             self.pending += data
+            if len(self.pending) > 2 * self.limit + HOLD_BACK:
+                half = self.limit // 2
+                cut = len(self.pending) - 2 * half
+                del self.pending[half:half + cut]
+                self.dropped += cut
             return
         self.pending += data
         if self.discard is not None and self.discard.search(bytes(self.pending)):
@@ -125,11 +148,13 @@ class _Scanner:
             self.buf.feed(bytes(self.pending))
             self.pending.clear()
 
-    def restart(self) -> bytes:
-        """Leftover bytes after the marker (background jobs' output), to count toward the next command."""
-        rest = bytes(self.pending)
+    def restart(self) -> tuple[bytes, int]:
+        """Leftover bytes after the marker (background jobs' output), to count toward the next command, and how
+        many bytes of it were cut."""
+        rest, dropped = bytes(self.pending), self.dropped
         self.pending.clear()
-        return rest
+        self.dropped = 0
+        return rest, dropped
 
 
 class SandboxSession:
@@ -143,7 +168,7 @@ class SandboxSession:
         self.exit_code: int | None = None
         self.preexisting_pids: set[int] = set()
         self.shell_pid: int | None = None
-        self._leftover: tuple[bytes, bytes] = (b"", b"")
+        self._leftover: tuple[tuple[bytes, int], tuple[bytes, int]] = ((b"", 0), (b"", 0))
         home = spec.home
         user = "root" if spec.user == "root" else "operator"
         env = {"PATH": PATH, "HOME": home, "USER": user, "LOGNAME": user, "SHELL": "/bin/bash",
@@ -179,7 +204,15 @@ class SandboxSession:
             self._detach()
             raise SandboxError(f"the operator shell did not report its pid: {stdout[:200]!r}")
         self.shell_pid = int(fields[1])
-        self.preexisting_pids = {int(p) for p in fields[2:] if p.isdigit() and int(p) != self.shell_pid}
+        # pid -> start time (clock ticks) of every process that existed before the operator got the shell: the
+        # setup's daemons. Listed by the shell before its first command, so the operator never touched this list;
+        # the start time tells a setup daemon from an operator process that later got the same pid.
+        self.preexisting: dict[int, str] = {}
+        for item in fields[2:]:
+            pid, _, start = item.partition(":")
+            if pid.isdigit() and int(pid) != self.shell_pid:
+                self.preexisting[int(pid)] = start
+        self.preexisting_pids = set(self.preexisting)
 
     # ---- the framing -------------------------------------------------------------------------------------
     def _arm(self, nonce: str, abandoned: list[str] | None = None) -> None:
@@ -191,12 +224,12 @@ class SandboxSession:
             discard = re.compile(rb"\x1eBG:(?:" + alts + rb")(?::\d+)?\x1e")
         self._out.arm(re.compile(rb"\x1eBG:" + n + rb":(\d+)\x1e"), limit, discard)
         self._err.arm(re.compile(rb"\x1eBG:" + n + rb"\x1e"), limit, discard)
-        out_left, err_left = self._leftover
-        self._leftover = (b"", b"")
-        if out_left:
-            self._out.feed(out_left)
-        if err_left:
-            self._err.feed(err_left)
+        (out_left, out_cut), (err_left, err_cut) = self._leftover
+        self._leftover = ((b"", 0), (b"", 0))
+        for scanner, left, cut in ((self._out, out_left, out_cut), (self._err, err_left, err_cut)):
+            if left:
+                scanner.feed(left)
+            scanner.buf.total += cut     # reported as cut output of this command
 
     def _exchange(self, nonce: str, deadline: float) -> int | None:
         """Read until both markers of ``nonce`` arrived (-> status), the shell ended, or ``deadline`` (-> None)."""
@@ -321,10 +354,8 @@ class SandboxSession:
             result.stderr = TCSETATTR_RE.sub("", result.stderr)
         if "__bashgym_" in result.stderr:  # under `set -x`: the trace of the framing's own calls is not output
             result.stderr = XTRACE_RE.sub("", result.stderr)
-        if self.box.disk_budget_exceeded:
-            result.stderr += ("\n" if result.stderr else "") + (
-                f"bashgym: the sandbox's disk budget ({self.box.spec.disk_budget_mb} MB written outside the "
-                "size-capped home and /tmp) is spent; the shell ended")
+        if self.box.disk_budget_exceeded or self.box.inode_budget_exceeded:
+            result.stderr += ("\n" if result.stderr else "") + self.box._budget_message()
         return result
 
     def _interrupt(self, nonce: str) -> None:
@@ -334,6 +365,12 @@ class SandboxSession:
         out_keep, err_keep = self._out.buf, self._err.buf
         self._out.flush()
         self._err.flush()
+        # 0) A command line that never ran may have been read by a thief of the shell's input (a background loop
+        #    reopening /proc/<shell>/fd/0): for a moment, end every holder of that pipe with the job around it,
+        #    or each later command would be swallowed the same way.
+        #    As the shell's own user: root here holds no CAP_SYS_PTRACE, so it cannot see another user's fds.
+        box._exec_root("stdin thieves", STDIN_THIEVES_SCRIPT, [str(pid)], 5.0,
+                       user="0" if box.spec.user == "root" else str(OPERATOR_UID))
         # 1) SIGINT to the shell's process group: the foreground command dies and the shell drops the rest of
         #    the line (an interactive bash does so even inside a builtin loop), as Ctrl-C does in a terminal.
         box._exec_root("interrupt", 'kill -INT -- "-$1" 2>/dev/null; exit 0', [str(pid)], 5.0)
@@ -384,10 +421,28 @@ class SandboxSession:
             self._end_episode()
 
 
+# The shell's input pipe: the read-only pipe among its descriptors (fd 0 at the prompt; bash's saved copy, fd 10,
+# while a command runs with </dev/null). Sets INPUT to its /proc path, or "" when there is none.
+INPUT_PIPE_FUNC = r"""
+input_pipe() {
+  local f n flags
+  INPUT=""
+  for f in /proc/$1/fd/*; do
+    n=${f##*/}
+    [ -p "$f" ] || continue
+    flags=""
+    while read -r key value; do [ "$key" = flags: ] && flags=$value && break; done < "/proc/$1/fdinfo/$n"
+    [ -n "$flags" ] && [ $(( 8#$flags & 3 )) = 0 ] && { INPUT=$f; return 0; }
+  done 2>/dev/null
+  return 1
+}
+"""
+
 # Kill what the timed-out command started. argv: the shell's pid. The shell's pre-command hook listed every process
 # that existed before the command; those, their descendants and the shell survive, the rest is killed.
-KILL_COMMAND_SCRIPT = r"""
+KILL_COMMAND_SCRIPT = INPUT_PIPE_FUNC + r"""
 shell=$1
+input_pipe "$shell"
 before=" $(sed 's|/proc/||' """ + SESSION_DIR + r"""/before 2>/dev/null | tr '\n' ' ') "
 for round in 1 2 3 4 5; do
   declare -A parent=()
@@ -408,12 +463,20 @@ for round in 1 2 3 4 5; do
     [ $spared = 1 ] && continue
     victims="$victims $p"
   done
-  # anything else holding the shell's input pipe would swallow the commands sent next: it goes too
+  # anything else holding the shell's input pipe would swallow the commands sent next: it goes too, with the
+  # job that started it (every ancestor up to the shell), or a loop in an earlier background job reopens it
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
     [ "$p" = "$shell" ] || [ "$p" = "$$" ] && continue
+    [ -n "$INPUT" ] || break
     for f in "$d"/fd/*; do
-      if [ "$f" -ef "/proc/$shell/fd/0" ]; then victims="$victims $p"; break; fi
+      if [ "$f" -ef "$INPUT" ]; then
+        q=$p
+        while [ -n "$q" ] && [ "$q" != 0 ] && [ "$q" != 1 ] && [ "$q" != "$shell" ] && [ "$q" != "$$" ]; do
+          victims="$victims $q"; q=${parent[$q]}
+        done
+        break
+      fi
     done 2>/dev/null
   done
   [ -z "$victims" ] && exit 0
@@ -421,4 +484,39 @@ for round in 1 2 3 4 5; do
   unset parent
   sleep 0.02
 done
+"""
+
+
+# Processes (other than the shell) holding the shell's input pipe, watched for a moment, are killed with every
+# ancestor up to the shell: a loop that reopens /proc/<shell>/fd/0 now and then is caught while it holds it.
+# argv: the shell's pid.
+STDIN_THIEVES_SCRIPT = INPUT_PIPE_FUNC + r"""
+shell=$1
+input_pipe "$shell" || exit 0
+for round in 1 2 3 4 5 6 7 8; do
+  declare -A parent=()
+  for d in /proc/[0-9]*; do
+    read -r line < "$d/stat" 2>/dev/null || continue
+    rest=${line##*) }; set -- $rest; parent[${d#/proc/}]=$2
+  done
+  victims=""
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = "$shell" ] || [ "$p" = "$$" ] && continue
+    [ -n "$INPUT" ] || break
+    for f in "$d"/fd/*; do
+      if [ "$f" -ef "$INPUT" ]; then
+        q=$p
+        while [ -n "$q" ] && [ "$q" != 0 ] && [ "$q" != 1 ] && [ "$q" != "$shell" ] && [ "$q" != "$$" ]; do
+          victims="$victims $q"; q=${parent[$q]}
+        done
+        break
+      fi
+    done 2>/dev/null
+  done
+  [ -n "$victims" ] && kill -KILL $victims 2>/dev/null
+  unset parent
+  sleep 0.04
+done
+exit 0
 """
