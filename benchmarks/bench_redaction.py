@@ -4,7 +4,10 @@ Both paths use the same detectors (presidio's recognizers plus ours, registered 
 ``AnalyzerEngine``), the same post-filters and the same placeholder replacement; they differ only in how spans are
 found. Reported per path: MB of text scanned, CPU seconds of this process (``time.process_time``: the machine's two
 cores are shared, so wall time measures the queue), MB/s, recall on the planted items, and how many fields the two
-paths redacted differently. A code-only corpus measures the share of tokens each path changes.
+paths redacted differently. A code-only corpus measures the share of tokens each path changes. A decoy corpus
+measures precision: the share of documentation and placeholder values (``synthetic.decoy_items``: RFC 5737 addresses,
+example.com, ``YOUR_API_KEY``, AWS's example key...) that survive verbatim, next to recall on the real secrets and
+internal URLs planted beside them, and counts placeholders glued to a word character (a token cut in two).
 
     .venv/bin/python benchmarks/bench_redaction.py --sessions 24 --planted-every 4 --out benchmarks/results/redaction.md
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -25,11 +29,15 @@ from bashgym_assets.privacy.redactor import Redactor, tokens_touched  # noqa: E4
 from bashgym_assets.privacy.synthetic import (  # noqa: E402
     all_text,
     code_session,
+    decoy_session,
     generate_corpus,
     planted_session,
     survives,
 )
 from bashgym_assets.sessions import Session  # noqa: E402
+
+#: a placeholder glued to a word character: a token was cut in two (``<URL_1>ernal/v1/me``)
+_GLUED = re.compile(r"\w<[A-Z][A-Z0-9_]*_\d+>|<[A-Z][A-Z0-9_]*_\d+>\w")
 
 
 def _fields(s: Session) -> list[str]:
@@ -62,6 +70,9 @@ def main() -> None:
     ap.add_argument("--planted-every", type=int, default=4)
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--decoy-sessions", type=int, default=4,
+                    help="sessions of the decoy corpus (precision: decoys that must survive; real values beside "
+                         "them must not)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--fixtures", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "fixtures"
                     / "claude-code", help="real Claude Code JSONL to measure too (skipped when absent)")
@@ -89,6 +100,24 @@ def main() -> None:
         differing += sum(x != y for x, y in zip(fa, fb, strict=True))
 
     # code-only corpus: share of whitespace tokens touched by each path
+    decoy = [decoy_session(seed=args.seed * 1009 + i, user=f"dec{i}x") for i in range(args.decoy_sessions)]
+    decoy_items = [d for _, ds, _ in decoy for d in ds]
+    near_items = [p for _, _, ps in decoy for p in ps]
+    precision = {}
+    for name, red in (("fast", fast), ("baseline", base)):
+        outs = [red.redact_session(s)[0] for s, _, _ in decoy]
+        blob = all_text(outs)
+        lost = [d for d in decoy_items if not survives(d.value, blob)]
+        leaked = [p for p in near_items if survives(p.value, blob)]
+        cuts = len(_GLUED.findall(all_text([o for r in results.values() for o in r["outs"]] + outs)))
+        precision[name] = {
+            "precision": 1 - len(lost) / len(decoy_items) if decoy_items else 1.0,
+            "lost": sorted({d.kind for d in lost}),
+            "recall": 1 - len(leaked) / len(near_items) if near_items else 1.0,
+            "leaked": sorted({p.kind for p in leaked}),
+            "cuts": cuts,
+        }
+
     code = [code_session(100 + i) for i in range(3)]
     touched = {}
     for name, red in (("fast", fast), ("baseline", base)):
@@ -141,12 +170,14 @@ def main() -> None:
         "this process's (`time.process_time`); the two cores are shared with other jobs, so wall time is shown "
         "for reference only.",
         "",
-        "| path | MB | CPU s | MB/s (CPU) | wall s | MB/s (wall) | recall on planted | missed kinds |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| path | MB | CPU s | MB/s (CPU) | wall s | MB/s (wall) | recall on planted | precision on decoys | "
+        "missed kinds |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, r in results.items():
         md.append(f"| {name} | {r['mb']:.2f} | {r['cpu']:.2f} | {r['mb'] / r['cpu']:.3f} | {r['wall']:.2f} | "
-                  f"{r['mb'] / r['wall']:.3f} | {r['recall']:.1%} | {', '.join(r['missed']) or '-'} |")
+                  f"{r['mb'] / r['wall']:.3f} | {r['recall']:.1%} | {precision[name]['precision']:.1%} | "
+                  f"{', '.join(r['missed']) or '-'} |")
     md += [
         "",
         f"- speed-up (CPU): **{cpu_ratio:.1f}x** (wall: {wall_ratio:.1f}x); target >= 10x: "
@@ -157,6 +188,15 @@ def main() -> None:
         f"- code-only corpus (3 sessions, no secrets): tokens changed fast {touched['fast'][0]}/{touched['fast'][1]}"
         f" ({touched['fast'][0] / max(1, touched['fast'][1]):.2%}), baseline {touched['baseline'][0]}/"
         f"{touched['baseline'][1]} ({touched['baseline'][0] / max(1, touched['baseline'][1]):.2%}); target < 1%.",
+        "",
+        f"Decoy corpus ({args.decoy_sessions} sessions, {len(decoy_items)} decoys of "
+        f"{len({d.kind for d in decoy_items})} kinds that must survive verbatim, {len(near_items)} real values of "
+        f"{len({p.kind for p in near_items})} kinds beside them that must not):",
+        "",
+        "| path | precision (decoys surviving) | lost kinds | recall beside decoys | leaked kinds | cut tokens |",
+        "|---|---:|---|---:|---|---:|",
+        *(f"| {name} | {p['precision']:.1%} | {', '.join(p['lost']) or '-'} | {p['recall']:.1%} | "
+          f"{', '.join(p['leaked']) or '-'} | {p['cuts']} |" for name, p in precision.items()),
         "",
     ]
     if real is not None:
@@ -178,14 +218,20 @@ def main() -> None:
     md += [
         "Notes:",
         f"- planted kinds: {', '.join(sorted({p.kind for p in planted}))}.",
+        f"- decoy kinds: {', '.join(sorted({d.kind for d in decoy_items}))}; real values beside them: "
+        f"{', '.join(sorted({p.kind for p in near_items}))}.",
+        "- precision counts a decoy as lost if it no longer appears verbatim anywhere in its redacted session; "
+        "'cut tokens' counts placeholders glued to a letter, digit or underscore in every redacted session of the "
+        "run (planted, code and decoy corpora): the mark of a URL or token replaced in part.",
         "- recall counts a planted value as missed if it survives anywhere in the redacted session (every text "
         "field, JSON tool inputs decoded too). The two paths produced identical redacted sessions where "
         "'fields redacted differently' is 0.",
         "- where the speed-up comes from: a field is scanned once for the literal triggers of all secret detectors "
         "(only detectors whose trigger occurs run), once for any presidio pre-filter hit (short fields), and each "
-        "presidio recognizer sees only a window around its pre-filter's hits (URL and e-mail: the exact token); "
+        "presidio recognizer sees only a window around its pre-filter's hits (e-mail: the exact token); "
         "the pre-filters are supersets of what the post-filter keeps, sharing its rules (phone plausibility, "
-        "public URL hosts, standalone ids), so skipping a hit loses nothing.",
+        "standalone ids), so skipping a hit loses nothing. URLs are not presidio's on either path: bashgym parses "
+        "them (`privacy/urls.py`) and replaces each whole or not at all.",
         "",
     ]
     text = "\n".join(md)

@@ -6,7 +6,9 @@ ahead cheaply) plus an optional validator that rejects look-alikes in code. Dete
 
 What they deliberately do NOT flag (so code survives redaction): git hashes, sha digests and UUIDs outside a
 secret context (hex-only strings), version strings, long CamelCase identifiers (no digits), ``${VAR}`` references,
-``os.environ[...]`` lookups and function calls on the right of ``password =``, and placeholders we wrote earlier.
+``os.environ[...]`` lookups and function calls on the right of ``password =``, placeholders we wrote earlier, and
+placeholder values (``YOUR_API_KEY``, ``sk-XXXX``, AWS's documented example keys: the redactor drops those with
+``decoys.is_placeholder_secret``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ class Finding(BaseModel):
     detector: str
     score: float = 1.0
     priority: int = 0
+    #: what the placeholder number is keyed on when not ``text`` (a URL without its userinfo)
+    key: str | None = None
+    #: entity types of findings this one swallowed and still counts (a credential inside a replaced URL)
+    contains: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

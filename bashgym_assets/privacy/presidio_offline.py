@@ -8,7 +8,9 @@
 
 ``PRESIDIO_GROUPS`` lists the presidio recognizers we use, each with a cheap *pre-filter* regex that is a superset
 of what the recognizer can match: the fast redactor runs a recognizer only on windows around pre-filter hits, the
-baseline runs the whole ``AnalyzerEngine`` on every field.
+baseline runs the whole ``AnalyzerEngine`` on every field. URLs are not among them: presidio's URL pattern ends a
+host at the longest known top-level domain it finds inside it (``svc.corp.internal`` -> ``svc.corp.int``), so
+``urls`` parses URLs itself; ``PUBLIC_HOSTS`` and ``is_public_host`` serve it.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class PresidioGroup:
     #: ``plausible(text, start, end)``: the same rule the post-filter applies, so skipping a hit loses nothing
     plausible: Any = None
     #: ``span(text, start, end) -> (start, end)``: the exact stretch the recognizer could match around a hit,
-    #: used instead of a margin window (presidio's URL and e-mail regexes are slow per character of input)
+    #: used instead of a margin window (presidio's e-mail regex is slow per character of input)
     span: Any = None
 
 
@@ -86,9 +88,6 @@ PUBLIC_HOSTS = frozenset({
     "docs.docker.com", "hub.docker.com", "registry-1.docker.io", "www.w3.org", "w3.org", "json-schema.org",
     "en.wikipedia.org", "docs.github.com", "api.github.com", "readthedocs.io", "readthedocs.org",
 })
-def host_of(url: str) -> str:
-    m = re.match(r"(?i)^(?:[a-z][a-z0-9+.\-]*://)?(?:[^@/\s]*@)?([^/:?#\s]+)", url)
-    return (m.group(1) if m else "").lower().rstrip(".")
 
 
 def is_public_host(host: str) -> bool:
@@ -100,31 +99,14 @@ def standalone(text: str, start: int, end: int) -> bool:
     return not ((start > 0 and text[start - 1].isalnum()) or (end < len(text) and text[end].isalnum()))
 
 
-_URL_TAIL = re.compile(r"[^\s\"'<>()]*")
-
-
-_SCHEME_BACK = re.compile(r"[A-Za-z0-9+.\-]{0,32}\Z")
 _EMAIL_LOCAL_BACK = re.compile(r"[\w.!#$%&'*+/=?^`{|}~\-]{0,256}\Z")
 _EMAIL_DOMAIN = re.compile(r"@[\w.\-]*")
-
-
-def url_span(text: str, start: int, end: int) -> tuple[int, int]:
-    """From the scheme (or ``www``) to where presidio's URL pattern stops (whitespace, quotes, brackets)."""
-    lo = _SCHEME_BACK.search(text, max(0, start - 32), start).start()
-    return lo, _URL_TAIL.match(text, start).end()
 
 
 def email_span(text: str, start: int, end: int) -> tuple[int, int]:
     """The local part before the '@' and the domain after it: all presidio's e-mail pattern can cover."""
     lo = _EMAIL_LOCAL_BACK.search(text, max(0, start - 256), start).start()
     return lo, _EMAIL_DOMAIN.match(text, start).end()
-
-
-def url_plausible(text: str, start: int, end: int) -> bool:
-    """A pre-filter hit on ``://`` or ``www.`` whose host is public infrastructure can only yield URLs that the
-    post-filter drops (same ``is_public_host`` rule), so no recognizer needs to see it."""
-    lo, hi = url_span(text, start, end)
-    return not is_public_host(host_of(text[lo:hi]))
 
 
 def crypto_plausible(text: str, start: int, end: int) -> bool:
@@ -178,8 +160,6 @@ def presidio_groups() -> tuple[PresidioGroup, ...]:
         PresidioGroup("iban", re.compile(r"\b[A-Z]{2}\d{2}[ ]?[A-Z0-9]{4}", I), [_r(f"{_PR}.IbanRecognizer")]),
         PresidioGroup("ip", re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|(?::[0-9a-f]{0,4}){3,}", I),
                       [_r(f"{_PR}.IpRecognizer")]),
-        PresidioGroup("url", re.compile(r"://|\bwww\d{0,3}\.", I), [_r(f"{_PR}.UrlRecognizer")],
-                      plausible=url_plausible, span=url_span),
         PresidioGroup("crypto", re.compile(r"(?:bc1|[13])[a-zA-HJ-NP-Z0-9]{25,59}"), [_r(f"{_PR}.CryptoRecognizer")],
                       plausible=crypto_plausible),
         PresidioGroup("mac", re.compile(r"[0-9a-f]{2}[:-][0-9a-f]{2}[:-][0-9a-f]{2}[:-]", I),

@@ -8,8 +8,10 @@ Two ways to find spans, same detectors, same post-filters, so their results can 
 * ``baseline``: presidio's ``AnalyzerEngine`` on every text field with all recognizers (ours registered in it too).
 
 After detection, :func:`accept_presidio` drops the look-alikes that would wreck code (version strings taken for IP
-addresses, file names taken for URLs, loopback addresses, ``git@github.com`` remotes), overlapping spans are merged
-(outer span wins) and each span becomes ``<TYPE_n>``, the same ``n`` for the same value everywhere in the session.
+addresses, ``git@github.com`` remotes) and the decoys that must survive (documentation and loopback addresses,
+reserved example domains, fictional phone numbers, test cards: ``decoys``), :func:`urls.apply_url_rule` makes each
+URL redacted whole or not at all with its credentials typed as secrets, overlapping spans are merged (outer span
+wins) and each span becomes ``<TYPE_n>``, the same ``n`` for the same value everywhere in the session.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from bashgym_assets.privacy.decoys import (
+    is_decoy_email,
+    is_decoy_ip,
+    is_fictional_phone,
+    is_placeholder_secret,
+    is_test_card,
+)
 from bashgym_assets.privacy.detectors import (
     GENERIC_USERS,
     HOME_DIR_RE,
@@ -36,14 +45,13 @@ from bashgym_assets.privacy.detectors import (
 )
 from bashgym_assets.privacy.presidio_offline import (
     baseline_analyzer,
-    host_of,
-    is_public_host,
     ner_recognizer,
     phone_context,
     phone_plausible,
     presidio_groups,
     standalone,
 )
+from bashgym_assets.privacy.urls import SECRET_ENTITIES, apply_url_rule
 from bashgym_assets.sessions import Session
 
 #: Placeholder label per entity type (``<EMAIL_1>`` rather than ``<EMAIL_ADDRESS_1>``).
@@ -74,30 +82,30 @@ def accept_presidio(entity: str, value: str, score: float, text: str, start: int
     before = text[max(0, start - 12):start]
     after = text[end:end + 2]
     if entity == "URL":
-        if not re.match(r"(?i)^(?:[a-z][a-z0-9+.\-]*://|www\d{0,3}\.)", value):
-            return False  # ``setup.py``, ``main.rs``, ``example.com`` in prose: file names and bare domains stay
-        if value.lower().startswith("file://"):
-            return False
-        return not is_public_host(host_of(value))
+        return False  # URLs are ours (``urls``): presidio's pattern cuts hosts at a known TLD
     if entity == "IP_ADDRESS":
         if _VERSION_BEFORE.search(before) or re.match(r"^\.?\d", after) or re.match(r"^[A-Za-z]", after[:1]):
             return False
-        if before[-1:].isalnum() or before[-1:] in ("."):
+        if before[-1:].isalnum() or before.endswith("."):
             return False
         try:
-            ip = ipaddress.ip_address(value.split("%")[0])
+            ip = ipaddress.ip_network(value.split("%")[0], strict=False).network_address
         except ValueError:
             return False
-        if ip.is_loopback or ip.is_unspecified or ip.is_link_local and ip.version == 6:
-            return False
-        return not (ip.version == 6 and value.count(":") < 3)
+        if is_decoy_ip(value):
+            return False  # documentation, loopback, unspecified, multicast, netmask: names no machine
+        return not (ip.version == 6 and value.split("/")[0].count(":") < 3)
     if entity in ("CRYPTO", "IT_FISCAL_CODE"):
         return standalone(text, start, end)  # inside a longer token it is an identifier or a hash, not an id
     if entity == "EMAIL_ADDRESS":
         local, _, domain = value.partition("@")
         # git@github.com:owner/repo.git is an ssh remote, not a person
-        return not (local == "git" or domain.lower().endswith(".invalid"))
+        return not (local == "git" or is_decoy_email(value))
+    if entity == "CREDIT_CARD":
+        return not is_test_card(value)
     if entity == "PHONE_NUMBER":
+        if is_fictional_phone(value):
+            return False  # 555-01xx, Ofcom drama numbers: reserved for fiction and examples
         digits = re.sub(r"\D", "", value)
         if not phone_plausible(text, start, end):
             return False  # a date, a version, digits glued to an identifier, path, hash or time
@@ -107,6 +115,17 @@ def accept_presidio(entity: str, value: str, score: float, text: str, start: int
     if entity in ("UK_NHS",):
         return not value.isdigit()  # a bare 10-digit run is a timestamp; NHS numbers are written 3-3-4
     return True
+
+
+def drop_placeholder_secrets(found: list[Finding]) -> list[Finding]:
+    """Drop secret findings whose value is a placeholder or a documented example (``YOUR_API_KEY``, ``sk-XXXX``,
+    AKIAIOSFODNN7EXAMPLE, jwt.io's token), and what weaker detectors found inside them (the parts of that token):
+    judged on the value alone, so a real key next to the word "example" is still redacted."""
+    decoys = [f for f in found if f.entity in SECRET_ENTITIES and is_placeholder_secret(f.text)]
+    if not decoys:
+        return found
+    return [f for f in found if not any(d.start <= f.start and f.end <= d.end and f.priority <= d.priority
+                                        for d in decoys)]
 
 
 class PresidioPatternAdapter:
@@ -194,7 +213,8 @@ class FieldFinding(BaseModel):
 
 
 class SessionRedaction(BaseModel):
-    """What redaction did to one session: counts per entity type and per field, never the values."""
+    """What redaction did to one session: counts per entity type and per field, never the values. A credential
+    inside a URL replaced whole counts under its own type as well as the URL's."""
 
     session_id: str
     by_entity: dict[str, int] = Field(default_factory=dict)
@@ -278,6 +298,9 @@ class Redactor:
                 if accept_presidio(r.entity_type, text[r.start:r.end], r.score, text, r.start, r.end):
                     found.append(Finding(entity=r.entity_type, start=r.start, end=r.end, text=text[r.start:r.end],
                                          detector="spacy_ner", score=r.score))
+        found = drop_placeholder_secrets(found)
+        if "url" not in self.disabled:
+            found = apply_url_rule(text, found)
         if found and "<" in text:
             holders = [m.span() for m in PLACEHOLDER_RE.finditer(text)]
             if holders:
@@ -341,7 +364,7 @@ class Redactor:
         pos = 0
         for f in findings:
             parts.append(text[pos:f.start])
-            parts.append(placeholders.placeholder(f.entity, text[f.start:f.end]))
+            parts.append(placeholders.placeholder(f.entity, f.key or text[f.start:f.end]))
             pos = f.end
         parts.append(text[pos:])
         return "".join(parts), findings
@@ -402,7 +425,7 @@ class Redactor:
             new, fs = (self._redact_json_text if json_text else self.redact_text)(value, placeholders, extra)
             if fs:
                 report.fields_changed += 1
-                counts.update(_label(f.entity) for f in fs)
+                counts.update(_label(e) for f in fs for e in (f.entity, *f.contains))
             return new
 
         data = session.model_dump()

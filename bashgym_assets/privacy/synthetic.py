@@ -4,6 +4,9 @@
 command or a file that carries it the way it would appear in a real trace. ``code_heavy_steps(rng)`` produces tool
 calls full of things redaction must leave alone: git hashes, digests, UUIDs, version strings, 5-digit numbers,
 timestamps, ``localhost`` URLs, ``std::`` paths. ``generate_corpus`` mixes both into realistic sessions.
+``decoy_items(rng)`` returns values that look sensitive but are documentation or placeholders (they must survive:
+precision), ``near_decoy_items(rng)`` real secrets beside them and URLs of every shape on internal hosts (they must
+not: recall), and ``decoy_session`` carries both.
 """
 
 from __future__ import annotations
@@ -63,6 +66,14 @@ def _jwt(rng: random.Random) -> str:
            f"{_tok(rng, 43, B62 + '-_')}"
 
 
+def _exchange(rng: random.Random) -> str:
+    """A NANP exchange that is neither an N11 service code nor the 555 block."""
+    while True:
+        ex = f"{rng.randint(2, 9)}{rng.randint(2, 9)}{rng.randint(0, 9)}"
+        if ex != "555":
+            return ex
+
+
 def planted_items(rng: random.Random, user: str = "jdoe42") -> list[PlantedItem]:
     """One value of every supported kind, in context. Random parts differ per call (seeded)."""
     r = rng
@@ -73,16 +84,20 @@ def planted_items(rng: random.Random, user: str = "jdoe42") -> list[PlantedItem]
         # --- personal data (presidio) ---
         ("email", f"maria.{_tok(r, 5, string.ascii_lowercase)}@protonmail.com", "Please email {v} when it is done.", "prompt"),
         ("email", f"k.{_tok(r, 4, string.ascii_lowercase)}@acme-corp.io", "Author: Kim Lee <{v}>\nDate: Mon Mar 3", "output"),
-        ("phone", "+1 415-555-0132", "call me on {v} if the deploy breaks", "prompt"),
-        ("phone", "+44 20 7946 0958", "support line: {v}", "output"),
-        ("phone", "(212) 555-0187", "Contact phone: {v}", "write"),
+        # real-looking numbers outside the ranges reserved for fiction (555-01xx, Ofcom's drama numbers: decoys)
+        ("phone", f"+1 415-{_exchange(r)}-{r.randint(1000, 9999)}", "call me on {v} if the deploy breaks", "prompt"),
+        ("phone", f"+44 20 7{r.randint(100, 899)} {r.randint(1000, 9999)}", "support line: {v}", "output"),
+        ("phone", f"({r.choice([212, 312, 617])}) {_exchange(r)}-{r.randint(1000, 9999)}", "Contact phone: {v}", "write"),
         ("credit_card", _luhn_complete("4", 16, r), "card_number = '{v}'", "write"),
         ("credit_card", _luhn_complete("51", 16, r), "charged card {v} for the test order", "output"),
         ("iban", "DE89370400440532013000", "wire it to IBAN {v} please", "prompt"),
         ("iban", "GB82 WEST 1234 5698 7654 32", "beneficiary account: {v}", "output"),
         ("ip_v4", f"10.{r.randint(1, 254)}.{r.randint(1, 254)}.{r.randint(2, 254)}", "ssh deploy@{v} 'systemctl restart api'", "command"),
-        ("ip_v4", f"203.0.113.{r.randint(2, 254)}", "Connection from {v} port 51514", "output"),
-        ("ip_v6", "2001:db8:85a3::8a2e:370:7334", "listen [{v}]:443;", "write"),
+        # a public address (203.0.113.0/24 and 2001:db8::/32 are documentation ranges: decoys, not planted)
+        ("ip_v4", f"{r.choice([81, 91, 145, 185])}.{r.randint(1, 254)}.{r.randint(1, 254)}.{r.randint(2, 254)}",
+         "Connection from {v} port 51514", "output"),
+        ("ip_v6", f"fd{r.randint(16, 255):02x}:{r.randint(4096, 65535):x}:{r.randint(4096, 65535):x}::8a2e:370:7334",
+         "listen [{v}]:443;", "write"),
         ("url", f"https://wiki.{_tok(r, 6, string.ascii_lowercase)}-internal.com/team/oncall", "see {v} for the rota", "prompt"),
         ("crypto_wallet", "1BoatSLRHtKNngkdXEeobR76b53LETtpyT", "donations: {v}", "write"),
         ("crypto_wallet", "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq", "send to {v}", "prompt"),
@@ -314,6 +329,141 @@ def generate_corpus(n_sessions: int, seed: int = 0, planted_every: int = 4) -> t
             s = code_session(seed * 100003 + i)
         sessions.append(s.model_copy(update={"session_id": f"bench-{seed}-{i}"}))
     return sessions, planted
+
+
+# ---- decoys: what must survive ----------------------------------------------------------------------------------
+class DecoyItem(PlantedItem):
+    """A value that looks sensitive but is documentation or a placeholder: it must survive redaction verbatim."""
+
+
+def decoy_items(rng: random.Random) -> list[DecoyItem]:
+    """One decoy of every family ``decoys`` knows (documentation and loopback addresses, reserved domains and
+    e-mails at them, placeholder and documented example secrets, fictional phones, test cards, URLs on reserved or
+    public hosts), each in the kind of line it appears in. Random parts differ per call where the family allows."""
+    r = rng
+    name = r.choice(["alice", "bob", "jane.doe", "ops", "admin", "user"])
+    word = r.choice(["api", "web", "auth", "billing", "search"])
+    items: list[tuple[str, str, str, str]] = [
+        # --- addresses ---
+        ("ip_doc_v4", f"192.0.2.{r.randint(1, 254)}", "ping -c1 {v}", "command"),
+        ("ip_doc_v4", f"198.51.100.{r.randint(1, 254)}", "Connection from {v} port 51514", "output"),
+        ("ip_doc_v4", f"203.0.113.{r.randint(1, 254)}", "allow {v};\ndeny all;", "write"),
+        ("ip_doc_v6", f"2001:db8:{r.randint(1, 65535):x}::{r.randint(1, 65535):x}", "listen [{v}]:443;", "write"),
+        ("ip_doc_v6", f"3fff:{r.randint(0, 4095):x}::{r.randint(1, 255):x}", "ip -6 addr add {v}/64 dev eth0",
+         "command"),
+        ("ip_loopback", "127.0.0.1", "server listening on http://{v}:8000", "output"),
+        ("ip_loopback", "::1", "bound to [{v}]:9000", "output"),
+        ("ip_unspecified", "0.0.0.0", "uvicorn app:app --host {v} --port 8000", "command"),
+        ("ip_metadata", "169.254.169.254", "curl -s http://{v}/latest/meta-data/iam/info", "command"),
+        ("ip_netmask", "255.255.255.0", "inet 10.0.0.12 netmask {v} broadcast 10.0.0.255", "output"),
+        ("ip_block", "10.0.0.0/8", "ALLOWED_CIDRS = [\"{v}\", \"172.16.0.0/12\"]", "write"),
+        # --- names ---
+        ("url_example", f"https://{word}.example.com/v1/users/{r.randint(1, 999)}?page=2", "curl -s '{v}' | jq .",
+         "command"),
+        ("url_example", "https://example.org/docs#install", "see {v} for the steps", "prompt"),
+        ("url_test_tld", f"http://{word}.test:{r.randint(3000, 9999)}/health", "curl -fsS {v}", "command"),
+        ("url_localhost", f"http://{word}.localhost:{r.randint(3000, 9999)}/", "open {v} in the browser", "output"),
+        ("url_invalid", "https://registry.invalid/v2/", "\"registry\": \"{v}\"", "write"),
+        ("url_example_tld", "https://intranet.example/wiki/Onboarding", "[onboarding]({v})", "write"),
+        ("url_doc_ip", f"http://192.0.2.{r.randint(1, 254)}:8080/status", "GET {v} -> 200", "output"),
+        ("url_doc_ip", f"http://[2001:db8::{r.randint(1, 65535):x}]:8080/metrics", "scrape_url: {v}", "write"),
+        ("url_public", "https://github.com/acme/api/pull/42", "opened {v}", "output"),
+        ("git_remote_public", "git@github.com:acme/api.git", "git remote add origin {v}", "command"),
+        ("email_example", f"{name}@example.com", "git config user.email {v}", "command"),
+        ("email_example", f"{name}@mail.example.org", "From: Jane <{v}>", "output"),
+        ("email_example", "ci@build.test", "\"author\": \"{v}\"", "write"),
+        # --- secrets ---
+        ("placeholder_phrase", "YOUR_API_KEY", "export OPENAI_API_KEY={v}", "command"),
+        ("placeholder_phrase", "your-webhook-secret-here", "STRIPE_WEBHOOK_SECRET={v}", "write"),
+        ("placeholder_phrase", "my-secret-token", "token: \"{v}\"", "write"),
+        ("placeholder_phrase", "YOUR_ACCESS_TOKEN_GOES_HERE", "Authorization: Bearer {v}", "prompt"),
+        ("placeholder_wrapped", "<token>", "curl -H 'Authorization: Bearer {v}' https://api.example.com/me", "command"),
+        ("placeholder_wrapped", "${GITHUB_TOKEN}", "GH_TOKEN=\"{v}\" gh pr list", "command"),
+        ("placeholder_wrapped", "{{ secrets.NPM_TOKEN }}", "NODE_AUTH_TOKEN: {v}", "write"),
+        ("placeholder_filler", "sk-" + "X" * r.randint(20, 48), "OPENAI_API_KEY={v}", "write"),
+        ("placeholder_filler", "ghp_" + "x" * 36, "git clone https://{v}@github.com/acme/api.git", "command"),
+        ("placeholder_filler", "x" * r.randint(24, 40), "api_key = \"{v}\"", "write"),
+        ("placeholder_filler", "sk-...", "set OPENAI_API_KEY (it starts with {v})", "prompt"),
+        ("placeholder_counting", "sk-1234567890abcdef1234567890abcdef", "client = OpenAI(api_key=\"{v}\")", "write"),
+        ("placeholder_url_credential", "YOUR_TOKEN", "git clone https://oauth2:{v}@gitlab.com/acme/api.git", "command"),
+        ("placeholder_url_credential", "password", "DATABASE_URL=postgres://app:{v}@localhost:5432/app", "write"),
+        ("documented_example", "AKIAIOSFODNN7EXAMPLE", "aws_access_key_id = {v}", "write"),
+        ("documented_example", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = {v}", "write"),
+        ("documented_example", "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9l"
+         "IiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+         "Authorization: Bearer {v}", "output"),
+        ("documented_example", "sk_test_4eC39HqLyjWDarjtT1zdp7dc", "stripe.api_key = \"{v}\"", "write"),
+        ("placeholder_private_key", "-----BEGIN RSA PRIVATE KEY-----\n...\n-----END RSA PRIVATE KEY-----",
+         "key.pem must look like:\n{v}", "prompt"),
+        # --- numbers ---
+        ("phone_fictional", f"+1 {r.choice([212, 415, 617])}-555-01{r.randint(0, 99):02d}", "call {v} for support",
+         "output"),
+        ("phone_fictional", f"+44 20 7946 0{r.randint(0, 999):03d}", "Contact phone: {v}", "write"),
+        ("phone_fictional", f"07700 900{r.randint(0, 999):03d}", "mobile: {v}", "output"),
+        ("test_card", "4242 4242 4242 4242", "use the test card {v}, any future date", "prompt"),
+        ("test_card", "4111111111111111", "card_number = '{v}'", "write"),
+        ("test_card", "5555555555554444", "charged card {v} for the test order", "output"),
+    ]
+    return [DecoyItem(kind=kind, value=value, carrier=template.replace("{v}", value), field=field)
+            for kind, value, template, field in items]
+
+
+def near_decoy_items(rng: random.Random) -> list[PlantedItem]:
+    """Real secrets and infrastructure next to decoys or the word "example", and URLs of every shape on internal
+    hosts: these must still be redacted (the decoy rules judge values, never their surroundings)."""
+    r = rng
+    w = "".join(r.choice(string.ascii_lowercase) for _ in range(6))
+    ghp = "ghp_" + _tok(r, 36)
+    items: list[tuple[str, str, str, str]] = [
+        ("openai_key_near_example", "sk-proj-" + _tok(r, 48, B62 + "-_"),
+         "# example (replace with yours):\nOPENAI_API_KEY={v}", "write"),
+        ("aws_key_near_example", "AKIA" + _tok(r, 16, string.ascii_uppercase + string.digits),
+         "aws_access_key_id = {v}  # not the AKIAIOSFODNN7EXAMPLE one", "write"),
+        ("github_token_in_public_remote", ghp, "git clone https://x-access-token:{v}@github.com/acme/api.git",
+         "command"),
+        ("github_token_in_remote_user", "ghp_" + _tok(r, 36),
+         "git remote set-url origin https://{v}@github.com/a/b.git", "command"),
+        ("token_in_example_query", _tok(r, 32), "curl 'https://api.example.com/v1/me?access_token={v}&page=2'",
+         "command"),
+        ("password_in_remote", "Tr0ub4dor-" + _tok(r, 6),
+         f"git clone https://deploy:{{v}}@git.{w}-corp.com/platform/api.git", "command"),
+        ("internal_url_port", f"http://build-{r.randint(1, 99):02d}.ci.{w}.lan:{r.randint(8000, 9999)}/job/42/console",
+         "open {v}", "output"),
+        ("internal_host_tld_cut", f"svc-{w}.corp.internal", "curl https://{v}/v1/me", "command"),
+        ("internal_url_markdown", f"https://wiki.{w}-corp.com/ops/runbook_(v2)", "[runbook]({v}).", "prompt"),
+        ("internal_url_json", f"https://hooks.{w}-corp.com/deploy?env=prod", "{{\"url\": \"{v}\"}}", "write"),
+        ("internal_url_ipv6", f"http://[fd{r.randint(16, 255):02x}::{r.randint(1, 255):x}]:8080/metrics",
+         "scrape: {v}", "write"),
+        ("internal_ssh_remote", f"git.{w}-corp.com", "git remote add origin git@{v}:platform/api.git", "command"),
+        ("private_ip_near_doc_ip", f"10.{r.randint(1, 254)}.{r.randint(1, 254)}.{r.randint(2, 254)}",
+         "ip route add 192.0.2.0/24 via {v}", "command"),
+        ("email_near_example", f"{w}.lee@{w}-corp.com", "cc: user@example.com and {v}", "prompt"),
+    ]
+    return [PlantedItem(kind=kind, value=value, carrier=template.replace("{v}", value)
+                        .replace("{{", "{").replace("}}", "}"), field=field)
+            for kind, value, template, field in items]
+
+
+def decoy_session(seed: int = 13, user: str = "jdoe42") -> tuple[Session, list[DecoyItem], list[PlantedItem]]:
+    """A session of ordinary work carrying every decoy (must survive) and every near-decoy (must not)."""
+    rng = random.Random(seed)
+    decoys = decoy_items(rng)
+    planted = near_decoy_items(rng)
+    cwd = f"/home/{user}/projects/api"
+    prompts = ["Wire up the config from the docs and make the smoke test pass."]
+    steps = code_heavy_steps(rng, cwd)[:4]
+    for i, item in enumerate([*decoys, *planted]):
+        if item.field == "prompt":
+            prompts.append(item.carrier)
+        elif item.field == "command":
+            steps.append(("Bash", {"command": item.carrier}, "ok", 0))
+        elif item.field == "output":
+            steps.append(("Bash", {"command": f"cat notes-{i}.txt"}, item.carrier, 0))
+        else:
+            steps.append(("Write", {"file_path": f"{cwd}/config/{i}.txt", "content": item.carrier}, "File created", 0))
+    rng.shuffle(steps)
+    start = datetime(2026, 3, 4, 9, 0, tzinfo=UTC)
+    return _session(f"decoy-{seed}", "api", cwd, prompts, steps, start, user), decoys, planted
 
 
 # ---- measuring recall -------------------------------------------------------------------------------------------
