@@ -83,28 +83,30 @@ KILL_NEW_SCRIPT = KILL_NEW_FUNC + 'kill_new "$@"\n'
 # setup daemon the operator had stopped stays stopped. A frozen process can neither read, replace nor race the
 # checker, yet the checker still sees it in /proc. No forks at all: it must work when a fork bomb has used up
 # every pid. More than FROZEN_LIMIT frozen processes is a fork bomb or a runaway, not a task's daemons: those are
-# killed before the check so that their pids and memory do not starve the checker. Prints the pids kept.
+# killed before the check so that their pids and memory do not starve the checker. KEEP: the pids kept.
 FROZEN_LIMIT = 32
-FREEZE_SCRIPT = r"""
-trusted=("$@"); resume=""; keep=""
+FREEZE_FUNC = r"""
+freeze_all() {
+local trusted=("$@") resume="" item p start line frozen="" n=0 d; KEEP=""
 for item in "${trusted[@]}"; do
   p=${item%%:*}; start=${item#*:}
   read -r line < "/proc/$p/stat" 2>/dev/null || continue
   set -- ${line##*) }
   [ "${20}" = "$start" ] || continue
-  keep="$keep $p"
+  KEEP="$KEEP $p"
   case "$1" in T|t|Z|X|x) ;; *) resume="$resume $p";; esac
 done
 kill -STOP -1 2>/dev/null
 [ -n "$resume" ] && kill -CONT $resume 2>/dev/null
-frozen=""; n=0
 for d in /proc/[0-9]*; do
   p=${d#/proc/}
-  case " 1 $$ $keep " in *" $p "*) continue;; esac
+  case " 1 $$ $KEEP " in *" $p "*) continue;; esac
   frozen="$frozen $p"; n=$((n + 1))
 done
-""" + f"[ $n -gt {FROZEN_LIMIT} ] && kill -KILL $frozen 2>/dev/null\n" + r"""printf 'keep:%s\n' "$keep"
+""" + f"[ $n -gt {FROZEN_LIMIT} ] && kill -KILL $frozen 2>/dev/null\n" + r"""return 0
+}
 """
+FREEZE_SCRIPT = FREEZE_FUNC + 'freeze_all "$@"; printf \'keep:%s\\n\' "$KEEP"\n'
 # All setup commands in one exec: each in its own `bash -c` under `timeout`, a marker with its index, status and
 # start/end times after it on both streams, stopping at the first failure. argv: nonce, timeout, commands...
 SETUP_SCRIPT = r"""
@@ -252,6 +254,7 @@ class Sandbox:
         #: Set by the watchdog when the container changed more than ``spec.inode_budget`` paths.
         self.inode_budget_exceeded = False
         self._baseline: dict[str, str] | None = None
+        self._in_setup = False
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
     def __enter__(self) -> Sandbox:
@@ -444,6 +447,7 @@ class Sandbox:
                             user="0", env=self._root_env(), workdir="/", stdin=False)
         deadline = start + t * len(commands) + 10.0
         ended_early = False
+        self._in_setup = True
         try:
             while time.monotonic() < deadline:
                 frames = stream.read(min(1.0, deadline - time.monotonic()))
@@ -453,6 +457,7 @@ class Sandbox:
                 for kind, payload in frames:
                     (err if kind == 2 else out).feed(payload)
         finally:
+            self._in_setup = False
             stream.close()
         if self.disk_budget_exceeded or self.inode_budget_exceeded:   # the scenario's fault, not the engine's
             return SetupResult(ok=False, results=[], error=f"setup: {self._budget_message()}")
@@ -489,7 +494,9 @@ class Sandbox:
 
         self._require_running()
         if self._session is None or self._session.exited:
-            if self._baseline is None:   # what setup changed in the checker's tools (normally nothing)
+            if self.spec.user == "root" and self._baseline is None:
+                # What setup changed in the checker's tools (normally nothing): only root can change them, and
+                # the engine's layer diff costs ~0.4 s, so only root sessions pay for it.
                 self._baseline = self._protected_changes()
             self._session = SandboxSession(self)
         return self._session
@@ -534,7 +541,10 @@ class Sandbox:
                 return
             polls += 1
             over_inodes = False
-            if polls % 4 == 0:   # the diff walks the layer: every 2 s is enough to stop a file-creation loop
+            # Paths in the layer: only root can create them outside the inode-capped tmpfs folders (setup, a root
+            # operator, the check). The engine's diff costs ~0.4 s of its CPU, so it runs every 10 s, and only then.
+            root_acting = self._in_setup or self.spec.user == "root"
+            if root_acting and polls % 20 == 0:
                 changed = self.changed_paths()
                 over_inodes = changed is not None and len(changed) > self.spec.inode_budget
             if size > budget or over_inodes:
@@ -576,33 +586,38 @@ class Sandbox:
         """
         sess = self._session
         start = time.monotonic()
-        keep: list[str] = []
+        trusted = [f"{pid}:{ticks}" for pid, ticks in sorted(sess.preexisting.items())] if sess else []
+        check = (
+            "umask 077; d=$(mktemp -d /run/bashgym/check.XXXXXXXX) || exit 125; cat > \"$d/check\" || exit 125; "
+            f"/usr/bin/timeout -s KILL {timeout_s:.3f} /usr/bin/env -i PATH={CHECK_PATH} HOME=/root USER=root "
+            f"LOGNAME=root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 {BASH} --norc --noprofile \"$d/check\" "
+            "</dev/null; rc=$?; rm -rf \"$d\"; "
+        )
         try:
-            if sess is not None:
-                trusted = [f"{pid}:{ticks}" for pid, ticks in sorted(sess.preexisting.items())]
+            if sess is None:        # no operator ever ran: nothing to freeze or to suspect
+                result = self._exec_root("check", check + "exit $rc", [], timeout_s, stdin_data=script.encode())
+            elif self._baseline is None:
+                # An unprivileged operator cannot touch the checker's tools: freeze and check in one exec.
+                result = self._exec_root("check", KILL_NEW_FUNC + FREEZE_FUNC + 'freeze_all "$@"; ' + check
+                                         + "kill_new $KEEP; exit $rc", trusted, timeout_s,
+                                         stdin_data=script.encode())
+                sess._mark_dead()
+            else:
+                # A root operator: freeze, then verify the tools from the host, then check.
                 frozen = self._exec_root("freeze", FREEZE_SCRIPT, trusted, 20.0)
                 line = next((ln for ln in frozen.stdout.splitlines() if ln.startswith("keep:")), None)
                 if frozen.exit_code != 0 or line is None:
                     return self._check_refused(script, start, "the operator's processes could not be frozen "
                                                f"({frozen.exit_code}): {frozen.stderr.strip()[-300:]}")
-                keep = line[len("keep:"):].split()
                 sess._mark_dead()
-            tampered = self.tampered_paths()
-            if tampered:
-                shown = ", ".join(tampered[:8]) + (f" and {len(tampered) - 8} more" if len(tampered) > 8 else "")
-                return self._check_refused(script, start, f"the checker's tools were changed after setup ({shown}):"
-                                           " tampering fails the episode; the check did not run")
-            wrapper = (
-                KILL_NEW_FUNC
-                + "umask 077; d=$(mktemp -d /run/bashgym/check.XXXXXXXX) || exit 125; "
-                "cat > \"$d/check\" || exit 125; "
-                f"/usr/bin/timeout -s KILL {timeout_s:.3f} /usr/bin/env -i PATH={CHECK_PATH} HOME=/root USER=root "
-                f"LOGNAME=root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 {BASH} --norc --noprofile \"$d/check\" "
-                "</dev/null; rc=$?; rm -rf \"$d\"; "
-                + ('kill_new "$@"; ' if sess is not None else "")
-                + "exit $rc"
-            )
-            result = self._exec_root("check", wrapper, keep, timeout_s, stdin_data=script.encode())
+                tampered = self.tampered_paths()
+                if tampered:
+                    more = f" and {len(tampered) - 8} more" if len(tampered) > 8 else ""
+                    return self._check_refused(script, start, "the checker's tools were changed after setup ("
+                                               + ", ".join(tampered[:8]) + more
+                                               + "): tampering fails the episode; the check did not run")
+                result = self._exec_root("check", KILL_NEW_FUNC + check + 'kill_new "$@"; exit $rc',
+                                         line[len("keep:"):].split(), timeout_s, stdin_data=script.encode())
         except SandboxError as exc:
             if not (self.disk_budget_exceeded or self.inode_budget_exceeded):
                 raise

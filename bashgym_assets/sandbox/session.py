@@ -493,30 +493,25 @@ done
 STDIN_THIEVES_SCRIPT = INPUT_PIPE_FUNC + r"""
 shell=$1
 input_pipe "$shell" || exit 0
-for round in 1 2 3 4 5 6 7 8; do
-  declare -A parent=()
-  for d in /proc/[0-9]*; do
-    read -r line < "$d/stat" 2>/dev/null || continue
-    rest=${line##*) }; set -- $rest; parent[${d#/proc/}]=$2
-  done
+for round in 1 2 3 4 5 6 7 8 9 10; do
   victims=""
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
     [ "$p" = "$shell" ] || [ "$p" = "$$" ] && continue
-    [ -n "$INPUT" ] || break
     for f in "$d"/fd/*; do
       if [ "$f" -ef "$INPUT" ]; then
-        q=$p
+        q=$p     # the holder and its ancestors up to the shell, read now (it may be younger than any list)
         while [ -n "$q" ] && [ "$q" != 0 ] && [ "$q" != 1 ] && [ "$q" != "$shell" ] && [ "$q" != "$$" ]; do
-          victims="$victims $q"; q=${parent[$q]}
+          victims="$victims $q"
+          read -r line < "/proc/$q/stat" 2>/dev/null || break
+          set -- ${line##*) }; q=$2
         done
         break
       fi
     done 2>/dev/null
   done
   [ -n "$victims" ] && kill -KILL $victims 2>/dev/null
-  unset parent
-  sleep 0.04
+  sleep 0.03
 done
 exit 0
 """
