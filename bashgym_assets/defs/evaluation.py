@@ -144,7 +144,7 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     if config.include_base or champion is None:
         specs.append(ModelSpec(label="base", base=base, ref=base))
     images.ensure_docker_engine()
-    image = images.sandbox_image_tag()
+    image = bashgym.sandbox_image_tag()
     eval_id = f"eval-{context.run_id[:8]}"
     context.log.info(f"{eval_id}: {len(bundles)} held-out scenarios x {config.samples} sample(s), models: "
                      + ", ".join(f"{s.label} ({s.describe()})" for s in specs))

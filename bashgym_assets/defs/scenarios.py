@@ -163,7 +163,7 @@ def gated_scenarios(context: dg.AssetExecutionContext, config: GateConfig,
                     bashgym: BashgymHome) -> dg.MaterializeResult:
     lake = bashgym.lake()
     images.ensure_docker_engine()
-    image = images.sandbox_image_tag()
+    image = bashgym.sandbox_image_tag()
     if not images.image_exists(image):
         raise dg.Failure(f"sandbox image {image} is missing: materialize the sandbox_image asset first")
     bundles = [parse_bundle(row["bundle_json"]) for row in lake.read_rows("scenario_candidates")]

@@ -127,7 +127,7 @@ def student_rollouts(context: dg.AssetExecutionContext, config: StudentRolloutCo
                                   episode_timeout_s=config.episode_timeout_s, max_live=config.max_live,
                                   micro_batch=config.micro_batch)
     images.ensure_docker_engine()
-    image = images.sandbox_image_tag()
+    image = bashgym.sandbox_image_tag()
     context.log.info(f"student: {spec.label} ({spec.describe()}), {why}; {len(bundles)} of {len(train)} train "
                      f"scenarios x {config.samples} samples at temperature {config.temperature}")
     try:

@@ -50,7 +50,7 @@ def verified_trajectories(context: dg.AssetExecutionContext, config: RolloutConf
     settings = bashgym.settings()
     lake = bashgym.lake()
     images.ensure_docker_engine()
-    image = images.sandbox_image_tag()
+    image = bashgym.sandbox_image_tag()
     rows = lake.read_rows("gated_scenarios")
     train = [parse_bundle(r["bundle_json"]) for r in rows if r["split"] == TRAIN]
     held_out = len(rows) - len(train)
