@@ -4,7 +4,7 @@ export BASHGYM_HOME ?= $(CURDIR)/.bashgym
 export DAGSTER_HOME ?= $(BASHGYM_HOME)/dagster
 VENV := .venv/bin
 
-.PHONY: setup demo test ui mlflow lint bench images clean
+.PHONY: setup demo test notebooks ui mlflow lint bench images clean
 
 setup:            ## install and start everything needed (idempotent)
 	@bash scripts/setup.sh
@@ -14,6 +14,9 @@ demo: setup       ## materialize the whole pipeline on the bundled sample data a
 
 test: setup       ## run the test suite (real Docker containers, real models)
 	$(VENV)/pytest
+
+notebooks: setup  ## run every notebook in notebooks/ on the data folder; fails on any cell error
+	$(VENV)/python -m bashgym_assets.notebooks
 
 ui: setup         ## the Dagster UI on http://127.0.0.1:3000 (both code locations)
 	$(VENV)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
