@@ -7,8 +7,9 @@ Public API:
 - repos: ``detect_repo(cwd)``, ``sanitize_key(name)``, ``NO_REPO_KEY`` (the catch-all partition)
 - scanning: ``scan(dirs, cursor)`` -> ``ScanResult`` (changed repos, new ``ScanCursor``)
 - materialising: ``ingest_repo(lake, dirs, repo)`` -> ``IngestReport``; ``discover_repos(dirs)``
-- capture: ``python -m bashgym_assets.ingest.hook`` (the hook), ``install_hooks`` / ``uninstall_hooks`` /
-  ``hooks_status``, CLI ``python -m bashgym_assets.ingest.hooks_cli install|uninstall|status``
+- capture: ``python -I -S .../bashgym_assets/ingest/hook_entry.py`` (the hook, standard library only; see
+  ``hook``), ``install_hooks`` / ``uninstall_hooks`` / ``hooks_status``, CLI
+  ``python -m bashgym_assets.ingest.hooks_cli install|uninstall|status``
 - demo data: ``SAMPLE_TRACES_DIR`` (bundled), ``synthetic.write_sample_traces``, ``synthetic.generate_corpus``
 """
 

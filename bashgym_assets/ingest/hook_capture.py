@@ -37,10 +37,13 @@ from bashgym_assets.ingest.claude_code import (
     peek_cwd_jsonl,
     read_json_records,
 )
-from bashgym_assets.ingest.hook import HOOK_SUFFIX
 from bashgym_assets.ingest.jsonsafe import json_text
 from bashgym_assets.ingest.repos import resolve_repo
 from bashgym_assets.sessions import Prompt, Session, Step
+
+#: ``hook.HOOK_SUFFIX``, not imported from there: ``python -m bashgym_assets.ingest.hook`` (older installs)
+#: imports this package first, and a package that imports the module being run makes runpy warn.
+HOOK_SUFFIX = ".hook.jsonl"
 
 
 def _response_text(response: Any) -> str:
