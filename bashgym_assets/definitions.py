@@ -7,6 +7,7 @@ GPU code location (``gpu_definitions.py``) instead, so that it always runs on th
 import dagster as dg
 
 from bashgym_assets.defs import datasets, images, ingest, privacy, scenarios, tiers, trajectories
+from bashgym_assets.defs.automation import automation_sensor
 from bashgym_assets.defs.resources import default_resources
 
 defs = dg.Definitions.merge(
@@ -17,5 +18,5 @@ defs = dg.Definitions.merge(
     scenarios.defs,
     trajectories.defs,
     datasets.defs,
-    dg.Definitions(resources=default_resources()),
+    dg.Definitions(resources=default_resources(), sensors=[automation_sensor("cpu")]),
 )

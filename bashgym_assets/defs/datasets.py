@@ -8,6 +8,7 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 
+from bashgym_assets.defs.automation import DOWNSTREAM
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.lake import Lake
 from bashgym_assets.training_data import build as ds
@@ -97,6 +98,7 @@ def _result(table: pa.Table, path: str, result: ds.BuildResult, sample_column: s
     group_name="datasets",
     kinds={"parquet"},
     deps=[TIERED_TRACES, VERIFIED_TRAJECTORIES, GATED_SCENARIOS],
+    automation_condition=DOWNSTREAM,
     description="SFT examples (chat messages) from gold trace segments (every repo) and kept trajectories, "
                 "deduplicated, with a stable train/validation split and a source column per row.",
 )
@@ -113,6 +115,7 @@ def sft_dataset(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg.M
     group_name="datasets",
     kinds={"parquet"},
     deps=[TIERED_TRACES, VERIFIED_TRAJECTORIES, STUDENT_ROLLOUTS, GATED_SCENARIOS],
+    automation_condition=DOWNSTREAM,
     description="DPO pairs on the same task (a clean trajectory of one scenario, from the reference, a teacher or "
                 "the student, vs a failed attempt of the same scenario, e.g. the student's own from "
                 "student_rollouts; passing vs failed trace segments of one prompt), split at the first assistant "

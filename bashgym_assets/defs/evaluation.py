@@ -12,6 +12,7 @@ from typing import Any
 import dagster as dg
 
 from bashgym_assets import images
+from bashgym_assets.defs.automation import DOWNSTREAM
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.defs.training import base_model, dpo_adapter, sft_adapter
 from bashgym_assets.evaluation import (
@@ -105,6 +106,7 @@ def _table(rows: list[dict[str, Any]]) -> dg.MetadataValue:
     pool="gpu",
     kinds={"pytorch", "mlflow"},
     deps=[GATED_SCENARIOS, base_model, sft_adapter, dpo_adapter],
+    automation_condition=DOWNSTREAM,
     check_specs=[dg.AssetCheckSpec(PROMOTION_CHECK, asset="benchmark_results",
                                    description="The promotion rule applied to this evaluation: passes when the "
                                                "candidate became (or already is) the champion.")],

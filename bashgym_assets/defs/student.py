@@ -12,6 +12,7 @@ from typing import Any
 import dagster as dg
 
 from bashgym_assets import images
+from bashgym_assets.defs.automation import DOWNSTREAM
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.defs.training import base_model, sft_adapter
 from bashgym_assets.evaluation import ModelSpec, report
@@ -102,6 +103,7 @@ def _table(rows: list[dict[str, Any]]) -> dg.MetadataValue:
     pool="gpu",
     kinds={"pytorch", "docker", "parquet"},
     deps=[GATED_SCENARIOS, base_model, sft_adapter],
+    automation_condition=DOWNSTREAM,
     description="The student (MLflow champion, else the newest SFT adapter, else the base model) makes k sampled "
                 "attempts (temperature > 0) at train scenarios in real sandboxes, batched in lockstep; one row per "
                 "attempt (kept iff clean, reject_reason = failure class), schema of verified_trajectories, read "

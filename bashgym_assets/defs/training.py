@@ -309,6 +309,7 @@ def nightly_decision(instance: dg.DagsterInstance, run_config: dict[str, Any] | 
 
 
 @dg.schedule(job=nightly_training_job, cron_schedule="0 2 * * *", execution_timezone="UTC",
+             default_status=dg.DefaultScheduleStatus.RUNNING,
              description="Nightly retraining: only when sft_dataset / dpo_dataset changed since the last adapter.")
 def nightly_retraining(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
     stamp = (context.scheduled_execution_time or datetime.now(UTC)).strftime("%Y%m%d")
