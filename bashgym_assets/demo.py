@@ -165,11 +165,26 @@ def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
     dagster_bin = str(Path(sys.executable).with_name("dagster"))
     timings = []
     for step in steps:
-        keys: list[str | None] = list(partitions) if step.partitioned else [None]
         if step.partitioned and not partitions:
             echo(f"skip {step.describe()}: no repository partitions found")
             continue
-        for key in keys:
+        if step.partitioned:
+            # Every repository partition in ONE process, one run per partition (each in the UI as usual): the
+            # imports, the redaction engine and the executor's step processes are paid once, not per repository.
+            config = step_config(step, profile)
+            cmd = [sys.executable, "-c", "from bashgym_assets.demo import partitions_main; partitions_main()",
+                   step.module, ",".join(step.assets), ",".join(partitions), json.dumps(config or {})]
+            label = f"{step.describe()} [{len(partitions)} partitions: {', '.join(partitions)}]"
+            echo(f"--> {label}")
+            started = time.monotonic()
+            returncode, tail = _run_streaming(cmd, env, echo)
+            elapsed = time.monotonic() - started
+            if returncode != 0:
+                raise RuntimeError(f"materializing {label} failed (exit {returncode}):\n" + "\n".join(tail))
+            echo(f"    ok in {elapsed:.1f} s")
+            timings.append((step, ",".join(partitions), elapsed))
+            continue
+        for key in [None]:
             cmd = [dagster_bin, "asset", "materialize", "-m", step.module, "--select", ",".join(step.assets)]
             if key is not None:
                 cmd += ["--partition", key]
@@ -191,6 +206,7 @@ def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
 # The Dagster log lines worth showing in the terminal while a run goes: training steps (n/N, loss, ETA),
 # evaluation turns and results, gate progress; the rest stays in the run log (Dagster UI).
 _PROGRESS_RE = re.compile(r" - (?:INFO|WARNING) - .*? - [0-9a-f-]{36} - (?:\d+ - )?([a-z_]+) - (.*)$")
+_COUNTER_RE = re.compile(r"^\[\d+/\d+\] ")
 _SHOWN = ("sft step", "dpo step", "] turn", " episodes in ", "gated ", "skipped", "PROMOTED", "not promoted",
           "attempts")
 
@@ -206,6 +222,9 @@ def _run_streaming(cmd: list[str], env: dict[str, str], echo: Callable[[str], No
         for line in proc.stdout:
             line = line.rstrip("\n")
             tail.append(line)
+            if _COUNTER_RE.match(line):
+                echo(f"    {line}")
+                continue
             match = _PROGRESS_RE.search(line)
             if match and any(key in match.group(2) for key in _SHOWN):
                 echo(f"    {match.group(1)}: {match.group(2)[:200]}")
@@ -225,3 +244,30 @@ def demo_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
+
+
+def partitions_main() -> None:
+    """``python -c ... partitions_main() MODULE ASSETS KEYS CONFIG``: materialize the assets (and their checks)
+    for each partition key in this one process, each key as its own run on the persistent instance (in-process
+    executor: the steps are light, so separate step processes would only repeat the imports)."""
+    import importlib
+    import json
+
+    module, assets, keys, config = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4]
+    defs: dg.Definitions = importlib.import_module(module).defs
+    partitions_def = next(spec.partitions_def for spec in defs.resolve_all_asset_specs()
+                          if spec.key.to_user_string() == assets[0])
+    job = dg.define_asset_job("demo_partitioned_step", selection=dg.AssetSelection.assets(*assets),
+                              partitions_def=partitions_def, executor_def=dg.in_process_executor)
+    resolved = dg.Definitions.merge(defs, dg.Definitions(jobs=[job])).resolve_job_def(job.name)
+    instance = dg.DagsterInstance.get()
+    failed = []
+    for n, key in enumerate(keys, 1):
+        print(f"[{n}/{len(keys)}] {', '.join(assets)} for partition {key}", flush=True)
+        result = resolved.execute_in_process(partition_key=key, instance=instance, run_config=json.loads(config),
+                                             raise_on_error=False)
+        if not result.success:
+            failed.append(key)
+    if failed:
+        print(f"failed partitions: {', '.join(failed)}", flush=True)
+        sys.exit(1)
