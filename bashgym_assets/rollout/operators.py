@@ -148,7 +148,8 @@ class LocalModelOperator(Operator):
     def __init__(self, model_dir: str | Path | None = None, adapter_dir: str | Path | None = None,
                  max_new_tokens: int = 128, max_context_tokens: int = 2048, scaffolded: bool = False,
                  model: Any = None, tokenizer: Any = None, name: str | None = None,
-                 temperature: float = 0.0, top_p: float = 1.0, seed: int = 0, micro_batch: int = 16):
+                 temperature: float = 0.0, top_p: float = 1.0, seed: int = 0, micro_batch: int = 16,
+                 kv_cache: bool | None = None):
         if model is None and model_dir is None:
             raise ValueError("LocalModelOperator needs model_dir or a loaded model + tokenizer")
         self.model_dir = str(model_dir) if model_dir else None
@@ -166,6 +167,13 @@ class LocalModelOperator(Operator):
         self._tokenizer = tokenizer
         self._generator: Any = None
         self._lock = threading.Lock()  # one generate at a time: torch modules are shared across pool threads
+        # Greedy replies reuse each conversation's KV cache across turns (rollout.kv_generation); None: the
+        # BASHGYM_KV_CACHE environment variable decides (on by default). Any failure falls back to generate.
+        from bashgym_assets.rollout.kv_generation import kv_cache_enabled
+
+        self.kv_cache = kv_cache_enabled(kv_cache)
+        self._kv: Any = None
+        self.kv_fallback: str | None = None  # why the cached path was given up, if it was
 
     def sampling(self) -> dict[str, Any]:
         return {"do_sample": self.temperature > 0, "temperature": self.temperature, "top_p": self.top_p,
@@ -213,6 +221,9 @@ class LocalModelOperator(Operator):
 
         stop = self._stop_ids(tokenizer)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (stop[0] if stop else 0)
+        news = self._kv_generate(model, stop, pad, prompts)
+        if news is not None:
+            return self._to_replies(tokenizer, stop, pad, news)
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
         attention = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -227,9 +238,29 @@ class LocalModelOperator(Operator):
             kwargs.update(temperature=None, top_p=None, top_k=None)
         with torch.no_grad():
             out = model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
+        return self._to_replies(tokenizer, stop, pad, [out[row, width:].tolist() for row in range(len(prompts))])
+
+    def _kv_generate(self, model: Any, stop: list[int], pad: int, prompts: list[list[int]]) -> list[list[int]] | None:
+        """New tokens per prompt from the KV-reusing greedy decoder, or None: off, sampling, unsupported, failed."""
+        if not self.kv_cache or self.temperature > 0 or self.kv_fallback:
+            return None
+        from bashgym_assets.rollout.kv_generation import KVGenerator, unsupported_reason
+
+        if self._kv is None or self._kv.model is not model:
+            self.kv_fallback = unsupported_reason(model)
+            if self.kv_fallback:
+                return None
+            self._kv = KVGenerator(model, stop, pad, self.max_new_tokens)
+        try:
+            return self._kv.generate(prompts)
+        except Exception as exc:  # noqa: BLE001 - the plain generate path still works
+            self.kv_fallback = f"{type(exc).__name__}: {exc}"
+            self._kv = None
+            return None
+
+    def _to_replies(self, tokenizer: Any, stop: list[int], pad: int, news: list[list[int]]) -> list[Reply]:
         replies = []
-        for row in range(len(prompts)):
-            new = out[row, width:].tolist()
+        for new in news:
             ended = next((i for i, t in enumerate(new) if t in stop), None)
             body = new[:ended] if ended is not None else [t for t in new if t != pad]
             text = tokenizer.decode(body, skip_special_tokens=True).strip()
