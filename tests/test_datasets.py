@@ -146,7 +146,9 @@ def test_assets_materialize_with_blocking_check_and_load_with_datasets(settings)
     assert checks == {"sft_dataset_no_heldout": True, "dpo_dataset_no_heldout": True}
     mat = res.asset_materializations_for_node("sft_dataset")[0]
     assert mat.metadata["rows"].value == 6 and mat.metadata["quarantined"].value == 3
-    assert "repo-a" in mat.metadata["sources"].value
+    assert "repo-a" in [r.data["source"] for r in mat.metadata["sources"].records]
+    assert mat.metadata["dagster/row_count"].value == 6
+    assert "messages" in [c.name for c in mat.metadata["dagster/column_schema"].schema.columns]
     assert lake.read("sft_dataset_quarantine").num_rows == 3
     # every partition of tiered_traces was read
     assert {r for r in lake.read("sft_dataset").column("repo").to_pylist() if r} == {"repo-a", "repo-b"}

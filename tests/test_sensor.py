@@ -97,7 +97,8 @@ def test_sensor_ticks_over_created_appended_and_deleted_files(watched: Path, bas
             (mat,) = result.asset_materializations_for_node("raw_sessions")
             meta = mat.metadata
             assert meta["sessions"].value == len(list((watched / f"-home-dev-src-{repo}").glob("*.jsonl")))
-            assert meta["quarantined"].value == 0 and "Bash" in meta["tools"].value
+            assert meta["quarantined"].value == 0 and "Bash" in [r.data["tool"] for r in meta["tools"].records]
+            assert meta["dagster/row_count"].value >= 1
             assert meta["tools_plot"].value.startswith("![tools](data:image/png;base64,")
             assert "work on" in meta["preview"].value
             lake = Lake(BashgymHome(home=str(bashgym_home)).settings())

@@ -196,7 +196,7 @@ def test_student_rollouts_asset_writes_the_lake_and_dpo_dataset_pairs_them(setti
     for p in pairs:   # the tiny model's first reply already differs: the prompt is system + task
         assert p["split_turn"] == 2 and [m["role"] for m in p["prompt"]] == ["system", "user"]
         assert p["chosen"][0]["content"].startswith("mkdir -p")
-    assert "pairs_with_student_rejected" in dpo_meta["counts"].value
+    assert "pairs_with_student_rejected" in [r.data["stage"] for r in dpo_meta["counts"].records]
 
 
 @pytest.mark.docker

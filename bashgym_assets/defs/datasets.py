@@ -9,6 +9,7 @@ import dagster as dg
 import pyarrow as pa
 
 from bashgym_assets.defs.automation import DOWNSTREAM
+from bashgym_assets.defs.metadata import code_version, counts_table, lake_metadata
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.lake import Lake
 from bashgym_assets.training_data import build as ds
@@ -45,10 +46,6 @@ def _token_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return ds.token_stats(tok, rows)
 
 
-def _md_table(d: dict[str, Any]) -> str:
-    return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in d.items())
-
-
 def _write(lake: Lake, name: str, result: ds.BuildResult, schema: pa.Schema) -> tuple[pa.Table, str]:
     table = pa.Table.from_pylist(result.rows, schema=schema)
     path = lake.write(name, table)
@@ -79,10 +76,12 @@ def _result(table: pa.Table, path: str, result: ds.BuildResult, sample_column: s
             "train": dg.MetadataValue.int(sum(r["split"] == "train" for r in rows)),
             "validation": dg.MetadataValue.int(sum(r["split"] == "validation" for r in rows)),
             "quarantined": dg.MetadataValue.int(len(result.quarantine)),
-            "counts": dg.MetadataValue.md(_md_table(result.counts)),
-            "sources": dg.MetadataValue.md(_md_table(dict(sorted(sources.items())) or {"(none)": 0})),
-            "quarantine_reasons": dg.MetadataValue.md(_md_table(reasons or {"(none)": 0})),
-            "tokens": dg.MetadataValue.md(_md_table(_token_stats(rows))),
+            "counts": counts_table(result.counts, "stage", "rows"),
+            "sources": counts_table(dict(sorted(sources.items())), "source", "rows"),
+            "quarantine_reasons": counts_table(dict(sorted(reasons.items(), key=lambda kv: -kv[1])), "reason",
+                                               "rows"),
+            "tokens": counts_table(_token_stats(rows), "statistic", "value"),
+            **lake_metadata(table),
             "sample": dg.MetadataValue.md(_sample_md(rows, sample_column)),
             "path": dg.MetadataValue.path(path),
             "dataset_version": dg.MetadataValue.text(version),
@@ -98,6 +97,7 @@ def _result(table: pa.Table, path: str, result: ds.BuildResult, sample_column: s
     group_name="datasets",
     kinds={"parquet"},
     deps=[TIERED_TRACES, VERIFIED_TRAJECTORIES, GATED_SCENARIOS],
+    code_version=code_version("bashgym_assets.training_data.build", "bashgym_assets.training_data.render"),
     automation_condition=DOWNSTREAM,
     description="SFT examples (chat messages) from gold trace segments (every repo) and kept trajectories, "
                 "deduplicated, with a stable train/validation split and a source column per row.",
@@ -115,6 +115,7 @@ def sft_dataset(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg.M
     group_name="datasets",
     kinds={"parquet"},
     deps=[TIERED_TRACES, VERIFIED_TRAJECTORIES, STUDENT_ROLLOUTS, GATED_SCENARIOS],
+    code_version=code_version("bashgym_assets.training_data.build", "bashgym_assets.training_data.render"),
     automation_condition=DOWNSTREAM,
     description="DPO pairs on the same task (a clean trajectory of one scenario, from the reference, a teacher or "
                 "the student, vs a failed attempt of the same scenario, e.g. the student's own from "

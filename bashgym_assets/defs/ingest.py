@@ -7,9 +7,10 @@ Thin on purpose: parsing, repo detection and scanning live in ``bashgym_assets.i
 
 import dagster as dg
 
+from bashgym_assets.defs.metadata import code_version, lake_file_metadata, table
 from bashgym_assets.defs.partitions import repo_partitions
 from bashgym_assets.defs.resources import BashgymHome
-from bashgym_assets.ingest.pipeline import QUARANTINE, IngestReport, ingest_repo
+from bashgym_assets.ingest.pipeline import QUARANTINE, RAW_SESSIONS, IngestReport, ingest_repo
 from bashgym_assets.ingest.repos import NO_REPO_KEY
 from bashgym_assets.ingest.scan import CursorStore, run_key, scan
 from bashgym_assets.plots import figure_markdown, md_table
@@ -55,7 +56,7 @@ def _preview(report: IngestReport) -> str:
 
 
 def report_metadata(report: IngestReport) -> dict[str, dg.MetadataValue]:
-    quarantine_rows = [[q.file.rsplit("/", 1)[-1], q.line if q.line is not None else "-", q.reason, q.snippet[:60]]
+    quarantine_rows = [[q.file.rsplit("/", 1)[-1], q.line, q.reason, q.snippet[:60]]
                        for q in report.quarantine[:30]]
     meta: dict[str, dg.MetadataValue] = {
         "sessions": dg.MetadataValue.int(report.sessions),
@@ -70,13 +71,12 @@ def report_metadata(report: IngestReport) -> dict[str, dg.MetadataValue]:
         "date_range": dg.MetadataValue.text(
             f"{report.first:%Y-%m-%d %H:%M} .. {report.last:%Y-%m-%d %H:%M} UTC" if report.first and report.last
             else "-"),
-        "tools": dg.MetadataValue.md(md_table(["tool", "calls"], [[t, n] for t, n in report.tools.most_common()])),
+        "tools": table(["tool", "calls"], [[t, n] for t, n in report.tools.most_common()] or [["(none)", 0]]),
         "formats": dg.MetadataValue.json(dict(report.formats)),
         "skipped_line_types": dg.MetadataValue.json(dict(report.skipped_types)),
         "quarantined": dg.MetadataValue.int(len(report.quarantine)),
-        "quarantine": dg.MetadataValue.md(
-            md_table(["file", "line", "reason", "snippet"], quarantine_rows) if quarantine_rows
-            else f"_nothing quarantined (table `{QUARANTINE}`)_"),
+        "quarantine": (table(["file", "line", "reason", "snippet"], quarantine_rows) if quarantine_rows
+                       else dg.MetadataValue.md(f"_nothing quarantined (table `{QUARANTINE}`)_")),
         "preview": dg.MetadataValue.md(_preview(report)),
     }
     if report.steps:
@@ -89,6 +89,9 @@ def report_metadata(report: IngestReport) -> dict[str, dg.MetadataValue]:
     deps=[trace_files],
     group_name="ingest",
     kinds={"parquet", "duckdb"},
+    code_version=code_version("bashgym_assets.ingest.pipeline", "bashgym_assets.ingest.claude_code",
+                              "bashgym_assets.ingest.bashgym_trace", "bashgym_assets.ingest.hook_capture",
+                              "bashgym_assets.ingest.base"),
     description="Every agent session found under the trace folders, in the canonical schema "
                 "(bashgym_assets.sessions), one dynamic partition per repository (catch-all: "
                 f"`{NO_REPO_KEY}`). Bad files/lines go to the `{QUARANTINE}` table with their reason.",
@@ -99,7 +102,8 @@ def raw_sessions(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg.
     report = ingest_repo(bashgym.lake(), settings.trace_dirs, repo)
     context.log.info(f"raw_sessions[{repo}]: {report.sessions} sessions, {report.steps} steps, "
                      f"{len(report.quarantine)} quarantined, {report.bytes_read / 1e6:.1f} MB in {report.seconds:.1f}s")
-    return dg.MaterializeResult(metadata=report_metadata(report))
+    return dg.MaterializeResult(metadata={**report_metadata(report),
+                                          **lake_file_metadata(bashgym.lake(), RAW_SESSIONS, repo)})
 
 
 ingest_repo_job = dg.define_asset_job(

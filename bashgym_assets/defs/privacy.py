@@ -10,9 +10,9 @@ from collections import Counter
 import dagster as dg
 from pydantic import Field
 
+from bashgym_assets.defs.metadata import lake_file_metadata, table
 from bashgym_assets.defs.partitions import repo_partitions
 from bashgym_assets.defs.resources import BashgymHome
-from bashgym_assets.plots import md_table
 from bashgym_assets.privacy.pipeline import QUARANTINE, redact_rows, scan_sessions
 from bashgym_assets.privacy.redactor import Redactor
 from bashgym_assets.sessions import sessions_from_table
@@ -63,17 +63,16 @@ def redacted_sessions(context: dg.AssetExecutionContext, config: RedactionConfig
         "mb_per_s": dg.MetadataValue.float(round(mb / result.seconds, 3) if result.seconds else 0.0),
         "quarantined": dg.MetadataValue.int(len(result.quarantine)),
         "disabled_detectors": dg.MetadataValue.json(config.disable_detectors),
-        "by_entity": dg.MetadataValue.md(
-            md_table(["placeholder type", "spans"], [[k, v] for k, v in by_entity.most_common()])
-            if by_entity else "_nothing to redact_"),
-        "top_sessions": dg.MetadataValue.md(md_table(
+        "by_entity": (table(["placeholder type", "spans"], [[k, v] for k, v in by_entity.most_common()])
+                      if by_entity else dg.MetadataValue.md("_nothing to redact_")),
+        "top_sessions": (table(
             ["session", "spans", "distinct values", "fields changed"],
             [[r.session_id, sum(r.by_entity.values()), r.distinct_values, r.fields_changed] for r in per_session])
-            if per_session else "_no sessions_"),
-        "quarantine": dg.MetadataValue.md(
-            md_table(["session", "stage", "reason"], [[q.session_id, q.stage, q.reason[:120]]
-                                                    for q in result.quarantine[:20]])
-            if result.quarantine else f"_nothing quarantined (table `{QUARANTINE}`)_"),
+            if per_session else dg.MetadataValue.md("_no sessions_")),
+        "quarantine": (table(["session", "stage", "reason"], [[q.session_id, q.stage, q.reason[:120]]
+                                                              for q in result.quarantine[:20]])
+                       if result.quarantine else dg.MetadataValue.md(f"_nothing quarantined (table `{QUARANTINE}`)_")),
+        **lake_file_metadata(lake, REDACTED, repo),
     })
 
 
@@ -90,8 +89,8 @@ def _no_secrets_left(context: dg.AssetCheckExecutionContext, bashgym: BashgymHom
             "sessions_scanned": dg.MetadataValue.int(len(sessions)),
             "findings": dg.MetadataValue.int(len(findings)),
             "by_entity": dg.MetadataValue.json(dict(kinds)),
-            "detail": dg.MetadataValue.md(md_table(["session", "field", "entity", "detector", "preview"], rows)
-                                          if rows else "_clean_"),
+            "detail": (table(["session", "field", "entity", "detector", "preview"], rows) if rows
+                       else dg.MetadataValue.md("_clean_")),
         },
         description=None if not findings else f"{len(findings)} secret/PII spans survived redaction",
     )

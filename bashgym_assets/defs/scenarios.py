@@ -13,8 +13,8 @@ import dagster as dg
 import pyarrow as pa
 
 from bashgym_assets import images
+from bashgym_assets.defs.metadata import counts_table, lake_file_metadata, table
 from bashgym_assets.defs.resources import BashgymHome
-from bashgym_assets.plots import md_table
 from bashgym_assets.scenarios.authoring import author_bundles
 from bashgym_assets.scenarios.bundle import BundleError, parse_bundle
 from bashgym_assets.scenarios.candidates import (
@@ -128,27 +128,28 @@ def scenario_candidates(context: dg.AssetExecutionContext, config: CandidatesCon
         "by_origin": dg.MetadataValue.json(dict(sorted(by_origin.items()))),
         "external_imported": dg.MetadataValue.int(sum(imported.values())),
         "external_quarantined": dg.MetadataValue.int(len(external_quarantine)),
-        "external_suites": dg.MetadataValue.md(
-            md_table(["suite", "imported (held out)", "quarantined"],
-                     [[s, imported[s], refused[s]] for s in sorted(set(imported) | set(refused))])
-            if imported or refused else f"_no external suites ({len(suite_dirs)} folders in BASHGYM_EVAL_SUITE_DIRS)_"),
+        "external_suites": (
+            table(["suite", "imported (held out)", "quarantined"],
+                  [[s, imported[s], refused[s]] for s in sorted(set(imported) | set(refused))])
+            if imported or refused else dg.MetadataValue.md(
+                f"_no external suites ({len(suite_dirs)} folders in BASHGYM_EVAL_SUITE_DIRS)_")),
         "external_quarantine": dg.MetadataValue.table(
             [dg.TableRecord({"suite": q.suite, "task": q.task, "layout": q.layout, "reason": q.reason[:300]})
              for q in external_quarantine[:200]],
             schema=dg.TableSchema(columns=[dg.TableColumn(name, "string")
                                            for name in ("suite", "task", "layout", "reason")])),
         "by_difficulty": dg.MetadataValue.json({str(k): v for k, v in sorted(by_diff.items())}),
-        "by_category": dg.MetadataValue.md(md_table(["category", "bundles", "announced (provider mode)"], cat_rows)),
+        "by_category": table(["category", "bundles", "announced (provider mode)"], cat_rows),
         "teacher": dg.MetadataValue.text(authoring_note),
         "variants": dg.MetadataValue.int(len(variants)),
-        "variants_by_category": dg.MetadataValue.md(
-            md_table(["category", f"variants (up to {n_variants} per train pack scenario)"],
-                     sorted(Counter(v.category for v in variants).items()))
-            if variants else f"_no variants (variants_per_scenario={n_variants})_"),
+        "variants_by_category": (
+            table(["category", f"variants (up to {n_variants} per train pack scenario)"],
+                  [list(kv) for kv in sorted(Counter(v.category for v in variants).items())])
+            if variants else dg.MetadataValue.md(f"_no variants (variants_per_scenario={n_variants})_")),
         "import_dir": dg.MetadataValue.path(str(import_dir)),
-        "quarantine": dg.MetadataValue.md(md_table(["source", "reason"], [[q.source, q.reason[:200]]
-                                                                          for q in quarantine[:40]])
-                                          if quarantine else "_nothing quarantined_"),
+        "quarantine": (table(["source", "reason"], [[q.source, q.reason[:200]] for q in quarantine[:40]])
+                       if quarantine else dg.MetadataValue.md("_nothing quarantined_")),
+        **lake_file_metadata(lake, "scenario_candidates"),
     })
 
 
@@ -198,14 +199,15 @@ def gated_scenarios(context: dg.AssetExecutionContext, config: GateConfig,
         "train": dg.MetadataValue.int(sum(r.split == TRAIN for r in admitted)),
         "held_out": dg.MetadataValue.int(sum(r.split == HELD_OUT for r in admitted)),
         "counts_by_reason": dg.MetadataValue.json(counts),
-        "by_category": dg.MetadataValue.md(md_table(["category", "candidates", "admitted", "train", "held out"],
-                                                    cat_rows)),
+        "by_category": table(["category", "candidates", "admitted", "train", "held out"], cat_rows),
+        "gate_reasons": counts_table(dict(sorted(counts.items(), key=lambda kv: -kv[1])), "reason", "scenarios"),
         "admitted_plot": dg.MetadataValue.md(bar_chart_md(
             [r[0] for r in cat_rows], {"candidates": [r[1] for r in cat_rows], "admitted": [r[2] for r in cat_rows]},
             "gate by category", "bundles")) if cat_rows else dg.MetadataValue.md("_no candidates_"),
-        "rejections": dg.MetadataValue.md(md_table(["scenario", "reason", "detail"],
-                                                   [[r.scenario_id, r.reason, r.detail[:160]] for r in rejected[:40]])
-                                          if rejected else "_none_"),
+        "rejections": (table(["scenario", "reason", "detail"],
+                             [[r.scenario_id, r.reason, r.detail[:160]] for r in rejected[:40]])
+                       if rejected else dg.MetadataValue.md("_none_")),
+        **lake_file_metadata(lake, "gated_scenarios"),
         "sandbox_seconds": dg.MetadataValue.float(round(total_s, 1)),
         "image": dg.MetadataValue.text(image),
     })
