@@ -2,8 +2,9 @@
 
 These assets depend on the CPU location's datasets by asset key and read them from the shared lake. Each
 training is one MLflow run, started before it trains so that every step's metrics show up in it (and in the
-Dagster log) while it runs, and completed with the adapter, registered as a model version; the asset's metadata
-links the run and shows the loss curve.
+Dagster log) while it runs, with the dataset's splits as its inputs, and completed with the adapter, logged as a
+pyfunc model on the referenced base and registered as a model version aliased ``candidate``; the asset's metadata
+links the run (in the MLflow UI of the configured tracking URI) and shows the loss curve.
 """
 
 
@@ -120,12 +121,25 @@ def _tags(context: dg.AssetExecutionContext, base: str, lineage: dict[str, str])
 
 
 def _train_live(context: dg.AssetExecutionContext, bashgym: BashgymHome, kind: str, run_name: str,
-                tags: dict[str, str], train: Callable[[LogFn], TrainResult]) -> tuple[TrainResult, str]:
-    """Train inside an MLflow run started beforehand: every step reaches that run and the Dagster log as it
-    happens; ``_register_and_report`` then completes the same run with the adapter (FAILED if training raises)."""
+                tags: dict[str, str], train: Callable[[LogFn], TrainResult],
+                dataset_rows: list[dict[str, Any]] | None = None) -> tuple[TrainResult, str]:
+    """Train inside an MLflow run started beforehand: the dataset's splits are logged as its inputs, every step
+    reaches that run and the Dagster log as it happens; ``_register_and_report`` then completes the same run with
+    the adapter (FAILED if training raises)."""
     settings = bashgym.settings()
     run_id = registry.start_training_run(kind=kind, run_name=run_name, tags=tags, settings=settings)
     context.log.info(f"{kind} {run_name}: training, live metrics in MLflow run {run_id}")
+    if dataset_rows is not None:
+        name = tags.get("dataset", "dataset")
+        splits: dict[str, list[dict[str, Any]]] = {"train": [], "validation": []}  # what the trainer reads
+        for row in dataset_rows:
+            splits.get(str(row.get("split") or "train"), []).append(row)
+        try:
+            registry.log_dataset_inputs(run_id, name=name, version=tags.get("dataset_version", "unknown"),
+                                        splits=splits, source=str(bashgym.lake().table_path(name)),
+                                        settings=settings)
+        except Exception as exc:  # lineage is worth a warning, not a lost training
+            context.log.warning(f"could not log {name} as the MLflow run's input: {exc}")
     live = registry.LiveMetrics(run_id, settings)
 
     def on_log(row: dict[str, float]) -> None:
@@ -163,6 +177,7 @@ def _register_and_report(context: dg.AssetExecutionContext, bashgym: BashgymHome
         "adapter_dir": dg.MetadataValue.path(result.adapter_dir),
         "run_name": dg.MetadataValue.text(run_name),
         "mlflow_run": dg.MetadataValue.url(reg.run_link()),
+        "mlflow_model": dg.MetadataValue.text(reg.logged_model_uri),
         "mlflow_run_id": dg.MetadataValue.text(reg.run_id),
         "mlflow_tracking_uri": dg.MetadataValue.text(reg.tracking_uri),
         "model_uri": dg.MetadataValue.text(reg.model_uri),
@@ -224,7 +239,7 @@ def sft_adapter(context: dg.AssetExecutionContext, config: TrainRunConfig, bashg
     out = lake.artifact_dir("adapters", run_name, create=False)
     cfg = _train_config(config, base, out, lake.artifact_dir("checkpoints", run_name, create=False), run_name)
     result, run_id = _train_live(context, bashgym, "sft", run_name, _tags(context, base, lineage),
-                                 lambda on_log: train_sft(cfg, train, validation, on_log=on_log))
+                                 lambda on_log: train_sft(cfg, train, validation, on_log=on_log), rows)
     return _register_and_report(context, bashgym, "sft", run_name, cfg, result, lineage, base, config.register_as,
                                 run_id)
 
@@ -262,7 +277,7 @@ def dpo_adapter(context: dg.AssetExecutionContext, config: TrainRunConfig, bashg
     out = lake.artifact_dir("adapters", run_name, create=False)
     cfg = _train_config(config, base, out, lake.artifact_dir("checkpoints", run_name, create=False), run_name)
     result, run_id = _train_live(context, bashgym, "dpo", run_name, _tags(context, base, lineage),
-                                 lambda on_log: train_dpo(cfg, pairs, str(sft_dir), on_log=on_log))
+                                 lambda on_log: train_dpo(cfg, pairs, str(sft_dir), on_log=on_log), pairs)
     yield _register_and_report(context, bashgym, "dpo", run_name, cfg, result, lineage, base, config.register_as,
                                run_id)
 

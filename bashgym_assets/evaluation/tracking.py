@@ -96,7 +96,7 @@ def log_to_mlflow(settings: Settings, *, eval_id: str, summaries: Sequence[Model
                     tags=[RunTag("evaluation_run", rid), RunTag("promoted", str(promoted))])
     base = settings.mlflow_tracking_uri
     return {"evaluation_run_id": rid,
-            "evaluation_run_link": f"http://127.0.0.1:5000/#/experiments/{exp}/runs/{rid}",
+            "evaluation_run_link": registry.run_url(base, exp, rid),
             "tracking_uri": base}
 
 

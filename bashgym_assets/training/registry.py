@@ -1,9 +1,13 @@
-"""MLflow lineage for adapters: one run per training, the adapter as artifacts, one registered model version.
+"""MLflow lineage for adapters: one run per training, the adapter as an MLflow model, one registered version.
 
-A training's run is started before it trains (``start_training_run``), receives every step's metrics while it
-trains (``LiveMetrics``, the trainer's ``on_log``), and is completed by ``log_training_run(run_id=...)`` with the
-params, the summary, the adapter and the model version, so the loss curves are visible live in the same run that
-ends up holding the adapter.
+A training's run is started before it trains (``start_training_run``), is given its training and validation
+data as dataset inputs (``log_dataset_inputs``: name, digest = the dataset version, context ``training`` /
+``validation``), receives every step's metrics while it trains (``LiveMetrics``, the trainer's ``on_log``), and
+is completed by ``log_training_run(run_id=...)`` with the params, the summary and the adapter, logged as a pyfunc
+model (``pyfunc.py``: the adapter folder as its artifact, the base model only referenced) and registered as a new
+version of ``bashgym-operator`` with the alias ``candidate`` (the newest adapter, awaiting evaluation; the
+evaluation moves ``champion``). So the loss curves are visible live in the same run that ends up holding the
+model, and ``mlflow.pyfunc.load_model("models:/bashgym-operator@champion")`` gives a model that answers chats.
 
 Everything goes through an explicit ``MlflowClient`` on ``Settings.mlflow_tracking_uri`` (absolute SQLite in the
 data folder) with the experiment's artifact root in the data folder too: MLflow's defaults would write
@@ -12,8 +16,10 @@ data folder) with the experiment's artifact root in the data folder too: MLflow'
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +28,11 @@ from pydantic import BaseModel
 from bashgym_assets.config import Settings, get_settings
 from bashgym_assets.plots import png_markdown
 
-ADAPTER_ARTIFACT_PATH = "adapter"
+ADAPTER_ARTIFACT_PATH = "adapter"  # the adapter folder inside the logged model: <model>/artifacts/adapter
+LOGGED_MODEL_NAME = "operator"     # the logged model's name in its run
+PYFUNC_CODE = Path(__file__).with_name("pyfunc.py")
+CANDIDATE_ALIAS = "candidate"      # = evaluation.promotion.CANDIDATE: set on every newly registered version
+DEFAULT_UI_URL = "http://127.0.0.1:5000"  # ``make mlflow``
 # Every adapter kind (SFT, DPO, GRPO) is a version of ONE registered model, tagged with its kind: they all are
 # "the bashgym operator", so the evaluation's ``champion`` alias names a single version to serve.
 REGISTERED_MODEL = "bashgym-operator"
@@ -39,10 +49,29 @@ class RegisteredAdapter(BaseModel):
     model_version: str
     model_uri: str
     tracking_uri: str
+    logged_model_id: str = ""
+    logged_model_uri: str = ""
 
     def run_link(self) -> str:
-        """The run's page in ``mlflow ui`` (default address)."""
-        return f"http://127.0.0.1:5000/#/experiments/{self.experiment_id}/runs/{self.run_id}"
+        """The run's page in the MLflow UI of the configured tracking URI (``run_url``)."""
+        return run_url(self.tracking_uri, self.experiment_id, self.run_id)
+
+
+def ui_base_url(tracking_uri: str) -> str:
+    """Where a person opens the MLflow UI for ``tracking_uri``: ``BASHGYM_MLFLOW_UI_URL`` when set; the tracking
+    server itself for an http(s) tracking URI; otherwise (SQLite or file store: no server of its own) the address
+    ``make mlflow`` serves it on, http://127.0.0.1:5000."""
+    configured = os.environ.get("BASHGYM_MLFLOW_UI_URL", "").strip()
+    if configured:
+        return configured.rstrip("/")
+    if tracking_uri.startswith(("http://", "https://")):
+        return tracking_uri.rstrip("/")
+    return DEFAULT_UI_URL
+
+
+def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+    """A run's page in the MLflow UI (``ui_base_url``)."""
+    return f"{ui_base_url(tracking_uri)}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
 def client(settings: Settings | None = None) -> Any:
@@ -74,6 +103,36 @@ def start_training_run(*, kind: str, run_name: str, tags: Mapping[str, str], exp
     run = c.create_run(experiment_id(c, experiment, settings), run_name=run_name,
                        tags={"kind": kind, **{k: str(v) for k, v in tags.items()}})
     return run.info.run_id
+
+
+def log_dataset_inputs(run_id: str, *, name: str, version: str, splits: Mapping[str, Sequence[Mapping[str, Any]]],
+                       source: str | None = None, settings: Settings | None = None) -> list[str]:
+    """Log a dataset's splits as inputs of the run (MLflow's Inputs / dataset lineage): one MLflow dataset per split,
+    named ``<name>/<split>`` with digest = ``version`` (the dataset's content version), context ``training`` for
+    ``train`` and the split's name otherwise (``validation``), its source the lake's parquet file. Only the name,
+    digest, schema and row count reach MLflow, never the rows. Returns the logged names."""
+    import json
+
+    import mlflow.data
+    import pandas as pd
+    from mlflow.entities import DatasetInput, InputTag
+    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+    def cell(v: Any) -> Any:
+        return v if v is None or isinstance(v, str | int | float | bool) else json.dumps(v, default=str)
+
+    inputs, names = [], []
+    for split, rows in splits.items():
+        if not rows:
+            continue
+        frame = pd.DataFrame([{k: cell(v) for k, v in r.items()} for r in rows])
+        ds = mlflow.data.from_pandas(frame, source=source, name=f"{name}/{split}", digest=version[:36])
+        context = "training" if split == "train" else split
+        inputs.append(DatasetInput(ds._to_mlflow_entity(), tags=[InputTag(MLFLOW_DATASET_CONTEXT, context)]))
+        names.append(ds.name)
+    if inputs:
+        client(settings).log_inputs(run_id, datasets=inputs)
+    return names
 
 
 def fail_training_run(run_id: str, settings: Settings | None = None) -> None:
@@ -109,16 +168,95 @@ class LiveMetrics:
             self._client.log_batch(self.run_id, metrics=metrics)
 
 
+@contextlib.contextmanager
+def _fluent_tracking(settings: Settings) -> Iterator[None]:
+    """``mlflow.pyfunc.log_model`` / ``load_model`` only speak the fluent API: point its tracking and registry URIs
+    at this installation's store for the call, then put back whatever the process had (globals and env vars)."""
+    import mlflow
+    from mlflow.tracking._model_registry import utils as registry_utils
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    saved = (tracking_utils._tracking_uri, registry_utils._registry_uri,
+             {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")})
+    mlflow.set_tracking_uri(settings.mlflow_tracking_uri)
+    mlflow.set_registry_uri(settings.mlflow_tracking_uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(saved[0])
+        registry_utils._registry_uri = saved[1]
+        for key, value in saved[2].items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _pip_requirements() -> list[str]:
+    """Pinned to what trained it; given explicitly so logging never loads the model to infer them."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    reqs = []
+    for dist in ("mlflow", "torch", "transformers", "peft", "safetensors"):
+        try:
+            reqs.append(f"{dist}=={version(dist)}")
+        except PackageNotFoundError:
+            reqs.append(dist)
+    return reqs
+
+
+def log_adapter_model(run_id: str, adapter_dir: str, base_model: str, settings: Settings,
+                      max_new_tokens: int = 128) -> Any:
+    """Log the adapter as a pyfunc model of the run (``pyfunc.AdapterChatModel``): artifacts = the adapter folder,
+    ``model_config``/``metadata`` = the base model's reference (not its weights). Returns MLflow's ``ModelInfo``."""
+    import shutil
+    import tempfile
+
+    import mlflow
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import ParamSchema, ParamSpec
+
+    config = {"base_model": base_model, "max_new_tokens": max_new_tokens}
+    # no input schema (predict takes a string, a conversation or a batch of either); a params schema so that
+    # params={"max_new_tokens": N} reaches predict instead of being dropped
+    signature = ModelSignature(params=ParamSchema([ParamSpec("max_new_tokens", "long", max_new_tokens)]))
+    with tempfile.TemporaryDirectory() as tmp:
+        # MLflow keeps an artifact folder's own name: stage it as "adapter" so the layout is always the same
+        staged = shutil.copytree(adapter_dir, Path(tmp) / ADAPTER_ARTIFACT_PATH)
+        with _fluent_tracking(settings), mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None):
+            return mlflow.pyfunc.log_model(
+                name=LOGGED_MODEL_NAME, python_model=str(PYFUNC_CODE), artifacts={ADAPTER_ARTIFACT_PATH: str(staged)},
+                model_config=config, metadata={"base_model": base_model, "base_model_copied": False},
+                signature=signature, pip_requirements=_pip_requirements())
+
+
+def _base_model_of(adapter_dir: str, tags: Mapping[str, str], params: Mapping[str, Any]) -> str:
+    """The base the adapter was trained on: the lineage tag, the params, else PEFT's own record of it; "" when
+    none says (the model is still logged; loading it then needs ``model_config={"base_model": ...}``)."""
+    import json
+
+    base = tags.get("base_model") or params.get("base_model")
+    if base:
+        return str(base)
+    config = Path(adapter_dir) / "adapter_config.json"
+    try:
+        return str(json.loads(config.read_text()).get("base_model_name_or_path") or "")
+    except (OSError, ValueError):
+        return ""
+
+
 def log_training_run(*, kind: str, run_name: str, params: Mapping[str, Any], history: Sequence[Mapping[str, float]],
                      summary: Mapping[str, float | None], adapter_dir: str, tags: Mapping[str, str],
                      extra_artifacts: Sequence[Path] = (), experiment: str = "bashgym-training",
                      model_name: str | None = None, settings: Settings | None = None,
-                     run_id: str | None = None) -> RegisteredAdapter:
-    """Log a finished training (params, per-step metrics, adapter folder) and register it as a model version.
+                     run_id: str | None = None, base_model: str | None = None) -> RegisteredAdapter:
+    """Log a finished training (params, per-step metrics, the adapter as a pyfunc model) and register that model
+    as a new version, aliased ``candidate``.
 
     With ``run_id`` (from ``start_training_run``) the run already holds the steps ``LiveMetrics`` logged while it
     trained: only the history's other steps are added (those before a resumed checkpoint), then it is completed.
-    Without, a new run is created and given the whole history.
+    Without, a new run is created and given the whole history. The base model the pyfunc loads is ``base_model``,
+    else the ``base_model`` tag or param, else the adapter's ``adapter_config.json``.
     """
     import time
 
@@ -127,6 +265,7 @@ def log_training_run(*, kind: str, run_name: str, params: Mapping[str, Any], his
 
     settings = settings or get_settings()
     c = client(settings)
+    base = base_model or _base_model_of(adapter_dir, tags, params)
     if run_id is None:
         rid = start_training_run(kind=kind, run_name=run_name, tags=tags, experiment=experiment, settings=settings)
         logged: set[int] = set()
@@ -148,27 +287,43 @@ def log_training_run(*, kind: str, run_name: str, params: Mapping[str, Any], his
                         tags=[RunTag("mlflow.note.content", f"{kind} adapter {run_name}")] if i == 0 else [])
         if len(params_list) > 90:
             c.log_batch(rid, params=params_list[90:])
-        c.log_artifacts(rid, adapter_dir, ADAPTER_ARTIFACT_PATH)
         for extra in extra_artifacts:
             c.log_artifact(rid, str(extra))
+        info = log_adapter_model(rid, adapter_dir, base, settings)
         c.set_terminated(rid, "FINISHED")
     except BaseException:
         c.set_terminated(rid, "FAILED")
         raise
     name = model_name or REGISTERED_MODEL
     try:
-        c.create_registered_model(name, description="bashgym operator: LoRA adapters (SFT, DPO, GRPO), one version "
-                                                  "per training; alias champion = the version the evaluation promoted")
+        c.create_registered_model(name, description="bashgym operator: LoRA adapters (SFT, DPO, GRPO) as pyfunc "
+                                                  "models on a referenced base, one version per training; alias "
+                                                  "candidate = the newest version, champion = the version the "
+                                                  "evaluation promoted")
     except MlflowException as exc:
         if "already exists" not in str(exc).lower() and "RESOURCE_ALREADY_EXISTS" not in str(exc):
             raise
     artifact_uri = c.get_run(rid).info.artifact_uri
-    version = c.create_model_version(name, source=f"{artifact_uri}/{ADAPTER_ARTIFACT_PATH}", run_id=rid,
-                                     tags={"kind": kind, **{k: str(v) for k, v in tags.items()}})
+    with _fluent_tracking(settings):  # the registry resolves a models:/ source through the fluent tracking URI
+        version = c.create_model_version(name, source=info.model_uri, run_id=rid, model_id=info.model_id,
+                                         tags={"kind": kind, "base_model": base,
+                                               **{k: str(v) for k, v in tags.items()}})
+    c.set_registered_model_alias(name, CANDIDATE_ALIAS, str(version.version))
     return RegisteredAdapter(run_id=rid, experiment_id=exp, run_name=run_name, artifact_uri=artifact_uri,
                              model_name=name, model_version=str(version.version),
                              model_uri=f"models:/{name}/{version.version}",
-                             tracking_uri=settings.mlflow_tracking_uri)
+                             tracking_uri=settings.mlflow_tracking_uri, logged_model_id=info.model_id,
+                             logged_model_uri=info.model_uri)
+
+
+def load_model(model_uri: str, settings: Settings | None = None, **kwargs: Any) -> Any:
+    """``mlflow.pyfunc.load_model`` on this installation's registry (``models:/bashgym-operator@champion``,
+    ``models:/bashgym-operator/3``): the base model is loaded from its recorded reference, then the adapter.
+    ``kwargs`` go to MLflow (``model_config={"base_model": ...}`` to point at a base stored elsewhere)."""
+    import mlflow.pyfunc
+
+    with _fluent_tracking(settings or get_settings()):
+        return mlflow.pyfunc.load_model(model_uri, **kwargs)
 
 
 def download_adapter(model_uri: str, dst: Path, settings: Settings | None = None) -> Path:
@@ -185,7 +340,14 @@ def download_adapter(model_uri: str, dst: Path, settings: Settings | None = None
         name, version = ref.rsplit("/", 1)
         mv = c.get_model_version(name, version)
     dst.mkdir(parents=True, exist_ok=True)
-    return Path(mlflow.artifacts.download_artifacts(artifact_uri=mv.source, dst_path=str(dst),
+    source = mv.source
+    model_id = getattr(mv, "model_id", None)
+    if model_id or source.startswith("models:/m-"):
+        # a pyfunc model (the current layout): only its adapter folder, <model>/artifacts/adapter
+        logged = c.get_logged_model(model_id or source.removeprefix("models:/").split("/", 1)[0])
+        source = f"{logged.artifact_location.rstrip('/')}/artifacts/{ADAPTER_ARTIFACT_PATH}"
+    # else: a version registered before adapters were logged as models, its source the run's adapter/ folder
+    return Path(mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=str(dst),
                                                     tracking_uri=settings.mlflow_tracking_uri))
 
 
