@@ -182,8 +182,10 @@ def test_metrics_reach_mlflow_per_step_while_training(tiny_model, tmp_path, sett
     assert sorted(steps) == [1, 2, 3, 4, 5]  # distinct steps, nothing logged twice
     assert {"learning_rate", "grad_norm", "tokens", "final_loss"} <= set(c.get_run(run_id).data.metrics)
     assert not {"total_steps", "eta_s"} & set(c.get_run(run_id).data.metrics)  # progress fields are not curves
-    assert {a.path for a in c.list_artifacts(run_id, "adapter")} == {"adapter/adapter_config.json",
-                                                                      "adapter/adapter_model.safetensors"}
+    # the adapter is the run's logged pyfunc model (artifacts/adapter inside it), not a loose run artifact
+    assert {a.path for a in c.list_logged_model_artifacts(reg.logged_model_id, "artifacts/adapter")} == {
+        "artifacts/adapter/adapter_config.json", "artifacts/adapter/adapter_model.safetensors"}
+    assert [o.model_id for o in c.get_run(run_id).outputs.model_outputs] == [reg.logged_model_id]
     # a resumed run's live metrics start after its checkpoint: completing the run adds the steps before it
     resumed = registry.start_training_run(kind="sft", run_name="resumed", tags={}, settings=settings)
     for row in res.history[2:]:
