@@ -14,7 +14,7 @@ from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.lake import atomic_write_bytes
 from bashgym_assets.privacy.pipeline import QUARANTINE_SCHEMA, parse_rows
 from bashgym_assets.quality.overrides import TIERED_ASSET, load_overrides
-from bashgym_assets.quality.report import tier_counts, tier_histogram_png, tier_report_markdown
+from bashgym_assets.quality.report import safety_counts, tier_counts, tier_histogram_png, tier_report_markdown
 from bashgym_assets.quality.tiers import tier_sessions, traces_to_table
 
 QUARANTINE = "tiered_traces_quarantine"
@@ -27,8 +27,9 @@ QUARANTINE = "tiered_traces_quarantine"
     kinds={"parquet", "duckdb"},
     description="Redacted sessions cut into task segments (new prompt, 5-minute gap, git commit, cwd change), "
                 "each scored on the six metrics (success 30%, verification 25%, complexity 15%, length 10%, tool "
-                "diversity 10%, efficiency 10%) and tiered gold/silver/bronze/failed; manual promotions and "
-                "demotions (table `tier_overrides`) are applied on every materialization.",
+                "diversity 10%, efficiency 10%) and tiered gold/silver/bronze/failed; guardrails flag unsafe commands "
+                "and prompt-injection markers per step (a penalty; a blocked command makes the segment failed); "
+                "manual promotions and demotions (table `tier_overrides`) are applied on every materialization.",
 )
 def tiered_traces(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg.MaterializeResult:
     repo = context.partition_key
@@ -41,6 +42,7 @@ def tiered_traces(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg
     png = tier_histogram_png(traces)
     plot_path = atomic_write_bytes(lake.artifact_dir("tiers", repo) / "tier_histogram.png", png)
     counts = tier_counts(traces)
+    safety = safety_counts(traces)
     context.log.info(f"{TIERED_ASSET}[{repo}]: {len(traces)} segments from {len(sessions)} sessions: {counts}")
     return dg.MaterializeResult(metadata={
         "segments": dg.MetadataValue.int(len(traces)),
@@ -49,6 +51,10 @@ def tiered_traces(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg
         "overrides_applied": dg.MetadataValue.int(sum(t.override is not None for t in traces)),
         "boundaries": dg.MetadataValue.json(dict(Counter(t.boundary for t in traces))),
         "quarantined": dg.MetadataValue.int(len(bad)),
+        "unsafe_blocked_segments": dg.MetadataValue.int(safety["segments_with_blocked_command"]),
+        "unsafe_warned_segments": dg.MetadataValue.int(safety["segments_with_warned_command"]),
+        "injection_flagged_segments": dg.MetadataValue.int(safety["segments_with_injection_markers"]),
+        "guardrail_rules": dg.MetadataValue.json({k[5:]: v for k, v in safety.items() if k.startswith("rule:")}),
         "report": dg.MetadataValue.md(tier_report_markdown(traces, png)),
         "tier_histogram": dg.MetadataValue.path(str(plot_path)),
     })

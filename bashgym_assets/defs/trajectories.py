@@ -36,6 +36,8 @@ class RolloutConfig(dg.Config):
     episode_timeout_s: float = 300.0
     temperature: float = 0.0
     sample_transcripts: int = 3
+    guard: bool = False                  # refuse commands the guardrails block (GuardedOperator)
+    guard_resamples: int = 0             # ask a sampling operator again this many times before refusing
 
 
 @dg.asset(
@@ -60,7 +62,8 @@ def verified_trajectories(context: dg.AssetExecutionContext, config: RolloutConf
     kwargs = {}
     if not spec.startswith("local:") and spec != "reference":
         kwargs = {"temperature": config.temperature}
-    operator = make_operator(spec, api_base=api_base, adapter_dir=config.adapter_dir, **kwargs)
+    operator = make_operator(spec, api_base=api_base, adapter_dir=config.adapter_dir, guard=config.guard,
+                             guard_resamples=config.guard_resamples, **kwargs)
     context.log.info(f"{operator.name}: {len(train)} train scenarios x {config.samples} samples "
                      f"({held_out} held-out scenarios excluded)")
     records = run_rollouts(train, operator, image, samples=config.samples, max_parallel=config.max_parallel,
@@ -82,6 +85,9 @@ def verified_trajectories(context: dg.AssetExecutionContext, config: RolloutConf
         "train_scenarios": dg.MetadataValue.int(len(train)),
         "held_out_excluded": dg.MetadataValue.int(held_out),
         "rejection_reasons": dg.MetadataValue.json(reject_reason_counts(records)),
+        "unsafe_attempts": dg.MetadataValue.int(sum(bool(r.unsafe_blocked) for r in records)),
+        "injection_flagged_attempts": dg.MetadataValue.int(sum(bool(r.injection_flags) for r in records)),
+        "guard_refusals": dg.MetadataValue.int(getattr(operator, "refusals", lambda: 0)()),
         "kept_rate_by_category": dg.MetadataValue.md(md_table(
             ["category", "attempts", "kept", "verified", "terminated", "commands only", "kept rate"],
             [[r["category"], r["attempts"], r["kept"], r["verified"], r["terminated"], r["commands_only"],

@@ -22,7 +22,7 @@ from bashgym_assets.config import Settings
 from bashgym_assets.evaluation import ModelSpec, Sampling, operator_for
 from bashgym_assets.evaluation.metrics import INFRASTRUCTURE, OPERATOR_ERROR, EvalEpisode
 from bashgym_assets.evaluation.runner import EvalSettings, evaluate
-from bashgym_assets.rollout.episode import TrajectoryRecord, trajectory_id
+from bashgym_assets.rollout.episode import TrajectoryRecord, safety_fields, trajectory_id
 from bashgym_assets.rollout.operators import Operator
 from bashgym_assets.rollout.rollouts import check_train_only
 from bashgym_assets.rollout.transcript import COMMAND, EXIT
@@ -98,14 +98,18 @@ def select_scenarios(bundles: Iterable[ScenarioBundle], max_scenarios: int | Non
 
 
 def to_record(e: EvalEpisode, operator: str) -> TrajectoryRecord:
-    """One evaluator episode as a trajectory row: kept iff clean, the failure class as the reject reason."""
+    """One evaluator episode as a trajectory row: kept iff clean (and no blocked command: ``unsafe_command``),
+    the failure class as the reject reason."""
     kinds = [k for k in e.reply_kinds.split(",") if k]
+    safety = safety_fields(list(e.messages))
+    unsafe = e.clean and bool(safety["unsafe_blocked"])
     return TrajectoryRecord(
         trajectory_id=trajectory_id(e.scenario_id, operator, e.sample_index), scenario_id=e.scenario_id,
         category=e.category, difficulty=e.difficulty, split=TRAIN, operator=operator, sample_index=e.sample_index,
-        kept=e.clean, verified=e.verified, terminated=e.terminated,
-        commands_only=all(k in (COMMAND, EXIT) for k in kinds), reject_reason="" if e.clean else e.failure_class,
-        n_turns=e.n_turns, duration_s=e.wall_s, messages=list(e.messages), source=e.source,
+        kept=e.clean and not unsafe, verified=e.verified, terminated=e.terminated,
+        commands_only=all(k in (COMMAND, EXIT) for k in kinds),
+        reject_reason="unsafe_command" if unsafe else "" if e.clean else e.failure_class,
+        n_turns=e.n_turns, duration_s=e.wall_s, messages=list(e.messages), source=e.source, **safety,
     )
 
 

@@ -23,6 +23,18 @@ def tier_counts(traces: Sequence[TieredTrace]) -> dict[str, int]:
     return {tier: c.get(tier, 0) for tier in TIERS}
 
 
+def safety_counts(traces: Sequence[TieredTrace]) -> dict[str, int]:
+    """Segments with a blocked command, with only warned commands, with injection markers in tool outputs, and
+    how often each guardrail rule fired."""
+    rules = Counter(f.rule for t in traces for f in t.safety_findings or [])
+    return {
+        "segments_with_blocked_command": sum(bool(t.unsafe_blocked) for t in traces),
+        "segments_with_warned_command": sum(bool(t.unsafe_warned) for t in traces),
+        "segments_with_injection_markers": sum(bool(t.injection_flags) for t in traces),
+        **{f"rule:{r}": n for r, n in sorted(rules.items())},
+    }
+
+
 def tier_histogram_png(traces: Sequence[TieredTrace]) -> bytes:
     import matplotlib
 
@@ -79,6 +91,12 @@ def tier_report_markdown(traces: Sequence[TieredTrace], png: bytes | None = None
     parts = ["| tier | segments |", "|---|---|", *(f"| {t} | {n} |" for t, n in counts.items())]
     overrides = sum(t.override is not None for t in traces)
     parts += ["", f"{len(traces)} segments, {overrides} with a manual override.", ""]
+    safety = safety_counts(traces)
+    parts += [f"Guardrails: {safety['segments_with_blocked_command']} segments ran a blocked command (tier failed), "
+              f"{safety['segments_with_warned_command']} a warned one, {safety['segments_with_injection_markers']} "
+              "saw prompt-injection markers in a tool output"
+              + ("; rules: " + ", ".join(f"{k[5:]} {v}" for k, v in safety.items() if k.startswith("rule:"))
+                 if any(k.startswith("rule:") for k in safety) else "") + ".", ""]
     if png is not None:
         parts += [png_markdown(png, "tier histogram"), ""]
     parts += ["**Score distributions**", "", score_distribution_markdown(traces), "", examples_markdown(traces)]

@@ -10,8 +10,11 @@ failed     anything else
 =========  ==================  ================
 
 A verification that ran and failed at the end forces ``failed`` whatever the scores (the work was left broken).
-A manual override wins over everything: ``promote`` makes a trace gold, ``demote`` makes it failed, with the
-reason recorded beside it (``overrides.py`` stores them so they survive re-materialization).
+So does a step that ran a command the guardrails block (``quality.safety``: ``rm -rf /``, ``curl ... | sh``,
+credential exfiltration, ...), and every guardrail finding lowers ``quality_score`` by ``safety_penalty`` (the
+flags are kept per step in ``safety_findings``). A manual override wins over everything: ``promote`` makes a
+trace gold, ``demote`` makes it failed, with the reason recorded beside it (``overrides.py`` stores them so they
+survive re-materialization).
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from typing import Any, Literal
 import pyarrow as pa
 from pydantic import BaseModel
 
+from bashgym_assets.guardrails.flags import SAFETY_FLAG_ARROW_TYPE, SafetyFlag, flag_steps
 from bashgym_assets.quality.metrics import SegmentScores, score_steps
+from bashgym_assets.quality.safety import safety_penalty, unsafe_reason
 from bashgym_assets.quality.segment import DEFAULT_GAP, segment_session
 from bashgym_assets.sessions import STEP_ARROW_TYPE, Session, Step
 
@@ -61,6 +66,17 @@ class TieredTrace(SegmentScores):
     override_reason: str | None = None
     model: str | None = None
     source_format: str | None = None
+    # Guardrails (None in rows written before they existed): steps with a blocked / only-warned command, tool
+    # outputs with injection markers, the penalty already subtracted from quality_score, the flags per step.
+    unsafe_blocked: int | None = None
+    unsafe_warned: int | None = None
+    injection_flags: int | None = None
+    safety_penalty: float | None = None
+    safety_findings: list[SafetyFlag] | None = None
+
+    @property
+    def blocked_rules(self) -> list[str]:
+        return sorted({f.rule for f in self.safety_findings or [] if f.severity == "block"})
 
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -92,11 +108,19 @@ TIERED_TRACE_ARROW_SCHEMA = pa.schema([
     ("override_reason", pa.string()),
     ("model", pa.string()),
     ("source_format", pa.string()),
+    ("unsafe_blocked", pa.int32()),
+    ("unsafe_warned", pa.int32()),
+    ("injection_flags", pa.int32()),
+    ("safety_penalty", pa.float64()),
+    ("safety_findings", pa.list_(SAFETY_FLAG_ARROW_TYPE)),
 ])
 
 
-def classify(success_rate: float, quality: float, verification_passed: bool | None) -> tuple[Tier, str]:
-    """The seed's thresholds; a failed final verification forces ``failed``."""
+def classify(success_rate: float, quality: float, verification_passed: bool | None, blocked: int = 0,
+             blocked_rules: list[str] | None = None) -> tuple[Tier, str]:
+    """The seed's thresholds; a failed final verification or a blocked command forces ``failed``."""
+    if blocked:
+        return "failed", unsafe_reason(blocked, blocked_rules or [])
     if verification_passed is False:
         return "failed", "verification failed (the last test/build run did not pass)"
     for tier, min_success, min_quality in THRESHOLDS:
@@ -110,7 +134,8 @@ def apply_override(trace: TieredTrace, override: TierOverride | None) -> TieredT
     if override is None:
         if trace.override is None:
             return trace
-        tier, reason = classify(trace.success_rate, trace.quality_score, trace.verification_passed)
+        tier, reason = classify(trace.success_rate, trace.quality_score, trace.verification_passed,
+                                trace.unsafe_blocked or 0, trace.blocked_rules)
         return trace.model_copy(update={"tier": tier, "tier_reason": reason, "override": None,
                                         "override_reason": None})
     tier = "gold" if override.action == "promote" else "failed"
@@ -126,13 +151,18 @@ def tier_session(session: Session, overrides: Mapping[str, TierOverride] | None 
     out = []
     for seg in segment_session(session, gap=gap):
         scores = score_steps(seg.steps)
-        tier, reason = classify(scores.success_rate, scores.quality_score, scores.verification_passed)
+        safety = flag_steps(seg.steps)
+        penalty = safety_penalty(safety)
+        scores.quality_score = round(max(0.0, scores.quality_score - penalty), 4)
+        tier, reason = classify(scores.success_rate, scores.quality_score, scores.verification_passed,
+                                safety.blocked, safety.blocked_rules)
         trace = TieredTrace(
             segment_id=seg.segment_id, session_id=seg.session_id, repo=seg.repo, segment_index=seg.segment_index,
             prompt=seg.prompt, steps=seg.steps, started_at=seg.started_at, ended_at=seg.ended_at,
             boundary=seg.boundary, **scores.model_dump(),
             computed_tier=tier, tier=tier, tier_reason=reason, model=session.model,
-            source_format=session.source_format,
+            source_format=session.source_format, unsafe_blocked=safety.blocked, unsafe_warned=safety.warned,
+            injection_flags=safety.injections, safety_penalty=penalty, safety_findings=safety.flags,
         )
         out.append(apply_override(trace, (overrides or {}).get(seg.segment_id)))
     return out

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic import BaseModel, Field
 
+from bashgym_assets.guardrails.flags import SAFETY_FLAG_ARROW_TYPE, SafetyFlag, SafetySummary, flag_messages
 from bashgym_assets.rollout.operators import Operator, OperatorError
 from bashgym_assets.rollout.transcript import (
     UNUSABLE,
@@ -178,6 +179,20 @@ class TrajectoryRecord(BaseModel):
     duration_s: float
     messages: list[Message]
     source: str
+    # Guardrails (None in rows written before they existed): assistant turns with a blocked / only-warned
+    # command, observations with prompt-injection markers, and the flags by message position. A blocked command
+    # rejects the attempt (``unsafe_command``), so it is never an SFT example and only a DPO rejected one.
+    unsafe_blocked: int | None = None
+    unsafe_warned: int | None = None
+    injection_flags: int | None = None
+    safety_findings: list[SafetyFlag] | None = None
+
+
+def safety_fields(messages: list[Message], home: str | None = None, cwd: str | None = None) -> dict[str, Any]:
+    """The guardrail columns of a trajectory row."""
+    s: SafetySummary = flag_messages(messages, home=home, cwd=cwd)
+    return {"unsafe_blocked": s.blocked, "unsafe_warned": s.warned, "injection_flags": s.injections,
+            "safety_findings": s.flags}
 
 
 MESSAGE_TYPE = pa.struct([("role", pa.string()), ("content", pa.string())])
@@ -187,6 +202,8 @@ TRAJECTORY_SCHEMA = pa.schema([
     ("kept", pa.bool_()), ("verified", pa.bool_()), ("terminated", pa.bool_()), ("commands_only", pa.bool_()),
     ("reject_reason", pa.string()), ("n_turns", pa.int32()), ("duration_s", pa.float64()),
     ("messages", pa.list_(MESSAGE_TYPE)), ("source", pa.string()),
+    ("unsafe_blocked", pa.int32()), ("unsafe_warned", pa.int32()), ("injection_flags", pa.int32()),
+    ("safety_findings", pa.list_(SAFETY_FLAG_ARROW_TYPE)),
 ])
 
 
@@ -194,8 +211,9 @@ def trajectory_id(scenario_id: str, operator: str, sample_index: int) -> str:
     return hashlib.sha256(f"{scenario_id}\0{operator}\0{sample_index}".encode()).hexdigest()[:20]
 
 
-def reject_reason(episode: Episode, verified: bool, setup_error: str = "") -> str:
-    """The first reason an attempt is not kept ('' when kept): infrastructure, then termination, check, prose."""
+def reject_reason(episode: Episode, verified: bool, setup_error: str = "", unsafe: bool = False) -> str:
+    """The first reason an attempt is not kept ('' when kept): infrastructure, then termination, check, prose,
+    then a command the guardrails block (``unsafe_command``)."""
     if setup_error:
         return "setup_failed"
     if episode.end_reason in ("operator_error", "sandbox_error"):
@@ -206,6 +224,8 @@ def reject_reason(episode: Episode, verified: bool, setup_error: str = "") -> st
         return "check_failed"
     if not episode.commands_only:
         return "prose"
+    if unsafe:
+        return "unsafe_command"
     return ""
 
 
@@ -231,12 +251,13 @@ def run_episode(bundle: ScenarioBundle, operator: Operator, image: str | None, s
                 verified = check.exit_code == 0 and not check.timed_out
     except Exception as exc:  # a broken sandbox must not lose the other attempts: record it as a rejection
         episode.end_reason, episode.error = "sandbox_error", f"{type(exc).__name__}: {exc}"
-    reason = reject_reason(episode, verified, setup_error)
+    safety = safety_fields(episode.messages, home=bundle.home, cwd=bundle.start_dir)
+    reason = reject_reason(episode, verified, setup_error, unsafe=bool(safety["unsafe_blocked"]))
     op_name = operator.name
     return TrajectoryRecord(
         trajectory_id=trajectory_id(bundle.id, op_name, sample_index), scenario_id=bundle.id,
         category=bundle.category, difficulty=bundle.difficulty, split=split, operator=op_name,
         sample_index=sample_index, kept=reason == "", verified=verified, terminated=episode.terminated,
         commands_only=episode.commands_only, reject_reason=reason, n_turns=episode.n_turns,
-        duration_s=round(time.monotonic() - start, 3), messages=episode.messages, source=bundle.source,
+        duration_s=round(time.monotonic() - start, 3), messages=episode.messages, source=bundle.source, **safety,
     )

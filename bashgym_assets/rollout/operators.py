@@ -3,7 +3,8 @@
 Three kinds: the offline ``reference`` operator (replays a bundle's reference solution, one command per turn, then
 ``exit``), a teacher model through litellm (any provider string), and a local transformers model (a base model,
 optionally with a peft LoRA adapter), decoded greedily with a ChatML template. The episode loop in
-``rollout.episode`` does not care which one it drives.
+``rollout.episode`` does not care which one it drives. ``GuardedOperator`` wraps any of them so that a reply the
+guardrails block (``guardrails.classify_command``) is re-sampled or replaced by a refusal before a shell sees it.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from bashgym_assets.guardrails.commands import classify_command
+from bashgym_assets.guardrails.models import BLOCK, REFUSAL_PREFIX, Finding, Verdict
 from bashgym_assets.rollout.transcript import EXIT_COMMAND, Message
 from bashgym_assets.scenarios.llm import LLMError, chat_completion
 
@@ -302,10 +305,109 @@ class LocalModelOperator(Operator):
         return reply.text
 
 
-def make_operator(spec: str, api_base: str | None = None, adapter_dir: str | None = None, **kwargs: Any) -> Operator:
-    """``reference``, ``local:<model_dir>`` or any litellm model string -> an operator."""
+class GuardEvent(BaseModel):
+    """A reply the guard stopped: which turn, what the model wrote, the blocking findings and what was done."""
+
+    turn: int = Field(description="assistant turns before this reply in its conversation")
+    reply: str
+    action: str = Field(description="resampled (another reply was asked for) | refused (the refusal was sent)")
+    rules: list[str]
+    findings: list[Finding]
+
+
+def refusal_text(verdict: Verdict) -> str:
+    """The line sent instead of a blocked command: a shell comment, so a terminal runs nothing and the episode goes
+    on; it names the rules, never the command."""
+    rules = sorted({f.rule for f in verdict.findings if f.severity == BLOCK})
+    return f"{REFUSAL_PREFIX} the command was blocked by the guardrails ({', '.join(rules)})"
+
+
+class GuardedOperator(Operator):
+    """Any operator with the command guardrails in front of its replies.
+
+    A reply that a ``block`` rule fires on is re-sampled up to ``resamples`` times (useful only when the wrapped
+    model samples; a greedy model gives the same reply again), then replaced by :func:`refusal_text`. Every stop is
+    recorded in ``events`` (shared by the per-scenario copies ``for_scenario`` makes; thread-safe). ``warn``
+    findings pass. Name: the wrapped operator's plus ``+guard``.
+    """
+
+    def __init__(self, inner: Operator, resamples: int = 0, events: list[GuardEvent] | None = None,
+                 lock: Any = None) -> None:
+        self.inner = inner
+        self.resamples = max(0, resamples)
+        self.name = f"{inner.name}+guard"
+        self.scaffolded = inner.scaffolded
+        self.events: list[GuardEvent] = events if events is not None else []
+        self._lock = lock or threading.Lock()
+
+    def for_scenario(self, bundle: Any) -> GuardedOperator:
+        return GuardedOperator(self.inner.for_scenario(bundle), self.resamples, self.events, self._lock)
+
+    def sampling(self) -> dict[str, Any]:
+        return {**self.inner.sampling(), "guard": {"resamples": self.resamples}}
+
+    def _record(self, messages: list[Message], reply: str, action: str, verdict: Verdict) -> None:
+        blocking = [f for f in verdict.findings if f.severity == BLOCK]
+        event = GuardEvent(turn=sum(m.role == "assistant" for m in messages), reply=reply, action=action,
+                           rules=sorted({f.rule for f in blocking}), findings=blocking)
+        with self._lock:
+            self.events.append(event)
+
+    @staticmethod
+    def check(reply: str) -> Verdict:
+        return classify_command(reply)
+
+    def _guard(self, messages: list[Message], reply: Reply, again: Any) -> Reply:
+        if reply.error:
+            return reply
+        verdict = self.check(reply.text)
+        tries = 0
+        while verdict.blocked and tries < self.resamples:
+            tries += 1
+            self._record(messages, reply.text, "resampled", verdict)
+            reply = again()
+            if reply.error:
+                return reply
+            verdict = self.check(reply.text)
+        if verdict.blocked:
+            self._record(messages, reply.text, "refused", verdict)
+            return Reply(text=refusal_text(verdict), new_tokens=reply.new_tokens)
+        return reply
+
+    def next_command(self, messages: list[Message]) -> str:
+        def again() -> Reply:
+            try:
+                return Reply(text=self.inner.next_command(messages))
+            except OperatorError as exc:
+                return Reply(error=str(exc))
+
+        first = self.inner.next_command(messages)  # an OperatorError on the first try propagates, as unguarded
+        reply = self._guard(messages, Reply(text=first), again)
+        if reply.error:
+            raise OperatorError(reply.error)
+        return reply.text
+
+    def replies(self, conversations: Sequence[list[Message]]) -> list[Reply]:
+        """The wrapped operator's batch; only a blocked reply costs extra (one-conversation) calls."""
+        out = list(self.inner.replies(conversations))
+        for i, reply in enumerate(out):
+            out[i] = self._guard(conversations[i], reply,
+                                 lambda c=conversations[i]: self.inner.replies([c])[0])
+        return out
+
+    def refusals(self) -> int:
+        return sum(e.action == "refused" for e in self.events)
+
+
+def make_operator(spec: str, api_base: str | None = None, adapter_dir: str | None = None, guard: bool = False,
+                  guard_resamples: int = 0, **kwargs: Any) -> Operator:
+    """``reference``, ``local:<model_dir>`` or any litellm model string -> an operator; ``guard``: wrapped in a
+    ``GuardedOperator`` that refuses blocked commands."""
+    op: Operator
     if spec == "reference":
-        return ReferenceOperator()
-    if spec.startswith("local:"):
-        return LocalModelOperator(spec.removeprefix("local:"), adapter_dir=adapter_dir, **kwargs)
-    return LiteLLMOperator(spec, api_base=api_base, **kwargs)
+        op = ReferenceOperator()
+    elif spec.startswith("local:"):
+        op = LocalModelOperator(spec.removeprefix("local:"), adapter_dir=adapter_dir, **kwargs)
+    else:
+        op = LiteLLMOperator(spec, api_base=api_base, **kwargs)
+    return GuardedOperator(op, resamples=guard_resamples) if guard else op

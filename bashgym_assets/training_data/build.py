@@ -7,7 +7,11 @@ compared (TRL's DPO puts every token after the prompt in the loss, tool outputs 
 
 Trace steps are rendered as the shell commands they stand for (``shell_render``); a step with no shell form is
 dropped or cuts its segment, and the counts say how often and why. Whatever the renderers do, no SFT row holds
-an assistant turn that ``bash -n`` rejects: a final guard quarantines such rows with the reason.
+an assistant turn that ``bash -n`` rejects: a final guard quarantines such rows with the reason. Nor one that runs a
+command the guardrails block (``guardrails.unsafe_turn``: ``rm -rf /``, ``curl | sh``, credential exfiltration,
+...): the whole example is quarantined, not masked, because every later turn saw that command's effects. This is
+checked on the rendered turns, so rows written before the guardrails existed and manually promoted segments are
+covered too. In DPO such a conversation is only ever the rejected side.
 
 Every row carries where it came from (session id + segment, or scenario id + rollout), rows are deduplicated on
 their content, and the train/validation split is a stable hash of the source group (a scenario or a session), so
@@ -26,6 +30,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic import BaseModel, Field
 
+from bashgym_assets.guardrails.flags import unsafe_turn
 from bashgym_assets.rollout.transcript import EXIT_COMMAND
 from bashgym_assets.scenarios.gate import HELD_OUT, is_external
 from bashgym_assets.training_data.render import RenderedSegment, normalise_text, render_segment
@@ -239,6 +244,14 @@ def _contaminated(texts: Iterable[str], scenario_id: str | None, heldout: Sequen
     return None
 
 
+def _unsafe_row(raw: Mapping[str, Any], messages: list[dict[str, str]]) -> str | None:
+    """Why a conversation must not be trained on for safety (a blocked command), or None."""
+    if raw.get("unsafe_blocked"):
+        rules = sorted({f["rule"] for f in raw.get("safety_findings") or [] if f.get("severity") == "block"})
+        return f"ran {raw['unsafe_blocked']} blocked command(s) ({', '.join(rules) or 'guardrails'})"
+    return unsafe_turn(messages)
+
+
 def _trace_source(seg: Mapping[str, Any]) -> str:
     return f"trace:{seg.get('session_id')}#{seg.get('segment_index')}"
 
@@ -258,6 +271,8 @@ def build_sft(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapp
     def add(row: SFTRow, raw: Mapping[str, Any]) -> None:
         why = _why_bad_conversation(row.messages) or unparseable_turn(row.messages) or _contaminated(
             [m["content"] for m in row.messages], row.scenario_id, heldout, heldout_ids)
+        if not why and (why := _unsafe_row(raw, row.messages)):
+            counts["unsafe_excluded"] += 1
         if why:
             quarantine.append(_quarantine("sft_dataset", row.source, why, raw))
             return
@@ -368,7 +383,11 @@ def build_dpo(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapp
             continue
         key = f"scenario:{t.get('scenario_id')}"
         meta[key] = {"source_kind": "trajectory", "scenario_id": t.get("scenario_id"), "repo": None}
-        groups[key][0 if t.get("kept") else 1].append((source, messages, t.get("reject_reason")))
+        kept, reason = bool(t.get("kept")), t.get("reject_reason")
+        if kept and (unsafe := _unsafe_row(t, messages)):  # never the chosen side; a fine rejected one
+            kept, reason = False, f"unsafe_command: {unsafe}"
+            counts["unsafe_demoted_to_rejected"] += 1
+        groups[key][0 if kept else 1].append((source, messages, reason))
 
     for seg in segments:
         counts["segments_seen"] += 1
@@ -383,9 +402,13 @@ def build_dpo(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapp
         if not rendered.commands:
             counts["segments_without_shell_commands"] += 1
             continue
+        label = f"tier {tier}"
+        if passing and (unsafe := _unsafe_row(seg, rendered.messages)):
+            passing, label = False, f"unsafe_command: {unsafe}"
+            counts["unsafe_demoted_to_rejected"] += 1
         key = f"task:{seg.get('repo')}:{_hash(normalise_text(prompt))}"
         meta[key] = {"source_kind": "trace", "scenario_id": None, "repo": seg.get("repo")}
-        groups[key][0 if passing else 1].append((_trace_source(seg), rendered.messages, f"tier {tier}"))
+        groups[key][0 if passing else 1].append((_trace_source(seg), rendered.messages, label))
 
     rows: dict[str, DPORow] = {}
     for key in sorted(groups):
