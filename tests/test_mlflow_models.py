@@ -15,7 +15,6 @@ from bashgym_assets.config import Settings
 from bashgym_assets.evaluation import promotion as promo
 from bashgym_assets.training import registry
 from bashgym_assets.training.tiny import build_tiny_model
-from bashgym_assets.training.trainer import TrainConfig, train_sft
 from bashgym_assets.training_data import synthetic as syn
 
 CONV = syn.trajectory_messages("task: list the files", ["ls -la dir1"], ["total 12\nfile.txt"])
@@ -43,29 +42,44 @@ def _plain_mlflow(settings: Settings) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One SFT step on the tiny model inside a started run with live metrics and dataset inputs, then registered
-    twice (two versions of the same adapter)."""
+    """``sft_adapter`` materialized by Dagster on the demo dataset (tiny model, ONE step): its run has the live
+    metrics and the dataset inputs, its version the ``candidate`` alias; then the same adapter registered once more
+    directly (a second version, no training)."""
+    import dagster as dg
+
+    from bashgym_assets.defs import datasets as dd
+    from bashgym_assets.defs import training as tr
+    from bashgym_assets.defs.resources import BashgymHome
+    from bashgym_assets.lake import Lake
+
     root = tmp_path_factory.mktemp("mlflow-models")
     settings = Settings(home=root / "home")
     settings.ensure_dirs()
     tiny = str(build_tiny_model(root / "tiny"))
-    run_id = registry.start_training_run(kind="sft", run_name="one-step", tags={"base_model": tiny},
-                                         settings=settings)
-    rows = [{"example_id": f"e{i}", "split": "train" if i < 3 else "validation", "messages": CONV}
-            for i in range(4)]
-    names = registry.log_dataset_inputs(run_id, name="sft_dataset", version="0123456789abcdef",
-                                        splits={"train": rows[:3], "validation": rows[3:]},
-                                        source=str(root / "lake" / "sft_dataset.parquet"), settings=settings)
-    res = train_sft(TrainConfig(base_model=tiny, output_dir=str(root / "adapter-run"), max_steps=1,
-                                learning_rate=1e-3), [CONV] * 2, on_log=registry.LiveMetrics(run_id, settings))
-    reg1 = registry.log_training_run(kind="sft", run_name="one-step", params={"lr": 1e-3}, history=res.history,
-                                     summary={"loss": res.final_loss}, adapter_dir=res.adapter_dir,
-                                     tags={"base_model": tiny, "dataset_version": "0123456789abcdef"},
-                                     settings=settings, run_id=run_id)
-    reg2 = registry.log_training_run(kind="sft", run_name="again", params={}, history=res.history, summary={},
-                                     adapter_dir=res.adapter_dir, tags={}, settings=settings)
-    return {"settings": settings, "tiny": tiny, "run_id": run_id, "names": names, "res": res, "reg1": reg1,
-            "reg2": reg2, "root": root}
+    demo = syn.demo_inputs()
+    lake = Lake(settings)
+    lake.write("verified_trajectories", demo["trajectories"])
+    lake.write("gated_scenarios", demo["scenarios"])
+    resources = {"bashgym": BashgymHome(home=str(settings.home))}
+    with pytest.MonkeyPatch.context() as mp, dg.instance_for_test() as instance:
+        mp.setenv("BASHGYM_BASE_MODEL", tiny)
+        mp.delenv("BASHGYM_MLFLOW_UI_URL", raising=False)
+        assert dg.materialize([dd.sft_dataset], instance=instance, resources=resources).success
+        cfg = {"max_steps": 1, "max_length": 256}
+        result = dg.materialize([tr.base_model, tr.sft_adapter], instance=instance, resources=resources,
+                                run_config={"ops": {"sft_adapter": {"config": cfg}}})
+        assert result.success
+        mat = result.asset_materializations_for_node("sft_adapter")[0]
+    meta = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
+    reg1 = registry.RegisteredAdapter(
+        run_id=meta["mlflow_run_id"], experiment_id=meta["mlflow_run"].split("/experiments/")[1].split("/")[0],
+        run_name=meta["run_name"], artifact_uri="", model_name=registry.REGISTERED_MODEL,
+        model_version=meta["model_version"], model_uri=meta["model_uri"], tracking_uri=meta["mlflow_tracking_uri"],
+        logged_model_id=meta["mlflow_model"].removeprefix("models:/"), logged_model_uri=meta["mlflow_model"])
+    reg2 = registry.log_training_run(kind="sft", run_name="again", params={}, history=[{"step": 1, "loss": 1.0}],
+                                     summary={}, adapter_dir=meta["adapter_dir"], tags={}, settings=settings)
+    return {"settings": settings, "tiny": tiny, "run_id": reg1.run_id, "meta": meta, "reg1": reg1, "reg2": reg2,
+            "root": root, "lake": lake}
 
 
 def test_registered_adapter_loads_back_with_mlflow_pyfunc(trained):
@@ -106,7 +120,7 @@ def test_artifact_store_holds_the_adapter_not_the_base_weights(trained):
     # the model version keeps the lineage: its run, its logged model, the tags
     mv = c.get_model_version(registry.REGISTERED_MODEL, reg.model_version)
     assert mv.run_id == reg.run_id and mv.source == reg.logged_model_uri
-    assert mv.tags["dataset_version"] == "0123456789abcdef" and mv.tags["kind"] == "sft"
+    assert mv.tags["dataset_version"] == trained["meta"]["dataset_version"] and mv.tags["kind"] == "sft"
     assert mv.tags["base_model"] == trained["tiny"]
     run = c.get_run(reg.run_id)
     assert run.info.status == "FINISHED"
@@ -116,14 +130,19 @@ def test_artifact_store_holds_the_adapter_not_the_base_weights(trained):
 def test_dataset_is_the_runs_input_and_metrics_arrived_per_step(trained):
     c = registry.client(trained["settings"])
     run = c.get_run(trained["run_id"])
+    version = trained["meta"]["dataset_version"]
     inputs = {(d.dataset.name, d.dataset.digest, {t.key: t.value for t in d.tags}["mlflow.data.context"])
               for d in run.inputs.dataset_inputs}
-    assert inputs == {("sft_dataset/train", "0123456789abcdef", "training"),
-                      ("sft_dataset/validation", "0123456789abcdef", "validation")}
-    assert trained["names"] == ["sft_dataset/train", "sft_dataset/validation"]
-    train = next(d.dataset for d in run.inputs.dataset_inputs if d.dataset.name.endswith("/train"))
-    assert train.source.endswith('sft_dataset.parquet"}') and '"num_rows": 3' in train.profile
+    rows = trained["lake"].read("sft_dataset").to_pylist()
+    splits = {r["split"] for r in rows}
+    assert inputs == {(f"sft_dataset/{split}", version, "training" if split == "train" else split)
+                      for split in splits if split in ("train", "validation")}
+    train = next(d.dataset for d in run.inputs.dataset_inputs if d.dataset.name == "sft_dataset/train")
+    assert str(trained["lake"].table_path("sft_dataset")) in train.source
+    n_train = sum(r["split"] == "train" for r in rows)
+    assert f'"num_rows": {n_train}' in train.profile
     assert [m.step for m in c.get_metric_history(trained["run_id"], "loss")] == [1]  # logged live, once
+    assert run.data.tags["dataset_version"] == version and run.data.tags["dagster_run_id"]
 
 
 def test_candidate_and_champion_aliases_resolve(trained):
@@ -149,6 +168,7 @@ def test_run_link_follows_the_configured_tracking_uri(monkeypatch, trained):
     monkeypatch.delenv("BASHGYM_MLFLOW_UI_URL", raising=False)
     reg = trained["reg1"]
     assert reg.run_link() == f"http://127.0.0.1:5000/#/experiments/{reg.experiment_id}/runs/{reg.run_id}"
+    assert trained["meta"]["mlflow_run"] == reg.run_link()  # what the Dagster UI links
     assert registry.run_url("https://mlflow.example.org/", "3", "abc") == \
         "https://mlflow.example.org/#/experiments/3/runs/abc"
     assert registry.run_url("file:///data/mlruns", "3", "abc").startswith("http://127.0.0.1:5000/#/")
