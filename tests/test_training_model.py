@@ -86,8 +86,9 @@ def test_sft_adapter_on_smollm2_through_dagster_registered_and_generating(smollm
     losses = [m.value for m in sorted(c.get_metric_history(run.info.run_id, "loss"), key=lambda m: m.step)]
     assert len(losses) == 24 and losses[-1] < 0.5 * losses[0], losses
     assert len(c.get_metric_history(run.info.run_id, "grad_norm")) == 24
-    artifacts = {a.path for a in c.list_artifacts(run.info.run_id, "adapter")}
-    assert artifacts == {"adapter/adapter_config.json", "adapter/adapter_model.safetensors"}
+    model_id = meta["mlflow_model"].value.removeprefix("models:/")  # the adapter is the run's pyfunc model
+    artifacts = {a.path for a in c.list_logged_model_artifacts(model_id, "artifacts/adapter")}
+    assert artifacts == {"artifacts/adapter/adapter_config.json", "artifacts/adapter/adapter_model.safetensors"}
 
     back = registry.download_adapter(meta["model_uri"].value, settings.home / "download", settings)
     model, tok = load_adapter(smollm2, str(back))
