@@ -13,6 +13,7 @@ import dagster as dg
 
 from bashgym_assets import images
 from bashgym_assets.defs.automation import DOWNSTREAM
+from bashgym_assets.defs.metadata import code_version
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.defs.training import base_model, dpo_adapter, sft_adapter
 from bashgym_assets.evaluation import (
@@ -105,6 +106,8 @@ def _table(rows: list[dict[str, Any]]) -> dg.MetadataValue:
     group_name="evaluation",
     pool="gpu",
     kinds={"pytorch", "mlflow"},
+    code_version=code_version("bashgym_assets.evaluation.runner", "bashgym_assets.evaluation.metrics",
+                              "bashgym_assets.evaluation.promotion"),
     deps=[GATED_SCENARIOS, base_model, sft_adapter, dpo_adapter],
     automation_condition=DOWNSTREAM,
     check_specs=[dg.AssetCheckSpec(PROMOTION_CHECK, asset="benchmark_results",

@@ -12,6 +12,7 @@ from bashgym_assets.defs.resources import BashgymHome
 @dg.asset(
     group_name="sandbox",
     kinds={"docker"},
+    code_version=images.recipe_hash(),   # the recipe: a changed recipe shows the image as stale
     description="The offline-built sandbox base image (debootstrap -> docker import), tagged by recipe hash.",
 )
 def sandbox_image(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg.MaterializeResult:

@@ -10,7 +10,7 @@ from collections import Counter
 import dagster as dg
 from pydantic import Field
 
-from bashgym_assets.defs.metadata import lake_file_metadata, table
+from bashgym_assets.defs.metadata import code_version, lake_file_metadata, table
 from bashgym_assets.defs.partitions import repo_partitions
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.privacy.pipeline import QUARANTINE, redact_rows, scan_sessions
@@ -35,6 +35,9 @@ class RedactionConfig(dg.Config):
     deps=["raw_sessions"],
     group_name="privacy",
     kinds={"parquet", "presidio"},
+    code_version=code_version("bashgym_assets.privacy.redactor", "bashgym_assets.privacy.detectors",
+                              "bashgym_assets.privacy.decoys", "bashgym_assets.privacy.urls",
+                              "bashgym_assets.privacy.pipeline"),
     description="raw_sessions with secrets and personal data replaced by typed placeholders that are consistent "
                 "within a session (<EMAIL_1> is the same address everywhere). presidio recognizers offline + "
                 "secret detectors (cloud/SaaS keys, JWTs, private keys, credentials, entropy, user names).",

@@ -13,7 +13,7 @@ import dagster as dg
 import pyarrow as pa
 
 from bashgym_assets import images
-from bashgym_assets.defs.metadata import counts_table, lake_file_metadata, table
+from bashgym_assets.defs.metadata import code_version, counts_table, lake_file_metadata, table
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.scenarios.authoring import author_bundles
 from bashgym_assets.scenarios.bundle import BundleError, parse_bundle
@@ -157,6 +157,7 @@ def scenario_candidates(context: dg.AssetExecutionContext, config: CandidatesCon
     group_name="scenarios",
     kinds={"docker", "parquet"},
     deps=["scenario_candidates", "sandbox_image"],
+    code_version=code_version("bashgym_assets.scenarios.gate", "bashgym_assets.scenarios.bundle"),
     description="Candidates admitted by the reference gate (setup ok, check fails untouched, reference passes) in "
                 "fresh sandboxes, split train/held-out by a stable hash of the id; rejections in gate_rejections.",
 )

@@ -13,6 +13,7 @@ import dagster as dg
 
 from bashgym_assets import images
 from bashgym_assets.defs.automation import DOWNSTREAM
+from bashgym_assets.defs.metadata import code_version
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.defs.training import base_model, sft_adapter
 from bashgym_assets.evaluation import ModelSpec, report
@@ -102,6 +103,7 @@ def _table(rows: list[dict[str, Any]]) -> dg.MetadataValue:
     group_name="training",
     pool="gpu",
     kinds={"pytorch", "docker", "parquet"},
+    code_version=code_version("bashgym_assets.evaluation.student", "bashgym_assets.rollout.episode"),
     deps=[GATED_SCENARIOS, base_model, sft_adapter],
     automation_condition=DOWNSTREAM,
     description="The student (MLflow champion, else the newest SFT adapter, else the base model) makes k sampled "

@@ -9,6 +9,7 @@ from collections import Counter
 
 import dagster as dg
 
+from bashgym_assets.defs.metadata import code_version, counts_table, lake_file_metadata
 from bashgym_assets.defs.partitions import repo_partitions
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.lake import atomic_write_bytes
@@ -25,6 +26,9 @@ QUARANTINE = "tiered_traces_quarantine"
     deps=["redacted_sessions"],
     group_name="quality",
     kinds={"parquet", "duckdb"},
+    code_version=code_version("bashgym_assets.quality.segment", "bashgym_assets.quality.metrics",
+                              "bashgym_assets.quality.tiers", "bashgym_assets.quality.safety",
+                              "bashgym_assets.guardrails.commands", "bashgym_assets.guardrails.injection"),
     description="Redacted sessions cut into task segments (new prompt, 5-minute gap, git commit, cwd change), "
                 "each scored on the six metrics (success 30%, verification 25%, complexity 15%, length 10%, tool "
                 "diversity 10%, efficiency 10%) and tiered gold/silver/bronze/failed; guardrails flag unsafe commands "
@@ -57,6 +61,8 @@ def tiered_traces(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg
         "guardrail_rules": dg.MetadataValue.json({k[5:]: v for k, v in safety.items() if k.startswith("rule:")}),
         "report": dg.MetadataValue.md(tier_report_markdown(traces, png)),
         "tier_histogram": dg.MetadataValue.path(str(plot_path)),
+        "tier_counts": counts_table(counts, "tier", "segments"),
+        **lake_file_metadata(lake, TIERED_ASSET, repo),
     })
 
 

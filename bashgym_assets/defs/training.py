@@ -17,6 +17,7 @@ from typing import Any
 
 import dagster as dg
 
+from bashgym_assets.defs.metadata import code_version
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.training import base_model as bm
 from bashgym_assets.training import registry
@@ -219,6 +220,8 @@ def base_model(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg.Ma
     group_name="training",
     pool="gpu",
     kinds={"pytorch", "mlflow"},
+    code_version=code_version("bashgym_assets.training.trainer", "bashgym_assets.training.masking",
+                              "bashgym_assets.training.registry"),
     deps=[SFT_DATASET, base_model],
     description="LoRA SFT adapter (assistant-only loss, packed) on sft_dataset's train split; registered in "
                 "MLflow with its dataset lineage.",
@@ -248,6 +251,8 @@ def sft_adapter(context: dg.AssetExecutionContext, config: TrainRunConfig, bashg
     group_name="training",
     pool="gpu",
     kinds={"pytorch", "mlflow"},
+    code_version=code_version("bashgym_assets.training.trainer", "bashgym_assets.training.masking",
+                              "bashgym_assets.training.registry"),
     deps=[DPO_DATASET, sft_adapter],
     description="DPO adapter trained on top of the latest SFT adapter (the SFT model is the reference). "
                 "Not materialized (the run still succeeds) while dpo_dataset has no train pairs.",

@@ -8,6 +8,7 @@ Thin on purpose: operators, episodes and rollouts live in ``bashgym_assets.rollo
 import dagster as dg
 
 from bashgym_assets import images
+from bashgym_assets.defs.metadata import code_version
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.plots import md_table
 from bashgym_assets.rollout.episode import TRAJECTORY_SCHEMA, EpisodeLimits
@@ -43,6 +44,8 @@ class RolloutConfig(dg.Config):
 @dg.asset(
     group_name="scenarios",
     kinds={"docker", "parquet"},
+    code_version=code_version("bashgym_assets.rollout.episode", "bashgym_assets.rollout.rollouts",
+                              "bashgym_assets.rollout.transcript"),
     deps=["gated_scenarios"],
     description="One row per rollout attempt on a train scenario: kept iff terminated, verified by the check on "
                 "the final container state, and commands only. Messages are the unscaffolded conversation.",
