@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One idempotent set-up for a fresh Debian 12 machine (root, package registries only). Re-running it is fast:
 # every step checks first and does nothing twice.
-#   1. Debian packages: docker.io (the engine) and debootstrap (offline image builds)
+#   1. Debian packages: docker.io (the engine), debootstrap (offline image builds), chromium (the headless
+#      browser tests/test_ui_browser.py drives both UIs with)
 #   2. the Docker engine: started in the background when installed but not running
 #   3. the virtual environment .venv with the pinned packages (re-installed only when pyproject.toml changes)
 #   4. the sandbox image (rebuilt only when sandbox_images/base changes)
@@ -18,6 +19,7 @@ die() { printf '\033[31m[setup] error:\033[0m %s\n' "$*" >&2; exit 1; }
 need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   [ "$(id -u)" = 0 ] || die "missing Debian packages: ${need[*]}. Install them as root: apt-get install -y ${need[*]}"
