@@ -273,12 +273,14 @@ class Browser:
             " return [b.innerText, ...links, ...imgs, ...switches].join('\\n')"
             "   .replace(/[\\u00a0\\u202f]/g, ' '); })()") or ""
 
-    def wait_for(self, expect: Sequence[str], timeout: float = 60.0, settle: float = 1.0) -> tuple[str, list[str]]:
-        """Poll until every expected string is in the page; returns the last text and what is still missing."""
+    def wait_for(self, expect: Sequence[str], timeout: float = 60.0, settle: float = 1.0,
+                 gone: Sequence[str] = ()) -> tuple[str, list[str]]:
+        """Poll until every expected string is in the page and every ``gone`` string (a loading indicator) is
+        not; returns the last text and what is still missing (a ``gone`` one still shown as ``(still: ...)``)."""
         deadline = time.monotonic() + timeout
         while True:
             text = self.text()
-            missing = [e for e in expect if e not in text]
+            missing = [e for e in expect if e not in text] + [f"(still: {g})" for g in gone if g in text]
             if not missing or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
@@ -331,6 +333,7 @@ class Page:
     expect: list[str]
     absent: list[str] = field(default_factory=list)
     click: list[str] = field(default_factory=list)    # tabs/buttons to click (in order) before checking
+    gone: list[str] = field(default_factory=list)     # loading indicators to wait out
     timeout: float = 60.0
 
 
@@ -367,7 +370,7 @@ def check_pages(browser: Browser, pages: Sequence[Page], out_dir: Path) -> list[
                 missing = [f"(clickable '{label}')"]
                 break
         if not missing:
-            text, missing = browser.wait_for(page.expect, timeout=page.timeout)
+            text, missing = browser.wait_for(page.expect, timeout=page.timeout, gone=page.gone)
         else:
             text = browser.text()
         shown = [a for a in page.absent if a in text]
@@ -418,7 +421,7 @@ def default_pages(settings: Settings, dagster_url: str, mlflow_url: str, model: 
     d, m = dagster_url, mlflow_url
     return [
         Page("dagster-asset-graph", f"{d}/asset-groups",
-             ["Global asset lineage", *ASSET_GROUPS], absent=nux),
+             ["Global asset lineage", *ASSET_GROUPS], absent=nux, gone=["fetching statuses"]),
         Page("dagster-code-locations", f"{d}/deployment/locations",
              ["2 code locations", *CODE_LOCATIONS, "bashgym_assets.definitions", "bashgym_assets.gpu_definitions",
               "Loaded"], absent=nux + ["Failed", "Error"]),
@@ -430,7 +433,8 @@ def default_pages(settings: Settings, dagster_url: str, mlflow_url: str, model: 
              [*CODE_LOCATIONS, *(f"running: {n}" for n in SENSORS + SCHEDULES), "Scheduled At 02:00 AM UTC"],
              absent=nux + [f"stopped: {n}" for n in SENSORS + SCHEDULES]),
         Page(f"dagster-{ADAPTER_ASSET}", f"{d}/assets/{ADAPTER_ASSET}",
-             [ADAPTER_ASSET, "Latest materialization", "mlflow_run", f"href={MLFLOW_LINK_BASE}{run_path}",
+             [ADAPTER_ASSET, "bashgym_gpu", "Latest materialization", "mlflow_run",
+              f"href={MLFLOW_LINK_BASE}{run_path}",
               "model_uri", f"models:/{model}/{newest.version}", "final_loss", "loss_curve",
               # the loss plot: the markdown entry opened, an inline PNG
               "img=data:image/png;base64", "alt=loss curve"],

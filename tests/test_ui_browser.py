@@ -89,6 +89,26 @@ def test_the_page_lists_match_the_definitions() -> None:
     assert schedules == set(ui_check.SCHEDULES)
 
 
+def test_a_page_that_does_not_show_the_text_fails_by_name(tmp_path: Path) -> None:
+    """The checker itself: waits for text that appears late, names what is missing or wrongly shown."""
+    import urllib.parse
+
+    html = ("<body><p>loading</p><button onclick=\"document.body.innerHTML += '<p>tab opened</p>'\">Open</button>"
+            "<script>setTimeout(() => { document.querySelector('p').textContent = 'ready: 4 Partitions' }, 1500)"
+            "</script><p>Join the Dagster community</p></body>")
+    url = "data:text/html," + urllib.parse.quote(html)
+    pages = [ui_check.Page("late-text", url, ["ready: 4 Partitions", "tab opened"], click=["Open"],
+                           gone=["loading"], timeout=10),
+             ui_check.Page("broken", url, ["asset graph"], absent=[ui_check.DAGSTER_NUX_HEADING], timeout=3)]
+    with ui_check.Browser(width=800, height=600) as browser:
+        ok, broken = ui_check.check_pages(browser, pages, tmp_path / "shots")
+    assert ok.ok, ok.describe()
+    assert not broken.ok and broken.missing == ["asset graph"]
+    assert broken.present_but_absent == [ui_check.DAGSTER_NUX_HEADING]
+    assert "page 'broken'" in broken.describe() and "missing ['asset graph']" in broken.describe()
+    assert (tmp_path / "shots" / "broken.png").stat().st_size > 1000
+
+
 def test_both_uis_in_a_headless_browser(bashgym_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     t0 = time.monotonic()
     ui_check.find_chromium()  # fails with the set-up hint when the browser is missing
