@@ -28,8 +28,9 @@ error fall back to the plain ``generate`` path in ``LocalModelOperator``. ``BASH
 from __future__ import annotations
 
 import os
+import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_CACHE_MB = 2048
@@ -95,7 +96,8 @@ class KVStats:
     prefilled_tokens: int = 0
     decode_steps: int = 0
     evictions: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
 
 
 class KVCacheStore:
@@ -201,6 +203,7 @@ class KVGenerator:
         self.stats.prompts += len(prompts)
         ids = [torch.tensor(p, dtype=torch.long) for p in prompts]
         self.stats.prompt_tokens += sum(len(p) for p in prompts)
+        t0 = time.perf_counter()
         with torch.no_grad():
             caches, firsts = [], []
             for prompt in ids:
@@ -208,6 +211,8 @@ class KVGenerator:
                 caches.append(kv)
                 firsts.append(int(torch.argmax(logits.float())))
             gen: list[list[int]] = [[t] for t in firsts]
+            t1 = time.perf_counter()
+            self.stats.prefill_s += t1 - t0
             done = [t in self.stop_ids or self.max_new_tokens <= 1 for t in firsts]
             lengths = [len(p) for p in ids]  # tokens each conversation has read (its cache length)
             width = max(lengths)
@@ -256,6 +261,7 @@ class KVGenerator:
                     done[i] = nxt[r] in self.stop_ids or len(gen[i]) >= self.max_new_tokens
             for r, i in enumerate(rows):
                 self._store(ids[i], gen[i], cache, r, pad_left[i])
+        self.stats.decode_s += time.perf_counter() - t1
         self.stats.evictions = self.store.evictions
         return gen
 
