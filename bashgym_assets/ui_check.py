@@ -334,6 +334,7 @@ class Page:
     absent: list[str] = field(default_factory=list)
     click: list[str] = field(default_factory=list)    # tabs/buttons to click (in order) before checking
     gone: list[str] = field(default_factory=list)     # loading indicators to wait out
+    settle: float = 1.0                               # seconds to let late requests draw before the screenshot
     timeout: float = 60.0
 
 
@@ -370,7 +371,7 @@ def check_pages(browser: Browser, pages: Sequence[Page], out_dir: Path) -> list[
                 missing = [f"(clickable '{label}')"]
                 break
         if not missing:
-            text, missing = browser.wait_for(page.expect, timeout=page.timeout, gone=page.gone)
+            text, missing = browser.wait_for(page.expect, timeout=page.timeout, gone=page.gone, settle=page.settle)
         else:
             text = browser.text()
         shown = [a for a in page.absent if a in text]
@@ -421,7 +422,7 @@ def default_pages(settings: Settings, dagster_url: str, mlflow_url: str, model: 
     d, m = dagster_url, mlflow_url
     return [
         Page("dagster-asset-graph", f"{d}/asset-groups",
-             ["Global asset lineage", *ASSET_GROUPS], absent=nux, gone=["fetching statuses"]),
+             ["Global asset lineage", *ASSET_GROUPS], absent=nux, settle=5.0),
         Page("dagster-code-locations", f"{d}/deployment/locations",
              ["2 code locations", *CODE_LOCATIONS, "bashgym_assets.definitions", "bashgym_assets.gpu_definitions",
               "Loaded"], absent=nux + ["Failed", "Error"]),
