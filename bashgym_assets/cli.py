@@ -61,11 +61,48 @@ def cmd_demo(args: argparse.Namespace) -> int:
     demo.run_plan(steps, repos, demo.demo_env(), profile=profile)
     print(f"\ndone in {time.monotonic() - started:.0f} s. Results:")
     _print_table(lake_summary(), ["asset", "partitions", "rows"])
+    for line in pipeline_summary():
+        print(line)
     for line in adapter_summary():
         print(line)
     print(evaluation_summary())
+    print(champion_summary())
     print_where(settings)
     return 0
+
+
+def pipeline_summary() -> list[str]:
+    """What the data became: trace tiers (every repository) and kept trajectories, one line each."""
+    from collections import Counter
+
+    from bashgym_assets.lake import get_lake
+
+    lake = get_lake()
+    lines = []
+    if "tiered_traces" in lake.assets():
+        tiers = Counter(lake.read_all("tiered_traces", columns=["tier"]).column("tier").to_pylist())
+        lines.append("trace segments by tier: " + ", ".join(f"{t} {tiers.get(t, 0)}"
+                                                          for t in ("gold", "silver", "bronze", "failed")))
+    if "verified_trajectories" in lake.assets():
+        kept = lake.read("verified_trajectories", columns=["kept"]).column("kept").to_pylist()
+        lines.append(f"trajectories: {sum(bool(k) for k in kept)} kept of {len(kept)} attempts")
+    return lines
+
+
+def champion_summary() -> str:
+    """Which registered version serves as the operator now (the ``champion`` alias), or why there is none."""
+    from bashgym_assets.evaluation.promotion import CHAMPION, alias_version
+    from bashgym_assets.training.registry import REGISTERED_MODEL
+
+    try:
+        version = alias_version(REGISTERED_MODEL, CHAMPION)
+    except Exception as exc:  # noqa: BLE001 - a summary line must never fail the demo
+        return f"champion: unknown ({exc.__class__.__name__})"
+    if version is None:
+        return ("champion: none yet: the promotion rule kept the base (see the promotion_decision check); "
+                "`bashgym promote --model N` sets it by hand")
+    return (f"champion: models:/{REGISTERED_MODEL}@{CHAMPION} = version {version.version} "
+            f"(run {version.run_id}); load it with mlflow.pyfunc.load_model(\"models:/{REGISTERED_MODEL}@{CHAMPION}\")")
 
 
 def evaluation_summary() -> str:
@@ -116,6 +153,7 @@ artifacts        {settings.artifacts_dir}
 Dagster instance {settings.dagster_home}     -> make ui      (http://127.0.0.1:3000)
 MLflow           {settings.mlflow_tracking_uri}  -> make mlflow  (http://127.0.0.1:5000)
 SQL over the lake: .venv/bin/bashgym sql "select tier, count(*) from tiered_traces group by 1"
+notebooks        make notebooks  (notebooks/traces.ipynb, notebooks/training.ipynb, run on this lake)
 """)
 
 

@@ -57,3 +57,15 @@ def claude_fixtures() -> Path:
     if not folder.is_dir():
         pytest.skip("../shared/fixtures/claude-code is not beside this checkout")
     return folder
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_defs_state_storage():
+    """Dagster sets a context variable to the instance's state storage when an instance is entered; a nested
+    enter of the same instance (inside Dagster's evaluators) loses the token, so after ``instance_for_test`` the
+    variable can keep pointing at a deleted temporary instance and every later Definitions load fails with
+    "unable to open database file". Reset it after each test."""
+    yield
+    from dagster._core.storage.defs_state.base import _current_storage
+
+    _current_storage.set(None)

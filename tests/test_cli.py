@@ -27,3 +27,16 @@ def test_unknown_trace_is_a_clean_error(settings, capsys: pytest.CaptureFixture[
     Lake(settings).write("tiered_traces", [{"segment_id": "s1", "tier": "gold"}], partition="webshop")
     assert cli.main(["demote", "no-such-segment", "--reason", "bad"]) == 1
     assert "no-such-segment" in capsys.readouterr().err
+
+
+def test_closing_summary_lines_say_what_the_data_became(settings):
+    from bashgym_assets.cli import champion_summary, pipeline_summary
+    from bashgym_assets.lake import Lake
+
+    lake = Lake(settings)
+    lake.write("tiered_traces", [{"tier": "gold"}, {"tier": "failed"}, {"tier": "gold"}], "repo-a")
+    lake.write("tiered_traces", [{"tier": "silver"}], "repo-b")
+    lake.write("verified_trajectories", [{"kept": True}, {"kept": False}, {"kept": True}])
+    assert pipeline_summary() == ["trace segments by tier: gold 2, silver 1, bronze 0, failed 1",
+                                  "trajectories: 2 kept of 3 attempts"]
+    assert champion_summary().startswith("champion: none yet")

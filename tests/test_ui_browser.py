@@ -120,18 +120,25 @@ def test_both_uis_in_a_headless_browser(bashgym_home: Path, tmp_path: Path, monk
     assert (home / "dagster.yaml").resolve() == (Path(ui_check.PROJECT_ROOT) / "dagster.yaml").resolve()
     monkeypatch.setenv("BASHGYM_BASE_MODEL", str(build_tiny_model(tmp_path / "tiny")))
 
-    # start both servers first: they load while the pipeline fills the data folder (they read it live)
-    with ui_check.dagster_webserver(settings, wait=False) as dagster, \
-            ui_check.mlflow_server(settings, wait=False) as mlflow:
+    # Dagster's webserver loads while the pipeline fills the data folder (it reads the instance live). MLflow's
+    # server starts after: on first open both it and the training run would create the tables of the same fresh
+    # SQLite store, and the loser of that race fails ("table ... already exists").
+    with ui_check.dagster_webserver(settings, wait=False) as dagster:
         repos = _fill(settings, tmp_path)
         filled = time.monotonic() - t0
-        dagster.ready()
-        mlflow.ready()
-        # a fresh instance does not ask for the first-visit community dialog (dagster.yaml: nux enabled false)
-        assert ui_check._graphql(dagster.url, "{ shouldShowNux }")["data"]["shouldShowNux"] is False
-        pages = ui_check.default_pages(settings, dagster.url, mlflow.url, partitions=repos)
-        with ui_check.Browser() as browser:
-            results = ui_check.check_pages(browser, pages, settings.home / "screenshots")
+        with ui_check.mlflow_server(settings, wait=False) as mlflow:
+            dagster.ready()
+            mlflow.ready()
+            _check_pages_and_screens(settings, dagster, mlflow, repos, filled, t0)
+
+
+def _check_pages_and_screens(settings: Settings, dagster, mlflow, repos: list[str], filled: float,
+                             t0: float) -> None:
+    # a fresh instance does not ask for the first-visit community dialog (dagster.yaml: nux enabled false)
+    assert ui_check._graphql(dagster.url, "{ shouldShowNux }")["data"]["shouldShowNux"] is False
+    pages = ui_check.default_pages(settings, dagster.url, mlflow.url, partitions=repos)
+    with ui_check.Browser() as browser:
+        results = ui_check.check_pages(browser, pages, settings.home / "screenshots")
     failures = [r.describe() for r in results if not r.ok]
     print(f"filled in {filled:.0f}s, whole test {time.monotonic() - t0:.0f}s; "
           + ", ".join(f"{r.page.name} {r.seconds:.1f}s" for r in results))
