@@ -159,7 +159,12 @@ def step_config(step: PlanStep, profile: str) -> dict | None:
 
 def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
              echo: Callable[[str], None] = print, profile: str = "demo") -> list[tuple[PlanStep, str | None, float]]:
-    """Run each step with the dagster CLI; a partitioned step once per partition. Raises on the first failure."""
+    """Run each step as its own process (one run, or one run per partition). Raises on the first failure.
+
+    An unpartitioned step is a ``dagster asset materialize`` on its location's executor. A partitioned step runs
+    every repository partition in ONE process, one run per partition (each in the UI as usual): the imports, the
+    redaction engine and the executor's step processes are paid once, not per repository.
+    """
     import json
 
     dagster_bin = str(Path(sys.executable).with_name("dagster"))
@@ -168,38 +173,25 @@ def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
         if step.partitioned and not partitions:
             echo(f"skip {step.describe()}: no repository partitions found")
             continue
+        config = step_config(step, profile)
         if step.partitioned:
-            # Every repository partition in ONE process, one run per partition (each in the UI as usual): the
-            # imports, the redaction engine and the executor's step processes are paid once, not per repository.
-            config = step_config(step, profile)
             cmd = [sys.executable, "-c", "from bashgym_assets.demo import partitions_main; partitions_main()",
                    step.module, ",".join(step.assets), ",".join(partitions), json.dumps(config or {})]
+            key: str | None = ",".join(partitions)
             label = f"{step.describe()} [{len(partitions)} partitions: {', '.join(partitions)}]"
-            echo(f"--> {label}")
-            started = time.monotonic()
-            returncode, tail = _run_streaming(cmd, env, echo)
-            elapsed = time.monotonic() - started
-            if returncode != 0:
-                raise RuntimeError(f"materializing {label} failed (exit {returncode}):\n" + "\n".join(tail))
-            echo(f"    ok in {elapsed:.1f} s")
-            timings.append((step, ",".join(partitions), elapsed))
-            continue
-        for key in [None]:
+        else:
             cmd = [dagster_bin, "asset", "materialize", "-m", step.module, "--select", ",".join(step.assets)]
-            if key is not None:
-                cmd += ["--partition", key]
-            config = step_config(step, profile)
             if config:
                 cmd += ["--config-json", json.dumps(config)]
-            label = step.describe() + (f" [{key}]" if key else "")
-            echo(f"--> {label}")
-            started = time.monotonic()
-            returncode, tail = _run_streaming(cmd, env, echo)
-            elapsed = time.monotonic() - started
-            if returncode != 0:
-                raise RuntimeError(f"materializing {label} failed (exit {returncode}):\n" + "\n".join(tail))
-            echo(f"    ok in {elapsed:.1f} s")
-            timings.append((step, key, elapsed))
+            key, label = None, step.describe()
+        echo(f"--> {label}")
+        started = time.monotonic()
+        returncode, tail = _run_streaming(cmd, env, echo)
+        elapsed = time.monotonic() - started
+        if returncode != 0:
+            raise RuntimeError(f"materializing {label} failed (exit {returncode}):\n" + "\n".join(tail))
+        echo(f"    ok in {elapsed:.1f} s")
+        timings.append((step, key, elapsed))
     return timings
 
 

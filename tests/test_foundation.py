@@ -188,3 +188,34 @@ def test_every_profile_config_is_valid_run_config_for_its_run() -> None:
     with pytest.raises(dg.DagsterInvalidConfigError):
         dg.validate_run_config(job_for(evaluation),
                                {"ops": {"benchmark_results": {"config": {"no_such_field": 1}}}})
+
+
+def test_a_partitioned_step_runs_every_partition_in_one_process(tmp_path: Path) -> None:
+    """One process, one run per partition (n/N shown), each run recorded on the instance; a failing partition
+    fails the step after the others ran."""
+    (tmp_path / "tiny_parts.py").write_text(
+        "import dagster as dg\n"
+        "import os\n"
+        "parts = dg.StaticPartitionsDefinition(['a', 'b', 'c'])\n"
+        "@dg.asset(partitions_def=parts)\n"
+        "def per_repo(context):\n"
+        "    if context.partition_key == os.environ.get('FAIL_PARTITION'):\n"
+        "        raise RuntimeError('boom')\n"
+        "    return os.getpid()\n"
+        "defs = dg.Definitions(assets=[per_repo])\n")
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), DAGSTER_HOME=str(tmp_path))
+    lines: list[str] = []
+    step = demo.PlanStep(module="tiny_parts", assets=["per_repo"], partitioned=True)
+    timings = demo.run_plan([step], ["a", "b", "c"], env, lines.append)
+    assert [line.strip() for line in lines if line.strip().startswith("[")] == [
+        "[1/3] per_repo for partition a", "[2/3] per_repo for partition b", "[3/3] per_repo for partition c"]
+    assert len(timings) == 1 and timings[0][1] == "a,b,c"
+    from dagster._core.instance.ref import InstanceRef
+
+    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path)))
+    runs = instance.get_runs()
+    assert sorted(r.tags.get("dagster/partition") for r in runs) == ["a", "b", "c"]
+    with pytest.raises(RuntimeError, match="3 partitions"):
+        demo.run_plan([step], ["a", "b", "c"], dict(env, FAIL_PARTITION="b"), lines.append)
+    assert len(instance.get_runs()) == 6    # the failing partition did not stop the others
