@@ -287,13 +287,8 @@ def _session(session_id: str, repo: str, cwd: str, prompts: list[str],
     )
 
 
-def planted_session(seed: int = 7, user: str = "jdoe42") -> tuple[Session, list[PlantedItem]]:
-    """One session carrying every planted item (in prompts, commands, outputs and written files), plus code."""
-    rng = random.Random(seed)
-    items = planted_items(rng, user)
-    cwd = f"/home/{user}/projects/api"
-    prompts = ["Fix the failing discount test and clean up the config."]
-    steps = code_heavy_steps(rng, cwd)
+def _place(items: list, cwd: str, prompts: list[str], steps: list[tuple]) -> None:
+    """Put each item's carrier where its field says: a prompt, a command, a command's output or a written file."""
     for i, item in enumerate(items):
         if item.field == "prompt":
             prompts.append(item.carrier)
@@ -303,6 +298,16 @@ def planted_session(seed: int = 7, user: str = "jdoe42") -> tuple[Session, list[
             steps.append(("Bash", {"command": f"cat notes-{i}.txt"}, item.carrier, 0))
         else:
             steps.append(("Write", {"file_path": f"{cwd}/config/{i}.txt", "content": item.carrier}, "File created", 0))
+
+
+def planted_session(seed: int = 7, user: str = "jdoe42") -> tuple[Session, list[PlantedItem]]:
+    """One session carrying every planted item (in prompts, commands, outputs and written files), plus code."""
+    rng = random.Random(seed)
+    items = planted_items(rng, user)
+    cwd = f"/home/{user}/projects/api"
+    prompts = ["Fix the failing discount test and clean up the config."]
+    steps = code_heavy_steps(rng, cwd)
+    _place(items, cwd, prompts, steps)
     rng.shuffle(steps)
     start = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
     return _session(f"planted-{seed}", "api", cwd, prompts, steps, start, user), items
@@ -452,15 +457,7 @@ def decoy_session(seed: int = 13, user: str = "jdoe42") -> tuple[Session, list[D
     cwd = f"/home/{user}/projects/api"
     prompts = ["Wire up the config from the docs and make the smoke test pass."]
     steps = code_heavy_steps(rng, cwd)[:4]
-    for i, item in enumerate([*decoys, *planted]):
-        if item.field == "prompt":
-            prompts.append(item.carrier)
-        elif item.field == "command":
-            steps.append(("Bash", {"command": item.carrier}, "ok", 0))
-        elif item.field == "output":
-            steps.append(("Bash", {"command": f"cat notes-{i}.txt"}, item.carrier, 0))
-        else:
-            steps.append(("Write", {"file_path": f"{cwd}/config/{i}.txt", "content": item.carrier}, "File created", 0))
+    _place([*decoys, *planted], cwd, prompts, steps)
     rng.shuffle(steps)
     start = datetime(2026, 3, 4, 9, 0, tzinfo=UTC)
     return _session(f"decoy-{seed}", "api", cwd, prompts, steps, start, user), decoys, planted
