@@ -211,14 +211,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bashgym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     demo_p = sub.add_parser("demo", help="materialize every asset on the configured (default: bundled sample) data")
-    demo_p.add_argument("--profile", default="demo", choices=["demo", "full"],
-                        help="run config per asset: demo (quick) or full (the recorded before/after table)")
+    demo_p.add_argument("--profile", default="demo", choices=["demo", "quick", "full"],
+                        help="run config per asset: demo (the default), quick (a smoke run of every stage) or "
+                             "full (the recorded before/after table)")
+    demo_p.add_argument("--quick", dest="profile", action="store_const", const="quick",
+                        help="same as --profile quick: every stage on tiny budgets (16 scenarios, 2 SFT steps, "
+                             "3 evaluation scenarios)")
     demo_p.add_argument("--skip", default="", help="comma-separated assets to leave out of the plan (e.g. "
                                                    "student_rollouts,dpo_dataset,dpo_adapter)")
     demo_p.set_defaults(fn=cmd_demo)
     train_p = sub.add_parser("train", help="the whole pipeline with a training profile (default: full), ending "
                                            "in the evaluation and the promotion decision")
-    train_p.add_argument("--profile", default="full", choices=["demo", "full"])
+    train_p.add_argument("--profile", default="full", choices=["demo", "quick", "full"])
     train_p.add_argument("--skip", default="", help="comma-separated assets to leave out of the plan")
     train_p.set_defaults(fn=cmd_demo)
     sub.add_parser("where", help="print where the data lives and how to open the UIs").set_defaults(fn=cmd_where)

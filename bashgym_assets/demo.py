@@ -141,6 +141,16 @@ PROFILES: dict[str, dict[str, dict]] = {
         "dpo_adapter": {"max_steps": 4, "learning_rate": 5e-5},
         "benchmark_results": {"max_scenarios": 12, "max_turns": 6, "max_new_tokens": 96},
     },
+    # ``quick`` (`bashgym demo --quick`): a smoke run of every stage, same code paths, tiny budgets: 16 pack
+    # scenarios (both splits, every category), 2 optimizer steps of SFT over 256-token rows, 2 student scenarios,
+    # 1 DPO step, the evaluation on 3 held-out scenarios with 2 turns of 32 tokens. Proves the plumbing, not a model.
+    "quick": {
+        "scenario_candidates": {"pack_sample": 16},
+        "sft_adapter": {"max_steps": 2, "max_length": 256},
+        "student_rollouts": {"max_scenarios": 2, "max_turns": 2, "max_new_tokens": 32},
+        "dpo_adapter": {"max_steps": 1, "max_length": 256, "learning_rate": 5e-5},
+        "benchmark_results": {"max_scenarios": 3, "max_turns": 2, "max_new_tokens": 32},
+    },
     "full": {
         "scenario_candidates": {"variants_per_scenario": 4},
         "sft_adapter": {"epochs": 1.0, "learning_rate": 5e-4, "max_length": 768},
@@ -155,6 +165,16 @@ def step_config(step: PlanStep, profile: str) -> dict | None:
     ops = {key.replace("/", "__"): {"config": PROFILES[profile][key]}
            for key in step.assets if key in PROFILES[profile]}
     return {"ops": ops} if ops else None
+
+
+def run_config(step: PlanStep, profile: str) -> dict | None:
+    """The whole run config of an unpartitioned step: the profile's op config, and for the CPU location the
+    in-process executor: its default executor would start a process per asset, each paying the imports again,
+    while the demo runs its steps one after the other anyway."""
+    config = step_config(step, profile)
+    if step.module == CPU_MODULE:
+        config = {**(config or {}), "execution": {"config": {"in_process": {}}}}
+    return config
 
 
 def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
@@ -181,6 +201,7 @@ def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
             label = f"{step.describe()} [{len(partitions)} partitions: {', '.join(partitions)}]"
         else:
             cmd = [dagster_bin, "asset", "materialize", "-m", step.module, "--select", ",".join(step.assets)]
+            config = run_config(step, profile)
             if config:
                 cmd += ["--config-json", json.dumps(config)]
             key, label = None, step.describe()

@@ -79,3 +79,30 @@ def test_assets_end_to_end(bashgym_home: Path, sandbox_image: str, monkeypatch: 
     n = con.execute("SELECT count(*) FROM verified_trajectories t JOIN gated_scenarios g USING (scenario_id) "
                     "WHERE g.split = 'held_out'").fetchone()[0]
     assert n == 0
+
+
+def test_pack_sample_is_a_small_deterministic_slice_with_both_splits(bashgym_home: Path) -> None:
+    """`bashgym demo --quick` gates 16 pack scenarios: the same ones every time, both splits, every category
+    first before a second of any, imports untouched."""
+    from bashgym_assets.scenarios.candidates import load_pack, sample_pack
+
+    pack, _ = load_pack()
+    first, again = sample_pack(pack, 16, split_for), sample_pack(list(reversed(pack)), 16, split_for)
+    assert [b.id for b in first] == [b.id for b in again] and len({b.id for b in first}) == 16
+    splits = [split_for(b.id) for b in first]
+    assert splits.count(HELD_OUT) == 6 and splits.count(TRAIN) == 10
+    for split, n in ((TRAIN, 10), (HELD_OUT, 6)):  # categories in turn: no category twice before all once
+        available = {b.category for b in pack if split_for(b.id) == split}
+        assert len({b.category for b in first if split_for(b.id) == split}) == min(n, len(available))
+    assert sample_pack(pack, 2, split_for) and {split_for(b.id) for b in sample_pack(pack, 2, split_for)} == \
+        {HELD_OUT, TRAIN}
+    assert len(sample_pack(pack, 10_000, split_for)) == len(pack)
+
+    imports = bashgym_home / "scenario_imports"
+    imports.mkdir()
+    (imports / "tasks.json").write_text(json.dumps([shell_task("imp-x", 1)]), encoding="utf-8")
+    result = dg.materialize([scenario_candidates], resources={"bashgym": BashgymHome(home=str(bashgym_home))},
+                            run_config={"ops": {"scenario_candidates": {"config": {"pack_sample": 16}}}})
+    assert result.success
+    rows = Lake(root=bashgym_home / "lake").read("scenario_candidates").to_pylist()
+    assert sorted(r["scenario_id"] for r in rows) == sorted([b.id for b in first] + ["imp-x"])

@@ -23,7 +23,9 @@ from bashgym_assets.scenarios.candidates import (
     collect_candidates,
     load_pack,
     merge_candidates,
+    origin,
     quarantine_rows,
+    sample_pack,
 )
 from bashgym_assets.scenarios.external import import_suites, suite_of
 from bashgym_assets.scenarios.gate import (
@@ -34,6 +36,7 @@ from bashgym_assets.scenarios.gate import (
     gate_bundles,
     is_external,
     reason_counts,
+    split_for,
 )
 from bashgym_assets.scenarios.report import bar_chart_md
 from bashgym_assets.scenarios.variants import make_pack_variants
@@ -67,6 +70,9 @@ class CandidatesConfig(dg.Config):
     # was); a training run wants more, e.g. 4.
     variants_per_scenario: int | None = None
     include_external: bool = True        # the suites of $BASHGYM_EVAL_SUITE_DIRS (evaluation only: always held out)
+    # Smoke runs (`bashgym demo --quick`): only this many pack bundles, a deterministic slice with both splits and
+    # every category (scenarios.candidates.sample_pack); imports, teacher bundles and suites are not cut.
+    pack_sample: int | None = None
 
 
 class GateConfig(dg.Config):
@@ -103,6 +109,11 @@ def scenario_candidates(context: dg.AssetExecutionContext, config: CandidatesCon
                           f"{len(report.failures)} failed, {len(report.duplicates)} near-duplicates dropped")
         context.log.info(authoring_note)
     cands = collect_candidates(PACK_DIR if config.include_pack else None, import_dir, authored, authoring_errors)
+    if config.pack_sample is not None:
+        kept = {b.id for b in sample_pack([b for b in cands.bundles if origin(b) == "pack"], config.pack_sample,
+                                          split_for)}
+        cands.bundles = [b for b in cands.bundles if origin(b) != "pack" or b.id in kept]
+        context.log.info(f"pack_sample={config.pack_sample}: {len(kept)} pack bundles kept")
     n_variants = (config.variants_per_scenario if config.variants_per_scenario is not None
                   else int(os.environ.get("BASHGYM_SCENARIO_VARIANTS") or 0))
     variants = make_pack_variants(cands.bundles, n_variants, seed=config.seed)

@@ -9,7 +9,7 @@ Ids are unique across sources: a later bundle reusing an id is quarantined, not 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -88,3 +88,31 @@ def candidate_rows(bundles: Iterable[ScenarioBundle]) -> list[dict[str, object]]
 
 def quarantine_rows(errors: Iterable[BundleError]) -> list[dict[str, str]]:
     return [{"source": e.source, "reason": e.reason} for e in errors]
+
+
+def sample_pack(bundles: list[ScenarioBundle], n: int, split_of: Callable[[str], str],
+                held_out_share: float = 0.4) -> list[ScenarioBundle]:
+    """A small, deterministic slice of the pack for smoke runs (``bashgym demo --quick``): both splits present
+    (about ``held_out_share`` held out, at least one of each when ``n`` >= 2), categories taken in turn so every
+    skill shows up, the easiest and then alphabetically first bundles of a category first.
+
+    Why not a random sample: a smoke run must gate, train and evaluate the same scenarios every time, and a random
+    slice of 16 could hold no held-out scenario at all (then nothing would be evaluated).
+    """
+    if n >= len(bundles):
+        return list(bundles)
+    n_held = min(max(1 if n >= 2 else 0, round(n * held_out_share)), n)
+    picked: list[ScenarioBundle] = []
+    for split, quota in (("held_out", n_held), ("train", n - n_held)):
+        by_category: dict[str, list[ScenarioBundle]] = {}
+        for b in sorted(bundles, key=lambda b: (b.difficulty, b.id)):
+            if split_of(b.id) == split:
+                by_category.setdefault(b.category, []).append(b)
+        queues = [by_category[c] for c in sorted(by_category)]
+        taken = 0
+        while taken < quota and any(queues):
+            for queue in queues:
+                if queue and taken < quota:
+                    picked.append(queue.pop(0))
+                    taken += 1
+    return picked
