@@ -247,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     from bashgym_assets.evaluation.cli import add_parsers as add_eval_parsers
 
     add_eval_parsers(sub)
+    from bashgym_assets.serving.cli import add_parsers as add_serve_parsers
+
+    add_serve_parsers(sub)
     return parser
 
 
