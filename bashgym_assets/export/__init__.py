@@ -1,0 +1,17 @@
+"""Export the champion as a standalone model: merged Hugging Face folder, GGUF (the ``gguf`` package's writer),
+Ollama Modelfile, model card, optional Hub push, and a verified GGUF round trip. No Dagster here."""
+
+from bashgym_assets.export.exporter import (
+    ExportReport,
+    NoAdapterError,
+    ResolvedModel,
+    export_model,
+    push_to_hub,
+    resolve_model,
+    verify_gguf,
+)
+from bashgym_assets.export.gguf_file import GGUFExportError, GGUFFileInfo, write_gguf
+from bashgym_assets.export.ollama import modelfile
+
+__all__ = ["ExportReport", "GGUFExportError", "GGUFFileInfo", "NoAdapterError", "ResolvedModel", "export_model",
+           "modelfile", "push_to_hub", "resolve_model", "verify_gguf", "write_gguf"]
