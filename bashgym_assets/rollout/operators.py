@@ -401,11 +401,16 @@ class GuardedOperator(Operator):
 
 def make_operator(spec: str, api_base: str | None = None, adapter_dir: str | None = None, guard: bool = False,
                   guard_resamples: int = 0, **kwargs: Any) -> Operator:
-    """``reference``, ``local:<model_dir>`` or any litellm model string -> an operator; ``guard``: wrapped in a
-    ``GuardedOperator`` that refuses blocked commands."""
+    """``reference``, ``local:<model_dir>``, ``routed:<strategy>[?options]`` (teacher/student routing,
+    ``serving.router.routed_operator``: kwargs ``student``, ``teacher``; ``api_base`` is the teacher's) or any
+    litellm model string -> an operator; ``guard``: wrapped in a ``GuardedOperator`` that refuses blocked commands."""
     op: Operator
     if spec == "reference":
         op = ReferenceOperator()
+    elif spec.startswith("routed:"):
+        from bashgym_assets.serving.router import routed_operator  # lazy: serving builds on this module
+
+        op = routed_operator(spec.removeprefix("routed:"), api_base=api_base, adapter_dir=adapter_dir, **kwargs)
     elif spec.startswith("local:"):
         op = LocalModelOperator(spec.removeprefix("local:"), adapter_dir=adapter_dir, **kwargs)
     else:
