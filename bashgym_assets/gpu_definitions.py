@@ -1,4 +1,5 @@
-"""GPU code location: every asset that loads model weights (base model, adapters, student rollouts, evaluation).
+"""GPU code location: every asset that loads model weights (base model, adapters incl. GRPO, student rollouts,
+evaluation).
 
 Its Definitions-level executor is the dedicated GPU executor. Dagster's asset jobs (the UI's "Materialize",
 ``dagster asset materialize``, schedules and sensors) always use the executor of the code location an asset lives
@@ -8,13 +9,14 @@ Assets here depend on CPU-location assets (e.g. ``sft_dataset``) by asset key; b
 
 import dagster as dg
 
-from bashgym_assets.defs import evaluation, student, training
+from bashgym_assets.defs import evaluation, grpo, student, training
 from bashgym_assets.defs.automation import automation_sensor
 from bashgym_assets.defs.executors import gpu_executor
 from bashgym_assets.defs.resources import default_resources
 
 defs = dg.Definitions.merge(
     training.defs,
+    grpo.defs,
     student.defs,
     evaluation.defs,
     dg.Definitions(resources=default_resources(), executor=gpu_executor(), sensors=[automation_sensor("gpu")]),

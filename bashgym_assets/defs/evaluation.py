@@ -13,6 +13,7 @@ import dagster as dg
 
 from bashgym_assets import images
 from bashgym_assets.defs.automation import DOWNSTREAM
+from bashgym_assets.defs.grpo import grpo_adapter
 from bashgym_assets.defs.metadata import code_version
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.defs.training import base_model, dpo_adapter, sft_adapter
@@ -32,7 +33,7 @@ from bashgym_assets.training import base_model as bm
 from bashgym_assets.training.registry import REGISTERED_MODEL
 
 GATED_SCENARIOS = dg.AssetKey("gated_scenarios")
-ADAPTER_ASSETS = (sft_adapter.key, dpo_adapter.key)
+ADAPTER_ASSETS = (sft_adapter.key, dpo_adapter.key, grpo_adapter.key)
 PROMOTION_CHECK = "promotion_decision"
 
 
@@ -108,12 +109,12 @@ def _table(rows: list[dict[str, Any]]) -> dg.MetadataValue:
     kinds={"pytorch", "mlflow"},
     code_version=code_version("bashgym_assets.evaluation.runner", "bashgym_assets.evaluation.metrics",
                               "bashgym_assets.evaluation.promotion"),
-    deps=[GATED_SCENARIOS, base_model, sft_adapter, dpo_adapter],
+    deps=[GATED_SCENARIOS, base_model, sft_adapter, dpo_adapter, grpo_adapter],
     automation_condition=DOWNSTREAM,
     check_specs=[dg.AssetCheckSpec(PROMOTION_CHECK, asset="benchmark_results",
                                    description="The promotion rule applied to this evaluation: passes when the "
                                                "candidate became (or already is) the champion.")],
-    description="The newest adapter (SFT or DPO) against its base and the current champion, dropped with no "
+    description="The newest adapter (SFT, DPO or GRPO) against its base and the current champion, dropped with no "
                 "scaffold into the held-out scenarios in real sandboxes: operate / terminate / verified / clean "
                 "rates with 95% intervals, per category and difficulty. Episodes go to the lake (eval_episodes); "
                 "the promotion rule may move the MLflow alias 'champion'.",
@@ -139,9 +140,9 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     champion = _champion_spec(lake, settings, base, cand_version)
     if champion is not None:
         specs.append(champion)
-    # A DPO candidate is also compared with the SFT adapter it was trained from (SFT vs SFT+DPO), unless that one
-    # is the champion already (then it is in the comparison under that label).
-    sft_dir = str(cand_meta.get("sft_adapter") or "") if cand_key == dpo_adapter.key else ""
+    # A DPO or GRPO candidate is also compared with the SFT adapter it was trained from (SFT vs SFT+DPO / SFT+GRPO),
+    # unless that one is the champion already (then it is in the comparison under that label).
+    sft_dir = str(cand_meta.get("sft_adapter") or "") if cand_key in (dpo_adapter.key, grpo_adapter.key) else ""
     sft_ref = str(cand_meta.get("sft_model_uri") or "")
     sft_ref = sft_dir if sft_ref in ("", "None") else sft_ref
     if sft_dir and Path(sft_dir).exists() and (champion is None or champion.ref != sft_ref):

@@ -123,7 +123,8 @@ def _tags(context: dg.AssetExecutionContext, base: str, lineage: dict[str, str])
 
 def _train_live(context: dg.AssetExecutionContext, bashgym: BashgymHome, kind: str, run_name: str,
                 tags: dict[str, str], train: Callable[[LogFn], TrainResult],
-                dataset_rows: list[dict[str, Any]] | None = None) -> tuple[TrainResult, str]:
+                dataset_rows: list[dict[str, Any]] | None = None,
+                line: Callable[[dict[str, float]], str] = progress_line) -> tuple[TrainResult, str]:
     """Train inside an MLflow run started beforehand: the dataset's splits are logged as its inputs, every step
     reaches that run and the Dagster log as it happens; ``_register_and_report`` then completes the same run with
     the adapter (FAILED if training raises)."""
@@ -145,7 +146,7 @@ def _train_live(context: dg.AssetExecutionContext, bashgym: BashgymHome, kind: s
 
     def on_log(row: dict[str, float]) -> None:
         live(row)
-        context.log.info(f"{kind} {progress_line(row)}")
+        context.log.info(f"{kind} {line(row)}")
 
     try:
         return train(on_log), run_id

@@ -28,6 +28,7 @@ from bashgym_assets.evaluation.metrics import (
     classify,
     summarize,
 )
+from bashgym_assets.rollout import tracing
 from bashgym_assets.rollout.episode import Episode, EpisodeDriver, EpisodeLimits
 from bashgym_assets.rollout.operators import Operator, Reply
 from bashgym_assets.rollout.transcript import COMMAND, initial_messages
@@ -72,6 +73,7 @@ class _Live:
     setup_error: str = ""
     sandbox_error: str = ""
     started: float = 0.0
+    check: Any = None          # the check's CommandResult once it ran (GRPO reads its refusals: tampering)
 
 
 Progress = Callable[[str], None]
@@ -102,20 +104,40 @@ def _open(job: _Live, image: str | None, settings: EvalSettings) -> _Live:
     return job
 
 
-def _close(job: _Live, eval_id: str, label: str, model_ref: str, sampling: str,
-           check_timeout_s: float) -> EvalEpisode:
-    """Run the check on the final state (if the episode got that far), remove the container, score."""
+def check_and_close(job: _Live, check_timeout_s: float) -> bool:
+    """Run the check on the final state (if the episode got that far; the result stays on ``job.check``), then
+    remove the container. Whether it passed; a broken container is recorded on the job, never raised."""
     verified = False
-    episode = job.driver.finish() if job.driver else Episode(messages=initial_messages(job.bundle))
     try:
         if job.driver is not None and not job.sandbox_error:
-            check = job.box.run_check(job.bundle.check, timeout_s=check_timeout_s)
-            verified = check.exit_code == 0 and not check.timed_out
+            job.check = job.box.run_check(job.bundle.check, timeout_s=check_timeout_s)
+            verified = job.check.exit_code == 0 and not job.check.timed_out
     except Exception as exc:  # noqa: BLE001
         job.sandbox_error = f"{type(exc).__name__}: {exc}"
     finally:
         if job.box is not None:
             job.box.close()  # idempotent and never raises
+    return verified
+
+
+def apply_reply(job: _Live, reply: Reply) -> None:
+    """One reply into its episode (runs the command in the job's sandbox); a container that breaks under it is
+    recorded on the job and ends the episode, never raised."""
+    try:
+        if reply.error:
+            job.driver.operator_failed(reply.error)
+        else:
+            job.driver.apply(reply.text, truncated=reply.truncated)
+    except Exception as exc:  # noqa: BLE001 - the container broke under this episode
+        job.sandbox_error = f"{type(exc).__name__}: {exc}"
+        job.driver.done = True
+
+
+def _close(job: _Live, eval_id: str, label: str, model_ref: str, sampling: str,
+           check_timeout_s: float) -> EvalEpisode:
+    """Run the check on the final state (if the episode got that far), remove the container, score."""
+    episode = job.driver.finish() if job.driver else Episode(messages=initial_messages(job.bundle))
+    verified = check_and_close(job, check_timeout_s)
     if job.sandbox_error:
         episode.end_reason, episode.error = SANDBOX_ERROR, job.sandbox_error
     lines = job.driver.lines if job.driver else []
@@ -132,6 +154,23 @@ def _close(job: _Live, eval_id: str, label: str, model_ref: str, sampling: str,
         error=job.setup_error or episode.error, wall_s=round(time.monotonic() - job.started, 3),
         sampling=sampling, messages=episode.messages,
     )
+
+
+def _episode_trace(job: _Live, e: EvalEpisode) -> tracing.EpisodeTrace:
+    """An evaluated episode as a trace: its turns, and the outcome as attributes/tags (id derived from the
+    episode, so reports link to it)."""
+    ep = job.driver.episode if job.driver is not None else None
+    outcome = {"verified": e.verified, "clean": e.clean, "failure_class": e.failure_class or "none",
+               "end_reason": e.end_reason}
+    return tracing.episode_trace(
+        f"eval {e.scenario_id}", tracing.EVAL_EXPERIMENT, ep.turns if ep else [],
+        ep.start_ns if ep is not None and ep.start_ns else time.time_ns(),
+        trace_id=tracing.eval_trace_id(e.eval_id, e.model, e.scenario_id, e.sample_index),
+        inputs={"scenario_id": e.scenario_id, "task": job.bundle.task}, outputs=outcome,
+        attributes={"kind": "evaluation", "eval_id": e.eval_id, "scenario_id": e.scenario_id,
+                    "category": e.category, "difficulty": e.difficulty, "model": e.model, "model_ref": e.model_ref,
+                    "sample_index": e.sample_index, **outcome},
+        error=e.error)
 
 
 def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str | None,
@@ -153,10 +192,15 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
     start = time.monotonic()
     turn = 0
     workers = max(1, min(settings.max_live, 16))
+    sink = tracing.sink()  # one MLflow trace per episode, written in batches (BASHGYM_TRACES=0: none)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval") as pool:
         def finish(jobs: list[_Live]) -> None:
-            done.extend(pool.map(lambda j: _close(j, eval_id, label, model_ref, sampling,
-                                                  settings.check_timeout_s), jobs))
+            closed = list(pool.map(lambda j: _close(j, eval_id, label, model_ref, sampling,
+                                                    settings.check_timeout_s), jobs))
+            done.extend(closed)
+            if sink is not None:
+                for j, e in zip(jobs, closed, strict=True):
+                    sink.add(_episode_trace(j, e))
 
         while queue or live:
             room = settings.max_live - len(live)
@@ -189,19 +233,10 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
                 for j, reply in zip(members, got, strict=True):
                     replies[id(j)] = reply
             gen_s = time.monotonic() - t0
+            for j in asking:
+                j.driver.note_model_call(gen_s, replies[id(j)].new_tokens)
 
-            def act(j: _Live, replies: dict[int, Any] = replies) -> None:
-                reply = replies[id(j)]
-                try:
-                    if reply.error:
-                        j.driver.operator_failed(reply.error)
-                    else:
-                        j.driver.apply(reply.text, truncated=reply.truncated)
-                except Exception as exc:  # noqa: BLE001 - the container broke under this episode
-                    j.sandbox_error = f"{type(exc).__name__}: {exc}"
-                    j.driver.done = True
-
-            list(pool.map(act, asking))
+            list(pool.map(lambda j, replies=replies: apply_reply(j, replies[id(j)]), asking))
             elapsed = time.monotonic() - start
             finished = len(done)
             rate = finished / elapsed if finished else 0.0
@@ -212,6 +247,10 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
     order = {(b.id, i): n for n, (b, i) in enumerate((b, i) for i in range(settings.samples) for b in bundles)}
     done.sort(key=lambda e: order.get((e.scenario_id, e.sample_index), 0))
     summary = summarize(label, done, wall_s=wall, sampling=json.loads(sampling))
+    if sink is not None:
+        sink.flush()
+        say(f"[{label}] traces: {sink.written} written to MLflow so far ({sink.write_s:.2f} s writing)"
+            + (f", errors: {sink.errors[-1]}" if sink.errors else ""))
     say(f"[{label}] {total} episodes in {wall:.0f} s: " + ", ".join(
         f"{k} {r.fmt()}" for k, r in summary.rates.items()))
     return EvalResult(summary=summary, episodes=done)

@@ -220,13 +220,20 @@ class LocalModelOperator(Operator):
 
     def _generate(self, model: Any, tokenizer: Any, prompts: list[list[int]]) -> list[Reply]:
         """One left-padded ``generate`` over ``prompts``; each reply stops at its own end-of-turn token."""
+        stop = self._stop_ids(tokenizer)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (stop[0] if stop else 0)
+        news = self._kv_generate(model, stop, pad, prompts)
+        if news is None:
+            news = self.generate_tokens(model, tokenizer, prompts)
+        return self._to_replies(tokenizer, stop, pad, news)
+
+    def generate_tokens(self, model: Any, tokenizer: Any, prompts: list[list[int]]) -> list[list[int]]:
+        """The raw new token ids per prompt from one left-padded ``generate`` (greedy or sampled by this
+        operator's settings), end-of-turn token and right padding included: GRPO trains on exactly these ids."""
         import torch
 
         stop = self._stop_ids(tokenizer)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (stop[0] if stop else 0)
-        news = self._kv_generate(model, stop, pad, prompts)
-        if news is not None:
-            return self._to_replies(tokenizer, stop, pad, news)
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
         attention = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -234,14 +241,15 @@ class LocalModelOperator(Operator):
             input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
             attention[row, width - len(ids):] = 1
         kwargs: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "eos_token_id": stop or None,
-                                  "pad_token_id": pad, "do_sample": self.temperature > 0}
+                                  "pad_token_id": pad, "do_sample": self.temperature > 0,
+                                  "use_cache": True}  # a model loaded for training has its config's cache off
         if self.temperature > 0:
             kwargs.update(temperature=self.temperature, top_p=self.top_p)
         else:  # silence the "sampling flags set but do_sample=False" warnings of some generation configs
             kwargs.update(temperature=None, top_p=None, top_k=None)
         with torch.no_grad():
             out = model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
-        return self._to_replies(tokenizer, stop, pad, [out[row, width:].tolist() for row in range(len(prompts))])
+        return [out[row, width:].tolist() for row in range(len(prompts))]
 
     def _kv_generate(self, model: Any, stop: list[int], pad: int, prompts: list[list[int]]) -> list[list[int]] | None:
         """New tokens per prompt from the KV-reusing greedy decoder, or None: off, sampling, unsupported, failed."""

@@ -231,14 +231,18 @@ def trainer_args(config_cls: type, config: TrainConfig, evaluate: bool, **extra:
     bf16 and gradient checkpointing on, lr 2e-5, and transformers reports to MLflow whenever it is installed, into a
     run of its own at cwd-relative URIs; the per-step rows go through ``on_log`` instead, see registry.LiveMetrics).
     ``activation_checkpointing`` is transformers 5's name for ``gradient_checkpointing``."""
+    import dataclasses
+
     device = pick_device(config)
+    if "max_length" in {f.name for f in dataclasses.fields(config_cls)}:  # GRPOConfig has none: episodes set it
+        extra.setdefault("max_length", config.max_length)
     return config_cls(
         output_dir=str(config.ckpt_dir()), run_name=config.run_name, seed=config.seed, data_seed=config.seed,
         per_device_train_batch_size=config.batch_size, per_device_eval_batch_size=config.batch_size,
         gradient_accumulation_steps=config.grad_accum, learning_rate=config.learning_rate,
         num_train_epochs=config.epochs, max_steps=config.max_steps or -1, warmup_steps=config.warmup_steps,
         lr_scheduler_type="linear", weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm,
-        max_length=config.max_length, bf16=config.dtype == "bfloat16", fp16=config.dtype == "float16",
+        bf16=config.dtype == "bfloat16", fp16=config.dtype == "float16",
         activation_checkpointing=False, use_cpu=device == "cpu", dataloader_num_workers=0,
         dataloader_pin_memory=device != "cpu", logging_strategy="steps", logging_steps=1,
         save_strategy="steps", save_steps=config.save_every, save_total_limit=2,

@@ -1,0 +1,184 @@
+"""GPU location: ``grpo_adapter``, reinforcement learning with verifiable rewards on live sandbox episodes.
+
+Thin: the rollout, the reward and the trainer are ``bashgym_assets.training.grpo``. This module picks the train
+scenarios (held-out ones never reach training), starts from the newest SFT adapter, trains inside an MLflow run
+that receives every step's reward curve live, registers the adapter like the SFT one (a version of
+``bashgym-operator``, alias ``candidate``, so ``benchmark_results`` evaluates it next) and reports the reward
+curve, the groups and a transcript.
+"""
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from bashgym_assets import images
+from bashgym_assets.defs.metadata import code_version, table
+from bashgym_assets.defs.resources import BashgymHome
+from bashgym_assets.defs.training import (
+    _latest_materialization,
+    _meta_value,
+    _register_and_report,
+    _run_name,
+    _tags,
+    _train_live,
+    base_model,
+    sft_adapter,
+)
+from bashgym_assets.plots import png_markdown
+from bashgym_assets.training import base_model as bm
+from bashgym_assets.training import grpo, registry
+from bashgym_assets.training.trainer import TrainConfig
+
+GATED_SCENARIOS = dg.AssetKey("gated_scenarios")
+
+
+class GRPORunConfig(dg.Config):
+    """Launchpad settings of a GRPO run: optimizer steps, group size, groups per step, episode caps, sampling."""
+
+    max_steps: int = 10
+    num_generations: int = 4
+    scenarios_per_step: int = 2
+    max_turns: int = 6
+    max_new_tokens: int = 64
+    temperature: float = 0.8
+    learning_rate: float = 5e-5
+    beta: float = 0.0
+    max_scenarios: int | None = None
+    categories: list[str] = []
+    max_difficulty: int | None = None
+    prefer_informative: bool = True
+    command_timeout_s: float = 10.0
+    turn_timeout_s: float = 30.0
+    max_context_tokens: int = 2048
+    dtype: str = "float32"
+    seed: int = 0
+    save_every: int = 50
+    run_name: str | None = None
+    register_as: str | None = None
+
+
+def _settings(cfg: GRPORunConfig) -> grpo.GRPOSettings:
+    return grpo.GRPOSettings(
+        num_generations=cfg.num_generations, scenarios_per_step=cfg.scenarios_per_step, max_turns=cfg.max_turns,
+        max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, beta=cfg.beta,
+        command_timeout_s=cfg.command_timeout_s, turn_timeout_s=cfg.turn_timeout_s,
+        max_context_tokens=cfg.max_context_tokens, prefer_informative=cfg.prefer_informative)
+
+
+@dg.asset(
+    group_name="training",
+    pool="gpu",
+    kinds={"pytorch", "mlflow", "docker"},
+    code_version=code_version("bashgym_assets.training.grpo", "bashgym_assets.training.trainer",
+                              "bashgym_assets.evaluation.runner", "bashgym_assets.rollout.episode"),
+    deps=[GATED_SCENARIOS, base_model, sft_adapter],
+    description="GRPO from the newest SFT adapter on live sandbox episodes of the TRAIN scenarios: groups of "
+                "sampled episodes per scenario, the scenario's check as the reward (shaped by failed commands, "
+                "prose and turns; hacks earn nothing), per-step reward curves live in MLflow; registered as a "
+                "candidate version of bashgym-operator.",
+)
+def grpo_adapter(context: dg.AssetExecutionContext, config: GRPORunConfig, bashgym: BashgymHome
+                 ) -> dg.MaterializeResult:
+    lake = bashgym.lake()
+    settings = bashgym.settings()
+    try:
+        gated = lake.read("gated_scenarios").to_pylist()
+    except FileNotFoundError as exc:
+        raise dg.Failure("gated_scenarios has never been materialized: gate the scenarios first") from exc
+    bundles = grpo.train_bundles(gated, limit=config.max_scenarios, categories=config.categories,
+                                 max_difficulty=config.max_difficulty)
+    if not bundles:
+        raise dg.Failure("no admitted train scenario to play (gated_scenarios has none)")
+    sft_mat = _latest_materialization(context.instance, sft_adapter.key)
+    sft_dir = _meta_value(sft_mat, "adapter_dir")
+    if not sft_dir or not Path(sft_dir).exists():
+        raise dg.Failure("no SFT adapter on disk: materialize sft_adapter first")
+    ids = "\n".join(b.id + ":" + b.content_hash() for b in bundles)
+    scenario_version = hashlib.sha256(ids.encode()).hexdigest()[:16]
+    lineage = {"dataset": "gated_scenarios", "dataset_version": scenario_version,
+               "dataset_scenarios": str(len(bundles)), "sft_adapter": str(sft_dir),
+               "sft_model_uri": str(_meta_value(sft_mat, "model_uri"))}
+    base = bm.resolve_base_model(settings, prepare=True)
+    run_name = _run_name("grpo", config, scenario_version + Path(sft_dir).name)
+    cfg = TrainConfig(base_model=base, output_dir=str(lake.artifact_dir("adapters", run_name, create=False)),
+                      checkpoint_dir=str(lake.artifact_dir("checkpoints", run_name, create=False)),
+                      run_name=run_name, learning_rate=config.learning_rate, max_steps=config.max_steps,
+                      dtype=config.dtype, seed=config.seed, save_every=config.save_every)
+    run_settings = _settings(config)
+    images.ensure_docker_engine()
+    image = bashgym.sandbox_image_tag()
+    context.log.info(f"grpo {run_name}: {len(bundles)} train scenarios, {config.max_steps} steps x "
+                     f"{config.scenarios_per_step} groups of {config.num_generations}, from {sft_dir}")
+    held: dict[str, grpo.GRPORun] = {}
+
+    def train(on_log: Any) -> Any:
+        held["run"] = grpo.train_grpo(cfg, run_settings, bundles, str(sft_dir), image, on_log=on_log,
+                                      progress=context.log.info)
+        return held["run"].result
+
+    rows = [{"scenario_id": b.id, "category": b.category, "difficulty": b.difficulty, "split": "train"}
+            for b in bundles]
+    result, run_id = _train_live(context, bashgym, "grpo", run_name, _tags(context, base, lineage), train,
+                                 rows, line=grpo.progress_line)
+    run = held["run"]
+    report_dir = lake.artifact_dir("reports", run_name)
+    png = grpo.reward_curve_png(run.steps, report_dir / "reward.png", title=f"grpo {run_name}")
+    groups_md = _groups_markdown(run.groups)
+    (report_dir / "groups.md").write_text(groups_md)
+    transcript = "\n\n---\n\n".join(grpo.transcript_markdown(o) for o in run.transcripts[-2:]) or "(none)"
+    (report_dir / "transcripts.md").write_text(transcript)
+    client = registry.client(settings)
+    for path in (png, report_dir / "groups.md", report_dir / "transcripts.md"):
+        client.log_artifact(run_id, str(path))
+    done = _register_and_report(context, bashgym, "grpo", run_name, cfg, result, lineage, base,
+                                config.register_as, run_id)
+    steps = run.steps
+    metadata = {
+        **done.metadata,
+        "reward_curve": dg.MetadataValue.md(png_markdown(png, "GRPO mean reward and success rate per step")),
+        "steps_table": table(["step", "reward_mean", "success_rate", "mean_turns", "informative_frac",
+                              "episodes", "episodes_per_min", "hacks", "infra_errors"],
+                             [[s.step, s.reward_mean, s.success_rate, s.mean_turns, s.informative_frac, s.episodes,
+                               s.episodes_per_min, s.hacks, s.infra_errors] for s in steps]),
+        "groups": table(["step", "scenario_id", "n", "passed", "kind", "mean_reward", "reward_spread", "hacks"],
+                        [[g.step, g.scenario_id, g.n, g.passed, g.kind,
+                          g.mean_reward, g.reward_spread, g.hacks]
+                         for g in run.groups]),
+        "groups_summary": dg.MetadataValue.md(groups_md),
+        "transcript": dg.MetadataValue.md(transcript),
+        "train_scenarios": dg.MetadataValue.int(len(bundles)),
+        "episodes": dg.MetadataValue.int(int(result.extra.get("episodes", 0))),
+        "episodes_per_min": dg.MetadataValue.float(float(result.extra.get("episodes_per_min", 0.0))),
+        "first_reward_mean": dg.MetadataValue.float(float(steps[0].reward_mean if steps else 0.0)),
+        "last_reward_mean": dg.MetadataValue.float(float(steps[-1].reward_mean if steps else 0.0)),
+        "informative_frac": dg.MetadataValue.float(float(result.extra.get("informative_frac", 0.0))),
+        "reward": dg.MetadataValue.md(_reward_markdown()),
+    }
+    return dg.MaterializeResult(metadata=metadata, data_version=done.data_version)
+
+
+def _groups_markdown(groups: list[grpo.GroupRecord]) -> str:
+    """How many groups could teach anything: all-pass / all-fail groups carry no success signal."""
+    kinds: dict[str, int] = {}
+    for g in groups:
+        kinds[g.kind] = kinds.get(g.kind, 0) + 1
+    no_signal = sorted({g.scenario_id for g in groups if g.kind in ("all_pass", "all_fail")})
+    lines = ["| kind | groups |", "|---|---|"] + [f"| {k} | {v} |" for k, v in sorted(kinds.items())]
+    lines.append("")
+    lines.append(f"Scenarios with an all-pass or all-fail group (no success signal): "
+                 f"{', '.join(no_signal[:30]) or 'none'}{' ...' if len(no_signal) > 30 else ''}")
+    return "\n".join(lines)
+
+
+def _reward_markdown() -> str:
+    r = grpo.RewardSpec()
+    return (f"verified: +{r.success}; costs: {r.failed_command}/failed command (cap {r.failed_command_cap}), "
+            f"{r.prose_turn}/prose turn (cap {r.prose_cap}), {r.extra_turn}/turn beyond the reference's length "
+            f"(cap {r.extra_turn_cap}), {r.unterminated} when it never typed exit; all costs capped at "
+            f"{r.max_cost} (a pass always beats a fail); reward hacking: {r.hack}; infrastructure failure: "
+            "unscorable (no advantage).")
+
+
+defs = dg.Definitions(assets=[grpo_adapter])
