@@ -52,7 +52,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import pyarrow as pa
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from bashgym_assets.rollout.operators import LiteLLMOperator, Operator, OperatorError, Reply, make_operator
 from bashgym_assets.rollout.transcript import Message
@@ -93,6 +93,11 @@ class RouterConfig(BaseModel):
     cap: float = Field(default=0.9, ge=0.0, le=1.0)             # progressive
     clean_rate: float | None = Field(default=None, ge=0.0, le=1.0)  # progressive: given instead of measured
     seed: int = 0
+
+    @field_validator("strategy", mode="before")
+    @classmethod
+    def _alias(cls, v: Any) -> Any:
+        return parse_strategy(v) if isinstance(v, str) else v
 
 
 class ChatParams(BaseModel):

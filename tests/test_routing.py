@@ -1,0 +1,298 @@
+"""Teacher/student routing: the local OpenAI-compatible test server as the teacher, the tiny local model (with a
+random LoRA adapter) as the student; every strategy, the ``routing_decisions`` log in the lake, the ``routed:``
+operator (also inside a real sandbox episode) and routing through ``bashgym serve``."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import httpx
+import pyarrow as pa
+import pytest
+from openai_server import OpenAIServer, last_user_text, scripted
+from test_serving import build_student
+
+from bashgym_assets.lake import Lake
+from bashgym_assets.rollout.operators import make_operator
+from bashgym_assets.rollout.transcript import Message
+from bashgym_assets.serving.app import LocalServer, create_app
+from bashgym_assets.serving.batching import Batcher
+from bashgym_assets.serving.engine import ChatEngine, GenerationRequest
+from bashgym_assets.serving.router import (
+    ROUTING_TABLE,
+    ChatParams,
+    DecisionLog,
+    EngineBackend,
+    Router,
+    RouterConfig,
+    Strategy,
+    _uniform,
+    conversation_id,
+    measured_clean_rate,
+    parse_route_spec,
+    task_complexity,
+    teacher_backend,
+)
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+SIMPLE = "List the files in your home folder."
+COMPLEX = ("Write a script that parses every JSON file under ~/data recursively, then, for each record whose "
+           "status is failed, extracts the process id with awk and sed; also set permissions on the results "
+           "only if the archive checksum matches, and finally install a cron job that runs it nightly.")
+
+
+def chat(task: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": "You are a shell operator."}, {"role": "user", "content": task}]
+
+
+def teacher_says(body: dict) -> str:
+    return "echo teacher:" + last_user_text(body)[:20]
+
+
+@pytest.fixture(scope="module")
+def student_engine(tmp_path_factory: pytest.TempPathFactory) -> ChatEngine:
+    model_dir, adapter = build_student(tmp_path_factory.mktemp("route-student"))
+    return ChatEngine(model_dir, adapter, name="tiny-student", max_context_tokens=512).load()
+
+
+@pytest.fixture(scope="module")
+def teacher():
+    with OpenAIServer(teacher_says, model="teacher") as server:
+        yield server
+
+
+@pytest.fixture
+def lake(settings) -> Lake:
+    return Lake(settings)
+
+
+def router(student_engine: ChatEngine, teacher: OpenAIServer, lake: Lake, settings, **config) -> Router:
+    return Router(RouterConfig(**config), EngineBackend(student_engine),
+                  teacher_backend(teacher.litellm_model, teacher.url, settings), DecisionLog(lake), lake=lake)
+
+
+def student_text(engine: ChatEngine, task: str, max_tokens: int = 8) -> tuple[str, list[float]]:
+    g = engine.generate([GenerationRequest(messages=chat(task), max_tokens=max_tokens, logprobs=True, trim=True)])[0]
+    return g.text, [t.logprob for t in g.logprobs or []]
+
+
+def test_teacher_only_and_student_only(student_engine, teacher, lake, settings) -> None:
+    params = ChatParams(max_tokens=8)
+    r = router(student_engine, teacher, lake, settings, strategy="teacher_only")
+    got = r.route_many([chat(SIMPLE), chat(COMPLEX)], params)
+    assert [g.answer.text for g in got] == ["echo teacher:" + SIMPLE[:20], "echo teacher:" + COMPLEX[:20]]
+    assert {g.decision.chosen for g in got} == {"teacher"} and got[0].decision.model == "openai/teacher"
+    s = router(student_engine, teacher, lake, settings, strategy="student")
+    got = s.route_many([chat(SIMPLE)], params)
+    assert got[0].decision.chosen == "student" and got[0].decision.model == "tiny-student"
+    assert got[0].answer.text == student_text(student_engine, SIMPLE)[0]
+
+
+def test_confidence_routes_on_the_students_token_logprobs(student_engine, teacher, lake, settings) -> None:
+    text, lps = student_text(student_engine, SIMPLE)
+    mean, low = sum(lps) / len(lps), min(lps)
+    params = ChatParams(max_tokens=8)
+    sure = router(student_engine, teacher, lake, settings, strategy="confidence", threshold=mean - 0.01)
+    got = sure.route_many([chat(SIMPLE)], params)[0]
+    assert got.decision.chosen == "student" and got.answer.text == text
+    assert got.decision.confidence == pytest.approx(mean, abs=1e-4)
+    before = len(teacher.requests)
+    unsure = router(student_engine, teacher, lake, settings, strategy="confidence", threshold=mean + 0.01)
+    got = unsure.route_many([chat(SIMPLE)], params)[0]
+    assert got.decision.chosen == "teacher" and got.answer.text.startswith("echo teacher:")
+    assert len(teacher.requests) == before + 1 and "< threshold" in got.decision.reason
+    by_min = router(student_engine, teacher, lake, settings, strategy="confidence", measure="min",
+                    threshold=(low + mean) / 2)
+    got = by_min.route_many([chat(SIMPLE)], params)[0]
+    if low < mean:  # the weakest token decides under measure=min
+        assert got.decision.chosen == "teacher" and got.decision.confidence == pytest.approx(low, abs=1e-4)
+
+
+def test_task_complexity_heuristic_and_routing(student_engine, teacher, lake, settings) -> None:
+    easy, why_easy = task_complexity(SIMPLE)
+    hard, why_hard = task_complexity(COMPLEX)
+    assert easy < 0.2 < 0.5 <= hard <= 1.0 and "awk" in why_hard and "words" in why_easy
+    r = router(student_engine, teacher, lake, settings, strategy="task_complexity")
+    got = r.route_many([chat(SIMPLE), chat(COMPLEX)], ChatParams(max_tokens=6))
+    assert [g.decision.chosen for g in got] == ["student", "teacher"]
+    assert got[1].decision.complexity == pytest.approx(hard)
+    # every turn of a conversation scores the same task (the first user message), not the latest observation
+    later = chat(SIMPLE) + [{"role": "assistant", "content": "ls"}, {"role": "user", "content": COMPLEX}]
+    assert r._plan(later)[0] == "student"
+
+
+def test_progressive_share_grows_with_the_measured_clean_rate(student_engine, teacher, lake, settings) -> None:
+    from bashgym_assets.evaluation.tracking import DECISION_SCHEMA
+
+    convs = [chat(f"task number {i}: count the files") for i in range(200)]
+
+    def students(rate: float) -> set[int]:
+        r = router(student_engine, teacher, lake, settings, strategy="progressive", clean_rate=rate, floor=0.1,
+                   cap=0.8)
+        return {i for i, c in enumerate(convs) if r._plan(c)[0] == "student"}
+
+    low, mid, high, top = students(0.0), students(0.4), students(0.7), students(1.0)
+    assert low <= mid <= high <= top  # a conversation given to the student stays with it as the rate grows
+    assert 0.03 < len(low) / 200 < 0.2 and 0.3 < len(mid) / 200 < 0.5 and 0.7 < len(top) / 200 < 0.9
+    # measured: the latest automatic promotion decision in the lake
+    assert measured_clean_rate(lake)[0] is None
+    row = {f: None for f in DECISION_SCHEMA.names}
+    rows = [{**row, "eval_id": "eval-a", "action": "promote", "incumbent": "base", "promote": True,
+             "candidate_clean": 0.25, "incumbent_clean": 0.0, "decided_at": "2026-11-20T00:00:00"},
+            {**row, "eval_id": "eval-b", "action": "keep", "incumbent": "champion", "promote": False,
+             "candidate_clean": 0.1, "incumbent_clean": 0.5, "decided_at": "2026-11-24T00:00:00"}]
+    lake.write("promotion_decisions", rows, schema=DECISION_SCHEMA)
+    rate, source = measured_clean_rate(lake)
+    assert rate == 0.5 and "eval-b" in source
+    r = router(student_engine, teacher, lake, settings, strategy="progressive", cap=0.8)
+    assert r.progressive_share() == 0.5
+    r.update_student_performance(0.95)
+    assert r.progressive_share() == 0.8
+
+
+def test_random_ab_is_seeded_and_sticky(student_engine, teacher, lake, settings) -> None:
+    convs = [chat(f"task {i}") for i in range(200)]
+
+    def picks(seed: int, share: float = 0.5) -> list[str]:
+        r = router(student_engine, teacher, lake, settings, strategy="random", seed=seed, student_share=share)
+        return [r._plan(c)[0] for c in convs]
+
+    assert picks(1) == picks(1) != picks(2)
+    assert 0.4 < picks(1).count("student") / 200 < 0.6
+    assert set(picks(1, 0.0)) == {"teacher"} and set(picks(1, 1.0)) == {"student"}
+    # one draw per conversation: later turns of the same conversation go where the first went
+    r = router(student_engine, teacher, lake, settings, strategy="random", seed=1)
+    first = convs[3]
+    assert r._plan(first + [{"role": "assistant", "content": "ls"}, {"role": "user", "content": "out"}])[0] == \
+        r._plan(first)[0] == ("student" if _uniform(1, conversation_id(first)) < 0.5 else "teacher")
+
+
+def test_decisions_are_logged_to_the_lake(student_engine, teacher, lake, settings) -> None:
+    log = DecisionLog(lake, flush_every=2, flush_interval_s=3600)
+    r = Router(RouterConfig(strategy=Strategy.COMPLEXITY), EngineBackend(student_engine),
+               teacher_backend(teacher.litellm_model, teacher.url, settings), log)
+    got = r.route_many([chat(SIMPLE), chat(COMPLEX), chat("pwd")], ChatParams(max_tokens=4),
+                       scenario_id="scn-1", request_ids=["r1", "r2", "r3"])
+    # 3 rows, flush_every 2: already on disk as one partition, nothing buffered after close
+    assert len(lake.partitions(ROUTING_TABLE)) == 1
+    assert r.record_outcome("clean", request_ids=["r2"]) == 1
+    log.close()
+    rows = {row["request_id"]: row for row in lake.read_all(ROUTING_TABLE).to_pylist()}
+    assert set(rows) == {"r1", "r2", "r3"}
+    assert rows["r2"]["outcome"] == "clean" and rows["r1"]["outcome"] == ""
+    assert rows["r2"]["chosen"] == "teacher" and rows["r1"]["chosen"] == "student"
+    assert rows["r1"]["strategy"] == "complexity" and rows["r1"]["scenario_id"] == "scn-1"
+    assert rows["r1"]["latency_s"] >= rows["r1"]["student_latency_s"] > 0
+    assert rows["r2"]["reason"] == got[1].decision.reason and rows["r1"]["complexity"] is not None
+    con = lake.connect()
+    assert dict(con.execute(f"select chosen, count(*) from {ROUTING_TABLE} group by 1").fetchall()) == \
+        {"student": 2, "teacher": 1}
+    assert pa.types.is_timestamp(lake.read_all(ROUTING_TABLE).schema.field("decided_at").type)
+
+
+def test_unflushed_decisions_reach_the_lake_on_the_timer(student_engine, teacher, lake, settings) -> None:
+    log = DecisionLog(lake, flush_every=1000, flush_interval_s=0.05)
+    r = Router(RouterConfig(strategy=Strategy.TEACHER_ONLY), EngineBackend(student_engine),
+               teacher_backend(teacher.litellm_model, teacher.url, settings), log)
+    r.route_many([chat("pwd")], ChatParams(max_tokens=4), request_ids=["timer-1"])
+    deadline = time.monotonic() + 30
+    while not lake.partitions(ROUTING_TABLE) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [row["request_id"] for row in lake.read_all(ROUTING_TABLE).to_pylist()] == ["timer-1"]
+    log.close()
+
+
+def test_routed_operator_from_make_operator(student_engine, teacher, settings, lake) -> None:
+    assert parse_route_spec("confidence?threshold=-0.8&measure=min").threshold == -0.8
+    with pytest.raises(ValueError):
+        parse_route_spec("confidence?thresold=1")
+    with pytest.raises(ValueError):
+        parse_route_spec("sometimes")
+    op = make_operator("routed:teacher_only", api_base=teacher.url, student=f"local:{student_engine.model_dir}",
+                       adapter_dir=student_engine.adapter_dir, teacher=teacher.litellm_model, settings=settings,
+                       max_new_tokens=8)
+    assert op.name == "routed:teacher_only" and not op.scaffolded
+    replies = op.replies([[Message(**m) for m in chat(SIMPLE)], [Message(**m) for m in chat("pwd")]])
+    assert [x.text for x in replies] == ["echo teacher:" + SIMPLE[:20], "echo teacher:pwd"]
+    op.router.log.close()
+    assert len(lake.read_all(ROUTING_TABLE).to_pylist()) == 2
+
+
+@pytest.mark.docker
+def test_routed_operator_runs_a_sandbox_episode(student_engine, settings, lake, sandbox_image) -> None:
+    """Confidence routing with an unreachable bar: the student answers every turn first and the teacher (over
+    HTTP, typing the reference solution) replaces it; the episode passes its check; the outcome is recorded."""
+    from test_rollout_sandbox import TRAIN_BUNDLE, policy
+
+    from bashgym_assets.rollout.episode import run_episode
+    from bashgym_assets.scenarios.gate import TRAIN
+
+    with OpenAIServer(policy(list(TRAIN_BUNDLE.reference)), model="teacher") as tsrv:
+        op = make_operator("routed:confidence?threshold=0.5", api_base=tsrv.url, teacher=tsrv.litellm_model,
+                           student=f"local:{student_engine.model_dir}", adapter_dir=student_engine.adapter_dir,
+                           settings=settings, max_new_tokens=6)
+        bound = op.for_scenario(TRAIN_BUNDLE)
+        record = run_episode(TRAIN_BUNDLE, bound, sandbox_image, split=TRAIN)
+    assert record.verified and record.terminated, record.messages
+    assert bound.record_outcome("clean" if record.verified else "failed") == record.n_turns
+    op.router.log.close()
+    rows = lake.read_all(ROUTING_TABLE).to_pylist()
+    assert len(rows) == record.n_turns and {r["chosen"] for r in rows} == {"teacher"}
+    assert {r["scenario_id"] for r in rows} == {TRAIN_BUNDLE.id} and {r["outcome"] for r in rows} == {"clean"}
+    assert sorted(r["turn"] for r in rows) == list(range(record.n_turns))
+    assert all(r["confidence"] is not None and r["confidence"] < 0.5 for r in rows)
+
+
+def test_routing_through_the_server(student_engine, teacher, lake, settings) -> None:
+    from openai import OpenAI
+
+    batcher = Batcher(student_engine, max_batch=4, max_wait_s=0.01)
+    r = Router(RouterConfig(strategy=Strategy.COMPLEXITY), EngineBackend(student_engine, submit=batcher.submit,
+                                                                         trim=False),
+               teacher_backend(teacher.litellm_model, teacher.url, settings), DecisionLog(lake), lake=lake)
+    with LocalServer(create_app(student_engine, batcher, router=r)) as srv:
+        client = OpenAI(base_url=srv.url, api_key="x")
+        assert [m.id for m in client.models.list().data] == ["tiny-student", "bashgym-router"]
+        hard = client.chat.completions.create(model="bashgym-router", messages=chat(COMPLEX), max_tokens=6,
+                                              temperature=0)
+        easy = client.chat.completions.create(model="bashgym-router", messages=chat(SIMPLE), max_tokens=6,
+                                              temperature=0)
+        assert hard.choices[0].message.content == "echo teacher:" + COMPLEX[:20]
+        assert hard.model_extra["bashgym_route"]["chosen"] == "teacher"
+        assert easy.model_extra["bashgym_route"]["chosen"] == "student"
+        assert easy.choices[0].message.content == student_text(student_engine, SIMPLE, 6)[0]
+        health = httpx.get(srv.url.removesuffix("/v1") + "/health").json()
+        assert health["router"]["strategy"] == "complexity"
+    rows = lake.read_all(ROUTING_TABLE).to_pylist()  # the server's shutdown flushed the log
+    assert sorted(row["chosen"] for row in rows) == ["student", "teacher"] and {row["source"] for row in rows} == \
+        {"server"}
+
+
+def test_teacher_failure_and_student_fallback(student_engine, lake, settings) -> None:
+    with OpenAIServer(scripted([]), model="teacher") as dead:  # every request: HTTP 500
+        r = Router(RouterConfig(strategy=Strategy.TEACHER_ONLY), EngineBackend(student_engine),
+                   teacher_backend(dead.litellm_model, dead.url, settings), DecisionLog(lake))
+        got = r.route_many([chat("pwd")], ChatParams(max_tokens=4))[0]
+    assert got.answer.error and got.decision.error and got.decision.chosen == "teacher"
+    # a student that cannot fit the prompt (no trimming) hands the turn to the teacher, except student_only
+    with OpenAIServer(teacher_says, model="teacher") as t:
+        strict = EngineBackend(student_engine, trim=False)
+        long_chat = chat("ls -la /home/operator " * 200)
+        for strategy, chosen in ((Strategy.COMPLEXITY, "teacher"), (Strategy.STUDENT_ONLY, "student")):
+            r = Router(RouterConfig(strategy=strategy, complexity_threshold=2.0), strict,
+                       teacher_backend(t.litellm_model, t.url, settings), DecisionLog(lake))
+            got = r.route_many([long_chat], ChatParams(max_tokens=4))[0]
+            assert got.decision.chosen == chosen
+            assert bool(got.answer.error) == (strategy == Strategy.STUDENT_ONLY)
+            if chosen == "teacher":
+                assert "student failed" in got.decision.reason
+
+
+def test_cli_parses_serve_with_routing() -> None:
+    from bashgym_assets.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "--route", "confidence?threshold=-0.8", "--teacher", "openai/t",
+                                      "--teacher-api-base", "http://127.0.0.1:9/v1", "--port", "0"])
+    assert parse_route_spec(args.route).strategy == Strategy.CONFIDENCE and args.teacher == "openai/t"
