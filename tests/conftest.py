@@ -60,6 +60,14 @@ def claude_fixtures() -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _no_episode_traces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Episode traces (``rollout.tracing``) are on by default wherever an MLflow store exists, and a test without
+    its own data folder would write them into the project's real one: off in tests unless a test turns them on
+    (``monkeypatch.setenv("BASHGYM_TRACES", "1")``, as tests/test_tracing.py does)."""
+    monkeypatch.setenv("BASHGYM_TRACES", "0")
+
+
+@pytest.fixture(autouse=True)
 def _no_leaked_defs_state_storage():
     """Dagster sets a context variable to the instance's state storage when an instance is entered; a nested
     enter of the same instance (inside Dagster's evaluators) loses the token, so after ``instance_for_test`` the

@@ -7,6 +7,7 @@ from typing import Any
 
 from bashgym_assets.evaluation.metrics import RATES, EvalEpisode, ModelSummary
 from bashgym_assets.plots import figure_png, md_table, pyplot
+from bashgym_assets.rollout import tracing
 
 COMPARISON_COLUMNS = ("model", "model_ref", "n", "operate", "terminate", "verified", "clean", "clean_low",
                       "clean_high", "mean_turns", "episodes_per_min", "wall_s")
@@ -91,8 +92,10 @@ def transcript_markdown(e: EvalEpisode, max_chars: int = 2500) -> str:
     """One episode as a terminal session, with its verdict."""
     verdict = "clean" if e.clean else f"failed: {e.failure_class}"
     lines = [f"**{e.scenario_id}** ({e.category}, d{e.difficulty}) by `{e.model}`: {verdict} "
-             f"(operated {e.operated}, terminated {e.terminated}, verified {e.verified}, {e.n_turns} turns)",
-             "", "```"]
+             f"(operated {e.operated}, terminated {e.terminated}, verified {e.verified}, {e.n_turns} turns)"]
+    if link := tracing.eval_trace_link(e.eval_id, e.model, e.scenario_id, e.sample_index):
+        lines.append(f"[turn-by-turn trace in MLflow]({link})")
+    lines += ["", "```"]
     for m in e.messages:
         prefix = {"system": "# ", "user": "", "assistant": "$ "}.get(m.role, "")
         lines.append("\n".join(prefix + line.replace("```", "'''") for line in m.content.splitlines()))

@@ -88,6 +88,7 @@ def log_to_mlflow(settings: Settings, *, eval_id: str, summaries: Sequence[Model
     for name in ("comparison.md", "rates.png", "failing_transcripts.md"):
         if (report_dir / name).exists():
             c.log_artifact(rid, str(report_dir / name))
+    traces = link_episode_traces(c, exp, eval_id, rid)
     c.set_terminated(rid, "FINISHED")
     if candidate_run_id:
         cand = [s for s in summaries if s.model == "candidate"]
@@ -97,7 +98,30 @@ def log_to_mlflow(settings: Settings, *, eval_id: str, summaries: Sequence[Model
     base = settings.mlflow_tracking_uri
     return {"evaluation_run_id": rid,
             "evaluation_run_link": registry.run_url(base, exp, rid),
-            "tracking_uri": base}
+            "tracking_uri": base, "traces": str(traces)}
+
+
+def link_episode_traces(c: Any, experiment_id: str, eval_id: str, run_id: str) -> int:
+    """Attach the evaluation's episode traces (``rollout.tracing``, tagged with its eval id) to its run, so the
+    run page's Traces tab lists them; returns how many. Never fails the logging of the run."""
+    from bashgym_assets.rollout import tracing
+
+    tracing.flush_all()
+    try:
+        ids: list[str] = []
+        token = None
+        while True:
+            page = c.search_traces(locations=[experiment_id], filter_string=f"tags.eval_id = '{eval_id}'",
+                                   max_results=100, include_spans=False, page_token=token)
+            ids += [t.info.trace_id for t in page]
+            token = page.token
+            if not token:
+                break
+        for i in range(0, len(ids), 100):  # the store links at most 100 per call
+            c.link_traces_to_run(ids[i:i + 100], run_id)
+        return len(ids)
+    except Exception:  # noqa: BLE001 - traces are a convenience; the run and its metrics must still be logged
+        return 0
 
 
 # ---- decisions by hand: ``bashgym promote --model N`` / ``bashgym demote --model N`` -------------------------------

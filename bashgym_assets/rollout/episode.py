@@ -14,6 +14,7 @@ import pyarrow as pa
 from pydantic import BaseModel, Field
 
 from bashgym_assets.guardrails.flags import SAFETY_FLAG_ARROW_TYPE, SafetyFlag, SafetySummary, flag_messages
+from bashgym_assets.rollout import tracing
 from bashgym_assets.rollout.operators import Operator, OperatorError
 from bashgym_assets.rollout.transcript import (
     UNUSABLE,
@@ -51,6 +52,10 @@ class Episode(BaseModel):
     end_reason: str = ""          # exit | turn_cap | time_cap | unusable_cap | operator_error | shell_ended | sandbox_error
     error: str = ""
     duration_s: float = 0.0
+    # Per-turn timing, command, exit code and output excerpt for the episode's MLflow trace (``tracing``); not
+    # part of the record (excluded from dumps).
+    turns: list[tracing.TurnRecord] = Field(default_factory=list, exclude=True)
+    start_ns: int = Field(default=0, exclude=True)
 
 
 class EpisodeDriver:
@@ -74,6 +79,12 @@ class EpisodeDriver:
         self.episode = Episode(messages=initial_messages(bundle, scaffold=False))
         self.lines: list[TypedLine] = []
         self.done = False
+        self.episode.start_ns = time.time_ns()
+        self._model_call: tuple[float, int] = (0.0, 0)
+
+    def note_model_call(self, seconds: float, new_tokens: int = 0) -> None:
+        """The model call that produced the next reply (its latency and tokens, for the turn's trace span)."""
+        self._model_call = (seconds, new_tokens)
 
     def _say(self, role: str, content: str) -> None:
         self.seen.append(Message(role=role, content=content))
@@ -104,6 +115,19 @@ class EpisodeDriver:
 
     def apply(self, reply: str, truncated: bool = False) -> TypedLine:
         """Record one reply and, when it is something a shell runs, run it and record the observation."""
+        model_s, new_tokens = self._model_call
+        self._model_call = (0.0, 0)
+        turn = tracing.TurnRecord(index=len(self.episode.turns), start_ns=time.time_ns() - int(model_s * 1e9),
+                                  model_s=model_s, new_tokens=new_tokens, reply=reply.strip())
+        self.episode.turns.append(turn)
+        try:
+            line = self._apply(reply, truncated, turn)
+        finally:
+            turn.end_ns = time.time_ns()
+        turn.kind = line.kind
+        return line
+
+    def _apply(self, reply: str, truncated: bool, turn: tracing.TurnRecord) -> TypedLine:
         episode = self.episode
         episode.n_turns += 1
         line = parse_reply(reply, truncated=truncated)
@@ -129,7 +153,10 @@ class EpisodeDriver:
         started = time.monotonic()
         result = session.run(line.command, timeout_s=min(self.limits.command_timeout_s, remaining))
         self.sandbox_s += time.monotonic() - started
-        self._say("user", render_observation(result))
+        observation = render_observation(result)
+        self._say("user", observation)
+        turn.command, turn.exit_code, turn.timed_out = line.command, result.exit_code, result.timed_out
+        turn.command_s, turn.output = time.monotonic() - started, tracing.excerpt(observation)
         if getattr(result, "terminated", False) or getattr(session, "terminated", False):
             # The operator's own line ended the shell (``... && exit``, ``exec``): it did terminate.
             self._end("exit", terminated=True)
@@ -150,11 +177,13 @@ def play(box: Any, bundle: ScenarioBundle, operator: Operator, limits: EpisodeLi
     op = operator.for_scenario(bundle)
     driver = EpisodeDriver(box.session(), bundle, op.scaffolded, limits)
     while driver.wants_reply():
+        asked = time.monotonic()
         try:
             reply = op.next_command(driver.seen)
         except OperatorError as exc:
             driver.operator_failed(str(exc))
             break
+        driver.note_model_call(time.monotonic() - asked)
         driver.apply(reply)
     return driver.finish()
 
@@ -254,6 +283,17 @@ def run_episode(bundle: ScenarioBundle, operator: Operator, image: str | None, s
     safety = safety_fields(episode.messages, home=bundle.home, cwd=bundle.start_dir)
     reason = reject_reason(episode, verified, setup_error, unsafe=bool(safety["unsafe_blocked"]))
     op_name = operator.name
+    if (sink := tracing.sink()) is not None:
+        sink.add(tracing.episode_trace(
+            f"rollout {bundle.id}", tracing.ROLLOUT_EXPERIMENT, episode.turns, episode.start_ns or time.time_ns(),
+            inputs={"scenario_id": bundle.id, "task": bundle.task},
+            outputs={"verified": verified, "kept": reason == "", "reject_reason": reason,
+                     "end_reason": episode.end_reason},
+            attributes={"kind": "rollout", "scenario_id": bundle.id, "category": bundle.category,
+                        "model": op_name, "sample_index": sample_index, "verified": verified,
+                        "kept": reason == "", "failure_class": reason,
+                        "trajectory_id": trajectory_id(bundle.id, op_name, sample_index)},
+            error=episode.error or setup_error))
     return TrajectoryRecord(
         trajectory_id=trajectory_id(bundle.id, op_name, sample_index), scenario_id=bundle.id,
         category=bundle.category, difficulty=bundle.difficulty, split=split, operator=op_name,

@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from bashgym_assets.rollout import tracing
 from bashgym_assets.rollout.episode import EpisodeLimits, TrajectoryRecord, run_episode
 from bashgym_assets.rollout.operators import Operator
 from bashgym_assets.scenarios.bundle import ScenarioBundle
@@ -39,10 +40,14 @@ def run_rollouts(bundles: Iterable[ScenarioBundle], operator: Operator, image: s
         return run_episode(bundle, operator, image, split=TRAIN, sample_index=index, limits=limits)
 
     if max_parallel <= 1:
-        return [one(j) for j in jobs]
-    from bashgym_assets.sandbox import SandboxPool
+        records = [one(j) for j in jobs]
+    else:
+        from bashgym_assets.sandbox import SandboxPool
 
-    return list(SandboxPool(max_parallel).map(one, jobs))
+        records = list(SandboxPool(max_parallel).map(one, jobs))
+    if (sink := tracing.sink()) is not None:  # run_episode buffered one trace per attempt: write the rest now
+        sink.flush()
+    return records
 
 
 def kept_rate_by_category(records: Iterable[TrajectoryRecord]) -> list[dict[str, Any]]:
