@@ -296,3 +296,19 @@ def test_cli_parses_serve_with_routing() -> None:
     args = build_parser().parse_args(["serve", "--route", "confidence?threshold=-0.8", "--teacher", "openai/t",
                                       "--teacher-api-base", "http://127.0.0.1:9/v1", "--port", "0"])
     assert parse_route_spec(args.route).strategy == Strategy.CONFIDENCE and args.teacher == "openai/t"
+
+
+def test_the_evaluator_builds_routed_operators(student_engine, teacher, settings, lake, monkeypatch) -> None:
+    """``bashgym eval --litellm routed:<strategy> --api-base <teacher>``: student and teacher from the environment."""
+    from bashgym_assets.evaluation import ModelSpec, Sampling, operator_for
+
+    monkeypatch.setenv("BASHGYM_ROUTER_STUDENT", f"local:{student_engine.model_dir}")
+    monkeypatch.setenv("BASHGYM_TEACHER_MODEL", teacher.litellm_model)
+    op = operator_for(ModelSpec(label="routed", kind="litellm", litellm_model="routed:complexity",
+                                api_base=teacher.url), Sampling(max_new_tokens=5))
+    assert op.name == "routed:complexity" and op.params.max_tokens == 5
+    assert op.router.student.name == f"local:{student_engine.model_dir}" and op.router.teacher.name == "openai/teacher"
+    got = op.replies([[Message(**m) for m in chat(COMPLEX)]])
+    assert got[0].text == "echo teacher:" + COMPLEX[:20]
+    op.router.log.close()
+    assert [r["chosen"] for r in lake.read_all(ROUTING_TABLE).to_pylist()] == ["teacher"]

@@ -66,6 +66,11 @@ def operator_for(spec: ModelSpec, sampling: Sampling | None = None) -> Operator:
     if spec.kind == "litellm":
         if not spec.litellm_model:
             raise ValueError(f"model {spec.label}: kind litellm needs litellm_model")
+        if spec.litellm_model.startswith("routed:"):  # teacher/student routing (serving.router); api_base: teacher's
+            from bashgym_assets.rollout.operators import make_operator
+
+            return make_operator(spec.litellm_model, api_base=spec.api_base, temperature=sampling.temperature,
+                                 max_new_tokens=sampling.max_new_tokens)
         # Unscaffolded like every evaluated model: the evaluation measures the behaviour without instruction.
         op = LiteLLMOperator(spec.litellm_model, api_base=spec.api_base, temperature=sampling.temperature,
                              max_tokens=sampling.max_new_tokens)
