@@ -139,6 +139,8 @@ PROFILES: dict[str, dict[str, dict]] = {
         "sft_adapter": {"max_steps": 16},
         "student_rollouts": {"max_scenarios": 12},
         "dpo_adapter": {"max_steps": 4, "learning_rate": 5e-5},
+        "grpo_adapter": {"max_steps": 2, "num_generations": 3, "scenarios_per_step": 2, "max_turns": 4,
+                         "max_new_tokens": 64, "max_scenarios": 6},
         "benchmark_results": {"max_scenarios": 12, "max_turns": 6, "max_new_tokens": 96},
     },
     # ``quick`` (`bashgym demo --quick`): a smoke run of every stage, same code paths, tiny budgets: 16 pack
@@ -149,6 +151,8 @@ PROFILES: dict[str, dict[str, dict]] = {
         "sft_adapter": {"max_steps": 2, "max_length": 256},
         "student_rollouts": {"max_scenarios": 2, "max_turns": 2, "max_new_tokens": 32},
         "dpo_adapter": {"max_steps": 1, "max_length": 256, "learning_rate": 5e-5},
+        "grpo_adapter": {"max_steps": 1, "num_generations": 2, "scenarios_per_step": 1, "max_turns": 2,
+                         "max_new_tokens": 32, "max_scenarios": 2},
         "benchmark_results": {"max_scenarios": 3, "max_turns": 2, "max_new_tokens": 32},
     },
     "full": {
