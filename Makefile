@@ -4,13 +4,16 @@ export BASHGYM_HOME ?= $(CURDIR)/.bashgym
 export DAGSTER_HOME ?= $(BASHGYM_HOME)/dagster
 VENV := .venv/bin
 
-.PHONY: setup demo test notebooks ui mlflow lint bench images clean
+.PHONY: setup demo demo-quick test notebooks ui mlflow lint bench images clean
 
 setup:            ## install and start everything needed (idempotent)
 	@bash scripts/setup.sh
 
 demo: setup       ## materialize the whole pipeline on the bundled sample data and offline defaults
 	$(VENV)/bashgym demo
+
+demo-quick: setup ## a smoke run of every stage on tiny budgets (16 scenarios, 2 SFT steps, 3 evaluation scenarios)
+	$(VENV)/bashgym demo --quick
 
 test: setup       ## run the test suite (real Docker containers, real models)
 	$(VENV)/pytest
