@@ -9,7 +9,7 @@ Assets here depend on CPU-location assets (e.g. ``sft_dataset``) by asset key; b
 
 import dagster as dg
 
-from bashgym_assets.defs import evaluation, grpo, student, training
+from bashgym_assets.defs import evaluation, export, grpo, student, training
 from bashgym_assets.defs.automation import automation_sensor
 from bashgym_assets.defs.executors import gpu_executor
 from bashgym_assets.defs.resources import default_resources
@@ -19,5 +19,6 @@ defs = dg.Definitions.merge(
     grpo.defs,
     student.defs,
     evaluation.defs,
+    export.defs,
     dg.Definitions(resources=default_resources(), executor=gpu_executor(), sensors=[automation_sensor("gpu")]),
 )

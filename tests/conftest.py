@@ -59,6 +59,17 @@ def claude_fixtures() -> Path:
     return folder
 
 
+@pytest.fixture(scope="session")
+def empty_mlflow_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty MLflow SQLite store created once per session: its schema migrations take seconds, a copy into a
+    test's data folder (``settings.mlflow_dir / "mlflow.db"``) takes none."""
+    from mlflow import MlflowClient
+
+    db = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{db}").search_experiments()
+    return db
+
+
 @pytest.fixture(autouse=True)
 def _no_episode_traces(monkeypatch: pytest.MonkeyPatch) -> None:
     """Episode traces (``rollout.tracing``) are on by default wherever an MLflow store exists, and a test without

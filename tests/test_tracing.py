@@ -50,21 +50,11 @@ def _traces(settings: Settings, experiment: str, filter_string: str | None = Non
     return list(c.search_traces(locations=[exp.experiment_id], filter_string=filter_string, max_results=100))
 
 
-@pytest.fixture(scope="module")
-def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An empty MLflow SQLite store, created once: its schema migrations take seconds, a copy takes none."""
-    from mlflow import MlflowClient
-
-    db = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
-    MlflowClient(tracking_uri=f"sqlite:///{db}").search_experiments()
-    return db
-
-
 @pytest.fixture
-def traced_home(settings: Settings, empty_store: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+def traced_home(settings: Settings, empty_mlflow_store: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     import shutil
 
-    shutil.copy(empty_store, settings.mlflow_dir / "mlflow.db")
+    shutil.copy(empty_mlflow_store, settings.mlflow_dir / "mlflow.db")
     monkeypatch.setenv("BASHGYM_TRACES", "1")
     tracing._SINKS.clear()
     yield settings

@@ -1,0 +1,109 @@
+"""GPU location: ``exported_model``, the champion as a standalone model (merged HF folder, GGUF, Ollama Modelfile,
+model card), its GGUF round trip checked, optionally pushed to the Hugging Face Hub.
+
+Thin: the export is ``bashgym_assets.export``; this module picks where it goes (``artifacts/exports/<model>-v<N>``)
+and reports. It follows ``benchmark_results`` because that is where the champion is decided.
+"""
+
+import json
+import os
+
+import dagster as dg
+
+from bashgym_assets.defs.automation import DOWNSTREAM
+from bashgym_assets.defs.evaluation import benchmark_results
+from bashgym_assets.defs.metadata import code_version, table
+from bashgym_assets.defs.resources import BashgymHome
+from bashgym_assets.export import NoAdapterError, export_model, resolve_model
+
+ROUND_TRIP_CHECK = "gguf_round_trip"
+
+
+class ExportConfig(dg.Config):
+    """Launchpad settings of an export (defaults: the champion, f16 GGUF, a 3-chat round trip, no push)."""
+
+    model_uri: str | None = None       # e.g. models:/bashgym-operator/3; default: champion, else candidate
+    formats: list[str] = ["f16"]        # f16 and/or q8_0
+    verify: bool = True
+    max_new_tokens: int = 24
+    hub_repo: str | None = None         # push there when HF_TOKEN is set (default: BASHGYM_HF_REPO)
+
+
+def _ollama_md(out_dir: str, modelfile: str) -> str:
+    return (f"```\n{modelfile}```\n\nRun it with Ollama:\n\n```bash\ncd {out_dir}\n"
+            "ollama create bashgym-operator -f Modelfile\nollama run bashgym-operator \"list the files here, "
+            "hidden ones too\"\n```")
+
+
+@dg.asset(
+    group_name="evaluation",
+    pool="gpu",
+    kinds={"pytorch", "mlflow"},
+    code_version=code_version("bashgym_assets.export.exporter", "bashgym_assets.export.gguf_file",
+                              "bashgym_assets.export.ollama"),
+    deps=[benchmark_results],
+    automation_condition=DOWNSTREAM,
+    check_specs=[dg.AssetCheckSpec(ROUND_TRIP_CHECK, asset="exported_model",
+                                   description="The GGUF read back by transformers equals the merged model: weights "
+                                               "after the format's rounding, chat template, and (f16) greedy "
+                                               "replies to the verification chats.")],
+    description="The champion (else the newest candidate) as a standalone model: LoRA merged into its base and "
+                "saved in Hugging Face format, GGUF written with the gguf package, Ollama Modelfile, model card; "
+                "the GGUF round trip verified; pushed to the Hub when HF_TOKEN and a repo are configured.",
+)
+def exported_model(context: dg.AssetExecutionContext, config: ExportConfig, bashgym: BashgymHome):
+    settings = bashgym.settings()
+    lake = bashgym.lake()
+    try:
+        resolved = resolve_model(config.model_uri, settings)
+    except NoAdapterError as exc:
+        context.log.warning(f"nothing exported: {exc}")
+        return dg.MaterializeResult(
+            metadata={"skipped": dg.MetadataValue.text(f"no adapter is registered yet, nothing to export ({exc})")},
+            check_results=[dg.AssetCheckResult(check_name=ROUND_TRIP_CHECK, passed=True,
+                                               metadata={"skipped": dg.MetadataValue.text("no adapter")})])
+    repo = config.hub_repo or os.environ.get("BASHGYM_HF_REPO") or None
+    token = os.environ.get("HF_TOKEN") or None
+    name = f"{resolved.model_name}-v{resolved.version}"
+    context.log.info(f"exporting {resolved.model_uri} ({resolved.alias or 'explicit version'}) on "
+                     f"{resolved.base_model}" + (f"; {resolved.fallback_note}" if resolved.fallback_note else ""))
+    with lake.atomic_artifact_dir("exports", name) as tmp:
+        report = export_model(tmp, resolved=resolved, formats=config.formats, verify=config.verify,
+                              max_new_tokens=config.max_new_tokens, hub_repo=repo, hub_token=token,
+                              hub_endpoint=os.environ.get("HF_ENDPOINT") or None, settings=settings)
+        files = report.files_table()
+    out_dir = str(lake.artifact_dir("exports", name, create=False))
+    report.out_dir = out_dir  # the folder was renamed into place: record where it ended up
+    (lake.artifact_dir("exports", name, create=False) / "export_report.json").write_text(
+        report.model_dump_json(indent=2))
+    verify_rows = [[r.gguf, r.prompt, r.identical, r.token_agreement, r.prompt_tokens_identical, r.merged_reply,
+                    r.gguf_reply] for r in report.verification]
+    metadata = {
+        "path": dg.MetadataValue.path(out_dir),
+        "model_uri": dg.MetadataValue.text(resolved.model_uri),
+        "alias": dg.MetadataValue.text(resolved.alias or "explicit version"),
+        "files": table(["file", "size_mb"], [[f["file"], f["size_mb"]] for f in files]),
+        "round_trip": table(["gguf", "prompt", "identical", "token_agreement", "prompt_tokens_identical",
+                             "merged_reply", "gguf_reply"], verify_rows or [["(not verified)", "", False, 0.0,
+                                                                            False, "", ""]]),
+        "gguf_checks": table(["gguf", "weights_exact", "max_abs_weight_diff", "chat_template_identical"],
+                             [[c.gguf, c.weights_exact, c.max_abs_weight_diff, c.chat_template_identical]
+                              for c in report.gguf_checks] or [["(not verified)", False, 0.0, False]]),
+        "verified": dg.MetadataValue.bool(report.verified),
+        "modelfile": dg.MetadataValue.md(_ollama_md(out_dir, report.modelfile)),
+        "timings_s": dg.MetadataValue.json(report.timings_s),
+        "pushed_to": dg.MetadataValue.text(report.pushed_to or ("not pushed: set HF_TOKEN and BASHGYM_HF_REPO "
+                                                                 "(or hub_repo)")),
+    }
+    if resolved.fallback_note:
+        metadata["note"] = dg.MetadataValue.text(resolved.fallback_note)
+    check = dg.AssetCheckResult(
+        check_name=ROUND_TRIP_CHECK, passed=report.verified or not config.verify, severity=dg.AssetCheckSeverity.WARN,
+        metadata={"checks": dg.MetadataValue.json(json.loads(json.dumps([c.model_dump() for c in report.gguf_checks]))),
+                  "identical_replies": dg.MetadataValue.int(sum(r.identical for r in report.verification)),
+                  "replies": dg.MetadataValue.int(len(report.verification))})
+    return dg.MaterializeResult(metadata=metadata, check_results=[check],
+                                data_version=dg.DataVersion(f"{resolved.model_uri}:{','.join(config.formats)}"))
+
+
+defs = dg.Definitions(assets=[exported_model])
