@@ -250,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
     from bashgym_assets.serving.cli import add_parsers as add_serve_parsers
 
     add_serve_parsers(sub)
+    from bashgym_assets.export.cli import add_parsers as add_export_parsers
+
+    add_export_parsers(sub)
     return parser
 
 

@@ -225,3 +225,13 @@ def test_exported_model_asset_candidate_fallback_and_skip(tiny_and_adapter: tupl
     assert json.loads((out / "export_report.json").read_text())["out_dir"] == str(out)
     check = result.get_asset_check_evaluations()[-1]
     assert check.check_name == "gguf_round_trip" and check.passed
+
+
+def test_cli_export_says_when_there_is_nothing_to_export(settings: Settings, empty_mlflow_store: Path,
+                                                         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bashgym_assets.cli import main
+
+    shutil.copy(empty_mlflow_store, settings.mlflow_dir / "mlflow.db")
+    assert main(["export", "--out", str(tmp_path / "out")]) == 1
+    assert "no registered adapter to export" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -293,10 +293,10 @@ def export_model(out_dir: Path, model_uri: str | None = None, formats: Sequence[
 
     settings = settings or get_settings()
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     t = time.monotonic()
     resolved = resolved or resolve_model(model_uri, settings)
+    out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="export-adapter-") as tmp:
         adapter = adapter_dir or registry.download_adapter(resolved.model_uri, Path(tmp), settings)
         hf_files = merge_adapter(resolved.base_model, Path(adapter), out_dir)
