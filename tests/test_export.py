@@ -84,7 +84,9 @@ def test_export_round_trip_f16_and_q8_0(tiny_and_adapter: tuple[Path, Path], tmp
     q8 = next(g for g in report.gguf if g.format == "q8_0")
     assert q8.size_bytes < next(g for g in report.gguf if g.format == "f16").size_bytes
 
-    assert (out / "Modelfile").read_text().startswith("FROM ./bashgym-operator-v7-f16.gguf\n")
+    mf = (out / "Modelfile").read_text()
+    assert mf.startswith("FROM ./bashgym-operator-v7-f16.gguf\n")
+    assert 'SYSTEM """You are logged in to' in mf and "operator@" in mf   # the banner it was trained with
     card = (out / "README.md").read_text()
     assert "models:/bashgym-operator/7" in card and "| bashgym-operator-v7-f16.gguf |" in card
     saved = json.loads((out / "export_report.json").read_text())
@@ -128,6 +130,8 @@ def test_modelfile_chatml_template_stops_and_system() -> None:
     smol = modelfile("m.gguf", SMOL_TEMPLATE)
     assert 'SYSTEM """You are a helpful AI assistant named SmolLM, trained by Hugging Face"""' in smol
     assert default_system(SMOL_TEMPLATE) == "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    literal = SMOL_TEMPLATE.replace("\\n", "\n")  # as chat_template.jinja stores it: real newlines
+    assert default_system(literal) == "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
     with pytest.raises(ValueError, match="not ChatML"):
         modelfile("m.gguf", "{{ bos_token }}[INST] {{ messages[0]['content'] }} [/INST]")
 

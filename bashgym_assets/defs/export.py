@@ -25,7 +25,7 @@ class ExportConfig(dg.Config):
     model_uri: str | None = None       # e.g. models:/bashgym-operator/3; default: champion, else candidate
     formats: list[str] = ["f16"]        # f16 and/or q8_0
     verify: bool = True
-    max_new_tokens: int = 24
+    max_new_tokens: int = 16            # per verification reply (3 chats): the GGUF reads dominate anyway
     hub_repo: str | None = None         # push there when HF_TOKEN is set (default: BASHGYM_HF_REPO)
 
 

@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -28,16 +29,18 @@ from pydantic import BaseModel, Field
 from bashgym_assets.config import Settings, get_settings
 from bashgym_assets.export.gguf_file import GGUFFileInfo, write_gguf
 from bashgym_assets.export.ollama import modelfile
+from bashgym_assets.rollout.transcript import orientation
 
 CHAMPION = "champion"
 CANDIDATE = "candidate"
-# Shell requests like the held-out scenarios' (system: the operator role, user: a task), answered greedily.
+# What the operator sees when its terminal opens, in training and evaluation (``rollout.transcript``): the system
+# turn of the verification chats and the Modelfile's SYSTEM default, so Ollama prompts it as it was trained.
+OPERATOR_BANNER = orientation(SimpleNamespace(user="operator", start_dir="/home/operator"))
+# Shell tasks like the held-out scenarios', in the format the model was trained on, answered greedily.
 VERIFY_CHATS: tuple[tuple[tuple[str, str], ...], ...] = (
-    (("system", "You are a shell operator. Reply with one bash command per turn; type exit when done."),
-     ("user", "List every file in the current directory, hidden ones included.")),
-    (("system", "You are a shell operator. Reply with one bash command per turn; type exit when done."),
-     ("user", "Count the lines of notes.txt that contain the word error.")),
-    (("user", "Create a folder named reports and move every .csv file into it."),),
+    (("system", OPERATOR_BANNER), ("user", "List every file in the current directory, hidden ones included.")),
+    (("system", OPERATOR_BANNER), ("user", "Count the lines of notes.txt that contain the word error.")),
+    (("system", OPERATOR_BANNER), ("user", "Create a folder named reports and move every .csv file into it.")),
 )
 
 
@@ -307,7 +310,7 @@ def export_model(out_dir: Path, model_uri: str | None = None, formats: Sequence[
     timings["gguf_s"] = round(time.monotonic() - t, 2)
     chat_template = (out_dir / "chat_template.jinja").read_text() if (out_dir / "chat_template.jinja").exists() \
         else json.loads((out_dir / "tokenizer_config.json").read_text()).get("chat_template")
-    mf = modelfile(Path(ggufs[0].path).name, chat_template)
+    mf = modelfile(Path(ggufs[0].path).name, chat_template, system=OPERATOR_BANNER)
     (out_dir / "Modelfile").write_text(mf)
     report = ExportReport(out_dir=str(out_dir), model=resolved, hf_files=hf_files, gguf=ggufs, modelfile=mf)
     if verify:

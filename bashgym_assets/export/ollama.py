@@ -29,7 +29,7 @@ def default_system(chat_template: str | None) -> str | None:
     AI assistant named SmolLM, trained by Hugging Face"), so Ollama behaves like transformers; None if none."""
     if not chat_template:
         return None
-    m = re.search(r"<\|im_start\|>system\\n(.+?)<\|im_end\|>", chat_template)
+    m = re.search(r"<\|im_start\|>system(?:\\n|\n)(.+?)<\|im_end\|>", chat_template)  # escaped or literal
     return m.group(1) if m else None
 
 
@@ -37,17 +37,18 @@ def _quote(text: str) -> str:
     return '"""' + text.replace('"""', '\\"\\"\\"') + '"""'
 
 
-def modelfile(gguf_name: str, chat_template: str | None, temperature: float = 0.0, num_ctx: int = 2048,
-              num_predict: int = 128) -> str:
+def modelfile(gguf_name: str, chat_template: str | None, system: str | None = None, temperature: float = 0.0,
+              num_ctx: int = 2048, num_predict: int = 128) -> str:
     """The Modelfile text: FROM the GGUF next to it, the ChatML TEMPLATE, stop tokens, greedy defaults as the
-    evaluation ran, and a SYSTEM line only when the model's own template has a default system prompt."""
+    evaluation ran, and SYSTEM: ``system`` (the exporter passes the login banner the operator was trained and
+    evaluated with), else the template's own default system prompt if it has one, else none."""
     if not is_chatml(chat_template):
         raise ValueError("the model's chat template is not ChatML: no Ollama TEMPLATE is known for it")
     lines = [f"FROM ./{gguf_name}", "", f"TEMPLATE {_quote(CHATML_GO_TEMPLATE)}", ""]
     lines += [f'PARAMETER stop "{s}"' for s in STOP_TOKENS]
     lines += [f"PARAMETER temperature {temperature:g}", f"PARAMETER num_ctx {num_ctx}",
               f"PARAMETER num_predict {num_predict}"]
-    system = default_system(chat_template)
+    system = system or default_system(chat_template)
     if system:
         lines += ["", f"SYSTEM {_quote(system)}"]
     return "\n".join(lines) + "\n"

@@ -208,6 +208,7 @@ class TraceSink:
         self.written = 0
         self.write_s = 0.0        # time spent writing (the overhead the evaluation pays for its traces)
         self.errors: list[str] = []
+        self._client: Any = None
 
     def add(self, trace: EpisodeTrace) -> None:
         with self._lock:
@@ -248,7 +249,7 @@ class TraceSink:
         try:
             for trace in batch:
                 by_exp.setdefault(self.experiment_id(trace.experiment), []).extend(to_spans(trace))
-            client = TracingClient(self.tracking_uri)
+            client = self._client = self._client or TracingClient(self.tracking_uri)
             for exp_id, spans in by_exp.items():
                 client.log_spans(exp_id, spans)
             self.written += len(batch)
