@@ -50,8 +50,15 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log "installing Python packages into .venv (about 3 minutes the first time)"
   # (pip's notes about configured package folders that do not exist on this machine are filtered out)
   quiet_pip() { .venv/bin/pip "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
-  # torch first, pinned: the CPU build; an unpinned torch would pull several GB of CUDA wheels.
-  quiet_pip install -q "torch==2.13.0"
+  # torch first, pinned. Without an NVIDIA GPU: the CPU build (torch==2.13.0+cpu, ~200 MB), from the configured
+  # package sources if one has it, else from PyTorch's CPU index; PyPI's own Linux wheel would pull several GB of
+  # CUDA libraries that such a machine cannot use. With a GPU: PyPI's CUDA build.
+  if command -v nvidia-smi >/dev/null 2>&1 || ls /dev/nvidia0 >/dev/null 2>&1; then
+    quiet_pip install -q "torch==2.13.0"
+  elif ! quiet_pip install -q "torch==2.13.0+cpu" 2>/dev/null; then
+    log "no GPU: installing the CPU build of torch from PyTorch's CPU index"
+    quiet_pip install -q "torch==2.13.0+cpu" --extra-index-url https://download.pytorch.org/whl/cpu
+  fi
   quiet_pip install -q -e '.[dev]'
   echo "$want" > "$stamp"
 fi
