@@ -311,7 +311,7 @@ def test_real_short_run_changes_the_adapter(tiny: Path, sft: Path, sandbox_image
     lines: list[str] = []
     cfg = TrainConfig(base_model=str(tiny), output_dir=str(tmp_path / "grpo"), max_steps=2, learning_rate=1e-2,
                       save_every=100)
-    settings = grpo.GRPOSettings(num_generations=4, scenarios_per_step=2, max_turns=2, max_new_tokens=8,
+    settings = grpo.GRPOSettings(num_generations=4, scenarios_per_step=2, max_turns=1, max_new_tokens=6,
                                  temperature=1.0, command_timeout_s=5)
     run = grpo.train_grpo(cfg, settings, [_lenient(0), _lenient(1)], str(sft), sandbox_image,
                           on_log=rows.append, progress=lines.append)
@@ -352,7 +352,7 @@ def test_grpo_adapter_asset_registers_and_becomes_the_candidate(settings, tiny: 
             "sft_adapter", metadata={"adapter_dir": str(sft), "model_uri": "models:/bashgym-operator/0"}))
         result = dg.materialize([grpo_adapter], instance=instance, resources=resources, run_config={"ops": {
             "grpo_adapter": {"config": {"max_steps": 1, "num_generations": 2, "scenarios_per_step": 2,
-                                        "max_turns": 2, "max_new_tokens": 8, "max_scenarios": 2}}}})
+                                        "max_turns": 1, "max_new_tokens": 4, "max_scenarios": 2}}}})
         assert result.success
         meta = result.asset_materializations_for_node("grpo_adapter")[0].metadata
         newest = ev._newest_adapter(instance)

@@ -107,6 +107,7 @@ def grpo_adapter(context: dg.AssetExecutionContext, config: GRPORunConfig, bashg
                       run_name=run_name, learning_rate=config.learning_rate, max_steps=config.max_steps,
                       dtype=config.dtype, seed=config.seed, save_every=config.save_every)
     run_settings = _settings(config)
+    cfg = grpo.grpo_train_config(cfg, run_settings)  # one group per micro-batch: logged as it trains
     images.ensure_docker_engine()
     image = bashgym.sandbox_image_tag()
     context.log.info(f"grpo {run_name}: {len(bundles)} train scenarios, {config.max_steps} steps x "
@@ -132,6 +133,9 @@ def grpo_adapter(context: dg.AssetExecutionContext, config: GRPORunConfig, bashg
     client = registry.client(settings)
     for path in (png, report_dir / "groups.md", report_dir / "transcripts.md"):
         client.log_artifact(run_id, str(path))
+    from mlflow.entities import Param
+
+    client.log_batch(run_id, params=[Param(f"grpo_{k}", str(v)) for k, v in run_settings.model_dump().items()])
     done = _register_and_report(context, bashgym, "grpo", run_name, cfg, result, lineage, base,
                                 config.register_as, run_id)
     steps = run.steps
