@@ -68,9 +68,27 @@ def lake(settings) -> Lake:
     return Lake(settings)
 
 
+OPEN_LOGS: list[DecisionLog] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_logs():
+    """Flush and stop every decision log a test opened (their data folder goes away with the test)."""
+    yield
+    while OPEN_LOGS:
+        OPEN_LOGS.pop().close()
+
+
+def opened(log: DecisionLog) -> DecisionLog:
+    OPEN_LOGS.append(log)
+    return log
+
+
 def router(student_engine: ChatEngine, teacher: OpenAIServer, lake: Lake, settings, **config) -> Router:
+    log = DecisionLog(lake)
+    OPEN_LOGS.append(log)
     return Router(RouterConfig(**config), EngineBackend(student_engine),
-                  teacher_backend(teacher.litellm_model, teacher.url, settings), DecisionLog(lake), lake=lake)
+                  teacher_backend(teacher.litellm_model, teacher.url, settings), log, lake=lake)
 
 
 def student_text(engine: ChatEngine, task: str, max_tokens: int = 8) -> tuple[str, list[float]]:
@@ -233,16 +251,33 @@ def test_routed_operator_runs_a_sandbox_episode(student_engine, settings, lake, 
         op = make_operator("routed:confidence?threshold=0.5", api_base=tsrv.url, teacher=tsrv.litellm_model,
                            student=f"local:{student_engine.model_dir}", adapter_dir=student_engine.adapter_dir,
                            settings=settings, max_new_tokens=6)
-        bound = op.for_scenario(TRAIN_BUNDLE)
-        record = run_episode(TRAIN_BUNDLE, bound, sandbox_image, split=TRAIN)
+        assert op.for_scenario(TRAIN_BUNDLE) is op  # one object: the evaluator batches its episodes' turns
+        record = run_episode(TRAIN_BUNDLE, op, sandbox_image, split=TRAIN)
     assert record.verified and record.terminated, record.messages
-    assert bound.record_outcome("clean" if record.verified else "failed") == record.n_turns
+    assert op.record_outcome("clean" if record.verified else "failed", scenario_id=TRAIN_BUNDLE.id) == \
+        record.n_turns
     op.router.log.close()
     rows = lake.read_all(ROUTING_TABLE).to_pylist()
     assert len(rows) == record.n_turns and {r["chosen"] for r in rows} == {"teacher"}
     assert {r["scenario_id"] for r in rows} == {TRAIN_BUNDLE.id} and {r["outcome"] for r in rows} == {"clean"}
     assert sorted(r["turn"] for r in rows) == list(range(record.n_turns))
     assert all(r["confidence"] is not None and r["confidence"] < 0.5 for r in rows)
+
+
+def test_reference_teacher_is_bound_per_scenario(student_engine, settings, lake) -> None:
+    from test_rollout_sandbox import TRAIN_BUNDLE
+
+    from bashgym_assets.rollout.transcript import initial_messages
+
+    op = make_operator("routed:teacher_only", teacher="reference", student=f"local:{student_engine.model_dir}",
+                       settings=settings, max_new_tokens=4)
+    bound = op.for_scenario(TRAIN_BUNDLE)
+    assert bound is not op and bound.scenario_id == TRAIN_BUNDLE.id
+    assert bound.next_command(initial_messages(TRAIN_BUNDLE)) == TRAIN_BUNDLE.reference[0]
+    assert bound.record_outcome("clean") == 1
+    op.router.log.close()
+    rows = lake.read_all(ROUTING_TABLE).to_pylist()
+    assert [(r["model"], r["scenario_id"], r["outcome"]) for r in rows] == [("reference", TRAIN_BUNDLE.id, "clean")]
 
 
 def test_routing_through_the_server(student_engine, teacher, lake, settings) -> None:
@@ -252,6 +287,7 @@ def test_routing_through_the_server(student_engine, teacher, lake, settings) -> 
     r = Router(RouterConfig(strategy=Strategy.COMPLEXITY), EngineBackend(student_engine, submit=batcher.submit,
                                                                          trim=False),
                teacher_backend(teacher.litellm_model, teacher.url, settings), DecisionLog(lake), lake=lake)
+    OPEN_LOGS.append(r.log)
     with LocalServer(create_app(student_engine, batcher, router=r)) as srv:
         client = OpenAI(base_url=srv.url, api_key="x")
         assert [m.id for m in client.models.list().data] == ["tiny-student", "bashgym-router"]
@@ -273,7 +309,7 @@ def test_routing_through_the_server(student_engine, teacher, lake, settings) -> 
 def test_teacher_failure_and_student_fallback(student_engine, lake, settings) -> None:
     with OpenAIServer(scripted([]), model="teacher") as dead:  # every request: HTTP 500
         r = Router(RouterConfig(strategy=Strategy.TEACHER_ONLY), EngineBackend(student_engine),
-                   teacher_backend(dead.litellm_model, dead.url, settings), DecisionLog(lake))
+                   teacher_backend(dead.litellm_model, dead.url, settings), opened(DecisionLog(lake)))
         got = r.route_many([chat("pwd")], ChatParams(max_tokens=4))[0]
     assert got.answer.error and got.decision.error and got.decision.chosen == "teacher"
     # a student that cannot fit the prompt (no trimming) hands the turn to the teacher, except student_only
@@ -282,7 +318,7 @@ def test_teacher_failure_and_student_fallback(student_engine, lake, settings) ->
         long_chat = chat("ls -la /home/operator " * 200)
         for strategy, chosen in ((Strategy.COMPLEXITY, "teacher"), (Strategy.STUDENT_ONLY, "student")):
             r = Router(RouterConfig(strategy=strategy, complexity_threshold=2.0), strict,
-                       teacher_backend(t.litellm_model, t.url, settings), DecisionLog(lake))
+                       teacher_backend(t.litellm_model, t.url, settings), opened(DecisionLog(lake)))
             got = r.route_many([long_chat], ChatParams(max_tokens=4))[0]
             assert got.decision.chosen == chosen
             assert bool(got.answer.error) == (strategy == Strategy.STUDENT_ONLY)

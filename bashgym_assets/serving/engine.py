@@ -105,6 +105,10 @@ class ChatEngine:
 
                 # merged once, as LocalModelOperator does: same function, one matmul per linear layer
                 model = PeftModel.from_pretrained(model, self.adapter_dir).merge_and_unload()
+            import torch
+
+            if torch.cuda.is_available():  # a GPU when there is one (untested here: the build machines are CPU-only)
+                model = model.to("cuda")
             model.eval()
             self._model, self._tokenizer = model, tokenizer
         if not getattr(self._tokenizer, "chat_template", None):
@@ -159,8 +163,9 @@ class ChatEngine:
             groups: dict[tuple, list[int]] = {}
             for i in prompts:
                 req = requests[i]
-                key = ((False, 0.0, 1.0, None) if req.temperature <= 0
-                       else (True, req.temperature, req.top_p, req.seed))
+                # a seeded sample is generated alone, so the same seed gives the same reply whatever else is queued
+                key = ((False, 0.0, 1.0, None, -1) if req.temperature <= 0
+                       else (True, req.temperature, req.top_p, req.seed, -1 if req.seed is None else i))
                 groups.setdefault(key, []).append(i)
             for key, members in groups.items():
                 members.sort(key=lambda i: len(prompts[i]))  # similar lengths together: less padding
@@ -180,7 +185,7 @@ class ChatEngine:
                   reqs: list[GenerationRequest]) -> list[Generation]:
         import torch
 
-        do_sample, temperature, top_p, seed = key
+        do_sample, temperature, top_p, seed, _ = key
         stop = self.stop_ids()
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (stop[0] if stop else 0)
         width = max(len(p) for p in prompts)
@@ -200,7 +205,8 @@ class ChatEngine:
         else:
             kwargs.update(temperature=None, top_p=None, top_k=None)
         with torch.no_grad():
-            result = model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
+            result = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention.to(model.device),
+                                    **kwargs)
         seqs = result.sequences[:, width:]
         logits = result.logits if want_logprobs else None
         return [self._finish(tokenizer, stop, seqs[row].tolist(), logits, row, reqs[row], len(prompts[row]))

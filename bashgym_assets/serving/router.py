@@ -356,7 +356,8 @@ class OperatorBackend(Backend):
         self.name = operator.name.removeprefix("litellm:")
 
     def bind(self, bundle: Any) -> OperatorBackend:
-        return OperatorBackend(self.operator.for_scenario(bundle))
+        bound = self.operator.for_scenario(bundle)
+        return self if bound is self.operator else OperatorBackend(bound)
 
     def complete(self, conversations: Sequence[list[dict[str, str]]], params: ChatParams,
                  logprobs: bool = False) -> list[Answer]:
@@ -401,7 +402,11 @@ class DecisionLog:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._tick, name="routing-log", daemon=True)
         self._thread.start()
-        atexit.register(self.close)
+        atexit.register(self._at_exit)
+
+    def _at_exit(self) -> None:
+        with contextlib.suppress(Exception):  # the data folder may be gone (a test's); nothing to report to
+            self.close()
 
     def _tick(self) -> None:
         while not self._stop.wait(self.flush_interval_s):
@@ -451,8 +456,8 @@ class DecisionLog:
 
     def close(self) -> None:
         self._stop.set()
+        atexit.unregister(self._at_exit)
         self.flush()
-        atexit.unregister(self.close)
 
 
 # ---- the router ----------------------------------------------------------------------------------------------------
@@ -467,6 +472,7 @@ class Router:
         self.log = log
         self.clean_rate = config.clean_rate
         self.clean_rate_source = "given" if config.clean_rate is not None else ""
+        self.scenarios: dict[str, str] = {}  # task message -> scenario id (RoutedOperator.for_scenario fills it)
         if config.strategy == Strategy.PROGRESSIVE and self.clean_rate is None and lake is not None:
             self.clean_rate, self.clean_rate_source = measured_clean_rate(lake)
 
@@ -574,7 +580,8 @@ class Router:
                 student_model=self.student.name, teacher_model=self.teacher.name, reason=reasons[i],
                 latency_s=took, student_latency_s=student_lat[i], teacher_latency_s=teacher_lat[i],
                 completion_tokens=ans.completion_tokens, error=ans.error or "",
-                conversation_id=conversation_id(convs[i]), scenario_id=scenario_id,
+                conversation_id=conversation_id(convs[i]),
+                scenario_id=scenario_id or self.scenarios.get(task_text(convs[i]), ""),
                 turn=sum(m["role"] == "assistant" for m in convs[i]), source=source, **extras[i])
             out.append(Routed(answer=ans, decision=decision))
         if self.log is not None:
@@ -589,9 +596,8 @@ class Router:
 class RoutedOperator(Operator):
     """``routed:<strategy>``: each turn (each lockstep batch in the evaluator) goes through a ``Router``.
 
-    Unscaffolded like the evaluated models (the student was trained without the instruction). Per-scenario copies
-    share the router and its log and tag decisions with the scenario id; ``record_outcome`` fills the outcome in
-    once the episode's check has run."""
+    Unscaffolded like the evaluated models (the student was trained without the instruction). Decisions carry the
+    scenario id (``for_scenario``); ``record_outcome`` fills the outcome in once the episode's check has run."""
 
     def __init__(self, router: Router, params: ChatParams | None = None, scenario_id: str = "",
                  scaffolded: bool = False) -> None:
@@ -602,6 +608,14 @@ class RoutedOperator(Operator):
         self.name = f"routed:{router.config.strategy.value}"
 
     def for_scenario(self, bundle: Any) -> RoutedOperator:
+        """Self, unless the teacher must be bound to the scenario (``reference``): the evaluator batches one
+        operator object's turns together, so the student generates every episode's turn in one call. The
+        scenario's task is registered so decisions carry its id either way."""
+        from bashgym_assets.rollout.transcript import task_message
+
+        self.router.scenarios[task_message(bundle)] = getattr(bundle, "id", "")
+        if self.router.teacher.bind(bundle) is self.router.teacher:
+            return self
         return RoutedOperator(self.router.bind(bundle), self.params, getattr(bundle, "id", ""), self.scaffolded)
 
     def sampling(self) -> dict[str, Any]:
@@ -620,9 +634,11 @@ class RoutedOperator(Operator):
             raise OperatorError(reply.error)
         return reply.text
 
-    def record_outcome(self, outcome: str) -> int:
-        """The episode's outcome on every decision of this operator's scenario."""
-        return self.router.record_outcome(outcome, scenario_id=self.scenario_id) if self.scenario_id else 0
+    def record_outcome(self, outcome: str, scenario_id: str = "") -> int:
+        """An episode's outcome (e.g. ``clean``/``failed``) on every decision of its scenario (``scenario_id``,
+        default the one this copy is bound to)."""
+        sid = scenario_id or self.scenario_id
+        return self.router.record_outcome(outcome, scenario_id=sid) if sid else 0
 
 
 # ---- construction from a spec string ---------------------------------------------------------------------------------
