@@ -204,6 +204,8 @@ def test_serve_the_champion_from_the_mlflow_registry(student: tuple[Path, Path],
     model_dir, adapter = student
     reg = log_training_run(kind="sft", run_name="tiny-sft", params={"steps": 1}, history=[], summary={},
                            adapter_dir=str(adapter), tags={}, base_model=str(model_dir), settings=settings)
+    with pytest.raises(LookupError, match="no champion"):  # nothing promoted yet: a clear error, not a traceback
+        build_engine(build_parser().parse_args(["serve"]), settings)
     set_alias(REGISTERED_MODEL, reg.model_version, CHAMPION, settings)
     args = build_parser().parse_args(["serve", "--max-context", "512"])
     assert args.model == f"models:/{REGISTERED_MODEL}@{CHAMPION}" and args.port == 8000

@@ -258,13 +258,20 @@ def engine_from_registry(model_uri: str, base: str | None = None, name: str = "b
 
     settings = settings or get_settings()
     c = registry.client(settings)
+    from mlflow.exceptions import MlflowException
+
     ref = model_uri.removeprefix("models:/")
-    if "@" in ref:
-        model_name, alias = ref.split("@", 1)
-        version = c.get_model_version_by_alias(model_name, alias)
-    else:
-        model_name, number = ref.rsplit("/", 1)
-        version = c.get_model_version(model_name, number)
+    try:
+        if "@" in ref:
+            model_name, alias = ref.split("@", 1)
+            version = c.get_model_version_by_alias(model_name, alias)
+        else:
+            model_name, number = ref.rsplit("/", 1)
+            version = c.get_model_version(model_name, number)
+    except MlflowException as exc:
+        raise LookupError(f"{model_uri} is not in the registry at {settings.mlflow_tracking_uri} ({exc.message}): "
+                          "no champion until an evaluation promotes one (make demo; bashgym promote --model N), "
+                          "or serve a folder with --adapter") from exc
     folder = Lake(settings).artifact_dir("downloads", f"{model_name}-v{version.version}")
     adapter = registry.download_adapter(f"models:/{model_name}/{version.version}", folder, settings)
     if not base:

@@ -390,13 +390,17 @@ class DecisionLog:
     evaluation) never overwrite each other and a crash loses only the unflushed buffer. A background thread flushes
     every ``flush_interval_s``; ``close`` (also at interpreter exit) flushes the rest."""
 
+    KEEP_WRITTEN = 256
+
     def __init__(self, lake: Any, flush_every: int = 32, flush_interval_s: float = 5.0) -> None:
         self.lake = lake
         self.flush_every = max(1, flush_every)
         self.flush_interval_s = flush_interval_s
         self.log_id = uuid.uuid4().hex[:8]
         self._rows: list[dict[str, Any]] = []
-        self._written: dict[str, list[dict[str, Any]]] = {}  # partition -> its rows (outcomes update them)
+        # partition -> its rows, for outcomes that arrive after the flush; the newest KEEP_WRITTEN partitions only,
+        # so a long-running server's memory stays bounded (an outcome for an older row is not recorded)
+        self._written: dict[str, list[dict[str, Any]]] = {}
         self._seq = 0
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -428,6 +432,8 @@ class DecisionLog:
             partition = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{self.log_id}-{self._seq:05d}"
             self.lake.write(ROUTING_TABLE, self._rows, partition=partition, schema=ROUTING_SCHEMA)
             self._written[partition], self._rows = self._rows, []
+            while len(self._written) > self.KEEP_WRITTEN:
+                self._written.pop(next(iter(self._written)))
             return partition
 
     def record_outcome(self, outcome: str, *, request_ids: Sequence[str] = (), conversation_id: str = "",
