@@ -31,6 +31,7 @@ from bashgym_assets.serving.router import (
     conversation_id,
     measured_clean_rate,
     parse_route_spec,
+    routing_summary,
     task_complexity,
     teacher_backend,
 )
@@ -188,6 +189,7 @@ def test_random_ab_is_seeded_and_sticky(student_engine, teacher, lake, settings)
 
 
 def test_decisions_are_logged_to_the_lake(student_engine, teacher, lake, settings) -> None:
+    assert routing_summary(lake) == []
     log = DecisionLog(lake, flush_every=2, flush_interval_s=3600)
     r = Router(RouterConfig(strategy=Strategy.COMPLEXITY), EngineBackend(student_engine),
                teacher_backend(teacher.litellm_model, teacher.url, settings), log)
@@ -208,6 +210,10 @@ def test_decisions_are_logged_to_the_lake(student_engine, teacher, lake, setting
     assert dict(con.execute(f"select chosen, count(*) from {ROUTING_TABLE} group by 1").fetchall()) == \
         {"student": 2, "teacher": 1}
     assert pa.types.is_timestamp(lake.read_all(ROUTING_TABLE).schema.field("decided_at").type)
+    (day,) = routing_summary(lake)
+    assert day["strategy"] == "complexity" and day["requests"] == 3
+    assert day["student_share"] == pytest.approx(2 / 3) and day["teacher_clean_rate"] == 1.0
+    assert day["student_clean_rate"] is None  # no student outcome known yet
 
 
 def test_unflushed_decisions_reach_the_lake_on_the_timer(student_engine, teacher, lake, settings) -> None:

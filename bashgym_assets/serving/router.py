@@ -466,6 +466,27 @@ class DecisionLog:
         self.flush()
 
 
+def routing_summary(lake: Any, bucket: str = "day") -> list[dict[str, Any]]:
+    """The student's share and success over time, per ``bucket`` (DuckDB ``date_trunc`` unit) and strategy:
+    requests, the student's share of them, mean student confidence, and the clean rate of the outcomes known for
+    each side (None where none is known yet). What a dashboard or notebook plots; [] before any decision."""
+    if ROUTING_TABLE not in lake.assets():
+        return []
+    if bucket not in {"minute", "hour", "day", "week", "month"}:
+        raise ValueError(f"bucket {bucket!r}: minute, hour, day, week or month")
+    con = lake.connect()
+    cur = con.execute(f"""
+        SELECT date_trunc('{bucket}', decided_at) AS bucket, strategy, count(*) AS requests,
+               avg((chosen = 'student')::INT) AS student_share, avg(confidence) AS mean_confidence,
+               avg(CASE WHEN outcome <> '' THEN (outcome = 'clean')::INT END)
+                   FILTER (WHERE chosen = 'student') AS student_clean_rate,
+               avg(CASE WHEN outcome <> '' THEN (outcome = 'clean')::INT END)
+                   FILTER (WHERE chosen = 'teacher') AS teacher_clean_rate
+        FROM {ROUTING_TABLE} GROUP BY 1, 2 ORDER BY 1, 2""")
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
 # ---- the router ----------------------------------------------------------------------------------------------------
 class Router:
     """Routes batches of conversations between a student and a teacher backend (see the module docstring)."""
