@@ -259,15 +259,28 @@ def test_routed_operator_runs_a_sandbox_episode(student_engine, settings, lake, 
                            settings=settings, max_new_tokens=6)
         assert op.for_scenario(TRAIN_BUNDLE) is op  # one object: the evaluator batches its episodes' turns
         record = run_episode(TRAIN_BUNDLE, op, sandbox_image, split=TRAIN)
-    assert record.verified and record.terminated, record.messages
-    assert op.record_outcome("clean" if record.verified else "failed", scenario_id=TRAIN_BUNDLE.id) == \
-        record.n_turns
-    op.router.log.close()
-    rows = lake.read_all(ROUTING_TABLE).to_pylist()
-    assert len(rows) == record.n_turns and {r["chosen"] for r in rows} == {"teacher"}
-    assert {r["scenario_id"] for r in rows} == {TRAIN_BUNDLE.id} and {r["outcome"] for r in rows} == {"clean"}
-    assert sorted(r["turn"] for r in rows) == list(range(record.n_turns))
-    assert all(r["confidence"] is not None and r["confidence"] < 0.5 for r in rows)
+        assert record.verified and record.terminated, record.messages
+        assert op.record_outcome("clean" if record.verified else "failed", scenario_id=TRAIN_BUNDLE.id) == \
+            record.n_turns
+        op.router.log.close()
+        rows = lake.read_all(ROUTING_TABLE).to_pylist()
+        assert len(rows) == record.n_turns and {r["chosen"] for r in rows} == {"teacher"}
+        assert {r["scenario_id"] for r in rows} == {TRAIN_BUNDLE.id} and {r["outcome"] for r in rows} == {"clean"}
+        assert sorted(r["turn"] for r in rows) == list(range(record.n_turns))
+        assert all(r["confidence"] is not None and r["confidence"] < 0.5 for r in rows)
+
+        # the evaluator (bashgym eval --litellm routed:...) records each episode's outcome itself
+        from test_rollout_sandbox import HELD_BUNDLE
+
+        from bashgym_assets.evaluation import EvalSettings, evaluate
+
+        ev = make_operator("routed:teacher_only", api_base=tsrv.url, teacher=tsrv.litellm_model,
+                           student=f"local:{student_engine.model_dir}", settings=settings, max_new_tokens=6)
+        result = evaluate(ev, [HELD_BUNDLE], sandbox_image, EvalSettings(max_turns=5))
+        ev.router.log.close()
+    assert [e.clean for e in result.episodes] == [True]
+    held = [r for r in lake.read_all(ROUTING_TABLE).to_pylist() if r["scenario_id"] == HELD_BUNDLE.id]
+    assert len(held) == result.episodes[0].n_turns and {r["outcome"] for r in held} == {"clean"}
 
 
 def test_reference_teacher_is_bound_per_scenario(student_engine, settings, lake) -> None:

@@ -10,6 +10,7 @@ on the final state; what the model claims is never consulted.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -198,6 +199,11 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
             closed = list(pool.map(lambda j: _close(j, eval_id, label, model_ref, sampling,
                                                     settings.check_timeout_s), jobs))
             done.extend(closed)
+            for j, e in zip(jobs, closed, strict=True):  # a routed operator logs each episode's outcome
+                record = getattr(j.operator, "record_outcome", None)
+                if record is not None:
+                    with contextlib.suppress(Exception):  # the decision log is a side record: never fatal
+                        record("clean" if e.clean else (e.failure_class or "failed"), scenario_id=e.scenario_id)
             if sink is not None:
                 for j, e in zip(jobs, closed, strict=True):
                     sink.add(_episode_trace(j, e))
