@@ -73,9 +73,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--train-scenarios", type=int, default=8)
     ap.add_argument("--lr", type=float, default=5e-5)
     ap.add_argument("--skip-rollouts", action="store_true")
+    ap.add_argument("--threads", type=int, help="torch threads (1 is far faster on a CPU other jobs load: "
+                                                 "OpenMP workers spin-wait for a core; see BENCHMARKS.md)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "grpo.md")
     args = ap.parse_args(argv)
 
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     images.ensure_docker_engine()
     image = images.sandbox_image_tag()
     base = args.base or bm.resolve_base_model(prepare=True)
@@ -89,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
              f"Command: `.venv/bin/python benchmarks/bench_grpo.py {' '.join(argv or sys.argv[1:])}`  ",
              f"Machine: {machine()}, load average at start {load:.1f}  ",
              f"Model: {base}" + (f" + adapter {args.adapter}" if args.adapter else " + a fresh LoRA (no SFT)")
-             + f"; sampled at 0.8, {args.max_new_tokens} new tokens max, {args.max_turns}-turn cap", ""]
+             + f"; sampled at 0.8, {args.max_new_tokens} new tokens max, {args.max_turns}-turn cap"
+             + (f"; torch threads {args.threads}" if args.threads else ""), ""]
     if not args.skip_rollouts:
         episodes = [b for b in subset for _ in range(args.group)]
         rows = []
