@@ -215,7 +215,7 @@ def test_episode_tokens_env_mask_hang_and_hacks(tiny: Path, sandbox_image: str) 
 
     hung = by_id["hang"].outcome
     assert hung.end_reason == "hung" and not hung.terminated and not hung.verified and hung.n_turns == 1
-    assert episode_reward(hung) == pytest.approx(-0.3)
+    assert hung.failed_commands == 1 and episode_reward(hung) == pytest.approx(-0.4)  # failed + unterminated
     # the other episodes went on after the hang was cut off: they are the ones with 2-3 turns
 
     hacked = by_id["hack"].outcome

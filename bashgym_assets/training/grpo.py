@@ -363,7 +363,7 @@ def play_episodes(bundles: Sequence[ScenarioBundle], policy: Any, image: str | N
     prompt_ids = [prompt_token_ids(tok, j.bundle) for j in jobs]
     completion: list[list[int]] = [[] for _ in jobs]
     mask: list[list[int]] = [[] for _ in jobs]
-    hung: set[int] = set()
+    hung: dict[int, int] = {}   # cut-off episode -> how many of its commands had finished when it was cut off
     pool = ThreadPoolExecutor(max_workers=max(1, min(len(jobs), 16)), thread_name_prefix="grpo-act")
     turn = 0
     try:
@@ -386,7 +386,7 @@ def play_episodes(bundles: Sequence[ScenarioBundle], policy: Any, image: str | N
             _, late = wait(futures, timeout=settings.turn_timeout_s)
             for f in late:  # cut off: its container goes now, which also ends the command it is stuck in
                 i = futures[f][0]
-                hung.add(i)
+                hung[i] = len(getattr(jobs[i].driver.session, "results", []))
                 threading.Thread(target=jobs[i].box.close, name="grpo-cutoff", daemon=True).start()
             for f, (i, tokens) in futures.items():
                 if f in late:
@@ -422,7 +422,7 @@ def play_episodes(bundles: Sequence[ScenarioBundle], policy: Any, image: str | N
     out = []
     wall = time.monotonic() - start
     for i, j in enumerate(jobs):
-        o = _outcome(j, i in hung, verdicts.get(id(j), False))
+        o = _outcome(j, i in hung, verdicts.get(id(j), False), hung.get(i))
         o.wall_s = round(wall, 3)
         ids = completion[i]
         env = mask[i]
@@ -433,7 +433,7 @@ def play_episodes(bundles: Sequence[ScenarioBundle], policy: Any, image: str | N
     return out
 
 
-def _outcome(job: _Live, hung: bool, verified: bool) -> EpisodeOutcome:
+def _outcome(job: _Live, hung: bool, verified: bool, finished_commands: int | None = None) -> EpisodeOutcome:
     b = job.bundle
     o = EpisodeOutcome(scenario_id=b.id, category=b.category, difficulty=b.difficulty, sample=job.sample_index,
                        par_turns=len(b.reference) + 1)
@@ -447,12 +447,14 @@ def _outcome(job: _Live, hung: bool, verified: bool) -> EpisodeOutcome:
     lines = list(driver.lines)
     episode = driver.finish() if not hung else driver.episode
     results = list(getattr(driver.session, "results", []))
+    if hung:  # what the cut-off command "returned" after we removed its container is not its doing
+        results = results[:finished_commands or 0]
     commands = [line.command for line in lines if line.command]
     o.n_turns = episode.n_turns
     o.reply_kinds = ",".join(line.kind for line in lines)
     o.prose_turns = sum(line.kind in UNUSABLE for line in lines)
     o.failed_commands = (sum(r.exit_code != 0 for kind, r in results if kind not in UNUSABLE)
-                         + sum(line.kind == SYNTAX_ERROR for line in lines))
+                         + sum(line.kind == SYNTAX_ERROR for line in lines) + int(hung))  # the hung one failed
     o.messages = list(episode.messages)
     o.end_reason = "hung" if hung else episode.end_reason
     o.terminated = episode.terminated and not hung
