@@ -114,13 +114,8 @@ def resolve_model(model_uri: str | None = None, settings: Settings | None = None
     note, alias = "", ""
     try:
         if model_uri:
-            ref = model_uri.removeprefix("models:/")
-            if "@" in ref:
-                name, alias = ref.split("@", 1)
-                mv = c.get_model_version_by_alias(name, alias)
-            else:
-                name, version = ref.rsplit("/", 1)
-                mv = c.get_model_version(name, version)
+            name, mv = registry.model_version(c, model_uri)
+            alias = model_uri.split("@", 1)[1] if "@" in model_uri else ""
         else:
             try:
                 mv, alias = c.get_model_version_by_alias(name, CHAMPION), CHAMPION

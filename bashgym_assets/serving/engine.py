@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from bashgym_assets.rollout.operators import CHATML_TEMPLATE
+from bashgym_assets.rollout.operators import CHATML_TEMPLATE, load_merged
 
 
 class ContextTooLong(ValueError):
@@ -96,15 +96,7 @@ class ChatEngine:
 
     def _load(self) -> tuple[Any, Any]:
         if self._model is None or self._tokenizer is None:
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
-            model = AutoModelForCausalLM.from_pretrained(self.model_dir)
-            if self.adapter_dir:
-                from peft import PeftModel
-
-                # merged once, as LocalModelOperator does: same function, one matmul per linear layer
-                model = PeftModel.from_pretrained(model, self.adapter_dir).merge_and_unload()
+            model, tokenizer = load_merged(self.model_dir, self.adapter_dir)  # as LocalModelOperator does
             import torch
 
             if torch.cuda.is_available():  # a GPU when there is one (untested here: the build machines are CPU-only)
@@ -260,14 +252,8 @@ def engine_from_registry(model_uri: str, base: str | None = None, name: str = "b
     c = registry.client(settings)
     from mlflow.exceptions import MlflowException
 
-    ref = model_uri.removeprefix("models:/")
     try:
-        if "@" in ref:
-            model_name, alias = ref.split("@", 1)
-            version = c.get_model_version_by_alias(model_name, alias)
-        else:
-            model_name, number = ref.rsplit("/", 1)
-            version = c.get_model_version(model_name, number)
+        model_name, version = registry.model_version(c, model_uri)
     except MlflowException as exc:
         raise LookupError(f"{model_uri} is not in the registry at {settings.mlflow_tracking_uri} ({exc.message}): "
                           "no champion until an evaluation promotes one (make demo; bashgym promote --model N), "

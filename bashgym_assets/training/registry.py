@@ -326,19 +326,24 @@ def load_model(model_uri: str, settings: Settings | None = None, **kwargs: Any) 
         return mlflow.pyfunc.load_model(model_uri, **kwargs)
 
 
+def model_version(c: Any, model_uri: str) -> tuple[str, Any]:
+    """``(registered name, ModelVersion)`` of ``models:/name/version`` or ``models:/name@alias``; MLflow's own
+    exception when there is no such version or alias (callers word it for their user)."""
+    ref = model_uri.removeprefix("models:/")
+    if "@" in ref:
+        name, alias = ref.split("@", 1)
+        return name, c.get_model_version_by_alias(name, alias)
+    name, version = ref.rsplit("/", 1)
+    return name, c.get_model_version(name, version)
+
+
 def download_adapter(model_uri: str, dst: Path, settings: Settings | None = None) -> Path:
     """Fetch a registered adapter's files (``models:/name/version`` or ``models:/name@alias``) into ``dst``."""
     import mlflow.artifacts
 
     settings = settings or get_settings()
     c = client(settings)
-    ref = model_uri.removeprefix("models:/")
-    if "@" in ref:
-        name, alias = ref.split("@", 1)
-        mv = c.get_model_version_by_alias(name, alias)
-    else:
-        name, version = ref.rsplit("/", 1)
-        mv = c.get_model_version(name, version)
+    name, mv = model_version(c, model_uri)
     dst.mkdir(parents=True, exist_ok=True)
     source = mv.source
     model_id = getattr(mv, "model_id", None)
