@@ -139,6 +139,20 @@ class LiteLLMOperator(Operator):
         return {"temperature": self.temperature, "max_tokens": self.max_tokens, "model": self.model}
 
 
+def left_pad(prompts: list[list[int]], pad: int) -> tuple[Any, Any]:
+    """(input_ids, attention_mask) of token-id prompts padded on the left, as a decoder-only ``generate`` wants:
+    every row's last real token sits in the last column, so new tokens follow it directly."""
+    import torch
+
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    attention = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, ids in enumerate(prompts):
+        input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+        attention[row, width - len(ids):] = 1
+    return input_ids, attention
+
+
 def load_merged(model_dir: str | Path, adapter_dir: str | Path | None = None) -> tuple[Any, Any]:
     """(model in eval mode, tokenizer) of a saved causal LM, with a peft LoRA adapter merged in when given.
 
@@ -239,12 +253,8 @@ class LocalModelOperator(Operator):
 
         stop = self._stop_ids(tokenizer)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (stop[0] if stop else 0)
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, ids in enumerate(prompts):
-            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-            attention[row, width - len(ids):] = 1
+        input_ids, attention = left_pad(prompts, pad)
+        width = input_ids.shape[1]
         kwargs: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "eos_token_id": stop or None,
                                   "pad_token_id": pad, "do_sample": self.temperature > 0,
                                   "use_cache": True}  # a model loaded for training has its config's cache off

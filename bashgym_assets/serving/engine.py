@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from bashgym_assets.rollout.operators import CHATML_TEMPLATE, load_merged
+from bashgym_assets.rollout.operators import CHATML_TEMPLATE, left_pad, load_merged
 
 
 class ContextTooLong(ValueError):
@@ -180,12 +180,8 @@ class ChatEngine:
         do_sample, temperature, top_p, seed, _ = key
         stop = self.stop_ids()
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (stop[0] if stop else 0)
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, ids in enumerate(prompts):
-            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-            attention[row, width - len(ids):] = 1
+        input_ids, attention = left_pad(prompts, pad)
+        width = input_ids.shape[1]
         want_logprobs = any(r.logprobs for r in reqs)
         kwargs: dict[str, Any] = {"max_new_tokens": max(r.max_tokens for r in reqs), "eos_token_id": stop or None,
                                   "pad_token_id": pad, "do_sample": do_sample, "return_dict_in_generate": True,
