@@ -367,3 +367,34 @@ def test_the_evaluator_builds_routed_operators(student_engine, teacher, settings
     assert got[0].text == "echo teacher:" + COMPLEX[:20]
     op.router.log.close()
     assert [r["chosen"] for r in lake.read_all(ROUTING_TABLE).to_pylist()] == ["teacher"]
+
+
+def test_requests_the_server_routes_are_traced_one_span_per_model(student_engine, teacher, lake, settings,
+                                                                  empty_mlflow_store, monkeypatch) -> None:
+    """A request routed for the server (no episode around it) is an MLflow trace in ``bashgym-routing``: the
+    student's span, then the teacher's when it took over, the decision as tags; an operator's turns are not
+    (their episode is the trace)."""
+    import shutil
+
+    from mlflow import MlflowClient
+
+    from bashgym_assets.rollout import tracing
+
+    shutil.copy(empty_mlflow_store, settings.mlflow_dir / "mlflow.db")
+    monkeypatch.setenv("BASHGYM_TRACES", "1")
+    tracing._SINKS.clear()
+    _, lps = student_text(student_engine, SIMPLE)
+    unsure = router(student_engine, teacher, lake, settings, strategy="confidence",
+                    threshold=sum(lps) / len(lps) + 0.01)
+    got = unsure.route_many([chat(SIMPLE)], ChatParams(max_tokens=8), source="server")[0]
+    unsure.route_many([chat(COMPLEX)], ChatParams(max_tokens=8), source="operator")
+    tracing.flush_all()
+    c = MlflowClient(tracking_uri=settings.mlflow_tracking_uri)
+    exp = c.get_experiment_by_name(tracing.ROUTING_EXPERIMENT)
+    traces = list(c.search_traces(locations=[exp.experiment_id], max_results=10))
+    assert len(traces) == 1
+    t = traces[0]
+    assert t.info.tags["chosen"] == "teacher" and t.info.tags["request_id"] == got.decision.request_id
+    spans = sorted((s for s in t.data.spans if s.parent_id), key=lambda s: s.start_time_ns)
+    assert [s.attributes.get("role") for s in spans] == ["student", "teacher"]
+    tracing._SINKS.clear()

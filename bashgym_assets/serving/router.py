@@ -558,7 +558,7 @@ class Router:
         """Route and answer every conversation: the student's share goes to the student in ONE batch, the
         teacher's (including the student's low-confidence or failed replies) concurrently; each decision logged."""
         params = params or ChatParams()
-        started = time.monotonic()
+        started, started_ns = time.monotonic(), time.time_ns()
         convs = [list(c) for c in conversations]
         ids = list(request_ids) if request_ids else [f"route-{uuid.uuid4().hex[:16]}" for _ in convs]
         plans = [self._plan(c) for c in convs]
@@ -613,7 +613,41 @@ class Router:
             out.append(Routed(answer=ans, decision=decision))
         if self.log is not None:
             self.log.append([r.decision for r in out])
+        if source != "operator":  # an operator's turns are traced by the episode that drives it
+            self._trace(out, convs, started_ns)
         return out
+
+    @staticmethod
+    def _trace(routed: list[Routed], convs: list[list[dict[str, str]]], start_ns: int) -> None:
+        """Each routed request the server answered becomes an MLflow trace (experiment ``bashgym-routing``): one
+        span per model it called (the student, then the teacher when it took over), the decision as attributes."""
+        from bashgym_assets.rollout import tracing
+
+        sink = tracing.sink()
+        if sink is None:
+            return
+        for r, conv in zip(routed, convs, strict=True):
+            d, ans = r.decision, r.answer
+            turns: list[tracing.TurnRecord] = []
+            at = start_ns
+            for who, model, latency in ((STUDENT, d.student_model, d.student_latency_s),
+                                        (TEACHER, d.teacher_model, d.teacher_latency_s)):
+                if latency is None:
+                    continue
+                answered = d.chosen == who
+                end = at + int(latency * 1e9)
+                turns.append(tracing.TurnRecord(
+                    index=len(turns), start_ns=at, end_ns=end, model_s=latency,
+                    reply=tracing.excerpt(ans.text) if answered else "",
+                    new_tokens=ans.completion_tokens if answered else 0,
+                    error=(ans.error or "") if answered else "", attributes={"model": model, "role": who}))
+                at = end
+            attributes = {"strategy": d.strategy, "chosen": d.chosen, "model": d.model, "reason": d.reason,
+                          "confidence": d.confidence, "request_id": d.request_id}
+            sink.add(tracing.episode_trace(
+                "routed_request", tracing.ROUTING_EXPERIMENT, turns, start_ns,
+                inputs={"messages": conv[-6:]}, outputs={"reply": ans.text}, attributes=attributes,
+                error=ans.error or ""))
 
     def record_outcome(self, outcome: str, **match: Any) -> int:
         return self.log.record_outcome(outcome, **match) if self.log is not None else 0
