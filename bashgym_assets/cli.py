@@ -125,7 +125,7 @@ def adapter_summary() -> list[str]:
 
     instance = dg.DagsterInstance.get()
     lines = []
-    for name in ("sft_adapter", "dpo_adapter"):
+    for name in ("sft_adapter", "grpo_adapter", "dpo_adapter"):
         event = instance.get_latest_materialization_event(dg.AssetKey(name))
         if event is None or event.asset_materialization is None:
             lines.append(f"{name}: not materialized (see its run log for why)")
@@ -134,6 +134,12 @@ def adapter_summary() -> list[str]:
         folder = meta.get("adapter_dir")
         uri = meta.get("model_uri")
         lines.append(f"{name}: {folder.value if folder else '?'}  (MLflow: {uri.value if uri else '?'})")
+    event = instance.get_latest_materialization_event(dg.AssetKey("exported_model"))
+    if event is not None and event.asset_materialization is not None:
+        meta = event.asset_materialization.metadata
+        path, uri = meta.get("path"), meta.get("model_uri")
+        lines.append(f"exported_model: {path.value} ({uri.value}): merged model, GGUF and Ollama Modelfile"
+                     if path and uri else "exported_model: nothing exported (see its metadata for why)")
     return lines
 
 
