@@ -14,7 +14,7 @@ import dagster as dg
 from bashgym_assets import images
 from bashgym_assets.defs.automation import DOWNSTREAM
 from bashgym_assets.defs.grpo import grpo_adapter
-from bashgym_assets.defs.metadata import code_version
+from bashgym_assets.defs.metadata import code_version, gated_scenario_rows
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.defs.training import base_model, dpo_adapter, sft_adapter
 from bashgym_assets.evaluation import (
@@ -122,10 +122,7 @@ def _table(rows: list[dict[str, Any]]) -> dg.MetadataValue:
 def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, bashgym: BashgymHome):
     lake = bashgym.lake()
     settings = bashgym.settings()
-    try:
-        gated = lake.read("gated_scenarios").to_pylist()
-    except FileNotFoundError as exc:
-        raise dg.Failure("gated_scenarios has never been materialized: gate the scenarios first") from exc
+    gated = gated_scenario_rows(lake)
     bundles = heldout_bundles(gated, limit=config.max_scenarios, categories=config.categories)
     if not bundles:
         raise dg.Failure("no admitted held-out scenario to evaluate on (gated_scenarios has none)")

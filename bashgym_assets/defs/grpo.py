@@ -14,7 +14,7 @@ from typing import Any
 import dagster as dg
 
 from bashgym_assets import images
-from bashgym_assets.defs.metadata import code_version, table
+from bashgym_assets.defs.metadata import code_version, gated_scenario_rows, table
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.defs.training import (
     _latest_materialization,
@@ -83,10 +83,7 @@ def grpo_adapter(context: dg.AssetExecutionContext, config: GRPORunConfig, bashg
                  ) -> dg.MaterializeResult:
     lake = bashgym.lake()
     settings = bashgym.settings()
-    try:
-        gated = lake.read("gated_scenarios").to_pylist()
-    except FileNotFoundError as exc:
-        raise dg.Failure("gated_scenarios has never been materialized: gate the scenarios first") from exc
+    gated = gated_scenario_rows(lake)
     bundles = grpo.train_bundles(gated, limit=config.max_scenarios, categories=config.categories,
                                  max_difficulty=config.max_difficulty)
     if not bundles:

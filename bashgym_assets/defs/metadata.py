@@ -99,3 +99,12 @@ def lake_file_metadata(lake: Any, asset: str, partition: str | None = None) -> d
     meta = pq.ParquetFile(path).metadata
     return {"dagster/row_count": dg.MetadataValue.int(meta.num_rows),
             "dagster/column_schema": dg.MetadataValue.table_schema(column_schema(meta.schema.to_arrow_schema()))}
+
+
+def gated_scenario_rows(lake: Any) -> list[dict[str, Any]]:
+    """``gated_scenarios`` as rows for the assets that play scenarios (student rollouts, GRPO, the evaluation); a
+    lake that never gated any is a clear run failure, not a traceback."""
+    try:
+        return lake.read("gated_scenarios").to_pylist()
+    except FileNotFoundError as exc:
+        raise dg.Failure("gated_scenarios has never been materialized: gate the scenarios first") from exc

@@ -13,7 +13,7 @@ import dagster as dg
 
 from bashgym_assets import images
 from bashgym_assets.defs.automation import DOWNSTREAM
-from bashgym_assets.defs.metadata import code_version
+from bashgym_assets.defs.metadata import code_version, gated_scenario_rows
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.defs.training import base_model, sft_adapter
 from bashgym_assets.evaluation import ModelSpec, report
@@ -114,10 +114,7 @@ def _table(rows: list[dict[str, Any]]) -> dg.MetadataValue:
 def student_rollouts(context: dg.AssetExecutionContext, config: StudentRolloutConfig,
                      bashgym: BashgymHome) -> dg.MaterializeResult:
     lake = bashgym.lake()
-    try:
-        gated = lake.read_rows("gated_scenarios")
-    except FileNotFoundError as exc:
-        raise dg.Failure("gated_scenarios has never been materialized: gate the scenarios first") from exc
+    gated = gated_scenario_rows(lake)
     train = [parse_bundle(r["bundle_json"]) for r in gated
              if r.get("admitted", True) and r["split"] == TRAIN and split_for(r["scenario_id"]) == TRAIN]
     bundles = st.select_scenarios(train, config.max_scenarios, config.categories)
