@@ -138,7 +138,10 @@ def adapter_summary() -> list[str]:
     if event is not None and event.asset_materialization is not None:
         meta = event.asset_materialization.metadata
         path, uri = meta.get("path"), meta.get("model_uri")
-        lines.append(f"exported_model: {path.value} ({uri.value}): merged model, GGUF and Ollama Modelfile"
+        verified = meta.get("verified")
+        trip = ("GGUF round trip verified" if verified and verified.value
+                else "GGUF round trip not verified (see the round_trip check)")
+        lines.append(f"exported_model: {path.value} ({uri.value}): merged model, GGUF and Ollama Modelfile; {trip}"
                      if path and uri else "exported_model: nothing exported (see its metadata for why)")
     return lines
 

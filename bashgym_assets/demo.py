@@ -145,15 +145,19 @@ PROFILES: dict[str, dict[str, dict]] = {
     },
     # ``quick`` (`bashgym demo --quick`): a smoke run of every stage, same code paths, tiny budgets: 16 pack
     # scenarios (both splits, every category), 2 optimizer steps of SFT over 256-token rows, 2 student scenarios,
-    # 1 DPO step, the evaluation on 3 held-out scenarios with 2 turns of 32 tokens. Proves the plumbing, not a model.
+    # 1 GRPO step, 1 DPO step, the evaluation on 3 held-out scenarios with 2 turns of 16 tokens (a decode step of
+    # SmolLM2 costs ~0.19 s on 2 cores whatever the batch, so replies are capped hard), and the export without its
+    # GGUF read-back (transformers' GGUF loader alone takes ~32 s here; tests/test_export.py covers the round
+    # trip). Proves the plumbing, not a model.
     "quick": {
         "scenario_candidates": {"pack_sample": 16},
         "sft_adapter": {"max_steps": 2, "max_length": 256},
-        "student_rollouts": {"max_scenarios": 2, "max_turns": 2, "max_new_tokens": 32},
+        "student_rollouts": {"max_scenarios": 2, "max_turns": 2, "max_new_tokens": 16},
         "dpo_adapter": {"max_steps": 1, "max_length": 256, "learning_rate": 5e-5},
         "grpo_adapter": {"max_steps": 1, "num_generations": 2, "scenarios_per_step": 1, "max_turns": 2,
-                         "max_new_tokens": 32, "max_scenarios": 2},
-        "benchmark_results": {"max_scenarios": 3, "max_turns": 2, "max_new_tokens": 32},
+                         "max_new_tokens": 16, "max_scenarios": 2},
+        "benchmark_results": {"max_scenarios": 3, "max_turns": 2, "max_new_tokens": 16},
+        "exported_model": {"verify": False},
     },
     "full": {
         "scenario_candidates": {"variants_per_scenario": 4},
@@ -183,41 +187,79 @@ def run_config(step: PlanStep, profile: str) -> dict | None:
 
 def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
              echo: Callable[[str], None] = print, profile: str = "demo") -> list[tuple[PlanStep, str | None, float]]:
-    """Run each step as its own process (one run, or one run per partition). Raises on the first failure.
+    """Run the plan's steps in order, each as one run (or one run per repository partition) on the persistent
+    instance, so every run shows in the Dagster UI. Raises on the first failure with the failing run's log tail.
 
-    An unpartitioned step is a ``dagster asset materialize`` on its location's executor. A partitioned step runs
-    every repository partition in ONE process, one run per partition (each in the UI as usual): the imports, the
-    redaction engine and the executor's step processes are paid once, not per repository.
+    Steps whose location executes in process (the CPU location in the demo, the GPU location on its default
+    executor) all run in ONE child process (``plan_main``): the imports (torch, transformers, TRL, PEFT, MLflow:
+    ~15 s on 2 cores) and the process start are paid once for the whole demo instead of once per step. A GPU
+    step on another executor (``BASHGYM_GPU_EXECUTOR=docker``) is a ``dagster asset materialize`` of its own,
+    which launches the step where that executor puts it.
     """
     import json
 
-    dagster_bin = str(Path(sys.executable).with_name("dagster"))
-    timings = []
+    timings: list[tuple[PlanStep, str | None, float]] = []
+    batch: list[PlanStep] = []
+
+    def flush() -> None:
+        if not batch:
+            return
+        payload = {"steps": [{"module": s.module, "assets": s.assets, "partitioned": s.partitioned,
+                              "label": _label(s, partitions),
+                              "config": step_config(s, profile) or {}} for s in batch],
+                   "partitions": partitions}
+        cmd = [sys.executable, "-c", "from bashgym_assets.demo import plan_main; plan_main()", json.dumps(payload)]
+        done: list[float] = []
+        returncode, tail = _run_streaming(cmd, env, echo, done)
+        for step, elapsed in zip(batch, done, strict=False):
+            timings.append((step, ",".join(partitions) if step.partitioned else None, elapsed))
+        if returncode != 0:
+            failed = batch[len(done)] if len(done) < len(batch) else batch[-1]
+            raise RuntimeError(f"materializing {_label(failed, partitions)} failed (exit {returncode}):\n"
+                               + "\n".join(tail))
+        batch.clear()
+
     for step in steps:
         if step.partitioned and not partitions:
+            flush()
             echo(f"skip {step.describe()}: no repository partitions found")
             continue
-        config = step_config(step, profile)
-        if step.partitioned:
-            cmd = [sys.executable, "-c", "from bashgym_assets.demo import partitions_main; partitions_main()",
-                   step.module, ",".join(step.assets), ",".join(partitions), json.dumps(config or {})]
-            key: str | None = ",".join(partitions)
-            label = f"{step.describe()} [{len(partitions)} partitions: {', '.join(partitions)}]"
-        else:
-            cmd = [dagster_bin, "asset", "materialize", "-m", step.module, "--select", ",".join(step.assets)]
-            config = run_config(step, profile)
-            if config:
-                cmd += ["--config-json", json.dumps(config)]
-            key, label = None, step.describe()
-        echo(f"--> {label}")
+        if _executes_in_process(step):
+            batch.append(step)
+            continue
+        flush()
+        dagster_bin = str(Path(sys.executable).with_name("dagster"))
+        cmd = [dagster_bin, "asset", "materialize", "-m", step.module, "--select", ",".join(step.assets)]
+        config = run_config(step, profile)
+        if config:
+            cmd += ["--config-json", json.dumps(config)]
+        echo(f"--> {step.describe()}")
         started = time.monotonic()
         returncode, tail = _run_streaming(cmd, env, echo)
         elapsed = time.monotonic() - started
         if returncode != 0:
-            raise RuntimeError(f"materializing {label} failed (exit {returncode}):\n" + "\n".join(tail))
+            raise RuntimeError(f"materializing {step.describe()} failed (exit {returncode}):\n" + "\n".join(tail))
         echo(f"    ok in {elapsed:.1f} s")
-        timings.append((step, key, elapsed))
+        timings.append((step, None, elapsed))
+    flush()
     return timings
+
+
+def _label(step: PlanStep, partitions: list[str]) -> str:
+    if step.partitioned:
+        return f"{step.describe()} [{len(partitions)} partitions: {', '.join(partitions)}]"
+    return step.describe()
+
+
+def _executes_in_process(step: PlanStep) -> bool:
+    """Whether the step's run executes in the launching process: always for the CPU location (the demo gives
+    it the in-process executor) and for any location other than the GPU one, and for the GPU location when its
+    executor is the default in-process one."""
+    if step.module != GPU_MODULE:
+        return True
+    from bashgym_assets.config import get_settings
+
+    return get_settings().gpu_executor == "in_process"
 
 
 # The Dagster log lines worth showing in the terminal while a run goes: training steps (n/N, loss, ETA),
@@ -228,8 +270,14 @@ _SHOWN = ("sft step", "dpo step", "] turn", " episodes in ", "gated ", "skipped"
           "attempts")
 
 
-def _run_streaming(cmd: list[str], env: dict[str, str], echo: Callable[[str], None]) -> tuple[int, list[str]]:
-    """Run a ``dagster asset materialize`` and echo its progress lines as they come; keep the tail for errors."""
+_STEP_START = "--> "
+_STEP_DONE_RE = re.compile(r"^    ok in ([0-9.]+) s$")
+
+
+def _run_streaming(cmd: list[str], env: dict[str, str], echo: Callable[[str], None],
+                   done: list[float] | None = None) -> tuple[int, list[str]]:
+    """Run a child (``plan_main`` or ``dagster asset materialize``) and echo its step markers and progress lines
+    as they come; keep the tail for errors. ``done`` collects the duration of each step ``plan_main`` finished."""
     from collections import deque
 
     tail: deque[str] = deque(maxlen=40)
@@ -238,6 +286,16 @@ def _run_streaming(cmd: list[str], env: dict[str, str], echo: Callable[[str], No
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.rstrip("\n")
+            if line.startswith(_STEP_START):
+                tail.clear()  # a failure's tail is the failing step's own log
+                echo(line)
+                continue
+            finished = _STEP_DONE_RE.match(line)
+            if finished:
+                if done is not None:
+                    done.append(float(finished.group(1)))
+                echo(line)
+                continue
             tail.append(line)
             if _COUNTER_RE.match(line):
                 echo(f"    {line}")
@@ -263,28 +321,47 @@ def demo_env() -> dict[str, str]:
     return env
 
 
-def partitions_main() -> None:
-    """``python -c ... partitions_main() MODULE ASSETS KEYS CONFIG``: materialize the assets (and their checks)
-    for each partition key in this one process, each key as its own run on the persistent instance (in-process
-    executor: the steps are light, so separate step processes would only repeat the imports)."""
+def plan_main() -> None:
+    """``python -c ... plan_main() PAYLOAD``: run the steps of ``PAYLOAD`` (JSON: steps with module, assets,
+    partitioned, label, config; the repository partitions) one after the other in this process, each as a run on
+    the persistent instance with the in-process executor; stops at the first step that fails (exit 1).
+
+    A partitioned step is one run per partition key (n/N shown), and a failing partition does not stop the
+    others of its step."""
     import importlib
     import json
 
-    module, assets, keys, config = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4]
-    defs: dg.Definitions = importlib.import_module(module).defs
-    partitions_def = next(spec.partitions_def for spec in defs.resolve_all_asset_specs()
-                          if spec.key.to_user_string() == assets[0])
-    job = dg.define_asset_job("demo_partitioned_step", selection=dg.AssetSelection.assets(*assets),
-                              partitions_def=partitions_def, executor_def=dg.in_process_executor)
-    resolved = dg.Definitions.merge(defs, dg.Definitions(jobs=[job])).resolve_job_def(job.name)
+    payload = json.loads(sys.argv[1])
     instance = dg.DagsterInstance.get()
-    failed = []
-    for n, key in enumerate(keys, 1):
-        print(f"[{n}/{len(keys)}] {', '.join(assets)} for partition {key}", flush=True)
-        result = resolved.execute_in_process(partition_key=key, instance=instance, run_config=json.loads(config),
-                                             raise_on_error=False)
-        if not result.success:
-            failed.append(key)
-    if failed:
-        print(f"failed partitions: {', '.join(failed)}", flush=True)
-        sys.exit(1)
+    for step in payload["steps"]:
+        print(f"{_STEP_START}{step['label']}", flush=True)
+        started = time.monotonic()
+        defs: dg.Definitions = importlib.import_module(step["module"]).defs
+        assets = step["assets"]
+        partitions_def = next(spec.partitions_def for spec in defs.resolve_all_asset_specs()
+                              if spec.key.to_user_string() == assets[0]) if step["partitioned"] else None
+        job = dg.define_asset_job("bashgym_demo", selection=dg.AssetSelection.assets(*assets),
+                                  partitions_def=partitions_def, executor_def=dg.in_process_executor)
+        resolved = dg.Definitions.merge(defs, dg.Definitions(jobs=[job])).resolve_job_def(job.name)
+        keys = payload["partitions"] if step["partitioned"] else [None]
+        failed = []
+        for n, key in enumerate(keys, 1):
+            if key is not None:
+                print(f"[{n}/{len(keys)}] {', '.join(assets)} for partition {key}", flush=True)
+            result = resolved.execute_in_process(partition_key=key, instance=instance, run_config=step["config"],
+                                                 raise_on_error=False)
+            if not result.success:
+                failed.append(key or step["label"])
+        if failed:
+            print(f"failed {'partitions' if step['partitioned'] else 'run'}: {', '.join(failed)}", flush=True)
+            sys.exit(1)
+        print(f"    ok in {time.monotonic() - started:.1f} s", flush=True)
+    # Leave without the interpreter's teardown: with torch, transformers and the Dagster instance loaded, module
+    # cleanup and native destructors took 2-5 s here after the last step had finished. The exit hooks that matter
+    # (sandbox removal, MLflow trace flush) are ``atexit`` functions: run them first.
+    import atexit
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

