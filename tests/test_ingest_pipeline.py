@@ -175,3 +175,33 @@ def test_generated_corpus_imports_with_the_generator_totals(tmp_path: Path, sett
     subagent_steps = lake.connect().execute(
         "select count(*) from (select unnest(steps) as s from raw_sessions) where s.sidechain").fetchall()[0][0]
     assert subagent_steps == totals["subagent_files"]  # one Grep per generated subagent
+
+
+def test_partition_ingest_uses_the_sensor_cursor_instead_of_reading_every_file(tmp_path: Path, settings,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scale (issue 14): a partition run must not read the head of every other repo's file to find its own.
+
+    With the sensor's cursor in the lake, only files changed since its tick are peeked; the result is the same.
+    """
+    from bashgym_assets.ingest.claude_code import ClaudeCodeAdapter
+    from bashgym_assets.ingest.scan import CursorStore, _repo_key_cached, scan
+
+    traces = tmp_path / "projects"
+    write_sample_traces(traces)
+    for path in traces.rglob("*.jsonl"):
+        _settled(path)
+    lake = Lake(settings)
+    expected = ingest_repo(lake, [traces], "webshop").sessions
+    store = CursorStore(lake.artifact_dir("ingest", "scan_cursors"))
+    store.save(scan([traces]).cursor)
+    moved = next((traces / "-home-demo-projects-datapipe").glob("*.jsonl"))  # rewritten after the tick
+    moved.write_text(moved.read_text().replace("/home/demo/projects/datapipe", "/home/demo/projects/webshop"))
+    peeked: list[str] = []
+    real_peek = ClaudeCodeAdapter.peek_cwd
+    monkeypatch.setattr(ClaudeCodeAdapter, "peek_cwd", lambda self, path: peeked.append(path.name) or real_peek(
+        self, path))
+    _repo_key_cached.cache_clear()
+    report = ingest_repo(lake, [traces], "webshop")
+    assert peeked == [moved.name]  # without the index: every session file under the folders
+    assert report.sessions == expected + 1
+    assert moved.stem in lake.read(RAW_SESSIONS, "webshop").column("session_id").to_pylist()

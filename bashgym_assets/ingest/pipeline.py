@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from bashgym_assets.ingest.base import QuarantineRecord, SessionAdapter, conform_session
 from bashgym_assets.ingest.repos import resolve_repo
-from bashgym_assets.ingest.scan import iter_trace_files, repo_key_of
+from bashgym_assets.ingest.scan import CursorStore, FileEntry, indexed_repo_key, iter_trace_files, repo_key_of
 from bashgym_assets.lake import Lake, atomic_path
 from bashgym_assets.sessions import SESSION_ARROW_SCHEMA, Session
 
@@ -111,13 +111,18 @@ def session_table(sessions: list[Session]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=SESSION_ARROW_SCHEMA)
 
 
-def session_sources(dirs: Iterable[Path], repo: str | None = None) -> Iterator[tuple[Path, SessionAdapter]]:
-    """Session files under the folders (highest adapter priority first), optionally only one repo's."""
+def session_sources(dirs: Iterable[Path], repo: str | None = None,
+                    index: dict[str, FileEntry] | None = None) -> Iterator[tuple[Path, SessionAdapter]]:
+    """Session files under the folders (highest adapter priority first), optionally only one repo's.
+
+    Finding one repo's files means knowing every file's repo; ``index`` (the sensor's last cursor) gives it for
+    files unchanged since that tick, so a partition run stats the other repos' files instead of reading their
+    heads (with 100,000 files, reading every head cost each run seconds, and each run is a fresh process)."""
     found = []
-    for path, _st, adapter in iter_trace_files(dirs):
+    for path, st, adapter in iter_trace_files(dirs):
         if not adapter.matches(path):
             continue
-        if repo is not None and repo_key_of(path, adapter) != repo:
+        if repo is not None and indexed_repo_key(path, st, adapter, index) != repo:
             continue
         found.append((path, adapter))
     found.sort(key=lambda pa_: (-pa_[1].priority, str(pa_[0])))
@@ -225,6 +230,12 @@ def _readable(rows: pa.RecordBatch, report: IngestReport) -> tuple[pa.RecordBatc
     return rows.filter(pa.array(keep)), sessions
 
 
+def scan_index(lake: Lake) -> dict[str, FileEntry]:
+    """The trace sensor's newest cursor (file -> size, mtime, repo) in this lake, {} if it never ran here."""
+    folder = lake.artifact_dir("ingest", "scan_cursors", create=False)  # where ``trace_files_sensor`` keeps it
+    return CursorStore(folder).latest().files if folder.is_dir() else {}
+
+
 def ingest_repo(lake: Lake, dirs: Iterable[Path], repo: str) -> IngestReport:
     """Rebuild ``raw_sessions[repo]`` (and its quarantine table) from the trace folders."""
     started = time.perf_counter()
@@ -245,7 +256,8 @@ def ingest_repo(lake: Lake, dirs: Iterable[Path], repo: str) -> IngestReport:
         writer = pq.ParquetWriter(tmp, SESSION_ARROW_SCHEMA, compression="zstd")
         try:
             batch: list[Session] = []
-            for session in parse_sources(session_sources(dirs, repo), report, repo, failed):
+            index = scan_index(lake)
+            for session in parse_sources(session_sources(dirs, repo, index), report, repo, failed):
                 batch.append(session)
                 if len(batch) >= BATCH_SESSIONS:
                     flush(batch)

@@ -133,6 +133,17 @@ def repo_key_of(path: Path, adapter: SessionAdapter) -> str:
     return _repo_key_cached(str(path), st.st_size, st.st_mtime_ns, adapter)
 
 
+def indexed_repo_key(path: Path, st: os.stat_result, adapter: SessionAdapter,
+                     index: dict[str, FileEntry] | None = None) -> str:
+    """``repo_key_of`` from a stat the caller already has: the scan cursor's repo when the file's size and mtime
+    are the ones it recorded (the key depends only on the file's first ``cwd``), else a peek at the file."""
+    entry = index.get(str(path)) if index else None
+    if (entry is not None and entry.complete and entry.adapter == adapter.name and entry.size == st.st_size
+            and entry.mtime_ns == st.st_mtime_ns):
+        return entry.repo
+    return _repo_key_cached(str(path), st.st_size, st.st_mtime_ns, adapter)
+
+
 @lru_cache(maxsize=65536)
 def _repo_key_cached(path: str, size: int, mtime_ns: int, adapter: SessionAdapter) -> str:
     return detect_repo(adapter.peek_cwd(Path(path))).key
@@ -206,6 +217,20 @@ class CursorStore:
             return ScanCursor.decode(path.read_text())
         except OSError:
             return ScanCursor()
+
+    def latest(self) -> ScanCursor:
+        """The newest saved cursor (the last tick's), or an empty one: ``ingest_repo`` uses it as a file -> repo
+        index so a partition run does not re-read the head of every file under the trace folders."""
+        try:
+            saved = sorted(self.folder.glob("*.cursor"), key=lambda p: p.stat().st_mtime, reverse=True)
+        except OSError:
+            return ScanCursor()
+        for path in saved:
+            try:
+                return ScanCursor.decode(path.read_text())
+            except OSError:  # pruned by a tick in between: try the next newest
+                continue
+        return ScanCursor()
 
     def save(self, cursor: ScanCursor) -> str:
         from bashgym_assets.lake import atomic_write_text
