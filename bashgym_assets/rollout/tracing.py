@@ -275,7 +275,7 @@ def sink(settings: Any = None) -> TraceSink | None:
     with _SINKS_LOCK:
         if uri not in _SINKS:
             settings.mlflow_dir.mkdir(parents=True, exist_ok=True)
-            _SINKS[uri] = TraceSink(uri, settings.mlflow_artifact_uri)
+            _SINKS[uri] = TraceSink(uri, settings.mlflow_artifact_root)
         return _SINKS[uri]
 
 

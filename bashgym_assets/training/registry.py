@@ -10,8 +10,9 @@ evaluation moves ``champion``). So the loss curves are visible live in the same 
 model, and ``mlflow.pyfunc.load_model("models:/bashgym-operator@champion")`` gives a model that answers chats.
 
 Everything goes through an explicit ``MlflowClient`` on ``Settings.mlflow_tracking_uri`` (absolute SQLite in the
-data folder) with the experiment's artifact root in the data folder too: MLflow's defaults would write
-``./mlflow.db`` and ``./mlruns`` into whatever the current directory happens to be.
+data folder, or ``BASHGYM_MLFLOW_TRACKING_URI``: Postgres, a tracking server) with the experiment's artifact root
+in the data folder too (a tracking server: its own): MLflow's defaults would write ``./mlflow.db`` and ``./mlruns``
+into whatever the current directory happens to be.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def experiment_id(c: Any, name: str, settings: Settings) -> str:
     exp = c.get_experiment_by_name(name)
     if exp is not None:
         return exp.experiment_id
-    return c.create_experiment(name, artifact_location=f"{settings.mlflow_artifact_uri}/{name}")
+    root = settings.mlflow_artifact_root
+    return c.create_experiment(name, artifact_location=f"{root}/{name}" if root else None)
 
 
 def _clean_params(params: Mapping[str, Any]) -> list[Any]:
