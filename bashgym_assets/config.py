@@ -29,6 +29,17 @@ def with_psycopg2(uri: str) -> str:
     return uri
 
 
+def redact_uri(uri: str) -> str:
+    """The URI with its password (if any) as ``***``: for logs, messages and asset metadata."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(uri)
+    if not parts.password:
+        return uri
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
 def _env_paths(name: str, default: list[Path]) -> list[Path]:
     value = os.environ.get(name)
     if not value:

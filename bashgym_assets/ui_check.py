@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bashgym_assets.config import PROJECT_ROOT, Settings, get_settings
+from bashgym_assets.config import PROJECT_ROOT, Settings, get_settings, redact_uri
 
 # The heading of Dagster's first-visit "community" dialog; dagster.yaml turns it off (nux: enabled: false).
 DAGSTER_NUX_HEADING = "Join the Dagster community"
@@ -168,7 +168,11 @@ def dagster_webserver(settings: Settings, port: int | None = None, timeout: floa
 @contextmanager
 def mlflow_server(settings: Settings, port: int | None = None, timeout: float = 120.0,
                   wait: bool = True) -> Iterator[Server]:
-    """``mlflow server`` on the data folder's SQLite store (what ``make mlflow`` runs)."""
+    """``mlflow server`` on the installation's store (what ``make mlflow`` runs): the data folder's SQLite file, or
+    the database ``BASHGYM_MLFLOW_TRACKING_URI`` names."""
+    if settings.mlflow_tracks_on_server:
+        raise UICheckError(f"BASHGYM_MLFLOW_TRACKING_URI is already a tracking server "
+                           f"({redact_uri(settings.mlflow_tracking_uri)}): open that one")
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [_bin("mlflow"), "server", "--backend-store-uri", settings.mlflow_tracking_uri,
@@ -414,7 +418,7 @@ def default_pages(settings: Settings, dagster_url: str, mlflow_url: str, model: 
     c = registry.client(settings)
     versions = sorted(c.search_model_versions(f"name='{model}'"), key=lambda v: int(v.version))
     if not versions:
-        raise UICheckError(f"no version of the registered model {model!r} in {settings.mlflow_tracking_uri}")
+        raise UICheckError(f"no version of the registered model {model!r} in {redact_uri(settings.mlflow_tracking_uri)}")
     newest = versions[-1]
     run = c.get_run(newest.run_id)
     run_path = f"/#/experiments/{run.info.experiment_id}/runs/{newest.run_id}"

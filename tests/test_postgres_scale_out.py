@@ -139,6 +139,24 @@ def scale_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     return Settings()
 
 
+def test_tracking_uri_setting_default_driver_and_redaction(scale_env, monkeypatch):
+    from bashgym_assets.config import redact_uri
+    from bashgym_assets.ui_check import UICheckError, mlflow_server
+
+    assert scale_env.mlflow_tracking_uri == f"sqlite:///{scale_env.mlflow_dir / 'mlflow.db'}"  # default unchanged
+    monkeypatch.setenv("BASHGYM_MLFLOW_TRACKING_URI", "postgres://ml:s3cret@db.internal:5432/mlflow")
+    pg = Settings()
+    assert pg.mlflow_tracking_uri == "postgresql+psycopg2://ml:s3cret@db.internal:5432/mlflow"
+    assert redact_uri(pg.mlflow_tracking_uri) == "postgresql+psycopg2://ml:***@db.internal:5432/mlflow"
+    assert "s3cret" not in repr(pg) and not pg.mlflow_tracks_on_server
+    monkeypatch.setenv("BASHGYM_MLFLOW_TRACKING_URI", "http://mlflow.internal:5000")
+    server = Settings()
+    assert server.mlflow_tracks_on_server and server.mlflow_artifact_root is None
+    assert redact_uri(server.mlflow_tracking_uri) == "http://mlflow.internal:5000"
+    with pytest.raises(UICheckError, match="already a tracking server"), mlflow_server(server):
+        pass
+
+
 # ---- the Dagster instance on Postgres -----------------------------------------------------------------------------
 def test_instance_config_follows_the_environment(scale_env, monkeypatch, postgres):
     home = ensure_dagster_home(scale_env)

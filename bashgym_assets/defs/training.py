@@ -17,6 +17,7 @@ from typing import Any
 
 import dagster as dg
 
+from bashgym_assets.config import redact_uri
 from bashgym_assets.defs.metadata import code_version
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.training import base_model as bm
@@ -181,7 +182,7 @@ def _register_and_report(context: dg.AssetExecutionContext, bashgym: BashgymHome
         "mlflow_run": dg.MetadataValue.url(reg.run_link()),
         "mlflow_model": dg.MetadataValue.text(reg.logged_model_uri),
         "mlflow_run_id": dg.MetadataValue.text(reg.run_id),
-        "mlflow_tracking_uri": dg.MetadataValue.text(reg.tracking_uri),
+        "mlflow_tracking_uri": dg.MetadataValue.text(redact_uri(reg.tracking_uri)),
         "model_uri": dg.MetadataValue.text(reg.model_uri),
         "model_version": dg.MetadataValue.text(reg.model_version),
         "base_model": dg.MetadataValue.text(base),

@@ -240,7 +240,7 @@ def engine_from_registry(model_uri: str, base: str | None = None, name: str = "b
     """A registered adapter (``models:/bashgym-operator@champion``, ``models:/name/3``) on its base: the adapter
     is downloaded from MLflow into the data folder; the base is ``base``, else the version's ``base_model`` tag
     (what it was trained on), else the configured base model."""
-    from bashgym_assets.config import get_settings
+    from bashgym_assets.config import get_settings, redact_uri
     from bashgym_assets.lake import Lake
     from bashgym_assets.training import registry
 
@@ -251,9 +251,9 @@ def engine_from_registry(model_uri: str, base: str | None = None, name: str = "b
     try:
         model_name, version = registry.model_version(c, model_uri)
     except MlflowException as exc:
-        raise LookupError(f"{model_uri} is not in the registry at {settings.mlflow_tracking_uri} ({exc.message}): "
-                          "no champion until an evaluation promotes one (make demo; bashgym promote --model N), "
-                          "or serve a folder with --adapter") from exc
+        raise LookupError(f"{model_uri} is not in the registry at {redact_uri(settings.mlflow_tracking_uri)} "
+                          f"({exc.message}): no champion until an evaluation promotes one (make demo; bashgym "
+                          "promote --model N), or serve a folder with --adapter") from exc
     folder = Lake(settings).artifact_dir("downloads", f"{model_name}-v{version.version}")
     adapter = registry.download_adapter(f"models:/{model_name}/{version.version}", folder, settings)
     if not base:
