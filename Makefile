@@ -25,7 +25,7 @@ ui: setup         ## the Dagster UI on http://127.0.0.1:3000 (both code location
 	$(VENV)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 mlflow: setup     ## the MLflow UI on http://127.0.0.1:5000 over the same data folder
-	$(VENV)/mlflow ui --backend-store-uri sqlite:///$(BASHGYM_HOME)/mlflow/mlflow.db \
+	$(VENV)/mlflow ui --backend-store-uri "$$($(VENV)/python -c 'from bashgym_assets.config import get_settings; print(get_settings().mlflow_tracking_uri)')" \
 	  --default-artifact-root $(BASHGYM_HOME)/mlflow/artifacts -h 127.0.0.1 -p 5000
 
 lint:

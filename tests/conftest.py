@@ -79,6 +79,15 @@ def _no_episode_traces(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _no_external_stores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer who exported a Postgres instance, an MLflow server or the Docker run launcher for their own
+    work must not have the tests write into it: every test starts on the data folder's SQLite files (the
+    Postgres tests set these variables themselves)."""
+    for name in ("BASHGYM_MLFLOW_TRACKING_URI", "BASHGYM_DAGSTER_PG_URL", "BASHGYM_RUN_LAUNCHER"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _no_leaked_defs_state_storage():
     """Dagster sets a context variable to the instance's state storage when an instance is entered; a nested
     enter of the same instance (inside Dagster's evaluators) loses the token, so after ``instance_for_test`` the

@@ -24,7 +24,10 @@ STEP_CONTAINER_LABEL = "org.bashgym.kind"
 STEP_CONTAINER_KIND = "trainer-step"
 PASSTHROUGH_ENV = ["BASHGYM_HOME", "BASHGYM_BASE_MODEL", "BASHGYM_GPU_EXECUTOR", "BASHGYM_TRAINER_IMAGE",
                    "BASHGYM_DOCKER_GPUS", "BASHGYM_TEACHER_MODEL", "BASHGYM_TEACHER_API_BASE", "HF_TOKEN",
-                   "HF_HUB_OFFLINE", "CUDA_VISIBLE_DEVICES"]
+                   "HF_HUB_OFFLINE", "CUDA_VISIBLE_DEVICES", "BASHGYM_DAGSTER_PG_URL", "BASHGYM_MLFLOW_TRACKING_URI"]
+# With an instance or MLflow store outside the data folder (Postgres, a tracking server), a step container must
+# reach it where the host does (a server on the host's loopback included): the host's network.
+EXTERNAL_STORE_ENV = ("BASHGYM_DAGSTER_PG_URL", "BASHGYM_MLFLOW_TRACKING_URI")
 
 
 def _nvidia_runtime() -> bool:
@@ -75,6 +78,8 @@ def docker_executor_config(settings: Settings | None = None, image: str | None =
         "labels": {STEP_CONTAINER_LABEL: STEP_CONTAINER_KIND},
         "shm_size": "1g",
     }
+    if any(os.environ.get(k) for k in EXTERNAL_STORE_ENV):
+        kwargs["network_mode"] = "host"
     gpus = device_requests()
     if gpus:
         kwargs["device_requests"] = gpus
