@@ -58,7 +58,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"  {i}. {step.describe()}")
     profile = getattr(args, "profile", "demo")
     print(f"profile: {profile} {demo.PROFILES[profile] or '(defaults)'}")
-    demo.run_plan(steps, repos, demo.demo_env(), profile=profile)
+    demo.run_plan(steps, repos, demo.demo_env(), profile=profile,
+                  process_per_step=bool(getattr(args, "process_per_step", False)))
     print(f"\ndone in {time.monotonic() - started:.0f} s. Results:")
     _print_table(lake_summary(), ["asset", "partitions", "rows"])
     for line in pipeline_summary():
@@ -228,11 +229,16 @@ def build_parser() -> argparse.ArgumentParser:
                              "3 evaluation scenarios)")
     demo_p.add_argument("--skip", default="", help="comma-separated assets to leave out of the plan (e.g. "
                                                    "student_rollouts,dpo_dataset,dpo_adapter)")
+    demo_p.add_argument("--process-per-step", action="store_true",
+                        help="run each step in a process of its own (memory freed between steps; every step pays "
+                             "the imports again)")
     demo_p.set_defaults(fn=cmd_demo)
     train_p = sub.add_parser("train", help="the whole pipeline with a training profile (default: full), ending "
                                            "in the evaluation and the promotion decision")
     train_p.add_argument("--profile", default="full", choices=["demo", "quick", "full"])
     train_p.add_argument("--skip", default="", help="comma-separated assets to leave out of the plan")
+    train_p.add_argument("--process-per-step", action="store_true",
+                         help="run each step in a process of its own (memory freed between steps)")
     train_p.set_defaults(fn=cmd_demo)
     sub.add_parser("where", help="print where the data lives and how to open the UIs").set_defaults(fn=cmd_where)
     sql = sub.add_parser("sql", help="run SQL over the lake (every asset is a DuckDB view)")

@@ -192,7 +192,8 @@ def run_config(step: PlanStep, profile: str) -> dict | None:
 
 
 def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
-             echo: Callable[[str], None] = print, profile: str = "demo") -> list[tuple[PlanStep, str | None, float]]:
+             echo: Callable[[str], None] = print, profile: str = "demo", process_per_step: bool = False,
+             ) -> list[tuple[PlanStep, str | None, float]]:
     """Run the plan's steps in order, each as one run (or one run per repository partition) on the persistent
     instance, so every run shows in the Dagster UI. Raises on the first failure with the failing run's log tail.
 
@@ -200,7 +201,8 @@ def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
     executor) all run in ONE child process (``plan_main``): the imports (torch, transformers, TRL, PEFT, MLflow:
     ~15 s on 2 cores) and the process start are paid once for the whole demo instead of once per step. A GPU
     step on another executor (``BASHGYM_GPU_EXECUTOR=docker``) is a ``dagster asset materialize`` of its own,
-    which launches the step where that executor puts it.
+    which launches the step where that executor puts it. ``process_per_step`` gives every step a child of its
+    own (memory freed between steps; the baseline of ``benchmarks/bench_demo.py``).
     """
     import json
 
@@ -232,6 +234,8 @@ def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
             continue
         if _executes_in_process(step):
             batch.append(step)
+            if process_per_step:
+                flush()
             continue
         flush()
         dagster_bin = str(Path(sys.executable).with_name("dagster"))

@@ -161,23 +161,30 @@ def test_run_plan_runs_consecutive_steps_in_one_process_and_stops_at_the_failing
     own run on the instance; a failing step names itself, and the steps after it do not run."""
     (tmp_path / "tiny_chain.py").write_text(
         "import dagster as dg, os\n"
+        "def pid(name):\n"
+        "    with open(os.environ['PID_LOG'], 'a') as f: f.write(f'{name} {os.getpid()}\\n')\n"
         "@dg.asset\n"
         "def first(context):\n"
-        "    context.log.info(f'first pid={os.getpid()}')\n"
+        "    pid('first')\n"
         "@dg.asset(deps=[first])\n"
         "def second(context):\n"
+        "    pid('second')\n"
         "    if os.environ.get('FAIL_SECOND'):\n"
         "        raise RuntimeError('second broke')\n"
         "@dg.asset(deps=[second])\n"
         "def third(context):\n"
-        "    pass\n"
+        "    pid('third')\n"
         "defs = dg.Definitions(assets=[first, second, third])\n")
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    env = dict(os.environ, PYTHONPATH=str(tmp_path), DAGSTER_HOME=str(tmp_path))
+    pid_log = tmp_path / "pids.txt"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), DAGSTER_HOME=str(tmp_path), PID_LOG=str(pid_log))
     steps = [demo.PlanStep(module="tiny_chain", assets=[a], partitioned=False) for a in ("first", "second", "third")]
     lines: list[str] = []
     timings = demo.run_plan(steps, [], env, lines.append)
     assert [t[0].assets for t in timings] == [["first"], ["second"], ["third"]]
+    pids = [line.split() for line in pid_log.read_text().splitlines()]
+    assert [name for name, _ in pids] == ["first", "second", "third"]
+    assert len({pid for _, pid in pids}) == 1 and int(pids[0][1]) != os.getpid()
     assert [line for line in lines if line.startswith("-->")] == [
         "--> [CPU] first", "--> [CPU] second", "--> [CPU] third"]
     from dagster._core.instance.ref import InstanceRef
@@ -190,6 +197,11 @@ def test_run_plan_runs_consecutive_steps_in_one_process_and_stops_at_the_failing
     runs = instance.get_runs()
     assert len(runs) == 5                      # first and second ran again, third did not
     assert sum(r.status == dg.DagsterRunStatus.FAILURE for r in runs) == 1
+
+    pid_log.unlink()
+    timings = demo.run_plan(steps, [], env, lines.append, process_per_step=True)
+    assert len(timings) == 3
+    assert len({line.split()[1] for line in pid_log.read_text().splitlines()}) == 3   # a process per step
 
 
 def test_a_plan_without_some_assets_keeps_the_order_and_refuses_unknown_names() -> None:
