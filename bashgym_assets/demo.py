@@ -276,8 +276,8 @@ def _executes_in_process(step: PlanStep) -> bool:
 # evaluation turns and results, gate progress; the rest stays in the run log (Dagster UI).
 _PROGRESS_RE = re.compile(r" - (?:INFO|WARNING) - .*? - [0-9a-f-]{36} - (?:\d+ - )?([a-z_]+) - (.*)$")
 _COUNTER_RE = re.compile(r"^\[\d+/\d+\] ")
-_SHOWN = ("sft step", "dpo step", "] turn", " episodes in ", "gated ", "skipped", "PROMOTED", "not promoted",
-          "attempts")
+_SHOWN = ("sft step", "dpo step", "grpo step", "] turn", " live episodes", " episodes in ", "gated ", "rolled out ",
+          "skipped", "PROMOTED", "not promoted", "attempts", "live metrics in MLflow")
 
 
 _STEP_START = "--> "

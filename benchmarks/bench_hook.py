@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shlex
 import statistics
@@ -40,6 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from _machine import machine  # noqa: E402
 
 from bashgym_assets.ingest.hook_installer import HOOK_ENTRY, hook_command  # noqa: E402
 
@@ -67,17 +68,6 @@ def extract_baseline(dest: Path) -> None:
                              capture_output=True).stdout
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(dest, filter="data")
-
-
-def machine() -> str:
-    model = "?"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                 if line.startswith("model name")]
-        model = names[0] if names else model
-    return (f"{platform.system()} {platform.release()}, {model}, {os.cpu_count()} cores, Python "
-            f"{platform.python_version()}")
 
 
 def p95(values: list[float]) -> float:

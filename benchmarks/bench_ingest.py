@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import shutil
 import subprocess
@@ -28,6 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _machine import machine as _machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -134,14 +135,7 @@ def run_child(kind: str, dirs: list[Path], out: Path) -> dict:
 
 
 def machine() -> str:
-    model = "?"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                 if line.startswith("model name")]
-        model = names[0] if names else model
-    return (f"{platform.system()} {platform.release()}, {model}, {os.cpu_count()} cores, Python "
-            f"{platform.python_version()}, load average at start {os.getloadavg()[0]:.1f}")
+    return f"{_machine()}, load average at start {os.getloadavg()[0]:.1f}"
 
 
 def main() -> int:

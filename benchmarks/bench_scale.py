@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import shutil
 import subprocess
@@ -47,6 +46,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from _machine import machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSETS = ["raw_sessions", "redacted_sessions", "tiered_traces"]
@@ -350,22 +351,6 @@ def measure_size(tmp: Path, n_repos: int, sessions: int, runs: int, templates: l
     shutil.rmtree(traces, ignore_errors=True)
     shutil.rmtree(bare, ignore_errors=True)
     return out
-
-
-def machine() -> str:
-    model = "?"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                 if line.startswith("model name")]
-        model = names[0] if names else model
-    mem = ""
-    meminfo = Path("/proc/meminfo")
-    if meminfo.exists():
-        kb = int(meminfo.read_text().split()[1])
-        mem = f", {kb / 1024 / 1024:.0f} GiB"
-    return f"{platform.system()} {platform.release()}, {model}, {os.cpu_count()} cores{mem}, Python " \
-           f"{platform.python_version()}"
 
 
 def main() -> int:

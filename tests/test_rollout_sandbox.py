@@ -132,8 +132,11 @@ def test_episode_time_cap(sandbox_image: str) -> None:
 def test_rollouts_in_parallel_samples_and_metadata(sandbox_image: str) -> None:
     other = parse_bundle({**BASE, "id": with_split("roll-other", TRAIN), "category": "files"})
     with OpenAIServer(policy(["wc -l < ~/data/words.txt > ~/count.txt", "exit"])) as srv:
+        progress: list[tuple[int, int, int]] = []
         records = run_rollouts([TRAIN_BUNDLE, other], LiteLLMOperator(srv.litellm_model, api_base=srv.url),
-                               sandbox_image, samples=2, max_parallel=2)
+                               sandbox_image, samples=2, max_parallel=2,
+                               on_progress=lambda *a: progress.append(a))
+    assert progress == [(1, 4, 1), (2, 4, 2), (3, 4, 3), (4, 4, 4)]   # n/N as attempts finish, kept so far
     assert [(r.scenario_id, r.sample_index) for r in records] == [
         (TRAIN_BUNDLE.id, 0), (TRAIN_BUNDLE.id, 1), (other.id, 0), (other.id, 1)]
     assert len({r.trajectory_id for r in records}) == 4 and all(r.kept for r in records)

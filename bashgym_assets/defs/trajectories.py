@@ -69,9 +69,14 @@ def verified_trajectories(context: dg.AssetExecutionContext, config: RolloutConf
                              guard_resamples=config.guard_resamples, **kwargs)
     context.log.info(f"{operator.name}: {len(train)} train scenarios x {config.samples} samples "
                      f"({held_out} held-out scenarios excluded)")
+    def progress(done: int, total: int, kept: int) -> None:
+        if done % 10 == 0 or done == total:
+            context.log.info(f"rolled out {done}/{total}: {kept} kept")
+
     records = run_rollouts(train, operator, image, samples=config.samples, max_parallel=config.max_parallel,
                            limits=EpisodeLimits(max_turns=config.max_turns,
-                                                episode_timeout_s=config.episode_timeout_s))
+                                                episode_timeout_s=config.episode_timeout_s),
+                           on_progress=progress)
     leaked = [r.scenario_id for r in records if split_for(r.scenario_id) != TRAIN]
     if leaked:  # cannot happen (run_rollouts refuses them); checked again where the table is written
         raise dg.Failure(f"held-out scenarios reached trajectories: {leaked[:5]}")

@@ -6,8 +6,9 @@ training data by passing the wrong list.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from bashgym_assets.rollout import tracing
@@ -29,15 +30,27 @@ def check_train_only(bundles: Iterable[ScenarioBundle], held_out_fraction: float
 
 def run_rollouts(bundles: Iterable[ScenarioBundle], operator: Operator, image: str | None, samples: int = 1,
                  max_parallel: int = 2, limits: EpisodeLimits | None = None,
-                 held_out_fraction: float = HELD_OUT_FRACTION) -> list[TrajectoryRecord]:
-    """Every (train scenario, sample) attempt as a ``TrajectoryRecord``, kept or rejected."""
+                 held_out_fraction: float = HELD_OUT_FRACTION,
+                 on_progress: Callable[[int, int, int], None] | None = None) -> list[TrajectoryRecord]:
+    """Every (train scenario, sample) attempt as a ``TrajectoryRecord``, kept or rejected.
+
+    ``on_progress(done, total, kept)`` is called as attempts finish (from the pool's threads, one at a time), so a
+    long rollout shows n/N where the user is looking."""
     items = list(bundles)
     check_train_only(items, held_out_fraction)
     jobs = [(bundle, i) for bundle in items for i in range(samples)]
+    lock = threading.Lock()
+    tally = {"done": 0, "kept": 0}
 
     def one(job: tuple[ScenarioBundle, int]) -> TrajectoryRecord:
         bundle, index = job
-        return run_episode(bundle, operator, image, split=TRAIN, sample_index=index, limits=limits)
+        record = run_episode(bundle, operator, image, split=TRAIN, sample_index=index, limits=limits)
+        if on_progress is not None:
+            with lock:
+                tally["done"] += 1
+                tally["kept"] += bool(record.kept)
+                on_progress(tally["done"], len(jobs), tally["kept"])
+        return record
 
     if max_parallel <= 1:
         records = [one(j) for j in jobs]

@@ -1,0 +1,24 @@
+"""The machine line every benchmark report starts with (shared so the reports read alike)."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+
+def machine() -> str:
+    """OS, CPU model, cores, memory and Python: what a reader needs to compare two reports."""
+    model = "?"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                 if line.startswith("model name")]
+        model = names[0] if names else model
+    mem = ""
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        kb = int(meminfo.read_text().split()[1])
+        mem = f", {kb / 1024 / 1024:.0f} GiB"
+    return (f"{platform.system()} {platform.release()}, {model}, {os.cpu_count()} cores{mem}, Python "
+            f"{platform.python_version()}")
