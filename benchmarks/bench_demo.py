@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -23,6 +22,8 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+
+from _machine import machine
 
 ROOT = Path(__file__).resolve().parents[1]
 BASHGYM = str(Path(sys.executable).with_name("bashgym"))
@@ -81,7 +82,7 @@ def main() -> None:
         f"# Demo end to end, profile `{args.profile}`: one process vs a process per step",
         "",
         f"Command: `.venv/bin/python benchmarks/bench_demo.py --profile {args.profile}`  ",
-        f"Machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, {date}; "
+        f"Machine: {machine()}, {date}; "
         f"load average (1/5/15 min) {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f} at the start, "
         f"{load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f} at the end.  ",
         "Each variant: `bashgym demo` on a fresh data folder with the base model prepared; wall time of the whole "
