@@ -144,3 +144,30 @@ def test_store_lookup_supersede_and_eviction() -> None:
     assert store.lookup(torch.tensor([1, 2, 3]))[1] == 0
     store.put(torch.tensor(list(range(20))), kv(20))  # bigger than the whole cap: not stored
     assert store.nbytes <= 16 * 10
+
+
+def test_preallocated_cache_layer_matches_transformers_dynamic_layer() -> None:
+    """The in-place layer returns what ``torch.cat`` would, past its preallocated room too, and keeps the rows a
+    compaction selects."""
+    import torch
+    from transformers.cache_utils import DynamicCache
+
+    from bashgym_assets.rollout.kv_generation import _preallocated_cache
+
+    torch.manual_seed(0)
+    layers = [(torch.randn(3, 2, 5, 4), torch.randn(3, 2, 5, 4)) for _ in range(2)]
+    ours = _preallocated_cache([(k.clone(), v.clone()) for k, v in layers], room=2)
+    reference = DynamicCache(ddp_cache_data=[(k.clone(), v.clone()) for k, v in layers])
+    for step in range(4):                       # room 2: the last two steps grow the buffers
+        if step == 2:
+            keep = torch.tensor([0, 2])
+            ours.batch_select_indices(keep)
+            reference.batch_select_indices(keep)
+        rows = 3 if step < 2 else 2
+        k_new, v_new = torch.randn(rows, 2, 1, 4), torch.randn(rows, 2, 1, 4)
+        for layer in range(2):
+            got = ours.update(k_new, v_new, layer)
+            want = reference.update(k_new, v_new, layer)
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert ours.get_seq_length() == reference.get_seq_length() == 9
+    assert [tuple(k.shape) for k, _v, *_ in ours] == [(2, 2, 9, 4)] * 2
