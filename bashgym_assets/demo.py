@@ -132,8 +132,8 @@ def _topological(keys: list[str], nodes: dict[str, AssetNode]) -> list[str]:
 # still shows the tuning move the numbers: 64 pack scenarios (both splits, every category: ``pack_sample``), a
 # short, hot SFT (10 optimizer steps over 384-token rows at lr 1e-3: at lr 2e-4, 16 steps left the adapter as
 # wordy as the base, operate 0%; at 1e-3, 12 steps typed commands on 6 of 8 held-out scenarios and exited on 5),
-# 3 train scenarios x 2 sampled student attempts, one GRPO step, one gentle DPO step (lr 5e-5: at SFT's rate DPO
-# drove its loss to ~0 and the replies to the token cap), the evaluation on 6 held-out scenarios (4 turns, 48 new
+# 3 train scenarios x 2 sampled student attempts, one GRPO step (2 groups of 2, 3 turns), one gentle DPO step (lr 5e-5: at SFT's rate DPO
+# drove its loss to ~0 and the replies to the token cap), the evaluation on 6 held-out scenarios (4 turns, 40 new
 # tokens a reply), and the export without its GGUF read-back (transformers' GGUF loader alone takes ~32 s here;
 # ``bashgym export`` and the asset's default config verify the round trip).
 # ``full``: what reproduces the recorded before/after table (BENCHMARKS.md): the pack plus 4 gated variants of each
@@ -144,9 +144,9 @@ PROFILES: dict[str, dict[str, dict]] = {
         "sft_adapter": {"max_steps": 10, "learning_rate": 1e-3, "max_length": 384},
         "student_rollouts": {"max_scenarios": 3, "max_turns": 3, "max_new_tokens": 48},
         "dpo_adapter": {"max_steps": 1, "learning_rate": 5e-5, "max_length": 384},
-        "grpo_adapter": {"max_steps": 1, "num_generations": 3, "scenarios_per_step": 2, "max_turns": 4,
+        "grpo_adapter": {"max_steps": 1, "num_generations": 2, "scenarios_per_step": 2, "max_turns": 3,
                          "max_new_tokens": 48, "max_scenarios": 4},
-        "benchmark_results": {"max_scenarios": 6, "max_turns": 4, "max_new_tokens": 48},
+        "benchmark_results": {"max_scenarios": 6, "max_turns": 4, "max_new_tokens": 40},
         "exported_model": {"verify": False},
     },
     # ``quick`` (`bashgym demo --quick`): a smoke run of every stage, same code paths, tiny budgets: 16 pack
