@@ -25,7 +25,8 @@ ui: setup         ## the Dagster UI on http://127.0.0.1:3000 (both code location
 	$(VENV)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 mlflow: setup     ## the MLflow UI on http://127.0.0.1:5000 over the same data folder
-	$(VENV)/mlflow ui --backend-store-uri "$$($(VENV)/python -c 'from bashgym_assets.config import get_settings; print(get_settings().mlflow_tracking_uri)')" \
+	@uri="$$($(VENV)/python -c 'import sys; from bashgym_assets.config import get_settings, redact_uri; s = get_settings(); sys.exit(f"BASHGYM_MLFLOW_TRACKING_URI is already a tracking server ({redact_uri(s.mlflow_tracking_uri)}): open that one") if s.mlflow_tracks_on_server else print(s.mlflow_tracking_uri)')" || exit 1; \
+	$(VENV)/mlflow ui --backend-store-uri "$$uri" \
 	  --default-artifact-root $(BASHGYM_HOME)/mlflow/artifacts -h 127.0.0.1 -p 5000
 
 lint:

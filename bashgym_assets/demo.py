@@ -152,7 +152,7 @@ PROFILES: dict[str, dict[str, dict]] = {
     # ``quick`` (`bashgym demo --quick`): a smoke run of every stage, same code paths, tiny budgets: 16 pack
     # scenarios (both splits, every category), 2 optimizer steps of SFT over 256-token rows, 2 student scenarios,
     # 1 GRPO step, 1 DPO step, the evaluation on 3 held-out scenarios with 2 turns of 16 tokens (a decode step of
-    # SmolLM2 costs ~0.19 s on 2 cores whatever the batch, so replies are capped hard), and the export without its
+    # SmolLM2 costs ~0.12-0.25 s on 2 cores: benchmarks/bench_kv_decode.py; replies are capped hard), and the export without its
     # GGUF read-back (transformers' GGUF loader alone takes ~32 s here; tests/test_export.py covers the round
     # trip). Proves the plumbing, not a model.
     "quick": {
@@ -179,16 +179,6 @@ def step_config(step: PlanStep, profile: str) -> dict | None:
     ops = {key.replace("/", "__"): {"config": PROFILES[profile][key]}
            for key in step.assets if key in PROFILES[profile]}
     return {"ops": ops} if ops else None
-
-
-def run_config(step: PlanStep, profile: str) -> dict | None:
-    """The whole run config of an unpartitioned step: the profile's op config, and for the CPU location the
-    in-process executor: its default executor would start a process per asset, each paying the imports again,
-    while the demo runs its steps one after the other anyway."""
-    config = step_config(step, profile)
-    if step.module == CPU_MODULE:
-        config = {**(config or {}), "execution": {"config": {"in_process": {}}}}
-    return config
 
 
 def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
@@ -240,7 +230,7 @@ def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
         flush()
         dagster_bin = str(Path(sys.executable).with_name("dagster"))
         cmd = [dagster_bin, "asset", "materialize", "-m", step.module, "--select", ",".join(step.assets)]
-        config = run_config(step, profile)
+        config = step_config(step, profile)
         if config:
             cmd += ["--config-json", json.dumps(config)]
         echo(f"--> {step.describe()}")

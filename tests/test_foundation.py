@@ -228,7 +228,7 @@ def test_every_profile_config_is_valid_run_config_for_its_run() -> None:
     checked = 0
     for profile in demo.PROFILES:
         for step in steps:
-            cfg = demo.run_config(step, profile) if not step.partitioned else demo.step_config(step, profile)
+            cfg = demo.step_config(step, profile)
             if cfg:
                 dg.validate_run_config(job_for(step), cfg)
                 checked += 1

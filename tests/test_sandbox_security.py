@@ -488,7 +488,8 @@ def test_inodes_are_bounded_in_tmpfs_and_in_the_layer(sandbox_image):
         s = b.session()
         r = s.run("mkdir /var/many && cd /var/many && i=0; while :; do : > f$i; i=$((i+1)); done; echo finished",
                   timeout_s=90)   # the watchdog's diff runs every 10 s: it ends this long before the time limit
-        assert s.exited and b.inode_budget_exceeded and r.duration_s < 60, r
+        # the watchdog ended it, not the command's time limit (no wall-clock bound: a loaded machine is slower)
+        assert s.exited and b.inode_budget_exceeded and not r.timed_out, r
         assert "inode budget" in r.stderr
 
 

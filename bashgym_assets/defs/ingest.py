@@ -10,9 +10,9 @@ import dagster as dg
 from bashgym_assets.defs.metadata import code_version, lake_file_metadata, table
 from bashgym_assets.defs.partitions import repo_partitions
 from bashgym_assets.defs.resources import BashgymHome
-from bashgym_assets.ingest.pipeline import QUARANTINE, RAW_SESSIONS, IngestReport, ingest_repo
+from bashgym_assets.ingest.pipeline import QUARANTINE, RAW_SESSIONS, IngestReport, cursor_store, ingest_repo
 from bashgym_assets.ingest.repos import NO_REPO_KEY
-from bashgym_assets.ingest.scan import CursorStore, run_key, scan
+from bashgym_assets.ingest.scan import run_key, scan
 from bashgym_assets.plots import figure_markdown, md_table
 
 #: What a sensor-triggered run materialises for a changed repo: the whole per-repo chain, so new traces reach
@@ -116,7 +116,7 @@ ingest_repo_job = dg.define_asset_job(
            description="Watches the trace folders; adds a repo partition for each new repository and requests a "
                        "run only for repos whose files gained complete lines.")
 def trace_files_sensor(context: dg.SensorEvaluationContext, bashgym: BashgymHome) -> dg.SensorResult:
-    store = CursorStore(bashgym.lake().artifact_dir("ingest", "scan_cursors"))
+    store = cursor_store(bashgym.lake())
     result = scan(bashgym.settings().trace_dirs, store.load(context.cursor))
     known = set(context.instance.get_dynamic_partitions(repo_partitions.name))
     new_keys = [repo for repo in result.repos if repo not in known]

@@ -230,10 +230,15 @@ def _readable(rows: pa.RecordBatch, report: IngestReport) -> tuple[pa.RecordBatc
     return rows.filter(pa.array(keep)), sessions
 
 
+def cursor_store(lake: Lake, create: bool = True) -> CursorStore:
+    """Where ``trace_files_sensor`` keeps its scan cursors in this lake."""
+    return CursorStore(lake.artifact_dir("ingest", "scan_cursors", create=create))
+
+
 def scan_index(lake: Lake) -> dict[str, FileEntry]:
     """The trace sensor's newest cursor (file -> size, mtime, repo) in this lake, {} if it never ran here."""
-    folder = lake.artifact_dir("ingest", "scan_cursors", create=False)  # where ``trace_files_sensor`` keeps it
-    return CursorStore(folder).latest().files if folder.is_dir() else {}
+    store = cursor_store(lake, create=False)
+    return store.latest().files if store.folder.is_dir() else {}
 
 
 def ingest_repo(lake: Lake, dirs: Iterable[Path], repo: str) -> IngestReport:

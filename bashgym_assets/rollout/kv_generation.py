@@ -31,6 +31,7 @@ error fall back to the plain ``generate`` path in ``LocalModelOperator``. ``BASH
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections import OrderedDict
@@ -161,23 +162,21 @@ class KVCacheStore:
         self.nbytes -= self._entries.pop(key).nbytes
 
 
-def _preallocated_cache(layers: list[tuple[Any, Any]], room: int) -> Any:
-    """A ``DynamicCache`` over ``layers`` (``[batch, heads, length, head_dim]`` keys and values) whose layers keep
-    ``room`` more positions preallocated: a decode step writes its key/value in place instead of ``torch.cat``
-    copying the whole cache (see the module docstring). Built per call because transformers' layer class is the
-    only extension point: the cache object, masks and attention code stay transformers' own."""
-    from transformers.cache_utils import DynamicCache, DynamicLayer
+@functools.cache
+def _preallocated_layer() -> type:
+    """transformers' ``DynamicLayer`` with its keys/values in a buffer with room to grow: ``update`` writes the
+    step in place instead of ``torch.cat`` copying the whole cache (see the module docstring). A class built on
+    first use so that importing this module does not import transformers."""
+    import torch
+    from transformers.cache_utils import DynamicLayer
 
-    class _PreallocatedLayer(DynamicLayer):
-        def __init__(self, keys: Any, values: Any) -> None:
+    class PreallocatedLayer(DynamicLayer):
+        def __init__(self, keys: Any, values: Any, room: int) -> None:
             super().__init__()
             self.lazy_initialization(keys, values)
-            b, h, n, d = keys.shape
-            self._k = keys.new_zeros((b, h, n + room, d))
-            self._v = values.new_zeros((b, h, n + room, values.shape[-1]))
-            self._k[:, :, :n] = keys
-            self._v[:, :, :n] = values
-            self._n = n
+            self._n = keys.shape[-2]
+            self._k = torch.cat([keys, keys.new_zeros((*keys.shape[:2], room, keys.shape[-1]))], dim=-2)
+            self._v = torch.cat([values, values.new_zeros((*values.shape[:2], room, values.shape[-1]))], dim=-2)
             self._views()
 
         def _views(self) -> None:
@@ -185,10 +184,10 @@ def _preallocated_cache(layers: list[tuple[Any, Any]], room: int) -> Any:
 
         def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
             add = key_states.shape[-2]
-            if self._n + add > self._k.shape[-2]:  # more than the room asked for: grow (rare; doubles)
+            if self._n + add > self._k.shape[-2]:  # past the room asked for (rare): double the buffers
                 grow = max(add, self._k.shape[-2])
-                self._k = _cat_zeros(self._k, grow)
-                self._v = _cat_zeros(self._v, grow)
+                self._k = torch.cat([self._k, self._k.new_zeros((*self._k.shape[:2], grow, self._k.shape[-1]))], -2)
+                self._v = torch.cat([self._v, self._v.new_zeros((*self._v.shape[:2], grow, self._v.shape[-1]))], -2)
             self._k[:, :, self._n:self._n + add] = key_states
             self._v[:, :, self._n:self._n + add] = value_states
             self._n += add
@@ -199,13 +198,17 @@ def _preallocated_cache(layers: list[tuple[Any, Any]], room: int) -> Any:
             self._k, self._v = self._k[indices], self._v[indices]
             self._views()
 
-    def _cat_zeros(t: Any, extra: int) -> Any:
-        import torch
+    return PreallocatedLayer
 
-        return torch.cat([t, t.new_zeros((*t.shape[:2], extra, t.shape[-1]))], dim=-2)
+
+def _preallocated_cache(layers: list[tuple[Any, Any]], room: int) -> Any:
+    """A ``DynamicCache`` over ``layers`` (``[batch, heads, length, head_dim]`` keys and values) whose layers keep
+    ``room`` more positions preallocated; the cache object, masks and attention code stay transformers' own."""
+    from transformers.cache_utils import DynamicCache
 
     cache = DynamicCache()
-    cache.layers = [_PreallocatedLayer(k, v) for k, v in layers]
+    layer = _preallocated_layer()
+    cache.layers = [layer(k, v, room) for k, v in layers]
     return cache
 
 
@@ -213,13 +216,14 @@ class KVGenerator:
     """Greedy batched generation with per-conversation KV reuse across calls (see the module docstring)."""
 
     def __init__(self, model: Any, stop_ids: list[int], pad_id: int, max_new_tokens: int,
-                 max_bytes: int | None = None, max_entries: int = DEFAULT_MAX_ENTRIES):
+                 max_bytes: int | None = None, max_entries: int = DEFAULT_MAX_ENTRIES, preallocate: bool = True):
         if max_bytes is None:
             max_bytes = int(float(os.environ.get("BASHGYM_KV_CACHE_MB", DEFAULT_CACHE_MB)) * 2**20)
         self.model = model
         self.stop_ids = set(stop_ids)
         self.pad_id = pad_id
         self.max_new_tokens = max_new_tokens
+        self.preallocate = preallocate  # False: transformers' DynamicCache as it is (the benchmark's baseline)
         self.store = KVCacheStore(max_bytes, max_entries)
         self.stats = KVStats()
 
@@ -283,7 +287,12 @@ class KVGenerator:
                 mask[row, width - n:] = 1
             rows = list(range(len(ids)))  # batch row -> conversation index
             pad_left = [width - n for n in lengths]  # per conversation, in the current batch
-            cache = _preallocated_cache(batched, room=self.max_new_tokens)
+            if self.preallocate:
+                cache = _preallocated_cache(batched, room=self.max_new_tokens)
+            else:
+                from transformers.cache_utils import DynamicCache
+
+                cache = DynamicCache(ddp_cache_data=batched)
             del batched
             step = 0
             while not all(done[i] for i in rows):
