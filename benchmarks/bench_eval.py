@@ -1,17 +1,20 @@
-"""Benchmark: the behavioural evaluation, lockstep batched generation against one episode at a time, in the same
-run (episodes per minute and the ratio), with and without KV-cache reuse across turns, plus one model over the whole
-held-out split.
+"""Benchmark: the behavioural evaluation, batched against one episode at a time, in the same run (episodes per
+minute and the ratio).
 
-    .venv/bin/python benchmarks/bench_eval.py [--limit 8] [--max-turns 6] [--adapter DIR] [--full]
+    .venv/bin/python benchmarks/bench_eval.py [--limit 0] [--max-turns 10] [--adapter DIR] [--arms one,lockstep,continuous]
 
-"One at a time" is how rollouts run an operator: one episode after another, one ``generate`` per turn (batch of
-one). "Batched" is ``evaluation.evaluate``: every live episode's turn in one left-padded ``generate`` per micro-batch,
-commands run in parallel sandboxes. "Batched + KV reuse" is the same lockstep evaluation with
-``rollout.kv_generation``: each episode's keys/values are kept across turns, so a turn only prefills what it adds,
-and all live episodes decode together on one left-padded cache. The first two runs use the plain ``generate`` path
-(``kv_cache=False``). Same model, same scenarios, greedy decoding, so all produce the same episodes (the script
-counts transcripts identical to one at a time). ``--full`` also times the batched + KV evaluation over the whole
-held-out split (target: under 5 minutes for one model). Needs the Docker engine and the sandbox image.
+Arms, all greedy on the same model and scenarios, one after another in this process:
+
+- ``one``: one at a time, how rollouts run an operator: one episode after another, one plain ``generate`` per
+  turn (batch of one, no KV reuse). The baseline.
+- ``lockstep``: ``evaluation.evaluate`` with ``continuous=False``: every live episode's turn in one batched call
+  per micro-batch, KV reuse across turns (``rollout.kv_generation``), a call lasting until its longest reply ends.
+- ``continuous``: ``evaluation.evaluate`` as it runs by default: continuous batching (``rollout.continuous``), each
+  episode's prompt joining the running batch as soon as its command has run, each reply leaving it as it ends.
+
+The script counts transcripts identical to one at a time (greedy: the same up to floating-point near-ties).
+Default: the whole held-out split with the evaluation's 10-turn cap (target: >= 4x one at a time, and one model
+over the split in under 5 minutes). Needs the Docker engine and the sandbox image.
 """
 
 from __future__ import annotations
@@ -35,92 +38,116 @@ from bashgym_assets.training import base_model as bm  # noqa: E402
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_gate import machine  # noqa: E402
 
+ARMS = ("one", "lockstep", "continuous")
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--limit", type=int, default=8, help="held-out scenarios in the batched vs one-at-a-time run")
-    ap.add_argument("--max-turns", type=int, default=6)
+    ap.add_argument("--limit", type=int, default=0, help="the first N held-out scenarios (0: all of them)")
+    ap.add_argument("--max-turns", type=int, default=10)
     ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--micro-batch", type=int, default=16)
+    ap.add_argument("--micro-batch", type=int, default=16, help="lockstep's micro-batch")
+    ap.add_argument("--max-rows", type=int, default=32, help="continuous batching's rows a decode step")
     ap.add_argument("--adapter", help="a LoRA adapter folder on the base (default: the base model alone)")
-    ap.add_argument("--full", action="store_true", help="also time the whole held-out split, batched")
+    ap.add_argument("--only", help="comma-separated held-out scenario ids (instead of --limit)")
+    ap.add_argument("--arms", default=",".join(ARMS), help=f"which of {', '.join(ARMS)} to run, in that order")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "eval.md")
+    ap.add_argument("--episodes-json", type=Path, help="also write every arm's episodes (transcripts) here")
     args = ap.parse_args(argv)
+    arms = [a for a in ARMS if a in args.arms.split(",")]
 
     images.ensure_docker_engine()
     image = images.sandbox_image_tag()
     base = bm.resolve_base_model(prepare=True)
     bundles, _ = load_pack()
     held = sorted((b for b in bundles if split_for(b.id) == HELD_OUT), key=lambda b: b.id)
-    subset = held[: args.limit]
+    subset = held[: args.limit] if args.limit else held
+    if args.only:
+        subset = [b for b in held if b.id in args.only.split(",")]
     load = os.getloadavg()[0]
     print(f"{len(subset)} of {len(held)} held-out scenarios, base {base}, adapter {args.adapter}", flush=True)
 
-    def operator(micro_batch: int, kv_cache: bool = False) -> LocalModelOperator:
+    def operator(micro_batch: int, kv_cache: bool) -> LocalModelOperator:
         op = LocalModelOperator(base, adapter_dir=args.adapter, max_new_tokens=args.max_new_tokens,
                                 micro_batch=micro_batch, kv_cache=kv_cache)
-        op._load()  # load outside the timed region: both runs pay it once
+        op._load()  # load outside the timed region: every arm pays it once
         return op
 
-    rows = []
-    single = EvalSettings(max_turns=args.max_turns, max_live=1)
-    batched = EvalSettings(max_turns=args.max_turns)
-    t0 = time.perf_counter()
-    one = evaluate(operator(1), subset, image, single, label="one at a time", progress=print)
-    one_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    many = evaluate(operator(args.micro_batch), subset, image, batched, label="batched", progress=print)
-    many_s = time.perf_counter() - t0
-    kv_op = operator(args.micro_batch, kv_cache=True)
-    t0 = time.perf_counter()
-    kv = evaluate(kv_op, subset, image, batched, label="batched + KV reuse", progress=print)
-    kv_s = time.perf_counter() - t0
-    stats = kv_op._kv.stats if kv_op._kv is not None else None
-
-    def same_as_one(res: object) -> int:
-        return sum(a.messages == b.messages for a, b in zip(one.episodes, res.episodes, strict=True))
-
-    same, same_kv = same_as_one(many), same_as_one(kv)
-    for name, res, secs in (("one at a time (max_live 1, batch 1), plain generate", one, one_s),
-                            (f"batched (max_live 40, micro-batch {args.micro_batch}), plain generate", many, many_s),
-                            (f"batched + KV reuse (max_live 40, micro-batch {args.micro_batch})", kv, kv_s)):
-        turns = sum(e.n_turns for e in res.episodes)
-        rows.append((name, len(res.episodes), turns, secs, 60 * len(res.episodes) / secs,
-                     res.summary.rates["clean"].fmt()))
-    ratio, ratio_kv = rows[1][4] / rows[0][4], rows[2][4] / rows[0][4]
-    full_line = ""
-    if args.full:
+    setups = {  # name, (micro-batch, KV reuse), settings; each arm's model is loaded when its turn comes
+        "one": ("one at a time (max_live 1, batch 1, plain generate)", (1, False),
+                EvalSettings(max_turns=args.max_turns, max_live=1, continuous=False)),
+        "lockstep": (f"lockstep batched + KV reuse (micro-batch {args.micro_batch})", (args.micro_batch, True),
+                     EvalSettings(max_turns=args.max_turns, continuous=False)),
+        "continuous": (f"continuous batching + KV reuse (up to {args.max_rows} rows)", (args.micro_batch, True),
+                       EvalSettings(max_turns=args.max_turns, max_rows=args.max_rows)),
+    }
+    ops: dict[str, LocalModelOperator] = {}
+    results: dict[str, tuple[object, float]] = {}
+    for arm in arms:
+        name, (micro_batch, kv_cache), settings = setups[arm]
+        op = ops[arm] = operator(micro_batch, kv_cache)
         t0 = time.perf_counter()
-        whole = evaluate(operator(args.micro_batch, kv_cache=True), held, image, EvalSettings(max_turns=10),
-                         label="full", progress=print)
-        full_s = time.perf_counter() - t0
-        full_line = (f"- whole held-out split ({len(held)} scenarios, 10-turn cap), batched + KV reuse: "
-                     f"**{full_s / 60:.1f} "
-                     f"min** (target < 5 min: {'met' if full_s < 300 else 'NOT met'}); rates: " + ", ".join(
-                         f"{k} {r.fmt()}" for k, r in whole.summary.rates.items()))
+        res = evaluate(op, subset, image, settings, label=arm, progress=print)
+        results[arm] = (res, time.perf_counter() - t0)
 
+    def same_as(ref: object, res: object) -> int:
+        return sum(a.messages == b.messages for a, b in zip(ref.episodes, res.episodes, strict=True))
+
+    rows = []
+    for arm in arms:
+        res, secs = results[arm]
+        turns = sum(e.n_turns for e in res.episodes)
+        rates = res.summary.rates
+        same = f"{same_as(results['one'][0], res)}/{len(subset)}" if "one" in results else "-"
+        rows.append(f"| {setups[arm][0]} | {len(res.episodes)} | {turns} | {secs:.1f} | "
+                    f"{60 * len(res.episodes) / secs:.2f} | {same} | {rates['operate'].fmt()} | "
+                    f"{rates['terminate'].fmt()} | {rates['clean'].fmt()} |")
     lines = [
         "## Evaluation benchmark (issue 11)", "",
         f"Command: `.venv/bin/python benchmarks/bench_eval.py {' '.join(argv or sys.argv[1:])}`  ",
         f"Machine: {machine()}, load average at start {load:.1f}  ",
         f"Model: {base}" + (f" + adapter {args.adapter}" if args.adapter else " (no adapter)")
-        + f"; greedy, {args.max_new_tokens} new tokens max, {args.max_turns}-turn cap", "",
-        "| run | episodes | turns | wall s | episodes/min | clean |", "|---|---|---|---|---|---|",
-        *(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.1f} | {r[4]:.2f} | {r[5]} |" for r in rows), "",
-        f"- batched vs one at a time: **{ratio:.2f}x** episodes/min (target >= 4x: "
-        f"{'met' if ratio >= 4 else 'NOT met'}); identical transcripts: {same}/{len(subset)}",
-        f"- batched + KV reuse vs one at a time: **{ratio_kv:.2f}x** episodes/min (target >= 4x: "
-        f"{'met' if ratio_kv >= 4 else 'NOT met'}); vs batched without reuse: {rows[2][4] / rows[1][4]:.2f}x; "
-        f"transcripts identical to one at a time: {same_kv}/{len(subset)}",
+        + f"; greedy, {args.max_new_tokens} new tokens max, {args.max_turns}-turn cap; "
+        f"{len(subset)} of {len(held)} held-out scenarios", "",
+        "| run | episodes | turns | wall s | episodes/min | transcripts = one at a time | operate | terminate "
+        "| clean |", "|---|---|---|---|---|---|---|---|---|", *rows, "",
     ]
-    if stats is not None:
-        lines.append(f"- KV reuse: {stats.reused_tokens} of {stats.prompt_tokens} prompt tokens read from the cache, "
-                     f"{stats.prefilled_tokens} prefilled ({stats.prefill_s:.1f} s), {stats.decode_steps} batched "
-                     f"decode steps ({stats.decode_s:.1f} s), {stats.calls} generate calls")
-    else:
-        lines.append(f"- KV reuse was NOT used (fallback: {kv_op.kv_fallback})")
-    if full_line:
-        lines.append(full_line)
+    if "one" in results:
+        one_s = results["one"][1]
+        for arm in arms[1:]:
+            ratio = one_s / results[arm][1]
+            lines.append(f"- {arm} vs one at a time: **{ratio:.2f}x** episodes/min (target >= 4x: "
+                         f"{'met' if ratio >= 4 else 'NOT met'})")
+    if "lockstep" in results and "continuous" in results:
+        lines.append(f"- continuous vs lockstep: {results['lockstep'][1] / results['continuous'][1]:.2f}x")
+    for arm in [a for a in arms if a != "one"]:
+        res, secs = results[arm]
+        if len(subset) == len(held):
+            lines.append(f"- {arm}, whole held-out split: **{secs / 60:.1f} min** (target < 5 min: "
+                         f"{'met' if secs < 300 else 'NOT met'})")
+        op = ops[arm]
+        kv = op._kv.stats if op._kv is not None else None
+        if kv is None:
+            lines.append(f"- {arm}: KV reuse NOT used (fallback: {op.kv_fallback})")
+            continue
+        lines.append(f"- {arm}: {kv.reused_tokens} of {kv.prompt_tokens} prompt tokens read from the cache, "
+                     f"{kv.prefilled_tokens} prefilled ({kv.prefill_s:.1f} s), {kv.decode_steps} decode steps "
+                     f"({kv.decode_s:.1f} s)" + (f", {kv.calls} generate calls" if arm == "lockstep" else ""))
+        cs = op.continuous_stats
+        if arm == "continuous" and cs is not None:
+            lines.append(f"- continuous: {cs.mean_rows:.1f} rows a decode step on average, {cs.joins} joins, "
+                         f"{cs.rebuilds} buffer rebuilds; prompt lookup in the tail: {cs.accepted} of {cs.drafted} "
+                         f"drafted tokens confirmed")
+    slow = sorted(results[arms[-1]][0].episodes, key=lambda e: -e.wall_s)[:3]
+    lines.append(f"- {arms[-1]}, slowest episodes: " + "; ".join(
+        f"{e.scenario_id} {e.wall_s:.0f} s, {e.n_turns} turns, "
+        f"{sum(len(x.content) for x in e.messages if x.role == 'assistant')} characters typed, "
+        f"{e.failure_class or 'clean'}" for e in slow))
+    if args.episodes_json:
+        import json
+
+        args.episodes_json.write_text(json.dumps(
+            {arm: [e.model_dump() for e in results[arm][0].episodes] for arm in arms}, default=str))
     text = "\n".join(lines) + "\n"
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -223,6 +223,29 @@ def test_batched_generation_equals_one_at_a_time_under_greedy(tiny: Path) -> Non
     assert all(r.error is None and r.new_tokens > 0 for r in batched)
 
 
+@pytest.mark.docker
+def test_continuous_evaluation_equals_lockstep_under_greedy(tiny: Path, sandbox_image: str) -> None:
+    """The same tiny model, greedy, through the continuous decoder and through lockstep turns: the same
+    transcripts and scores, episode for episode; a scenario whose set-up fails is recorded and the rest go on."""
+    broken = _bundle(9).model_copy(update={"id": "broken", "setup": ["exit 3"]})
+    bundles = [_bundle(i, category=c) for i, c in enumerate(["files", "text", "files", "archives"])] + [broken]
+    logs: list[str] = []
+    runs = {}
+    for continuous in (True, False):
+        op = LocalModelOperator(tiny, max_new_tokens=12)
+        runs[continuous] = evaluate(op, bundles, sandbox_image,
+                                    EvalSettings(max_turns=4, continuous=continuous, max_rows=3, max_live=4),
+                                    label="tiny", progress=logs.append)
+    cont, lock = runs[True], runs[False]
+    assert any("continuous batching" in line for line in logs)
+    assert [e.scenario_id for e in cont.episodes] == [b.id for b in bundles]
+    assert [[(x.role, x.content) for x in e.messages] for e in cont.episodes] == \
+        [[(x.role, x.content) for x in e.messages] for e in lock.episodes]
+    assert [(e.failure_class, e.n_turns, e.end_reason) for e in cont.episodes] == \
+        [(e.failure_class, e.n_turns, e.end_reason) for e in lock.episodes]
+    assert cont.episodes[-1].failure_class == m.SETUP_FAILED and all(e.n_turns > 0 for e in cont.episodes[:-1])
+
+
 def test_sampling_is_recorded_and_seeded(tiny: Path) -> None:
     convs = [initial_messages(_bundle(i)) for i in range(3)]
     a = LocalModelOperator(tiny, max_new_tokens=12, temperature=0.9, seed=7)

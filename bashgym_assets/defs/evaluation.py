@@ -46,6 +46,8 @@ class EvalRunConfig(dg.Config):
     temperature: float = 0.0
     max_turns: int = 10
     max_new_tokens: int = 128
+    # A local greedy model is batched continuously (rollout.continuous); False: lockstep turns.
+    continuous: bool = True
     include_base: bool = True
     promote: bool = True
     alpha: float = 0.05
@@ -152,7 +154,8 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     context.log.info(f"{eval_id}: {len(bundles)} held-out scenarios x {config.samples} sample(s), models: "
                      + ", ".join(f"{s.label} ({s.describe()})" for s in specs))
     results = compare(specs, bundles, image,
-                      EvalSettings(samples=config.samples, max_turns=config.max_turns),
+                      EvalSettings(samples=config.samples, max_turns=config.max_turns,
+                                   continuous=config.continuous),
                       Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens),
                       eval_id=eval_id, progress=context.log.info)
     episodes = [e for r in results for e in r.episodes]

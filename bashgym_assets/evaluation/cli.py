@@ -42,6 +42,10 @@ def add_parsers(sub: Any) -> None:
     ev.add_argument("--max-new-tokens", type=int, default=128)
     ev.add_argument("--micro-batch", type=int, default=16, help="sequences per generate call")
     ev.add_argument("--max-live", type=int, default=40, help="sandboxes alive at once")
+    ev.add_argument("--lockstep", action="store_true",
+                    help="decode each turn of all live episodes as one batch (default for a local greedy model: "
+                         "continuous batching, each reply leaving and each next prompt joining the running batch)")
+    ev.add_argument("--max-rows", type=int, default=32, help="continuous batching: rows a decode step")
     ev.add_argument("--json", help="also write the summaries to this JSON file")
     ev.set_defaults(fn=cmd_eval)
 
@@ -116,7 +120,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print(f"{eval_id}: {len(bundles)} scenarios x {args.samples} sample(s); models: "
           + ", ".join(f"{s.label} ({s.describe()})" for s in specs), flush=True)
     results = compare(specs, bundles, image,
-                      EvalSettings(samples=args.samples, max_turns=args.max_turns, max_live=args.max_live),
+                      EvalSettings(samples=args.samples, max_turns=args.max_turns, max_live=args.max_live,
+                                   continuous=not args.lockstep, max_rows=args.max_rows),
                       Sampling(temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                                micro_batch=args.micro_batch),
                       eval_id=eval_id, progress=lambda line: print(line, flush=True))

@@ -1,9 +1,12 @@
 """The behavioural evaluation: a model dropped, with no scaffold, into held-out scenarios in real sandboxes.
 
-Episodes advance in lockstep: each turn, the replies for every live episode come from ONE ``Operator.replies``
-call (a local model generates them as one left-padded batch), then each reply runs in its own sandbox in
-parallel, and finished episodes drop out while queued ones take their place (at most ``max_live`` sandboxes at
-once). The turn logic is ``rollout.episode.EpisodeDriver``, the same one rollouts use, and the render is
+A local model under greedy decoding is batched continuously (``rollout.continuous``): each episode's prompt joins
+the running batch as soon as its last command has run, and each reply leaves it as soon as it ends, so no episode
+waits for the slowest reply of a turn; its command then runs in its sandbox (a thread pool) while the others go on
+decoding. Any other operator (sampling, a litellm model, the reference) advances in lockstep: each turn, the
+replies for every live episode come from ONE ``Operator.replies`` call (a local model generates them as one
+left-padded batch), then each reply runs in its own sandbox in parallel. Either way finished episodes drop out
+while queued ones take their place (at most ``max_live`` sandboxes at once). The turn logic is ``rollout.episode.EpisodeDriver``, the same one rollouts use, and the render is
 ``rollout.transcript``'s, so a model is evaluated in exactly the format it was trained on. The check runs as root
 on the final state; what the model claims is never consulted.
 """
@@ -15,7 +18,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +53,9 @@ class EvalSettings(BaseModel):
     # Replies in a row that are not commands (prose, babble) before the episode ends as lost: the failure class
     # is already decided by then, and each such reply costs a whole token budget of generation.
     max_unusable_in_a_row: int = 3
+    # Continuous batching of a local greedy model (else lockstep turns); at most this many rows per decode step.
+    continuous: bool = True
+    max_rows: int = 32
 
     def limits(self) -> EpisodeLimits:
         return EpisodeLimits(max_turns=self.max_turns, episode_timeout_s=self.episode_timeout_s,
@@ -174,10 +180,71 @@ def _episode_trace(job: _Live, e: EvalEpisode) -> tracing.EpisodeTrace:
         error=e.error)
 
 
+def _progress(finished: int, total: int, start: float) -> str:
+    elapsed = time.monotonic() - start
+    rate = finished / elapsed if finished else 0.0
+    eta = f", ETA {(total - finished) / rate:.0f} s" if rate > 0 else ""
+    return f"{finished}/{total} episodes done, {elapsed:.0f} s elapsed{eta}"
+
+
+PROGRESS_EVERY_S = 15.0
+
+
+def _run_continuous(stream: Any, pool: ThreadPoolExecutor, take: Callable[[int], list[_Live]],
+                    open_job: Callable[[_Live], _Live], settings: EvalSettings, close: Callable[[_Live], EvalEpisode],
+                    record: Callable[[list[_Live], list[EvalEpisode]], None], say: Progress, label: str,
+                    total: int, done: list[EvalEpisode], start: float) -> None:
+    """The continuous loop: every episode is in exactly one place: its container being set up, the decoder (its
+    reply being generated), the pool (its reply being run in its sandbox, or its check once it ended) or ready
+    (deciding what is next). Containers are set up in the background, so decoding starts with the first one ready
+    instead of after all of them."""
+    ready: list[_Live] = []
+    opening: dict[Future, _Live] = {}   # container start and scenario set-up
+    running: dict[Future, _Live] = {}   # a reply being applied in the episode's sandbox
+    closing: dict[Future, _Live] = {}   # the check and the container's removal of an ended episode
+    by_key: dict[int, _Live] = {}
+    last_say = time.monotonic()
+    with ThreadPoolExecutor(max_workers=settings.setup_workers, thread_name_prefix="eval-setup") as setup:
+        while True:
+            alive = len(opening) + len(ready) + len(by_key) + len(running) + len(closing)
+            for j in take(settings.max_live - alive):
+                opening[setup.submit(open_job, j)] = j
+            for j in ready:
+                if j.driver is not None and j.driver.wants_reply():
+                    by_key[id(j)] = j
+                    stream.submit(id(j), j.driver.seen)
+                else:  # ended, or its set-up failed: scored (as infrastructure when it never started)
+                    closing[pool.submit(close, j)] = j
+            ready = []
+            if stream.busy:
+                for key, reply, seconds in stream.step():
+                    j = by_key.pop(key)
+                    j.driver.note_model_call(seconds, reply.new_tokens)
+                    running[pool.submit(apply_reply, j, reply)] = j
+            elif opening or running or closing:
+                wait([*opening, *running, *closing], return_when=FIRST_COMPLETED)
+            else:
+                break  # nothing queued (take gave nothing), nothing alive
+            for futures in (opening, running):
+                for f in [f for f in futures if f.done()]:
+                    f.result()  # _open and apply_reply record their own failures on the job
+                    ready.append(futures.pop(f))
+            ended = [f for f in closing if f.done()]
+            if ended:
+                record([closing.pop(f) for f in ended], [f.result() for f in ended])
+            if time.monotonic() - last_say >= PROGRESS_EVERY_S or (ended and len(done) == total):
+                last_say = time.monotonic()
+                st = stream.stats
+                rows = f", {st.mean_rows:.1f} rows a decode step on average" if st is not None else ""
+                say(f"[{label}] {len(opening)} starting, {len(by_key)} generating, {len(running)} in the sandbox"
+                    f"{rows}, " + _progress(len(done), total, start))
+
+
 def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str | None,
              settings: EvalSettings | None = None, label: str | None = None, model_ref: str | None = None,
              eval_id: str | None = None, progress: Progress | None = None) -> EvalResult:
-    """Every (scenario, sample) episode of one operator, in lockstep batches; one ``EvalEpisode`` each."""
+    """Every (scenario, sample) episode of one operator, batched continuously or in lockstep (see the module
+    docstring); one ``EvalEpisode`` each."""
     settings = settings or EvalSettings()
     label = label or operator.name
     model_ref = model_ref or operator.name
@@ -194,61 +261,80 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
     turn = 0
     workers = max(1, min(settings.max_live, 16))
     sink = tracing.sink()  # one MLflow trace per episode, written in batches (BASHGYM_TRACES=0: none)
+    stream = None
+    if settings.continuous and all(j.operator is operator for j in queue):
+        make = getattr(operator, "reply_stream", None)
+        stream = make(max_rows=settings.max_rows) if make is not None else None
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval") as pool:
-        def finish(jobs: list[_Live]) -> None:
-            closed = list(pool.map(lambda j: _close(j, eval_id, label, model_ref, sampling,
-                                                    settings.check_timeout_s), jobs))
+        def record(jobs: list[_Live], closed: list[EvalEpisode]) -> None:
             done.extend(closed)
             for j, e in zip(jobs, closed, strict=True):  # a routed operator logs each episode's outcome
-                record = getattr(j.operator, "record_outcome", None)
-                if record is not None:
+                hook = getattr(j.operator, "record_outcome", None)
+                if hook is not None:
                     with contextlib.suppress(Exception):  # the decision log is a side record: never fatal
-                        record("clean" if e.clean else (e.failure_class or "failed"), scenario_id=e.scenario_id)
+                        hook("clean" if e.clean else (e.failure_class or "failed"), scenario_id=e.scenario_id)
             if sink is not None:
                 for j, e in zip(jobs, closed, strict=True):
                     sink.add(_episode_trace(j, e))
 
-        while queue or live:
-            room = settings.max_live - len(live)
-            if room > 0 and queue:
-                opening, queue = queue[:room], queue[room:]
-                with ThreadPoolExecutor(max_workers=settings.setup_workers, thread_name_prefix="eval-setup") as ex:
-                    opened = list(ex.map(lambda j: _open(j, image, settings), opening))
-                finish([j for j in opened if j.driver is None])
-                live += [j for j in opened if j.driver is not None]
-            asking = [j for j in live if j.driver is not None and j.driver.wants_reply()]
-            ended = [j for j in live if j not in asking]
-            if ended:
-                finish(ended)
-                live = asking
-            if not asking:
-                continue
-            turn += 1
-            t0 = time.monotonic()
-            # One batched call per distinct operator object (a local model is one object for all scenarios;
-            # the reference operator is bound per scenario).
-            groups: dict[int, list[_Live]] = {}
-            for j in asking:
-                groups.setdefault(id(j.operator), []).append(j)
-            replies: dict[int, Any] = {}
-            for members in groups.values():
-                try:
-                    got = members[0].operator.replies([j.driver.seen for j in members])
-                except Exception as exc:  # noqa: BLE001 - an operator bug fails its episodes, not the run
-                    got = [Reply(error=f"{type(exc).__name__}: {exc}") for _ in members]
-                for j, reply in zip(members, got, strict=True):
-                    replies[id(j)] = reply
-            gen_s = time.monotonic() - t0
-            for j in asking:
-                j.driver.note_model_call(gen_s, replies[id(j)].new_tokens)
+        def close(j: _Live) -> EvalEpisode:
+            return _close(j, eval_id, label, model_ref, sampling, settings.check_timeout_s)
 
-            list(pool.map(lambda j, replies=replies: apply_reply(j, replies[id(j)]), asking))
-            elapsed = time.monotonic() - start
-            finished = len(done)
-            rate = finished / elapsed if finished else 0.0
-            eta = f", ETA {(total - finished) / rate:.0f} s" if rate > 0 else ""
-            say(f"[{label}] turn {turn}: {len(asking)} live, generation {gen_s:.1f} s, "
-                f"{finished}/{total} episodes done, {elapsed:.0f} s elapsed{eta}")
+        def finish(jobs: list[_Live]) -> None:
+            record(jobs, list(pool.map(close, jobs)))
+
+        def open_more(live: list[_Live]) -> list[_Live]:
+            nonlocal queue
+            room = settings.max_live - len(live)
+            if room <= 0 or not queue:
+                return live
+            opening, queue = queue[:room], queue[room:]
+            with ThreadPoolExecutor(max_workers=settings.setup_workers, thread_name_prefix="eval-setup") as ex:
+                opened = list(ex.map(lambda j: _open(j, image, settings), opening))
+            finish([j for j in opened if j.driver is None])
+            return live + [j for j in opened if j.driver is not None]
+
+        if stream is not None:
+            say(f"[{label}] continuous batching, up to {settings.max_rows} rows a decode step")
+            def take(n: int) -> list[_Live]:
+                nonlocal queue
+                got, queue = queue[:max(0, n)], queue[max(0, n):]
+                return got
+
+            _run_continuous(stream, pool, take, lambda j: _open(j, image, settings), settings, close, record, say,
+                            label, total, done, start)
+        else:
+            while queue or live:
+                live = open_more(live)
+                asking = [j for j in live if j.driver is not None and j.driver.wants_reply()]
+                ended = [j for j in live if j not in asking]
+                if ended:
+                    finish(ended)
+                    live = asking
+                if not asking:
+                    continue
+                turn += 1
+                t0 = time.monotonic()
+                # One batched call per distinct operator object (a local model is one object for all scenarios;
+                # the reference operator is bound per scenario).
+                groups: dict[int, list[_Live]] = {}
+                for j in asking:
+                    groups.setdefault(id(j.operator), []).append(j)
+                replies: dict[int, Any] = {}
+                for members in groups.values():
+                    try:
+                        got = members[0].operator.replies([j.driver.seen for j in members])
+                    except Exception as exc:  # noqa: BLE001 - an operator bug fails its episodes, not the run
+                        got = [Reply(error=f"{type(exc).__name__}: {exc}") for _ in members]
+                    for j, reply in zip(members, got, strict=True):
+                        replies[id(j)] = reply
+                gen_s = time.monotonic() - t0
+                for j in asking:
+                    j.driver.note_model_call(gen_s, replies[id(j)].new_tokens)
+
+                list(pool.map(lambda j, replies=replies: apply_reply(j, replies[id(j)]), asking))
+                say(f"[{label}] turn {turn}: {len(asking)} live, generation {gen_s:.1f} s, "
+                    + _progress(len(done), total, start))
     wall = time.monotonic() - start
     order = {(b.id, i): n for n, (b, i) in enumerate((b, i) for i in range(settings.samples) for b in bundles)}
     done.sort(key=lambda e: order.get((e.scenario_id, e.sample_index), 0))

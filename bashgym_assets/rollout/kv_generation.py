@@ -239,10 +239,11 @@ class KVGenerator:
             cache = DynamicCache(ddp_cache_data=[(k[:, :, :reuse], v[:, :, :reuse]) for k, v in entry.kv])
         else:
             reuse, cache = 0, DynamicCache()
-        new = prompt[reuse:].unsqueeze(0)
-        out = self.model(input_ids=new, attention_mask=torch.ones((1, len(prompt)), dtype=torch.long),
-                         position_ids=torch.arange(reuse, len(prompt)).unsqueeze(0), past_key_values=cache,
-                         use_cache=True, logits_to_keep=1)
+        dev = getattr(self.model, "device", None) or prompt.device  # ids stay on the CPU (the store keys them)
+        new = prompt[reuse:].unsqueeze(0).to(dev)
+        out = self.model(input_ids=new, attention_mask=torch.ones((1, len(prompt)), dtype=torch.long, device=dev),
+                         position_ids=torch.arange(reuse, len(prompt), device=dev).unsqueeze(0),
+                         past_key_values=cache, use_cache=True, logits_to_keep=1)
         self.stats.reused_tokens += reuse
         self.stats.prefilled_tokens += len(prompt) - reuse
         layers = [(k, v) for k, v, *_ in out.past_key_values]

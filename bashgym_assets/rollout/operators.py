@@ -208,6 +208,7 @@ class LocalModelOperator(Operator):
         self.kv_cache = kv_cache_enabled(kv_cache)
         self._kv: Any = None
         self.kv_fallback: str | None = None  # why the cached path was given up, if it was
+        self.continuous_stats: Any = None
 
     def sampling(self) -> dict[str, Any]:
         return {"do_sample": self.temperature > 0, "temperature": self.temperature, "top_p": self.top_p,
@@ -326,6 +327,92 @@ class LocalModelOperator(Operator):
         if reply.error:
             raise OperatorError(reply.error)
         return reply.text
+
+    def reply_stream(self, max_rows: int = 32) -> LocalReplyStream | None:
+        """Continuous batching (``rollout.continuous``) for callers that hand in conversations one by one and take
+        each reply as soon as it ends (the evaluation), or None where the cached greedy path does not apply
+        (sampling, ``BASHGYM_KV_CACHE=0``, a model it does not support, an earlier failure): use ``replies``."""
+        if not self.kv_cache or self.temperature > 0 or self.kv_fallback:
+            return None
+        from bashgym_assets.rollout.continuous import ContinuousDecoder
+        from bashgym_assets.rollout.kv_generation import KVGenerator, unsupported_reason
+
+        with self._lock:
+            model, tokenizer = self._load()
+            self.kv_fallback = unsupported_reason(model)
+            if self.kv_fallback:
+                return None
+            stop = self._stop_ids(tokenizer)
+            pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (stop[0] if stop else 0)
+            if self._kv is None or self._kv.model is not model:
+                self._kv = KVGenerator(model, stop, pad, self.max_new_tokens)
+            decoder = ContinuousDecoder(self._kv, max_rows=max_rows)
+            self.continuous_stats = decoder.stats  # the latest stream's counters (rows a step, rebuilds)
+            return LocalReplyStream(self, tokenizer, stop, pad, decoder)
+
+
+class LocalReplyStream:
+    """A local model's replies, one conversation at a time in and each reply out as soon as it ends, decoded by a
+    ``ContinuousDecoder`` (see ``LocalModelOperator.reply_stream``). Same replies as ``replies`` under greedy
+    decoding (up to floating-point near-ties). Should the decoder fail, the conversations in flight are answered
+    by the operator's plain ``replies`` path instead and the stream goes on that way: a decoder bug never costs an
+    episode."""
+
+    def __init__(self, operator: LocalModelOperator, tokenizer: Any, stop: list[int], pad: int, decoder: Any):
+        self.operator = operator
+        self.tokenizer = tokenizer
+        self.stop, self.pad = stop, pad
+        self.decoder = decoder
+        self._asked: dict[Any, tuple[list[Message], float]] = {}
+        self._ready: list[tuple[Any, Reply, float]] = []
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._asked) or bool(self._ready)
+
+    def submit(self, key: Any, conversation: list[Message]) -> None:
+        import time
+
+        self._asked[key] = (conversation, time.perf_counter())
+        if self.decoder is None:
+            return
+        try:
+            ids = self.operator._encode(self.tokenizer, [m.model_dump() for m in conversation])
+        except Exception as exc:  # noqa: BLE001 - this conversation fails, the others go on
+            del self._asked[key]
+            self._ready.append((key, Reply(error=f"model failed: {type(exc).__name__}: {exc}"), 0.0))
+            return
+        self.decoder.submit(key, ids)
+
+    def step(self) -> list[tuple[Any, Reply, float]]:
+        """Advance the decoder by one step: ``(key, reply, seconds since it was submitted)`` of replies that ended."""
+        import time
+
+        out, self._ready = self._ready, []
+        if self.decoder is not None:
+            try:
+                with self.operator._lock:
+                    got = self.decoder.step()
+            except Exception as exc:  # noqa: BLE001 - fall back to the plain path for everything in flight
+                self.operator.kv_fallback = f"continuous decoding: {type(exc).__name__}: {exc}"
+                self.decoder = None
+                got = []
+            for key, ids, seconds in got:
+                self._asked.pop(key, None)
+                out.append((key, self.operator._to_replies(self.tokenizer, self.stop, self.pad, [ids])[0], seconds))
+            if self.decoder is not None:
+                return out
+        if self._asked:  # the plain path: every conversation still asked, in one batched ``replies`` call
+            keys = list(self._asked)
+            replies = self.operator.replies([self._asked[k][0] for k in keys])
+            now = time.perf_counter()
+            out += [(k, r, now - self._asked[k][1]) for k, r in zip(keys, replies, strict=True)]
+            self._asked.clear()
+        return out
+
+    @property
+    def stats(self) -> Any:
+        return self.decoder.stats if self.decoder is not None else None
 
 
 class GuardEvent(BaseModel):

@@ -1,0 +1,212 @@
+"""Continuous batching (rollout.continuous): conversations that join and leave the running batch at different
+times get the same greedy replies, token for token, as one conversation at a time through plain ``generate``; the
+buffers are rebuilt when a joiner is longer than the batch, trimmed of padding, grown in slots; a decoder failure
+falls back to the plain path without losing a conversation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bashgym_assets.rollout.continuous import ContinuousDecoder
+from bashgym_assets.rollout.kv_generation import KVGenerator
+from bashgym_assets.rollout.operators import LocalModelOperator, Reply
+from bashgym_assets.rollout.transcript import Message
+from bashgym_assets.training.tiny import build_tiny_model
+
+TASKS = [
+    "list the files",
+    "count the error lines in notes.txt and write the number to count.txt, then exit",
+    "make a backup tar of data/ and remove logs older than seven days; check that the archive is complete",
+    "chmod the key",
+    "find . -name '*.log' and sort names.txt uniquely into reports/unique.txt",
+    "rename every .jpeg in photos/ to .jpg " * 6,
+    "x",
+]
+OBSERVATIONS = ["", "total 12 drwxr-xr-x 2 operator operator 4096 Nov 22 10:00 .",
+                "[exit 1] No such file or directory", "done\n" * 30, "42"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("cont") / "model")
+
+
+def start(task: str) -> list[Message]:
+    return [Message(role="system", content="You are a shell operator."), Message(role="user", content=task)]
+
+
+def observe(conv: list[Message], reply: str, i: int) -> None:
+    conv.append(Message(role="assistant", content=reply))
+    conv.append(Message(role="user", content=OBSERVATIONS[(i + len(conv)) % len(OBSERVATIONS)] * (1 + i % 3)))
+
+
+def one_at_a_time(tiny: Path, max_new_tokens: int, turns: int) -> list[list[tuple[str, int, bool]]]:
+    """Reference: each conversation alone, plain ``generate`` (no KV reuse), batch of one."""
+    plain = LocalModelOperator(tiny, max_new_tokens=max_new_tokens, kv_cache=False, micro_batch=1)
+    out = []
+    for i, task in enumerate(TASKS):
+        conv, got = start(task), []
+        for _ in range(turns):
+            r = plain.replies([conv])[0]
+            got.append((r.text, r.new_tokens, r.truncated))
+            observe(conv, r.text, i)
+        out.append(got)
+    return out
+
+
+def streamed(op: LocalModelOperator, turns: int, max_rows: int,
+             stagger: int = 3) -> tuple[list[list[tuple[str, int, bool]]], object]:
+    """Every conversation through one reply stream, joining ``stagger`` decode steps apart and resubmitted as soon
+    as its reply ends (as the evaluation does), so rows join and leave a running batch."""
+    stream = op.reply_stream(max_rows=max_rows)
+    assert stream is not None and stream.decoder is not None
+    convs = [start(t) for t in TASKS]
+    got: list[list[tuple[str, int, bool]]] = [[] for _ in TASKS]
+    waiting = list(range(len(TASKS)))
+    steps = 0
+    while waiting or stream.busy:
+        if waiting and steps % stagger == 0:
+            i = waiting.pop(0)
+            stream.submit(i, convs[i])
+        for i, reply, seconds in stream.step():
+            assert reply.error is None and seconds >= 0
+            got[i].append((reply.text, reply.new_tokens, reply.truncated))
+            if len(got[i]) < turns:
+                observe(convs[i], reply.text, i)
+                stream.submit(i, convs[i])
+        steps += 1
+    return got, stream.stats
+
+
+@pytest.mark.parametrize("max_new_tokens, max_rows", [(6, 3), (24, 32)])
+def test_continuous_replies_identical_to_one_at_a_time(tiny: Path, max_new_tokens: int, max_rows: int) -> None:
+    want = one_at_a_time(tiny, max_new_tokens, turns=3)
+    op = LocalModelOperator(tiny, max_new_tokens=max_new_tokens, kv_cache=True)
+    got, dec = streamed(op, turns=3, max_rows=max_rows)
+    assert got == want
+    stats = op._kv.stats
+    assert stats.reused_tokens > 0 and stats.prefilled_tokens < stats.prompt_tokens  # turns 2-3 read only what is new
+    assert dec.replies == 3 * len(TASKS) and dec.decode_steps > 0
+
+
+def test_rows_join_a_running_batch_and_buffers_are_rebuilt(tiny: Path) -> None:
+    op = LocalModelOperator(tiny, max_new_tokens=16, kv_cache=True)
+    stream = op.reply_stream(max_rows=4)
+    decoder: ContinuousDecoder = stream.decoder
+    convs = [start(t) for t in TASKS]
+    for i, c in enumerate(convs):
+        stream.submit(i, c)
+    seen_rows = set()
+    replies = {}
+    while stream.busy:
+        seen_rows.add(len(decoder.rows))
+        for i, reply, _ in stream.step():
+            replies[i] = reply
+    assert set(replies) == set(range(len(TASKS)))
+    assert max(seen_rows) == 4                    # never more rows than asked for, and the slots were used
+    assert decoder.stats.joins == len(TASKS) - sum(1 for r in replies.values() if r.new_tokens == 0)
+    assert decoder.stats.rebuilds >= 1 and decoder.stats.mean_rows > 1
+
+
+def test_decoder_directly_matches_kv_generator_lockstep(tiny: Path) -> None:
+    """The decoder against the lockstep ``KVGenerator.generate`` on the same prompts (one call, all at once)."""
+    op = LocalModelOperator(tiny, max_new_tokens=12, kv_cache=True)
+    model, tok = op._load()
+    prompts = [op._encode(tok, [m.model_dump() for m in start(t)]) for t in TASKS]
+    stop = op._stop_ids(tok)
+    want = KVGenerator(model, stop, stop[0], 12).generate(prompts)
+    dec = ContinuousDecoder(KVGenerator(model, stop, stop[0], 12), max_rows=2)
+    for i, p in enumerate(prompts):
+        dec.submit(i, p)
+    got: dict[int, list[int]] = {}
+    while dec.busy:
+        for key, ids, _ in dec.step():
+            got[key] = ids
+    assert [got[i] for i in range(len(prompts))] == want
+
+
+def test_a_failing_decoder_falls_back_to_plain_replies(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    want = [r.text for r in LocalModelOperator(tiny, max_new_tokens=8, kv_cache=False, micro_batch=1)
+            .replies([start(TASKS[0])])] + [r.text for r in LocalModelOperator(
+                tiny, max_new_tokens=8, kv_cache=False, micro_batch=1).replies([start(TASKS[1])])]
+    op = LocalModelOperator(tiny, max_new_tokens=8, kv_cache=True)
+    stream = op.reply_stream()
+    stream.submit("a", start(TASKS[0]))
+    stream.submit("b", start(TASKS[1]))
+
+    def broken(*_a, **_k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(stream.decoder, "step", broken)
+    got: dict[str, Reply] = {}
+    while stream.busy:
+        for key, reply, _ in stream.step():
+            got[key] = reply
+    assert [got["a"].text, got["b"].text] == want
+    assert op.kv_fallback and "boom" in op.kv_fallback
+    assert op.reply_stream() is None  # given up for this operator: callers use ``replies``
+
+
+def test_no_stream_when_sampling_or_switched_off(tiny: Path) -> None:
+    assert LocalModelOperator(tiny, temperature=0.7).reply_stream() is None
+    assert LocalModelOperator(tiny, kv_cache=False).reply_stream() is None
+
+
+def test_prompt_lookup_finds_the_latest_earlier_occurrence() -> None:
+    from bashgym_assets.rollout.continuous import _Row
+
+    row = _Row(key=0, prompt=None, length=0, history=[5, 6, 7, 1, 2, 5, 6, 7, 3, 4, 9, 5, 6, 7])
+    assert row.draft(3) == [3, 4, 9]      # after the latest earlier "5 6 7", not the first one
+    assert row.draft(1) == [3]
+    assert _Row(key=0, prompt=None, length=0, history=[1, 2, 3, 4]).draft(4) == []  # no repeat, no draft
+    assert _Row(key=0, prompt=None, length=0, history=[8, 9, 1, 8, 9]).draft(4) == [1, 8, 9, 1]  # 2-gram fallback
+    # a repeated line (period 3) drafts its continuation as far as asked, not just to the end of what is there
+    assert _Row(key=0, prompt=None, length=0, history=[0, 4, 5, 6, 4, 5, 6, 4, 5]).draft(7) == [6, 4, 5, 6, 4, 5, 6]
+
+
+@pytest.mark.parametrize("drafts", ["oracle", "garbage"])
+def test_drafts_are_verified_not_trusted(tiny: Path, monkeypatch: pytest.MonkeyPatch, drafts: str) -> None:
+    """Whatever is drafted, the replies are greedy's: right drafts are kept (fewer forward passes than tokens),
+    wrong ones are rejected and their columns masked out, over several rows of different lengths."""
+    from bashgym_assets.rollout import continuous
+
+    op = LocalModelOperator(tiny, max_new_tokens=40, kv_cache=True)
+    model, tok = op._load()
+    stop = op._stop_ids(tok)
+    prompts = [op._encode(tok, [m.model_dump() for m in start(t)]) for t in TASKS[:4]]
+    want = KVGenerator(model, stop, stop[0], 40).generate(prompts)
+    truth = {tuple(p): w for p, w in zip(prompts, want, strict=True)}
+
+    def draft(row: continuous._Row, limit: int) -> list[int]:
+        done = len(row.gen)
+        if drafts == "garbage":
+            return [(t + 1) % 50 for t in truth[tuple(row.prompt.tolist())][done:done + limit]]
+        nxt = truth[tuple(row.prompt.tolist())][done:done + limit]
+        return nxt[:-1] + [(nxt[-1] + 1) % 50] if len(nxt) > 2 else nxt  # mostly right, the last one wrong
+
+    monkeypatch.setattr(continuous._Row, "draft", draft)
+    dec = ContinuousDecoder(KVGenerator(model, stop, stop[0], 40), max_rows=4)
+    for i, p in enumerate(prompts):
+        dec.submit(i, p)
+    got: dict[int, list[int]] = {}
+    while dec.busy:
+        for key, ids, _ in dec.step():
+            got[key] = ids
+    assert [got[i] for i in range(len(prompts))] == want
+    assert dec.stats.drafted > 0
+    if drafts == "oracle":
+        assert dec.stats.accepted > 0 and dec.stats.decode_steps < max(len(w) for w in want)
+    else:
+        assert dec.stats.accepted == 0
+
+
+def test_rows_x_draft_holes_survive_a_rebuild_and_a_next_turn(tiny: Path) -> None:
+    """Rejected drafts leave masked holes; a later rebuild packs the row and its next turn reuses the stored
+    cache: still the same replies as one at a time."""
+    want = one_at_a_time(tiny, 30, turns=3)
+    op = LocalModelOperator(tiny, max_new_tokens=30, kv_cache=True)
+    got, dec = streamed(op, turns=3, max_rows=2, stagger=7)
+    assert got == want
+    assert dec.drafted > 0 and dec.rebuilds >= 2
