@@ -8,6 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conversations import OBSERVATIONS as BASE_OBSERVATIONS
+from conversations import TASKS as BASE_TASKS
+from conversations import start
 
 from bashgym_assets.rollout.continuous import ContinuousDecoder
 from bashgym_assets.rollout.kv_generation import KVGenerator
@@ -15,17 +18,8 @@ from bashgym_assets.rollout.operators import LocalModelOperator, Reply
 from bashgym_assets.rollout.transcript import Message
 from bashgym_assets.training.tiny import build_tiny_model
 
-TASKS = [
-    "list the files",
-    "count the error lines in notes.txt and write the number to count.txt, then exit",
-    "make a backup tar of data/ and remove logs older than seven days; check that the archive is complete",
-    "chmod the key",
-    "find . -name '*.log' and sort names.txt uniquely into reports/unique.txt",
-    "rename every .jpeg in photos/ to .jpg " * 6,
-    "x",
-]
-OBSERVATIONS = ["", "total 12 drwxr-xr-x 2 operator operator 4096 Nov 22 10:00 .",
-                "[exit 1] No such file or directory", "done\n" * 30, "42"]
+TASKS = [*BASE_TASKS, "rename every .jpeg in photos/ to .jpg " * 6, "x"]
+OBSERVATIONS = [*BASE_OBSERVATIONS[:3], "done\n" * 30, *BASE_OBSERVATIONS[4:]]
 
 
 @pytest.fixture(scope="module")
@@ -33,13 +27,20 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("cont") / "model")
 
 
-def start(task: str) -> list[Message]:
-    return [Message(role="system", content="You are a shell operator."), Message(role="user", content=task)]
-
-
 def observe(conv: list[Message], reply: str, i: int) -> None:
     conv.append(Message(role="assistant", content=reply))
     conv.append(Message(role="user", content=OBSERVATIONS[(i + len(conv)) % len(OBSERVATIONS)] * (1 + i % 3)))
+
+
+def drain(dec: ContinuousDecoder, prompts: list[list[int]]) -> list[list[int]]:
+    """Submit every prompt at once and step the decoder until each reply is back, in prompt order."""
+    for i, p in enumerate(prompts):
+        dec.submit(i, p)
+    got: dict[int, list[int]] = {}
+    while dec.busy:
+        for key, ids, _ in dec.step():
+            got[key] = ids
+    return [got[i] for i in range(len(prompts))]
 
 
 def one_at_a_time(tiny: Path, max_new_tokens: int, turns: int) -> list[list[tuple[str, int, bool]]]:
@@ -117,14 +118,7 @@ def test_decoder_directly_matches_kv_generator_lockstep(tiny: Path) -> None:
     prompts = [op._encode(tok, [m.model_dump() for m in start(t)]) for t in TASKS]
     stop = op._stop_ids(tok)
     want = KVGenerator(model, stop, stop[0], 12).generate(prompts)
-    dec = ContinuousDecoder(KVGenerator(model, stop, stop[0], 12), max_rows=2)
-    for i, p in enumerate(prompts):
-        dec.submit(i, p)
-    got: dict[int, list[int]] = {}
-    while dec.busy:
-        for key, ids, _ in dec.step():
-            got[key] = ids
-    assert [got[i] for i in range(len(prompts))] == want
+    assert drain(ContinuousDecoder(KVGenerator(model, stop, stop[0], 12), max_rows=2), prompts) == want
 
 
 def test_a_failing_decoder_falls_back_to_plain_replies(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -188,13 +182,7 @@ def test_drafts_are_verified_not_trusted(tiny: Path, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(continuous._Row, "draft", draft)
     dec = ContinuousDecoder(KVGenerator(model, stop, stop[0], 40), max_rows=4)
-    for i, p in enumerate(prompts):
-        dec.submit(i, p)
-    got: dict[int, list[int]] = {}
-    while dec.busy:
-        for key, ids, _ in dec.step():
-            got[key] = ids
-    assert [got[i] for i in range(len(prompts))] == want
+    assert drain(dec, prompts) == want
     assert dec.stats.drafted > 0
     if drafts == "oracle":
         assert dec.stats.accepted > 0 and dec.stats.decode_steps < max(len(w) for w in want)

@@ -8,30 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conversations import OBSERVATIONS, TASKS, start
 
 from bashgym_assets.rollout.kv_generation import KVCacheStore, kv_cache_enabled, unsupported_reason
 from bashgym_assets.rollout.operators import LocalModelOperator
 from bashgym_assets.rollout.transcript import Message
 from bashgym_assets.training.tiny import build_tiny_model
 
-TASKS = [
-    "list the files",
-    "count the error lines in notes.txt and write the number to count.txt, then exit",
-    "make a backup tar of data/ and remove logs older than seven days; check that the archive is complete",
-    "chmod the key",
-    "find . -name '*.log' and sort names.txt uniquely into reports/unique.txt",
-]
-OBSERVATIONS = ["", "total 12 drwxr-xr-x 2 operator operator 4096 Nov 22 10:00 .",
-                "[exit 1] No such file or directory", "done\n" * 7, "42"]
-
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("kv") / "model")
-
-
-def start(task: str) -> list[Message]:
-    return [Message(role="system", content="You are a shell operator."), Message(role="user", content=task)]
 
 
 def run_turns(plain: LocalModelOperator, cached: LocalModelOperator, convs: list[list[Message]],
