@@ -139,7 +139,7 @@ def test_a_failing_decoder_falls_back_to_plain_replies(tiny: Path, monkeypatch: 
         for key, reply, _ in stream.step():
             got[key] = reply
     assert [got["a"].text, got["b"].text] == want
-    assert op.kv_fallback and "boom" in op.kv_fallback
+    assert op.kv_fallback and "boom" in op.kv_fallback and stream.fallback == op.kv_fallback
     assert op.reply_stream() is None  # given up for this operator: callers use ``replies``
 
 

@@ -6,8 +6,8 @@ waits for the slowest reply of a turn; its command then runs in its sandbox (a t
 decoding. Any other operator (sampling, a litellm model, the reference) advances in lockstep: each turn, the
 replies for every live episode come from ONE ``Operator.replies`` call (a local model generates them as one
 left-padded batch), then each reply runs in its own sandbox in parallel. Either way finished episodes drop out
-while queued ones take their place (at most ``max_live`` sandboxes at once). The turn logic is ``rollout.episode.EpisodeDriver``, the same one rollouts use, and the render is
-``rollout.transcript``'s, so a model is evaluated in exactly the format it was trained on. The check runs as root
+while queued ones take their place (at most ``max_live`` sandboxes at once). The turn logic is
+``rollout.episode.EpisodeDriver``, the same one rollouts use, and the render is ``rollout.transcript``'s, so a model is evaluated in exactly the format it was trained on. The check runs as root
 on the final state; what the model claims is never consulted.
 """
 
@@ -204,6 +204,7 @@ def _run_continuous(stream: Any, pool: ThreadPoolExecutor, take: Callable[[int],
     closing: dict[Future, _Live] = {}   # the check and the container's removal of an ended episode
     by_key: dict[int, _Live] = {}
     last_say = time.monotonic()
+    warned = False
     with ThreadPoolExecutor(max_workers=settings.setup_workers, thread_name_prefix="eval-setup") as setup:
         while True:
             alive = len(opening) + len(ready) + len(by_key) + len(running) + len(closing)
@@ -221,6 +222,10 @@ def _run_continuous(stream: Any, pool: ThreadPoolExecutor, take: Callable[[int],
                     j = by_key.pop(key)
                     j.driver.note_model_call(seconds, reply.new_tokens)
                     running[pool.submit(apply_reply, j, reply)] = j
+                if stream.fallback and not warned:
+                    warned = True
+                    say(f"[{label}] continuous batching given up ({stream.fallback}); the episodes go on with "
+                        "batched generate calls")
             elif opening or running or closing:
                 wait([*opening, *running, *closing], return_when=FIRST_COMPLETED)
             else:

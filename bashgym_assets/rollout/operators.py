@@ -365,6 +365,7 @@ class LocalReplyStream:
         self.decoder = decoder
         self._asked: dict[Any, tuple[list[Message], float]] = {}
         self._ready: list[tuple[Any, Reply, float]] = []
+        self.fallback: str | None = None  # why the decoder was given up (the plain path answers from then on)
 
     @property
     def busy(self) -> bool:
@@ -394,7 +395,7 @@ class LocalReplyStream:
                 with self.operator._lock:
                     got = self.decoder.step()
             except Exception as exc:  # noqa: BLE001 - fall back to the plain path for everything in flight
-                self.operator.kv_fallback = f"continuous decoding: {type(exc).__name__}: {exc}"
+                self.fallback = self.operator.kv_fallback = f"continuous decoding: {type(exc).__name__}: {exc}"
                 self.decoder = None
                 got = []
             for key, ids, seconds in got:
