@@ -10,10 +10,7 @@ Arms, all greedy on the same model and scenarios, one after another in this proc
 - ``lockstep``: ``evaluation.evaluate`` with ``continuous=False``: every live episode's turn in one batched call
   per micro-batch, KV reuse across turns (``rollout.kv_generation``), a call lasting until its longest reply ends.
 - ``continuous``: ``evaluation.evaluate`` as it runs by default: continuous batching (``rollout.continuous``), each
-  episode's prompt joining the running batch as soon as its command has run, each reply leaving it as it ends;
-  rows the prompt lookup keeps predicting decode in the fast lane, joiners read their new tokens together.
-- ``continuous-tail``: the same decoder with drafting only in the tail (no row moves to the fast lane while the
-  main lane is busy) and joiners prefilled one at a time: the decoder as it was before the fast lane (ablation).
+  episode's prompt joining the running batch as soon as its command has run, each reply leaving it as it ends.
 
 The script counts transcripts identical to one at a time (greedy: the same up to floating-point near-ties).
 Default: the whole held-out split with the evaluation's 10-turn cap (target: >= 4x one at a time, and one model
@@ -33,7 +30,6 @@ sys.path.insert(0, str(ROOT))
 
 from bashgym_assets import images  # noqa: E402
 from bashgym_assets.evaluation import EvalSettings, evaluate  # noqa: E402
-from bashgym_assets.rollout import continuous  # noqa: E402
 from bashgym_assets.rollout.operators import LocalModelOperator  # noqa: E402
 from bashgym_assets.scenarios.candidates import load_pack  # noqa: E402
 from bashgym_assets.scenarios.gate import HELD_OUT, split_for  # noqa: E402
@@ -42,7 +38,7 @@ from bashgym_assets.training import base_model as bm  # noqa: E402
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_gate import machine  # noqa: E402
 
-ARMS = ("one", "lockstep", "continuous-tail", "continuous")
+ARMS = ("one", "lockstep", "continuous")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,8 +78,6 @@ def main(argv: list[str] | None = None) -> int:
                 EvalSettings(max_turns=args.max_turns, max_live=1, continuous=False)),
         "lockstep": (f"lockstep batched + KV reuse (micro-batch {args.micro_batch})", (args.micro_batch, True),
                      EvalSettings(max_turns=args.max_turns, continuous=False)),
-        "continuous-tail": ("continuous, drafting in the tail only, joiners prefilled one by one",
-                            (args.micro_batch, True), EvalSettings(max_turns=args.max_turns, max_rows=args.max_rows)),
         "continuous": (f"continuous batching + KV reuse (up to {args.max_rows} rows)", (args.micro_batch, True),
                        EvalSettings(max_turns=args.max_turns, max_rows=args.max_rows)),
     }
@@ -92,16 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     for arm in arms:
         name, (micro_batch, kv_cache), settings = setups[arm]
         op = ops[arm] = operator(micro_batch, kv_cache)
-        ablation = {"FAST_STREAK": 10**9, "BATCH_PREFILL": False} if arm == "continuous-tail" else {}
-        saved = {k: getattr(continuous, k) for k in ablation}
-        for k, v in ablation.items():
-            setattr(continuous, k, v)
         t0 = time.perf_counter()
-        try:
-            res = evaluate(op, subset, image, settings, label=arm, progress=print)
-        finally:
-            for k, v in saved.items():
-                setattr(continuous, k, v)
+        res = evaluate(op, subset, image, settings, label=arm, progress=print)
         results[arm] = (res, time.perf_counter() - t0)
 
     def same_as(ref: object, res: object) -> int:
@@ -134,9 +120,6 @@ def main(argv: list[str] | None = None) -> int:
                          f"{'met' if ratio >= 4 else 'NOT met'})")
     if "lockstep" in results and "continuous" in results:
         lines.append(f"- continuous vs lockstep: {results['lockstep'][1] / results['continuous'][1]:.2f}x")
-    if "continuous-tail" in results and "continuous" in results:
-        lines.append(f"- continuous vs continuous-tail (the fast lane and joiners read together): "
-                     f"{results['continuous-tail'][1] / results['continuous'][1]:.2f}x")
     for arm in [a for a in arms if a != "one"]:
         res, secs = results[arm]
         if len(subset) == len(held):
@@ -151,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"{kv.prefilled_tokens} prefilled ({kv.prefill_s:.1f} s), {kv.decode_steps} decode steps "
                      f"({kv.decode_s:.1f} s)" + (f", {kv.calls} generate calls" if arm == "lockstep" else ""))
         cs = op.continuous_stats
-        if arm.startswith("continuous") and cs is not None:
-            lines.append(f"- {arm}: {cs.mean_rows:.1f} rows a decode step on average, {cs.joins} joins, "
+        if arm == "continuous" and cs is not None:
+            lines.append(f"- continuous: {cs.mean_rows:.1f} rows a decode step on average, {cs.joins} joins, "
                          f"{cs.rebuilds} buffer rebuilds; prompt lookup (fast lane): {cs.accepted} of {cs.drafted} "
                          f"drafted tokens confirmed, {cs.moves} rows moved between lanes, {cs.split_steps} of "
                          f"{cs.decode_steps} decode steps ran both lanes")

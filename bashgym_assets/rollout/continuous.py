@@ -58,8 +58,6 @@ SPEC_NGRAMS = (3, 2)
 # forward pass a step costs. It moves back after FAST_MISSES steps in a row whose drafts were mostly rejected.
 FAST_STREAK = 8
 FAST_MISSES = 2
-# Joiners that extend a stored cache read their new tokens in one forward pass when several join at once.
-BATCH_PREFILL = True
 # Padding columns left of the longest row when a longer joiner forces a rebuild (joiners up to this much longer
 # then fit without another one), and spare columns beyond a whole reply right of it.
 JOIN_HEADROOM = 32
@@ -389,7 +387,7 @@ class ContinuousDecoder:
         done: list[tuple[_Row, list[tuple[Any, Any]], Any]] = []
         batched: list[tuple[_Row, int, list[tuple[Any, Any]]]] = []
         for row in rows:
-            reuse, prefix = self.gen.reusable(row.prompt) if BATCH_PREFILL and len(rows) > 1 else (0, None)
+            reuse, prefix = self.gen.reusable(row.prompt) if len(rows) > 1 else (0, None)
             if prefix is not None:
                 batched.append((row, reuse, prefix))
             else:
