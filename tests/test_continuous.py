@@ -92,30 +92,6 @@ def test_continuous_replies_identical_to_one_at_a_time(tiny: Path, max_new_token
     assert dec.replies == 3 * len(TASKS) and dec.decode_steps > 0
 
 
-@pytest.mark.parametrize("max_rows", [3, 32])
-def test_joiners_read_their_new_tokens_together(tiny: Path, max_rows: int) -> None:
-    """Every conversation's next turn submitted at once (as when several commands come back from their sandboxes
-    between two steps): the joiners' new tokens are read in one forward pass over their stored prefixes, and the
-    replies still equal one conversation at a time."""
-    want = one_at_a_time(tiny, 10, turns=3)
-    op = LocalModelOperator(tiny, max_new_tokens=10, kv_cache=True)
-    stream = op.reply_stream(max_rows=max_rows)
-    convs = [start(t) for t in TASKS]
-    got: list[list[tuple[str, int, bool]]] = [[] for _ in TASKS]
-    for turn in range(3):
-        for i, conv in enumerate(convs):
-            stream.submit(i, conv)
-        while stream.busy:
-            for i, reply, _ in stream.step():
-                got[i].append((reply.text, reply.new_tokens, reply.truncated))
-        if turn < 2:
-            for i, conv in enumerate(convs):
-                observe(conv, got[i][-1][0], i)
-    assert got == want
-    assert stream.decoder.stats.batched_prefills >= 2
-    assert op._kv.stats.reused_tokens > 0
-
-
 def test_rows_join_a_running_batch_and_buffers_are_rebuilt(tiny: Path) -> None:
     op = LocalModelOperator(tiny, max_new_tokens=16, kv_cache=True)
     stream = op.reply_stream(max_rows=4)

@@ -148,7 +148,6 @@ class ContinuousStats:
     replies: int = 0
     moves: int = 0               # rows moved between the main and the fast lane
     split_steps: int = 0         # decode steps that ran both lanes (two forward passes)
-    batched_prefills: int = 0    # forward passes that read several joining rows' new tokens at once
     decode_s: float = 0.0
 
     @property
@@ -160,10 +159,8 @@ class _Lane:
     """One set of slot buffers (per layer ``[slots, heads, columns, head_dim]``) with its own write column ``P``,
     its live rows in slots ``0..n-1`` and their mask; one forward pass a decode step."""
 
-    def __init__(self, gen: KVGenerator, stats: ContinuousStats, spare: int | None = None) -> None:
+    def __init__(self, gen: KVGenerator, stats: ContinuousStats) -> None:
         self.gen, self.stats = gen, stats
-        # columns beyond the longest row at a rebuild: a whole reply, a longer joiner, the widest draft
-        self.spare = gen.max_new_tokens + JOIN_HEADROOM + SPEC_MAX_TOKENS if spare is None else spare
         self.mask: Any = None  # [slots, columns]: 1 where a row's column holds a token it has read
         self.rows: list[_Row] = []
         self.col = 0           # P: the column the next forward pass writes
@@ -203,7 +200,7 @@ class _Lane:
         import torch
         from transformers.cache_utils import DynamicCache
 
-        columns = width + self.spare
+        columns = width + self.gen.max_new_tokens + JOIN_HEADROOM + SPEC_MAX_TOKENS
         like = [(layer.buf_k, layer.buf_v) for layer in self.cache.layers] if self.cache is not None else kv
         valid = [self.valid(s) for s in range(len(self.rows))] if self.cache is not None else []
         layer_cls = _slot_layer()
@@ -280,32 +277,6 @@ class _Lane:
                                 past_key_values=self.cache, use_cache=True)
         return torch.argmax(result.logits.float(), dim=-1).tolist()
 
-    def prefill(self, news: list[Any]) -> list[Any]:
-        """One forward pass reading each row's new tokens (``news[s]``, a 1-D LongTensor, right after what the
-        row has read; shorter rows padded and the padding masked out afterwards). Returns each row's logits at its
-        last new token; only those positions' logits are computed."""
-        import torch
-
-        n = len(self.rows)
-        q = max(len(x) for x in news)
-        self.fit(n, 0, n, step=q)
-        dev = self.mask.device
-        lengths = torch.tensor([r.length for r in self.rows], dtype=torch.long, device=dev)
-        mask = torch.cat([self.mask[:n, :self.col], torch.ones((n, q), dtype=torch.long, device=dev)], dim=1)
-        for layer in self.cache.layers:
-            layer.view(n, self.col)
-        tokens = torch.stack([torch.cat([x, x[-1:].expand(q - len(x))]) for x in news]).to(dev)
-        positions = lengths.unsqueeze(1) + torch.arange(q, device=dev).unsqueeze(0)
-        keep = sorted({len(x) - 1 for x in news})
-        result = self.gen.model(input_ids=tokens, attention_mask=mask, position_ids=positions,
-                                past_key_values=self.cache, use_cache=True,
-                                logits_to_keep=torch.tensor(keep, device=dev))
-        logits = [result.logits[s, keep.index(len(x) - 1)] for s, x in enumerate(news)]
-        for s, x in enumerate(news):
-            self.confirm(s, len(x), q)
-        self.col += q
-        return logits
-
     def confirm(self, s: int, added: int, q: int) -> None:
         """Row ``s`` keeps its first ``added`` of the pass's ``q`` columns (its last token and the confirmed
         drafts); the rest are masked out for good."""
@@ -356,10 +327,13 @@ class ContinuousDecoder:
 
         out: list[tuple[Hashable, list[int], float]] = []
         with torch.no_grad():
-            joining = []
-            while self.pending and len(self.main.rows) + len(self.fast.rows) + len(joining) < self.max_rows:
-                joining.append(self.pending.popleft())
-            for row, kv, logits in self._prefill(joining):
+            while self.pending and len(self.main.rows) + len(self.fast.rows) < self.max_rows:
+                row = self.pending.popleft()
+                t0 = time.perf_counter()
+                kv, logits = self.gen._prefill(row.prompt)
+                self.gen.stats.prefill_s += time.perf_counter() - t0
+                self.gen.stats.prompts += 1
+                self.gen.stats.prompt_tokens += len(row.prompt)
                 row.gen.append(int(torch.argmax(logits.float())))
                 row.history.append(row.gen[-1])
                 if self._ended(row):
@@ -367,7 +341,7 @@ class ContinuousDecoder:
                     out.append(self._reply(row))
                     continue
                 tail = (self.speculate and not self.main.rows
-                        and len(self.fast.rows) + len(joining) + len(self.pending) <= SPEC_MAX_ROWS)
+                        and len(self.fast.rows) + 1 + len(self.pending) <= SPEC_MAX_ROWS)
                 (self.fast if tail else self.main).insert(row, kv, self.max_rows)
                 self.stats.joins += 1
             if self.speculate:
@@ -377,43 +351,6 @@ class ContinuousDecoder:
         return out
 
     # ---- internals --------------------------------------------------------------------------------------------
-    def _prefill(self, rows: list[_Row]) -> list[tuple[_Row, list[tuple[Any, Any]], Any]]:
-        """Each joining row's cache and its last position's logits. Rows whose prompt extends a stored cache (every
-        turn after an episode's first, and first turns sharing the system prompt) read only their new tokens, and
-        when several join at once they read them in ONE forward pass over a scratch lane holding their stored
-        prefixes (a pass of a few rows costs about what a pass of one does: the weights are read once); the rest
-        are prefilled one at a time."""
-        t0 = time.perf_counter()
-        done: list[tuple[_Row, list[tuple[Any, Any]], Any]] = []
-        batched: list[tuple[_Row, int, list[tuple[Any, Any]]]] = []
-        for row in rows:
-            reuse, prefix = self.gen.reusable(row.prompt) if len(rows) > 1 else (0, None)
-            if prefix is not None:
-                batched.append((row, reuse, prefix))
-            else:
-                kv, logits = self.gen._prefill(row.prompt)
-                done.append((row, kv, logits))
-        if len(batched) == 1:
-            row = batched[0][0]
-            kv, logits = self.gen._prefill(row.prompt)
-            done.append((row, kv, logits))
-        elif batched:
-            news = [row.prompt[reuse:] for row, reuse, _ in batched]
-            lane = _Lane(self.gen, ContinuousStats(), spare=max(len(x) for x in news))
-            lane._rebuild(max(reuse for _, reuse, _ in batched), len(batched), batched[0][2])  # sized once
-            for _, reuse, prefix in batched:
-                lane.insert(_Row(key=None, prompt=None, length=reuse), prefix, len(batched))
-            logits = lane.prefill(news)
-            for s, (row, reuse, _) in enumerate(batched):
-                done.append((row, lane.kv_of(s), logits[s]))
-                self.gen.stats.reused_tokens += reuse
-                self.gen.stats.prefilled_tokens += len(row.prompt) - reuse
-            self.stats.batched_prefills += 1
-        self.gen.stats.prefill_s += time.perf_counter() - t0
-        self.gen.stats.prompts += len(rows)
-        self.gen.stats.prompt_tokens += sum(len(r.prompt) for r in rows)
-        return done
-
     def _ended(self, row: _Row) -> bool:
         return row.gen[-1] in self.gen.stop_ids or len(row.gen) >= self.gen.max_new_tokens
 

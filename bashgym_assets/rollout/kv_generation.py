@@ -227,23 +227,18 @@ class KVGenerator:
         self.store = KVCacheStore(max_bytes, max_entries)
         self.stats = KVStats()
 
-    def reusable(self, prompt: Any) -> tuple[int, list[tuple[Any, Any]] | None]:
-        """How many leading tokens of ``prompt`` a stored cache already holds, and that cache cut to them (views,
-        per layer ``[1, heads, reuse, head_dim]``); (0, None) when none shares a prefix. At least the last token
-        is left to run: its logits give the first new token."""
-        key, reuse = self.store.lookup(prompt)
-        reuse = min(reuse, len(prompt) - 1)
-        if key is None or reuse <= 0:
-            return 0, None
-        return reuse, [(k[:, :, :reuse], v[:, :, :reuse]) for k, v in self.store.get(key).kv]
-
     def _prefill(self, prompt: Any) -> tuple[list[tuple[Any, Any]], Any]:
         """The cache after reading ``prompt`` (reusing the longest stored prefix) and the last position's logits."""
         import torch
         from transformers.cache_utils import DynamicCache
 
-        reuse, prefix = self.reusable(prompt)
-        cache = DynamicCache(ddp_cache_data=prefix) if prefix else DynamicCache()
+        key, reuse = self.store.lookup(prompt)
+        reuse = min(reuse, len(prompt) - 1)  # at least one token is run, to get the next token's logits
+        if key is not None and reuse > 0:
+            entry = self.store.get(key)
+            cache = DynamicCache(ddp_cache_data=[(k[:, :, :reuse], v[:, :, :reuse]) for k, v in entry.kv])
+        else:
+            reuse, cache = 0, DynamicCache()
         dev = getattr(self.model, "device", None) or prompt.device  # ids stay on the CPU (the store keys them)
         new = prompt[reuse:].unsqueeze(0).to(dev)
         out = self.model(input_ids=new, attention_mask=torch.ones((1, len(prompt)), dtype=torch.long, device=dev),
