@@ -136,9 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         cs = op.continuous_stats
         if arm == "continuous" and cs is not None:
             lines.append(f"- continuous: {cs.mean_rows:.1f} rows a decode step on average, {cs.joins} joins, "
-                         f"{cs.rebuilds} buffer rebuilds; prompt lookup (fast lane): {cs.accepted} of {cs.drafted} "
-                         f"drafted tokens confirmed, {cs.moves} rows moved between lanes, {cs.split_steps} of "
-                         f"{cs.decode_steps} decode steps ran both lanes")
+                         f"{cs.rebuilds} buffer rebuilds; prompt lookup in the tail: {cs.accepted} of {cs.drafted} "
+                         f"drafted tokens confirmed")
     slow = sorted(results[arms[-1]][0].episodes, key=lambda e: -e.wall_s)[:3]
     lines.append(f"- {arms[-1]}, slowest episodes: " + "; ".join(
         f"{e.scenario_id} {e.wall_s:.0f} s, {e.n_turns} turns, "
