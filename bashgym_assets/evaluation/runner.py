@@ -7,8 +7,9 @@ decoding. Any other operator (sampling, a litellm model, the reference) advances
 replies for every live episode come from ONE ``Operator.replies`` call (a local model generates them as one
 left-padded batch), then each reply runs in its own sandbox in parallel. Either way finished episodes drop out
 while queued ones take their place (at most ``max_live`` sandboxes at once). The turn logic is
-``rollout.episode.EpisodeDriver``, the same one rollouts use, and the render is ``rollout.transcript``'s, so a model is evaluated in exactly the format it was trained on. The check runs as root
-on the final state; what the model claims is never consulted.
+``rollout.episode.EpisodeDriver``, the same one rollouts use, and the render is ``rollout.transcript``'s, so a
+model is evaluated in exactly the format it was trained on. The check runs as root on the final state; what the
+model claims is never consulted.
 """
 
 from __future__ import annotations
