@@ -10,7 +10,15 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from bashgym_assets.evaluation import EvalSettings, ModelSpec, Sampling, compare, evaluate, heldout_bundles
+from bashgym_assets.evaluation import (
+    EvalSettings,
+    ModelSpec,
+    Sampling,
+    compare,
+    evaluate,
+    heldout_bundles,
+    split_bundles,
+)
 from bashgym_assets.evaluation import metrics as m
 from bashgym_assets.evaluation import promotion as promo
 from bashgym_assets.evaluation.report import comparison_markdown, rates_plot_png, transcript_markdown
@@ -25,7 +33,7 @@ from bashgym_assets.rollout.transcript import (
     parse_reply,
 )
 from bashgym_assets.scenarios.bundle import ScenarioBundle, load_folder
-from bashgym_assets.scenarios.gate import HELD_OUT, split_for
+from bashgym_assets.scenarios.gate import HELD_OUT, TRAIN, split_for
 from bashgym_assets.training.tiny import build_tiny_model
 
 PACK = Path(__file__).resolve().parents[1] / "bashgym_assets" / "data" / "scenario_pack"
@@ -275,6 +283,42 @@ def test_heldout_bundles_come_from_gated_rows() -> None:
     assert held and all(split_for(b.id) == HELD_OUT for b in held)
     assert [b.id for b in held] == sorted(b.id for b in held)
     assert len(heldout_bundles(rows, limit=3)) == 3
+
+
+def test_train_split_and_seeded_sample_for_the_fit_diagnostic() -> None:
+    bundles, _ = load_folder(PACK)
+    rows = [{"split": split_for(b.id), "bundle_json": b.model_dump_json()} for b in bundles]
+    rows.append({"admitted": False, "split": TRAIN, "bundle_json": bundles[0].model_copy(
+        update={"id": "zz-refused"}).model_dump_json()})
+    train = split_bundles(rows, TRAIN)
+    assert train and all(split_for(b.id) == TRAIN for b in train) and "zz-refused" not in {b.id for b in train}
+    assert not {b.id for b in train} & {b.id for b in heldout_bundles(rows)}
+    drawn = split_bundles(rows, TRAIN, sample=12, seed=3)
+    assert len(drawn) == 12 and [b.id for b in drawn] == sorted(b.id for b in drawn)
+    assert [b.id for b in drawn] == [b.id for b in split_bundles(rows, TRAIN, sample=12, seed=3)]  # repeatable
+    assert [b.id for b in drawn] != [b.id for b in train[:12]]  # a draw, not the first ones by id
+    assert len({b.category for b in drawn}) > len({b.category for b in train[:12]})
+    assert [b.id for b in split_bundles(rows, TRAIN, sample=10_000)] == [b.id for b in train]
+    git = split_bundles(rows, TRAIN, categories=["git"], sample=2, seed=1)
+    assert len(git) == 2 and {b.category for b in git} == {"git"}
+
+
+def test_eval_cli_picks_the_split_and_the_sample(settings, monkeypatch, tmp_path) -> None:
+    import argparse
+
+    from bashgym_assets.evaluation import cli
+    from bashgym_assets.lake import Lake
+
+    bundles, _ = load_folder(PACK)
+    Lake(settings).write("gated_scenarios", [{"split": split_for(b.id), "bundle_json": b.model_dump_json()}
+                                             for b in bundles])
+    args = argparse.Namespace(scenarios=None, split="train", limit=None, category=[], sample=5, seed=0)
+    picked = cli._bundles(args)
+    assert len(picked) == 5 and all(split_for(b.id) == TRAIN for b in picked)
+    held = cli._bundles(argparse.Namespace(**{**vars(args), "split": "held_out", "sample": None}))
+    assert held and all(split_for(b.id) == HELD_OUT for b in held)
+    folder = cli._bundles(argparse.Namespace(**{**vars(args), "scenarios": str(PACK), "sample": 4, "seed": 7}))
+    assert len(folder) == 4
 
 
 # ---- benchmark_results through Dagster ---------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from bashgym_assets.scenarios.bundle import ScenarioBundle
 from bashgym_assets.scenarios.gate import HELD_OUT
 
 __all__ = ["EVAL_EPISODE_SCHEMA", "EvalEpisode", "EvalResult", "EvalSettings", "ModelSpec", "ModelSummary",
-           "compare", "evaluate", "heldout_bundles", "operator_for"]
+           "compare", "evaluate", "heldout_bundles", "operator_for", "pick_bundles", "split_bundles"]
 
 
 class ModelSpec(BaseModel):
@@ -86,17 +86,32 @@ def operator_for(spec: ModelSpec, sampling: Sampling | None = None) -> Operator:
 
 def heldout_bundles(gated_rows: Iterable[Mapping[str, Any]], limit: int | None = None,
                     categories: Sequence[str] = ()) -> list[ScenarioBundle]:
-    """The admitted held-out scenarios of the ``gated_scenarios`` table, in a stable order (by id). That table holds
-    only admitted scenarios and has no ``admitted`` column: a row is refused only when it says it was not."""
-    out = []
-    for row in gated_rows:
-        if row.get("admitted") is False or row.get("split") != HELD_OUT:
-            continue
-        bundle = ScenarioBundle.model_validate(json.loads(row["bundle_json"]))
-        if categories and bundle.category not in categories:
-            continue
-        out.append(bundle)
-    out.sort(key=lambda b: b.id)
+    """The admitted held-out scenarios of the ``gated_scenarios`` table, in a stable order (by id)."""
+    return split_bundles(gated_rows, HELD_OUT, limit=limit, categories=categories)
+
+
+def split_bundles(gated_rows: Iterable[Mapping[str, Any]], split: str = HELD_OUT, limit: int | None = None,
+                  categories: Sequence[str] = (), sample: int | None = None, seed: int = 0) -> list[ScenarioBundle]:
+    """The admitted scenarios of one split of ``gated_scenarios``, by id. That table holds only admitted scenarios
+    and has no ``admitted`` column: a row is refused only when it says it was not.
+
+    ``sample`` draws that many at random (seeded, so a run can be repeated) instead of the first ``limit`` by id,
+    which would be one or two categories. Only held-out figures judge a model; the train split answers a diagnostic
+    question: does the model finish the very tasks it was trained on (fit), or only not the new ones
+    (generalisation)?"""
+    return pick_bundles((ScenarioBundle.model_validate(json.loads(row["bundle_json"])) for row in gated_rows
+                         if row.get("admitted") is not False and row.get("split") == split),
+                        limit=limit, categories=categories, sample=sample, seed=seed)
+
+
+def pick_bundles(bundles: Iterable[ScenarioBundle], limit: int | None = None, categories: Sequence[str] = (),
+                 sample: int | None = None, seed: int = 0) -> list[ScenarioBundle]:
+    """Filter by category, then the first ``limit`` by id or a seeded random ``sample``, returned by id."""
+    import random
+
+    out = sorted((b for b in bundles if not categories or b.category in categories), key=lambda b: b.id)
+    if sample is not None and sample < len(out):
+        out = sorted(random.Random(seed).sample(out, sample), key=lambda b: b.id)
     return out[:limit] if limit else out
 
 

@@ -6,6 +6,7 @@
     bashgym eval --litellm openai/my-model --api-base http://127.0.0.1:8000/v1
     bashgym eval --samples 5 --temperature 0.7      # pass@k
     bashgym eval --scenarios path/to/bundles         # any folder of scenario bundles (not only held-out)
+    bashgym eval --adapter <dir> --no-base --split train --sample 35   # fit: tasks it trained on
 
 Episodes go to the lake (``eval_episodes``, partition = the evaluation id) like the asset's, so the notebooks and
 ``bashgym sql`` read them the same way.
@@ -34,7 +35,12 @@ def add_parsers(sub: Any) -> None:
     ev.add_argument("--no-champion", action="store_true", help="do not evaluate the current champion")
     ev.add_argument("--reference", action="store_true", help="also run the reference solutions (the ceiling)")
     ev.add_argument("--scenarios", help="a folder of scenario bundles (default: gated_scenarios' held-out split)")
+    ev.add_argument("--split", choices=["held_out", "train"], default="held_out",
+                    help="which split of gated_scenarios (default held_out; train tells fit from generalisation: "
+                         "does the model finish the tasks it was trained on?)")
     ev.add_argument("--limit", type=int, help="the first N scenarios (by id)")
+    ev.add_argument("--sample", type=int, help="N scenarios drawn at random (seeded by --seed) instead of the first")
+    ev.add_argument("--seed", type=int, default=0, help="seed of --sample")
     ev.add_argument("--category", action="append", default=[], help="only these categories (repeatable)")
     ev.add_argument("--samples", type=int, default=1)
     ev.add_argument("--temperature", type=float, default=0.0)
@@ -51,23 +57,25 @@ def add_parsers(sub: Any) -> None:
 
 
 def _bundles(args: argparse.Namespace) -> list[Any]:
-    from bashgym_assets.evaluation import heldout_bundles
+    from bashgym_assets.evaluation import pick_bundles, split_bundles
     from bashgym_assets.lake import Lake
     from bashgym_assets.scenarios.bundle import load_folder
 
+    pick = {"limit": args.limit, "categories": args.category, "sample": args.sample, "seed": args.seed}
     if args.scenarios:
         bundles, errors = load_folder(args.scenarios)
         for e in errors:
             print(f"skipped {e.source}: {e.error}")
-        bundles = sorted((b for b in bundles if not args.category or b.category in args.category),
-                         key=lambda b: b.id)
-        return bundles[:args.limit] if args.limit else bundles
+        return pick_bundles(bundles, **pick)
     try:
         rows = Lake().read("gated_scenarios").to_pylist()
     except FileNotFoundError as exc:
         raise RuntimeError("gated_scenarios is not in the lake yet: run `make demo` (or materialize "
                            "gated_scenarios), or pass --scenarios FOLDER") from exc
-    return heldout_bundles(rows, limit=args.limit, categories=args.category)
+    if args.split == "train":
+        print("train split: these figures measure fit (tasks the model was trained on), not generalisation; "
+              "only held-out figures judge a model")
+    return split_bundles(rows, args.split, **pick)
 
 
 def model_specs(args: argparse.Namespace, settings: Any) -> list[Any]:
