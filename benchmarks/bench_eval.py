@@ -12,7 +12,10 @@ Arms, all greedy on the same model and scenarios, one after another in this proc
 - ``continuous``: ``evaluation.evaluate`` as it runs by default: continuous batching (``rollout.continuous``), each
   episode's prompt joining the running batch as soon as its command has run, each reply leaving it as it ends.
 
-The script counts transcripts identical to one at a time (greedy: the same up to floating-point near-ties).
+The script counts transcripts identical to one at a time (greedy: the same up to floating-point near-ties), and
+episodes whose replies agree with one at a time for as long as the sandbox answered the same: the sandbox is not
+deterministic (``ls -l`` prints the minute, a commit hash includes its time), and once an observation differs the
+prompts differ, so the replies after it may too. A reply that differs after identical prompts is a decoder bug.
 Default: the whole held-out split with the evaluation's 10-turn cap (target: >= 4x one at a time, and one model
 over the split in under 5 minutes). Needs the Docker engine and the sandbox image.
 """
@@ -39,6 +42,19 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_gate import machine  # noqa: E402
 
 ARMS = ("one", "lockstep", "continuous")
+
+
+def replies_agree(a: list, b: list) -> bool:
+    """Two transcripts of one scenario agree when their first difference is an observation (the sandbox's answer),
+    not a reply: greedy replies to identical prompts must be identical."""
+    for x, y in zip(a, b, strict=False):  # unequal lengths: decided after the loop
+        if x != y:
+            return _role(x) != "assistant" and _role(y) != "assistant"
+    return len(a) == len(b)
+
+
+def _role(message: object) -> str:
+    return message["role"] if isinstance(message, dict) else getattr(message, "role", "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,12 +109,16 @@ def main(argv: list[str] | None = None) -> int:
     def same_as(ref: object, res: object) -> int:
         return sum(a.messages == b.messages for a, b in zip(ref.episodes, res.episodes, strict=True))
 
+    def agree_with(ref: object, res: object) -> int:
+        return sum(replies_agree(a.messages, b.messages) for a, b in zip(ref.episodes, res.episodes, strict=True))
+
     rows = []
     for arm in arms:
         res, secs = results[arm]
         turns = sum(e.n_turns for e in res.episodes)
         rates = res.summary.rates
-        same = f"{same_as(results['one'][0], res)}/{len(subset)}" if "one" in results else "-"
+        same = (f"{same_as(results['one'][0], res)}/{len(subset)} "
+                f"({agree_with(results['one'][0], res)}/{len(subset)})") if "one" in results else "-"
         rows.append(f"| {setups[arm][0]} | {len(res.episodes)} | {turns} | {secs:.1f} | "
                     f"{60 * len(res.episodes) / secs:.2f} | {same} | {rates['operate'].fmt()} | "
                     f"{rates['terminate'].fmt()} | {rates['clean'].fmt()} |")
@@ -109,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Model: {base}" + (f" + adapter {args.adapter}" if args.adapter else " (no adapter)")
         + f"; greedy, {args.max_new_tokens} new tokens max, {args.max_turns}-turn cap; "
         f"{len(subset)} of {len(held)} held-out scenarios", "",
-        "| run | episodes | turns | wall s | episodes/min | transcripts = one at a time | operate | terminate "
+        "| run | episodes | turns | wall s | episodes/min | transcripts = one at a time (replies agree while "
+        "observations do) | operate | terminate "
         "| clean |", "|---|---|---|---|---|---|---|---|---|", *rows, "",
     ]
     if "one" in results:
