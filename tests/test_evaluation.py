@@ -317,8 +317,16 @@ def test_eval_cli_picks_the_split_and_the_sample(settings, monkeypatch, tmp_path
     assert len(picked) == 5 and all(split_for(b.id) == TRAIN for b in picked)
     held = cli._bundles(argparse.Namespace(**{**vars(args), "split": "held_out", "sample": None}))
     assert held and all(split_for(b.id) == HELD_OUT for b in held)
-    folder = cli._bundles(argparse.Namespace(**{**vars(args), "scenarios": str(PACK), "sample": 4, "seed": 7}))
+    folder = cli._bundles(argparse.Namespace(**{**vars(args), "scenarios": str(PACK), "split": "held_out",
+                                                "sample": 4, "seed": 7}))
     assert len(folder) == 4
+    with pytest.raises(RuntimeError, match="no splits"):
+        cli._bundles(argparse.Namespace(**{**vars(args), "scenarios": str(PACK)}))
+    parser = argparse.ArgumentParser()
+    cli.add_parsers(parser.add_subparsers())
+    with pytest.raises(SystemExit):
+        parser.parse_args(["eval", "--sample", "0"])
+    assert parser.parse_args(["eval", "--split", "train", "--sample", "3"]).sample == 3
 
 
 # ---- benchmark_results through Dagster ---------------------------------------------------------------------------

@@ -39,7 +39,8 @@ def add_parsers(sub: Any) -> None:
                     help="which split of gated_scenarios (default held_out; train tells fit from generalisation: "
                          "does the model finish the tasks it was trained on?)")
     ev.add_argument("--limit", type=int, help="the first N scenarios (by id)")
-    ev.add_argument("--sample", type=int, help="N scenarios drawn at random (seeded by --seed) instead of the first")
+    ev.add_argument("--sample", type=_positive,
+                    help="N scenarios drawn at random (seeded by --seed) instead of the first")
     ev.add_argument("--seed", type=int, default=0, help="seed of --sample")
     ev.add_argument("--category", action="append", default=[], help="only these categories (repeatable)")
     ev.add_argument("--samples", type=int, default=1)
@@ -56,6 +57,13 @@ def add_parsers(sub: Any) -> None:
     ev.set_defaults(fn=cmd_eval)
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
 def _bundles(args: argparse.Namespace) -> list[Any]:
     from bashgym_assets.evaluation import pick_bundles, split_bundles
     from bashgym_assets.lake import Lake
@@ -63,6 +71,8 @@ def _bundles(args: argparse.Namespace) -> list[Any]:
 
     pick = {"limit": args.limit, "categories": args.category, "sample": args.sample, "seed": args.seed}
     if args.scenarios:
+        if args.split != "held_out":
+            raise RuntimeError("--split picks from gated_scenarios; a --scenarios folder has no splits")
         bundles, errors = load_folder(args.scenarios)
         for e in errors:
             print(f"skipped {e.source}: {e.error}")
