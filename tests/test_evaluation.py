@@ -329,6 +329,37 @@ def test_eval_cli_picks_the_split_and_the_sample(settings, monkeypatch, tmp_path
     assert parser.parse_args(["eval", "--split", "train", "--sample", "3"]).sample == 3
 
 
+@pytest.mark.docker
+def test_eval_cli_on_the_train_split_end_to_end(settings, tiny, sandbox_image, monkeypatch, tmp_path,
+                                                capsys) -> None:
+    """``bashgym eval --reference --split train --sample 2``: real sandboxes, the episodes in the lake under an id
+    that says train, the summaries in --json."""
+    import argparse
+
+    from bashgym_assets.evaluation import cli
+    from bashgym_assets.lake import Lake
+
+    bundles, _ = load_folder(PACK)
+    lake = Lake(settings)
+    lake.write("gated_scenarios", [{"split": split_for(b.id), "bundle_json": b.model_dump_json()} for b in bundles])
+    parser = argparse.ArgumentParser()
+    cli.add_parsers(parser.add_subparsers())
+    out = tmp_path / "summaries.json"
+    args = parser.parse_args(["eval", "--reference", "--no-base", "--no-champion", "--base", str(tiny),
+                              "--split", "train", "--sample", "2", "--seed", "5", "--max-turns", "12",
+                              "--json", str(out)])
+    assert args.fn(args) == 0
+    printed = capsys.readouterr().out
+    assert "measure fit" in printed and "eval-cli-train-" in printed
+    partition = next(p for p in lake.partitions("eval_episodes") if p.startswith("eval-cli-train-"))
+    rows = lake.read("eval_episodes", partition=partition).to_pylist()
+    drawn = {b.id for b in split_bundles([{"split": split_for(b.id), "bundle_json": b.model_dump_json()}
+                                           for b in bundles], TRAIN, sample=2, seed=5)}
+    assert {r["scenario_id"] for r in rows} == drawn and all(r["model"] == "reference" for r in rows)
+    assert all(r["clean"] for r in rows)  # the reference solutions pass their checks
+    assert json.loads(out.read_text())[0]["rates"]["clean"]["k"] == 2
+
+
 # ---- benchmark_results through Dagster ---------------------------------------------------------------------------
 @pytest.mark.docker
 def test_benchmark_results_asset_writes_episodes_mlflow_and_the_decision(settings, tiny, sandbox_image,

@@ -134,7 +134,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise RuntimeError("nothing to evaluate: give --adapter, --model-uri or --litellm, or keep the base")
     images.ensure_docker_engine()
     image = images.sandbox_image_tag()
-    eval_id = f"eval-cli-{uuid.uuid4().hex[:8]}"
+    # the split is in the id (the partition of eval_episodes): train-split rows must not pass for held-out ones
+    eval_id = f"eval-cli-{'train-' if args.split == 'train' else ''}{uuid.uuid4().hex[:8]}"
     print(f"{eval_id}: {len(bundles)} scenarios x {args.samples} sample(s); models: "
           + ", ".join(f"{s.label} ({s.describe()})" for s in specs), flush=True)
     results = compare(specs, bundles, image,
