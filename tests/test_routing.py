@@ -157,6 +157,20 @@ def test_progressive_share_grows_with_the_measured_clean_rate(student_engine, te
     assert 0.03 < len(low) / 200 < 0.2 and 0.3 < len(mid) / 200 < 0.5 and 0.7 < len(top) / 200 < 0.9
     # measured: the latest automatic promotion decision in the lake
     assert measured_clean_rate(lake)[0] is None
+    # else the champion's held-out episodes; a train-split run (fit, not generalisation) does not count
+    from bashgym_assets.evaluation import EVAL_EPISODE_SCHEMA
+    from bashgym_assets.evaluation.metrics import TRAIN_SPLIT_EVAL_PREFIX
+
+    blank = {f: None for f in EVAL_EPISODE_SCHEMA.names}
+
+    def episodes(clean: list[bool]) -> list[dict]:
+        return [{**blank, "model": "champion", "clean": c, "failure_class": "" if c else "wrong_result"}
+                for c in clean]
+
+    lake.write("eval_episodes", episodes([True, False, False, False]), partition="eval-held", schema=EVAL_EPISODE_SCHEMA)
+    lake.write("eval_episodes", episodes([True] * 8), partition=f"{TRAIN_SPLIT_EVAL_PREFIX}x",
+               schema=EVAL_EPISODE_SCHEMA)
+    assert measured_clean_rate(lake) == (0.25, "eval_episodes: champion (4 episodes)")
     row = {f: None for f in DECISION_SCHEMA.names}
     rows = [{**row, "eval_id": "eval-a", "action": "promote", "incumbent": "base", "promote": True,
              "candidate_clean": 0.25, "incumbent_clean": 0.0, "decided_at": "2026-11-20T00:00:00"},

@@ -122,6 +122,7 @@ def model_specs(args: argparse.Namespace, settings: Any) -> list[Any]:
 def cmd_eval(args: argparse.Namespace) -> int:
     from bashgym_assets import images
     from bashgym_assets.evaluation import EVAL_EPISODE_SCHEMA, EvalSettings, Sampling, compare
+    from bashgym_assets.evaluation.metrics import TRAIN_SPLIT_EVAL_PREFIX
     from bashgym_assets.evaluation.report import comparison_markdown
     from bashgym_assets.lake import Lake
 
@@ -135,7 +136,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     images.ensure_docker_engine()
     image = images.sandbox_image_tag()
     # the split is in the id (the partition of eval_episodes): train-split rows must not pass for held-out ones
-    eval_id = f"eval-cli-{'train-' if args.split == 'train' else ''}{uuid.uuid4().hex[:8]}"
+    eval_id = f"{TRAIN_SPLIT_EVAL_PREFIX if args.split == 'train' else 'eval-cli-'}{uuid.uuid4().hex[:8]}"
     print(f"{eval_id}: {len(bundles)} scenarios x {args.samples} sample(s); models: "
           + ", ".join(f"{s.label} ({s.describe()})" for s in specs), flush=True)
     results = compare(specs, bundles, image,

@@ -222,7 +222,8 @@ def measured_clean_rate(lake: Any) -> tuple[float | None, str]:
 
     From ``promotion_decisions`` (the latest automatic decision): the candidate's clean rate when it was promoted
     or when there is no champion (then the candidate is what one serves), else the champion's (the incumbent).
-    Else the mean clean rate of the ``champion`` rows of ``eval_episodes``. ``(None, why)`` when neither exists."""
+    Else the mean clean rate of the ``champion`` rows of ``eval_episodes`` (held-out evaluations only: a
+    ``--split train`` run measures fit). ``(None, why)`` when neither exists."""
     try:
         rows = [r for r in lake.read("promotion_decisions").to_pylist()
                 if r.get("eval_id") and r.get("action") in ("promote", "keep")]
@@ -234,7 +235,10 @@ def measured_clean_rate(lake: Any) -> tuple[float | None, str]:
             return float(latest["candidate_clean"]), f"promotion_decisions {latest['eval_id']}: candidate clean rate"
         return float(latest["incumbent_clean"]), f"promotion_decisions {latest['eval_id']}: champion clean rate"
     try:
-        eps = lake.read_all("eval_episodes", columns=["model", "clean", "failure_class"]).to_pylist()
+        from bashgym_assets.evaluation.metrics import TRAIN_SPLIT_EVAL_PREFIX
+
+        held_out = [p for p in lake.partitions("eval_episodes") if not p.startswith(TRAIN_SPLIT_EVAL_PREFIX)]
+        eps = lake.read_all("eval_episodes", held_out, columns=["model", "clean", "failure_class"]).to_pylist()
     except FileNotFoundError:
         eps = []
     scored = [e for e in eps if e["model"] == "champion" and e["failure_class"] not in ("setup_failed",
