@@ -106,19 +106,18 @@ def main(argv: list[str] | None = None) -> int:
         res = evaluate(op, subset, image, settings, label=arm, progress=print)
         results[arm] = (res, time.perf_counter() - t0)
 
-    def same_as(ref: object, res: object) -> int:
-        return sum(a.messages == b.messages for a, b in zip(ref.episodes, res.episodes, strict=True))
-
-    def agree_with(ref: object, res: object) -> int:
-        return sum(replies_agree(a.messages, b.messages) for a, b in zip(ref.episodes, res.episodes, strict=True))
+    def agreement(ref: object, res: object) -> str:
+        """``identical/n (replies agree/n)`` against the reference arm."""
+        pairs = [(a.messages, b.messages) for a, b in zip(ref.episodes, res.episodes, strict=True)]
+        n = len(pairs)
+        return f"{sum(a == b for a, b in pairs)}/{n} ({sum(replies_agree(a, b) for a, b in pairs)}/{n})"
 
     rows = []
     for arm in arms:
         res, secs = results[arm]
         turns = sum(e.n_turns for e in res.episodes)
         rates = res.summary.rates
-        same = (f"{same_as(results['one'][0], res)}/{len(subset)} "
-                f"({agree_with(results['one'][0], res)}/{len(subset)})") if "one" in results else "-"
+        same = agreement(results["one"][0], res) if "one" in results else "-"
         rows.append(f"| {setups[arm][0]} | {len(res.episodes)} | {turns} | {secs:.1f} | "
                     f"{60 * len(res.episodes) / secs:.2f} | {same} | {rates['operate'].fmt()} | "
                     f"{rates['terminate'].fmt()} | {rates['clean'].fmt()} |")

@@ -327,6 +327,10 @@ def test_eval_cli_picks_the_split_and_the_sample(settings, monkeypatch, tmp_path
     with pytest.raises(SystemExit):
         parser.parse_args(["eval", "--sample", "0"])
     assert parser.parse_args(["eval", "--split", "train", "--sample", "3"]).sample == 3
+    # an empty selection says where it looked, before any model or sandbox is started
+    empty = parser.parse_args(["eval", "--split", "train", "--category", "no-such-category"])
+    with pytest.raises(RuntimeError, match="train split .categories no-such-category"):
+        empty.fn(empty)
 
 
 @pytest.mark.docker

@@ -9,6 +9,7 @@ and transcripts shown in the Dagster UI, MLflow and the terminal.
 from __future__ import annotations
 
 import json
+import random
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -107,8 +108,6 @@ def split_bundles(gated_rows: Iterable[Mapping[str, Any]], split: str = HELD_OUT
 def pick_bundles(bundles: Iterable[ScenarioBundle], limit: int | None = None, categories: Sequence[str] = (),
                  sample: int | None = None, seed: int = 0) -> list[ScenarioBundle]:
     """Filter by category, then the first ``limit`` by id or a seeded random ``sample``, returned by id."""
-    import random
-
     out = sorted((b for b in bundles if not categories or b.category in categories), key=lambda b: b.id)
     if sample is not None and sample < len(out):
         out = sorted(random.Random(seed).sample(out, sample), key=lambda b: b.id)

@@ -129,7 +129,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     settings = get_settings()
     bundles = _bundles(args)
     if not bundles:
-        raise RuntimeError("no scenario to evaluate on")
+        where = args.scenarios or f"gated_scenarios' {args.split} split"
+        raise RuntimeError(f"no scenario to evaluate on in {where}"
+                           + (f" (categories {', '.join(args.category)})" if args.category else ""))
     specs = model_specs(args, settings)
     if not specs:
         raise RuntimeError("nothing to evaluate: give --adapter, --model-uri or --litellm, or keep the base")
