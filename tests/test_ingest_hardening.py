@@ -514,3 +514,79 @@ def test_a_line_the_importer_fails_on_is_quarantined_alone(tmp_path: Path, monke
     (q,) = outcome.quarantine
     assert q.line == 4 and "KeyError" in q.reason and '"uuid":"a1"' in q.snippet
     assert [st.tool_use_id for st in outcome.sessions[0].steps] == ["t0", "t2"]
+
+
+# ---- shapes met in published logs of other Claude Code versions ------------------------------------------------
+def test_an_async_subagent_answers_the_prompt_that_launched_it(tmp_path: Path) -> None:
+    """2.1.x: an async Agent call returns at once with ``toolUseResult.agentId``; its subagent file's steps run
+    after the user's next prompt and no progress line links them. The agent id on the result is the link."""
+    path = _write(tmp_path / "s.jsonl", [
+        _prompt("audit the docs") | {"timestamp": "2026-01-01T00:00:00Z"},
+        _obj("assistant", "a0", timestamp="2026-01-01T00:00:01Z", message={"id": "m0", "content": [
+            {"type": "tool_use", "id": "agent1", "name": "Agent", "input": {"prompt": "map the code"}}]}),
+        _obj("user", "r0", timestamp="2026-01-01T00:00:02Z", toolUseResult={
+            "status": "async_launched", "isAsync": True, "agentId": "abc123"}, message={"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "agent1", "content": "Async agent launched"}]}),
+        _prompt("now fix the README", uuid="p2") | {"timestamp": "2026-01-01T00:00:10Z"},
+        _call(5, timestamp="2026-01-01T00:00:11Z"),
+        _result(5, timestamp="2026-01-01T00:00:12Z"),
+    ])
+    _write(tmp_path / "s" / "subagents" / "agent-abc123.jsonl", [
+        _obj("user", "s0", isSidechain=True, agentId="abc123", timestamp="2026-01-01T00:00:20Z",
+             message={"role": "user", "content": "map the code"}),
+        _call(7, command="find .", isSidechain=True, agentId="abc123", timestamp="2026-01-01T00:00:21Z"),
+        _result(7, isSidechain=True, agentId="abc123", timestamp="2026-01-01T00:00:22Z"),
+    ])
+    (s,) = ADAPTER.parse(path).sessions
+    sub = next(st for st in s.steps if st.tool_use_id == "t7")
+    assert (sub.sidechain, sub.agent_id, sub.parent_tool_use_id) == (True, "abc123", "agent1")
+    assert s.prompts[sub.prompt_index].text == "audit the docs"  # not the prompt typed meanwhile
+
+
+def test_a_session_of_subagent_lines_only_keeps_its_version_and_branch(tmp_path: Path) -> None:
+    lines = [_obj("user", "s0", isSidechain=True, agentId="a9", version="2.1.220", gitBranch="main",
+                  message={"role": "user", "content": "review the spec"}),
+             _call(1, isSidechain=True, agentId="a9", version="2.1.220", gitBranch="main"),
+             _result(1, isSidechain=True, agentId="a9", version="2.1.220", gitBranch="main")]
+    (s,) = ADAPTER.parse(_write(tmp_path / "orphan" / "subagents" / "agent-a9.jsonl", lines)).sessions
+    assert (s.agent_version, s.git_branch, len(s.steps)) == ("2.1.220", "main", 1)
+
+
+def test_a_reused_tool_use_id_keeps_every_call_its_result_and_its_cost(tmp_path: Path) -> None:
+    """Logs shared with their ids scrubbed (every id ``REDACTED``): three calls, three results, three costs.
+    The same call logged twice, and a streamed message's lines, still count once."""
+    def call(i: int, command: str, request: str) -> dict:
+        return _obj("assistant", f"a{i}", requestId=request, message={
+            "id": "REDACTED", "content": [{"type": "tool_use", "id": "REDACTED", "name": "Bash",
+                                           "input": {"command": command}}],
+            "usage": {"input_tokens": 10, "output_tokens": i}})
+
+    lines = [_prompt(), call(1, "ls", "req1"), _result(1, "one", tool_id="REDACTED"),
+             call(2, "pwd", "req2"), _result(2, "two", tool_id="REDACTED"),
+             call(3, "ls", "req1") | {"uuid": "copy-of-a1"},  # the first call again: a duplicate, not a call
+             call(4, "id", "req4"), _result(4, "four", tool_id="REDACTED")]
+    (s,) = ADAPTER.parse(_write(tmp_path / "s.jsonl", lines)).sessions
+    assert [(st.command, st.output) for st in s.steps] == [("ls", "one"), ("pwd", "two"), ("id", "four")]
+    assert s.extra["reused_tool_use_ids"] == 2 and s.extra["duplicate_tool_uses"] == 1
+    assert (s.input_tokens, s.output_tokens) == (30, 3 + 2 + 4)  # req1 counted once, at its largest
+
+
+def test_jsonl_of_another_agent_is_quarantined_and_stream_json_finds_its_cwd(tmp_path: Path) -> None:
+    foreign = _write(tmp_path / "f.jsonl", [
+        {"ts": 1786387696.1, "sessionId": "f", "cwd": CWD, "role": "user", "content": "read hello.txt"},
+        {"ts": 1786387698.7, "sessionId": "f", "role": "assistant", "content": "reading", "tool_calls": []}])
+    outcome = ADAPTER.parse(foreign)
+    assert not outcome.sessions
+    (q,) = outcome.quarantine
+    assert q.reason == "not a Claude Code log: 2 JSON lines, none with a 'type' field (another agent's format?)"
+    assert q.snippet == "keys of the first line: ts, sessionId, cwd, role, content"
+    # ``claude -p --output-format stream-json``: the working directory is on the system/init line only
+    stream = _write(tmp_path / "st.jsonl", [
+        {"type": "system", "subtype": "init", "cwd": CWD, "session_id": "st", "tools": ["Bash"]},
+        {"type": "assistant", "message": {"id": "m1", "role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}},
+        {"type": "user", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "a.txt"}]}},
+        {"type": "result", "subtype": "success", "is_error": False, "session_id": "st"}])
+    (s,) = ADAPTER.parse(stream).sessions
+    assert s.cwd == CWD and [(st.command, st.output) for st in s.steps] == [("ls", "a.txt")]

@@ -164,9 +164,16 @@ class _SessionBuilder:
         self.last_ts: datetime | None = None
         self.cwd: str | None = None
         self.side_cwd: str | None = None
+        self.meta_cwd: str | None = None  # from a bookkeeping line (``claude -p`` stream-json's system/init)
         self.version: str | None = None
         self.branch: str | None = None
+        # a session made only of subagent lines (an orphan ``agent-*.jsonl``) still has a version and a branch
+        self.side_version: str | None = None
+        self.side_branch: str | None = None
+        self.request_of: dict[str, str] = {}  # message id -> the first request id seen with it
+        self.reused_ids: dict[str, list[Step]] = {}  # a tool-use id repeated with another input: later calls
         self.summaries: list[str] = []
+        self.first_keys = ""
         self.bad_tokens: Counter = Counter()  # usage fields with a value that is no count: their total is None
         # (role, message, time, agent id, parent tool-use id, cwd, toolUseResult) of agent_progress lines
         self.progress: list[tuple[str, dict, datetime | None, str | None, str | None, str | None, Any]] = []
@@ -175,6 +182,8 @@ class _SessionBuilder:
     # ---- one line ---------------------------------------------------------------------------------------
     def add(self, line: dict[str, Any], sidechain: bool = False, agent_id: str | None = None) -> None:
         kind = line.get("type")
+        if not self.line_types:
+            self.first_keys = "keys of the first line: " + ", ".join(map(str, list(line)[:12]))
         self.line_types[label(kind)] += 1
         uuid = line.get("uuid")
         if isinstance(uuid, str):
@@ -202,12 +211,18 @@ class _SessionBuilder:
             self.skipped["progress"] += 1  # a tick (bash/hook/mcp progress, subagent text): nothing to import
             return
         if kind not in ("user", "assistant"):
+            if self.meta_cwd is None and isinstance(line.get("cwd"), str):
+                self.meta_cwd = line["cwd"]
             self.skipped[label(kind)] += 1
             return
         side = sidechain or bool(line.get("isSidechain"))
         agent = line.get("agentId") if isinstance(line.get("agentId"), str) else agent_id
         if self.side_cwd is None and isinstance(line.get("cwd"), str):
             self.side_cwd = line["cwd"]
+        if self.side_version is None and isinstance(line.get("version"), str):
+            self.side_version = line["version"]
+        if not self.side_branch and isinstance(line.get("gitBranch"), str) and line["gitBranch"]:
+            self.side_branch = line["gitBranch"]
         if not side:
             if self.cwd is None and isinstance(line.get("cwd"), str):
                 self.cwd = line["cwd"]
@@ -244,7 +259,11 @@ class _SessionBuilder:
                 self.counters["assistant_texts"] += 1
 
     def _usage(self, message: dict, line: dict) -> None:
-        """Token usage, once per API message id (the largest value: streaming lines carry partial counts).
+        """Token usage, once per API message (the largest value: streaming lines carry partial counts).
+
+        A message is its id; the lines of one streamed message share it (and their request id). The same message
+        id under a second, different request id (logs whose ids were scrubbed) is a second cost, not a repeat.
+        A line without a request id (a subagent message copied into a progress line) is the message it names.
 
         A count that is not an integer in 0..int64 (a float, a string, 2**64 ...) makes that field's session
         total None rather than a silently wrong number; it is counted in ``extra["coerced"]``.
@@ -252,8 +271,11 @@ class _SessionBuilder:
         usage = message.get("usage")
         if not isinstance(usage, dict):
             return
-        key = next((k for k in (message.get("id"), line.get("requestId"), line.get("uuid"))
-                    if isinstance(k, str) and k), None) or f"line-{len(self.usage)}"
+        mid, rid = message.get("id"), line.get("requestId")
+        key = next((k for k in (mid, rid, line.get("uuid")) if isinstance(k, str) and k), None) \
+            or f"line-{len(self.usage)}"
+        if key == mid and isinstance(rid, str) and rid and self.request_of.setdefault(mid, rid) != rid:
+            key = f"{mid}|{rid}"
         slot = self.usage.setdefault(key, {})
         for field in TOKEN_FIELDS:
             value = usage.get(field)
@@ -266,10 +288,20 @@ class _SessionBuilder:
 
     def _tool_use(self, block: dict, line: dict, ts: datetime | None, side: bool, agent: str | None) -> None:
         tool_id = block.get("id") if isinstance(block.get("id"), str) else None
-        if tool_id and tool_id in self.by_tool_id:
-            self.counters["duplicate_tool_uses"] += 1
-            return
         cwd = line.get("cwd") if isinstance(line.get("cwd"), str) else None
+        if tool_id and tool_id in self.by_tool_id:
+            tool_input = block.get("input")
+            text = json_text(tool_input, Counter()) if tool_input is not None else ""
+            if any(s.input == text for s in (self.by_tool_id[tool_id], *self.reused_ids.get(tool_id, ()))):
+                self.counters["duplicate_tool_uses"] += 1  # the same call logged twice (a copied line)
+                return
+            # The same id for another call (ids scrubbed by whoever shared the log): a call of its own, whose
+            # result is the next one with that id (``_tool_result``), not a duplicate to drop.
+            self.counters["reused_tool_use_ids"] += 1
+            step = self._new_step(block, None, ts, side, agent if side else None, cwd, None)
+            step.__dict__["tool_use_id"] = tool_id
+            self.reused_ids.setdefault(tool_id, []).append(step)
+            return
         self._new_step(block, tool_id, ts, side, agent if side else None, cwd, None)
 
     def _new_step(self, block: dict, tool_id: str | None, ts: datetime | None, side: bool, agent: str | None,
@@ -386,10 +418,16 @@ class _SessionBuilder:
         if step is None:
             self.counters["orphan_results"] += 1
             return
-        if step.finished_at is not None or step.success is not None:
+        tool_use_result = line.get("toolUseResult")
+        agent = tool_use_result.get("agentId") if isinstance(tool_use_result, dict) else None
+        if isinstance(agent, str) and agent:  # a Task/Agent call's result names the subagent it started
+            self.agent_parents.setdefault(agent, tool_id)
+        open_steps = [s for s in (step, *self.reused_ids.get(tool_id, ()))
+                      if s.finished_at is None and s.success is None]
+        if not open_steps:
             self.counters["duplicate_results"] += 1
             return
-        self._fill_result(step, block, line.get("toolUseResult"), ts)
+        self._fill_result(open_steps[0], block, tool_use_result, ts)
 
     def _fill_result(self, step: Step, block: dict, tool_use_result: Any, ts: datetime | None) -> None:
         text = _result_text(block.get("content"), self.counters)
@@ -436,7 +474,7 @@ class _SessionBuilder:
             if self.bad_tokens[field] or tokens[field] > INT64_MAX:  # type: ignore[operator]
                 coerced[f"{TOKEN_COLUMNS[field]}:out_of_range"] += self.bad_tokens[field] or 1
                 tokens[field] = None
-        cwd = self.cwd or self.side_cwd
+        cwd = self.cwd or self.side_cwd or self.meta_cwd
         key, repo_path, remote = repo_of(cwd)
         extra: dict[str, Any] = {k: v for k, v in self.counters.items() if v}
         extra["line_types"] = dict(self.line_types)
@@ -451,8 +489,8 @@ class _SessionBuilder:
         return trusted(Session,
             session_id=self.session_id, source_format=source_format, source_path=str(self.source), repo=key,
             repo_path=repo_path, repo_remote=remote, cwd=cwd,
-            model=self.models.most_common(1)[0][0] if self.models else None, agent_version=self.version,
-            git_branch=self.branch, started_at=self.first_ts, ended_at=self.last_ts,
+            model=self.models.most_common(1)[0][0] if self.models else None,
+            agent_version=self.version or self.side_version, git_branch=self.branch or self.side_branch, started_at=self.first_ts, ended_at=self.last_ts,
             **{TOKEN_COLUMNS[field]: value for field, value in tokens.items()},
             prompts=prompts, steps=steps, content_hash=content_hash, extra=extra,
         )
@@ -657,6 +695,12 @@ class ClaudeCodeAdapter:
             if reader.bytes_read and not any(q.line is None for q in outcome.quarantine):
                 outcome.quarantine.append(QuarantineRecord(
                     file=str(path), reason="no valid session lines in file", adapter=self.name))
+            return outcome
+        if set(builder.line_types) == {"<NoneType>"}:  # JSON lines, none with a ``type``: another tool's log
+            outcome.quarantine.append(QuarantineRecord(
+                file=str(path), adapter=self.name, snippet=builder.first_keys,
+                reason=f"not a Claude Code log: {builder.line_types['<NoneType>']} JSON lines, none with a "
+                       "'type' field (another agent's format?)"))
             return outcome
         if builder.line_types.get("user", 0) + builder.line_types.get("assistant", 0) == 0 and not builder.progress:
             return outcome  # only bookkeeping lines so far (a session that has not started): nothing to import
