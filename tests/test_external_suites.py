@@ -403,6 +403,49 @@ def test_tb1_instruction_key_solution_yaml_and_default_pytest(tmp_path: Path) ->
     assert '"${BASHGYM_PYTEST:-false}" "$TEST_DIR/test_outputs.py" -rA' in bundle.check
 
 
+def test_published_shapes_that_never_build_or_replay_are_quarantined_with_their_reason(tmp_path: Path) -> None:
+    """Shapes met in published suites: each would import as something that can never pass (an empty
+    environment, keystrokes typed into bash), so each is quarantined and says why."""
+    no_image = HARBOR_TOML.replace('docker_image = "someone/count-lines:20250101"\n', "")
+    root = tmp_path / "s"
+    harbor_task(root, "files-no-dockerfile", {"task.toml": no_image, "environment/Dockerfile": None})
+    harbor_task(root, "docs-only-env", {"task.toml": no_image, "environment/Dockerfile": None,
+                                        "environment/data/input.txt": None, "environment/tool.sh": None,
+                                        "environment/late.txt": None, "environment/unused.bin": None,
+                                        "environment/README.md": "how the image was built\n",
+                                        "tests/test.sh": "#!/bin/bash\ntest -f /app/count.txt\n"})
+    tb1_task(root, "compose-without-dockerfile", {"Dockerfile": None})
+    tb1_task(root, "keystrokes", {"solution.sh": None, "solution.yaml": (
+        "- command: vim /app/report.txt\n- command: ialpha beta\n  append_enter: false\n- command: Escape\n")})
+    tb1_task(root, "key-name", {"solution.sh": None, "solution.yaml": "- command: C-x\n"})
+    bundles, quarantine = import_suite(root)
+    reasons = {q.task: q.reason for q in quarantine}
+    assert reasons == {
+        "files-no-dockerfile": "environment/ holds files but no Dockerfile (nor a docker_image in task.toml) "
+                               "says where they go",
+        "compose-without-dockerfile": "docker-compose.yaml builds from Dockerfile, which the task folder lacks",
+        "keystrokes": "solution.yaml types keystrokes without Enter ('ialpha beta'): an interactive session, "
+                      "not shell commands",
+        "key-name": "solution.yaml sends the key 'C-x' to a terminal: an interactive session, not shell commands",
+    }
+    # no Dockerfile and nothing to build from is the bare sandbox image (the layout makes it optional)
+    assert [b.id for b in bundles] == ["ext-s-docs-only-env"]
+
+
+def test_tb1_copy_of_a_bookkeeping_file_is_carried_and_the_harness_files_never_are(tmp_path: Path) -> None:
+    """``COPY task.yaml .`` builds under docker, so it imports; tests and solution stay out of the image."""
+    root = tb1_task(tmp_path / "s", "copies-task-yaml", {"Dockerfile": TB1_DOCKERFILE.replace(
+        "COPY . /app/", "COPY task.yaml .\nCOPY *.sh /app/scripts/\nCOPY notes.txt /app/")})
+    bundle = external.import_task(root, "s")
+    assert bundle.files["/app/task.yaml"] == textwrap.dedent(TB1_YAML).lstrip("\n")
+    assert not any("solution" in path or "run-tests" in path for path in bundle.files)  # the glob skips them
+    assert "/app/notes.txt" in bundle.files
+    named = tb1_task(tmp_path / "s", "copies-solution", {"Dockerfile": TB1_DOCKERFILE.replace(
+        "COPY . /app/", "COPY solution.sh /app/")})
+    with pytest.raises(external.Unimportable, match="'solution.sh' is excluded from the build context"):
+        external.import_task(named, "s")
+
+
 def test_a_single_task_folder_is_a_suite_of_one(suite: Path) -> None:
     bundles, quarantine = import_suite(suite / "count-lines")
     assert [b.id for b in bundles] == ["ext-term-bench-count-lines"] and not quarantine
@@ -632,6 +675,72 @@ def test_offline_pytest_fails_and_collects_like_pytest(tmp_path: Path) -> None:
     assert broken.returncode == 1 and "collection error" in broken.stdout
     empty = run_offline_pytest(tmp_path / "c", {"helper.py": "X = 1\n"}, "tests")
     assert empty.returncode == 5
+
+
+XUNIT_SUITE = """
+import pytest
+
+LOG = []
+
+
+def setup_module(module):
+    module.GREETING = "hi"
+
+
+class TestManifest:
+    @classmethod
+    def setup_class(cls):
+        cls.shared = "s"
+
+    def teardown_class(cls):  # pytest also takes it without @classmethod
+        LOG.append("class down")
+
+    def setup_method(self, method):
+        self.name = method.__name__
+
+    def teardown_method(self):
+        LOG.append("method down")
+
+    @pytest.fixture
+    def own(self):
+        return self.name
+
+    def test_state(self):
+        assert (GREETING, self.shared, self.name) == ("hi", "s", "test_state")
+
+    def test_fixture_sees_the_same_instance(self, own):
+        assert own == "test_fixture_sees_the_same_instance"
+
+
+def setup_function(function):
+    LOG.append(function.__name__)
+
+
+def test_function_setup():
+    assert LOG == ["method down", "method down", "class down", "test_function_setup"]
+
+
+class TestBrokenSetup:
+    def setup_method(self):
+        raise RuntimeError("no baseline manifest")
+
+    def test_never_runs(self):
+        raise AssertionError("ran without its set-up")
+"""
+
+
+def test_offline_pytest_runs_xunit_style_setups_like_pytest(tmp_path: Path) -> None:
+    """Published suites keep state in ``setup_method``/``setup_class``/``setup_module`` (a Terminal-Bench task's
+    ``TestManifestComparison``); the stand-in used to skip them and fail even the reference solution."""
+    offline = run_offline_pytest(tmp_path / "offline", {"test_outputs.py": XUNIT_SUITE}, "tests")
+    assert "3 passed, 0 failed, 1 errors" in offline.stdout, offline.stdout + offline.stderr
+    assert offline.returncode == 1
+    assert "TestBrokenSetup::test_never_runs ERROR" in offline.stdout and "no baseline manifest" in offline.stdout
+    assert "ran without its set-up" not in offline.stdout
+    put(tmp_path / "real" / "tests", "test_outputs.py", XUNIT_SUITE)  # the real pytest agrees
+    real = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                          cwd=tmp_path / "real", text=True, capture_output=True, timeout=120)
+    assert "3 passed, 1 error" in real.stdout and real.returncode == 1, real.stdout
 
 
 def test_pytest_problems_are_found_statically() -> None:

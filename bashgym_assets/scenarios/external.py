@@ -119,9 +119,14 @@ _WELL_KNOWN_THIRD_PARTY = frozenset({"numpy", "pandas", "scipy", "sklearn", "tor
 _SKIP_NAMES = frozenset({"__pycache__", ".git", ".DS_Store", ".pytest_cache", ".ruff_cache", ".venv", "node_modules"})
 _TASK_MARKERS = frozenset({"task.toml", "instruction.md", "task.yaml", "task.yml", "run-tests.sh", "solution.sh",
                            "solution.yaml"})
-# Files of a TB 1.x task folder (its build context) that are the harness's, never the container's.
-_TB1_META = frozenset({"task.yaml", "task.yml", "solution.sh", "solution.yaml", "run-tests.sh", "tests",
-                       "docker-compose.yaml", "docker-compose.yml", "Dockerfile", ".dockerignore"})
+# Files of a TB 1.x task folder (its build context) that are the harness's: ``COPY .`` of the folder leaves them
+# out. The tests and the solution are never the container's (the agent would see the answer): naming one in a COPY
+# quarantines the task. The bookkeeping files a Dockerfile may name on purpose (``COPY task.yaml .``) are copied,
+# as docker would.
+_TB1_SECRETS = frozenset({"solution.sh", "solution.yaml", "run-tests.sh", "tests"})
+_TB1_META = _TB1_SECRETS | {"task.yaml", "task.yml", "docker-compose.yaml", "docker-compose.yml", "Dockerfile",
+                            ".dockerignore"}
+_ENV_DOCS = frozenset({"README.md", "README", "readme.md", ".gitkeep", ".dockerignore"})
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _KNOWN_DIRS = frozenset({"/", "/app", "/tmp", "/root", "/home", "/etc", "/opt", "/srv", "/usr", "/usr/bin",
                          "/usr/local", "/usr/local/bin", "/usr/share", "/var", "/var/log", "/bin", "/sbin", "/mnt",
@@ -1165,8 +1170,8 @@ def _copy(ins: Instruction, kw: str, context: Path, real_context: Path, rules: l
                 raise Unimportable(f"needs the network: {kw} {src}")
             if posixpath.normpath(src.lstrip("/")).split("/")[0] == "..":
                 raise Unimportable(f"{kw} source {src!r} is outside the build context")
-            matches = sorted(context.glob(src.lstrip("/"))) if any(c in src for c in "*?[") else [
-                context / src.lstrip("/")]
+            is_glob = any(c in src for c in "*?[")
+            matches = sorted(context.glob(src.lstrip("/"))) if is_glob else [context / src.lstrip("/")]
             matches = [m for m in matches if m.exists() or m.is_symlink()]
             if not matches:
                 raise Unimportable(f"{kw} source {src!r} is not in the build context")
@@ -1188,7 +1193,9 @@ def _copy(ins: Instruction, kw: str, context: Path, real_context: Path, rules: l
                         entries.append((posixpath.join(target_root, f.relative_to(m).as_posix()),
                                         _read_bytes(f, f"{kw} source {rel}"), _is_executable(f), None))
                 else:
-                    if _ignored(rel_top, rules, exclude_top):
+                    if _ignored(rel_top, rules, exclude_top & _TB1_SECRETS):
+                        if is_glob:  # a pattern matches what the context holds: docker skips it too
+                            continue
                         raise Unimportable(f"{kw} source {src!r} is excluded from the build context "
                                            "(.dockerignore, or the harness's tests/solution)")
                     if kw == "ADD" and re.search(r"\.(tar|tgz|tar\.(gz|bz2|xz|zst)|tbz2|txz)$", m.name):
@@ -1694,8 +1701,16 @@ def _harbor_task(folder: Path, budget: _Budget) -> _Task:
     if not (folder / "solution" / "solve.sh").is_file():
         raise Unimportable("no reference solution: solution/solve.sh is missing (the gate cannot certify it)")
     env_dir = folder / "environment"
+    image = str(environment.get("docker_image") or "")
+    recipes = ("Dockerfile", "docker-compose.yaml", "docker-compose.yml")
+    if not image and env_dir.is_dir() and not any((env_dir / r).is_file() for r in recipes) and any(
+            f.name not in _ENV_DOCS for f in _walk_files(env_dir, "environment")):
+        # Harbor builds the image from environment/ with its Dockerfile: files there without one never reach the
+        # container, and the task would fail for want of them, not for anything the model did.
+        raise Unimportable("environment/ holds files but no Dockerfile (nor a docker_image in task.toml) "
+                           "says where they go")
     envx = _environment(env_dir, env_dir / "Dockerfile", env_dir / "docker-compose.yaml",
-                        str(environment.get("docker_image") or ""), budget, frozenset(),
+                        image, budget, frozenset(),
                         _str_table(environment.get("env")), environment.get("workdir"))
     tests = _collect(folder / "tests", "tests", budget)
     tests, runs = _rewrite_shell_files(tests, TESTS, "tests", frozenset(posixpath.basename(n) for n in tests))
@@ -1724,6 +1739,9 @@ def _environment(context: Path, dockerfile: Path, compose: Path, image: str, bud
         if built is not None and built_context is not None:
             if not built_context.resolve().is_relative_to(context.resolve()):
                 raise Unimportable(f"{compose_path.name} builds from outside the task folder")
+            if not built.is_file():  # docker compose would fail to build: not an empty environment
+                raise Unimportable(f"{compose_path.name} builds from {built.relative_to(context).as_posix()}, "
+                                   "which the task folder lacks")
             dockerfile, context = built, built_context
         elif compose_image and "${" not in compose_image:
             image = compose_image
@@ -1808,6 +1826,10 @@ def _tb1_task(folder: Path, budget: _Budget) -> _Task:
                  envx, plan, solution, "solution.sh", solution_commands, {})
 
 
+_TMUX_KEY = re.compile(r"^(?:(?:[CMS]-)+\S+|Escape|Enter|Tab|BSpace|BTab|Space|Up|Down|Left|Right|Home|End|"
+                       r"PageUp|PageDown|PgUp|PgDn|PPage|NPage|DC|IC|F\d{1,2})$")
+
+
 def _solution_yaml(path: Path) -> list[str]:
     try:
         data = yaml.safe_load(_read_text(path, "solution.yaml", 256 << 10))
@@ -1820,6 +1842,14 @@ def _solution_yaml(path: Path) -> list[str]:
         cmd = entry.get("command") if isinstance(entry, dict) else entry
         if not isinstance(cmd, str):
             raise Unimportable("solution.yaml: an entry has no command string")
+        # TB 1.x sends these entries to a tmux pane: ``append_enter: false`` and key names (C-x, Escape) are
+        # keystrokes into a running program (vim, a REPL), which a shell turn cannot replay.
+        if isinstance(entry, dict) and entry.get("append_enter") is False:
+            raise Unimportable(f"solution.yaml types keystrokes without Enter ({cmd.strip()[:40]!r}): an "
+                               "interactive session, not shell commands")
+        if _TMUX_KEY.match(cmd.strip()):
+            raise Unimportable(f"solution.yaml sends the key {cmd.strip()!r} to a terminal: an interactive "
+                               "session, not shell commands")
         cmd = cmd.rstrip("\n")
         if cmd.strip():
             rw = rewrite_script(cmd, IMAGE)

@@ -10,7 +10,9 @@ What it supports (what those suites use; ``external.pytest_problems`` refuses te
 test functions and ``Test*`` classes (and ``unittest.TestCase`` classes), ``conftest.py`` fixtures, fixtures with
 ``yield`` teardown and function/class/module/session scope, ``params=`` fixtures with ``request.param``,
 ``pytest.mark.parametrize`` (stacked, ``pytest.param`` with ``marks``), ``skip``/``skipif``/``xfail`` marks,
-module ``pytestmark``, ``pytest.raises``/``warns``/``approx``/``skip``/``fail``/``xfail``/``importorskip``, the
+module ``pytestmark``, xunit-style ``setup_module``/``teardown_module``, ``setup_class``/``teardown_class``,
+``setup_method``/``teardown_method`` and ``setup_function``/``teardown_function`` (a failing set-up is an
+ERROR of the tests it covers), ``pytest.raises``/``warns``/``approx``/``skip``/``fail``/``xfail``/``importorskip``, the
 built-in fixtures ``tmp_path``, ``tmp_path_factory``, ``monkeypatch``, ``capsys``, ``capfd`` and ``request``.
 Exit status as pytest's: 0 all passed, 1 some failed, 5 nothing collected.
 
@@ -58,6 +60,10 @@ class Failed(_Outcome):
 
 class XFailed(_Outcome):
     pass
+
+
+class _SetupError(_Outcome):
+    """An xunit-style set-up failed: its tests are ERRORs, as pytest reports them."""
 
 
 def skip(reason="", allow_module_level=False):
@@ -425,6 +431,7 @@ class Item:
         self.params = dict(params or {})
         self.marks = [_as_mark(m) for m in marks]
         self.fixture_params = dict(fixture_params or {})
+        self.instance = None  # the test class's instance this test runs on (shared with its setup_method)
 
 
 def _parametrize(func, marks):
@@ -572,7 +579,7 @@ class Session:
                 kwargs[arg] = self._resolve(arg, item, fixtures, stack + [fname], scope_keys, func_teardowns)
         func = fdef.func
         if item.cls is not None and "self" in _argnames(func, keep_self=True):
-            func = getattr(item.cls(), func.__name__)
+            func = getattr(item.instance if item.instance is not None else item.cls(), func.__name__)
         result = func(**kwargs)
         if inspect.isgenerator(result):
             gen = result
@@ -618,7 +625,25 @@ class Session:
                 self._needed(Item(name, fdef.func, item.module), fixtures, seen)
         return seen
 
-    def run_item(self, item, fixtures, scope_keys):
+    def xunit_setup(self, owner, setup_names, teardown_names, arg, scope):
+        """pytest's xunit-style set-up of a module or class: the set-up now, its teardown when the scope closes.
+        Returns the set-up's traceback when it failed (its tests are then ERRORs and the teardown is not run)."""
+        setup = next((getattr(owner, n) for n in setup_names if callable(getattr(owner, n, None))), None)
+        teardown = next((getattr(owner, n) for n in teardown_names if callable(getattr(owner, n, None))), None)
+        if setup is not None:
+            try:
+                _call_optional(setup, arg)
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                return f"error in {setup.__name__}\n" + traceback.format_exc()
+        if teardown is not None:
+            self.teardowns[scope].append(lambda: _call_optional(teardown, arg))
+        return None
+
+    def run_item(self, item, fixtures, scope_keys, setup_error=None):
+        if setup_error:
+            return self._report(item, "ERROR", setup_error)
         for m in item.marks:
             if m.name == "skip":
                 return self._report(item, "SKIPPED", m.kwargs.get("reason", (m.args or [""])[0]))
@@ -640,6 +665,21 @@ class Session:
             return self._report(item, "PASSED")
         func_teardowns = []
         try:
+            if item.cls is not None:
+                item.instance = item.cls()
+                owner, names = item.instance, ("setup_method", "teardown_method")
+            else:
+                owner, names = item.module, ("setup_function", "teardown_function")
+            setup, teardown = (getattr(owner, n, None) for n in names)
+            if callable(setup):
+                try:
+                    _call_optional(setup, item.func)
+                except (Skipped, XFailed):
+                    raise
+                except Exception as exc:
+                    raise _SetupError(f"error in {names[0]}\n" + traceback.format_exc()) from exc
+            if callable(teardown):
+                func_teardowns.insert(0, lambda: _call_optional(teardown, item.func))  # after the fixtures'
             kwargs = {}
             for name in [f.name for f in fixtures.values() if f.autouse] + _argnames(item.func):
                 value = self._resolve(name, item, fixtures, [], scope_keys, func_teardowns)
@@ -647,9 +687,11 @@ class Session:
                     kwargs[name] = value
             func = item.func
             if item.cls is not None:
-                func = getattr(item.cls(), item.func.__name__)
+                func = getattr(item.instance, item.func.__name__)
             func(**kwargs)
             outcome, detail = "PASSED", ""
+        except _SetupError as exc:
+            outcome, detail = "ERROR", exc.msg
         except Skipped as exc:
             outcome, detail = "SKIPPED", exc.msg
         except XFailed as exc:
@@ -697,6 +739,12 @@ class Session:
             except Exception:
                 traceback.print_exc()
         self.teardowns[scope] = []
+
+
+def _call_optional(func, arg):
+    """Call an xunit-style hook with its argument (module, class, test function) when it declares one, as pytest
+    does: ``setup_method(self)`` and ``setup_method(self, method)`` are both valid."""
+    return func(arg) if _argnames(func, keep_self=True) else func()
 
 
 def _argnames(func, keep_self=False):
@@ -760,14 +808,20 @@ def main(args=None, plugins=None):
             items = session._expand_fixture_params(items, fixtures)
             collected += len(items)
             module_key = ("module", path)
-            last_cls = None
+            module_error = session.xunit_setup(items[0].module, ("setup_module", "setUpModule"),
+                                               ("teardown_module", "tearDownModule"), items[0].module,
+                                               "module") if items else None
+            last_cls, class_error = None, None
             for item in items:
                 if item.cls is not last_cls:
                     session.close("class")
-                    last_cls = item.cls
+                    last_cls, class_error = item.cls, None
+                    if item.cls is not None and not issubclass(item.cls, unittest.TestCase) and not module_error:
+                        class_error = session.xunit_setup(item.cls, ("setup_class",), ("teardown_class",),
+                                                          item.cls, "class")
                 scope_keys = {"session": "session", "package": "session", "module": module_key,
                               "class": (module_key, id(item.cls))}
-                session.run_item(item, fixtures, scope_keys)
+                session.run_item(item, fixtures, scope_keys, module_error or class_error)
             session.close("class")
             session.close("module")
     finally:
