@@ -90,11 +90,40 @@ _DIGEST_PREFIX = re.compile(r"(?i)^(?:sha\d+|md5|h\d)[-:]")
 _PARTS = re.compile(r"[_\-./+=]+")
 _PLACEHOLDER_VALUES = re.compile(
     r"^(?:<[^>]*>|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{.*\}\}|%\(?\w*\)?s|\*+|x{3,}|X{3,}|\.\.\.|"
-    r"(?:your|my|some|the|an?)[-_ ]?\w*|changeme_?later|none|null|nil|true|false|undefined|"
+    r"your[-_ ]?\w*|(?:my|some|the|an?)[-_ ]\w+|my(?:password|passwd|pass|secret|token|key|apikey|api_key)\w*|"
+    r"[\w-]{0,12}(?:\.\.\.|\u2026)[\w-]{0,12}|changeme_?later|none|null|nil|true|false|undefined|"
     r"str|string|int|bytes|bool|optional|any|secretstr|redacted|hidden|example|placeholder|env|environ)$",
     re.IGNORECASE,
 )
 _CODE_EXPR = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*\.)+[A-Za-z_][A-Za-z0-9_]*$|[()\[\]{}]")
+
+
+# The name a value is assigned to, read back from the value's start: ``DB_PASSWORD`` in ``DB_PASSWORD="x"``.
+_NAME_BEFORE = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*)\\?[\"']?\s*(?::=|=>|[:=]|\s)\s*\\?[\"']?$")
+# Names that hold something about a secret, not the secret: where it lives, its kind, a count or a limit
+# (``PASSWORD_FILE=/run/secrets/db``, ``token_uri``, ``token_type``, ``tokenizer``, ``MAX_TOKENS=4096``).
+_NOT_A_SECRET_NAME = re.compile(
+    r"(?i)(?:file|path|dir|folder|uri|url|endpoint|type|kind|izer|name|count|limit|len|length|size|ttl|timeout|"
+    r"expiry|expires|expires_?in|expires_?at|lifetime|header|field|param|policy|mode|format|strategy|rotation)$")
+
+
+def name_before(text: str, start: int) -> str:
+    """The identifier a value at ``start`` is assigned to ('' when none): ``name=``, ``name: ``, ``"name": "``."""
+    m = _NAME_BEFORE.search(text[max(0, start - 80):start])
+    return m.group(1).rsplit(".", 1)[-1] if m else ""
+
+
+def _names_no_secret(value: str, text: str, start: int) -> bool:
+    """The name says the value is not the secret itself: a file, a URI, a count, the working directory."""
+    name = name_before(text, start)
+    if not name:
+        return False
+    upper = name.upper().replace("-", "_")
+    if _NOT_A_SECRET_NAME.search(upper.rstrip("S_")) or _NOT_A_SECRET_NAME.search(upper):
+        return True
+    if upper.endswith("PWD") and value.lstrip("'\"").startswith(("/", "~")):
+        return True  # PWD, OLDPWD: the shell's working directory (``env`` output), not a password
+    return "TOKENS" in upper and value.strip("'\"").isdigit()  # MAX_TOKENS=4096: a count of tokens
 
 
 def _is_literal_secret_value(value: str, text: str, start: int) -> bool:
@@ -102,9 +131,22 @@ def _is_literal_secret_value(value: str, text: str, start: int) -> bool:
     v = value.strip().strip("\\").strip("'\"")
     if len(v) < 4 or _PLACEHOLDER_VALUES.match(v) or PLACEHOLDER_RE.search(v):
         return False
+    if _names_no_secret(v, text, start):
+        return False
     if v.startswith(("$", "%", "{", "<", "os.", "self.", "env.", "process.env", "settings.", "config.")):
         return False
     return not _CODE_EXPR.search(v)
+
+
+def _is_quoted_secret_value(value: str, text: str, start: int) -> bool:
+    """A quoted literal is data, brackets and all (Django's ``'django-insecure-e)jvb%1y...'``): only a dotted
+    reference (``"settings.API_KEY"``), a template or a placeholder is not a secret."""
+    v = value.strip().strip("\\").strip("'\"")
+    if len(v) < 4 or _PLACEHOLDER_VALUES.match(v) or PLACEHOLDER_RE.search(v) or _names_no_secret(v, text, start):
+        return False
+    if v.startswith(("$", "%(", "{", "<", "os.environ", "process.env")):
+        return False
+    return not re.fullmatch(r"(?:[A-Za-z_][A-Za-z0-9_]*\.)+[A-Za-z_][A-Za-z0-9_]*", v)
 
 
 def _is_unquoted_code_value(value: str, text: str, start: int) -> bool:
@@ -113,6 +155,15 @@ def _is_unquoted_code_value(value: str, text: str, start: int) -> bool:
         return False
     # an unquoted value needs a digit or symbol: plain words are identifiers in code (``token = tok``)
     return bool(re.search(r"[0-9!@#%^&*+/=~.-]", value)) or len(value) >= 12
+
+
+def _is_code_line(text: str, start: int) -> bool:
+    """The value sits in a code line (``password = compute(pw2)``, ``if token == x1:``), not a config line."""
+    lo = max(0, start - 300)  # a bounded window: a 1 MB line with many matches must stay linear
+    line_start = text.rfind("\n", lo, start) + 1 or lo
+    end = text.find("\n", start, start + 300)
+    line = text[line_start:end if end >= 0 else start + 300]
+    return bool(re.search(r"==|!=|\bif\b|\breturn\b|\bdef\b|\bassert\b|\(.*\)\s*$", line))
 
 
 def _high_entropy_ok(value: str, text: str, start: int) -> bool:
@@ -126,6 +177,10 @@ def _high_entropy_ok(value: str, text: str, start: int) -> bool:
         return False
     if "/" in value and value.count("/") >= 2 and re.search(r"/[a-z]{3,}[./]", value):
         return False  # a path
+    if text[max(0, start - 24):start].rstrip().endswith(_PUBLIC_KEY_TYPES):
+        return False  # an ssh public key's body: public by definition
+    if _looks_like_identifier(value):
+        return False
     digits = sum(c.isdigit() for c in value)
     uppers = sum(c.isupper() for c in value)
     lowers = sum(c.islower() for c in value)
@@ -135,6 +190,33 @@ def _high_entropy_ok(value: str, text: str, start: int) -> bool:
     if all(p.isalpha() or p.isdigit() or len(p) <= 3 for p in _PARTS.split(value)):
         return False
     return shannon_entropy(value) >= 4.0
+
+
+_PUBLIC_KEY_TYPES = ("ssh-rsa", "ssh-ed25519", "ssh-dss", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
+                     "ecdsa-sha2-nistp521", "sk-ssh-ed25519@openssh.com")
+_HUMPS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+def _looks_like_identifier(value: str) -> bool:
+    """CamelCase made of words (``AbstractSingletonProxyFactoryBean2TransactionInterceptorV3``): nearly every
+    letter sits in a hump of 4+ letters, where a random token's humps are 1-3 characters long."""
+    humps = _HUMPS.findall(value)
+    letters = sum(len(h) for h in humps if not h.isdigit())
+    long_humps = sum(len(h) for h in humps if not h.isdigit() and len(h) >= 4)
+    return letters >= 16 and long_humps >= 0.85 * letters and sum(c.isdigit() for c in value) <= 4
+
+
+def _base64_holds_a_secret(value: str, text: str, start: int) -> bool:
+    """A long base64 value (a Kubernetes secret's ``data``) that decodes to a private key or a credentials file."""
+    import base64
+    import binascii
+
+    try:
+        decoded = base64.b64decode(value[: len(value) - len(value) % 4], validate=False)[:8192]
+    except (binascii.Error, ValueError):
+        return False
+    return any(marker in decoded for marker in (b"PRIVATE KEY", b'"private_key"', b'"client_secret"',
+                                                 b'"password"', b"aws_secret_access_key"))
 
 
 def _jwt_ok(value: str, text: str, start: int) -> bool:
@@ -149,6 +231,11 @@ _SECRET_NAME = (
     r"(?:SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|PWD|API_?KEY|ACCESS_?KEY|AUTH_?KEY|"
     r"PRIVATE_?KEY|CLIENT_?SECRET|CREDENTIALS?|SESSION_?KEY|SIGNING_?KEY|ENCRYPTION_?KEY|DSN)[A-Za-z0-9_]*"
 )
+
+# The same names as HTTP headers and CLI-style keys: X-Api-Key, api-key, access-token.
+_DASHED_SECRET_NAME = _SECRET_NAME.replace("_?", "[_-]?").replace("A-Za-z0-9_]", "A-Za-z0-9_-]")
+_LOWER_SECRET_NAME = r"(?:password|passwd|pass|pwd|secret|token|api[_-]?key|access[_-]?token|auth[_-]?token|" \
+    r"client[_-]?secret|private[_-]?key)"
 
 SECRET_PATTERNS: list[SecretPattern] = [
     SecretPattern("private_key_block", "PRIVATE_KEY", re.compile(
@@ -217,11 +304,61 @@ SECRET_PATTERNS: list[SecretPattern] = [
     # code / JSON / YAML with a quoted literal: api_key = "value", "password": "value", token: 'value'
     SecretPattern("quoted_assignment", "SECRET", re.compile(
         r"(?i)" + _SECRET_NAME + r"\\?[\"']?\s*(?::=|=>|[:=])\s*\\?[\"']([^\"'\s\\]{4,})\\?[\"']"),
-        group=1, validator=_is_literal_secret_value, priority=59, triggers=_KEYWORD_TRIGGERS, ci_triggers=True),
+        group=1, validator=_is_quoted_secret_value, priority=59, triggers=_KEYWORD_TRIGGERS, ci_triggers=True),
     # YAML / headers with an unquoted value: password: hunter2!, X-Api-Key: abc123...
     SecretPattern("unquoted_assignment", "SECRET", re.compile(
-        r"(?i)" + _SECRET_NAME.replace("_", "_-") + r"\s*:\s+([^\s\"'`,;()\[\]{}<>\\]{4,})(?=$|[\s,;\\])",
+        r"(?i)" + _DASHED_SECRET_NAME + r"\s*:\s+([^\s\"'`,;()\[\]{}<>\\]{4,})(?=$|[\s,;\\'\"])",
         re.MULTILINE), group=1, validator=_is_unquoted_code_value, priority=58, triggers=_KEYWORD_TRIGGERS, ci_triggers=True),
+    # a quoted value with spaces: DB_PASSWORD="correct horse battery staple" (the unquoted rule stops at a space)
+    SecretPattern("env_assignment_quoted", "SECRET", re.compile(
+        _SECRET_NAME.replace("A-Za-z0-9_", "A-Z0-9_") + r"=\\?([\"'])([^\"'\n]{4,256} [^\"'\n]*)\\?\1"), group=2,
+        validator=_is_literal_secret_value, priority=61, triggers=("SECRET", "TOKEN", "PASS", "PWD", "KEY")),
+    # lower-case and dotted keys with an unquoted value: db_password=..., spring.datasource.password=...,
+    # --from-literal=password=..., api_key=... in a query or form body; INI ``password = value``
+    SecretPattern("lower_assignment", "SECRET", re.compile(
+        r"(?i)(?<![A-Za-z0-9])(?:[a-z0-9]+[._-])*" + _LOWER_SECRET_NAME +
+        r"(?:[ \t]*=[ \t]*(?=[^\s=])|=)([^\s\"'`;&|<>]{4,256})", re.MULTILINE), group=1,
+        validator=lambda v, t, s: _is_unquoted_code_value(v, t, s) and not _is_code_line(t, s),
+        priority=57, triggers=("pass", "pwd", "secret", "token", "key"), ci_triggers=True),
+    # command-line flags: --password=..., --password ..., --token ..., --api-key ...
+    SecretPattern("secret_flag", "SECRET", re.compile(
+        r"(?i)(?<![\w-])--(?:[a-z]+-)*(?:password|passwd|pass|token|api-key|apikey|secret|client-secret|auth-token)"
+        r"(?:=|[ \t]+)(['\"]?)([^\s'\"]{4,256})\1"), group=2,
+        validator=_is_literal_secret_value, priority=72, triggers=("--",)),
+    # tools that take a password as a short option: mysql -pSECRET, docker login -p SECRET, sshpass -p SECRET
+    SecretPattern("password_short_option", "PASSWORD", re.compile(
+        r"\b(?:mysql|mysqldump|mysqladmin|mariadb|docker\s+login|podman\s+login|sshpass|helm\s+registry\s+login)"
+        r"\b[^\n|;&]*?\s-p(?:[ \t]+)?(['\"]?)([^\s'\"-][^\s'\"]{2,255})\1(?=\s|$)"), group=2,
+        validator=_is_literal_secret_value, priority=72, triggers=("-p",)),
+    # curl -u user:password / --user user:password (also Twilio's ACxxx:authtoken)
+    SecretPattern("curl_user_password", "PASSWORD", re.compile(
+        r"(?:\s-u|--user)(?:=|[ \t]+)(['\"]?)[^\s:'\"]{1,128}:([^\s'\"]{3,256})\1"), group=2,
+        validator=lambda v, t, s: not PLACEHOLDER_RE.fullmatch(v) and not v.startswith("$"),
+        priority=76, triggers=("-u", "--user")),
+    # Authorization: Token <key> (Django REST framework), Basic <base64>, ApiKey <key>
+    SecretPattern("authorization_scheme", "TOKEN", re.compile(
+        r"(?i)\bauthorization\\?[\"']?\s*[:=]\s*\\?[\"']?(?:token|basic|digest|apikey|api-key|key|sso-key)\s+"
+        r"([A-Za-z0-9_\-.=+/:]{8,})"), group=1,
+        validator=lambda v, t, s: not PLACEHOLDER_RE.search(v) and not _PLACEHOLDER_VALUES.match(v),
+        priority=71, triggers=("authorization",), ci_triggers=True),
+    # <password>...</password> (Maven settings.xml, .NET configs)
+    SecretPattern("xml_secret_element", "SECRET", re.compile(
+        r"(?i)<(password|passwd|secret|token|api[_-]?key|client[_-]?secret|private[_-]?key|passphrase)>"
+        r"\s*([^<\s][^<]{2,255}?)\s*</\1>"), group=2, validator=_is_literal_secret_value, priority=66,
+        triggers=("</",)),
+    # a password piped into a registry login: echo 'SECRET' | docker login --password-stdin
+    SecretPattern("password_stdin", "PASSWORD", re.compile(
+        r"\b(?:echo|printf)\s+(['\"]?)([^\s'\"|]{4,256})\1\s*\|\s*(?:docker|podman|helm|oras|skopeo)\s+"
+        r"(?:registry\s+)?login\b[^\n]*--password-stdin"), group=2, validator=_is_literal_secret_value,
+        priority=72, triggers=("--password-stdin",)),
+    # .netrc: machine host login user password SECRET
+    SecretPattern("netrc_password", "PASSWORD", re.compile(
+        r"(?i)\bmachine\s+\S+(?:\s+login\s+\S+)?\s+password\s+(\S{3,256})"), group=1, priority=72,
+        validator=lambda v, t, s: not PLACEHOLDER_RE.fullmatch(v), triggers=("machine",)),
+    # base64 past the entropy rule's length: a Kubernetes secret's data holding a key or a credentials file
+    SecretPattern("base64_secret_blob", "PRIVATE_KEY", re.compile(
+        r"(?<![A-Za-z0-9+/])(?:LS0tLS1CRUdJT|ewog|eyJ|W2RlZmF1bHRd)[A-Za-z0-9+/]{60,}={0,2}(?![A-Za-z0-9+/=])"),
+        validator=_base64_holds_a_secret, priority=95, triggers=("LS0tLS1CRUdJT", "ewog", "eyJ", "W2RlZmF1bHRd")),
     SecretPattern("high_entropy_token", "TOKEN", re.compile(
         r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{24,512}={0,2}(?![A-Za-z0-9+/_\-])"),
         validator=_high_entropy_ok, priority=10),

@@ -86,8 +86,8 @@ def accept_presidio(entity: str, value: str, score: float, text: str, start: int
     if entity == "IP_ADDRESS":
         if _VERSION_BEFORE.search(before) or re.match(r"^\.?\d", after) or re.match(r"^[A-Za-z]", after[:1]):
             return False
-        if before[-1:].isalnum() or before.endswith("."):
-            return False
+        if before[-1:].isalnum() or before.endswith(".") or (before.endswith("/") and not before.endswith("//")):
+            return False  # part of a longer token; after one slash a version (Chrome/120.0.0.0), not a host
         try:
             ip = ipaddress.ip_network(value.split("%")[0], strict=False).network_address
         except ValueError:
@@ -187,18 +187,26 @@ def tokens_touched(text: str, findings: Sequence[Finding]) -> tuple[int, int]:
 
 
 class PlaceholderMap(BaseModel):
-    """``(label, value) -> <LABEL_n>`` for one session, so one address is ``<EMAIL_1>`` everywhere."""
+    """``(label, value) -> <LABEL_n>`` for one session, so one address is ``<EMAIL_1>`` everywhere.
+
+    A value two detectors name differently (a token after ``export API_TOKEN=`` and after ``Bearer``) keeps the
+    placeholder it got first: one secret is one placeholder in the whole session."""
 
     mapping: dict[str, str] = Field(default_factory=dict)
     counters: dict[str, int] = Field(default_factory=dict)
+    by_value: dict[str, str] = Field(default_factory=dict)
 
     def placeholder(self, entity: str, value: str) -> str:
         label = _label(entity)
         key = f"{label}\x00{value}"
         if key not in self.mapping:
+            if value in self.by_value:
+                self.mapping[key] = self.by_value[value]
+                return self.mapping[key]
             n = self.counters.get(label, 0) + 1
             self.counters[label] = n
             self.mapping[key] = f"<{label}_{n}>"
+            self.by_value[value] = self.mapping[key]
         return self.mapping[key]
 
 
@@ -224,6 +232,13 @@ class SessionRedaction(BaseModel):
     distinct_values: int = 0
 
 
+def _distinctive(value: str) -> bool:
+    """A secret value worth replacing wherever it recurs: long, and not a word (``postgres`` as a password would
+    otherwise take every ``sudo -u postgres`` with it)."""
+    return len(value) >= 8 and (len(value) >= 16 or (bool(re.search(r"\d", value))
+                                                       and bool(re.search(r"[A-Za-z]", value))))
+
+
 def mask(value: str) -> str:
     return value[:3] + "..." + f"({len(value)} chars)" if len(value) > 6 else "***"
 
@@ -246,6 +261,11 @@ class Redactor:
         for p in self.patterns:
             for t in p.triggers:
                 self._by_trigger.setdefault((p.ci_triggers, t), []).append(p)
+        # The scan finds one trigger per position, the longest ("key=" hides "key"): a trigger also stands for
+        # every trigger inside it, or ``api_key="..."`` would never reach the detectors keyed on "key".
+        keys = list(self._by_trigger)
+        self._by_trigger = {(ci, t): list({p.name: p for (c2, u) in keys if c2 == ci and u in t
+                                           for p in self._by_trigger[(c2, u)]}.values()) for ci, t in keys}
         cs = sorted({t for ci, t in self._by_trigger if not ci}, key=len, reverse=True)
         ci = sorted({t for c, t in self._by_trigger if c}, key=len, reverse=True)
         self._cs_re = re.compile("|".join(map(re.escape, cs))) if cs else None
@@ -371,19 +391,42 @@ class Redactor:
 
     def _redact_json_text(self, text: str, placeholders: PlaceholderMap,
                           extra: Sequence[SecretPattern]) -> tuple[str, list[Finding]]:
-        """Tool inputs are JSON text: redact them as text, but never hand back broken JSON."""
+        """Tool inputs are JSON text: redact them as text, but never hand back broken JSON.
+
+        Then the string values once more, decoded: in the text a value at the start of a line of a written file
+        sits against its escape (``\\n4539...``, ``\\nAKIA...``), where no word boundary is seen.
+        """
         new, findings = self.redact_text(text, placeholders, extra)
-        if not findings:
+        if not findings and "\\" not in text:
             return new, findings
         try:
             json.loads(text)
         except ValueError:
             return new, findings
         try:
-            json.loads(new)
-            return new, findings
+            parsed = json.loads(new)
         except ValueError:
-            pass
+            parsed = None
+        if parsed is not None:
+            if "\\" not in new:
+                return new, findings
+            leaf_findings: list[Finding] = []
+
+            def leaves(value: Any) -> Any:
+                if isinstance(value, str):
+                    red, fs = self.redact_text(value, placeholders, extra)
+                    leaf_findings.extend(fs)
+                    return red
+                if isinstance(value, list):
+                    return [leaves(v) for v in value]
+                if isinstance(value, dict):
+                    return {k: leaves(v) for k, v in value.items()}
+                return value
+
+            walked = leaves(parsed)
+            if not leaf_findings:
+                return new, findings
+            return json.dumps(walked, ensure_ascii=False), findings + leaf_findings
         all_findings: list[Finding] = []
 
         def walk(value: Any) -> Any:
@@ -411,9 +454,49 @@ class Redactor:
         return username_patterns(names)
 
     def redact_session(self, session: Session) -> tuple[Session, SessionRedaction]:
-        """Every text field of the session redacted with one placeholder map."""
+        """Every text field of the session redacted with one placeholder map.
+
+        A secret found once is a secret everywhere: the secret values the detectors found are then replaced where
+        no detector saw them (a password from ``DB_PASSWORD=`` echoed bare in a later output, a short token after
+        ``Bearer``), with the same placeholder: one literal scan of the redacted fields, not a second redaction.
+        """
         placeholders = PlaceholderMap()
-        extra = self.session_patterns(session)
+        redacted, report = self._redact_fields(session, placeholders, self.session_patterns(session))
+        secret_labels = {_label(e) for e in SECRET_ENTITIES}
+        known = sorted({v for v, holder in placeholders.by_value.items()
+                        if holder[1:].rsplit("_", 1)[0] in secret_labels and _distinctive(v)}, key=len, reverse=True)
+        if not known:
+            return redacted, report
+        pattern = re.compile("(?<![A-Za-z0-9_])(?:" + "|".join(map(re.escape, known)) + ")(?![A-Za-z0-9_])")
+        counts = Counter(report.by_entity)
+
+        def again(value: Any) -> Any:
+            if isinstance(value, str):
+                new, n = pattern.subn(lambda m: placeholders.by_value[m.group(0)], value)
+                if n:
+                    counts.update({"SECRET": n})
+                return new
+            if isinstance(value, list):
+                return [again(v) for v in value]
+            if isinstance(value, dict):
+                return {k: again(v) for k, v in value.items()}
+            return value
+
+        data = redacted.model_dump()
+        for key in ("source_path", "repo_path", "repo_remote", "cwd", "git_branch", "extra"):
+            data[key] = again(data[key])
+        for prompt in data["prompts"]:
+            prompt["text"] = again(prompt["text"])
+        for step in data["steps"]:
+            for key in ("input", "command", "output", "cwd"):
+                step[key] = again(step[key])
+        if counts == Counter(report.by_entity):
+            return redacted, report
+        report.by_entity = dict(counts)
+        return Session.model_validate(data), report
+
+    def _redact_fields(self, session: Session, placeholders: PlaceholderMap,
+                       extra: Sequence[SecretPattern]) -> tuple[Session, SessionRedaction]:
         report = SessionRedaction(session_id=session.session_id)
         counts: Counter[str] = Counter()
 
@@ -438,6 +521,7 @@ class Redactor:
             step["command"] = red(step["command"])
             step["output"] = red(step["output"]) or ""
             step["cwd"] = red(step["cwd"])
+
         def red_any(value: Any) -> Any:  # adapter extras (e.g. conversation summaries) are text too
             if isinstance(value, str):
                 return red(value)
