@@ -199,3 +199,16 @@ def test_provider_path_the_setup_did_not_write_fails_the_setup(sandbox_image: st
     result = gate_bundle(announced, sandbox_image)
     assert result.reason == SETUP_FAILED
     assert "provider program /opt/desk/orders was not written by the setup" in result.detail, result.detail
+
+
+def test_a_windows_written_check_and_a_start_folder_the_setup_never_made_are_admitted(sandbox_image: str) -> None:
+    """Found by a probe of scenarios written elsewhere: a CRLF check failed the reference (``count.txt\\r: No such
+    file``) and a workdir no setup created failed the engine's chdir as a 'sandbox error' (retried, then lost)."""
+    crlf = bundle(id="gate-crlf", check=COUNT["check"].replace(" && ", "\r\n") + "\r\n",
+                  setup=[c + "\r\n" for c in COUNT["setup"]])
+    assert "\r" not in crlf.check and not any("\r" in c for c in crlf.setup)
+    assert gate_bundle(crlf, sandbox_image).reason == "admitted"
+    elsewhere = bundle(id="gate-workdir", workdir="/srv/project", reference=["wc -l < ~/data/words.txt > ~/count.txt",
+                                                                           "pwd > /tmp/where"])
+    result = gate_bundle(elsewhere, sandbox_image)
+    assert result.reason == "admitted", result.detail

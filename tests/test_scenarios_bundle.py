@@ -296,3 +296,32 @@ def test_sandbox_spec_runs_a_provider_path_and_checks_the_setup_wrote_it() -> No
                         "provider": {"name": "orders", "script": "/usr/local/bin/orders"}})
     kwargs = spec_kwargs(own, None)
     assert "/usr/local/bin/orders" not in kwargs["files"] and len(kwargs["setup"]) == 2
+
+
+def test_scenarios_written_elsewhere_import_and_what_is_wrong_is_still_refused(tmp_path: Path) -> None:
+    """Another author's habits are read (extra fields, nulls, ids and categories in another style, a UTF-16 file);
+    what cannot work (a '..' or NUL in a path, a NUL in a command, an id that is a path, a 50 MB non-JSON file fed
+    to the YAML reader) is refused with its reason at load, never at the gate as a 'sandbox error'."""
+    def put(name: str, data: object, encoding: str = "utf-8") -> None:
+        (tmp_path / name).write_text(json.dumps(data, ensure_ascii=False), encoding=encoding)
+
+    put("extra.json", {**GOOD, "id": "Extract-Logs 01", "author": "kim", "tags": ["x"], "files": None,
+                       "workdir": None, "category": "Files & Permissions"})
+    put("accents.json", {**GOOD, "id": "journaux-été", "category": "réseau-hors-ligne"})
+    put("utf16.json", {**GOOD, "id": "wide"}, encoding="utf-16")
+    put("dotdot.json", {**GOOD, "id": "dotdot", "files": {"/home/operator/a/../b.txt": "x"}})
+    put("nul.json", {**GOOD, "id": "nul", "reference": ["echo a\u0000b > ~/done.txt"]})
+    put("path-id.json", {**GOOD, "id": "../../etc/passwd"})
+    (tmp_path / "big.log").write_text("Jan 12 03:14:15 web01 sshd[2211]: accepted\n" * 60_000)
+    bundles, errors = import_shell_tasks([tmp_path])
+    got = {b.id: b for b in bundles}
+    assert sorted(got) == ["extract-logs-01", "journaux-ete", "wide"]
+    assert got["extract-logs-01"].category == "files-permissions" and got["journaux-ete"].category == "reseau-hors-ligne"
+    assert got["extract-logs-01"].source == "import:extra.json [fields set aside: author, tags]"
+    reasons = {e.source.rsplit("/", 1)[-1]: e.reason for e in errors}
+    assert "must not hold '..' or a NUL byte" in reasons["dotdot.json"]
+    assert "a command holds a NUL byte" in reasons["nul.json"]
+    assert "id '../../etc/passwd' must match" in reasons["path-id.json"]
+    assert "as YAML it is read only up to 2 MB" in reasons["big.log"]
+    with pytest.raises(ValueError, match="Extra inputs are not permitted"):  # the pack and teachers stay strict
+        parse_bundle({**GOOD, "author": "kim"})

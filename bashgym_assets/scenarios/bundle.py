@@ -25,10 +25,12 @@ keys. A file or record that is neither is quarantined with the reason; the other
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import posixpath
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +38,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+MAX_YAML_CHARS = 2 << 20
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,95}$")
 PROVIDER_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 # A provider given as the path of a program the setup writes: one token, absolute or ./relative, not a folder.
@@ -106,6 +109,28 @@ class ScenarioBundle(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _unix_line_endings(cls, data: Any) -> Any:
+        """Scripts written on Windows: bash reads ``\\r`` as part of a word (``done.txt\\r: No such file``), so a
+        CRLF check fails the reference for no fault of the task. ``files`` contents are data and stay as given."""
+        if not isinstance(data, dict):
+            return data
+        fixed = dict(data)
+        if isinstance(fixed.get("check"), str):
+            fixed["check"] = fixed["check"].replace("\r\n", "\n")
+        for key in ("setup", "reference"):
+            if isinstance(fixed.get(key), list):
+                fixed[key] = [c.replace("\r\n", "\n") if isinstance(c, str) else c for c in fixed[key]]
+        return fixed
+
+    @field_validator("setup", "reference")
+    @classmethod
+    def _no_nul_in_commands(cls, value: list[str]) -> list[str]:
+        if any("\0" in cmd for cmd in value):
+            raise ValueError("a command holds a NUL byte, which no shell command line can carry")
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
     def _announced_task_defaults_to_announcement(cls, data: Any) -> Any:
         """Announced mode: the operator reads the announcement, so an empty task is the announcement (one rule
         for files and teacher replies alike)."""
@@ -133,10 +158,11 @@ class ScenarioBundle(BaseModel):
     @field_validator("category")
     @classmethod
     def _category_slug(cls, value: str) -> str:
-        value = value.strip().lower()
-        if not re.match(r"^[a-z][a-z0-9_-]*$", value):
-            raise ValueError(f"category {value!r} must be a lower-case slug")
-        return value
+        slug = slugify(value, keep="_-")
+        if not slug or not slug[0].isalpha():
+            raise ValueError(f"category {value!r} must name a category (letters first; it becomes a lower-case "
+                             "slug: 'Files & Permissions' is files-permissions)")
+        return slug
 
     @field_validator("reference")
     @classmethod
@@ -151,6 +177,8 @@ class ScenarioBundle(BaseModel):
         for path in value:
             if not path.startswith("/"):
                 raise ValueError(f"files key {path!r} must be an absolute path")
+            if "\0" in path or ".." in path.split("/"):  # what the sandbox refuses is refused here, at load
+                raise ValueError(f"files key {path!r} must not hold '..' or a NUL byte")
         return value
 
     @field_validator("workdir")
@@ -209,6 +237,12 @@ class ScenarioBundle(BaseModel):
         if self.provider is None or not self.provider.is_path:
             return None
         return posixpath.normpath(posixpath.join(self.start_dir, self.provider.script))
+
+
+def slugify(value: str, keep: str = "._-") -> str:
+    """Lower-case ASCII slug: accents folded (``été`` is ``ete``), runs of anything else one ``-``."""
+    folded = unicodedata.normalize("NFKD", value).encode("ascii", "ignore").decode().lower()
+    return re.sub(rf"[^a-z0-9{re.escape(keep)}]+", "-", folded).strip("-._")
 
 
 class BundleError(BaseModel):
@@ -295,6 +329,13 @@ def _one_line(exc: BaseException) -> str:
 def read_text_file(path: Path) -> str:
     """A file's text; binary or non-UTF-8 content is a ValueError (quarantined), never a crash."""
     data = path.read_bytes()
+    for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                       (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(bom):  # a Windows editor's "Unicode": text, with NUL bytes in every character
+            try:
+                return data.decode(codec)
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"not {codec.upper()} text despite its byte-order mark: {exc}") from exc
     if b"\x00" in data:
         raise ValueError("not a text file (binary content)")
     try:
@@ -327,6 +368,9 @@ def parse_documents(text: str, locator: str) -> list[tuple[str, Any]]:
                 except json.JSONDecodeError as exc:
                     out.append((f"{locator}:{n}", ValueError(f"not valid JSON: {exc}")))
             return out
+    if len(text) > MAX_YAML_CHARS:  # the pure-Python YAML reader takes minutes and GBs on a big log file
+        return [(locator, ValueError(f"not valid JSON ({json_error}); as YAML it is read only up to "
+                                     f"{MAX_YAML_CHARS >> 20} MB and this file holds {len(text) / 2**20:.1f} MB"))]
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
@@ -395,18 +439,34 @@ def record_to_bundle(record: Any, source: str, default_id: str | None = None) ->
         raise ValueError(f"a scenario is a mapping (JSON object / YAML mapping), got {_describe(record)}")
     if record_layout(record) == SHELL_TASKS_LAYOUT:
         return shell_task_to_bundle(record, source=source)
-    data = dict(record)
+    # Written elsewhere: an optional field given as null is left out, fields of other tools (author, tags,
+    # license) are set aside and named in the source, and an id in another style (Extract-Logs-01, an accent,
+    # a space) becomes this repository's slug. What is wrong (a missing check, a bad type) is still refused.
+    data = {k: v for k, v in record.items() if not (v is None and k in _OPTIONAL_FIELDS)}
+    unknown = sorted(str(k) for k in data if k not in ScenarioBundle.model_fields)
+    for key in unknown:
+        data.pop(key)
     given = data.get("source")
     data["source"] = f"{source} ({given})" if isinstance(given, str) and given and given != source else source
+    if unknown:
+        data["source"] += f" [fields set aside: {', '.join(unknown)}]"
+    if (isinstance(data.get("id"), str) and data["id"] and not ID_RE.match(data["id"])
+            and not re.search(r"[/\\]|\.\.", data["id"])):  # a path in an id is refused, not folded away
+        slug = slugify(data["id"])[:96].rstrip("-._")
+        if slug and ID_RE.match(slug):
+            data["id"] = slug
     if default_id and not data.get("id"):
         data["id"] = default_id
     return parse_bundle(data)
 
 
+_OPTIONAL_FIELDS = frozenset({"id", "setup", "files", "user", "workdir", "announcement", "provider", "source"})
+
+
 def _default_id(rel: str) -> str | None:
     """The id a lone bundle without one takes from its file name (as ``load_bundle`` does), made id-safe."""
     stem = rel.rsplit(".", 1)[0] if "." in posixpath.basename(rel) else rel
-    slug = re.sub(r"[^a-z0-9._-]+", "-", stem.lower()).strip("-._")[:96]
+    slug = slugify(stem)[:96].rstrip("-._")
     return slug if slug and ID_RE.match(slug) else None
 
 
