@@ -201,9 +201,10 @@ def test_provider_path_the_setup_did_not_write_fails_the_setup(sandbox_image: st
     assert "provider program /opt/desk/orders was not written by the setup" in result.detail, result.detail
 
 
-def test_a_windows_written_check_and_a_start_folder_the_setup_never_made_are_admitted(sandbox_image: str) -> None:
+def test_a_windows_written_check_is_admitted_and_a_missing_workdir_is_the_setups_fault(sandbox_image: str) -> None:
     """Found by a probe of scenarios written elsewhere: a CRLF check failed the reference (``count.txt\\r: No such
-    file``) and a workdir no setup created failed the engine's chdir as a 'sandbox error' (retried, then lost)."""
+    file``), and a workdir no setup created failed the engine's chdir as a 'sandbox error' (retried as the
+    engine's fault, then lost without a reason the author could act on)."""
     crlf = bundle(id="gate-crlf", check=COUNT["check"].replace(" && ", "\r\n") + "\r\n",
                   setup=[c + "\r\n" for c in COUNT["setup"]])
     assert "\r" not in crlf.check and not any("\r" in c for c in crlf.setup)
@@ -211,4 +212,7 @@ def test_a_windows_written_check_and_a_start_folder_the_setup_never_made_are_adm
     elsewhere = bundle(id="gate-workdir", workdir="/srv/project", reference=["wc -l < ~/data/words.txt > ~/count.txt",
                                                                            "pwd > /tmp/where"])
     result = gate_bundle(elsewhere, sandbox_image)
-    assert result.reason == "admitted", result.detail
+    assert result.reason == SETUP_FAILED and "workdir /srv/project does not exist after the setup" in result.detail
+    made = bundle(id="gate-workdir-made", workdir="/srv/project", setup=[*COUNT["setup"], "install -d -o operator "
+                                                                                         "/srv/project"])
+    assert gate_bundle(made, sandbox_image).reason == "admitted"

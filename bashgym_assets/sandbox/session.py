@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import re
 import secrets
-import shlex
 import time
 from typing import TYPE_CHECKING
 
@@ -176,12 +175,6 @@ class SandboxSession:
                "LANG": "C.UTF-8", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat",
                "PS1": "", "PS2": "", **spec.env}
         cid = box._require_running()
-        if spec.workdir and spec.workdir != home:
-            # as docker's WORKDIR does: a start folder the setup did not make is made (owned by the user), so the
-            # shell starts there instead of the engine failing to chdir, which says nothing about the scenario
-            owner = "root" if spec.user == "root" else "operator"
-            box.run_as_root(f"[ -d {shlex.quote(spec.workdir)} ] || install -d -o {owner} -g {owner} "
-                            f"{shlex.quote(spec.workdir)}", timeout_s=15.0)
         self.started = time.monotonic()
         self.deadline = self.started + spec.episode_timeout_s
         self._stream = ExecStream(box.api, cid, ["bash", "--norc", "--noprofile", "--noediting", "-i"],

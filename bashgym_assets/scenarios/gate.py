@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -260,6 +261,11 @@ def _gate_once(bundle: ScenarioBundle, image: str | None, limits: GateLimits) ->
             if not setup.ok:
                 reason, detail = SETUP_FAILED, _tail(setup.error or "setup failed")
                 infrastructure = setup.infrastructure_error
+            elif bundle.workdir and box.run_as_root(f"test -d {shlex.quote(bundle.workdir)}",
+                                                    timeout_s=15.0).exit_code != 0:
+                # the scenario's fault, said as such: the engine's "chdir to cwd failed" reads like a sandbox error
+                reason, detail = SETUP_FAILED, (f"workdir {bundle.workdir} does not exist after the setup, so the "
+                                                "operator's shell cannot start there: create it in the setup")
             else:
                 before = box.run_check(bundle.check, timeout_s=limits.check_timeout_s)
                 if before.exit_code == 0 and not before.timed_out:
