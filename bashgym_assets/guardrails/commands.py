@@ -18,6 +18,7 @@ written to disk and run later, destructive SQL or git commands, ...).
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 from collections.abc import Callable, Iterable
@@ -27,8 +28,11 @@ from bashgym_assets.guardrails.models import BLOCK, WARN, Finding, Severity, Ver
 from bashgym_assets.guardrails.shell import Command, Parsed, Word, is_assignment, parse, upstream
 
 MAX_CHARS = 200_000
-MAX_DEPTH = 4
-MAX_COMMANDS = 2_000
+MAX_DEPTH = 8            # code run by code (bash -c, eval, $(...)) followed this deep; deeper is not judged, blocked
+MAX_COMMANDS = 2_000     # commands of one text judged; more is not judged, blocked
+MAX_FINDINGS = 500       # a text repeating one bad command: enough evidence, and the dedup stays cheap
+MAX_FUNC_BODY = 1_024    # a fork bomb is short: an unclosed function's "body" is not the rest of a 200 KB line
+MAX_FUNC_DEFS = 256      # function definitions looked at per text (a babbling model repeats one thousands of times)
 MAX_PIPELINE = 64  # commands of one pipeline compared pairwise
 
 
@@ -53,6 +57,9 @@ RULES: dict[str, Rule] = {r.id: r for r in [
     Rule("disk_write_device", BLOCK, "writing a block device or kernel memory (dd of=, mkfs, wipefs, shred, "
                                      "blkdiscard, redirection or tee/cp onto /dev/sd*, /dev/nvme*, ...)"),
     Rule("disk_partition", WARN, "partitioning a block device (fdisk, sfdisk, parted, gdisk)"),
+    Rule("too_complex_to_judge", BLOCK, "code nested deeper than 8 levels (bash -c, eval, $(...), ssh ...) or more "
+                                        "than 2,000 commands in one text: what it runs cannot be judged, so it is "
+                                        "neither learned nor run"),
     Rule("fork_bomb", BLOCK, "a function that calls itself through a pipe or in the background (:(){ :|:& };:), "
                              "or an interpreter forking in a loop"),
     Rule("remote_code_exec", BLOCK, "downloaded content run as code: curl/wget/nc ... | sh (bash, python, perl...), "
@@ -150,10 +157,14 @@ _REMOTE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9._-]*:(?!//)|^
 _VAR_TARGET = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)(:?[-=?+][^}]*)?\}?(/.*)?$")
 _OCTAL = re.compile(r"^[0-7]{1,4}$")
 _SYMBOLIC = re.compile(r"^(?:[ugoa]*(?:[-+=](?:[rwxXst]*|[ugo]))+)(?:,[ugoa]*(?:[-+=](?:[rwxXst]*|[ugo]))+)*$")
-_FORK_LOOP = re.compile(r"(?s)\b(?:while|for|loop|until)\b.{0,80}\bfork\b|\bfork\b\s*(?:while|until)\b|"
-                        r"fork\(\)\s*(?:while|until)\b")
-_PY_REVSHELL = re.compile(r"(?s)(?=.*\bsocket\b)(?=.*\bconnect\b)(?=.*(?:subprocess|pty\.spawn|os\.dup2|/bin/sh|"
-                          r"/bin/bash))")
+# fork() CALLED in a loop (``while True: os.fork()``, perl's ``fork while fork``, ``while(1){fork}``), not the word
+# fork near a loop (``[k for k in dir(os) if 'fork' in k]``)
+_FORK_LOOP = re.compile(r"(?s)\b(?:while|for|loop|until)\b.{0,80}(?:\bfork\s*\(\s*\)|\bfork\s*[;}])|"
+                        r"\bfork\b\s*(?:while|until)\b|fork\(\)\s*(?:while|until)\b")
+# a socket (Python, PHP fsockopen, Ruby TCPSocket, Perl IO::Socket, Node net) AND a shell or its descriptors handed
+# over: a database health check that connects a socket and runs a subprocess is not a reverse shell
+_PY_REVSHELL = re.compile(r"(?s)(?=.*(?:\bsocket\b|fsockopen|TCPSocket|IO::Socket|\bnet\.(?:connect|Socket)\b))"
+                          r"(?=.*(?:pty\.spawn|os\.dup2|/bin/sh|/bin/bash|\bsh\s+-i\b|cmd\.exe|child_process))")
 _FUNC_DEF = re.compile(r"(?:\bfunction\s+([^\s(){}|&;<>]+)\s*(?:\(\s*\))?|(?<![^\s;&|(){}])([^\s(){}|&;<>]+)\s*\(\s*\))"
                        r"\s*\{")
 
@@ -301,6 +312,10 @@ def resolve(value: str, cwd: str | None, home: str | None) -> Target | None:
     v = value
     if not v:
         return None
+    # ${HOME:?} and ${HOME:-...} guard against an empty HOME, not against deleting it: the same target as $HOME
+    v = re.sub(r"^\$\{HOME(?::?[?][^}]*)?\}", "${HOME}", v)
+    if v.startswith("~root") and (len(v) == 5 or v[5] == "/"):
+        v = "/root" + v[5:]  # root's home is /root, not /home/root
     for prefix in ("${HOME}", "$HOME"):
         if v == prefix or v.startswith(prefix + "/"):
             v = "~" + v[len(prefix):]
@@ -372,6 +387,7 @@ class _Ctx:
         self.top = top
         self.home = home
         self.findings: list[Finding] = []
+        self.seen: set[tuple[str, int, int]] = set()
         self.parsed = True
         self.notes: list[str] = []
 
@@ -380,9 +396,9 @@ class _Ctx:
         s, e = max(0, min(s, len(self.top))), max(0, min(e, len(self.top)))
         if e < s:
             s, e = e, s
-        for f in self.findings:
-            if f.rule == rule and f.start == s and f.end == e:
-                return
+        if (rule, s, e) in self.seen or len(self.findings) >= MAX_FINDINGS:
+            return
+        self.seen.add((rule, s, e))
         r = RULES[rule]
         self.findings.append(Finding(rule=rule, severity=r.severity, start=s, end=e, match=clip(self.top[s:e]),
                                      explanation=why))
@@ -460,11 +476,33 @@ def _neutralise_placeholders(text: str) -> str:
     return _PLACEHOLDER.sub(lambda m: "X" * len(m.group()), text)
 
 
+_DEV_NET = re.compile(r"/dev/(?:tcp|udp)/")
+_SHELL_ON_FD = re.compile(r"(?:^|[\s;&|(])(?:/bin/|/usr/bin/)?(?:ba|z|k|da)?sh\b[^;&|\n]*[<>]&\s*\d|"
+                          r"\bdo\s+(?:eval\s+)?\$\w+|\bexec\s+(?:/bin/)?(?:ba)?sh\b")
+
+
+def _dev_net_shell(scope: _Scope) -> None:
+    """A descriptor opened on /dev/tcp (``exec 196<>/dev/tcp/host/port``) that a shell then reads and writes, or
+    whose lines are run (``while read l; do $l; done``): the reverse shells the per-command rules cannot see."""
+    m = _DEV_NET.search(scope.text)
+    if m and _SHELL_ON_FD.search(scope.text):
+        scope.flag("reverse_shell", 0, len(scope.text), "a shell's input and output wired to a /dev/tcp descriptor")
+
+
 def _analyse(scope: _Scope) -> None:
+    if scope.depth > MAX_DEPTH:  # silence here would let `eval eval ... rm -rf /` through
+        scope.flag("too_complex_to_judge", 0, len(scope.text), f"code nested more than {MAX_DEPTH} levels deep "
+                                                               "(bash -c, eval, $(...)): not judged")
+        return
     parsed = parse(scope.text)
     if not parsed.ok:
         scope.ctx.parsed = False
     _fork_bombs(scope, parsed)
+    if "/dev/" in scope.text:
+        _dev_net_shell(scope)
+    if len(parsed.commands) > MAX_COMMANDS:
+        scope.flag("too_complex_to_judge", parsed.commands[MAX_COMMANDS].start, len(scope.text),
+                   f"more than {MAX_COMMANDS} commands in one text: the rest is not judged")
     invs: list[tuple[Command, Inv | None]] = []
     for cmd in parsed.commands[:MAX_COMMANDS]:
         inv = unwrap(cmd) if cmd.words else None
@@ -475,8 +513,7 @@ def _analyse(scope: _Scope) -> None:
         if inv is not None and inv.name:
             _command_rules(scope, inv)
             _track_cwd(scope, inv)
-        if scope.depth < MAX_DEPTH:
-            _recurse(scope, cmd, inv)
+        _recurse(scope, cmd, inv)
     _pipeline_rules(scope, invs)
     if not parsed.ok:
         _token_scan(scope)
@@ -596,11 +633,11 @@ def _find_execs(inv: Inv) -> list[Inv]:
 # ---- fork bombs -----------------------------------------------------------------------------------------------
 def _fork_bombs(scope: _Scope, parsed: Parsed) -> None:
     masked = parsed.masked
-    for m in _FUNC_DEF.finditer(masked):
+    for m in itertools.islice(_FUNC_DEF.finditer(masked), MAX_FUNC_DEFS):
         name = m.group(1) or m.group(2)
-        close = masked.find("}", m.end())
+        close = masked.find("}", m.end(), m.end() + MAX_FUNC_BODY)
         if close < 0:
-            close = len(masked)
+            close = min(len(masked), m.end() + MAX_FUNC_BODY)
         body = masked[m.end():close]
         call = rf"(?<![^\s;&|(){{}}]){re.escape(name)}(?![^\s;&|(){{}}])"
         piped = re.search(rf"{call}\s*\|\s*{call}", body)
@@ -975,12 +1012,14 @@ def _rule_interpreter_code(scope: _Scope, inv: Inv) -> None:
                 idx = inv.args.index(w)
                 code = inv.args[idx + 1] if idx + 1 < len(inv.args) else None
                 break
-    if code is None:
+    text = code.value if code is not None else next(
+        (m.group(1) for w in inv.args if (m := re.match(r"(?s)^-e(.+)$", w.value))), None)  # ruby -e'code'
+    if text is None:
         return
-    if _FORK_LOOP.search(code.value):
+    if _FORK_LOOP.search(text):
         scope.flag_cmd("fork_bomb", inv.cmd, f"{inv.name} forks in a loop: processes multiply until the machine "
                                              "stops")
-    if _PY_REVSHELL.search(code.value):
+    if _PY_REVSHELL.search(text):
         scope.flag_cmd("reverse_shell", inv.cmd, f"{inv.name} connects a socket and runs a shell over it")
 
 
@@ -1232,6 +1271,10 @@ def _pipeline_rules(scope: _Scope, invs: list[tuple[Command, Inv | None]]) -> No
             if any(_text_downloads(s.text) for s in w.subs):
                 scope.flag_cmd("remote_code_exec", cmd, f"{inv.name} runs code fetched from the network")
                 break
+        if _reads_program_from_stdin(inv) and any(
+                red.op == "<" and red.target is not None and any(_text_downloads(sub.text) for sub in red.target.subs)
+                for red in cmd.redirects):
+            scope.flag_cmd("remote_code_exec", cmd, f"{inv.name} reads its program from a download (< <(curl ...))")
     groups: dict[int, list[tuple[Command, Inv | None]]] = {}
     for item in invs:  # only commands of one top-level pipeline can feed each other
         groups.setdefault(item[0].path[0][0] if item[0].path else -1, []).append(item)
@@ -1248,6 +1291,12 @@ def _pipeline_rules(scope: _Scope, invs: list[tuple[Command, Inv | None]]) -> No
         if ib is None or not ib.name:
             continue
         span = (min(ca.start, cb.start), max(ca.end, cb.end))
+        if ia is not None and ia.name in ("echo", "printf") and _reads_program_from_stdin(ib) and ia.args:
+            # the text echoed into a shell is the program it runs: judge it as code (echo 'rm -rf /' | sh)
+            code_words = [w for w in ia.args if not (ia.name == "echo" and re.match(r"^-[neE]+$", w.value))]
+            if code_words:
+                _analyse(scope.child(" ".join(w.value for w in code_words),
+                                     span=(code_words[0].start, code_words[-1].end)))
         if _downloads(ia) and _reads_program_from_stdin(ib):
             scope.flag("remote_code_exec", *span, f"{ia.name if ia else ''} output is run by {ib.name}: code "
                                                   "from the network runs unseen")

@@ -32,6 +32,10 @@ PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = (
         r"\b(?:forget|ignore|disregard)\s+(?:everything|all)\s+(?:you\s+(?:were|have\s+been)\s+told|"
         r"(?:said\s+)?(?:above|before|so\s+far))", _I),
      "asks the reader to drop what it was told"),
+    ("injection_ignore_previous", re.compile(
+        r"\b(?:ignore|disregard|forget)\s+(?:all\s+(?:of\s+)?)?(?:the\s+|everything\s+)?(?:above|previous|prior|"
+        r"preceding)\s*(?:[,.;:!]|$|\s+(?:and|then|instead|now)\b)", _I),
+     "asks the reader to drop what came before ('disregard the above and ...')"),
     ("injection_role_switch", re.compile(
         r"\byou\s+are\s+(?:now|no\s+longer)\s+(?:an?\s+|the\s+|in\s+)?(?:unrestricted|unfiltered|uncensored|"
         r"jailbroken|evil|rogue|DAN\b|developer\s+mode|god\s+mode|admin(?:istrator)?\s+mode|"
@@ -45,8 +49,14 @@ PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = (
      "announces new instructions for the reader"),
     ("injection_fake_system", re.compile(
         r"<\|im_start\|>|<\|im_end\|>|<\|system\|>|<\|(?:start|end)_header_id\|>|<\|eot_id\|>|\[/?INST\]|"
-        r"<</?SYS>>|<\|endoftext\|>|</?system[-_]prompt>|\bsystem\s+prompt\s*:|\n\n(?:Human|Assistant):\s", _I),
-     "chat-template control tokens or a fake system/turn marker in tool output"),
+        r"<</?SYS>>|<\|endoftext\|>|</?system[-_]prompt>|\bsystem\s+prompt\s*:|\n\n(?:Human|Assistant):\s|"
+        r"</?(?:tool_result|tool_results|tool_output|tool_response|tool_use|function_results?|function_calls?|"
+        r"antml:[a-z_]+)>", _I),
+     "chat-template control tokens, a fake system/turn marker or a fake end of the tool's result"),
+    ("injection_fake_system", re.compile(
+        r"(?:\A|\n)(?:Human|Assistant):[ \t]+\S|(?:\A|\n)[ \t]*(?:SYSTEM|System)[ \t]*:[ \t]*(?:you\s+(?:must|should|"
+        r"will|are\s+now)|ignore|disregard|run|execute|do\s+not)\b"),
+     "a line posing as a turn of the conversation (Assistant:, SYSTEM: you must ...)"),
     ("injection_directive", re.compile(
         r"\b(?-i:IMPORTANT|NOTE|ATTENTION|URGENT|WARNING|CRITICAL|SYSTEM|Important|Note|Attention)\s*[:!-]+\s*"
         r"(?:the\s+|all\s+|any\s+)?" + _AI + r"s?\b\s+(?:must|should|shall|needs?\s+to|is\s+(?:required|instructed)|"
@@ -56,6 +66,9 @@ PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = (
         r"\b(?:instructions?|message|note|notice)\s+(?:for|to)\s+(?:the\s+|any\s+|all\s+)?" + _AI + r"s?\b|"
         r"\b" + _AI + r"s?\s+(?:reading|processing|parsing|summari[sz]ing|analy[sz]ing)\s+this\b", _I),
      "text addressed to the AI reading it"),
+    ("injection_directive", re.compile(
+        r"<!--\s*(?:" + _AI + r"|agent|assistant|LLM)s?\b\s*[:,-]", _I),
+     "an HTML comment (invisible when rendered) addressed to the AI"),
     ("injection_conceal", re.compile(
         r"\b(?:do\s+not|don't|never)\s+(?:tell|inform|mention\s+(?:this\s+)?to|reveal\s+(?:this\s+)?to|show|alert|"
         r"notify|warn)\s+(?:this\s+to\s+)?(?:the\s+)?user\b|\bwithout\s+(?:telling|informing|asking|notifying)\s+"
@@ -76,12 +89,15 @@ NEEDLES: tuple[tuple[tuple[str, ...], ...], ...] = (
     (_VERBS, ("previous", "prior", "above", "earlier", "preceding", "foregoing", "original", "initial", "system",
               "developer", "existing")),
     (("forget", "ignore", "disregard"), ("everything", "all")),
+    (("forget", "ignore", "disregard"), ("above", "previous", "prior", "preceding")),
     (("you are now", "you are no longer"),),
     (("from now on", "instruction", "pretend", "act as"),),
     (("<|", "[inst]", "[/inst]", "<<sys>>", "<</sys>>", "system prompt", "system-prompt", "system_prompt",
-      "\n\nhuman:", "\n\nassistant:"),),
+      "\n\nhuman:", "\n\nassistant:", "tool_", "function_result", "function_call", "antml:"),),
+    (("human:", "assistant:", "system"),),
     (_AI_WORDS, ("important", "note", "attention", "urgent", "warning", "critical", "system")),
     (_AI_WORDS,),
+    (("<!--",),),
     (("user",), ("tell", "inform", "mention", "reveal", "show", "alert", "notify", "warn", "without")),
     (("send", "post", "upload", "exfiltrate", "forward", "leak", "email", "paste"),
      ("key", "credential", "secret", "token", "passw", ".env", "environment variable", "env var", "cookie")),
@@ -92,11 +108,40 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 # reorder what a person sees against what a model reads.
 TAGS = re.compile("[\U000E0000-\U000E007F]+")
 ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff\u180e]{3,}")
+ZW_ANY = re.compile("[\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff\u180e\u00ad]")
 BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]+")
 
 RULE_IDS = ("injection_ignore_previous", "injection_role_switch", "injection_fake_system", "injection_directive",
             "injection_conceal", "injection_exfil_request", "injection_unicode_tags", "injection_zero_width",
             "injection_bidi_control")
+
+
+def _phrases(text: str, findings: list[Finding]) -> None:
+    """The phrase rules, on ``text`` with any zero-width characters taken out (``i\u200dg\u200dn\u200do\u200dr\u200de
+    previous instructions`` reads as the phrase to a model), spans mapped back onto ``text``."""
+    index: list[int] | None = None
+    if not text.isascii() and ZW_ANY.search(text):
+        index = [i for i, ch in enumerate(text) if not ZW_ANY.match(ch)]
+        plain = "".join(text[i] for i in index)
+    else:
+        plain = text
+    low = plain.translate(_ASCII_LOWER)
+    present: dict[str, bool] = {}
+
+    def has(needle: str) -> bool:
+        if needle not in present:
+            present[needle] = needle in low
+        return present[needle]
+
+    for (rule, pattern, why), groups in zip(PATTERNS, NEEDLES, strict=True):
+        if not all(any(has(n) for n in group) for group in groups):
+            continue
+        for m in pattern.finditer(plain):
+            start, end = m.span()
+            if index is not None:
+                start, end = index[start], (index[end - 1] + 1 if end > start else index[start])
+            findings.append(Finding(rule=rule, severity=WARN, start=start, end=end, match=clip(text[start:end]),
+                                    explanation=why))
 
 
 def scan_injection(text: str | None) -> Verdict:
@@ -107,20 +152,7 @@ def scan_injection(text: str | None) -> Verdict:
         text, note = text[:MAX_CHARS], f"only the first {MAX_CHARS} characters were scanned"
     findings: list[Finding] = []
     try:
-        low = text.translate(_ASCII_LOWER)
-        present: dict[str, bool] = {}
-
-        def has(needle: str) -> bool:
-            if needle not in present:
-                present[needle] = needle in low
-            return present[needle]
-
-        for (rule, pattern, why), groups in zip(PATTERNS, NEEDLES, strict=True):
-            if not all(any(has(n) for n in group) for group in groups):
-                continue
-            for m in pattern.finditer(text):
-                findings.append(Finding(rule=rule, severity=WARN, start=m.start(), end=m.end(),
-                                        match=clip(m.group()), explanation=why))
+        _phrases(text, findings)
         if text.isascii():
             return _verdict(findings, note)
         for m in TAGS.finditer(text):

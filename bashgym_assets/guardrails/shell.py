@@ -463,6 +463,9 @@ class _Lexer:
         return n
 
 
+MAX_PATH = 64
+
+
 def parse(text: str) -> Parsed:
     """Simple commands of ``text`` with their pipeline positions; never raises on odd input."""
     lexer = _Lexer(text)
@@ -496,7 +499,9 @@ def parse(text: str) -> Parsed:
                 case_depth += 1
                 expect_pattern = True
             else:
-                cur.path = tuple((p, s) for p, s in path)
+                # pipes are compared along the first MAX_PATH levels of grouping: a line of 4,000 unclosed
+                # ``{`` (a babbling model) would otherwise copy a 4,000-deep path per command (quadratic)
+                cur.path = tuple((p, s) for p, s in path[:MAX_PATH])
                 commands.append(cur)
         cur = Command()
 
