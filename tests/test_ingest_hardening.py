@@ -590,3 +590,22 @@ def test_jsonl_of_another_agent_is_quarantined_and_stream_json_finds_its_cwd(tmp
         {"type": "result", "subtype": "success", "is_error": False, "session_id": "st"}])
     (s,) = ADAPTER.parse(stream).sessions
     assert s.cwd == CWD and [(st.command, st.output) for st in s.steps] == [("ls", "a.txt")]
+
+
+def test_workflow_subagents_nested_under_subagents_join_their_session(tmp_path: Path) -> None:
+    """``<sid>/subagents/workflows/<wf>/agent-*.jsonl`` (agents of a workflow) belong to ``<sid>.jsonl`` like
+    ``<sid>/subagents/agent-*.jsonl``; the workflow's ``journal.jsonl`` is its bookkeeping, not a session."""
+    main = _write(tmp_path / "s.jsonl", [_prompt("sweep the docs"), _call(0), _result(0)])
+    wf = tmp_path / "s" / "subagents" / "workflows" / "wf_1"
+    agent = _write(wf / "agent-ag1.jsonl", [
+        _obj("user", "w0", isSidechain=True, agentId="ag1", sessionId="s#agent-ag1",
+             message={"role": "user", "content": "sweep batch a"}),
+        _call(1, command="grep -rl TODO docs/a", isSidechain=True, agentId="ag1", sessionId="s#agent-ag1"),
+        _result(1, isSidechain=True, agentId="ag1", sessionId="s#agent-ag1")])
+    journal = _write(wf / "journal.jsonl", [{"type": "started", "key": "v2:x", "agentId": "ag1"}])
+    assert (ADAPTER.matches(main), ADAPTER.matches(agent), ADAPTER.matches(journal)) == (True, False, False)
+    outcome = ADAPTER.parse(main)
+    (s,) = outcome.sessions
+    assert [(st.command, st.sidechain, st.agent_id) for st in s.steps] == [
+        ("echo 0", False, None), ("grep -rl TODO docs/a 1", True, "ag1")]
+    assert outcome.files == [str(main), str(agent)] and not outcome.quarantine

@@ -635,6 +635,16 @@ def _dir_mtime(folder: Path) -> int:
         return 0
 
 
+def _session_of_subagents_tree(path: Path, depth: int = 4) -> Path | None:
+    """The session file ``<dir>/<sid>.jsonl`` whose ``<dir>/<sid>/subagents/`` tree holds ``path`` (None when there
+    is no such folder within ``depth`` levels, or no such session file)."""
+    for folder in list(path.parents)[:depth]:
+        if folder.name == "subagents":
+            parent = folder.parent.parent / f"{folder.parent.name}.jsonl"
+            return parent if parent.exists() else None
+    return None
+
+
 class ClaudeCodeAdapter:
     """Claude Code JSONL transcripts, 1.0.x and 2.x layouts."""
 
@@ -649,12 +659,13 @@ class ClaudeCodeAdapter:
             return False
         if _AGENT_FILE.match(path.name):
             return self._parent_of_agent(path) is None  # orphan subagent logs stand as sessions of their own
-        return True
+        # other files in a session's subagents tree (a workflow's journal.jsonl) are the agents' bookkeeping
+        return _session_of_subagents_tree(path) is None
 
     def _parent_of_agent(self, path: Path) -> Path | None:
-        if path.parent.name == "subagents":  # 2.x: <dir>/<sid>/subagents/agent-*.jsonl
-            parent = path.parent.parent.parent / f"{path.parent.parent.name}.jsonl"
-            return parent if parent.exists() else None
+        parent = _session_of_subagents_tree(path)  # 2.x: <dir>/<sid>/subagents/[workflows/<wf>/]agent-*.jsonl
+        if parent is not None:
+            return parent
         sid = peek_first(path, _SID_RE)
         parent = path.parent / f"{sid}.jsonl" if sid else None
         return parent if parent is not None and parent.exists() else None
@@ -663,7 +674,7 @@ class ClaudeCodeAdapter:
         if _AGENT_FILE.match(path.name):
             return []
         folder = path.parent / path.stem / "subagents"
-        found = sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
+        found = sorted(folder.rglob("agent-*.jsonl")) if folder.is_dir() else []  # workflows/<wf>/ nest them
         beside = _beside_agents(str(path.parent), _dir_mtime(path.parent)).get(path.stem, ())
         return found + [path.parent / name for name in beside]
 
