@@ -79,6 +79,7 @@ def test_secrets_in_published_shapes_are_redacted(redactor: Redactor, text: str,
     'client = OpenAI(api_key="sk-...")',
     "password = compute(pw2)\nif token == tok2:\n    return token",
     "API_KEY=your_api_key\nPASSWORD=my_password\nTOKEN=the-token",
+    "password = password_input\nself.token = response_token2",
     "ls -p /tmp && grep -p foo bar && mysql -p",
 ])
 def test_published_decoys_survive(redactor: Redactor, text: str) -> None:

@@ -166,6 +166,12 @@ def _is_code_line(text: str, start: int) -> bool:
     return bool(re.search(r"==|!=|\bif\b|\breturn\b|\bdef\b|\bassert\b|\(.*\)\s*$", line))
 
 
+def _is_identifier_value(value: str) -> bool:
+    """``password = password_input``, ``token = response_token2``: a variable on the right, not a secret (a secret
+    in a config line has a digit, a symbol or mixed case, and no snake_case words)."""
+    return bool(re.fullmatch(r"[a-z_][a-z0-9_]*", value)) and ("_" in value or value.isalpha())
+
+
 def _high_entropy_ok(value: str, text: str, start: int) -> bool:
     """A long token that is random enough and not a hash, UUID, base64 image or identifier."""
     if _HEX_ONLY.match(value):  # git hashes, sha256 digests, UUIDs: not secrets out of a secret context
@@ -318,7 +324,8 @@ SECRET_PATTERNS: list[SecretPattern] = [
     SecretPattern("lower_assignment", "SECRET", re.compile(
         r"(?i)(?<![A-Za-z0-9])(?:[a-z0-9]+[._-])*" + _LOWER_SECRET_NAME +
         r"(?:[ \t]*=[ \t]*(?=[^\s=])|=)([^\s\"'`;&|<>]{4,256})", re.MULTILINE), group=1,
-        validator=lambda v, t, s: _is_unquoted_code_value(v, t, s) and not _is_code_line(t, s),
+        validator=lambda v, t, s: _is_unquoted_code_value(v, t, s) and not _is_code_line(t, s)
+        and not _is_identifier_value(v),
         priority=57, triggers=("pass", "pwd", "secret", "token", "key"), ci_triggers=True),
     # command-line flags: --password=..., --password ..., --token ..., --api-key ...
     SecretPattern("secret_flag", "SECRET", re.compile(
