@@ -609,3 +609,66 @@ def test_workflow_subagents_nested_under_subagents_join_their_session(tmp_path: 
     assert [(st.command, st.sidechain, st.agent_id) for st in s.steps] == [
         ("echo 0", False, None), ("grep -rl TODO docs/a 1", True, "ag1")]
     assert outcome.files == [str(main), str(agent)] and not outcome.quarantine
+
+
+def test_hook_captures_of_two_sessions_in_one_file_stay_apart_and_results_read_right(tmp_path: Path) -> None:
+    """The hook names ``a/b`` and ``a:b`` both ``a-b.hook.jsonl``: each id keeps its own prompt and steps. And a
+    tool result's shape says how it went: ``"error": null`` is no error, ``interrupted`` is no success, an
+    ``exitCode`` of ``"2"`` or ``2.0`` counts, and output that merely starts with "Exit code 3" is content."""
+    def event(sid: str, name: str, ts: str, **fields) -> dict:
+        return {"hook_event_name": name, "session_id": sid, "cwd": CWD, "bashgym_captured_at": ts, **fields}
+
+    def bash(sid: str, ts: str, command: str, response: object, **fields) -> dict:
+        return event(sid, "PostToolUse", ts, tool_name="Bash", tool_input={"command": command},
+                     tool_response=response, **fields)
+
+    path = _write(tmp_path / "a-b.hook.jsonl", [
+        event("a/b", "UserPromptSubmit", "2026-01-01T00:00:05Z", prompt="build it"),
+        event("a:b", "UserPromptSubmit", "2026-01-01T00:00:06Z", prompt="clean up"),
+        bash("a/b", "2026-01-01T00:00:09Z", "make", {"stdout": "ok"}, error=None),
+        bash("a:b", "2026-01-01T00:00:07Z", "rm -rf build", {"stdout": "", "interrupted": True}),
+        bash("a/b", "2026-01-01T00:00:02Z", "make test", {"stdout": "", "exitCode": "2"}),
+        bash("a/b", "2026-01-01T00:00:10Z", "cat notes.txt", {"stdout": "Exit code 3 is what the tool returns"}),
+        bash("a:b", "2026-01-01T00:00:08Z", "pytest", {"stdout": "", "exitCode": 2.0}),
+    ])
+    outcome = HookCaptureAdapter().parse(path)
+    by_id = {s.session_id: s for s in outcome.sessions}
+    assert sorted(by_id) == ["a/b", "a:b"] and not outcome.quarantine
+    ab, colon = by_id["a/b"], by_id["a:b"]
+    assert [p.text for p in ab.prompts] == ["build it"] and [p.text for p in colon.prompts] == ["clean up"]
+    assert [(st.command, st.exit_code, st.success) for st in ab.steps] == [
+        ("make", 0, True), ("make test", 2, False), ("cat notes.txt", 0, True)]
+    assert [(st.command, st.success) for st in colon.steps] == [("rm -rf build", False), ("pytest", False)]
+    assert colon.steps[1].exit_code == 2
+    assert (ab.started_at.second, ab.ended_at.second) == (2, 10)  # out of order: the earliest and the latest
+
+
+def test_a_trace_document_being_rewritten_keeps_its_earlier_rows(tmp_path: Path, settings) -> None:
+    """Bash Gym's own hook rewrites its trace after every tool call: a partition run in that moment used to drop
+    the session (the unsettled file was skipped and, as it still existed, nothing carried its rows over).
+    Exit codes written as text are read only when they are numbers (``"--1"`` and ``"²"`` crashed the step)."""
+    traces = tmp_path / "traces"
+    doc = {"trace": [{"step_id": "1", "tool_name": "Bash", "command": "ls", "output": "a", "exit_code": "0",
+                      "cwd": CWD},
+                     {"step_id": "2", "tool_name": "Bash", "command": "false", "output": "", "exit_code": "--1",
+                      "cwd": CWD},
+                     {"step_id": "3", "tool_name": "Bash", "command": "true", "output": "", "exit_code": "²",
+                      "cwd": CWD}],
+           "metadata": {"session_id": "live", "task": "list it"}}
+    path = traces / "session_live.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(doc))
+    _settle(path)
+    lake = Lake(settings)
+    ingest_repo(lake, [traces], "repo-x")
+    (s,) = _roundtrip(lake)
+    assert [(st.command, st.exit_code) for st in s.steps] == [("ls", 0), ("false", None), ("true", None)]
+    assert [st.prompt_index for st in s.steps] == [0, 0, 0] and s.prompts[0].text == "list it"
+    doc["trace"].append({"step_id": "4", "tool_name": "Bash", "command": "pwd", "output": CWD, "exit_code": 0,
+                         "cwd": CWD})
+    path.write_text(json.dumps(doc))  # just rewritten: not read yet
+    ingest_repo(lake, [traces], "repo-x")
+    assert [len(s.steps) for s in _roundtrip(lake)] == [3]
+    _settle(path)
+    ingest_repo(lake, [traces], "repo-x")
+    assert [len(s.steps) for s in _roundtrip(lake)] == [4]

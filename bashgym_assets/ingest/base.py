@@ -67,6 +67,8 @@ class ParseOutcome:
     quarantine: list[QuarantineRecord] = field(default_factory=list)
     bytes_read: int = 0
     files: list[str] = field(default_factory=list)
+    #: the file is being written right now and was not read: the partition keeps what it imported before
+    unsettled: bool = False
 
 
 @runtime_checkable

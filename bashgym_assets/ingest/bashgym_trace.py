@@ -15,6 +15,7 @@ ignored, outputs of another type are kept as JSON text, and the session goes thr
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,7 @@ def _int_or_none(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) <= 400:
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]{1,400}\s*", value):  # not "--1", not "²"
         return int(value)
     return None
 
@@ -149,6 +150,7 @@ class BashGymTraceAdapter:
         quarantine = outcome.quarantine
         try:
             if not file_settled(path):
+                outcome.unsettled = True
                 return outcome  # a document being rewritten: read it once it has settled
             doc, data, repairs = self._load(path)
         except FileNotFoundError:
@@ -170,6 +172,8 @@ class BashGymTraceAdapter:
             quarantine.append(QuarantineRecord(file=str(path), adapter=self.name, snippet=snippet_of(data),
                                                reason="not a Bash Gym trace (no list of steps)"))
             return outcome
+        task = meta.get("user_prompt") or meta.get("task") or meta.get("prompt")
+        has_prompt = isinstance(task, str) and bool(task)  # steps point at the prompt only when there is one
         steps: list[Step] = []
         cwd: str | None = None
         remote: str | None = None
@@ -181,7 +185,7 @@ class BashGymTraceAdapter:
                                                    reason="step record without tool_name"))
                 continue
             try:
-                step = self._step(rec, len(steps), 0 if meta.get("user_prompt") else None)
+                step = self._step(rec, len(steps), 0 if has_prompt else None)
             except Exception as exc:  # a record shape nobody foresaw: lose that step, not the trace
                 quarantine.append(QuarantineRecord(file=str(path), line=pos, adapter=self.name,
                                                    snippet=snippet_of(_text(rec)[:800]),
@@ -197,8 +201,7 @@ class BashGymTraceAdapter:
         cwd = _str(primary.get("path")) or cwd or _str(meta.get("cwd"))
         key, repo_path, detected_remote = (repo_of or resolve_repo)(cwd)
         prompts = []
-        task = meta.get("user_prompt") or meta.get("task") or meta.get("prompt")
-        if isinstance(task, str) and task:
+        if has_prompt:
             prompts.append(trusted(Prompt, index=0, text=task, timestamp=parse_ts(meta.get("timestamp")),
                                                   kind="user"))
         times = [s.started_at for s in steps if s.started_at is not None]

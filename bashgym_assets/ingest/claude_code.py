@@ -141,6 +141,10 @@ def exit_code_of(text: str, is_error: bool, tool_use_result: Any) -> int:
             value = tool_use_result.get(key)
             if isinstance(value, int) and not isinstance(value, bool):
                 return value
+            if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:  # 2.0; not a huge int
+                return int(value)                                    # that was read back as an inexact float
+            if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d{1,20}\s*", value):
+                return int(value)
     return 1 if is_error else 0
 
 

@@ -69,6 +69,20 @@ def _id_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) and value and len(value) <= MAX_SHORT_CHARS else None
 
 
+class _HookSession:
+    """What the events of one session id in a capture file add up to."""
+
+    def __init__(self, sid: str | None) -> None:
+        self.sid = sid
+        self.steps: list[Step] = []
+        self.prompts: list[Prompt] = []
+        self.events: Counter = Counter()
+        self.task: int | None = None
+        self.cwd: str | None = None
+        self.first: Any = None
+        self.last: Any = None
+
+
 class HookCaptureAdapter:
     """What ``bashgym_assets.ingest.hook`` captured."""
 
@@ -90,75 +104,87 @@ class HookCaptureAdapter:
     def parse(self, path: Path, repo_of: RepoResolver | None = None) -> ParseOutcome:
         outcome = ParseOutcome(files=[str(path)])
         reader = LineReader(path, adapter=self.name)
-        steps: list[Step] = []
-        prompts: list[Prompt] = []
-        events: Counter = Counter()
         repairs: Counter = Counter()
-        task: int | None = None
-        cwd: str | None = None
-        session_id: str | None = None
-        first = last = None
+        # One file is one session, unless its events name several (two ids the hook's file naming maps to one
+        # name, ``a/b`` and ``a:b``): each id then gets its own session, and nothing of one lands in the other.
+        groups: dict[str | None, _HookSession] = {}
+        current: _HookSession | None = None
         for lineno, event in read_json_records(reader, outcome.quarantine, repairs):
             if "hook_error" in event:
                 outcome.quarantine.append(QuarantineRecord(
                     file=str(path), line=lineno, reason=as_text(event["hook_error"]),
                     snippet=snippet_of(as_text(event.get("raw", ""))), adapter=self.name))
                 continue
+            sid = _id_or_none(event.get("session_id"))
+            if sid is not None:
+                if sid not in groups and list(groups) == [None]:  # events before the first id are that id's
+                    groups[sid] = groups.pop(None)
+                    groups[sid].sid = sid
+                current = groups.setdefault(sid, _HookSession(sid))
+            elif current is None:
+                current = groups.setdefault(None, _HookSession(None))
             try:
                 name = label(event.get("hook_event_name") or "unknown")
                 ts = parse_ts(event.get("bashgym_captured_at"))
                 if ts is None and event.get("bashgym_captured_at") is not None:
                     repairs["unusable_timestamps"] += 1  # unparsable or out of range: the event stays
                 if name.startswith("PostToolUse") and event.get("tool_name"):
-                    steps.append(self._step(event, name, len(steps), ts, task))
+                    current.steps.append(self._step(event, name, len(current.steps), ts, current.task))
                 elif name == "UserPromptSubmit" and isinstance(event.get("prompt"), str):
                     kind = classify_user_text(event["prompt"], {})
-                    prompts.append(trusted(Prompt, index=len(prompts), text=event["prompt"], timestamp=ts,
-                                           kind=kind))
+                    current.prompts.append(trusted(Prompt, index=len(current.prompts), text=event["prompt"],
+                                                   timestamp=ts, kind=kind))
                     if kind in TASK_KINDS:
-                        task = len(prompts) - 1
+                        current.task = len(current.prompts) - 1
             except Exception as exc:  # an event shape nobody foresaw: lose that event, not the session
                 outcome.quarantine.append(line_failed(path, lineno, event, exc, self.name))
                 continue
-            events[name] += 1
-            if ts is not None:
-                first = first or ts
-                last = ts
-            session_id = session_id or _id_or_none(event.get("session_id"))
-            if cwd is None and isinstance(event.get("cwd"), str):
-                cwd = event["cwd"]
+            current.events[name] += 1
+            if ts is not None:  # events can arrive out of order: the session spans the earliest to the latest
+                current.first = ts if current.first is None else min(current.first, ts)
+                current.last = ts if current.last is None else max(current.last, ts)
+            if current.cwd is None and isinstance(event.get("cwd"), str):
+                current.cwd = event["cwd"]
         outcome.bytes_read = reader.bytes_read
-        if not events:
+        if not groups:
             if reader.bytes_read == 0 and not reader.pending_tail and not outcome.quarantine:
                 outcome.quarantine.append(QuarantineRecord(file=str(path), reason="empty file", adapter=self.name))
             return outcome
-        key, repo_path, remote = (repo_of or resolve_repo)(cwd)
-        extra: dict[str, Any] = {"hook_events": dict(events)}
         unusable = repairs.pop("unusable_timestamps", 0)
-        if unusable:
-            extra["unusable_timestamps"] = unusable
-        if repairs:
-            extra["repaired_lines"] = dict(repairs)
-        if reader.encoding != "utf-8":
-            extra["encodings"] = [reader.encoding]
-        outcome.sessions.append(conform_session(trusted(Session,
-            session_id=session_id or path.name.removesuffix(HOOK_SUFFIX), source_format=self.name,
-            source_path=str(path), repo=key, repo_path=repo_path, repo_remote=remote, cwd=cwd, model=None,
-            agent_version=None, git_branch=None, started_at=first, ended_at=last, input_tokens=0, output_tokens=0,
-            cache_read_tokens=0, cache_creation_tokens=0, prompts=prompts, steps=steps,
-            content_hash=reader.content_hash, extra=extra,
-        )))
+        for group in groups.values():
+            if not group.events:
+                continue
+            key, repo_path, remote = (repo_of or resolve_repo)(group.cwd)
+            extra: dict[str, Any] = {"hook_events": dict(group.events)}
+            if unusable:
+                extra["unusable_timestamps"] = unusable
+            if repairs:
+                extra["repaired_lines"] = dict(repairs)
+            if reader.encoding != "utf-8":
+                extra["encodings"] = [reader.encoding]
+            if len(groups) > 1:
+                extra["sessions_in_file"] = len(groups)
+            outcome.sessions.append(conform_session(trusted(Session,
+                session_id=group.sid or path.name.removesuffix(HOOK_SUFFIX), source_format=self.name,
+                source_path=str(path), repo=key, repo_path=repo_path, repo_remote=remote, cwd=group.cwd,
+                model=None, agent_version=None, git_branch=None, started_at=group.first, ended_at=group.last,
+                input_tokens=0, output_tokens=0, cache_read_tokens=0, cache_creation_tokens=0,
+                prompts=group.prompts, steps=group.steps,
+                content_hash=reader.content_hash if len(groups) == 1 else f"{reader.content_hash}:{group.sid}",
+                extra=extra,
+            )))
         return outcome
 
     @staticmethod
     def _step(event: dict[str, Any], name: str, index: int, ts: Any, task: int | None) -> Step:
         tool_input = event.get("tool_input")
         response = event.get("tool_response")
-        failed = name == "PostToolUseFailure" or "error" in event
+        failed = name == "PostToolUseFailure" or event.get("error") not in (None, "", False)  # "error": null is none
         text = _response_text(event.get("error") if failed and response is None else response)
-        if isinstance(response, dict) and response.get("is_error"):
-            failed = True
-        code = exit_code_of(text, failed, response)
+        if isinstance(response, dict) and (response.get("is_error") or response.get("interrupted") is True):
+            failed = True  # an interrupted command did not succeed
+        # "Exit code N" leads the output of a failed call only: a file that starts with those words is content
+        code = exit_code_of(text if failed else "", failed, response)
         if failed and code == 0:
             code = 1
         command = tool_input.get("command") if isinstance(tool_input, dict) else None

@@ -151,6 +151,8 @@ def parse_sources(sources: Iterable[tuple[Path, SessionAdapter]], report: Ingest
             continue
         report.bytes_read += outcome.bytes_read
         report.quarantine.extend(outcome.quarantine)
+        if outcome.unsettled and failed is not None:
+            failed.add(str(path))  # being rewritten right now: its earlier rows stay until it has settled
         for session in sessions:
             if repo is not None and session.repo != repo:
                 session.repo = repo  # the partition the scan filed this file under stays authoritative
