@@ -531,3 +531,14 @@ def test_real_fixtures_replayed_in_bash_reproduce_the_recorded_files(claude_fixt
                 counts["edit"] += 1
     print(f"replayed: {dict(counts)}")
     assert counts["write"] == 28 and counts["edit"] >= 4 and counts["read after write"] >= 10
+
+
+def test_a_reply_with_a_nul_byte_or_over_128_kib_is_judged_not_lost() -> None:
+    """``bash -n -c <reply>`` raised on a NUL byte (a byte-level tokenizer can emit one) and on an argument over
+    128 KiB, and the evaluator filed the episode as a sandbox error, out of every rate. The reply now goes to
+    ``bash -n`` on stdin; a NUL is babble, rejected like a syntax error and never sent to the shell."""
+    nul = parse_reply("ls\x00")
+    assert (nul.kind, nul.is_command) == ("babble", False) and "NUL byte" in nul.syntax_error
+    long_line = parse_reply("echo " + "a" * 200_000)
+    assert (long_line.kind, long_line.syntax_error) == ("command", None)
+    assert bash_syntax_error("echo 'hi") == "bash: line 1: unexpected EOF while looking for matching `''"

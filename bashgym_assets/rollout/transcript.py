@@ -128,11 +128,18 @@ class TypedLine(BaseModel):
 
 
 def bash_syntax_error(command: str) -> str | None:
-    """bash's own verdict (``bash -n``) on a line, run on the host: no sandbox state is touched."""
-    proc = subprocess.run(["bash", "-n", "-c", command], capture_output=True, text=True, timeout=10)
+    """bash's own verdict (``bash -n``) on a line, run on the host: no sandbox state is touched. The line goes in on
+    stdin, not as an argument: an argument cannot hold a NUL byte or pass 128 KiB, and either used to raise here,
+    which lost the whole episode as a sandbox error."""
+    if "\0" in command:
+        return NUL_IN_LINE
+    proc = subprocess.run(["bash", "-n"], input=command, capture_output=True, text=True, timeout=10)
     if proc.returncode == 0:
         return None
     return proc.stderr.replace("bash: -c: ", "bash: ").strip() or "bash: syntax error"
+
+
+NUL_IN_LINE = "bash: the line holds a NUL byte, which a shell cannot read"
 
 
 def looks_like_prose(text: str) -> bool:
@@ -222,7 +229,7 @@ def parse_reply(reply: str, truncated: bool = False) -> TypedLine:
         return TypedLine(raw=raw, command="", is_command=False, is_exit=False, syntax_error="empty reply",
                          kind=EMPTY)
     syntax = None if is_exit else bash_syntax_error(command)
-    if looks_like_babble(text, truncated=truncated):
+    if looks_like_babble(text, truncated=truncated) or syntax == NUL_IN_LINE:
         kind = BABBLE
     elif fenced:
         kind = FENCED
