@@ -672,3 +672,19 @@ def test_a_trace_document_being_rewritten_keeps_its_earlier_rows(tmp_path: Path,
     _settle(path)
     ingest_repo(lake, [traces], "repo-x")
     assert [len(s.steps) for s in _roundtrip(lake)] == [4]
+
+
+def test_two_different_traces_under_one_session_id_leave_a_quarantine_record(tmp_path: Path, settings) -> None:
+    traces = tmp_path / "traces"
+    for name, command in (("a.json", "ls"), ("b.json", "make")):
+        path = traces / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"trace": [{"step_id": "1", "tool_name": "Bash", "command": command,
+                                               "output": "", "exit_code": 0, "cwd": CWD}],
+                                    "metadata": {"session_id": "same"}}))
+        _settle(path)
+    report = ingest_repo(Lake(settings), [traces], "repo-x")
+    assert report.sessions == 1 and report.duplicates_dropped == 1
+    (q,) = report.quarantine
+    assert q.file.endswith("b.json") and "duplicate session id 'same' with other content" in q.reason
+    assert str(traces / "a.json") in q.reason

@@ -136,7 +136,7 @@ def parse_sources(sources: Iterable[tuple[Path, SessionAdapter]], report: Ingest
     An exception from an adapter quarantines that file (its path goes to ``failed``) and the next file is
     parsed: one bad file never fails the partition.
     """
-    seen: set[str] = set()
+    seen: dict[str, tuple[str, str, str]] = {}  # session id -> (adapter, file, content hash) of the one kept
     for path, adapter in sources:
         report.files_parsed += 1
         try:
@@ -158,8 +158,16 @@ def parse_sources(sources: Iterable[tuple[Path, SessionAdapter]], report: Ingest
                 session.repo = repo  # the partition the scan filed this file under stays authoritative
             if session.session_id in seen:
                 report.duplicates_dropped += 1
+                kept_adapter, kept_file, kept_hash = seen[session.session_id]
+                if kept_adapter == adapter.name and kept_hash != session.content_hash:
+                    # the same adapter's two different files under one id: only one can be kept, say which (a
+                    # transcript and its hook capture, or two identical copies, are the expected duplicates)
+                    report.quarantine.append(QuarantineRecord(
+                        file=str(path), adapter=adapter.name,
+                        reason=f"duplicate session id {session.session_id!r} with other content: {kept_file} was "
+                               "kept (files are read in path order)"))
                 continue
-            seen.add(session.session_id)
+            seen[session.session_id] = (adapter.name, str(path), session.content_hash)
             yield session
 
 
