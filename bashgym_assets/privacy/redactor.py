@@ -20,7 +20,7 @@ import ipaddress
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -232,6 +232,17 @@ class SessionRedaction(BaseModel):
     distinct_values: int = 0
 
 
+def map_strings(value: Any, fn: Callable[[str], Any]) -> Any:
+    """``fn`` applied to every string in nested lists and dicts (keys are kept as they are)."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, list):
+        return [map_strings(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: map_strings(v, fn) for k, v in value.items()}
+    return value
+
+
 def _distinctive(value: str) -> bool:
     """A secret value worth replacing wherever it recurs: long, and not a word (``postgres`` as a password would
     otherwise take every ``sudo -u postgres`` with it)."""
@@ -405,42 +416,21 @@ class Redactor:
             return new, findings
         try:
             parsed = json.loads(new)
-        except ValueError:
-            parsed = None
-        if parsed is not None:
-            if "\\" not in new:
-                return new, findings
-            leaf_findings: list[Finding] = []
+        except ValueError:  # the text's redaction broke the JSON: redact the original's string values instead
+            parsed, new, findings = json.loads(text), None, []
+        if new is not None and "\\" not in new:
+            return new, findings
+        leaf_findings: list[Finding] = []
 
-            def leaves(value: Any) -> Any:
-                if isinstance(value, str):
-                    red, fs = self.redact_text(value, placeholders, extra)
-                    leaf_findings.extend(fs)
-                    return red
-                if isinstance(value, list):
-                    return [leaves(v) for v in value]
-                if isinstance(value, dict):
-                    return {k: leaves(v) for k, v in value.items()}
-                return value
+        def leaf(value: str) -> str:
+            red, fs = self.redact_text(value, placeholders, extra)
+            leaf_findings.extend(fs)
+            return red
 
-            walked = leaves(parsed)
-            if not leaf_findings:
-                return new, findings
-            return json.dumps(walked, ensure_ascii=False), findings + leaf_findings
-        all_findings: list[Finding] = []
-
-        def walk(value: Any) -> Any:
-            if isinstance(value, str):
-                red, fs = self.redact_text(value, placeholders, extra)
-                all_findings.extend(fs)
-                return red
-            if isinstance(value, list):
-                return [walk(v) for v in value]
-            if isinstance(value, dict):
-                return {k: walk(v) for k, v in value.items()}
-            return value
-
-        return json.dumps(walk(json.loads(text)), ensure_ascii=False), all_findings
+        walked = map_strings(parsed, leaf)
+        if new is not None and not leaf_findings:
+            return new, findings
+        return json.dumps(walked, ensure_ascii=False), findings + leaf_findings
 
     def session_patterns(self, session: Session) -> list[SecretPattern]:
         """Detectors for this session's user names (from paths in the session and the local account)."""
@@ -470,26 +460,20 @@ class Redactor:
         pattern = re.compile("(?<![A-Za-z0-9_])(?:" + "|".join(map(re.escape, known)) + ")(?![A-Za-z0-9_])")
         counts = Counter(report.by_entity)
 
-        def again(value: Any) -> Any:
-            if isinstance(value, str):
-                new, n = pattern.subn(lambda m: placeholders.by_value[m.group(0)], value)
-                if n:
-                    counts.update({"SECRET": n})
-                return new
-            if isinstance(value, list):
-                return [again(v) for v in value]
-            if isinstance(value, dict):
-                return {k: again(v) for k, v in value.items()}
-            return value
+        def again(value: str) -> str:
+            new, n = pattern.subn(lambda m: placeholders.by_value[m.group(0)], value)
+            if n:
+                counts.update({"SECRET": n})
+            return new
 
         data = redacted.model_dump()
         for key in ("source_path", "repo_path", "repo_remote", "cwd", "git_branch", "extra"):
-            data[key] = again(data[key])
+            data[key] = map_strings(data[key], again)
         for prompt in data["prompts"]:
             prompt["text"] = again(prompt["text"])
         for step in data["steps"]:
             for key in ("input", "command", "output", "cwd"):
-                step[key] = again(step[key])
+                step[key] = map_strings(step[key], again)
         if counts == Counter(report.by_entity):
             return redacted, report
         report.by_entity = dict(counts)
@@ -522,16 +506,7 @@ class Redactor:
             step["output"] = red(step["output"]) or ""
             step["cwd"] = red(step["cwd"])
 
-        def red_any(value: Any) -> Any:  # adapter extras (e.g. conversation summaries) are text too
-            if isinstance(value, str):
-                return red(value)
-            if isinstance(value, list):
-                return [red_any(v) for v in value]
-            if isinstance(value, dict):
-                return {k: red_any(v) for k, v in value.items()}
-            return value
-
-        data["extra"] = red_any(data["extra"])
+        data["extra"] = map_strings(data["extra"], red)  # adapter extras (conversation summaries) are text too
         report.by_entity = dict(counts)
         report.distinct_values = len(placeholders.mapping)
         return Session.model_validate(data), report
