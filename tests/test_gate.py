@@ -10,6 +10,7 @@ from bashgym_assets.scenarios.candidates import PACK_DIR, load_pack
 from bashgym_assets.scenarios.gate import (
     CHECK_DOES_NOT_PARSE,
     CHECK_PASSES_BEFORE,
+    CHECK_TIMED_OUT,
     HELD_OUT,
     REFERENCE_FAILS,
     REFERENCE_UNFINISHED,
@@ -216,3 +217,13 @@ def test_a_windows_written_check_is_admitted_and_a_missing_workdir_is_the_setups
     made = bundle(id="gate-workdir-made", workdir="/srv/project", setup=[*COUNT["setup"], "install -d -o operator "
                                                                                          "/srv/project"])
     assert gate_bundle(made, sandbox_image).reason == "admitted"
+
+
+@pytest.mark.parametrize(("check", "when"), [
+    ("sleep 60; exit 1", "on the untouched setup"),                                        # never answers
+    ("if [ -f /home/operator/count.txt ]; then sleep 60; fi; exit 1", "after the reference"),  # hangs once done
+])
+def test_a_check_that_never_answers_is_named_as_such(sandbox_image: str, check: str, when: str) -> None:
+    """A hanging check used to be filed as 'reference does not pass' after waiting out the check twice."""
+    result = gate_bundle(bundle(id="gate-hang", check=check), sandbox_image, GateLimits(check_timeout_s=2.0))
+    assert result.reason == CHECK_TIMED_OUT and f"did not finish within 2 s {when}" in result.detail

@@ -36,6 +36,7 @@ CHECK_DOES_NOT_PARSE = "check_does_not_parse"
 CHECK_PASSES_BEFORE = "check_passes_before_action"
 REFERENCE_FAILS = "reference_does_not_pass"
 REFERENCE_UNFINISHED = "reference_did_not_finish"
+CHECK_TIMED_OUT = "check_timed_out"
 SANDBOX_ERROR = "sandbox_error"
 
 
@@ -270,6 +271,9 @@ def _gate_once(bundle: ScenarioBundle, image: str | None, limits: GateLimits) ->
                 before = box.run_check(bundle.check, timeout_s=limits.check_timeout_s)
                 if before.exit_code == 0 and not before.timed_out:
                     reason, detail = CHECK_PASSES_BEFORE, "the check exits 0 on the untouched setup"
+                elif before.timed_out:  # a check must answer, pass or fail: replaying would only wait again
+                    reason, detail = CHECK_TIMED_OUT, (f"the check did not finish within {limits.check_timeout_s:g} s "
+                                                       "on the untouched setup (it must exit, 0 or not)")
                 else:
                     replay = replay_reference(box, bundle, limits)
                     turns = len(replay.turns)
@@ -277,9 +281,13 @@ def _gate_once(bundle: ScenarioBundle, image: str | None, limits: GateLimits) ->
                         reason, detail = REFERENCE_UNFINISHED, f"{_head(replay.problem)}\n{replay.mattered()}"
                     else:
                         after = box.run_check(bundle.check, timeout_s=limits.check_timeout_s)
-                        if after.exit_code != 0 or after.timed_out:
+                        if after.timed_out:
+                            reason = CHECK_TIMED_OUT
+                            detail = (f"the check did not finish within {limits.check_timeout_s:g} s after the "
+                                      f"reference\n{replay.mattered()}")
+                        elif after.exit_code != 0:
                             reason = REFERENCE_FAILS
-                            detail = (f"check exit {after.exit_code}{' (timed out)' if after.timed_out else ''}: "
+                            detail = (f"check exit {after.exit_code}: "
                                       f"{_tail(after.stdout + after.stderr, 300)}\n{replay.mattered()}")
     except Exception as exc:
         reason, detail, infrastructure = SANDBOX_ERROR, f"{type(exc).__name__}: {exc}", True
