@@ -378,3 +378,18 @@ def test_status_flags_commands_of_older_installs(tmp_path: Path) -> None:
     assert status.outdated == [] and status.missing == [] and status.commands == [hook_command(home=tmp_path)]
     groups = [g for event in json.loads(path.read_text())["hooks"].values() for g in event]
     assert sum(len(g["hooks"]) for g in groups) == 3
+
+
+def test_an_event_of_many_large_fields_is_cut_to_a_line_the_importer_reads(tmp_path: Path) -> None:
+    """Each field under the 1M-character cut, but 20 of them: an 18 MB line the importer (16 MB lines) dropped."""
+    event = {"hook_event_name": "PostToolUse", "session_id": "big-patch", "cwd": "/work/repo-x", "tool_name": "Write",
+             "tool_input": {"file_path": "/work/repo-x/a.txt"},
+             "tool_response": {"structuredPatch": [{"lines": ["x" * 900_000]} for _ in range(20)]}}
+    name, line = hook.build_line(json.dumps(event).encode())
+    assert name == "big-patch.hook.jsonl" and len(line) <= hook.MAX_LINE_BYTES
+    path = tmp_path / name
+    path.write_bytes(line)
+    old = time.time() - 60
+    os.utime(path, (old, old))
+    outcome = HookCaptureAdapter().parse(path)
+    assert not outcome.quarantine and "cut by bashgym hook" in outcome.sessions[0].steps[0].output

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -688,3 +689,10 @@ def test_two_different_traces_under_one_session_id_leave_a_quarantine_record(tmp
     (q,) = report.quarantine
     assert q.file.endswith("b.json") and "duplicate session id 'same' with other content" in q.reason
     assert str(traces / "a.json") in q.reason
+
+
+def test_epoch_times_in_any_unit_and_negative_markers() -> None:
+    """Epoch seconds, milli-, micro- and nanoseconds name the same instant; -1 is a "not set" marker, not 1969."""
+    want = datetime(2026, 1, 1, tzinfo=UTC)
+    assert [parse_ts(v) for v in (1767225600, 1767225600_000, 1767225600_000_000, 1767225600_000_000_000)] == [want] * 4
+    assert parse_ts(-1) is None and parse_ts(-5.0) is None and parse_ts(0) is not None

@@ -267,8 +267,12 @@ def parse_ts(value: object) -> datetime | None:
             return None
         return ts_in_range(ts)
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if value < 0:  # no agent ran before 1970: a negative epoch is a "not set" marker, not a time
+            return None
         try:
-            seconds = value / 1000 if value > 1e11 else value
+            # epoch seconds, or milli-, micro- or nanoseconds (each unit ~1000x the last for the same instant)
+            seconds = value / 1e9 if value > 1e17 else value / 1e6 if value > 1e14 else value / 1000 \
+                if value > 1e11 else value
             return ts_in_range(datetime.fromtimestamp(seconds, tz=UTC))
         except (OverflowError, OSError, ValueError):
             return None

@@ -45,6 +45,9 @@ except ImportError:  # pragma: no cover (another interpreter: the json package d
 HOOK_SUFFIX = ".hook.jsonl"
 #: Tool outputs above this are cut (with a note) so one capture line stays a sane size.
 MAX_FIELD_CHARS = 1_000_000
+#: A whole line stays under the importer's 16 MB line limit: many fields each under MAX_FIELD_CHARS (a Write's
+#: structuredPatch) are cut harder until it fits.
+MAX_LINE_BYTES = 15 << 20
 #: Strings are cut and floats cleaned down to this nesting depth (deeper subtrees are written as they came).
 MAX_DEPTH = 200
 #: Hook input above this many bytes is not captured (a ``hook_error`` line records it).
@@ -184,10 +187,10 @@ def parse_event(raw: bytes) -> dict:
     return event
 
 
-def _cap(value: object, depth: int = 0) -> object:
+def _cap(value: object, depth: int = 0, limit: int = MAX_FIELD_CHARS) -> object:
     if isinstance(value, str):
-        if len(value) > MAX_FIELD_CHARS:
-            return value[:MAX_FIELD_CHARS] + f"\n[... {len(value) - MAX_FIELD_CHARS} characters cut by bashgym hook]"
+        if len(value) > limit:
+            return value[:limit] + f"\n[... {len(value) - limit} characters cut by bashgym hook]"
         return value
     if isinstance(value, float):
         return value if value - value == 0 else None  # inf - inf and nan - nan are nan
@@ -196,9 +199,9 @@ def _cap(value: object, depth: int = 0) -> object:
     if depth >= MAX_DEPTH:
         return value
     if isinstance(value, dict):
-        return {k: _cap(v, depth + 1) for k, v in value.items()}
+        return {k: _cap(v, depth + 1, limit) for k, v in value.items()}
     if isinstance(value, list):
-        return [_cap(v, depth + 1) for v in value]
+        return [_cap(v, depth + 1, limit) for v in value]
     return value
 
 
@@ -231,12 +234,20 @@ def build_line(raw: bytes, now: str | None = None) -> tuple[str, bytes]:
         event = parse_event(raw)
     except (ValueError, RecursionError) as exc:
         return capture_name(None), error_line(now, str(exc) or type(exc).__name__, raw)
+    sid = event.get("session_id")
+    name = capture_name(sid if isinstance(sid, str) else None)
     try:
         line = line_bytes({"bashgym_captured_at": now, **_cap(event)})
+        limit = MAX_FIELD_CHARS
+        while len(line) > MAX_LINE_BYTES and limit > 256:  # rare: only events of many large fields
+            limit //= 8
+            line = line_bytes({"bashgym_captured_at": now, **_cap(event, limit=limit)})
     except RecursionError:  # read, but too deep to write back: an error line rather than nothing
-        return capture_name(None), error_line(now, "nested too deep to write back", raw)
-    sid = event.get("session_id")
-    return capture_name(sid if isinstance(sid, str) else None), line
+        return name, error_line(now, "nested too deep to write back", raw)
+    if len(line) > MAX_LINE_BYTES:
+        return name, error_line(now, f"an event of {len(line)} bytes even with every field cut to 256 characters",
+                                raw)
+    return name, line
 
 
 def append_locked(path: str | os.PathLike, data: bytes, lock_wait: float = LOCK_WAIT_S) -> bool:
