@@ -132,8 +132,9 @@ def _image_note(block: dict[str, Any]) -> str:
 
 
 def exit_code_of(text: str, is_error: bool, tool_use_result: Any) -> int:
-    """Exit code of a tool result: ``Exit code N`` text, then ``exitCode``, then ``is_error`` -> 1, else 0."""
-    match = _EXIT_RE.match(text[:200]) if text else None
+    """Exit code of a tool result: ``Exit code N`` text (of a failed call: a file that starts with those words is
+    content), then ``exitCode``, then ``is_error`` -> 1, else 0."""
+    match = _EXIT_RE.match(text[:200]) if text and is_error else None
     if match:
         return int(match.group(1))
     if isinstance(tool_use_result, dict):
@@ -494,7 +495,8 @@ class _SessionBuilder:
             session_id=self.session_id, source_format=source_format, source_path=str(self.source), repo=key,
             repo_path=repo_path, repo_remote=remote, cwd=cwd,
             model=self.models.most_common(1)[0][0] if self.models else None,
-            agent_version=self.version or self.side_version, git_branch=self.branch or self.side_branch, started_at=self.first_ts, ended_at=self.last_ts,
+            agent_version=self.version or self.side_version, git_branch=self.branch or self.side_branch,
+            started_at=self.first_ts, ended_at=self.last_ts,
             **{TOKEN_COLUMNS[field]: value for field, value in tokens.items()},
             prompts=prompts, steps=steps, content_hash=content_hash, extra=extra,
         )

@@ -183,8 +183,7 @@ class HookCaptureAdapter:
         text = _response_text(event.get("error") if failed and response is None else response)
         if isinstance(response, dict) and (response.get("is_error") or response.get("interrupted") is True):
             failed = True  # an interrupted command did not succeed
-        # "Exit code N" leads the output of a failed call only: a file that starts with those words is content
-        code = exit_code_of(text if failed else "", failed, response)
+        code = exit_code_of(text, failed, response)
         if failed and code == 0:
             code = 1
         command = tool_input.get("command") if isinstance(tool_input, dict) else None

@@ -126,12 +126,18 @@ def _names_no_secret(value: str, text: str, start: int) -> bool:
     return "TOKENS" in upper and value.strip("'\"").isdigit()  # MAX_TOKENS=4096: a count of tokens
 
 
+def _bare(value: str, text: str, start: int) -> str | None:
+    """The value without quotes, or None when it is too short, a placeholder, or its name says it is no secret."""
+    v = value.strip().strip("\\").strip("'\"")
+    if len(v) < 4 or _PLACEHOLDER_VALUES.match(v) or PLACEHOLDER_RE.search(v) or _names_no_secret(v, text, start):
+        return None
+    return v
+
+
 def _is_literal_secret_value(value: str, text: str, start: int) -> bool:
     """The right-hand side of ``secret = ...`` is a literal worth hiding, not code or a placeholder."""
-    v = value.strip().strip("\\").strip("'\"")
-    if len(v) < 4 or _PLACEHOLDER_VALUES.match(v) or PLACEHOLDER_RE.search(v):
-        return False
-    if _names_no_secret(v, text, start):
+    v = _bare(value, text, start)
+    if v is None:
         return False
     if v.startswith(("$", "%", "{", "<", "os.", "self.", "env.", "process.env", "settings.", "config.")):
         return False
@@ -141,10 +147,8 @@ def _is_literal_secret_value(value: str, text: str, start: int) -> bool:
 def _is_quoted_secret_value(value: str, text: str, start: int) -> bool:
     """A quoted literal is data, brackets and all (Django's ``'django-insecure-e)jvb%1y...'``): only a dotted
     reference (``"settings.API_KEY"``), a template or a placeholder is not a secret."""
-    v = value.strip().strip("\\").strip("'\"")
-    if len(v) < 4 or _PLACEHOLDER_VALUES.match(v) or PLACEHOLDER_RE.search(v) or _names_no_secret(v, text, start):
-        return False
-    if v.startswith(("$", "%(", "{", "<", "os.environ", "process.env")):
+    v = _bare(value, text, start)
+    if v is None or v.startswith(("$", "%(", "{", "<", "os.environ", "process.env")):
         return False
     return not re.fullmatch(r"(?:[A-Za-z_][A-Za-z0-9_]*\.)+[A-Za-z_][A-Za-z0-9_]*", v)
 

@@ -329,6 +329,7 @@ def _one_line(exc: BaseException) -> str:
 def read_text_file(path: Path) -> str:
     """A file's text; binary or non-UTF-8 content is a ValueError (quarantined), never a crash."""
     data = path.read_bytes()
+    # (ingest.jsonsafe.bom_encoding says the same, but importing it loads the ingest package: pyarrow, the lake)
     for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
                        (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
         if data.startswith(bom):  # a Windows editor's "Unicode": text, with NUL bytes in every character
