@@ -25,6 +25,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from bashgym_assets.scenarios.bundle import ScenarioBundle
+from bashgym_assets.scenarios.factory.family import family_of
+from bashgym_assets.scenarios.factory.split import is_held_out_family
 from bashgym_assets.scenarios.sandboxing import spec_for_bundle
 
 HELD_OUT_FRACTION = 0.2
@@ -58,12 +60,16 @@ def is_external(scenario_id: str) -> bool:
 
 def split_for(scenario_id: str, held_out_fraction: float = HELD_OUT_FRACTION) -> str:
     """Stable split: the first 8 bytes of sha256(family id) as a fraction of 2**64; below the fraction is held
-    out. Imported evaluation suites are always held out.
+    out. Imported evaluation suites are always held out; generated tasks (``gen.<family>.<hash>``) follow their
+    family's recorded split.
 
     A pure function of the id, so any stage (rollouts, dataset building) can re-derive it and refuse held-out ids.
     """
     if is_external(scenario_id):
         return HELD_OUT
+    generated_family = family_of(scenario_id)
+    if generated_family is not None:  # factory tasks split by whole family (factory.split), never by instance
+        return HELD_OUT if is_held_out_family(generated_family) else TRAIN
     family = scenario_family(scenario_id)
     value = int.from_bytes(hashlib.sha256(family.encode()).digest()[:8], "big") / 2**64
     return HELD_OUT if value < held_out_fraction else TRAIN

@@ -1,0 +1,171 @@
+"""Drawing tasks at scale: per family, seeded draws until N *distinct* tasks, every drop counted with its reason.
+
+Distinct means a different instruction once names and numbers are normalised away (``normalise_instruction``):
+two draws that only rename files or change a count are one task, however different their worlds. A draw is
+dropped, and counted, when:
+
+- ``draw_error``: the family raised (a bug in the family, quarantined with the message; other families go on);
+- ``invalid_bundle``: the draft does not make a valid ``ScenarioBundle``;
+- ``duplicate_instruction``: its normalised instruction was already drawn (in this family);
+- ``near_duplicate_of_eval``: it is too similar to an evaluation task (``similarity.EvalGuard``); only train
+  families are guarded, a held-out family's tasks *are* evaluation tasks.
+
+A family that cannot produce N distinct tasks within ``max_draws_factor * N`` draws gives what it has: the report
+says so (``exhausted``) instead of looping forever.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from bashgym_assets.scenarios.bundle import ScenarioBundle
+from bashgym_assets.scenarios.factory.family import Family, all_families
+from bashgym_assets.scenarios.factory.split import is_held_out_family
+
+DRAW_ERROR = "draw_error"
+INVALID_BUNDLE = "invalid_bundle"
+DUPLICATE = "duplicate_instruction"
+NEAR_DUPLICATE = "near_duplicate_of_eval"
+
+_PATHLIKE = re.compile(r"(?:~|\$HOME)?/?(?:[\w.@+-]+/)+[\w.@+*-]*|[\w@+-]+\.[A-Za-z0-9]{1,5}\b|~\S*")
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`")
+_NONWORD = re.compile(r"[^a-z<>]+")
+
+
+def normalise_instruction(text: str, values: Iterable[str] = ()) -> str:
+    """The instruction with the world's names and numbers taken out: what is left is the phrasing.
+
+    Drawn values are replaced first (longest first, so ``alice_ops`` goes before ``alice``), then anything that
+    looks like a path or a file name, quoted text and numbers; case and punctuation do not count.
+    """
+    out = text.lower()
+    for value in sorted({v.lower() for v in values if v and len(v) > 1}, key=len, reverse=True):
+        out = re.sub(rf"(?<![\w]){re.escape(value)}(?![\w])", " <v> ", out)
+    out = _QUOTED.sub(" <q> ", out)
+    out = _PATHLIKE.sub(" <p> ", out)
+    out = _NUMBER.sub(" <n> ", out)
+    return " ".join(_NONWORD.sub(" ", out).split())
+
+
+@dataclass
+class FamilyYield:
+    """What drawing one family gave: the bundles kept and why the other draws were dropped."""
+
+    family: str
+    category: str
+    held_out: bool
+    wanted: int
+    draws: int = 0
+    bundles: list[ScenarioBundle] = field(default_factory=list)
+    drops: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)   # first few draw errors, for the quarantine
+    exhausted: bool = False
+
+    @property
+    def kept(self) -> int:
+        return len(self.bundles)
+
+
+@dataclass
+class FactoryRun:
+    """Every family's yield, plus the similarity of kept train tasks to the evaluation tasks."""
+
+    seed: int
+    per_family: int
+    yields: list[FamilyYield]
+    similarities: list[tuple[str, float, float, str]] = field(default_factory=list)  # id, instr, ref, nearest
+
+    @property
+    def bundles(self) -> list[ScenarioBundle]:
+        return [b for y in self.yields for b in y.bundles]
+
+    def drops(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for y in self.yields:
+            total.update(y.drops)
+        return total
+
+    @property
+    def draws(self) -> int:
+        return sum(y.draws for y in self.yields)
+
+
+Guard = Callable[[ScenarioBundle], tuple[bool, float, float, str]]
+
+
+def draw_family(fam: Family, n: int, seed: int = 0, max_draws_factor: int = 6,
+                guard: Guard | None = None,
+                similarities: list[tuple[str, float, float, str]] | None = None,
+                seen: set[str] | None = None) -> FamilyYield:
+    """Up to ``n`` distinct tasks of one family. ``guard(bundle) -> (refuse, instr_sim, ref_sim, nearest)``;
+    ``seen`` holds the normalised instructions already kept (shared across families by ``generate``)."""
+    held_out = is_held_out_family(fam.name)
+    out = FamilyYield(family=fam.name, category=fam.category, held_out=held_out, wanted=n)
+    seen = set() if seen is None else seen
+    for i in range(max(n * max_draws_factor, n + 20)):
+        if out.kept >= n:
+            break
+        out.draws += 1
+        try:
+            bundle, values = fam.make(f"{seed}:{i}")
+        except ValidationError as exc:
+            out.drops[INVALID_BUNDLE] += 1
+            if len(out.errors) < 3:
+                out.errors.append(f"{INVALID_BUNDLE}: {str(exc)[:300]}")
+            continue
+        except Exception as exc:  # a family bug is that family's problem, never the run's
+            out.drops[DRAW_ERROR] += 1
+            if len(out.errors) < 3:
+                out.errors.append(f"{DRAW_ERROR}: {type(exc).__name__}: {str(exc)[:300]}")
+            continue
+        key = normalise_instruction(bundle.task, values)
+        if key in seen:
+            out.drops[DUPLICATE] += 1
+            continue
+        if guard is not None and not held_out:
+            refuse, instr_sim, ref_sim, nearest = guard(bundle)
+            if similarities is not None:
+                similarities.append((bundle.id, instr_sim, ref_sim, nearest))
+            if refuse:
+                out.drops[NEAR_DUPLICATE] += 1
+                continue
+        seen.add(key)
+        out.bundles.append(bundle)
+    out.exhausted = out.kept < n
+    return out
+
+
+def generate(per_family: int, seed: int = 0, families: Sequence[str] | None = None,
+             eval_tasks: Sequence[ScenarioBundle] = (), max_draws_factor: int = 6,
+             progress: Callable[[FamilyYield], None] | None = None) -> FactoryRun:
+    """Draw every family (or the named ones). Train families are guarded against ``eval_tasks`` plus the
+    held-out families' own tasks, which are drawn first for that reason."""
+    from bashgym_assets.scenarios.factory.similarity import EvalGuard
+
+    registry = all_families()
+    names = list(families) if families else list(registry)
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        raise KeyError(f"unknown families: {', '.join(unknown)} (known: {len(registry)})")
+    ordered = sorted(names, key=lambda n: (not is_held_out_family(n), n))   # held-out families first
+    yields: list[FamilyYield] = []
+    similarities: list[tuple[str, float, float, str]] = []
+    seen: set[str] = set()
+    guard: EvalGuard | None = None
+    for name in ordered:
+        fam = registry[name]
+        if guard is None and not is_held_out_family(name):
+            held = [b for y in yields for b in y.bundles]
+            guard = EvalGuard([*eval_tasks, *held])
+        y = draw_family(fam, per_family, seed, max_draws_factor, guard, similarities, seen)
+        yields.append(y)
+        if progress:
+            progress(y)
+    yields.sort(key=lambda y: y.family)
+    return FactoryRun(seed=seed, per_family=per_family, yields=yields, similarities=similarities)

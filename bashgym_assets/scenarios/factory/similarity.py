@@ -1,0 +1,100 @@
+"""The near-duplicate guard: a generated train task too close to an evaluation task is refused, and counted.
+
+Similarity is Jaccard over shingles, estimated with MinHash (``datasketch``): word 3-grams of the instruction and
+word 2-grams of the reference solution, lower-cased. Every train task is compared with *every* evaluation task
+(the bundled held-out split, the held-out families' tasks, imported external suites): the signatures of the
+evaluation side are one matrix, so a comparison is one vectorised row compare, not a Python loop.
+
+A task is refused when its instruction is a near-copy (``instruction >= INSTRUCTION_MAX``), or when it is the same
+solution under a loosely related wording (``reference >= REFERENCE_MAX`` and ``instruction >= INSTRUCTION_WITH_REF``).
+Why not reference similarity alone: a train family and a held-out task may share a common idiom (``wc -l``,
+``tar -xzf``) and that is the skill being taught, not a leak of the task.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+from datasketch import MinHash
+
+from bashgym_assets.scenarios.bundle import ScenarioBundle
+
+NUM_PERM = 128
+INSTRUCTION_MAX = 0.5
+REFERENCE_MAX = 0.7
+INSTRUCTION_WITH_REF = 0.3
+_TOKEN = re.compile(r"[a-z0-9_./~*-]+")
+_SCHEME = "affine32"
+_PERMUTATIONS = MinHash(num_perm=NUM_PERM, seed=1, scheme=_SCHEME).permutations   # shared: the costly part
+
+
+def shingles(text: str, n: int) -> set[bytes]:
+    words = _TOKEN.findall(text.lower())
+    if len(words) < n:
+        return {" ".join(words).encode()} if words else set()
+    return {" ".join(words[i:i + n]).encode() for i in range(len(words) - n + 1)}
+
+
+def signature(items: set[bytes]) -> np.ndarray | None:
+    """The MinHash signature of a shingle set, None for an empty set (it is similar to nothing)."""
+    if not items:
+        return None
+    m = MinHash(num_perm=NUM_PERM, seed=1, permutations=_PERMUTATIONS, scheme=_SCHEME)
+    m.update_batch(list(items))
+    return m.hashvalues
+
+
+def instruction_text(bundle: ScenarioBundle) -> str:
+    return bundle.announcement or bundle.task
+
+
+def reference_text(bundle: ScenarioBundle) -> str:
+    return "\n".join(bundle.reference)
+
+
+class EvalGuard:
+    """Compares bundles with a fixed set of evaluation tasks; ``__call__`` returns
+    ``(refuse, instruction similarity, reference similarity, nearest evaluation id)``."""
+
+    def __init__(self, eval_tasks: Sequence[ScenarioBundle]) -> None:
+        self.ids: list[str] = []
+        instr, ref = [], []
+        for b in eval_tasks:
+            si, sr = signature(shingles(instruction_text(b), 3)), signature(shingles(reference_text(b), 2))
+            self.ids.append(b.id)
+            instr.append(si if si is not None else np.full(NUM_PERM, -1, dtype=np.uint64))
+            ref.append(sr if sr is not None else np.full(NUM_PERM, -2, dtype=np.uint64))
+        self._instr = np.vstack(instr) if instr else np.zeros((0, NUM_PERM), dtype=np.uint64)
+        self._ref = np.vstack(ref) if ref else np.zeros((0, NUM_PERM), dtype=np.uint64)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def similarities(self, bundle: ScenarioBundle) -> tuple[np.ndarray, np.ndarray]:
+        """Estimated Jaccard of the bundle's instruction and reference with every evaluation task."""
+        if not self.ids:
+            return np.zeros(0), np.zeros(0)
+        si, sr = signature(shingles(instruction_text(bundle), 3)), signature(shingles(reference_text(bundle), 2))
+        zeros = np.zeros(len(self.ids))
+        instr = (self._instr == si).mean(axis=1) if si is not None else zeros
+        ref = (self._ref == sr).mean(axis=1) if sr is not None else zeros
+        return instr, ref
+
+    def __call__(self, bundle: ScenarioBundle) -> tuple[bool, float, float, str]:
+        instr, ref = self.similarities(bundle)
+        if not len(instr):
+            return False, 0.0, 0.0, ""
+        refused = (instr >= INSTRUCTION_MAX) | ((ref >= REFERENCE_MAX) & (instr >= INSTRUCTION_WITH_REF))
+        # the nearest task: a refusing one if any, else the closest by instruction then reference
+        score = instr + 0.5 * ref + refused * 10
+        k = int(np.argmax(score))
+        return bool(refused.any()), float(instr.max()), float(ref.max()), self.ids[k]
+
+
+def histogram(values: Sequence[float], edges: Sequence[float] = (0, .1, .2, .3, .4, .5, .6, .7, .8, .9, 1.0001)
+              ) -> list[tuple[str, int]]:
+    """Counts per similarity band, for the report."""
+    counts, _ = np.histogram(np.asarray(values, dtype=float), bins=np.asarray(edges))
+    return [(f"{edges[i]:.1f}-{min(edges[i + 1], 1.0):.1f}", int(c)) for i, c in enumerate(counts)]
