@@ -72,6 +72,48 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+FACTORY_ASSETS = ("generated_scenarios", "scenario_candidates", "gated_scenarios")
+
+
+def cmd_factory(args: argparse.Namespace) -> int:
+    """Draw the task factory's families, merge them with the pack and gate everything, as Dagster runs."""
+    from bashgym_assets import demo
+    from bashgym_assets.instance import ensure_dagster_home
+
+    settings = get_settings()
+    settings.ensure_dirs()
+    ensure_dagster_home(settings)
+    started = time.monotonic()
+    profile = demo.PROFILES["factory"]
+    profile["generated_scenarios"] = {"per_family": args.per_family, "seed": args.seed}
+    profile["gated_scenarios"] = {"max_parallel": args.parallel}
+    steps = demo.only(demo.plan(demo.asset_nodes((demo.CPU_MODULE,))), FACTORY_ASSETS)
+    for i, step in enumerate(steps, 1):
+        print(f"  {i}. {step.describe()}")
+    demo.run_plan(steps, [], demo.demo_env(), profile="factory")
+    print(f"\ndone in {time.monotonic() - started:.0f} s")
+    for line in factory_summary():
+        print(line)
+    return 0
+
+
+def factory_summary() -> list[str]:
+    """What the factory gave and what the gate admitted, by origin and split."""
+    from bashgym_assets.lake import get_lake
+
+    lake = get_lake()
+    if "gated_scenarios" not in lake.assets():
+        return ["gated_scenarios: not materialized"]
+    con = lake.connect()
+    rows = con.execute("SELECT CASE WHEN scenario_id LIKE 'gen.%' THEN 'factory' ELSE 'other' END, split, count(*) "
+                       "FROM gated_scenarios GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
+    rejected = con.execute("SELECT reason, count(*) FROM gate_rejections GROUP BY 1 ORDER BY 2 DESC").fetchall() \
+        if "gate_rejections" in lake.assets() else []
+    lines = ["admitted by the gate: " + ", ".join(f"{o} {s} {n}" for o, s, n in rows)]
+    lines.append("rejected: " + (", ".join(f"{r} {n}" for r, n in rejected) or "none"))
+    return lines
+
+
 def pipeline_summary() -> list[str]:
     """What the data became: trace tiers (every repository) and kept trajectories, one line each."""
     from collections import Counter
@@ -240,6 +282,13 @@ def build_parser() -> argparse.ArgumentParser:
     train_p.add_argument("--process-per-step", action="store_true",
                          help="run each step in a process of its own (memory freed between steps)")
     train_p.set_defaults(fn=cmd_demo)
+    factory_p = sub.add_parser("factory", help="draw the task factory's families (generated_scenarios), merge them "
+                                               "with the pack and certify every task with the gate")
+    factory_p.add_argument("--per-family", type=int, default=90,
+                           help="distinct tasks per family (90 x 64 families: ~5,700 tasks, ~20 min to gate)")
+    factory_p.add_argument("--seed", type=int, default=0)
+    factory_p.add_argument("--parallel", type=int, default=8, help="sandboxes at once in the gate")
+    factory_p.set_defaults(fn=cmd_factory)
     sub.add_parser("where", help="print where the data lives and how to open the UIs").set_defaults(fn=cmd_where)
     sql = sub.add_parser("sql", help="run SQL over the lake (every asset is a DuckDB view)")
     sql.add_argument("query")

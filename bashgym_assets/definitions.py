@@ -6,7 +6,7 @@ GPU code location (``gpu_definitions.py``) instead, so that it always runs on th
 
 import dagster as dg
 
-from bashgym_assets.defs import datasets, images, ingest, privacy, scenarios, tiers, trajectories
+from bashgym_assets.defs import datasets, factory, images, ingest, privacy, scenarios, tiers, trajectories
 from bashgym_assets.defs.automation import automation_sensor
 from bashgym_assets.defs.resources import default_resources
 
@@ -15,6 +15,7 @@ defs = dg.Definitions.merge(
     ingest.defs,
     privacy.defs,
     tiers.defs,
+    factory.defs,
     scenarios.defs,
     trajectories.defs,
     datasets.defs,

@@ -3,8 +3,9 @@
 Each step is a real ``dagster asset materialize`` against the persistent instance in ``DAGSTER_HOME``, so the
 runs, materializations, checks and lineage show up in the Dagster UI afterwards, and each code location runs its
 assets on its own Definitions-level executor (the GPU location on the GPU executor). Assets are grouped into as
-few runs as possible: consecutive assets of the same location and the same partitioning go in one run, and a
-repo-partitioned group runs once per repository partition.
+few runs as possible: consecutive assets of the same location and the same partitioning go in one run, a
+repo-partitioned group runs once per repository partition, and a statically partitioned asset (the task factory's
+families) runs once over its whole partition range (a single-run backfill).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class AssetNode:
     partitioned: bool
     deps: set[str] = field(default_factory=set)
     skippable: bool = False   # may succeed without materializing (output_required=False)
+    ranged: bool = False      # statically partitioned: one run over every partition key
 
 
 @dataclass
@@ -38,10 +40,11 @@ class PlanStep:
     module: str
     assets: list[str]
     partitioned: bool
+    ranged: bool = False
 
     def describe(self) -> str:
         where = "GPU" if self.module == GPU_MODULE else "CPU"
-        per = " (per repo)" if self.partitioned else ""
+        per = " (per repo)" if self.partitioned else " (every partition, one run)" if self.ranged else ""
         return f"[{where}] {', '.join(self.assets)}{per}"
 
 
@@ -60,7 +63,8 @@ def asset_nodes(modules: Iterable[str] = (CPU_MODULE, GPU_MODULE)) -> dict[str, 
             nodes[key] = AssetNode(
                 key=key,
                 module=module,
-                partitioned=spec.partitions_def is not None,
+                partitioned=isinstance(spec.partitions_def, dg.DynamicPartitionsDefinition),
+                ranged=isinstance(spec.partitions_def, dg.StaticPartitionsDefinition),
                 deps={d.asset_key.to_user_string() for d in spec.deps},
                 skippable=bool(getattr(spec, "skippable", False)),
             )
@@ -75,7 +79,7 @@ def plan(nodes: dict[str, AssetNode]) -> list[PlanStep]:
     while remaining:
         ready = sorted(
             (n for n in remaining.values() if all(d in done or d not in nodes for d in n.deps)),
-            key=lambda n: (n.module != CPU_MODULE, n.partitioned is False, n.key),
+            key=lambda n: (n.module != CPU_MODULE, n.partitioned is False, not n.ranged, n.key),
         )
         if not ready:
             raise RuntimeError(f"dependency cycle among {sorted(remaining)}")
@@ -87,7 +91,8 @@ def plan(nodes: dict[str, AssetNode]) -> list[PlanStep]:
         while progress:
             progress = False
             for n in sorted(remaining.values(), key=lambda n: n.key):
-                if n.key in group or n.module != head.module or n.partitioned != head.partitioned:
+                if (n.key in group or n.module != head.module or n.partitioned != head.partitioned
+                        or n.ranged != head.ranged):
                     continue
                 # A skippable asset that yields nothing makes Dagster skip its dependents in the same run, so
                 # those go to a later run, which then reads whatever the skippable asset last materialized.
@@ -95,11 +100,17 @@ def plan(nodes: dict[str, AssetNode]) -> list[PlanStep]:
                     group.append(n.key)
                     progress = True
         order = _topological(group, nodes)
-        steps.append(PlanStep(module=head.module, assets=order, partitioned=head.partitioned))
+        steps.append(PlanStep(module=head.module, assets=order, partitioned=head.partitioned, ranged=head.ranged))
         for key in order:
             done.add(key)
             remaining.pop(key)
     return steps
+
+
+def only(steps: list[PlanStep], keep: Iterable[str]) -> list[PlanStep]:
+    """The plan restricted to the named assets, in plan order (``bashgym factory``)."""
+    keep = set(keep)
+    return without(steps, {a for step in steps for a in step.assets} - keep)
 
 
 def without(steps: list[PlanStep], skip: Iterable[str]) -> list[PlanStep]:
@@ -113,7 +124,7 @@ def without(steps: list[PlanStep], skip: Iterable[str]) -> list[PlanStep]:
     for step in steps:
         kept = [a for a in step.assets if a not in skip]
         if kept:
-            out.append(PlanStep(module=step.module, assets=kept, partitioned=step.partitioned))
+            out.append(PlanStep(module=step.module, assets=kept, partitioned=step.partitioned, ranged=step.ranged))
     return out
 
 
@@ -141,7 +152,8 @@ def _topological(keys: list[str], nodes: dict[str, AssetNode]) -> list[str]:
 # 1.18 and terminate at 76%; two at 1e-3: 0.49 and 94%), the evaluation on the whole held-out split.
 PROFILES: dict[str, dict[str, dict]] = {
     "demo": {
-        "scenario_candidates": {"pack_sample": 64},
+        "generated_scenarios": {"per_family": 2},
+        "scenario_candidates": {"pack_sample": 64, "generated_max": 32},
         "sft_adapter": {"max_steps": 10, "learning_rate": 1e-3, "max_length": 384},
         "student_rollouts": {"max_scenarios": 3, "max_turns": 3, "max_new_tokens": 48},
         "dpo_adapter": {"max_steps": 1, "learning_rate": 5e-5, "max_length": 384},
@@ -157,7 +169,8 @@ PROFILES: dict[str, dict[str, dict]] = {
     # GGUF read-back (transformers' GGUF loader alone takes ~32 s here; tests/test_export.py covers the round
     # trip). Proves the plumbing, not a model.
     "quick": {
-        "scenario_candidates": {"pack_sample": 16},
+        "generated_scenarios": {"per_family": 1},
+        "scenario_candidates": {"pack_sample": 16, "generated_max": 8},
         "sft_adapter": {"max_steps": 2, "max_length": 256},
         "student_rollouts": {"max_scenarios": 2, "max_turns": 2, "max_new_tokens": 16},
         "dpo_adapter": {"max_steps": 1, "max_length": 256, "learning_rate": 5e-5},
@@ -165,6 +178,12 @@ PROFILES: dict[str, dict[str, dict]] = {
                          "max_new_tokens": 16, "max_scenarios": 2},
         "benchmark_results": {"max_scenarios": 3, "max_turns": 2, "max_new_tokens": 16},
         "exported_model": {"verify": False},
+    },
+    # ``factory`` (`bashgym factory`): the task factory at scale, drawn, merged with the pack and gated (the plan is
+    # cut to those three assets; ``--per-family`` overrides the draw size).
+    "factory": {
+        "generated_scenarios": {"per_family": 90},
+        "gated_scenarios": {"max_parallel": 8},
     },
     "full": {
         "scenario_candidates": {"variants_per_scenario": 4},
@@ -204,6 +223,7 @@ def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
         if not batch:
             return
         payload = {"steps": [{"module": s.module, "assets": s.assets, "partitioned": s.partitioned,
+                              "ranged": s.ranged,
                               "label": _label(s, partitions),
                               "config": step_config(s, profile) or {}} for s in batch],
                    "partitions": partitions}
@@ -231,6 +251,9 @@ def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
         flush()
         dagster_bin = str(Path(sys.executable).with_name("dagster"))
         cmd = [dagster_bin, "asset", "materialize", "-m", step.module, "--select", ",".join(step.assets)]
+        if step.ranged:
+            first, last = _partition_range(step)
+            cmd += ["--partition-range", f"{first}...{last}"]
         config = step_config(step, profile)
         if config:
             cmd += ["--config-json", json.dumps(config)]
@@ -244,6 +267,16 @@ def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
         timings.append((step, None, elapsed))
     flush()
     return timings
+
+
+def _partition_range(step: PlanStep) -> tuple[str, str]:
+    """First and last key of a statically partitioned step's partitions."""
+    import importlib
+
+    defs: dg.Definitions = importlib.import_module(step.module).defs
+    keys = next(spec.partitions_def for spec in defs.resolve_all_asset_specs()
+                if spec.key.to_user_string() == step.assets[0]).get_partition_keys()
+    return keys[0], keys[-1]
 
 
 def _label(step: PlanStep, partitions: list[str]) -> str:
@@ -339,18 +372,23 @@ def plan_main() -> None:
         started = time.monotonic()
         defs: dg.Definitions = importlib.import_module(step["module"]).defs
         assets = step["assets"]
+        ranged = bool(step.get("ranged"))
         partitions_def = next(spec.partitions_def for spec in defs.resolve_all_asset_specs()
-                              if spec.key.to_user_string() == assets[0]) if step["partitioned"] else None
+                              if spec.key.to_user_string() == assets[0]) if step["partitioned"] or ranged else None
         job = dg.define_asset_job("bashgym_demo", selection=dg.AssetSelection.assets(*assets),
                                   partitions_def=partitions_def, executor_def=dg.in_process_executor)
         resolved = dg.Definitions.merge(defs, dg.Definitions(jobs=[job])).resolve_job_def(job.name)
         keys = payload["partitions"] if step["partitioned"] else [None]
         failed = []
+        tags: dict[str, str] = {}
+        if ranged:   # one run over every key: the asset's single-run backfill policy takes the whole range
+            every = partitions_def.get_partition_keys()
+            tags = {"dagster/asset_partition_range_start": every[0], "dagster/asset_partition_range_end": every[-1]}
         for n, key in enumerate(keys, 1):
             if key is not None:
                 print(f"[{n}/{len(keys)}] {', '.join(assets)} for partition {key}", flush=True)
             result = resolved.execute_in_process(partition_key=key, instance=instance, run_config=step["config"],
-                                                 raise_on_error=False)
+                                                 raise_on_error=False, tags=tags or None)
             if not result.success:
                 failed.append(key or step["label"])
         if failed:

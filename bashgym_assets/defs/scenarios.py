@@ -6,6 +6,7 @@ Thin on purpose: loading, authoring and the gate live in ``bashgym_assets.scenar
 
 
 import os
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from bashgym_assets.scenarios.candidates import (
     sample_pack,
 )
 from bashgym_assets.scenarios.external import import_suites, suite_of
+from bashgym_assets.scenarios.factory.intake import generated_candidates
 from bashgym_assets.scenarios.gate import (
     HELD_OUT,
     TRAIN,
@@ -73,6 +75,10 @@ class CandidatesConfig(dg.Config):
     # Smoke runs (`bashgym demo --quick`): only this many pack bundles, a deterministic slice with both splits and
     # every category (scenarios.candidates.sample_pack); imports, teacher bundles and suites are not cut.
     pack_sample: int | None = None
+    # The task factory's tasks (``generated_scenarios``, every materialized family partition): all of them, or the
+    # first N of each family (the demo's slice); 0 leaves them out.
+    generated_per_family: int | None = None
+    generated_max: int | None = None     # at most this many generated tasks, round-robin across families
 
 
 class GateConfig(dg.Config):
@@ -83,7 +89,9 @@ class GateConfig(dg.Config):
 @dg.asset(
     group_name="scenarios",
     kinds={"python", "parquet"},
-    description="Candidate shell-task bundles: the bundled pack, imported scenario files (bundles or shell tasks), (when "
+    deps=[dg.AssetDep("generated_scenarios", partition_mapping=dg.AllPartitionMapping())],
+    description="Candidate shell-task bundles: the bundled pack, the task factory's generated tasks (every "
+                "materialized family of generated_scenarios), imported scenario files (bundles or shell tasks), (when "
                 "BASHGYM_TEACHER_MODEL names a model) teacher-authored bundles and the external evaluation suites "
                 "of BASHGYM_EVAL_SUITE_DIRS (Terminal-Bench/Harbor, ext- ids, always held out). Bad input is "
                 "quarantined.",
@@ -118,6 +126,10 @@ def scenario_candidates(context: dg.AssetExecutionContext, config: CandidatesCon
                   else int(os.environ.get("BASHGYM_SCENARIO_VARIANTS") or 0))
     variants = make_pack_variants(cands.bundles, n_variants, seed=config.seed)
     cands.bundles.extend(variants)       # ids <parent>.var-<k>: they share the parent's (train) split
+    generated, generated_quarantine = generated_candidates(lake, config.generated_per_family,
+                                                                config.generated_max)
+    cands.bundles.extend(generated)      # ids gen.<family>.<hash>: their family's recorded split
+    cands.quarantine.extend(generated_quarantine)
     suite_dirs = settings.eval_suite_dirs if config.include_external else []
     external, external_quarantine = import_suites(suite_dirs)
     bundles, dupes = merge_candidates(cands.bundles, external)
@@ -153,6 +165,8 @@ def scenario_candidates(context: dg.AssetExecutionContext, config: CandidatesCon
         "by_category": table(["category", "bundles", "announced (provider mode)"], cat_rows),
         "teacher": dg.MetadataValue.text(authoring_note),
         "variants": dg.MetadataValue.int(len(variants)),
+        "generated": dg.MetadataValue.int(len(generated)),
+        "generated_families": dg.MetadataValue.int(len({b.id.split(".")[1] for b in generated})),
         "variants_by_category": (
             table(["category", f"variants (up to {n_variants} per train pack scenario)"],
                   [list(kv) for kv in sorted(Counter(v.category for v in variants).items())])
@@ -181,11 +195,16 @@ def gated_scenarios(context: dg.AssetExecutionContext, config: GateConfig,
         raise dg.Failure(f"sandbox image {image} is missing: materialize the sandbox_image asset first")
     bundles = [parse_bundle(row["bundle_json"]) for row in lake.read_rows("scenario_candidates")]
     done = Counter[str]()
+    started = time.monotonic()
+    every = max(10, len(bundles) // 50)
 
     def progress(result: GateResult) -> None:
         done[result.reason] += 1
-        if sum(done.values()) % 10 == 0:
-            context.log.info(f"gated {sum(done.values())}/{len(bundles)}: {dict(done)}")
+        n = sum(done.values())
+        if n % every == 0 or n == len(bundles):
+            rate = n / max(time.monotonic() - started, 1e-6)
+            eta = (len(bundles) - n) / rate if rate else 0.0
+            context.log.info(f"gated {n}/{len(bundles)} ({rate:.1f}/s, ETA {eta:.0f} s): {dict(done)}")
 
     results = gate_bundles(bundles, image, max_parallel=config.max_parallel,
                            limits=GateLimits(command_timeout_s=config.command_timeout_s), progress=progress)

@@ -34,7 +34,9 @@ def load_pack(folder: Path = PACK_DIR) -> tuple[list[ScenarioBundle], list[Bundl
 
 
 def origin(bundle: ScenarioBundle) -> str:
-    """Coarse origin for metadata: pack, import or teacher."""
+    """Coarse origin for metadata: pack, import, teacher or factory."""
+    if bundle.source.startswith("factory:"):
+        return "factory"
     if bundle.source.startswith("teacher:"):
         return "teacher"
     if bundle.source.startswith("import:"):

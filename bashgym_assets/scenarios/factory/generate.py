@@ -6,7 +6,8 @@ dropped, and counted, when:
 
 - ``draw_error``: the family raised (a bug in the family, quarantined with the message; other families go on);
 - ``invalid_bundle``: the draft does not make a valid ``ScenarioBundle``;
-- ``duplicate_instruction``: its normalised instruction was already drawn (in this family);
+- ``duplicate_instruction``: its normalised instruction was already drawn in this family (families are
+  different skills, so one family's result never depends on which others are drawn with it);
 - ``near_duplicate_of_eval``: it is too similar to an evaluation task (``similarity.EvalGuard``); only train
   families are guarded, a held-out family's tasks *are* evaluation tasks.
 
@@ -101,13 +102,11 @@ Guard = Callable[[ScenarioBundle], tuple[bool, float, float, str]]
 
 def draw_family(fam: Family, n: int, seed: int = 0, max_draws_factor: int = 6,
                 guard: Guard | None = None,
-                similarities: list[tuple[str, float, float, str]] | None = None,
-                seen: set[str] | None = None) -> FamilyYield:
-    """Up to ``n`` distinct tasks of one family. ``guard(bundle) -> (refuse, instr_sim, ref_sim, nearest)``;
-    ``seen`` holds the normalised instructions already kept (shared across families by ``generate``)."""
+                similarities: list[tuple[str, float, float, str]] | None = None) -> FamilyYield:
+    """Up to ``n`` distinct tasks of one family. ``guard(bundle) -> (refuse, instr_sim, ref_sim, nearest)``."""
     held_out = is_held_out_family(fam.name)
     out = FamilyYield(family=fam.name, category=fam.category, held_out=held_out, wanted=n)
-    seen = set() if seen is None else seen
+    seen: set[str] = set()
     for i in range(max(n * max_draws_factor, n + 20)):
         if out.kept >= n:
             break
@@ -141,11 +140,24 @@ def draw_family(fam: Family, n: int, seed: int = 0, max_draws_factor: int = 6,
     return out
 
 
+def evaluation_tasks(suite_dirs: Sequence[object] = ()) -> list[ScenarioBundle]:
+    """Every task that evaluates and so must never be near-copied into training: the bundled pack's held-out
+    split and the imported external suites (the held-out families are added by ``generate``)."""
+    from bashgym_assets.scenarios.candidates import load_pack
+    from bashgym_assets.scenarios.external import import_suites
+    from bashgym_assets.scenarios.gate import HELD_OUT, split_for
+
+    pack, _ = load_pack()
+    external, _ = import_suites(list(suite_dirs)) if suite_dirs else ([], [])
+    return [b for b in pack if split_for(b.id) == HELD_OUT] + list(external)
+
+
 def generate(per_family: int, seed: int = 0, families: Sequence[str] | None = None,
              eval_tasks: Sequence[ScenarioBundle] = (), max_draws_factor: int = 6,
              progress: Callable[[FamilyYield], None] | None = None) -> FactoryRun:
-    """Draw every family (or the named ones). Train families are guarded against ``eval_tasks`` plus the
-    held-out families' own tasks, which are drawn first for that reason."""
+    """Draw every family (or the named ones). Train families are guarded against ``eval_tasks`` plus *all*
+    held-out families' tasks at the same ``seed`` and ``per_family`` (drawn here whichever families are asked
+    for, so one family's result does not depend on which others are drawn with it)."""
     from bashgym_assets.scenarios.factory.similarity import EvalGuard
 
     registry = all_families()
@@ -153,19 +165,16 @@ def generate(per_family: int, seed: int = 0, families: Sequence[str] | None = No
     unknown = [n for n in names if n not in registry]
     if unknown:
         raise KeyError(f"unknown families: {', '.join(unknown)} (known: {len(registry)})")
-    ordered = sorted(names, key=lambda n: (not is_held_out_family(n), n))   # held-out families first
+    held = {n: draw_family(registry[n], per_family, seed, max_draws_factor)
+            for n in registry if is_held_out_family(n)}
+    train_names = [n for n in names if n not in held]
+    guard = EvalGuard([*eval_tasks, *(b for y in held.values() for b in y.bundles)]) if train_names else None
     yields: list[FamilyYield] = []
     similarities: list[tuple[str, float, float, str]] = []
-    seen: set[str] = set()
-    guard: EvalGuard | None = None
-    for name in ordered:
-        fam = registry[name]
-        if guard is None and not is_held_out_family(name):
-            held = [b for y in yields for b in y.bundles]
-            guard = EvalGuard([*eval_tasks, *held])
-        y = draw_family(fam, per_family, seed, max_draws_factor, guard, similarities, seen)
+    for name in sorted(names):
+        y = held[name] if name in held else draw_family(registry[name], per_family, seed, max_draws_factor,
+                                                        guard, similarities)
         yields.append(y)
         if progress:
             progress(y)
-    yields.sort(key=lambda y: y.family)
     return FactoryRun(seed=seed, per_family=per_family, yields=yields, similarities=similarities)

@@ -1,12 +1,14 @@
 """The near-duplicate guard: a generated train task too close to an evaluation task is refused, and counted.
 
-Similarity is Jaccard over shingles, estimated with MinHash (``datasketch``): word 3-grams of the instruction and
-word 2-grams of the reference solution, lower-cased. Every train task is compared with *every* evaluation task
+Similarity is Jaccard over shingles, estimated with MinHash (``datasketch``): word 3-grams of the instruction (a
+near-copy), the instruction's content words (a paraphrase: stop words left out) and word 2-grams of the reference
+solution, lower-cased. Every train task is compared with *every* evaluation task
 (the bundled held-out split, the held-out families' tasks, imported external suites): the signatures of the
 evaluation side are one matrix, so a comparison is one vectorised row compare, not a Python loop.
 
-A task is refused when its instruction is a near-copy (``instruction >= INSTRUCTION_MAX``), or when it is the same
-solution under a loosely related wording (``reference >= REFERENCE_MAX`` and ``instruction >= INSTRUCTION_WITH_REF``).
+A task is refused when its instruction is a near-copy (3-gram ``instruction >= INSTRUCTION_MAX``), or when it is the
+same solution under a loosely related wording (``reference >= REFERENCE_MAX`` and content words
+``>= INSTRUCTION_WITH_REF``).
 Why not reference similarity alone: a train family and a held-out task may share a common idiom (``wc -l``,
 ``tar -xzf``) and that is the skill being taught, not a leak of the task.
 """
@@ -26,6 +28,12 @@ INSTRUCTION_MAX = 0.5
 REFERENCE_MAX = 0.7
 INSTRUCTION_WITH_REF = 0.3
 _TOKEN = re.compile(r"[a-z0-9_./~*-]+")
+_STOP = frozenset({"a", "an", "the", "and", "or", "of", "in", "on", "to", "into", "from", "for", "with",
+                   "by", "at", "as", "is", "are", "be", "it", "its", "this", "that", "these", "those",
+                   "every", "each", "all", "any", "some", "your", "you", "my", "me", "i", "we", "our",
+                   "please", "can", "could", "would", "should", "will", "must", "only", "just", "then",
+                   "than", "so", "not", "no", "do", "does", "did", "has", "have", "had", "there", "here",
+                   "which", "what", "who", "how"})
 _SCHEME = "affine32"
 _PERMUTATIONS = MinHash(num_perm=NUM_PERM, seed=1, scheme=_SCHEME).permutations   # shared: the costly part
 
@@ -35,6 +43,10 @@ def shingles(text: str, n: int) -> set[bytes]:
     if len(words) < n:
         return {" ".join(words).encode()} if words else set()
     return {" ".join(words[i:i + n]).encode() for i in range(len(words) - n + 1)}
+
+
+def content_words(text: str) -> set[bytes]:
+    return {w.encode() for w in _TOKEN.findall(text.lower()) if w not in _STOP}
 
 
 def signature(items: set[bytes]) -> np.ndarray | None:
@@ -59,38 +71,45 @@ class EvalGuard:
     ``(refuse, instruction similarity, reference similarity, nearest evaluation id)``."""
 
     def __init__(self, eval_tasks: Sequence[ScenarioBundle]) -> None:
-        self.ids: list[str] = []
-        instr, ref = [], []
-        for b in eval_tasks:
-            si, sr = signature(shingles(instruction_text(b), 3)), signature(shingles(reference_text(b), 2))
-            self.ids.append(b.id)
-            instr.append(si if si is not None else np.full(NUM_PERM, -1, dtype=np.uint64))
-            ref.append(sr if sr is not None else np.full(NUM_PERM, -2, dtype=np.uint64))
-        self._instr = np.vstack(instr) if instr else np.zeros((0, NUM_PERM), dtype=np.uint64)
-        self._ref = np.vstack(ref) if ref else np.zeros((0, NUM_PERM), dtype=np.uint64)
+        self.ids = [b.id for b in eval_tasks]
+        # an empty set's row never equals a real signature: 2**64-1 - k is no MinHash value (they are < 2**32)
+        self._instr, self._words, self._ref = (
+            _matrix([f(b) for b in eval_tasks], k) for k, f in enumerate(_SIGNERS))
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def similarities(self, bundle: ScenarioBundle) -> tuple[np.ndarray, np.ndarray]:
-        """Estimated Jaccard of the bundle's instruction and reference with every evaluation task."""
+    def similarities(self, bundle: ScenarioBundle) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Estimated Jaccard of the bundle's instruction (3-grams, content words) and reference with every
+        evaluation task."""
         if not self.ids:
-            return np.zeros(0), np.zeros(0)
-        si, sr = signature(shingles(instruction_text(bundle), 3)), signature(shingles(reference_text(bundle), 2))
-        zeros = np.zeros(len(self.ids))
-        instr = (self._instr == si).mean(axis=1) if si is not None else zeros
-        ref = (self._ref == sr).mean(axis=1) if sr is not None else zeros
-        return instr, ref
+            return np.zeros(0), np.zeros(0), np.zeros(0)
+        out = []
+        for matrix, signer in zip((self._instr, self._words, self._ref), _SIGNERS, strict=True):
+            sig = signer(bundle)
+            out.append((matrix == sig).mean(axis=1) if sig is not None else np.zeros(len(self.ids)))
+        return out[0], out[1], out[2]
 
     def __call__(self, bundle: ScenarioBundle) -> tuple[bool, float, float, str]:
-        instr, ref = self.similarities(bundle)
+        instr, words, ref = self.similarities(bundle)
         if not len(instr):
             return False, 0.0, 0.0, ""
-        refused = (instr >= INSTRUCTION_MAX) | ((ref >= REFERENCE_MAX) & (instr >= INSTRUCTION_WITH_REF))
+        refused = (instr >= INSTRUCTION_MAX) | ((ref >= REFERENCE_MAX) & (words >= INSTRUCTION_WITH_REF))
         # the nearest task: a refusing one if any, else the closest by instruction then reference
         score = instr + 0.5 * ref + refused * 10
         k = int(np.argmax(score))
         return bool(refused.any()), float(instr.max()), float(ref.max()), self.ids[k]
+
+
+_SIGNERS = (lambda b: signature(shingles(instruction_text(b), 3)),
+            lambda b: signature(content_words(instruction_text(b))),
+            lambda b: signature(shingles(reference_text(b), 2)))
+
+
+def _matrix(signatures: list[np.ndarray | None], k: int) -> np.ndarray:
+    empty = np.full(NUM_PERM, np.iinfo(np.uint64).max - k, dtype=np.uint64)
+    rows = [s if s is not None else empty for s in signatures]
+    return np.vstack(rows) if rows else np.zeros((0, NUM_PERM), dtype=np.uint64)
 
 
 def histogram(values: Sequence[float], edges: Sequence[float] = (0, .1, .2, .3, .4, .5, .6, .7, .8, .9, 1.0001)

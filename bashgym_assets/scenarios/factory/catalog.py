@@ -1,0 +1,125 @@
+"""What the factory made, as numbers: commands and flags the references use, histograms, lake rows.
+
+A *command+flag combination* is a command name with one option word as written (``find -mtime``, ``tar -xzf``,
+``sort -k``; ``--opt=value`` counts as ``--opt``), or the bare command when it takes no option. Words are read
+with the guardrails' bash parser, so quoted arguments that start with a dash are not options of anything, and
+commands inside pipelines, lists, ``$(...)`` and ``-exec ... +`` are counted too.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from bashgym_assets.guardrails.shell import parse
+from bashgym_assets.scenarios.bundle import ScenarioBundle
+from bashgym_assets.scenarios.factory.family import family_of
+from bashgym_assets.scenarios.gate import split_for
+
+# wrappers whose first non-option word is the real command
+_WRAPPERS = frozenset({"sudo", "env", "nohup", "nice", "timeout", "xargs", "exec", "command", "time", "setsid",
+                       "runuser", "stdbuf"})
+_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
+                       "in", "function", "{", "}", "!", "[[", "]]"})
+_WRAPPER_ARG_OPTIONS = {"sudo": ("-u", "-g"), "runuser": ("-u", "-g"), "nice": ("-n",), "timeout": ("-s", "-k"),
+                        "env": ("-u",)}
+_WRAPPER_POSITIONALS = {"timeout": 1}
+_LOOP_HEADS = frozenset({"for", "select", "case"})   # their words are names and patterns, not a command
+_SUBCOMMANDS = frozenset({"git", "docker", "systemctl", "apt-get", "pip"})
+
+
+def _commands_in(text: str, depth: int = 0) -> Iterable[list[str]]:
+    parsed = parse(text)
+    for cmd in parsed.commands:
+        words = [w.value for w in cmd.words if not (w.value and "=" in w.value.split("/")[0]
+                                                     and w.value.split("=")[0].isidentifier() and w is cmd.words[0])]
+        if words:
+            yield words
+        if depth < 3:
+            for w in cmd.words:
+                for sub in w.subs:
+                    yield from _commands_in(sub.text, depth + 1)
+
+
+def _flag(word: str) -> str | None:
+    """The option a word is, as counted: ``--opt=v`` is ``--opt``, ``-k2`` is ``-k``; None for a non-option."""
+    if not word.startswith("-") or len(word) < 2 or word == "--" or word[1:2].isdigit() and len(word) > 2:
+        return None
+    word = word.split("=", 1)[0]
+    if re.fullmatch(r"-[A-Za-z]\d+", word):
+        return word[:2]
+    return word
+
+
+def _one(words: list[str], out: set[str]) -> None:
+    """Count one simple command's combinations, following wrappers and ``find -exec`` to the command they run."""
+    while words:
+        name = posixpath.basename(words[0])
+        if name in _LOOP_HEADS:
+            return
+        if not name or name in _KEYWORDS:
+            words = words[1:]
+            continue
+        rest = words[1:]
+        if name in _SUBCOMMANDS and rest and not rest[0].startswith("-"):
+            name, rest = f"{name} {rest[0]}", rest[1:]
+        flags: set[str] = set()
+        nested: list[str] = []
+        skip = 0
+        positional = _WRAPPER_POSITIONALS.get(name, 0)
+        for j, word in enumerate(rest):
+            if skip:
+                skip -= 1
+                continue
+            if word == "--":
+                break
+            if name == "find" and word in ("-exec", "-execdir", "-ok") and j + 1 < len(rest):
+                flags.add(word)
+                nested = [w for w in rest[j + 1:] if w not in ("{}", "+", ";", "\\;")]
+                break
+            if name in _WRAPPERS and word in _WRAPPER_ARG_OPTIONS.get(name, ()):
+                flags.add(word)
+                skip = 1                               # the option's argument (sudo -u bob)
+                continue
+            if name in _WRAPPERS and not word.startswith("-"):
+                if positional:                         # timeout's duration
+                    positional -= 1
+                    continue
+                nested = rest[j:]
+                break
+            flag = _flag(word)
+            if flag:
+                flags.add(flag)
+        out.update(f"{name} {f}" for f in flags)
+        if not flags:
+            out.add(name)
+        words = nested
+
+
+def command_flags(reference: Sequence[str]) -> set[str]:
+    """The command+flag combinations of a reference solution (see the module doc)."""
+    out: set[str] = set()
+    for line in reference:
+        for words in _commands_in(line):
+            _one(words, out)
+    return out
+
+
+def coverage(bundles: Iterable[ScenarioBundle]) -> Counter[str]:
+    """How many tasks use each command+flag combination."""
+    counts: Counter[str] = Counter()
+    for b in bundles:
+        counts.update(command_flags(b.reference))
+    return counts
+
+
+def task_rows(bundles: Iterable[ScenarioBundle]) -> list[dict[str, Any]]:
+    """Lake rows for ``generated_scenarios``: searchable fields plus the whole bundle."""
+    return [{"scenario_id": b.id, "family": family_of(b.id) or "", "category": b.category,
+             "difficulty": b.difficulty, "split": split_for(b.id), "user": b.user, "task": b.task,
+             "commands": json.dumps(sorted(command_flags(b.reference))), "source": b.source,
+             "bundle_json": b.model_dump_json(exclude_none=True)} for b in bundles]
