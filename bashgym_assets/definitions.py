@@ -9,6 +9,7 @@ import dagster as dg
 from bashgym_assets.defs import datasets, factory, images, ingest, privacy, scenarios, tiers, trajectories
 from bashgym_assets.defs.automation import automation_sensor
 from bashgym_assets.defs.resources import default_resources
+from bashgym_assets.defs.run_health import dead_run_reaper
 
 defs = dg.Definitions.merge(
     images.defs,
@@ -19,5 +20,5 @@ defs = dg.Definitions.merge(
     scenarios.defs,
     trajectories.defs,
     datasets.defs,
-    dg.Definitions(resources=default_resources(), sensors=[automation_sensor("cpu")]),
+    dg.Definitions(resources=default_resources(), sensors=[automation_sensor("cpu"), dead_run_reaper]),
 )

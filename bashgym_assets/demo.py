@@ -249,6 +249,10 @@ def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
                 flush()
             continue
         flush()
+        if step.module == GPU_MODULE:
+            from bashgym_assets.defs.run_health import wait_for_pool
+
+            wait_for_pool(dg.DagsterInstance.get(), echo=lambda line: echo(f"    {line}"))
         dagster_bin = str(Path(sys.executable).with_name("dagster"))
         cmd = [dagster_bin, "asset", "materialize", "-m", step.module, "--select", ",".join(step.assets)]
         if step.ranged:
@@ -365,10 +369,14 @@ def plan_main() -> None:
     import importlib
     import json
 
+    from bashgym_assets.defs.run_health import process_tags, wait_for_pool
+
     payload = json.loads(sys.argv[1])
     instance = dg.DagsterInstance.get()
     for step in payload["steps"]:
         print(f"{_STEP_START}{step['label']}", flush=True)
+        if step["module"] == GPU_MODULE:   # say what we wait for, and never wait on a run that is dead
+            wait_for_pool(instance, echo=lambda line: print(f"    {line}", flush=True))
         started = time.monotonic()
         defs: dg.Definitions = importlib.import_module(step["module"]).defs
         assets = step["assets"]
@@ -380,15 +388,16 @@ def plan_main() -> None:
         resolved = dg.Definitions.merge(defs, dg.Definitions(jobs=[job])).resolve_job_def(job.name)
         keys = payload["partitions"] if step["partitioned"] else [None]
         failed = []
-        tags: dict[str, str] = {}
+        tags: dict[str, str] = process_tags()   # the dead-run reaper can tell if this process dies
         if ranged:   # one run over every key: the asset's single-run backfill policy takes the whole range
             every = partitions_def.get_partition_keys()
-            tags = {"dagster/asset_partition_range_start": every[0], "dagster/asset_partition_range_end": every[-1]}
+            tags.update({"dagster/asset_partition_range_start": every[0],
+                         "dagster/asset_partition_range_end": every[-1]})
         for n, key in enumerate(keys, 1):
             if key is not None:
                 print(f"[{n}/{len(keys)}] {', '.join(assets)} for partition {key}", flush=True)
             result = resolved.execute_in_process(partition_key=key, instance=instance, run_config=step["config"],
-                                                 raise_on_error=False, tags=tags or None)
+                                                 raise_on_error=False, tags=tags)
             if not result.success:
                 failed.append(key or step["label"])
         if failed:

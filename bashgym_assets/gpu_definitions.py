@@ -13,6 +13,7 @@ from bashgym_assets.defs import evaluation, export, grpo, student, training
 from bashgym_assets.defs.automation import automation_sensor
 from bashgym_assets.defs.executors import gpu_executor
 from bashgym_assets.defs.resources import default_resources
+from bashgym_assets.defs.run_health import dead_run_reaper
 
 defs = dg.Definitions.merge(
     training.defs,
@@ -20,5 +21,5 @@ defs = dg.Definitions.merge(
     student.defs,
     evaluation.defs,
     export.defs,
-    dg.Definitions(resources=default_resources(), executor=gpu_executor(), sensors=[automation_sensor("gpu")]),
+    dg.Definitions(resources=default_resources(), executor=gpu_executor(), sensors=[automation_sensor("gpu"), dead_run_reaper]),
 )
