@@ -99,3 +99,6 @@ class SetupResult(BaseModel):
     #: The setup exec ended without reporting every command (the container died or the engine failed): not
     #: the scenario's fault, so a caller may retry in a fresh sandbox.
     infrastructure_error: bool = False
+    #: Harness commands run in the same exec after a successful setup (``Sandbox.setup(then=...)``), in order,
+    #: stopping after the first that exits non-zero; empty when the setup failed.
+    then: list[CommandResult] = Field(default_factory=list)
