@@ -5,6 +5,7 @@ Thin on purpose: loading, authoring and the gate live in ``bashgym_assets.scenar
 """
 
 
+import json
 import os
 import time
 from collections import Counter
@@ -29,7 +30,9 @@ from bashgym_assets.scenarios.candidates import (
     sample_pack,
 )
 from bashgym_assets.scenarios.external import import_suites, suite_of
+from bashgym_assets.scenarios.factory.generate import evaluation_tasks
 from bashgym_assets.scenarios.factory.intake import generated_candidates
+from bashgym_assets.scenarios.factory.similarity import guard_train_bundles
 from bashgym_assets.scenarios.gate import (
     HELD_OUT,
     TRAIN,
@@ -47,6 +50,11 @@ CANDIDATE_SCHEMA = pa.schema([
     ("scenario_id", pa.string()), ("category", pa.string()), ("difficulty", pa.int32()), ("user", pa.string()),
     ("announced", pa.bool_()), ("origin", pa.string()), ("source", pa.string()), ("task", pa.string()),
     ("bundle_json", pa.string()),
+])
+PENDING_SCHEMA = pa.schema([
+    ("id", pa.string()), ("task", pa.string()), ("category", pa.string()), ("difficulty", pa.int32()),
+    ("setup", pa.string()), ("check", pa.string()), ("user", pa.string()), ("source", pa.string()),
+    ("reason", pa.string()),
 ])
 QUARANTINE_SCHEMA = pa.schema([("source", pa.string()), ("reason", pa.string())])
 GATED_SCHEMA = pa.schema([
@@ -79,11 +87,44 @@ class CandidatesConfig(dg.Config):
     # first N of each family (the demo's slice); 0 leaves them out.
     generated_per_family: int | None = None
     generated_max: int | None = None     # at most this many generated tasks, round-robin across families
+    # Public data (scenarios/public_data.py, scenarios/nl2bash.py): a hub dataset name or a local folder/file of
+    # the shell-tasks dataset, and of NL2Bash-style {nl, cmd} pairs. Default: $BASHGYM_SHELL_TASKS,
+    # $BASHGYM_NL2BASH, else none. Records without a reference wait in scenario_pending for a solver.
+    shell_tasks: str | None = None
+    nl2bash: str | None = None
+    public_limit: int | None = None      # at most this many records of each public source
+    # Pending public tasks the teacher (BASHGYM_TEACHER_MODEL, when it names a model) tries to prove by solving
+    # them in a sandbox (rollout/pending.py): a proof's commands become the reference, then the gate decides.
+    solve_pending: int = 20
 
 
 class GateConfig(dg.Config):
     max_parallel: int = 4                # sandboxes at once: Docker-bound, 2.5-3.4x over serial on 2 cores (bench_gate)
     command_timeout_s: float = 30.0
+
+
+def _public_candidates(config: CandidatesConfig) -> tuple[list, list, list[BundleError], dict[str, dict]]:
+    """Bundles, pending tasks, quarantine and counts of the configured public sources."""
+    from bashgym_assets.scenarios.nl2bash import load_nl2bash
+    from bashgym_assets.scenarios.public_data import load_shell_tasks
+
+    bundles, pending, quarantine, counts = [], [], [], {}
+    shell_tasks = config.shell_tasks or os.environ.get("BASHGYM_SHELL_TASKS")
+    if shell_tasks:
+        got = load_shell_tasks(shell_tasks, limit=config.public_limit)
+        bundles += got.bundles
+        pending += got.pending
+        quarantine += got.quarantine
+        counts[f"shell-tasks: {shell_tasks}"] = {**got.counts()}
+    pairs = config.nl2bash or os.environ.get("BASHGYM_NL2BASH")
+    if pairs:
+        got = load_nl2bash(pairs, limit=config.public_limit)
+        bundles += got.bundles
+        quarantine += got.quarantine
+        counts[f"nl2bash: {pairs}"] = {**got.counts(), "pending": 0}
+        counts[f"nl2bash: {pairs}"] = {k: counts[f"nl2bash: {pairs}"][k]
+                                       for k in ("records", "bundles", "pending", "quarantined")}
+    return bundles, pending, quarantine, counts
 
 
 @dg.asset(
@@ -126,6 +167,9 @@ def scenario_candidates(context: dg.AssetExecutionContext, config: CandidatesCon
                   else int(os.environ.get("BASHGYM_SCENARIO_VARIANTS") or 0))
     variants = make_pack_variants(cands.bundles, n_variants, seed=config.seed)
     cands.bundles.extend(variants)       # ids <parent>.var-<k>: they share the parent's (train) split
+    public, pending, public_quarantine, public_counts = _public_candidates(config)
+    cands.bundles.extend(public)         # ids st.* / nl2bash.*: hash split like the pack's
+    cands.quarantine.extend(public_quarantine)
     generated, generated_quarantine = generated_candidates(lake, config.generated_per_family,
                                                                 config.generated_max)
     cands.bundles.extend(generated)      # ids gen.<family>.<hash>: their family's recorded split
@@ -134,6 +178,33 @@ def scenario_candidates(context: dg.AssetExecutionContext, config: CandidatesCon
     external, external_quarantine = import_suites(suite_dirs)
     bundles, dupes = merge_candidates(cands.bundles, external)
     quarantine = cands.quarantine + [q.to_bundle_error() for q in external_quarantine] + dupes
+    solved_note = "no pending tasks"
+    if pending and teacher and teacher != "reference" and config.solve_pending > 0:
+        from bashgym_assets.rollout.operators import make_operator
+        from bashgym_assets.rollout.pending import solve_pending
+
+        solver = make_operator(teacher, api_base=settings.teacher_api_base)
+        report = solve_pending(pending[:config.solve_pending], solver, bashgym.sandbox_image_tag(), max_parallel=2)
+        proved_ids = {b.id for b in report.proved}
+        bundles += report.proved     # still gated downstream, like every candidate
+        public += report.proved
+        pending = [*report.pending, *pending[config.solve_pending:]]
+        tried = min(len(report.pending) + len(proved_ids), config.solve_pending)
+        solved_note = f"teacher {teacher} proved {len(proved_ids)} of {tried} pending tasks tried"
+        context.log.info(solved_note)
+    elif pending:
+        solved_note = (f"{len(pending)} pending tasks wait for a solver (set BASHGYM_TEACHER_MODEL; "
+                       "rollout/pending.solve_pending takes any operator, the champion too)")
+    if public:   # imported train tasks never near-copy an evaluation task (factory tasks were guarded when drawn)
+        public_ids = {b.id for b in public}
+        evaluation = [*evaluation_tasks(suite_dirs),   # the whole pack's held-out split, even when not included
+                      *(b for b in bundles if split_for(b.id) == HELD_OUT and b.id not in public_ids)]
+        kept, refused = guard_train_bundles([b for b in bundles if b.id in public_ids], evaluation, split_for)
+        kept_ids = {b.id for b in kept}
+        bundles = [b for b in bundles if b.id not in public_ids or b.id in kept_ids]
+        quarantine += [BundleError(source=b.source or b.id, reason=why) for b, why in refused]
+    lake.write("scenario_pending", [p.model_dump(mode="json") | {"setup": json.dumps(p.setup)} for p in pending],
+               schema=PENDING_SCHEMA)
     rows = [{**r, "origin": "external"} if is_external(str(r["scenario_id"])) else r for r in candidate_rows(bundles)]
     lake.write("scenario_candidates", rows, schema=CANDIDATE_SCHEMA)
     lake.write("scenario_candidates_quarantine", quarantine_rows(quarantine), schema=QUARANTINE_SCHEMA)
@@ -166,6 +237,11 @@ def scenario_candidates(context: dg.AssetExecutionContext, config: CandidatesCon
         "teacher": dg.MetadataValue.text(authoring_note),
         "variants": dg.MetadataValue.int(len(variants)),
         "generated": dg.MetadataValue.int(len(generated)),
+        "public_sources": (table(["source", "records", "bundles", "pending (wait for a solver)", "quarantined"],
+                                 [[k, *v.values()] for k, v in public_counts.items()])
+                           if public_counts else dg.MetadataValue.md("_no public data configured_")),
+        "pending": dg.MetadataValue.int(len(pending)),
+        "pending_solver": dg.MetadataValue.text(solved_note),
         "generated_families": dg.MetadataValue.int(len({b.id.split(".")[1] for b in generated})),
         "variants_by_category": (
             table(["category", f"variants (up to {n_variants} per train pack scenario)"],

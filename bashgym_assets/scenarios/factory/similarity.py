@@ -117,3 +117,23 @@ def histogram(values: Sequence[float], edges: Sequence[float] = (0, .1, .2, .3, 
     """Counts per similarity band, for the report."""
     counts, _ = np.histogram(np.asarray(values, dtype=float), bins=np.asarray(edges))
     return [(f"{edges[i]:.1f}-{min(edges[i + 1], 1.0):.1f}", int(c)) for i, c in enumerate(counts)]
+
+
+def guard_train_bundles(bundles: Sequence[ScenarioBundle], eval_tasks: Sequence[ScenarioBundle],
+                        split_of: object) -> tuple[list[ScenarioBundle], list[tuple[ScenarioBundle, str]]]:
+    """Imported train-split bundles kept, and those refused as near-copies of an evaluation task with the reason;
+    held-out bundles pass untouched (they evaluate). ``split_of(id) -> "train" | "held_out"``."""
+    guard = EvalGuard(eval_tasks)
+    kept: list[ScenarioBundle] = []
+    refused: list[tuple[ScenarioBundle, str]] = []
+    for b in bundles:
+        if split_of(b.id) != "train" or not len(guard):  # type: ignore[operator]
+            kept.append(b)
+            continue
+        near, instr, ref, nearest = guard(b)
+        if near:
+            refused.append((b, f"near-duplicate of evaluation task {nearest} (instruction {instr:.2f}, reference "
+                               f"{ref:.2f}): never trains"))
+        else:
+            kept.append(b)
+    return kept, refused

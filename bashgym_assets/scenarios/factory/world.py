@@ -211,7 +211,9 @@ class World:
         body = self.spin(self.pick(templates), **values)
         intro = self.pick(INTROS)
         head = body.split(" ", 1)[0]
-        if not intro or head.endswith(":") or head[1:2].isupper() or head.startswith(("/", "~")):
+        asks = body.lower().startswith(("could you", "can you", "would you", "please"))
+        if (not intro or head.endswith(":") or head[1:2].isupper() or head.startswith(("/", "~"))
+                or (asks and intro.rstrip().endswith(("?", ":")))):
             return body   # a ticket keeps its own heading; a path or an acronym keeps its case
         return intro + body[:1].lower() + body[1:]
 
