@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from bashgym_assets.scenarios.factory.family import all_families
-from bashgym_assets.scenarios.factory.generate import generate
+from bashgym_assets.scenarios.factory.generate import evaluation_tasks, generate
 from bashgym_assets.scenarios.factory.split import is_held_out_family
 
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     names = [n.strip() for n in args.families.split(",") if n.strip()] or None
     t0 = time.monotonic()
-    run = generate(args.per_family, seed=args.seed, families=names)
+    run = generate(args.per_family, seed=args.seed, families=names, eval_tasks=evaluation_tasks())
     print(f"drew {run.draws} -> kept {len(run.bundles)} in {time.monotonic() - t0:.1f} s; drops {dict(run.drops())}")
     for y in run.yields:
         print(f"  {y.family:40s} kept {y.kept}/{y.wanted} in {y.draws} draws {dict(y.drops)}"

@@ -196,13 +196,23 @@ class World:
     def spin(self, template: str, capitalize: bool = True, **values: object) -> str:
         """Resolve ``{a|b}`` alternations (innermost first), then ``{name}`` placeholders; collapse spaces.
         The first letter is capitalised unless ``capitalize=False`` (a fragment for inside a sentence)."""
-        text = template
+        # Placeholders become inert markers first, so one may sit inside an alternation ({the {what}|a {what}})
+        # and a value holding '|' or braces is never read as spintax; they are filled in last.
+        slots: list[str] = []
+
+        def hold(m: re.Match[str]) -> str:
+            if m.group(1) not in values:
+                return m.group(0)
+            slots.append(str(values[m.group(1)]))
+            return f"\x00{len(slots) - 1}\x00"
+
+        text = _PLACEHOLDER.sub(hold, template)
         while True:
             new = _ALTERNATION.sub(lambda m: self.rng.choice(m.group(1).split("|")), text)
             if new == text:
                 break
             text = new
-        text = _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), text)
+        text = re.sub("\x00(\\d+)\x00", lambda m: slots[int(m.group(1))], text)
         text = _SPACES.sub(" ", text).strip()
         return text[:1].upper() + text[1:] if capitalize else text
 
@@ -213,6 +223,7 @@ class World:
         head = body.split(" ", 1)[0]
         asks = body.lower().startswith(("could you", "can you", "would you", "please"))
         if (not intro or head.endswith(":") or head[1:2].isupper() or head.startswith(("/", "~"))
+                or head in ("I", "I'm", "I've", "I'd")
                 or (asks and intro.rstrip().endswith(("?", ":")))):
             return body   # a ticket keeps its own heading; a path or an acronym keeps its case
         return intro + body[:1].lower() + body[1:]
