@@ -252,7 +252,7 @@ def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
         if step.module == GPU_MODULE:
             from bashgym_assets.defs.run_health import wait_for_pool
 
-            wait_for_pool(dg.DagsterInstance.get(), echo=lambda line: echo(f"    {line}"))
+            wait_for_pool(dg.DagsterInstance.get(), echo=lambda line: echo(f"{_POOL_LINE}{line}"))
         dagster_bin = str(Path(sys.executable).with_name("dagster"))
         cmd = [dagster_bin, "asset", "materialize", "-m", step.module, "--select", ",".join(step.assets)]
         if step.ranged:
@@ -309,6 +309,7 @@ _SHOWN = ("sft step", "dpo step", "grpo step", "] turn", " live episodes", " epi
 
 
 _STEP_START = "--> "
+_POOL_LINE = "    [pool] "   # what a GPU step waits for, always shown
 _STEP_DONE_RE = re.compile(r"^    ok in ([0-9.]+) s$")
 
 
@@ -335,6 +336,9 @@ def _run_streaming(cmd: list[str], env: dict[str, str], echo: Callable[[str], No
                 echo(line)
                 continue
             tail.append(line)
+            if line.startswith(_POOL_LINE):
+                echo(line)
+                continue
             if _COUNTER_RE.match(line):
                 echo(f"    {line}")
                 continue
@@ -376,7 +380,7 @@ def plan_main() -> None:
     for step in payload["steps"]:
         print(f"{_STEP_START}{step['label']}", flush=True)
         if step["module"] == GPU_MODULE:   # say what we wait for, and never wait on a run that is dead
-            wait_for_pool(instance, echo=lambda line: print(f"    {line}", flush=True))
+            wait_for_pool(instance, echo=lambda line: print(f"{_POOL_LINE}{line}", flush=True))
         started = time.monotonic()
         defs: dg.Definitions = importlib.import_module(step["module"]).defs
         assets = step["assets"]

@@ -136,3 +136,21 @@ def test_a_pid_reused_by_another_process_is_not_the_run() -> None:
     assert run_health.process_alive({**tags, run_health.PID_START_TAG: "1"}) is False   # same pid, other process
     assert run_health.process_alive({**tags, run_health.HOST_TAG: "elsewhere"}) is None
     assert run_health.process_alive({}) is None
+
+
+def test_a_pool_no_run_has_used_yet_is_free(instance_home: Path) -> None:
+    """A fresh instance has no row for the pool until the first claim: that is a free pool, not a limit of 0."""
+    instance = dg.DagsterInstance.get()
+    assert run_health.GPU_POOL not in instance.event_log_storage.get_concurrency_keys()
+    said: list[str] = []
+    assert run_health.wait_for_pool(instance, echo=said.append, poll_s=0.1, timeout_s=1)
+    assert said == []
+
+
+def test_the_runner_shows_what_a_gpu_step_waits_for() -> None:
+    from bashgym_assets import demo
+
+    shown: list[str] = []
+    line = f"{demo._POOL_LINE}waiting for pool gpu (limit 1): held by run x step sft_adapter (started, pid 7)"
+    code, _ = demo._run_streaming([sys.executable, "-c", f"print({line!r})"], dict(os.environ), shown.append)
+    assert code == 0 and shown == [line]

@@ -114,9 +114,18 @@ def pool_holders(instance: dg.DagsterInstance, pool: str = GPU_POOL) -> list[str
     return out
 
 
+def pool_limit(instance: dg.DagsterInstance, pool: str = GPU_POOL) -> int:
+    """The pool's slot count; a pool no run has used yet has no row, and gets the instance's default limit on its
+    first claim (dagster.yaml ``concurrency.pools.default_limit``)."""
+    storage = instance.event_log_storage
+    if pool in storage.get_concurrency_keys():
+        return storage.get_concurrency_info(pool).slot_count
+    default = instance.get_concurrency_config().pool_config.default_pool_limit
+    return default if default is not None else 1
+
+
 def free_slots(instance: dg.DagsterInstance, pool: str = GPU_POOL) -> int:
-    info = instance.event_log_storage.get_concurrency_info(pool)
-    return info.slot_count - len(info.claimed_slots) if info.slot_count is not None else 1
+    return pool_limit(instance, pool) - len(instance.event_log_storage.get_concurrency_info(pool).claimed_slots)
 
 
 def wait_for_pool(instance: dg.DagsterInstance, pool: str = GPU_POOL, echo: Callable[[str], None] = print,
@@ -131,8 +140,8 @@ def wait_for_pool(instance: dg.DagsterInstance, pool: str = GPU_POOL, echo: Call
             return True
         holders = pool_holders(instance, pool)
         if holders != said:
-            echo(f"waiting for pool {pool} (limit {instance.event_log_storage.get_concurrency_info(pool).slot_count}"
-                 "): held by " + "; ".join(holders))
+            echo(f"waiting for pool {pool} (limit {pool_limit(instance, pool)}): held by "
+                 + ("; ".join(holders) or "nobody: its limit is 0 (dagster instance concurrency set)"))
             said = holders
         if deadline is not None and time.monotonic() > deadline:
             return False
