@@ -284,8 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     train_p.set_defaults(fn=cmd_demo)
     factory_p = sub.add_parser("factory", help="draw the task factory's families (generated_scenarios), merge them "
                                                "with the pack and certify every task with the gate")
-    factory_p.add_argument("--per-family", type=int, default=90,
-                           help="distinct tasks per family (90 x 64 families: ~5,700 tasks, ~20 min to gate)")
+    factory_p.add_argument("--per-family", type=int, default=55,
+                           help="distinct tasks per family (55 x 96 families: ~5,300 tasks, ~15 min to gate)")
     factory_p.add_argument("--seed", type=int, default=0)
     factory_p.add_argument("--parallel", type=int, default=8, help="sandboxes at once in the gate")
     factory_p.set_defaults(fn=cmd_factory)

@@ -182,7 +182,7 @@ PROFILES: dict[str, dict[str, dict]] = {
     # ``factory`` (`bashgym factory`): the task factory at scale, drawn, merged with the pack and gated (the plan is
     # cut to those three assets; ``--per-family`` overrides the draw size).
     "factory": {
-        "generated_scenarios": {"per_family": 90},
+        "generated_scenarios": {"per_family": 55},
         "gated_scenarios": {"max_parallel": 8},
     },
     "full": {

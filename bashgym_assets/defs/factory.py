@@ -37,14 +37,14 @@ SIMILARITY_SCHEMA = pa.schema([("scenario_id", pa.string()), ("instruction_simil
 class FactoryConfig(dg.Config):
     """How many distinct tasks per family and from which seed (same seed, same tasks)."""
 
-    per_family: int | None = None    # default: $BASHGYM_FACTORY_PER_FAMILY, else 90 (~5,700 tasks over 64 families)
+    per_family: int | None = None    # default: $BASHGYM_FACTORY_PER_FAMILY, else 55 (~5,300 tasks over 96 families)
     seed: int = 0
     max_draws_factor: int = 6        # give up on a family after this many draws per wanted task
 
 
 def _per_family(config: FactoryConfig) -> int:
     return config.per_family if config.per_family is not None else int(
-        os.environ.get("BASHGYM_FACTORY_PER_FAMILY") or 90)
+        os.environ.get("BASHGYM_FACTORY_PER_FAMILY") or 55)
 
 
 @dg.asset(
