@@ -5,9 +5,11 @@
 
 Today's path (the baseline, as the gate ran before the factory): a separate exec for the check on the untouched
 setup and for the workdir test, the engine's ``docker diff`` for root sessions' tool baseline and tamper check,
-and 4 sandboxes at once (the ``gated_scenarios`` default then). The new path: setup, workdir test and the check
-before in one exec (``Sandbox.setup(then=...)``), the layer diff read from the overlay2 upper folder, and
-``--parallel`` sandboxes. Both give every task the full proof in a fresh sandbox: setup, check fails before,
+the engine's container list with sizes for the disk watchdog (every 0.5 s per sandbox), and 4 sandboxes at once
+(the ``gated_scenarios`` default then). The new path: setup, workdir test and the check before in one exec
+(``Sandbox.setup(then=...)``), the layer diff and size read from the overlay2 upper folder on the host, no
+tamper check of the checker's tools for the reference (its author wrote the check too), and ``--parallel``
+sandboxes. Both give every task the full proof in a fresh sandbox: setup, check fails before,
 reference, check passes after. Rounds alternate (baseline, new, baseline, new) on the same tasks; the figure
 is tasks per second and the ratio. The target: 5,000 tasks within 15 minutes on 2 cores (>= 5.5 per second).
 
@@ -41,14 +43,15 @@ BASELINE_PARALLEL = 4
 @contextlib.contextmanager
 def todays_path() -> Iterator[None]:
     """The gate as it ran before: no combined setup exec, no inline check, the engine's layer diff."""
-    setup, check_command, upper = Sandbox.setup, Sandbox.check_command, Sandbox._upper_dir
+    setup, check_command, upper, session = Sandbox.setup, Sandbox.check_command, Sandbox._upper_dir, Sandbox.session
     Sandbox.setup = lambda self, then=(): setup(self)                      # type: ignore[method-assign]
     Sandbox.check_command = lambda self, script, timeout_s=30.0: None      # type: ignore[method-assign]
     Sandbox._upper_dir = lambda self: None                                 # type: ignore[method-assign]
+    Sandbox.session = lambda self, verify_tools=True: session(self)        # type: ignore[method-assign]
     try:
         yield
     finally:
-        Sandbox.setup, Sandbox.check_command, Sandbox._upper_dir = setup, check_command, upper
+        Sandbox.setup, Sandbox.check_command, Sandbox._upper_dir, Sandbox.session = setup, check_command, upper, session
 
 
 def interleave(bundles: list) -> list:

@@ -149,6 +149,24 @@ def _upper_changes(upper: str) -> list[dict[str, Any]] | None:
     return out
 
 
+def _layer_usage(upper: str) -> tuple[int, int] | None:
+    """(bytes of the regular files, hard links once, as the engine's ``SizeRw`` counts them; paths changed, as
+    ``docker diff`` lists them) of an overlay2 upper folder; None if the folder vanished (the container is gone)."""
+    total = entries = 0
+    seen: set[int] = set()
+    try:
+        for root, dirs, files in os.walk(upper, onerror=_raise):
+            entries += len(dirs) + len(files)
+            for name in files:
+                st = os.lstat(os.path.join(root, name))
+                if stat.S_ISREG(st.st_mode) and st.st_ino not in seen:
+                    seen.add(st.st_ino)
+                    total += st.st_size
+    except OSError:
+        return None
+    return total, entries
+
+
 def _raise(exc: OSError) -> None:
     raise exc
 
@@ -542,13 +560,16 @@ class Sandbox:
         return SetupResult(ok=True, results=results, error=None, then=then_results)
 
     # ---- the operator ------------------------------------------------------------------------------------
-    def session(self) -> Any:
-        """The persistent shell as ``spec.user`` in ``spec.workdir`` (one per sandbox; a second call returns it)."""
+    def session(self, verify_tools: bool = True) -> Any:
+        """The persistent shell as ``spec.user`` in ``spec.workdir`` (one per sandbox; a second call returns it).
+
+        ``verify_tools=False`` skips the tamper check of the checker's tools for a root session: only for a shell
+        that plays the scenario's own reference (the gate), whose author wrote the check too, never a model."""
         from bashgym_assets.sandbox.session import SandboxSession
 
         self._require_running()
         if self._session is None or self._session.exited:
-            if self.spec.user == "root" and self._baseline is None:
+            if self.spec.user == "root" and self._baseline is None and verify_tools:
                 # What setup changed in the checker's tools (normally nothing): only root can change them, and
                 # the engine's layer diff costs ~0.4 s, so only root sessions pay for it.
                 self._baseline = self._protected_changes()
@@ -569,6 +590,10 @@ class Sandbox:
         """How much the container wrote to its writable image layer (None once the container is gone)."""
         if self.container_id is None:
             return None
+        upper = self._upper_dir()
+        if upper is not None:   # the engine would walk the same folder, plus an API round trip and its CPU
+            usage = _layer_usage(upper)
+            return usage[0] if usage is not None else None
         try:
             found = self.api.containers(all=True, size=True, filters={"id": self.container_id})
         except (APIError, OSError):
@@ -611,20 +636,33 @@ class Sandbox:
     def _watch_disk(self) -> None:
         budget = self.spec.disk_budget_mb << 20
         polls = 0
-        while not self._watch_stop.wait(DISK_POLL_S):
+        wait = DISK_POLL_S
+        while not self._watch_stop.wait(wait):
             if self._closed or self.container_id is None:
-                return
-            size = self.writable_layer_bytes()
-            if size is None:  # the container is gone: nothing left to guard
                 return
             polls += 1
             over_inodes = False
-            # Paths in the layer: only root can create them outside the inode-capped tmpfs folders (setup, a root
-            # operator, the check). The engine's diff costs ~0.4 s of its CPU, so it runs every 10 s, and only then.
-            root_acting = self._in_setup or self.spec.user == "root"
-            if root_acting and polls % 20 == 0:
-                changed = self.changed_paths()
-                over_inodes = changed is not None and len(changed) > self.spec.inode_budget
+            upper = self._upper_dir()
+            if upper is not None:
+                # One walk of the overlay2 upper folder gives both the bytes and the paths the layer changed, every
+                # poll, with no engine call (its container list with sizes cost more CPU than the gate's commands).
+                began = time.monotonic()
+                usage = _layer_usage(upper)
+                wait = max(DISK_POLL_S, 3 * (time.monotonic() - began))   # a huge layer is walked less often
+                if usage is None:     # the container is gone: nothing left to guard
+                    return
+                size, entries = usage
+                over_inodes = entries > self.spec.inode_budget
+            else:
+                size = self.writable_layer_bytes()
+                if size is None:  # the container is gone: nothing left to guard
+                    return
+                # Paths in the layer: only root can create them outside the inode-capped tmpfs folders (setup, a
+                # root operator, the check). The engine's diff costs ~0.4 s of its CPU, so every 10 s, and only then.
+                root_acting = self._in_setup or self.spec.user == "root"
+                if root_acting and polls % 20 == 0:
+                    changed = self.changed_paths()
+                    over_inodes = changed is not None and len(changed) > self.spec.inode_budget
             if size > budget or over_inodes:
                 self.disk_budget_exceeded = size > budget
                 self.inode_budget_exceeded = over_inodes

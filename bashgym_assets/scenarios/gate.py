@@ -208,7 +208,10 @@ def replay_reference(box: Any, bundle: ScenarioBundle, limits: GateLimits) -> Re
 
     ``problem`` is empty when every command ran to completion (a non-zero exit is allowed: only the check decides).
     """
-    session = box.session()
+    # The reference comes from the bundle's own author, like the check: the tamper check that keeps a model from
+    # rewriting the checker's tools has nothing to guard here, and for a root scenario it costs an exec and a
+    # layer walk per task.
+    session = box.session(verify_tools=False)
     deadline = time.monotonic() + limits.episode_timeout_s
     commands = [c for c in bundle.reference if c.strip()]
     replay = Replay(turns=[])
