@@ -7,6 +7,7 @@ evaluation set is built once per run); the tasks then flow through ``scenario_ca
 """
 
 import os
+import warnings
 from collections import Counter
 
 import dagster as dg
@@ -21,6 +22,10 @@ from bashgym_assets.scenarios.factory.similarity import INSTRUCTION_MAX, REFEREN
 from bashgym_assets.scenarios.factory.split import is_held_out_family
 
 family_partitions = dg.StaticPartitionsDefinition(sorted(all_families()))
+# One run over every family is what `bashgym factory` and the demo launch; Dagster marks the single-run backfill
+# policy beta, and says so on every import of this module unless told it was read.
+_SINGLE_RUN = dg.BackfillPolicy.single_run()
+warnings.filterwarnings("ignore", message="Parameter `backfill_policy`", category=dg.BetaWarning)
 
 GENERATED_SCHEMA = pa.schema([
     ("scenario_id", pa.string()), ("family", pa.string()), ("category", pa.string()), ("difficulty", pa.int32()),
@@ -51,7 +56,7 @@ def _per_family(config: FactoryConfig) -> int:
     group_name="scenarios",
     kinds={"python", "parquet"},
     partitions_def=family_partitions,
-    backfill_policy=dg.BackfillPolicy.single_run(),
+    backfill_policy=_SINGLE_RUN,
     code_version=code_version("bashgym_assets.scenarios.factory.generate",
                               "bashgym_assets.scenarios.factory.similarity"),
     description="Tasks drawn by the task factory, one partition per family (a shell skill as code): distinct "
