@@ -15,7 +15,7 @@ import posixpath
 import random
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -249,6 +249,23 @@ class World:
             return self.spin("{the|your} " + f"{rel} {noun} " + "{in your home directory|under your home|in $HOME}",
                              capitalize=False)
         return path
+
+
+def shell_paths(w: World) -> Callable[[str], str]:
+    """How one draw's reference writes paths: ``~/x`` or ``/home/operator/x`` (drawn once per task), quoted only
+    when it must be: operators write both, so the trajectories should too."""
+    tilde = w.chance(0.5)
+
+    def render(path: str) -> str:
+        if not re.fullmatch(r"[\w./+-]+", path):
+            return quote(path)
+        return "~" + path[len(HOME):] if tilde and path.startswith(HOME + "/") else path
+    return render
+
+
+def text_body(lines: Sequence[str]) -> str:
+    """File content from lines, each ending with a newline."""
+    return "".join(f"{line}\n" for line in lines)
 
 
 def quote(value: str) -> str:

@@ -8,14 +8,23 @@ finds only the archive. Checks read archives back with the standard tools (``tar
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from datetime import timedelta
 
 from bashgym_assets.scenarios.factory.family import Draft, family
 from bashgym_assets.scenarios.factory.world import HOME, World, quote
+from bashgym_assets.scenarios.factory.world import shell_paths as _shell_paths
+from bashgym_assets.scenarios.factory.world import text_body as _body
+
+
+def _spin(w: World, template: str, capitalize: bool = True, **values: object) -> str:
+    return w.spin(template, capitalize=capitalize, **values)
+
+
+def _phrase(w: World, *templates: str, **values: object) -> str:
+    return w.phrase(*templates, **values)
+
 
 # ---- helpers --------------------------------------------------------------------------------------------------------
-_SLOT = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _SUBDIRS = ("conf", "src", "docs", "data", "scripts", "static", "lib", "assets", "templates", "reports", "bin")
 _MEMBER_EXTS = ("ini", "conf", "py", "md", "csv", "json", "yaml", "sh", "txt", "html", "sql")
 # format -> (tar compression flag, what `file -b` starts with, how a person names it)
@@ -27,42 +36,6 @@ _TAR_FORMATS = {"tar.gz": ("z", "gzip compressed", "a gzip-compressed tar archiv
 # single-file compressors: extension -> (tool, `file -b` prefix, decompress-to-stdout command)
 _COMPRESSORS = {"gz": ("gzip", "gzip compressed", "gzip -dc"), "bz2": ("bzip2", "bzip2 compressed", "bzip2 -dc"),
                 "xz": ("xz", "XZ compressed", "xz -dc")}
-
-
-def _fill(template: str, values: dict[str, object]) -> str:
-    """Placeholders filled *before* the spintax is spun, so a ``{name}`` may sit inside an ``{a|b}`` group
-    (``World.spin`` resolves alternations first, and an alternation holding a placeholder would never resolve)."""
-    def one(m: re.Match[str]) -> str:
-        if m.group(1) not in values:
-            return m.group(0)
-        text = str(values[m.group(1)])
-        if any(c in text for c in "{|}"):
-            raise ValueError(f"value {text!r} would break the spintax")
-        return text
-    return _SLOT.sub(one, template)
-
-
-def _spin(w: World, template: str, capitalize: bool = True, **values: object) -> str:
-    return w.spin(_fill(template, values), capitalize=capitalize)
-
-
-def _phrase(w: World, *templates: str, **values: object) -> str:
-    return w.phrase(*(_fill(t, values) for t in templates))
-
-
-def _shell_paths(w: World) -> Callable[[str], str]:
-    """How this draw's reference writes paths: ``~/x`` or ``/home/operator/x``, quoted only when it must be."""
-    tilde = w.chance(0.5)
-
-    def render(path: str) -> str:
-        if not re.fullmatch(r"[\w./+-]+", path):
-            return quote(path)
-        return "~" + path[len(HOME):] if tilde and path.startswith(HOME + "/") else path
-    return render
-
-
-def _body(lines: list[str]) -> str:
-    return "".join(f"{line}\n" for line in lines)
 
 
 def _tree(w: World, top: str, n: int | None = None) -> dict[str, str]:

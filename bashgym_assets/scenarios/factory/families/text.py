@@ -7,8 +7,6 @@ content), trailing newlines aside: a half-done edit or an output in the wrong pl
 from __future__ import annotations
 
 import hashlib
-import re
-from collections.abc import Callable
 
 from bashgym_assets.scenarios.factory.family import Draft, family
 from bashgym_assets.scenarios.factory.world import (
@@ -23,45 +21,19 @@ from bashgym_assets.scenarios.factory.world import (
     World,
     quote,
 )
-
-# ---- helpers --------------------------------------------------------------------------------------------------------
-_SLOT = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
-
-
-def _fill(template: str, values: dict[str, object]) -> str:
-    """Placeholders filled *before* the spintax is spun, so a ``{name}`` may sit inside an ``{a|b}`` group
-    (``World.spin`` resolves alternations first, and an alternation holding a placeholder would never resolve)."""
-    def one(m: re.Match[str]) -> str:
-        if m.group(1) not in values:
-            return m.group(0)
-        text = str(values[m.group(1)])
-        if any(c in text for c in "{|}"):
-            raise ValueError(f"value {text!r} would break the spintax")
-        return text
-    return _SLOT.sub(one, template)
-
-
-def _shell_paths(w: World) -> Callable[[str], str]:
-    """How this draw's reference writes paths: ``~/x`` or ``/home/operator/x``, quoted only when it must be."""
-    tilde = w.chance(0.5)
-
-    def render(path: str) -> str:
-        if not re.fullmatch(r"[\w./+-]+", path):
-            return quote(path)
-        return "~" + path[len(HOME):] if tilde and path.startswith(HOME + "/") else path
-    return render
+from bashgym_assets.scenarios.factory.world import shell_paths as _shell_paths
+from bashgym_assets.scenarios.factory.world import text_body as _body
 
 
 def _spin(w: World, template: str, capitalize: bool = True, **values: object) -> str:
-    return w.spin(_fill(template, values), capitalize=capitalize)
+    return w.spin(template, capitalize=capitalize, **values)
 
 
 def _phrase(w: World, *templates: str, **values: object) -> str:
-    return w.phrase(*(_fill(t, values) for t in templates))
+    return w.phrase(*templates, **values)
 
 
-def _body(lines: list[str]) -> str:
-    return "".join(f"{line}\n" for line in lines)
+# ---- helpers --------------------------------------------------------------------------------------------------------
 
 
 def _holds(path: str, text: str) -> str:
