@@ -387,7 +387,7 @@ def check_pages(browser: Browser, pages: Sequence[Page], out_dir: Path) -> list[
 # What the project defines (tests/test_ui_browser.py keeps these lists honest against the definitions).
 CODE_LOCATIONS = ("bashgym_cpu", "bashgym_gpu")
 ASSET_GROUPS = ("ingest", "privacy", "quality", "datasets", "scenarios", "sandbox", "training", "evaluation")
-SENSORS = ("trace_files_sensor", "cpu_automation", "gpu_automation")
+SENSORS = ("trace_files_sensor", "cpu_automation", "gpu_automation", "dead_run_reaper")
 SCHEDULES = ("nightly_retraining",)
 PARTITIONED_ASSET, PARTITIONED_ASSET_CHECK = "redacted_sessions", "no_secrets_left"
 ADAPTER_ASSET = "sft_adapter"
