@@ -101,6 +101,10 @@ class ExecStream:
         self._holder = raw                      # keep the response object alive with its socket
         self.sock: socket.socket = getattr(raw, "_sock", raw)
         self.sock.setblocking(True)
+        # poll, not select: select() refuses a descriptor numbered 1024 or more, which one process reaches at
+        # ~127 live sandboxes (about 8 descriptors each); poll has no such ceiling.
+        self._poller = select.poll()
+        self._poller.register(self.sock, select.POLLIN | select.POLLPRI)
         self.demux = Demux()
         self.eof = False
 
@@ -115,7 +119,7 @@ class ExecStream:
         """Frames that arrived within ``timeout_s`` ([] if none); None once the stream has ended."""
         if self.eof:
             return None
-        ready, _, _ = select.select([self.sock], [], [], max(0.0, timeout_s))
+        ready = self._poller.poll(max(0, int(timeout_s * 1000 + 0.999)))
         if not ready:
             return []
         try:
