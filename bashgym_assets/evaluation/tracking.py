@@ -31,18 +31,14 @@ DECISION_SCHEMA = pa.schema([
 
 
 def record_decision(lake: Any, decision: PromotionDecision, eval_id: str, action: str) -> None:
-    """Append one decision to ``promotion_decisions`` (action: promote | keep | manual_promote | manual_demote)."""
-    try:
-        rows = lake.read("promotion_decisions").to_pylist()
-    except FileNotFoundError:
-        rows = []
-    rows.append({"eval_id": eval_id, "action": action, "candidate_version": decision.candidate_version or "",
+    """Append one decision to ``promotion_decisions`` (action: promote | keep | manual_promote | manual_demote),
+    under the table's writer lock: concurrent decisions all land."""
+    lake.append("promotion_decisions", [{"eval_id": eval_id, "action": action, "candidate_version": decision.candidate_version or "",
                  "incumbent": decision.incumbent, "incumbent_version": decision.incumbent_version or "",
                  "promote": decision.promote, "reason": decision.reason, "p_value": decision.test.p_value,
                  "candidate_clean": decision.candidate_rates.get("clean", 0.0),
                  "incumbent_clean": decision.incumbent_rates.get("clean", 0.0), "decided_at": decision.decided_at,
-                 "detail": decision.model_dump_json()})
-    lake.write("promotion_decisions", rows, schema=DECISION_SCHEMA)
+                 "detail": decision.model_dump_json()}], schema=DECISION_SCHEMA)
 
 
 def _metrics(summaries: Sequence[ModelSummary], prefix: str = "") -> dict[str, float]:

@@ -86,9 +86,10 @@ def set_override(segment_id: str, action: str, reason: str, settings: Settings |
                            f"({'partitions: ' + ', '.join(known) if known else 'not materialized yet'})")
     override = TierOverride(segment_id=segment_id, action=action, reason=reason.strip(),  # type: ignore[arg-type]
                             created_at=datetime.now(UTC))
-    overrides = load_overrides(lake.settings)
-    overrides[segment_id] = override
-    _save(lake, overrides)
+    with lake.locked(OVERRIDES_ASSET):   # read-modify-write: a concurrent decision must not be lost
+        overrides = load_overrides(lake.settings)
+        overrides[segment_id] = override
+        _save(lake, overrides)
     if partition is not None:
         _refresh_row(lake, partition, segment_id, override)
     return override
@@ -107,10 +108,11 @@ def demote_trace(segment_id: str, reason: str, settings: Settings | None = None)
 def clear_override(segment_id: str, settings: Settings | None = None) -> bool:
     """Withdraw a decision; the computed tier applies again. Returns whether there was one."""
     lake = _lake(settings)
-    overrides = load_overrides(lake.settings)
-    if overrides.pop(segment_id, None) is None:
-        return False
-    _save(lake, overrides)
+    with lake.locked(OVERRIDES_ASSET):
+        overrides = load_overrides(lake.settings)
+        if overrides.pop(segment_id, None) is None:
+            return False
+        _save(lake, overrides)
     partition = _find_partition(lake, segment_id)
     if partition is not None:
         _refresh_row(lake, partition, segment_id, None)
