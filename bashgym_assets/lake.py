@@ -149,9 +149,14 @@ class Lake:
     def read(self, asset: str, partition: str | None = None, columns: list[str] | None = None) -> pa.Table:
         """One partition of an asset as an arrow table (``FileNotFoundError`` if it was never written)."""
         path = self.table_path(asset, partition)
-        if not path.exists():
-            raise FileNotFoundError(f"{asset}[{partition or UNPARTITIONED}] has not been materialized: {path}")
-        return pq.read_table(path, columns=columns)
+        try:
+            # One open handle for the whole read: a writer renaming a new version over the path meanwhile leaves
+            # this handle on the old file, whole. Opening by path (pyarrow reopens it for footer and pages) read
+            # halves of two versions during concurrent rewrites ("Page was smaller than expected").
+            with open(path, "rb") as handle:
+                return pq.read_table(handle, columns=columns)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{asset}[{partition or UNPARTITIONED}] has not been materialized: {path}") from None
 
     def read_all(self, asset: str, partitions: Iterable[str] | None = None,
                  columns: list[str] | None = None) -> pa.Table:

@@ -46,3 +46,36 @@ def test_append_adds_to_a_partition_and_creates_it(tmp_path: Path) -> None:
     lake.append("things", [{"a": 2}, {"a": 3}])
     assert [r["a"] for r in lake.read_rows("things")] == [1, 2, 3]
     assert lake.assets() == ["things"]          # the lock folder is not an asset
+
+
+def test_reads_during_rewrites_never_fail(tmp_path: Path) -> None:
+    """A partition replaced over and over while it is read: every read gets one whole version."""
+    import threading
+
+    lake = Lake(Settings(home=tmp_path))
+    versions = [[{"n": v, "text": f"row {i} of version {v} " * 20} for i in range(2000 + 37 * v)] for v in range(4)]
+    lake.write("busy", versions[0])
+    stop = threading.Event()
+
+    def rewrite() -> None:
+        v = 0
+        while not stop.is_set():
+            v = (v + 1) % len(versions)
+            lake.write("busy", versions[v])
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    failures, sizes = [], set()
+    try:
+        for _ in range(400):
+            try:
+                table = lake.read("busy")
+                sizes.add(table.num_rows)
+                assert len(set(table.column("n").to_pylist())) == 1     # one version, never a mix
+            except Exception as exc:  # noqa: BLE001 - counted: any failed read is the bug
+                failures.append(repr(exc))
+    finally:
+        stop.set()
+        writer.join()
+    assert not failures, failures[:3]
+    assert sizes <= {len(v) for v in versions}
