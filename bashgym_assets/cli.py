@@ -215,9 +215,12 @@ def cmd_where(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from bashgym_assets.lake import duckdb_connection
+    from bashgym_assets.lake import get_lake
 
-    con = duckdb_connection()
+    lake = get_lake()
+    con = lake.connect()
+    for asset, file, reason in lake.quarantined:   # served without them; `select * from lake_quarantine` lists them
+        print(f"warning: {asset}: {file} left out, it does not read as parquet ({reason[:160]})", file=sys.stderr)
     result = con.execute(args.query)
     headers = [d[0] for d in result.description] if result.description else []
     rows = result.fetchmany(args.limit)

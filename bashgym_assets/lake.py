@@ -215,17 +215,46 @@ class Lake:
         return con
 
     def register_views(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+        """One view per asset over its partition files. A file that does not read as parquet (truncated, zeroed,
+        not parquet at all) is left out of its view with the reason, in ``self.quarantined`` and the view
+        ``lake_quarantine``: one bad partition must not take every query down with it, and the others are served."""
         names = []
+        self.quarantined: list[tuple[str, str, str]] = []
         for asset in self.assets():
             files = [str(self.table_path(asset, p)) for p in self.partitions(asset)]
-            file_list = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
-            con.execute(
-                f'CREATE OR REPLACE VIEW "{asset}" AS SELECT * EXCLUDE (filename), '
-                f"regexp_extract(filename, '([^/]+)\\.parquet$', 1) AS _partition "
-                f"FROM read_parquet([{file_list}], filename = true, union_by_name = true)"
-            )
+            try:
+                self._create_view(con, asset, files)
+            except duckdb.Error:
+                # only now look at each file (the healthy path pays nothing): keep those whose footer reads
+                good = []
+                for f in files:
+                    try:
+                        pq.read_metadata(f)
+                        good.append(f)
+                    except Exception as exc:  # noqa: BLE001 - any unreadable file is quarantined, not fatal
+                        self.quarantined.append((asset, f, f"{type(exc).__name__}: {exc}"[:500]))
+                if not good:
+                    continue
+                try:
+                    self._create_view(con, asset, good)
+                except duckdb.Error as exc:
+                    self.quarantined.append((asset, "", f"view not created: {exc}"[:500]))
+                    continue
             names.append(asset)
+        if self.quarantined:
+            rows = ", ".join("(" + ", ".join("'" + v.replace("'", "''") + "'" for v in q) + ")" for q in self.quarantined)
+            con.execute(f"CREATE OR REPLACE VIEW lake_quarantine AS SELECT * FROM (VALUES {rows}) "
+                        "AS t(asset, file, reason)")
         return names
+
+    @staticmethod
+    def _create_view(con: duckdb.DuckDBPyConnection, asset: str, files: list[str]) -> None:
+        file_list = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        con.execute(
+            f'CREATE OR REPLACE VIEW "{asset}" AS SELECT * EXCLUDE (filename), '
+            f"regexp_extract(filename, '([^/]+)\\.parquet$', 1) AS _partition "
+            f"FROM read_parquet([{file_list}], filename = true, union_by_name = true)"
+        )
 
 
 def get_lake(settings: Settings | None = None) -> Lake:

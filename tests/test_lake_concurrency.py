@@ -79,3 +79,18 @@ def test_reads_during_rewrites_never_fail(tmp_path: Path) -> None:
         writer.join()
     assert not failures, failures[:3]
     assert sizes <= {len(v) for v in versions}
+
+
+def test_a_truncated_partition_is_quarantined_and_every_other_query_still_answers(tmp_path: Path) -> None:
+    lake = Lake(Settings(home=tmp_path))
+    lake.write("tiered_traces", [{"tier": "gold", "n": i} for i in range(50)], partition="repo-a")
+    lake.write("tiered_traces", [{"tier": "silver", "n": i} for i in range(30)], partition="repo-b")
+    lake.write("gated_scenarios", [{"scenario_id": "x"}])
+    bad = lake.table_path("tiered_traces", "repo-b")
+    bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])          # a crash mid-copy, a full disk
+    con = lake.connect()
+    assert con.execute("select count(*) from gated_scenarios").fetchone()[0] == 1
+    assert con.execute("select count(*), min(_partition) from tiered_traces").fetchone() == (50, "repo-a")
+    (asset, file, reason), = con.execute("select * from lake_quarantine").fetchall()
+    assert asset == "tiered_traces" and file == str(bad) and reason
+    assert [q[0] for q in lake.quarantined] == ["tiered_traces"]
