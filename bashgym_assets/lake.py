@@ -91,6 +91,7 @@ class Lake:
         self.settings = settings or get_settings()
         self.root = Path(root) if root is not None else self.settings.lake_dir
         self.artifacts_root = self.settings.artifacts_dir if root is None else self.root.parent / "artifacts"
+        self.quarantined: list[tuple[str, str, str]] = []   # (asset, file, reason) left out of the views
 
     # ---- tables ----------------------------------------------------------------------------------------
     def table_path(self, asset: str, partition: str | None = None) -> Path:
@@ -219,7 +220,7 @@ class Lake:
         not parquet at all) is left out of its view with the reason, in ``self.quarantined`` and the view
         ``lake_quarantine``: one bad partition must not take every query down with it, and the others are served."""
         names = []
-        self.quarantined: list[tuple[str, str, str]] = []
+        self.quarantined = []
         for asset in self.assets():
             files = [str(self.table_path(asset, p)) for p in self.partitions(asset)]
             try:

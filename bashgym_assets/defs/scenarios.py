@@ -121,9 +121,9 @@ def _public_candidates(config: CandidatesConfig) -> tuple[list, list, list[Bundl
         got = load_nl2bash(pairs, limit=config.public_limit)
         bundles += got.bundles
         quarantine += got.quarantine
-        counts[f"nl2bash: {pairs}"] = {**got.counts(), "pending": 0}
-        counts[f"nl2bash: {pairs}"] = {k: counts[f"nl2bash: {pairs}"][k]
-                                       for k in ("records", "bundles", "pending", "quarantined")}
+        n = got.counts()   # pairs carry their reference: none waits for a solver
+        counts[f"nl2bash: {pairs}"] = {"records": n["records"], "bundles": n["bundles"], "pending": 0,
+                                       "quarantined": n["quarantined"]}
     return bundles, pending, quarantine, counts
 
 

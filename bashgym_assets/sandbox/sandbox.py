@@ -149,6 +149,16 @@ def _upper_changes(upper: str) -> list[dict[str, Any]] | None:
     return out
 
 
+def _checker_command(source: str, timeout_s: float) -> str:
+    """The checker's run: ``source`` writes the script to a fresh root-only folder, it runs from absolute paths
+    with a clean environment and empty stdin, and the folder goes; leaves the status in ``$rc``."""
+    return ("umask 077; d=$(mktemp -d /run/bashgym/check.XXXXXXXX) || exit 125; "
+            f"{source} > \"$d/check\" || exit 125; "
+            f"/usr/bin/timeout -s KILL {timeout_s:.3f} /usr/bin/env -i PATH={CHECK_PATH} HOME=/root USER=root "
+            f"LOGNAME=root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 {BASH} --norc --noprofile \"$d/check\" "
+            "</dev/null; rc=$?; rm -rf \"$d\"; ")
+
+
 def _layer_usage(upper: str) -> tuple[int, int] | None:
     """(bytes of the regular files, hard links once, as the engine's ``SizeRw`` counts them; paths changed, as
     ``docker diff`` lists them) of an overlay2 upper folder; None if the folder vanished (the container is gone)."""
@@ -485,11 +495,7 @@ class Sandbox:
         if len(script.encode()) > MAX_INLINE_CHECK:
             return None
         body = "'" + script.replace("'", "'\\''") + "'"
-        return ("umask 077; d=$(mktemp -d /run/bashgym/check.XXXXXXXX) || exit 125; "
-                f"printf %s {body} > \"$d/check\" || exit 125; "
-                f"/usr/bin/timeout -s KILL {timeout_s:.3f} /usr/bin/env -i PATH={CHECK_PATH} HOME=/root USER=root "
-                f"LOGNAME=root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 {BASH} --norc --noprofile \"$d/check\" "
-                "</dev/null; rc=$?; rm -rf \"$d\"; exit $rc")
+        return _checker_command(f"printf %s {body}", timeout_s) + "exit $rc"
 
     def setup(self, then: Sequence[str] = ()) -> SetupResult:
         """Run ``spec.setup`` as root, in order, stopping at the first failure (all in one exec: fast).
@@ -703,12 +709,7 @@ class Sandbox:
         sess = self._session
         start = time.monotonic()
         trusted = [f"{pid}:{ticks}" for pid, ticks in sorted(sess.preexisting.items())] if sess else []
-        check = (
-            "umask 077; d=$(mktemp -d /run/bashgym/check.XXXXXXXX) || exit 125; cat > \"$d/check\" || exit 125; "
-            f"/usr/bin/timeout -s KILL {timeout_s:.3f} /usr/bin/env -i PATH={CHECK_PATH} HOME=/root USER=root "
-            f"LOGNAME=root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 {BASH} --norc --noprofile \"$d/check\" "
-            "</dev/null; rc=$?; rm -rf \"$d\"; "
-        )
+        check = _checker_command("cat", timeout_s)
         try:
             if sess is None:        # no operator ever ran: nothing to freeze or to suspect
                 result = self._exec_root("check", check + "exit $rc", [], timeout_s, stdin_data=script.encode())

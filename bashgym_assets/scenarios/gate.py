@@ -273,12 +273,11 @@ def _gate_once(bundle: ScenarioBundle, image: str | None, limits: GateLimits) ->
             then = [f"test -d {shlex.quote(bundle.workdir)}"] if bundle.workdir else []
             check_now = box.check_command(bundle.check, limits.check_timeout_s)
             setup = box.setup(then=[*then, check_now] if check_now else then)
-            workdir_ok = (not bundle.workdir or (setup.then[0].exit_code == 0 if setup.then else
-                          box.run_as_root(f"test -d {shlex.quote(bundle.workdir)}", timeout_s=15.0).exit_code == 0))
             if not setup.ok:
                 reason, detail = SETUP_FAILED, _tail(setup.error or "setup failed")
                 infrastructure = setup.infrastructure_error
-            elif not workdir_ok:
+            elif bundle.workdir and (setup.then[0].exit_code if setup.then else box.run_as_root(
+                    f"test -d {shlex.quote(bundle.workdir)}", timeout_s=15.0).exit_code) != 0:
                 # the scenario's fault, said as such: the engine's "chdir to cwd failed" reads like a sandbox error
                 reason, detail = SETUP_FAILED, (f"workdir {bundle.workdir} does not exist after the setup, so the "
                                                 "operator's shell cannot start there: create it in the setup")

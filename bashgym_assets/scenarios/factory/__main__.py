@@ -44,7 +44,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     names = [n.strip() for n in args.families.split(",") if n.strip()] or None
     t0 = time.monotonic()
-    run = generate(args.per_family, seed=args.seed, families=names, eval_tasks=evaluation_tasks())
+    try:
+        run = generate(args.per_family, seed=args.seed, families=names, eval_tasks=evaluation_tasks())
+    except KeyError as exc:    # a misspelt family: say which, and where the list is
+        print(f"error: {exc.args[0]} (see --list)", file=sys.stderr)
+        return 2
     print(f"drew {run.draws} -> kept {len(run.bundles)} in {time.monotonic() - t0:.1f} s; drops {dict(run.drops())}")
     for y in run.yields:
         print(f"  {y.family:40s} kept {y.kept}/{y.wanted} in {y.draws} draws {dict(y.drops)}"

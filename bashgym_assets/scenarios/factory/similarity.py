@@ -16,7 +16,7 @@ Why not reference similarity alone: a train family and a held-out task may share
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from datasketch import MinHash
@@ -120,14 +120,14 @@ def histogram(values: Sequence[float], edges: Sequence[float] = (0, .1, .2, .3, 
 
 
 def guard_train_bundles(bundles: Sequence[ScenarioBundle], eval_tasks: Sequence[ScenarioBundle],
-                        split_of: object) -> tuple[list[ScenarioBundle], list[tuple[ScenarioBundle, str]]]:
+                        split_of: Callable[[str], str]) -> tuple[list[ScenarioBundle], list[tuple[ScenarioBundle, str]]]:
     """Imported train-split bundles kept, and those refused as near-copies of an evaluation task with the reason;
     held-out bundles pass untouched (they evaluate). ``split_of(id) -> "train" | "held_out"``."""
     guard = EvalGuard(eval_tasks)
     kept: list[ScenarioBundle] = []
     refused: list[tuple[ScenarioBundle, str]] = []
     for b in bundles:
-        if split_of(b.id) != "train" or not len(guard):  # type: ignore[operator]
+        if split_of(b.id) != "train" or not len(guard):
             kept.append(b)
             continue
         near, instr, ref, nearest = guard(b)
