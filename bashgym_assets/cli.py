@@ -280,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo_p.set_defaults(fn=cmd_demo)
     train_p = sub.add_parser("train", help="the whole pipeline with a training profile (default: full), ending "
                                            "in the evaluation and the promotion decision")
-    train_p.add_argument("--profile", default="full", choices=["demo", "quick", "full"])
+    train_p.add_argument("--profile", default="full", choices=["demo", "quick", "full", "factory-cpu"])
     train_p.add_argument("--skip", default="", help="comma-separated assets to leave out of the plan")
     train_p.add_argument("--process-per-step", action="store_true",
                          help="run each step in a process of its own (memory freed between steps)")

@@ -185,6 +185,18 @@ PROFILES: dict[str, dict[str, dict]] = {
         "generated_scenarios": {"per_family": 55},
         "gated_scenarios": {"max_parallel": 8},
     },
+    # ``factory-cpu`` (`bashgym train --profile factory-cpu`, issue 29): SFT on the task factory's train families
+    # on 2 CPU cores in under two hours. 16 draws per family (~1,500 tasks, 82 trained families, a tenth of them
+    # kept for validation) plus the pack; short renders; one epoch, easy tasks first; evaluated three ways.
+    "factory-cpu": {
+        "generated_scenarios": {"per_family": 16},
+        "gated_scenarios": {"max_parallel": 8},
+        "verified_trajectories": {"max_parallel": 6},
+        "sft_dataset": {"observation_chars": 400},
+        "sft_adapter": {"epochs": 1.0, "learning_rate": 1e-3, "max_length": 1024, "warmup_steps": 5,
+                        "curriculum": True, "save_every": 25},
+        "benchmark_results": {"heldout_per_family": 3, "fit_sample": 35},
+    },
     "full": {
         "scenario_candidates": {"variants_per_scenario": 4},
         "sft_adapter": {"epochs": 2.0, "learning_rate": 1e-3, "max_length": 768},

@@ -20,6 +20,13 @@ STUDENT_ROLLOUTS = dg.AssetKey("student_rollouts")  # GPU location: the student'
 GATED_SCENARIOS = dg.AssetKey("gated_scenarios")
 
 
+class SFTDatasetConfig(dg.Config):
+    """Short renders: command outputs of trajectories longer than this many characters keep their head, a marker
+    and the exit code (``build.shorten_observations``); None keeps them whole."""
+
+    observation_chars: int | None = None
+
+
 def _rows(lake: Lake, asset: str, partitioned: bool) -> list[dict[str, Any]]:
     """All rows of an upstream table, or none if it was never materialized (a fresh install has no traces)."""
     try:
@@ -102,10 +109,11 @@ def _result(table: pa.Table, path: str, result: ds.BuildResult, sample_column: s
     description="SFT examples (chat messages) from gold trace segments (every repo) and kept trajectories, "
                 "deduplicated, with a stable train/validation split and a source column per row.",
 )
-def sft_dataset(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg.MaterializeResult:
+def sft_dataset(context: dg.AssetExecutionContext, config: SFTDatasetConfig, bashgym: BashgymHome
+                ) -> dg.MaterializeResult:
     lake = bashgym.lake()
     result = ds.build_sft(_rows(lake, "tiered_traces", True), _rows(lake, "verified_trajectories", False),
-                          _heldout(lake))
+                          _heldout(lake), observation_chars=config.observation_chars)
     table, path = _write(lake, "sft_dataset", result, ds.SFT_SCHEMA)
     context.log.info(f"sft_dataset: {table.num_rows} rows, {len(result.quarantine)} quarantined")
     return _result(table, path, result, "messages")

@@ -18,16 +18,20 @@ from bashgym_assets.defs.metadata import code_version, gated_scenario_rows
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.defs.training import base_model, dpo_adapter, sft_adapter
 from bashgym_assets.evaluation import (
+    BUNDLED_HELD_OUT,
     EVAL_EPISODE_SCHEMA,
+    HELD_OUT_FAMILIES,
+    TRAIN_FIT,
     EvalSettings,
     ModelSpec,
     Sampling,
     compare,
-    heldout_bundles,
+    evaluation_bundles,
     report,
 )
 from bashgym_assets.evaluation import promotion as promo
 from bashgym_assets.evaluation import tracking as eval_tracking
+from bashgym_assets.evaluation.metrics import summarize
 from bashgym_assets.plots import png_markdown
 from bashgym_assets.training import base_model as bm
 from bashgym_assets.training.registry import REGISTERED_MODEL
@@ -40,8 +44,12 @@ PROMOTION_CHECK = "promotion_decision"
 class EvalRunConfig(dg.Config):
     """Launchpad settings of an evaluation (defaults: the whole held-out split, greedy, 10 turns)."""
 
-    max_scenarios: int | None = None
+    max_scenarios: int | None = None     # the first N held-out scenarios not from the task factory (by id)
     categories: list[str] = []
+    # Measured three ways: the bundled held-out tasks, this many tasks of each of the factory's held-out families
+    # (None: all of them, 0: none) and, for fit only (never a promotion figure), a sample of trained-family tasks
+    heldout_per_family: int | None = 3
+    fit_sample: int = 0
     samples: int = 1
     temperature: float = 0.0
     max_turns: int = 10
@@ -125,8 +133,11 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     lake = bashgym.lake()
     settings = bashgym.settings()
     gated = gated_scenario_rows(lake)
-    bundles = heldout_bundles(gated, limit=config.max_scenarios, categories=config.categories)
-    if not bundles:
+    sets = evaluation_bundles(gated, limit=config.max_scenarios, categories=config.categories,
+                              per_heldout_family=config.heldout_per_family, fit_sample=config.fit_sample)
+    set_of = {b.id: name for name, bs in sets.items() for b in bs}
+    bundles = [b for bs in sets.values() for b in bs]
+    if not any(sets[name] for name in (BUNDLED_HELD_OUT, HELD_OUT_FAMILIES)):
         raise dg.Failure("no admitted held-out scenario to evaluate on (gated_scenarios has none)")
     newest = _newest_adapter(context.instance)
     if newest is None:
@@ -151,7 +162,8 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     images.ensure_docker_engine()
     image = bashgym.sandbox_image_tag()
     eval_id = f"eval-{context.run_id[:8]}"
-    context.log.info(f"{eval_id}: {len(bundles)} held-out scenarios x {config.samples} sample(s), models: "
+    context.log.info(f"{eval_id}: " + ", ".join(f"{len(bs)} {name}" for name, bs in sets.items() if bs)
+                     + f" x {config.samples} sample(s), models: "
                      + ", ".join(f"{s.label} ({s.describe()})" for s in specs))
     results = compare(specs, bundles, image,
                       EvalSettings(samples=config.samples, max_turns=config.max_turns,
@@ -159,10 +171,16 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
                       Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens),
                       eval_id=eval_id, progress=context.log.info)
     episodes = [e for r in results for e in r.episodes]
-    summaries = [r.summary for r in results]
     lake.write("eval_episodes", [e.model_dump() for e in episodes], partition=eval_id, schema=EVAL_EPISODE_SCHEMA)
+    # Every held-out figure (the promotion rule included) is over the held-out sets only; fit is reported apart.
+    heldout = {r.summary.model: [e for e in r.episodes if set_of.get(e.scenario_id) != TRAIN_FIT] for r in results}
+    summaries = [summarize(r.summary.model, heldout[r.summary.model], r.summary.wall_s, r.summary.sampling)
+                 for r in results]
+    set_summaries = {name: [summarize(r.summary.model, [e for e in r.episodes if set_of.get(e.scenario_id) == name],
+                                      0.0, r.summary.sampling) for r in results]
+                     for name, bs in sets.items() if bs}
 
-    by_label = {r.summary.model: r.episodes for r in results}
+    by_label = heldout
     incumbent = "champion" if champion is not None else "base"
     decision = promo.decide(by_label["candidate"], by_label[incumbent],
                             promo.PromotionRule(alpha=config.alpha, max_rate_drop=config.max_rate_drop),
@@ -178,7 +196,10 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     report_dir = lake.artifact_dir("reports", eval_id)
     png = report.rates_plot_png(summaries)
     (report_dir / "rates.png").write_bytes(png)
-    comparison_md = report.comparison_markdown(summaries, title=f"{eval_id}: held-out split, {len(bundles)} scenarios")
+    n_heldout = len(sets[BUNDLED_HELD_OUT]) + len(sets[HELD_OUT_FAMILIES])
+    comparison_md = report.comparison_markdown(summaries, title=f"{eval_id}: held-out split, {n_heldout} scenarios")
+    comparison_md += "\n\n" + "\n\n".join(report.comparison_markdown(ss, title=f"{name}: {len(sets[name])} scenarios")
+                                          for name, ss in set_summaries.items())
     decision_md = (f"**{'PROMOTED' if promoted else 'not promoted'}**: {decision.reason}\n\nRule: {decision.rule}")
     (report_dir / "comparison.md").write_text(comparison_md + "\n\n" + decision_md + "\n")
     fails = report.failing_transcripts(episodes, "candidate", limit=3)
@@ -194,12 +215,14 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
         "rates_plot": dg.MetadataValue.md(png_markdown(png, "rates per model and category")),
         "per_category": _table(report.per_category_rows(summaries)),
         "per_difficulty": _table(report.per_difficulty_rows(summaries)),
+        "per_evaluation_set": _table(report.per_set_rows(set_summaries)),
         "failing_transcripts": dg.MetadataValue.md(transcripts_md),
         "eval_id": dg.MetadataValue.text(eval_id),
         "candidate": dg.MetadataValue.text(f"{cand_key.to_user_string()}: {specs[0].describe()}"),
         "candidate_version": dg.MetadataValue.text(cand_version or "unregistered"),
         "champion_version": dg.MetadataValue.text(champion.version if champion else "none"),
-        "scenarios": dg.MetadataValue.int(len(bundles)),
+        "scenarios": dg.MetadataValue.int(n_heldout),
+        **{f"scenarios: {name}": dg.MetadataValue.int(len(bs)) for name, bs in sets.items()},
         "dagster/row_count": dg.MetadataValue.int(len(episodes)),
         "promoted": dg.MetadataValue.bool(promoted),
         "mlflow_evaluation_run": dg.MetadataValue.url(links["evaluation_run_link"]),

@@ -22,6 +22,7 @@ from bashgym_assets.defs.metadata import code_version
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.training import base_model as bm
 from bashgym_assets.training import registry
+from bashgym_assets.training.curriculum import stage_of
 from bashgym_assets.training.trainer import (
     LogFn,
     TrainConfig,
@@ -54,6 +55,11 @@ class TrainRunConfig(dg.Config):
     attn_implementation: str = "sdpa"
     beta: float = 0.1
     save_every: int = 50
+    warmup_steps: int = 0
+    # SFT only: easy tasks first (training.curriculum, stages from sft_dataset's difficulty column), and the loss
+    # over trained positions only (TrainConfig.lean_loss)
+    curriculum: bool = False
+    lean_loss: bool = True
     run_name: str | None = None
     register_as: str | None = None
 
@@ -109,7 +115,8 @@ def _train_config(cfg: TrainRunConfig, base: str, out: Path, ckpt: Path, run_nam
                        learning_rate=cfg.learning_rate, epochs=cfg.epochs, max_steps=cfg.max_steps,
                        lora_r=cfg.lora_r, lora_alpha=cfg.lora_alpha, packing=cfg.packing, qlora=cfg.qlora,
                        dtype=cfg.dtype, attn_implementation=cfg.attn_implementation, beta=cfg.beta,
-                       save_every=cfg.save_every)
+                       save_every=cfg.save_every, warmup_steps=cfg.warmup_steps, curriculum=cfg.curriculum,
+                       lean_loss=cfg.lean_loss)
 
 
 def _final_table(d: dict[str, Any]) -> str:
@@ -235,6 +242,7 @@ def sft_adapter(context: dg.AssetExecutionContext, config: TrainRunConfig, bashg
     rows = table.to_pylist()
     _assert_uncontaminated(lake, "sft_dataset", rows)
     train = [r["messages"] for r in rows if r["split"] == "train"]
+    stages = [stage_of(r) for r in rows if r["split"] == "train"]
     validation = [r["messages"] for r in rows if r["split"] == "validation"]
     if not train:
         raise dg.Failure("sft_dataset has no train rows: materialize tiered_traces / verified_trajectories first")
@@ -244,7 +252,7 @@ def sft_adapter(context: dg.AssetExecutionContext, config: TrainRunConfig, bashg
     out = lake.artifact_dir("adapters", run_name, create=False)
     cfg = _train_config(config, base, out, lake.artifact_dir("checkpoints", run_name, create=False), run_name)
     result, run_id = _train_live(context, bashgym, "sft", run_name, _tags(context, base, lineage),
-                                 lambda on_log: train_sft(cfg, train, validation, on_log=on_log), rows)
+                                 lambda on_log: train_sft(cfg, train, validation, on_log=on_log, stages=stages), rows)
     return _register_and_report(context, bashgym, "sft", run_name, cfg, result, lineage, base, config.register_as,
                                 run_id)
 

@@ -22,7 +22,8 @@ from bashgym_assets.rollout.operators import LiteLLMOperator, LocalModelOperator
 from bashgym_assets.scenarios.bundle import ScenarioBundle
 from bashgym_assets.scenarios.gate import HELD_OUT
 
-__all__ = ["EVAL_EPISODE_SCHEMA", "EvalEpisode", "EvalResult", "EvalSettings", "ModelSpec", "ModelSummary",
+__all__ = ["BUNDLED_HELD_OUT", "EVALUATION_SETS", "HELD_OUT_FAMILIES", "TRAIN_FIT", "EVAL_EPISODE_SCHEMA", "EvalEpisode",
+           "evaluation_bundles", "evaluation_set", "EvalResult", "EvalSettings", "ModelSpec", "ModelSummary",
            "compare", "evaluate", "heldout_bundles", "operator_for", "pick_bundles", "split_bundles"]
 
 
@@ -112,6 +113,53 @@ def pick_bundles(bundles: Iterable[ScenarioBundle], limit: int | None = None, ca
     if sample is not None and sample < len(out):
         out = sorted(random.Random(seed).sample(out, sample), key=lambda b: b.id)
     return out[:limit] if limit else out
+
+
+# ---- evaluation sets: the three ways every model is measured (issue 29) -------------------------------------
+BUNDLED_HELD_OUT = "held-out (bundled)"
+HELD_OUT_FAMILIES = "held-out families"
+TRAIN_FIT = "train families (fit)"
+EVALUATION_SETS = (BUNDLED_HELD_OUT, HELD_OUT_FAMILIES, TRAIN_FIT)
+
+
+def evaluation_set(scenario_id: str, split: str = HELD_OUT) -> str:
+    """Which of the three sets a scenario measures: the held-out split's hand-written and imported tasks, the
+    factory's held-out families (skills never trained), or train-family tasks (fit, never a promotion figure)."""
+    from bashgym_assets.scenarios.factory.family import family_of
+
+    if split != HELD_OUT:
+        return TRAIN_FIT
+    return HELD_OUT_FAMILIES if family_of(scenario_id) else BUNDLED_HELD_OUT
+
+
+def evaluation_bundles(gated_rows: Iterable[Mapping[str, Any]], *, limit: int | None = None,
+                       categories: Sequence[str] = (), per_heldout_family: int | None = 3, fit_sample: int = 0,
+                       seed: int = 0) -> dict[str, list[ScenarioBundle]]:
+    """The bundles of each evaluation set: every held-out scenario not from the factory (``limit``: the first
+    ones by id), ``per_heldout_family`` tasks of each held-out family (seeded; None: all of them, 0: none) and
+    ``fit_sample`` tasks of the factory's TRAINED families (the sft_dataset's train split of families, seeded)."""
+    from bashgym_assets.scenarios.factory.family import family_of
+    from bashgym_assets.training_data.build import scenario_group, split_for
+
+    rows = [r for r in gated_rows if r.get("admitted") is not False]
+    held = [ScenarioBundle.model_validate(json.loads(r["bundle_json"])) for r in rows if r.get("split") == HELD_OUT]
+    bundled = pick_bundles((b for b in held if not family_of(b.id)), limit=limit, categories=categories)
+    by_family: dict[str, list[ScenarioBundle]] = {}
+    for b in held:
+        if (family := family_of(b.id)) is not None:
+            by_family.setdefault(family, []).append(b)
+    families: list[ScenarioBundle] = []
+    if per_heldout_family != 0:
+        for family in sorted(by_family):
+            families += pick_bundles(by_family[family], categories=categories, sample=per_heldout_family,
+                                     seed=seed)
+    fit: list[ScenarioBundle] = []
+    if fit_sample:
+        trained = (ScenarioBundle.model_validate(json.loads(r["bundle_json"])) for r in rows
+                   if r.get("split") != HELD_OUT and family_of(str(r["scenario_id"]))
+                   and split_for(scenario_group(str(r["scenario_id"]))) == "train")
+        fit = pick_bundles(trained, categories=categories, sample=fit_sample, seed=seed)
+    return {BUNDLED_HELD_OUT: bundled, HELD_OUT_FAMILIES: families, TRAIN_FIT: fit}
 
 
 def compare(specs: Sequence[ModelSpec], bundles: Sequence[ScenarioBundle], image: str | None,

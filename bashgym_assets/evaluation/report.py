@@ -40,6 +40,17 @@ def comparison_markdown(summaries: Sequence[ModelSummary], title: str = "") -> s
     return (f"**{title}**\n\n" if title else "") + text
 
 
+def per_set_rows(by_set: dict[str, Sequence[ModelSummary]]) -> list[dict[str, Any]]:
+    """One row per (evaluation set, model): the three ways a model is measured, with the clean interval."""
+    rows = []
+    for name, summaries in by_set.items():
+        for s in summaries:
+            r = s.rates
+            rows.append({"set": name, "model": s.model, "n": r["clean"].n, **{k: r[k].rate for k in RATES},
+                         "clean_low": r["clean"].low, "clean_high": r["clean"].high, "mean_turns": s.mean_turns})
+    return rows
+
+
 def per_category_rows(summaries: Sequence[ModelSummary]) -> list[dict[str, Any]]:
     rows = []
     for s in summaries:

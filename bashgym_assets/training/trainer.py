@@ -85,6 +85,12 @@ class TrainConfig(BaseModel):
     seed: int = 0
     save_every: int = 50
     resume: bool = True
+    # The loss over the trained (assistant) positions only: the hidden states of those positions go through the LM
+    # head, no entropy. TRL's CPU path scores every position of the 49k-token head, with its entropy
+    # (BENCHMARKS.md, issue 29). False: TRL's own compute_loss.
+    lean_loss: bool = True
+    # Easy tasks first (training.curriculum): needs a stage per train conversation (train_sft's ``stages``).
+    curriculum: bool = False
     # DPO only
     beta: float = 0.1
 
@@ -404,18 +410,99 @@ def prepared_examples(dataset: Any) -> list[TokenizedExample]:
     return out
 
 
-def build_sft_trainer(config: TrainConfig, train: Sequence[Messages], validation: Sequence[Messages] = (),
-                      callbacks: Sequence[Any] = ()) -> Any:
-    """The ``SFTTrainer`` for a run (LoRA on the frozen base, assistant-only loss, packing), datasets prepared."""
-    from trl import SFTConfig, SFTTrainer
+def _sft_trainer_class() -> type:
+    """``SFTTrainer`` with two additions, both switchable (``TrainConfig.lean_loss`` / ``curriculum``):
 
+    * the lean loss: TRL 1.16 scores every position through its chunked LM head on CPU (only Triton devices
+      compact to the trained positions) and computes the entropy over the 49k vocabulary for a metric. Here only
+      the hidden states of trained positions reach the head, and the metrics are the loss and token accuracy. The
+      loss is the same sum of token log-probabilities over the same denominator (``tests/test_curriculum.py``);
+    * the curriculum: each stage's conversations are packed on their own and the packed rows are read in
+      ``curriculum.curriculum_order`` (TRL would pack all stages together and shuffle).
+    """
+    import torch
+    import torch.nn.functional as F
+    from peft import PeftModel
+    from trl import SFTTrainer
+
+    class BashgymSFTTrainer(SFTTrainer):
+        def __init__(self, *args: Any, lean_loss: bool = True, stages: Sequence[int] | None = None,
+                     **kwargs: Any) -> None:
+            self._lean_loss = lean_loss
+            self._stages_in = list(stages) if stages is not None else None
+            self.packed_stages: list[int] | None = None
+            super().__init__(*args, **kwargs)
+
+        def _prepare_dataset(self, dataset, processing_class, args, packing, formatting_func, dataset_name):
+            if dataset_name != "train" or self._stages_in is None:
+                return super()._prepare_dataset(dataset, processing_class, args, packing, formatting_func,
+                                                dataset_name)
+            from datasets import concatenate_datasets
+
+            parts, stages = [], []
+            for stage in sorted(set(self._stages_in)):
+                subset = dataset.select([i for i, s in enumerate(self._stages_in) if s == stage])
+                part = super()._prepare_dataset(subset, processing_class, args, packing, formatting_func,
+                                                f"{dataset_name} (stage {stage})")
+                parts.append(part)
+                stages.extend([stage] * len(part))
+            self.packed_stages = stages
+            return concatenate_datasets(parts)
+
+        def _get_train_sampler(self, train_dataset=None):
+            if self.packed_stages is None:
+                return super()._get_train_sampler(train_dataset)
+            from bashgym_assets.training.curriculum import curriculum_sampler
+
+            return curriculum_sampler(self.packed_stages, seed=self.args.seed)
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if not self._lean_loss or return_outputs:
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            mode = "train" if model.training else "eval"
+            causal_lm = model.get_base_model() if isinstance(model, PeftModel) else model
+            labels = inputs["labels"][:, 1:]
+            mask = labels != IGNORE_INDEX
+            forward = {k: v for k, v in inputs.items() if k != "labels"}
+            forward["use_cache"] = False
+            hidden = causal_lm.base_model(**forward).last_hidden_state[:, :-1]
+            logits = causal_lm.get_output_embeddings()(hidden[mask]).float()
+            targets = labels[mask]
+            denominator = mask.sum() if num_items_in_batch is None else num_items_in_batch
+            loss = F.cross_entropy(logits, targets, reduction="sum") / torch.as_tensor(denominator).clamp(min=1)
+            if self.args.average_tokens_across_devices and num_items_in_batch is not None:
+                loss = loss * self.accelerator.num_processes
+            with torch.no_grad():
+                n = int(targets.numel())
+                correct = int((logits.argmax(-1) == targets).sum()) if n else 0
+                self._metrics[mode]["mean_token_accuracy"].append(correct / n if n else 0.0)
+                if mode == "train":
+                    ids = inputs.get("position_ids", inputs.get("input_ids"))
+                    self._total_train_tokens += int(inputs["attention_mask"].sum()) if "attention_mask" in inputs \
+                        else int(ids.size(1)) * int(ids.size(0))
+                self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
+            return loss
+
+    return BashgymSFTTrainer
+
+
+def build_sft_trainer(config: TrainConfig, train: Sequence[Messages], validation: Sequence[Messages] = (),
+                      callbacks: Sequence[Any] = (), stages: Sequence[int] | None = None) -> Any:
+    """The ``SFTTrainer`` for a run (LoRA on the frozen base, assistant-only loss, packing), datasets prepared.
+    ``stages`` (one per train conversation) with ``config.curriculum`` orders training easy-first."""
+    from trl import SFTConfig
+
+    if config.curriculum and (stages is None or len(stages) != len(train)):
+        raise ValueError("a curriculum needs one stage per train conversation")
     tokenizer = training_tokenizer(config.base_model)
     args = trainer_args(SFTConfig, config, evaluate=bool(validation), packing=config.packing,
                         packing_strategy="bfd", assistant_only_loss=True,
                         include_num_input_tokens_seen="all" if config.packing else "non_padding")
-    return _quiet(SFTTrainer(model=load_base(config), args=args, train_dataset=_chat_dataset(train),
-                             eval_dataset=_chat_dataset(validation) if validation else None,
-                             processing_class=tokenizer, peft_config=lora_config(config), callbacks=list(callbacks)))
+    return _quiet(_sft_trainer_class()(
+        model=load_base(config), args=args, train_dataset=_chat_dataset(train),
+        eval_dataset=_chat_dataset(validation) if validation else None, processing_class=tokenizer,
+        peft_config=lora_config(config), callbacks=list(callbacks), lean_loss=config.lean_loss,
+        stages=list(stages) if config.curriculum else None))
 
 
 def _mask_report(trainer: Any, train: Sequence[Messages], max_length: int) -> tuple[MaskReport, list[Any]]:
@@ -429,11 +516,13 @@ def _mask_report(trainer: Any, train: Sequence[Messages], max_length: int) -> tu
 
 
 def train_sft(config: TrainConfig, train: Sequence[Messages], validation: Sequence[Messages] = (),
-              on_log: LogFn | None = None, stop_after: int | None = None) -> TrainResult:
-    """LoRA SFT on chat conversations; loss on assistant turns only. ``stop_after`` simulates a crash (tests)."""
+              on_log: LogFn | None = None, stop_after: int | None = None,
+              stages: Sequence[int] | None = None) -> TrainResult:
+    """LoRA SFT on chat conversations; loss on assistant turns only. ``stop_after`` simulates a crash (tests).
+    ``stages``: the curriculum stage of each train conversation (used when ``config.curriculum``)."""
     resume, resumed_from = _resume_point(config)
     progress, callbacks = _callbacks(on_log, stop_after)
-    trainer = build_sft_trainer(config, train, validation, callbacks)
+    trainer = build_sft_trainer(config, train, validation, callbacks, stages=stages)
     mismatched = check_training_template(trainer.processing_class, train[:8])
     if mismatched:
         logger.warning("the training chat template labels %d of the first %d conversations differently from the "

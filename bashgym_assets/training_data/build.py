@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 
 from bashgym_assets.guardrails.flags import unsafe_turn
 from bashgym_assets.rollout.transcript import EXIT_COMMAND
+from bashgym_assets.scenarios.factory.family import family_of
 from bashgym_assets.scenarios.gate import HELD_OUT, is_external
 from bashgym_assets.training_data.render import RenderedSegment, normalise_text, render_segment
 from bashgym_assets.training_data.shell_render import syntax_error
@@ -55,6 +56,8 @@ SFT_SCHEMA = pa.schema([
     ("trajectory_id", pa.string()),
     ("sample_index", pa.int32()),
     ("category", pa.string()),
+    ("difficulty", pa.int32()),
+    ("family", pa.string()),
     ("tier", pa.string()),
     ("messages", MESSAGES_TYPE),
     ("n_messages", pa.int32()),
@@ -100,6 +103,8 @@ class SFTRow(BaseModel):
     trajectory_id: str | None = None
     sample_index: int | None = None
     category: str | None = None
+    difficulty: int | None = None
+    family: str | None = Field(None, description="the task factory's family of a generated scenario")
     tier: str | None = None
     messages: list[dict[str, str]]
     n_messages: int
@@ -153,6 +158,46 @@ def split_for(group: str, validation_fraction: float = VALIDATION_FRACTION) -> s
     """Stable train/validation assignment from a hash of the source group (never random, never order-bound)."""
     bucket = int(hashlib.sha256(group.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
     return "validation" if bucket < validation_fraction else "train"
+
+
+def scenario_group(scenario_id: str | None) -> str:
+    """The split group of a scenario's rows: a generated task's whole FAMILY (so validation measures skills the
+    model did not train on, like the held-out families, without touching them), any other scenario on its own."""
+    family = family_of(str(scenario_id or ""))
+    return f"family:{family}" if family else f"scenario:{scenario_id}"
+
+
+def shorten_observations(messages: list[dict[str, str]], max_chars: int | None) -> list[dict[str, str]]:
+    """Short renders: each command output (a user turn after the first) longer than ``max_chars`` keeps its first
+    and last lines around a marker saying how much was cut, and always its ``[exit code: N]`` line. The task and
+    the commands are never cut; what the next command needs is almost always at the head (or the exit code)."""
+    if not max_chars:
+        return messages
+    out = []
+    seen_user = False
+    for m in messages:
+        content = m["content"]
+        if m["role"] == "user" and seen_user and len(content) > max_chars:
+            content = _cut_output(content, max_chars)
+        seen_user = seen_user or m["role"] == "user"
+        out.append({**m, "content": content})
+    return out
+
+
+def _cut_output(text: str, max_chars: int) -> str:
+    lines = text.split("\n")
+    tail = [lines.pop()] if lines and lines[-1].startswith("[exit code:") else []
+    head: list[str] = []
+    used = sum(len(t) + 1 for t in tail)
+    for line in lines:
+        if used + len(line) + 1 > max_chars * 3 // 4 and head:
+            break
+        head.append(line[:max_chars])
+        used += len(head[-1]) + 1
+    cut = lines[len(head):]
+    last = [cut.pop()] if len(cut) > 1 and used + len(cut[-1]) < max_chars else []
+    marker = [f"[... {len(cut)} more lines of output cut]"] if cut else []
+    return "\n".join(head + marker + last + tail)
 
 
 def _messages(raw: Any) -> list[dict[str, str]]:
@@ -261,8 +306,11 @@ def _traj_source(t: Mapping[str, Any]) -> str:
 
 
 def build_sft(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapping[str, Any]],
-              heldout: Sequence[HeldOut] = (), validation_fraction: float = VALIDATION_FRACTION) -> BuildResult:
-    """SFT rows from gold trace segments and kept trajectories; everything refused is quarantined with why."""
+              heldout: Sequence[HeldOut] = (), validation_fraction: float = VALIDATION_FRACTION,
+              observation_chars: int | None = None) -> BuildResult:
+    """SFT rows from gold trace segments and kept trajectories; everything refused is quarantined with why.
+    A generated task's rows are split by family (``scenario_group``); ``observation_chars`` shortens long command
+    outputs of trajectories (``shorten_observations``)."""
     heldout_ids = {h.id for h in heldout}
     rows: dict[str, SFTRow] = {}
     quarantine: list[Quarantined] = []
@@ -317,12 +365,15 @@ def build_sft(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapp
         if t.get("split") not in (None, "train"):
             quarantine.append(_quarantine("sft_dataset", source, f"trajectory of a {t.get('split')!r} scenario", t))
             continue
-        messages = _messages(t.get("messages"))
+        messages = shorten_observations(_messages(t.get("messages")), observation_chars)
+        difficulty = t.get("difficulty")
         add(SFTRow(example_id=_hash(messages), source_kind="trajectory", source=source,
                    scenario_id=t.get("scenario_id"), trajectory_id=t.get("trajectory_id"),
-                   sample_index=t.get("sample_index"), category=t.get("category"), messages=messages,
+                   sample_index=t.get("sample_index"), category=t.get("category"),
+                   difficulty=int(difficulty) if difficulty is not None else None,
+                   family=family_of(str(t.get("scenario_id") or "")), messages=messages,
                    n_messages=len(messages), n_chars=sum(len(m["content"]) for m in messages),
-                   split=split_for(f"scenario:{t.get('scenario_id')}", validation_fraction)), t)
+                   split=split_for(scenario_group(t.get("scenario_id")), validation_fraction)), t)
 
     ordered = sorted(rows.values(), key=lambda r: r.source)
     counts["rows"] = len(ordered)
@@ -442,7 +493,8 @@ def build_dpo(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapp
                                    scenario_id=meta[key]["scenario_id"], task_key=key, chosen_source=good_src,
                                    rejected_source=bad_src, rejected_reason=reason, prompt=prompt, chosen=chosen,
                                    rejected=rejected, split_turn=turn,
-                                   split=split_for(key, validation_fraction))
+                                   split=split_for(scenario_group(meta[key]["scenario_id"])
+                                                   if meta[key]["scenario_id"] else key, validation_fraction))
                 made += 1
                 break
             else:
