@@ -53,6 +53,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     skip = [a for a in (getattr(args, "skip", "") or "").split(",") if a]
     if skip:
         steps = demo.without(steps, skip)
+    only = [a for a in (getattr(args, "only", "") or "").split(",") if a]
+    if only:
+        steps = demo.only(steps, only)
     print("plan:")
     for i, step in enumerate(steps, 1):
         print(f"  {i}. {step.describe()}")
@@ -282,6 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
                                            "in the evaluation and the promotion decision")
     train_p.add_argument("--profile", default="full", choices=["demo", "quick", "full", "factory-cpu"])
     train_p.add_argument("--skip", default="", help="comma-separated assets to leave out of the plan")
+    train_p.add_argument("--only", default="", help="comma-separated assets: run just these (in plan order), "
+                         "on what the data folder already holds (e.g. the DPO stage after an SFT run)")
     train_p.add_argument("--process-per-step", action="store_true",
                          help="run each step in a process of its own (memory freed between steps)")
     train_p.set_defaults(fn=cmd_demo)

@@ -108,8 +108,12 @@ def plan(nodes: dict[str, AssetNode]) -> list[PlanStep]:
 
 
 def only(steps: list[PlanStep], keep: Iterable[str]) -> list[PlanStep]:
-    """The plan restricted to the named assets, in plan order (``bashgym factory``)."""
+    """The plan restricted to the named assets, in plan order (``bashgym factory``, ``bashgym train --only``);
+    an unknown name is an error."""
     keep = set(keep)
+    unknown = sorted(keep - {a for step in steps for a in step.assets})
+    if unknown:
+        raise ValueError(f"unknown asset(s): {', '.join(unknown)}")
     return without(steps, {a for step in steps for a in step.assets} - keep)
 
 

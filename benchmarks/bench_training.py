@@ -7,7 +7,10 @@
   into one sequence (attention then spans batch x max length: the default before this benchmark);
 - ``padded``: the naive setup, no packing, every row one example padded to max length;
 - ``plain``: the packed rows of ``packed`` through a hand-written PyTorch loop (forward, backward, AdamW), the
-  baseline for what TRL's Trainer costs around the same work (target: TRL >= 0.9x of it).
+  baseline for what TRL's Trainer costs around the same work (target: TRL >= 0.95x of it, issue 29);
+- ``packed-stock``: ``packed`` with TRL 1.16's own ``compute_loss`` (every position through its chunked LM head,
+  entropy and token accuracy over the vocabulary) instead of the lean loss (``TrainConfig.lean_loss``);
+- ``packed-bf16``: ``packed`` with the base and LoRA in bfloat16 (worth it only where the CPU has avx512_bf16/AMX).
 
 Each setup runs in its own child process so its peak memory is its own (CPU: the process's peak resident memory
 sampled while it trains; GPU: torch's peak allocated over the timed steps), and the setups alternate over
@@ -39,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 RESULTS = ROOT / "benchmarks" / "results" / "training.md"
-MODES = ("padded", "packed-flat", "packed", "plain")
+MODES = ("padded", "packed-flat", "packed", "plain", "packed-stock", "packed-bf16")
 
 
 def synthetic_conversations(n: int, seed: int = 0) -> list[list[dict[str, str]]]:
@@ -108,10 +111,11 @@ def run_child(args: argparse.Namespace) -> dict:
     # packed (the default): one packed row per micro-step, --batch-size rows per optimizer step (grad accumulation);
     # packed-flat: --batch-size packed rows per micro-step, which padding-free flattens into ONE sequence;
     # padded: no packing, every row padded to max length; plain: the packed rows through a hand-written loop.
-    one_row = args.mode in ("packed", "plain")
+    one_row = args.mode in ("packed", "plain", "packed-stock", "packed-bf16")
     cfg = TrainConfig(base_model=base, output_dir=str(workdir / "adapter"), max_length=args.max_length,
                       batch_size=1 if one_row else args.batch_size, grad_accum=args.batch_size if one_row else 1,
-                      packing=args.mode != "padded", dtype=args.dtype,
+                      packing=args.mode != "padded", dtype="bfloat16" if args.mode == "packed-bf16" else args.dtype,
+                      lean_loss=args.mode != "packed-stock",
                       attn_implementation=args.attn, device=args.device, lora_dropout=0.0, learning_rate=1e-4,
                       max_steps=args.steps + 1, save_every=10**9, resume=False)  # step 1 warms up, untimed
     trainer = build_sft_trainer(cfg, synthetic_conversations(args.examples))

@@ -312,13 +312,15 @@ def test_eval_cli_picks_the_split_and_the_sample(settings, monkeypatch, tmp_path
     bundles, _ = load_folder(PACK)
     Lake(settings).write("gated_scenarios", [{"split": split_for(b.id), "bundle_json": b.model_dump_json()}
                                              for b in bundles])
-    args = argparse.Namespace(scenarios=None, split="train", limit=None, category=[], sample=5, seed=0)
-    picked = cli._bundles(args)
+    args = argparse.Namespace(scenarios=None, split="train", limit=None, category=[], sample=5, seed=0,
+                              per_family=3, fit=0)
+    picked, _ = cli._bundles(args)
     assert len(picked) == 5 and all(split_for(b.id) == TRAIN for b in picked)
-    held = cli._bundles(argparse.Namespace(**{**vars(args), "split": "held_out", "sample": None}))
+    held, set_of = cli._bundles(argparse.Namespace(**{**vars(args), "split": "held_out", "sample": None}))
     assert held and all(split_for(b.id) == HELD_OUT for b in held)
-    folder = cli._bundles(argparse.Namespace(**{**vars(args), "scenarios": str(PACK), "split": "held_out",
-                                                "sample": 4, "seed": 7}))
+    assert set(set_of.values()) == {"held-out (bundled)"} and set(set_of) == {b.id for b in held}
+    folder, _ = cli._bundles(argparse.Namespace(**{**vars(args), "scenarios": str(PACK), "split": "held_out",
+                                                   "sample": 4, "seed": 7}))
     assert len(folder) == 4
     with pytest.raises(RuntimeError, match="no splits"):
         cli._bundles(argparse.Namespace(**{**vars(args), "scenarios": str(PACK)}))

@@ -214,6 +214,11 @@ def test_a_plan_without_some_assets_keeps_the_order_and_refuses_unknown_names() 
     assert not any("dpo_dataset" in s.assets for s in kept)
     with pytest.raises(ValueError, match="unknown asset"):
         demo.without(steps, ["no_such_asset"])
+    only = demo.only(steps, ["benchmark_results", "dpo_adapter", "student_rollouts"])   # `bashgym train --only`
+    assert [a for s in only for a in s.assets] == [a for s in steps for a in s.assets
+                                                   if a in ("benchmark_results", "dpo_adapter", "student_rollouts")]
+    with pytest.raises(ValueError, match="unknown asset"):
+        demo.only(steps, ["sft_adapter", "no_such_asset"])
 
 
 def test_every_profile_config_is_valid_run_config_for_its_run() -> None:

@@ -41,7 +41,12 @@ def add_parsers(sub: Any) -> None:
     ev.add_argument("--limit", type=int, help="the first N scenarios (by id)")
     ev.add_argument("--sample", type=_positive,
                     help="N scenarios drawn at random (seeded by --seed) instead of the first")
-    ev.add_argument("--seed", type=int, default=0, help="seed of --sample")
+    ev.add_argument("--seed", type=int, default=0, help="seed of --sample, --per-family and --fit")
+    ev.add_argument("--per-family", type=int, default=3,
+                    help="held-out split: N tasks of each of the task factory's held-out families (-1: all; 0: "
+                         "none), beside every other held-out scenario")
+    ev.add_argument("--fit", type=int, default=0,
+                    help="also N tasks of the factory's trained families (fit, reported apart; never judges)")
     ev.add_argument("--category", action="append", default=[], help="only these categories (repeatable)")
     ev.add_argument("--samples", type=int, default=1)
     ev.add_argument("--temperature", type=float, default=0.0)
@@ -64,8 +69,9 @@ def _positive(text: str) -> int:
     return value
 
 
-def _bundles(args: argparse.Namespace) -> list[Any]:
-    from bashgym_assets.evaluation import pick_bundles, split_bundles
+def _bundles(args: argparse.Namespace) -> tuple[list[Any], dict[str, str]]:
+    """The scenarios to run and, for the held-out split, which evaluation set each one measures."""
+    from bashgym_assets.evaluation import evaluation_bundles, pick_bundles, split_bundles
     from bashgym_assets.lake import Lake
     from bashgym_assets.scenarios.bundle import load_folder
 
@@ -76,7 +82,7 @@ def _bundles(args: argparse.Namespace) -> list[Any]:
         bundles, errors = load_folder(args.scenarios)
         for e in errors:
             print(f"skipped {e.source}: {e.error}")
-        return pick_bundles(bundles, **pick)
+        return pick_bundles(bundles, **pick), {}
     try:
         rows = Lake().read("gated_scenarios").to_pylist()
     except FileNotFoundError as exc:
@@ -85,7 +91,15 @@ def _bundles(args: argparse.Namespace) -> list[Any]:
     if args.split == "train":
         print("train split: these figures measure fit (tasks the model was trained on), not generalisation; "
               "only held-out figures judge a model")
-    return split_bundles(rows, args.split, **pick)
+        return split_bundles(rows, args.split, **pick), {}
+    sets = evaluation_bundles(rows, limit=args.limit, categories=args.category, seed=args.seed,
+                              per_heldout_family=None if args.per_family < 0 else args.per_family,
+                              fit_sample=args.fit)
+    set_of = {b.id: name for name, bs in sets.items() for b in bs}
+    bundles = [b for bs in sets.values() for b in bs]
+    if args.sample is not None:
+        bundles = pick_bundles(bundles, sample=args.sample, seed=args.seed)
+    return bundles, set_of
 
 
 def model_specs(args: argparse.Namespace, settings: Any) -> list[Any]:
@@ -121,13 +135,19 @@ def model_specs(args: argparse.Namespace, settings: Any) -> list[Any]:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from bashgym_assets import images
-    from bashgym_assets.evaluation import EVAL_EPISODE_SCHEMA, EvalSettings, Sampling, compare
-    from bashgym_assets.evaluation.metrics import TRAIN_SPLIT_EVAL_PREFIX
+    from bashgym_assets.evaluation import (
+        EVAL_EPISODE_SCHEMA,
+        EVALUATION_SETS,
+        EvalSettings,
+        Sampling,
+        compare,
+    )
+    from bashgym_assets.evaluation.metrics import TRAIN_SPLIT_EVAL_PREFIX, summarize
     from bashgym_assets.evaluation.report import comparison_markdown
     from bashgym_assets.lake import Lake
 
     settings = get_settings()
-    bundles = _bundles(args)
+    bundles, set_of = _bundles(args)
     if not bundles:
         where = args.scenarios or f"gated_scenarios' {args.split} split"
         raise RuntimeError(f"no scenario to evaluate on in {where}"
@@ -152,6 +172,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     summaries = [r.summary for r in results]
     print()
     print(comparison_markdown(summaries, title=f"{eval_id} ({len(bundles)} scenarios)"))
+    for name in EVALUATION_SETS:
+        ids = {i for i, s in set_of.items() if s == name}
+        if ids and len(ids) < len(bundles):
+            print()
+            print(comparison_markdown([summarize(r.summary.model, [e for e in r.episodes if e.scenario_id in ids])
+                                       for r in results], title=f"{name} ({len(ids)} scenarios)"))
     print(f"\nepisodes: bashgym sql \"select model, scenario_id, failure_class from eval_episodes "
           f"where _partition = '{eval_id}'\"")
     if args.json:
