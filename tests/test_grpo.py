@@ -155,6 +155,32 @@ def test_group_kinds_and_the_sampler_prefers_informative_scenarios() -> None:
     assert [c[0] for c in uniform.drawn].count("coin") < 120
 
 
+def test_difficulty_ladder_climbs_as_the_pass_rate_rises() -> None:
+    ids = ["e1", "e2", "m1", "h1"]
+    board = grpo.ScenarioBoard(ids, {"e1": 1, "e2": 1, "m1": 2, "h1": 4}, promote_at=0.5, window=4)
+    assert board.ceiling == 1 and [ids[i] for i in board.eligible()] == ["e1", "e2"]
+    sampler = grpo.InformativeSampler(board, mini_repeat_count=1, batch_size=3, repeat_count=1, num_batches=1)
+    assert sorted(board.ids[i] for i in sampler._chunk()) in (["e1", "e1", "e2"], ["e1", "e2", "e2"])
+
+    def outcome(sid: str, passed: bool) -> EpisodeOutcome:
+        o = EpisodeOutcome(scenario_id=sid, verified=passed, terminated=True, par_turns=1, n_turns=1)
+        o.reward = episode_reward(o)
+        return o
+
+    board.record([outcome("e1", False), outcome("e2", False), outcome("e1", True)])
+    assert board.ceiling == 1                      # 3 episodes: the window is not full yet
+    board.record([outcome("e2", False)])
+    assert board.ceiling == 1                      # 1 of 4 passed
+    board.record([outcome("e1", True), outcome("e2", True), outcome("e1", True)])
+    assert board.ceiling == 2 and board.ceilings == [1, 2] and board.recent == []
+    board.record([outcome("m1", True)] * 4)
+    assert board.ceiling == 4 and sorted(board.ids[i] for i in board.eligible()) == sorted(ids)
+    board.record([outcome("h1", True)] * 8)
+    assert board.ceiling == 4                      # the top stays the top
+    flat = grpo.ScenarioBoard(ids, {"e1": 1, "h1": 4})
+    assert flat.ceiling is None and flat.eligible() == [0, 1, 2, 3]   # no ladder: every scenario
+
+
 # ---- tokens, env_mask, a hung episode, hacks, in real sandboxes -------------------------------------------------
 class Scripted:
     """A policy that types fixed lines per scenario (found by its task text in the prompt), as token ids."""

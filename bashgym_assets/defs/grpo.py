@@ -49,6 +49,10 @@ class GRPORunConfig(dg.Config):
     categories: list[str] = []
     max_difficulty: int | None = None
     prefer_informative: bool = True
+    # a curriculum: start at the easiest difficulty, one level up when the recent pass rate reaches promote_at
+    difficulty_ladder: bool = False
+    ladder_promote_at: float = 0.5
+    ladder_window: int = 16
     command_timeout_s: float = 10.0
     turn_timeout_s: float = 30.0
     max_context_tokens: int = 2048
@@ -64,7 +68,9 @@ def _settings(cfg: GRPORunConfig) -> grpo.GRPOSettings:
         num_generations=cfg.num_generations, scenarios_per_step=cfg.scenarios_per_step, max_turns=cfg.max_turns,
         max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, beta=cfg.beta,
         command_timeout_s=cfg.command_timeout_s, turn_timeout_s=cfg.turn_timeout_s,
-        max_context_tokens=cfg.max_context_tokens, prefer_informative=cfg.prefer_informative)
+        max_context_tokens=cfg.max_context_tokens, prefer_informative=cfg.prefer_informative,
+        difficulty_ladder=cfg.difficulty_ladder, ladder_promote_at=cfg.ladder_promote_at,
+        ladder_window=cfg.ladder_window)
 
 
 @dg.asset(

@@ -91,6 +91,11 @@ class GRPOSettings(BaseModel):
     micro_batch: int = 16             # sequences per generate call
     beta: float = 0.0                 # KL to the SFT model (0: no reference forward pass, TRL's default)
     prefer_informative: bool = True
+    # A curriculum by difficulty: draw only scenarios up to a ceiling that starts at the easiest difficulty and
+    # rises by one when the last ``ladder_window`` scored episodes under it pass at ``ladder_promote_at`` or more.
+    difficulty_ladder: bool = False
+    ladder_promote_at: float = 0.5
+    ladder_window: int = 16
 
 
 class RewardSpec(BaseModel):
@@ -511,6 +516,7 @@ class StepRecord(BaseModel):
     success_rate: float
     mean_turns: float
     informative_frac: float       # groups with both passes and fails
+    difficulty_ceiling: int = 0   # the curriculum's ceiling after this step (0: no ladder)
     zero_spread_frac: float       # groups whose rewards are all equal (TRL gives them no advantage)
     terminated_rate: float
     hacks: int
@@ -520,12 +526,22 @@ class StepRecord(BaseModel):
 
 
 class ScenarioBoard:
-    """Pass counts per scenario across the run: what the sampler reads to prefer informative scenarios."""
+    """Pass counts per scenario across the run: what the sampler reads to prefer informative scenarios, and, with
+    ``difficulties`` and a ladder, the difficulty ceiling of a curriculum that rises as the pass rate does."""
 
-    def __init__(self, scenario_ids: Sequence[str]) -> None:
+    def __init__(self, scenario_ids: Sequence[str], difficulties: Mapping[str, int] | None = None,
+                 promote_at: float | None = None, window: int = 16) -> None:
         self.ids = list(scenario_ids)
         self.passes = dict.fromkeys(self.ids, 0)
         self.tries = dict.fromkeys(self.ids, 0)
+        self.difficulty = {i: int((difficulties or {}).get(i, 1)) for i in self.ids}
+        levels = sorted(set(self.difficulty.values()))
+        self.ceiling: int | None = levels[0] if promote_at is not None and levels else None
+        self.top = levels[-1] if levels else 1
+        self.promote_at = promote_at
+        self.window = window
+        self.recent: list[bool] = []
+        self.ceilings: list[int] = [self.ceiling] if self.ceiling is not None else []
         self._lock = threading.Lock()
 
     def record(self, outcomes: Sequence[EpisodeOutcome]) -> None:
@@ -533,8 +549,27 @@ class ScenarioBoard:
             for o in outcomes:
                 if o.reward is None or o.scenario_id not in self.tries:
                     continue
+                passed = bool(o.verified and not o.hack)
                 self.tries[o.scenario_id] += 1
-                self.passes[o.scenario_id] += int(o.verified and not o.hack)
+                self.passes[o.scenario_id] += int(passed)
+                if self.ceiling is not None and self.difficulty[o.scenario_id] <= self.ceiling:
+                    self.recent = (self.recent + [passed])[-self.window:]
+            self._climb()
+
+    def _climb(self) -> None:
+        if self.ceiling is None or self.promote_at is None or self.ceiling >= self.top:
+            return
+        if len(self.recent) >= self.window and sum(self.recent) / len(self.recent) >= self.promote_at:
+            self.ceiling = min(d for d in set(self.difficulty.values()) if d > self.ceiling)
+            self.ceilings.append(self.ceiling)
+            self.recent = []
+
+    def eligible(self) -> list[int]:
+        """Indices of the scenarios the curriculum allows now (all of them without a ladder)."""
+        with self._lock:
+            if self.ceiling is None:
+                return list(range(len(self.ids)))
+            return [i for i, s in enumerate(self.ids) if self.difficulty[s] <= self.ceiling]
 
     def weight(self, scenario_id: str, floor: float = 0.02) -> float:
         """p(1-p) of the smoothed pass rate (Beta(1,1) prior): 0.25 for an unseen scenario or a coin flip,
@@ -566,11 +601,17 @@ class InformativeSampler:
     def _chunk(self) -> list[int]:
         import torch
 
+        allowed = self.board.eligible()
         if self.prefer:
-            weights = torch.tensor([self.board.weight(s) for s in self.board.ids], dtype=torch.float)
+            weights = torch.tensor([self.board.weight(self.board.ids[i]) for i in allowed], dtype=torch.float)
         else:
-            weights = torch.ones(len(self.board.ids))
-        return torch.multinomial(weights, self.batch_size, replacement=False, generator=self.generator).tolist()
+            weights = torch.ones(len(allowed))
+        picks = torch.multinomial(weights, min(self.batch_size, len(allowed)), replacement=False,
+                                  generator=self.generator).tolist()
+        picks = [allowed[i] for i in picks]
+        while len(picks) < self.batch_size:   # fewer scenarios under the ceiling than a step takes: repeat some
+            picks.append(picks[len(picks) % max(1, len(allowed))])
+        return picks
 
     def __iter__(self) -> Iterator[int]:
         for _ in range(self.num_batches):
@@ -651,6 +692,7 @@ class ShellRollout:
             success_rate=round(sum(o.verified and not o.hack for o in scored) / n, 4),
             mean_turns=round(sum(o.n_turns for o in scored) / n, 3),
             informative_frac=round(sum(g.kind == "mixed" for g in groups) / max(1, len(groups)), 4),
+            difficulty_ceiling=self.board.ceiling or 0,
             zero_spread_frac=round(sum(g.reward_spread == 0 for g in groups) / max(1, len(groups)), 4),
             terminated_rate=round(sum(o.terminated for o in scored) / n, 4),
             hacks=sum(bool(o.hack) for o in outcomes), infra_errors=sum(bool(o.infra_error) for o in outcomes),
@@ -742,7 +784,9 @@ def train_grpo(config: TrainConfig, settings: GRPOSettings, bundles: Sequence[Sc
     tokenizer = load_tokenizer(config.base_model)
     model = PeftModel.from_pretrained(load_base(config), sft_adapter, is_trainable=True)
     by_id = {b.id: b for b in bundles}
-    board = ScenarioBoard(sorted(by_id))
+    board = ScenarioBoard(sorted(by_id), {b.id: b.difficulty for b in bundles},
+                          promote_at=settings.ladder_promote_at if settings.difficulty_ladder else None,
+                          window=settings.ladder_window)
     rollout = ShellRollout(by_id, image, settings, reward=reward, board=board, progress=progress)
     args = trainer_args(GRPOConfig, config, evaluate=False, num_generations=settings.num_generations,
                         temperature=settings.temperature, top_p=settings.top_p, beta=settings.beta,
