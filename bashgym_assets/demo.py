@@ -191,7 +191,9 @@ PROFILES: dict[str, dict[str, dict]] = {
     },
     # ``factory-cpu`` (`bashgym train --profile factory-cpu`, issue 29): SFT on the task factory's train families
     # on 2 CPU cores in under two hours. 16 draws per family (~1,500 tasks, 82 trained families, a tenth of them
-    # kept for validation) plus the pack; short renders; one epoch, easy tasks first; evaluated three ways.
+    # kept for validation) plus the pack; short renders; one epoch, easy tasks first; evaluated three ways. The
+    # student stages continue from that SFT adapter (`--only student_rollouts,dpo_dataset,dpo_adapter,
+    # benchmark_results`, then `--only grpo_adapter,benchmark_results`), each evaluated the same three ways.
     "factory-cpu": {
         "generated_scenarios": {"per_family": 16},
         "gated_scenarios": {"max_parallel": 8},
@@ -199,6 +201,12 @@ PROFILES: dict[str, dict[str, dict]] = {
         "sft_dataset": {"observation_chars": 400},
         "sft_adapter": {"epochs": 1.0, "learning_rate": 1e-3, "max_length": 1024, "warmup_steps": 5,
                         "curriculum": True, "save_every": 25},
+        "student_rollouts": {"student": "sft", "max_scenarios": 64, "samples": 2, "temperature": 0.7,
+                             "max_turns": 6, "max_new_tokens": 96},
+        "dpo_adapter": {"epochs": 1.0, "learning_rate": 2e-5, "max_length": 1024},
+        "grpo_adapter": {"max_steps": 8, "num_generations": 4, "scenarios_per_step": 2, "max_turns": 5,
+                         "max_new_tokens": 64, "learning_rate": 2e-5, "difficulty_ladder": True,
+                         "ladder_window": 8},
         "benchmark_results": {"heldout_per_family": 3, "fit_sample": 35},
     },
     "full": {

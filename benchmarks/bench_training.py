@@ -64,6 +64,16 @@ def synthetic_conversations(n: int, seed: int = 0) -> list[list[dict[str, str]]]
     return convs
 
 
+def lake_conversations(n: int) -> list[list[dict[str, str]]]:
+    """The first ``n`` train conversations of the data folder's ``sft_dataset`` (e.g. the task factory's)."""
+    from bashgym_assets.lake import Lake
+
+    rows = [r for r in Lake().read("sft_dataset").to_pylist() if r["split"] == "train"]
+    if not rows:
+        raise SystemExit("sft_dataset has no train rows: materialize it first (or drop --lake)")
+    return [r["messages"] for r in rows[:n]]
+
+
 class RssSampler:
     """Peak resident memory of this process while active (a thread reading /proc/self/statm every 5 ms)."""
 
@@ -118,7 +128,8 @@ def run_child(args: argparse.Namespace) -> dict:
                       lean_loss=args.mode != "packed-stock",
                       attn_implementation=args.attn, device=args.device, lora_dropout=0.0, learning_rate=1e-4,
                       max_steps=args.steps + 1, save_every=10**9, resume=False)  # step 1 warms up, untimed
-    trainer = build_sft_trainer(cfg, synthetic_conversations(args.examples))
+    trainer = build_sft_trainer(cfg, lake_conversations(args.examples) if args.lake else
+                                synthetic_conversations(args.examples))
     if args.mode == "padded":
         trainer.data_collator.pad_to_multiple_of = args.max_length  # one example per row, padded to max length
     device = pick_device(cfg)
@@ -222,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--max-length", type=int, default=512)
     p.add_argument("--examples", type=int, default=96)
+    p.add_argument("--lake", action="store_true",
+                   help="train on the first --examples train rows of the lake's sft_dataset instead of synthetic ones")
     p.add_argument("--device", default=None, help="cpu | cuda (default: cuda if available)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--attn", default="sdpa", help="sdpa | eager | flash_attention_2")
@@ -272,9 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     report = (
         f"\n### {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {Path(pk['base']).name} on "
         f"{pk['device']} ({args.dtype}, {args.attn}), batch {args.batch_size} x {args.max_length}\n\n"
-        f"Command: `{cmd}`  \nMachine: {device}; torch {pk['torch']}; {pk['examples']} synthetic "
-        f"trajectory-shaped conversations ({pk['epoch_tokens']} tokens), {args.rounds} rounds x {args.steps} "
-        f"timed steps per setup (after one warm-up step each), setups alternating, each in its own process; "
+        f"Command: `{cmd}`  \nMachine: {device}; torch {pk['torch']}; {pk['examples']} "
+        f"{'of sft_dataset' if args.lake else 'synthetic trajectory-shaped'} conversations "
+        f"({pk['epoch_tokens']} tokens), {args.rounds} rounds x {args.steps} timed steps per setup (after one warm-up step each), setups alternating, each in its own process; "
         f"1-min load average {load_before:.1f} before, {load_after:.1f} after (a shared machine).\n\n"
         "| setup | real tokens/s | trained tokens/s | padding | s/step | peak memory MiB | min per epoch |\n"
         "|---|---|---|---|---|---|---|\n" + rows + "\n\n" + "".join(
