@@ -33,36 +33,38 @@ def lake_summary() -> list[tuple[str, int, int]]:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from bashgym_assets import demo
+    from bashgym_assets.housekeeping import pipeline_session
     from bashgym_assets.instance import ensure_dagster_home
 
     settings = get_settings()
     settings.ensure_dirs()
     ensure_dagster_home(settings)
-    if not os.environ.get("BASHGYM_TRACE_DIRS"):
-        from bashgym_assets.ingest import SAMPLE_TRACES_DIR
+    with pipeline_session(settings, wait=bool(getattr(args, "wait", False))):   # one pipeline per data folder
+        if not os.environ.get("BASHGYM_TRACE_DIRS"):
+            from bashgym_assets.ingest import SAMPLE_TRACES_DIR
 
-        os.environ["BASHGYM_TRACE_DIRS"] = str(SAMPLE_TRACES_DIR)
-        print(f"trace folders: bundled sample data ({SAMPLE_TRACES_DIR}); set BASHGYM_TRACE_DIRS for your own")
-    else:
-        print(f"trace folders: {os.environ['BASHGYM_TRACE_DIRS']}")
-    started = time.monotonic()
-    repos = discover_repo_partitions()
-    demo.register_partitions(repos)
-    print(f"repository partitions: {', '.join(repos) or '(none)'}")
-    steps = demo.plan(demo.asset_nodes())
-    skip = [a for a in (getattr(args, "skip", "") or "").split(",") if a]
-    if skip:
-        steps = demo.without(steps, skip)
-    only = [a for a in (getattr(args, "only", "") or "").split(",") if a]
-    if only:
-        steps = demo.only(steps, only)
-    print("plan:")
-    for i, step in enumerate(steps, 1):
-        print(f"  {i}. {step.describe()}")
-    profile = getattr(args, "profile", "demo")
-    print(f"profile: {profile} {demo.PROFILES[profile] or '(defaults)'}")
-    demo.run_plan(steps, repos, demo.demo_env(), profile=profile,
-                  process_per_step=bool(getattr(args, "process_per_step", False)))
+            os.environ["BASHGYM_TRACE_DIRS"] = str(SAMPLE_TRACES_DIR)
+            print(f"trace folders: bundled sample data ({SAMPLE_TRACES_DIR}); set BASHGYM_TRACE_DIRS for your own")
+        else:
+            print(f"trace folders: {os.environ['BASHGYM_TRACE_DIRS']}")
+        started = time.monotonic()
+        repos = discover_repo_partitions()
+        demo.register_partitions(repos)
+        print(f"repository partitions: {', '.join(repos) or '(none)'}")
+        steps = demo.plan(demo.asset_nodes())
+        skip = [a for a in (getattr(args, "skip", "") or "").split(",") if a]
+        if skip:
+            steps = demo.without(steps, skip)
+        only = [a for a in (getattr(args, "only", "") or "").split(",") if a]
+        if only:
+            steps = demo.only(steps, only)
+        print("plan:")
+        for i, step in enumerate(steps, 1):
+            print(f"  {i}. {step.describe()}")
+        profile = getattr(args, "profile", "demo")
+        print(f"profile: {profile} {demo.PROFILES[profile] or '(defaults)'}")
+        demo.run_plan(steps, repos, demo.demo_env(), profile=profile,
+                      process_per_step=bool(getattr(args, "process_per_step", False)))
     print(f"\ndone in {time.monotonic() - started:.0f} s. Results:")
     _print_table(lake_summary(), ["asset", "partitions", "rows"])
     for line in pipeline_summary():
@@ -81,19 +83,21 @@ FACTORY_ASSETS = ("generated_scenarios", "scenario_candidates", "gated_scenarios
 def cmd_factory(args: argparse.Namespace) -> int:
     """Draw the task factory's families, merge them with the pack and gate everything, as Dagster runs."""
     from bashgym_assets import demo
+    from bashgym_assets.housekeeping import pipeline_session
     from bashgym_assets.instance import ensure_dagster_home
 
     settings = get_settings()
     settings.ensure_dirs()
     ensure_dagster_home(settings)
-    started = time.monotonic()
-    profile = demo.PROFILES["factory"]
-    profile["generated_scenarios"] = {"per_family": args.per_family, "seed": args.seed}
-    profile["gated_scenarios"] = {"max_parallel": args.parallel}
-    steps = demo.only(demo.plan(demo.asset_nodes((demo.CPU_MODULE,))), FACTORY_ASSETS)
-    for i, step in enumerate(steps, 1):
-        print(f"  {i}. {step.describe()}")
-    demo.run_plan(steps, [], demo.demo_env(), profile="factory")
+    with pipeline_session(settings, wait=bool(getattr(args, "wait", False))):   # one pipeline per data folder
+        started = time.monotonic()
+        profile = demo.PROFILES["factory"]
+        profile["generated_scenarios"] = {"per_family": args.per_family, "seed": args.seed}
+        profile["gated_scenarios"] = {"max_parallel": args.parallel}
+        steps = demo.only(demo.plan(demo.asset_nodes((demo.CPU_MODULE,))), FACTORY_ASSETS)
+        for i, step in enumerate(steps, 1):
+            print(f"  {i}. {step.describe()}")
+        demo.run_plan(steps, [], demo.demo_env(), profile="factory")
     print(f"\ndone in {time.monotonic() - started:.0f} s")
     for line in factory_summary():
         print(line)
@@ -213,7 +217,30 @@ notebooks        make notebooks  (notebooks/traces.ipynb, notebooks/training.ipy
 
 
 def cmd_where(args: argparse.Namespace) -> int:
+    from bashgym_assets.relocate import relocation_warning
+
     print_where()
+    warning = relocation_warning()
+    if warning:
+        print(warning, file=sys.stderr)
+    return 0
+
+
+def cmd_move(args: argparse.Namespace) -> int:
+    """Move (or copy) the data folder and rewrite every absolute path into it (``bashgym_assets.relocate``)."""
+    from pathlib import Path
+
+    from bashgym_assets.relocate import move_home
+
+    move_home(get_settings().home, Path(args.new_path), copy=args.copy, force=args.force)
+    return 0
+
+
+def cmd_relocate(args: argparse.Namespace) -> int:
+    """Rewrite the paths of a data folder that was copied or moved by hand to where it is now."""
+    from bashgym_assets.relocate import relocate_in_place
+
+    relocate_in_place(get_settings(), old=args.old, force=args.force)
     return 0
 
 
@@ -280,6 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo_p.add_argument("--process-per-step", action="store_true",
                         help="run each step in a process of its own (memory freed between steps; every step pays "
                              "the imports again)")
+    demo_p.add_argument("--wait", action="store_true",
+                        help="if another pipeline holds the data folder, queue behind it (default: refuse, naming it)")
     demo_p.set_defaults(fn=cmd_demo)
     train_p = sub.add_parser("train", help="the whole pipeline with a training profile (default: full), ending "
                                            "in the evaluation and the promotion decision")
@@ -289,6 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "on what the data folder already holds (e.g. the DPO stage after an SFT run)")
     train_p.add_argument("--process-per-step", action="store_true",
                          help="run each step in a process of its own (memory freed between steps)")
+    train_p.add_argument("--wait", action="store_true",
+                         help="if another pipeline holds the data folder, queue behind it (default: refuse, naming it)")
     train_p.set_defaults(fn=cmd_demo)
     factory_p = sub.add_parser("factory", help="draw the task factory's families (generated_scenarios), merge them "
                                                "with the pack and certify every task with the gate")
@@ -296,8 +327,23 @@ def build_parser() -> argparse.ArgumentParser:
                            help="distinct tasks per family (55 x 96 families: ~5,300 tasks, ~15 min to gate)")
     factory_p.add_argument("--seed", type=int, default=0)
     factory_p.add_argument("--parallel", type=int, default=8, help="sandboxes at once in the gate")
+    factory_p.add_argument("--wait", action="store_true",
+                           help="if another pipeline holds the data folder, queue behind it (default: refuse, naming it)")
     factory_p.set_defaults(fn=cmd_factory)
     sub.add_parser("where", help="print where the data lives and how to open the UIs").set_defaults(fn=cmd_where)
+    move = sub.add_parser("move", help="move the data folder (BASHGYM_HOME) to NEW_PATH, rewriting every absolute "
+                                       "path into it (MLflow, Dagster, adapter configs, lake tables)")
+    move.add_argument("new_path")
+    move.add_argument("--copy", action="store_true", help="copy instead: the old folder is left as it was")
+    move.add_argument("--force", action="store_true",
+                      help="even when other processes have files open in the data folder")
+    move.set_defaults(fn=cmd_move)
+    relocate = sub.add_parser("relocate", help="the data folder was copied or moved by hand: rewrite the paths "
+                                               "that still point at its old place to where it is now")
+    relocate.add_argument("--from", dest="old", help="where it was (default: what its stores say)")
+    relocate.add_argument("--force", action="store_true",
+                          help="even when other processes have files open in the data folder")
+    relocate.set_defaults(fn=cmd_relocate)
     sql = sub.add_parser("sql", help="run SQL over the lake (every asset is a DuckDB view)")
     sql.add_argument("query")
     sql.add_argument("--limit", type=int, default=50)

@@ -251,7 +251,10 @@ def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
                               "label": _label(s, partitions),
                               "config": step_config(s, profile) or {}} for s in batch],
                    "partitions": partitions}
-        cmd = [sys.executable, "-c", "from bashgym_assets.demo import plan_main; plan_main()", json.dumps(payload)]
+        # the child dies with this process (issue 31): asked before its imports, so a parent killed meanwhile counts
+        cmd = [sys.executable, "-c", "from bashgym_assets.housekeeping import die_with_parent; "
+               f"die_with_parent(expected_parent={os.getpid()}); "
+               "from bashgym_assets.demo import plan_main; plan_main()", json.dumps(payload)]
         done: list[float] = []
         returncode, tail = _run_streaming(cmd, env, echo, done)
         for step, elapsed in zip(batch, done, strict=False):

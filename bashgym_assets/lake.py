@@ -6,8 +6,8 @@ Layout under the data folder::
     artifacts/<kind>/<name>/             large things: adapters, model folders, reports, plots
 
 Writes are atomic: a table is written to a hidden temporary name in the same folder, fsynced, then renamed over
-the final name. A crash leaves at most a ``.tmp-*`` file, which readers never look at, never a half-written
-parquet file that a reader takes for whole.
+the final name. A crash leaves at most a ``.tmp-*`` file, which readers never look at (and the next pipeline's
+start removes: ``housekeeping.sweep_debris``), never a half-written parquet file that a reader takes for whole.
 """
 
 from __future__ import annotations

@@ -7,60 +7,31 @@ GPU step then left its pool slot claimed forever and every later GPU step waited
 with its process (pid, the process's start time, host and boot id: a reused pid or another machine is never
 mistaken for the run), and ``reap_dead_runs``, called before a GPU step and by the ``dead_run_reaper`` sensor,
 fails the runs whose process is provably gone. A run whose process this machine cannot judge (another host, no
-tag) is left alone and named when something waits on it.
+tag) is left alone and named when something waits on it. MLflow runs left RUNNING by a dead writer are ended as
+KILLED the same way (``reap_dead_mlflow_runs``: their own process tags, else their ``dagster_run_id``'s run), by the
+sensor and when a pipeline starts (``housekeeping.pipeline_session``).
 """
 
-import os
-import socket
+import sqlite3
 import time
 from collections.abc import Callable
-from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
-PID_TAG = "bashgym/pid"
-PID_START_TAG = "bashgym/pid_start"
-HOST_TAG = "bashgym/host"
-BOOT_TAG = "bashgym/boot"
+from bashgym_assets.config import Settings, get_settings
+from bashgym_assets.processes import (  # noqa: F401 - re-exported: the run tags are this module's API
+    BOOT_TAG,
+    HOST_TAG,
+    PID_START_TAG,
+    PID_TAG,
+    process_alive,
+    process_tags,
+)
+
 GPU_POOL = "gpu"
 _LIVE_STATUSES = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def _start_ticks(pid: int) -> str:
-    """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), '' when unknown."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def process_tags(pid: int | None = None) -> dict[str, str]:
-    """The tags that name the process executing a run."""
-    pid = pid or os.getpid()
-    return {PID_TAG: str(pid), PID_START_TAG: _start_ticks(pid), HOST_TAG: socket.gethostname(),
-            BOOT_TAG: _boot_id()}
-
-
-def process_alive(tags: dict[str, str]) -> bool | None:
-    """Whether the run's recorded process still runs; None when this machine cannot tell (no tag, other host or
-    boot)."""
-    pid = tags.get(PID_TAG)
-    if not pid or not pid.isdigit():
-        return None
-    if tags.get(HOST_TAG) != socket.gethostname() or tags.get(BOOT_TAG, "") != _boot_id():
-        return None
-    started = _start_ticks(int(pid))
-    if not started:
-        return False
-    return not tags.get(PID_START_TAG) or started == tags[PID_START_TAG]
+DAGSTER_RUN_TAG = "dagster_run_id"   # what bashgym's MLflow runs (training, evaluation) carry
 
 
 def tag_current_run(instance: dg.DagsterInstance | None, run_id: str | None) -> None:
@@ -96,6 +67,75 @@ def reap_dead_runs(instance: dg.DagsterInstance, log: Callable[[str], None] = pr
                     f"{'gone' if run is None else run.status.value.lower()}")
                 acted.append(slot.run_id)
     return acted
+
+
+def _running_in_sqlite(settings: Settings) -> int | None:
+    """How many runs the data folder's SQLite MLflow store has RUNNING, read with sqlite3 (importing MLflow costs
+    seconds at every start-up and sensor tick); None for another store or when the file cannot be read."""
+    if settings.mlflow_tracking_uri_override:
+        return None
+    db = settings.mlflow_dir / "mlflow.db"
+    if not db.is_file():
+        return 0
+    try:
+        con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=10)
+        try:
+            return int(con.execute("SELECT count(*) FROM runs WHERE status = 'RUNNING'").fetchone()[0])
+        finally:
+            con.close()
+    except sqlite3.OperationalError as exc:
+        return 0 if "no such table" in str(exc) else None
+
+
+def mlflow_run_alive(tags: dict[str, str], instance: dg.DagsterInstance | None) -> bool | None:
+    """Whether the process writing an MLflow run still runs: its own process tags when it has them, else the
+    Dagster run it belongs to (``dagster_run_id``): a finished Dagster run, or one whose process is gone, has no
+    live writer. None when nothing tells."""
+    alive = process_alive(tags)
+    if alive is not None or instance is None or not tags.get(DAGSTER_RUN_TAG):
+        return alive
+    run = instance.get_run_by_id(tags[DAGSTER_RUN_TAG])
+    if run is None:
+        return None
+    return False if run.is_finished else process_alive(run.tags)
+
+
+def reap_dead_mlflow_runs(settings: Settings | None = None, instance: dg.DagsterInstance | None = None,
+                          log: Callable[[str], None] = print) -> list[str]:
+    """End every MLflow run left RUNNING by a dead writer as KILLED (with the reason in tag ``bashgym/killed``).
+
+    A ``kill -9`` mid-training left its run RUNNING forever: the MLflow UI showed it training, with no end time,
+    beside the retry that replaced it. Call after ``reap_dead_runs`` (a reaped Dagster run is finished, so its
+    MLflow runs follow). Returns the MLflow run ids ended."""
+    settings = settings or get_settings()
+    if _running_in_sqlite(settings) == 0:
+        return []
+    from mlflow.entities import ViewType
+
+    from bashgym_assets.training.registry import client
+
+    c = client(settings)
+    experiments = [e.experiment_id for e in c.search_experiments(view_type=ViewType.ALL)]
+    ended: list[str] = []
+    token = None
+    while experiments:
+        page: Any = c.search_runs(experiments, filter_string="attributes.status = 'RUNNING'",
+                                  run_view_type=ViewType.ALL, max_results=500, page_token=token)
+        for run in page:
+            tags = run.data.tags
+            if mlflow_run_alive(tags, instance) is not False:
+                continue
+            who = (f"process {tags[PID_TAG]} on {tags.get(HOST_TAG)}" if tags.get(PID_TAG)
+                   else f"Dagster run {tags.get(DAGSTER_RUN_TAG)}")
+            reason = f"its writer ({who}) is gone: ended as KILLED by bashgym's dead-run reaper"
+            c.set_tag(run.info.run_id, "bashgym/killed", reason)
+            c.set_terminated(run.info.run_id, "KILLED")
+            log(f"MLflow run {run.info.run_id} ({run.info.run_name}): {reason}")
+            ended.append(run.info.run_id)
+        token = page.token
+        if not token:
+            break
+    return ended
 
 
 def pool_holders(instance: dg.DagsterInstance, pool: str = GPU_POOL) -> list[str]:
@@ -150,7 +190,11 @@ def wait_for_pool(instance: dg.DagsterInstance, pool: str = GPU_POOL, echo: Call
 
 @dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Marks runs whose worker process died (kill -9, OOM) as failed and frees their pool slots, "
-                       "so a dead GPU run never blocks the GPU steps after it.")
+                       "so a dead GPU run never blocks the GPU steps after it; ends their MLflow runs as KILLED.")
 def dead_run_reaper(context: dg.SensorEvaluationContext) -> dg.SkipReason:
     acted = reap_dead_runs(context.instance, context.log.warning)
+    try:
+        acted += reap_dead_mlflow_runs(get_settings(), context.instance, context.log.warning)
+    except Exception as exc:  # noqa: BLE001 - an unreachable MLflow store must not stop the Dagster reaping
+        context.log.warning(f"MLflow runs not checked: {exc}")
     return dg.SkipReason(f"reaped {len(acted)} dead run(s): {', '.join(acted)}" if acted else "no dead runs")

@@ -60,13 +60,14 @@ def log_to_mlflow(settings: Settings, *, eval_id: str, summaries: Sequence[Model
     """The evaluation run (linking both models) and the candidate's training run's ``eval_*`` metrics."""
     from mlflow.entities import Metric, Param, RunTag
 
+    from bashgym_assets.processes import process_tags
     from bashgym_assets.training import registry
 
     c = registry.client(settings)
     exp = registry.experiment_id(c, EVAL_EXPERIMENT, settings)
     tags = {"kind": "evaluation", "eval_id": eval_id, "dagster_run_id": dagster_run_id,
             "promoted": str(promoted), "decision": decision.reason[:500],
-            "candidate_training_run": candidate_run_id or ""}
+            "candidate_training_run": candidate_run_id or "", **process_tags()}
     for spec in specs:
         tags[f"{spec.label}_model"] = spec.describe()
         if spec.version:

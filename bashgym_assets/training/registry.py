@@ -100,10 +100,13 @@ def _clean_params(params: Mapping[str, Any]) -> list[Any]:
 def start_training_run(*, kind: str, run_name: str, tags: Mapping[str, str], experiment: str = "bashgym-training",
                        settings: Settings | None = None) -> str:
     """Create the run a training logs into while it trains; returns its id (``LiveMetrics``, ``log_training_run``)."""
+    from bashgym_assets.processes import process_tags
+
     settings = settings or get_settings()
     c = client(settings)
+    # the writer's process: a run it leaves RUNNING when killed is ended as KILLED (run_health.reap_dead_mlflow_runs)
     run = c.create_run(experiment_id(c, experiment, settings), run_name=run_name,
-                       tags={"kind": kind, **{k: str(v) for k, v in tags.items()}})
+                       tags={"kind": kind, **process_tags(), **{k: str(v) for k, v in tags.items()}})
     return run.info.run_id
 
 
