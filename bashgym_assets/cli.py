@@ -381,8 +381,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (RuntimeError, LookupError, ValueError, FileNotFoundError) as exc:
+    except (RuntimeError, LookupError, ValueError, OSError) as exc:
+        from bashgym_assets.faults import explain_os_error
+
         print(f"error: {exc}", file=sys.stderr)
+        hint = explain_os_error(str(exc))   # a full disk says so, whatever layer reported it
+        if hint:
+            print(hint, file=sys.stderr)
         return 1
 
 

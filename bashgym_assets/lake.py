@@ -37,6 +37,19 @@ def _check_name(kind: str, name: str) -> str:
     return name
 
 
+def current_umask() -> int:
+    """The process umask, read without changing it (``os.umask`` sets it for every thread while it reads it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(final: Path, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``final``; on success fsync it and rename it over ``final``.
@@ -45,6 +58,7 @@ def atomic_path(final: Path, suffix: str = "") -> Iterator[Path]:
     """
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".tmp-{final.name}.", suffix=suffix, dir=final.parent)
+    os.fchmod(fd, 0o666 & ~current_umask())   # mkstemp makes 0600: a UI or notebook of another user must read it
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -192,6 +206,7 @@ class Lake:
         final = self.artifact_dir(kind, name, create=False)
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}.", dir=final.parent))
+        os.chmod(tmp, 0o777 & ~current_umask())   # mkdtemp makes 0700
         try:
             yield tmp
             old = None

@@ -116,3 +116,21 @@ def test_atomic_artifact_dir(settings: Settings) -> None:
         (tmp / "partial").write_text("x")
         raise RuntimeError("crash")
     assert sorted(p.name for p in final.iterdir()) == ["adapter_config.json"]
+
+
+def test_lake_files_follow_the_umask_not_0600(settings: Settings) -> None:
+    """Another user's UI or notebook reads the lake: files get 0666 & ~umask like any other file (issue 31)."""
+    old = os.umask(0o022)
+    try:
+        lake = Lake(settings)
+        lake.write("raw_sessions", [{"x": 1}], partition="p")
+        path = next((settings.lake_dir / "raw_sessions").glob("*.parquet"))
+        assert path.stat().st_mode & 0o777 == 0o644
+        with lake.atomic_artifact_dir("reports", "r1") as tmp:
+            (tmp / "a.txt").write_text("x")
+        assert (lake.artifact_dir("reports", "r1", create=False)).stat().st_mode & 0o777 == 0o755
+        os.umask(0o077)
+        lake.write("raw_sessions", [{"x": 2}], partition="q")
+        assert next((settings.lake_dir / "raw_sessions").glob("q*.parquet")).stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)

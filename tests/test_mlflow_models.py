@@ -175,3 +175,24 @@ def test_run_link_follows_the_configured_tracking_uri(monkeypatch, trained):
     monkeypatch.setenv("BASHGYM_MLFLOW_UI_URL", "http://gpu-box:8080/")
     assert reg.run_link() == f"http://gpu-box:8080/#/experiments/{reg.experiment_id}/runs/{reg.run_id}"
     assert registry.run_url("https://mlflow.example.org", "3", "abc") == "http://gpu-box:8080/#/experiments/3/runs/abc"
+
+
+def test_a_missing_version_or_deleted_adapter_files_is_one_clear_error(trained, tmp_path):
+    """Not MLflow's 20-30 line traceback in serve/eval (issue 31): a LookupError / FileNotFoundError that
+    ``bashgym``'s CLI prints as one ``error:`` line."""
+    import shutil
+
+    settings, reg = trained["settings"], trained["reg1"]
+    with pytest.raises(LookupError, match="is not in the registry"):
+        registry.download_adapter(f"models:/{registry.REGISTERED_MODEL}/999", tmp_path / "none", settings)
+    copy = tmp_path / "store"
+    shutil.copytree(settings.mlflow_dir / "artifacts", copy)
+    try:
+        for p in list((settings.mlflow_dir / "artifacts").rglob("adapter_model.safetensors")):
+            if reg.logged_model_id in str(p):
+                shutil.rmtree(p.parent)
+        with pytest.raises(FileNotFoundError, match="registered but its adapter files are gone"):
+            registry.download_adapter(reg.model_uri, tmp_path / "gone", settings)
+    finally:
+        shutil.rmtree(settings.mlflow_dir / "artifacts")
+        shutil.copytree(copy, settings.mlflow_dir / "artifacts")

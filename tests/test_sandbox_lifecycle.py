@@ -140,6 +140,9 @@ def test_bad_specs_are_rejected():
 
 
 def test_reaper_removes_containers_of_a_crashed_run_only(sandbox_image, tmp_path):
+    from bashgym_assets.sandbox import sandbox as sandbox_module
+
+    sandbox_module._REAPED.set()   # this process's first sandbox would reap the orphan itself (test_sandbox_leftovers)
     run = f"reap-{secrets.token_hex(4)}"
     crashed = subprocess.run(
         [sys.executable, "-c",

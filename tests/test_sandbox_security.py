@@ -33,8 +33,11 @@ def cgroup_value(box: Sandbox, controller: str, name: str) -> int:
 
 @pytest.fixture(scope="module")
 def neighbour(sandbox_image: str):
-    """Another sandbox living through every attack: it must keep working and see nothing of them."""
-    with Sandbox(spec(sandbox_image)) as b:
+    """Another sandbox living through every attack: it must keep working and see nothing of them.
+
+    Its session lives as long as the module takes, however loaded the machine: a 600 s episode cap (the default)
+    ended it mid-module under load. The lease still removes it within minutes if pytest is killed."""
+    with Sandbox(spec(sandbox_image, episode_timeout_s=6 * 3600)) as b:
         s = b.session()
         s.run("echo neighbour-state > ~/mine; cd /tmp")
         yield s

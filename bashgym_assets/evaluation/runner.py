@@ -89,26 +89,37 @@ SESSION_BACKSTOP_S = 3 * 3600.0
 
 
 def _open(job: _Live, image: str | None, settings: EvalSettings) -> _Live:
-    """Container, setup, operator shell: any failure is recorded on the job (never raised)."""
+    """Container, setup, operator shell: any failure is recorded on the job (never raised). A failure of the
+    machinery (an engine error, a setup step that never reported) is tried once more before it is recorded, and is
+    recorded as ``infra_error: ...``, never as the scenario's fault."""
     from bashgym_assets.sandbox import Sandbox
 
     job.started = time.monotonic()
     limits = settings.limits()
-    try:
-        # The sandbox's own session cap is a backstop only: the episode's time cap counts sandbox time (see
-        # EpisodeDriver), and the turn cap bounds the model's time.
-        spec = spec_for_bundle(job.bundle, image, command_timeout_s=limits.command_timeout_s,
-                               episode_timeout_s=limits.episode_timeout_s + SESSION_BACKSTOP_S, purpose="eval")
-        job.box = Sandbox(spec)
-        job.box.start()
-        setup = job.box.setup()
-        if not setup.ok:
-            job.setup_error = setup.error or "setup failed"
+    for attempt in range(2):
+        job.setup_error = job.sandbox_error = ""
+        try:
+            # The sandbox's own session cap is a backstop only: the episode's time cap counts sandbox time (see
+            # EpisodeDriver), the turn cap bounds the model's time, and the sandbox's lease ends it if we die.
+            spec = spec_for_bundle(job.bundle, image, command_timeout_s=limits.command_timeout_s,
+                                   episode_timeout_s=limits.episode_timeout_s + SESSION_BACKSTOP_S, purpose="eval")
+            job.box = Sandbox(spec)
+            job.box.start()
+            setup = job.box.setup()
+            if not setup.ok:
+                infra = bool(getattr(setup, "infrastructure_error", False))
+                job.setup_error = ("infra_error: " if infra else "") + (setup.error or "setup failed")
+                if infra and attempt == 0:
+                    job.box.close()
+                    continue
+                return job
+            job.driver = EpisodeDriver(job.box.session(), job.bundle, job.operator.scaffolded, limits,
+                                       count_operator_time=False)
             return job
-        job.driver = EpisodeDriver(job.box.session(), job.bundle, job.operator.scaffolded, limits,
-                                   count_operator_time=False)
-    except Exception as exc:  # noqa: BLE001 - a broken container fails this episode only
-        job.sandbox_error = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - a broken container fails this episode only
+            job.sandbox_error = f"infra_error: {type(exc).__name__}: {exc}"
+            if job.box is not None:
+                job.box.close()
     return job
 
 
@@ -260,6 +271,7 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
     say = progress or (lambda _msg: None)
     queue = [_Live(bundle=b, sample_index=i, operator=operator.for_scenario(b))
              for i in range(settings.samples) for b in bundles]
+    jobs = list(queue)   # every job, whatever queue/live hold when an exception leaves: closing_sandboxes reaps them
     total = len(queue)
     done: list[EvalEpisode] = []
     live: list[_Live] = []
@@ -271,7 +283,10 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
     if settings.continuous and all(j.operator is operator for j in queue):
         make = getattr(operator, "reply_stream", None)
         stream = make(max_rows=settings.max_rows) if make is not None else None
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval") as pool:
+    from bashgym_assets.sandbox import closing_sandboxes
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval") as pool, \
+            closing_sandboxes(lambda: [j.box for j in jobs]):
         def record(jobs: list[_Live], closed: list[EvalEpisode]) -> None:
             done.extend(closed)
             for j, e in zip(jobs, closed, strict=True):  # a routed operator logs each episode's outcome

@@ -264,22 +264,32 @@ def run_episode(bundle: ScenarioBundle, operator: Operator, image: str | None, s
     from bashgym_assets.sandbox import Sandbox
 
     limits = limits or EpisodeLimits()
-    episode = Episode(messages=initial_messages(bundle))
-    verified, setup_error = False, ""
     start = time.monotonic()
-    try:
-        spec = spec_for_bundle(bundle, image, command_timeout_s=limits.command_timeout_s,
-                               episode_timeout_s=limits.episode_timeout_s + 60, purpose="rollout")
-        with Sandbox(spec) as box:
-            setup = box.setup()
-            if not setup.ok:
-                setup_error = setup.error or "setup failed"
-            else:
-                episode = play(box, bundle, operator, limits)
-                check = box.run_check(bundle.check, timeout_s=limits.check_timeout_s)
-                verified = check.exit_code == 0 and not check.timed_out
-    except Exception as exc:  # a broken sandbox must not lose the other attempts: record it as a rejection
-        episode.end_reason, episode.error = "sandbox_error", f"{type(exc).__name__}: {exc}"
+    # The sandbox machinery failing (engine error, a harness step that never reported) says nothing about the
+    # scenario or the operator: one more try in a fresh sandbox, then it is recorded as ``sandbox_error`` with an
+    # ``infra_error:`` detail, never as the scenario's setup or the operator's check.
+    for attempt in range(2):
+        episode = Episode(messages=initial_messages(bundle))
+        verified, setup_error, infrastructure = False, "", False
+        try:
+            spec = spec_for_bundle(bundle, image, command_timeout_s=limits.command_timeout_s,
+                                   episode_timeout_s=limits.episode_timeout_s + 60, purpose="rollout")
+            with Sandbox(spec) as box:
+                setup = box.setup()
+                if setup.infrastructure_error:
+                    infrastructure = True
+                    episode.end_reason, episode.error = "sandbox_error", f"infra_error: {setup.error}"
+                elif not setup.ok:
+                    setup_error = setup.error or "setup failed"
+                else:
+                    episode = play(box, bundle, operator, limits)
+                    check = box.run_check(bundle.check, timeout_s=limits.check_timeout_s)
+                    verified = check.exit_code == 0 and not check.timed_out
+        except Exception as exc:  # a broken sandbox must not lose the other attempts: record it as a rejection
+            infrastructure = True
+            episode.end_reason, episode.error = "sandbox_error", f"infra_error: {type(exc).__name__}: {exc}"
+        if not infrastructure or attempt == 1:
+            break
     safety = safety_fields(episode.messages, home=bundle.home, cwd=bundle.start_dir)
     reason = reject_reason(episode, verified, setup_error, unsafe=bool(safety["unsafe_blocked"]))
     op_name = operator.name

@@ -92,8 +92,9 @@ def attempt(task: PendingTask, operator: Operator, image: str | None, limits: Ep
                                episode_timeout_s=limits.episode_timeout_s + 60, purpose="solve")
         with Sandbox(spec) as box:
             setup = box.setup()
-            if not setup.ok:
-                outcome.reason, outcome.detail = SETUP_FAILED, _tail(setup.error or "setup failed")
+            if not setup.ok:   # the machinery's failure is not the task's: retried, never filed as broken
+                outcome.reason = SANDBOX_ERROR if setup.infrastructure_error else SETUP_FAILED
+                outcome.detail = _tail(setup.error or "setup failed")
                 return outcome
             before = box.run_check(draft.check, timeout_s=limits.check_timeout_s)
             if before.timed_out:
@@ -135,11 +136,17 @@ def solve_pending(pending: Iterable[PendingTask], operator: Operator, image: str
 
     def one(task: PendingTask) -> tuple[PendingTask, list[SolveOutcome]]:
         tries: list[SolveOutcome] = []
-        for index in range(max(1, attempts)):
-            outcome = attempt(task, operator, image, limits, attempt_index=index)
+        retried = False
+        index = 0
+        while index < max(1, attempts):
+            outcome = attempt(task, operator, image, limits, attempt_index=len(tries))
             tries.append(outcome)
+            if outcome.reason == SANDBOX_ERROR and not retried:
+                retried = True    # the machinery failed, not the solver: once more, not counted as a try
+                continue
             if outcome.solved or outcome.reason in (SETUP_FAILED, CHECK_PASSES_BEFORE, CHECK_TIMED_OUT):
                 break  # solved, or the task itself is broken: another try would say the same
+            index += 1
         return task, tries
 
     if max_parallel <= 1 or len(tasks) <= 1:

@@ -26,7 +26,14 @@ Semantics worth knowing:
 * ``run_check`` ends the operator's turn: the session is marked exited afterwards.
 * ``SandboxPool(n).map(fn, items)`` keeps input order, runs every item, and raises ``PoolError`` (with the
   per-item exceptions and the other results) if any raised; ``map_outcomes`` never raises for an item.
-* ``reap_leftovers()`` removes containers whose owning process is gone (crashed or killed runs).
+* ``reap_leftovers()`` removes containers whose owning process is gone (crashed or killed runs); the first
+  ``Sandbox.start`` of every process calls it, so every path that opens sandboxes collects what dead owners left.
+  ``find_leftovers()`` lists them with the reason (``python -m bashgym_assets.sandbox reap --dry-run``). A driver
+  that opens sandboxes from worker threads wraps its loop in ``closing_sandboxes(lambda: boxes)``.
+* A sandbox outlives a SIGKILLed owner by at most its lease (``SandboxSpec.lease_s``, 10 minutes), renewed by a
+  thread of the owner; never its hard lifetime (``Sandbox.lifetime_s``: the spec's limits plus a margin).
+* ``SandboxError`` is the machinery's failure (engine error, a harness step that never reported, a harness exec
+  that outran its own timer), never the scenario's: callers retry in a fresh sandbox or report it as such.
 """
 
 from bashgym_assets.sandbox.models import SCENARIO_CAPABILITIES, CommandResult, SandboxSpec, SetupResult
@@ -34,8 +41,12 @@ from bashgym_assets.sandbox.pool import Outcome, PoolError, SandboxPool
 from bashgym_assets.sandbox.sandbox import (
     LABEL_OWNER,
     LABEL_SANDBOX,
+    Leftover,
     Sandbox,
     SandboxError,
+    closing_sandboxes,
+    find_leftovers,
+    install_exit_cleanup,
     reap_leftovers,
 )
 from bashgym_assets.sandbox.session import SandboxSession, SessionEnded
@@ -45,6 +56,7 @@ __all__ = [
     "LABEL_SANDBOX",
     "SCENARIO_CAPABILITIES",
     "CommandResult",
+    "Leftover",
     "Outcome",
     "PoolError",
     "Sandbox",
@@ -54,5 +66,8 @@ __all__ = [
     "SandboxSpec",
     "SessionEnded",
     "SetupResult",
+    "closing_sandboxes",
+    "find_leftovers",
+    "install_exit_cleanup",
     "reap_leftovers",
 ]

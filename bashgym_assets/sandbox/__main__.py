@@ -1,4 +1,5 @@
-"""``python -m bashgym_assets.sandbox reap [--label KEY=VALUE]`` removes sandboxes left by crashed runs;
+"""``python -m bashgym_assets.sandbox reap [--label KEY=VALUE] [--dry-run]`` removes (or lists) sandboxes left by
+crashed or killed runs;
 ``python -m bashgym_assets.sandbox try 'command' ...`` runs commands in a fresh sandbox and prints the results."""
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bashgym_assets.sandbox import Sandbox, SandboxSpec, reap_leftovers
+from bashgym_assets.sandbox import Sandbox, SandboxSpec, find_leftovers, reap_leftovers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,12 +15,20 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     reap = sub.add_parser("reap", help="remove sandbox containers whose owning process is gone")
     reap.add_argument("--label", help="only containers that also carry this label (KEY or KEY=VALUE)")
+    reap.add_argument("--dry-run", action="store_true", help="list what would be removed, and why; remove nothing")
     trial = sub.add_parser("try", help="run commands, one per argument, in one fresh sandbox session")
     trial.add_argument("commands", nargs="+")
     trial.add_argument("--user", choices=["operator", "root"], default="operator")
     trial.add_argument("--timeout", type=float, default=30.0)
     args = parser.parse_args(argv)
     if args.cmd == "reap":
+        if args.dry_run:
+            found = find_leftovers(args.label)
+            for item in found:
+                what = "/".join(x for x in (item.purpose, item.scenario) if x) or "-"
+                print(f"{item.container_id[:12]}  {item.state:<8} {item.age_s:>8.0f} s  {what}  ({item.why})")
+            print(f"would remove {len(found)} leftover sandbox container(s)")
+            return 0
         print(f"removed {reap_leftovers(args.label)} leftover sandbox container(s)")
         return 0
     with Sandbox(SandboxSpec(user=args.user, command_timeout_s=args.timeout,

@@ -151,10 +151,12 @@ class ExecStream:
                 obj.close()
 
 
-def collect(stream: ExecStream, deadline: float, limit: int,
-            stdin_data: bytes | None = None) -> tuple[CappedBuffer, CappedBuffer, bool]:
-    """Read an exec to its end (or ``deadline``): capped stdout, capped stderr, and whether it ended."""
-    out, err = CappedBuffer(limit), CappedBuffer(limit)
+def collect(stream: ExecStream, deadline: float, limit: int, stdin_data: bytes | None = None,
+            err: Any = None) -> tuple[CappedBuffer, Any, bool]:
+    """Read an exec to its end (or ``deadline``): capped stdout, stderr (into ``err`` when given: anything with
+    ``feed``, e.g. a ``MarkerSplitter`` that finds the harness's report line), and whether it ended."""
+    out = CappedBuffer(limit)
+    err = CappedBuffer(limit) if err is None else err
     if stdin_data is not None:
         if stdin_data:
             stream.send(stdin_data)

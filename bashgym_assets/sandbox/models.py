@@ -41,6 +41,10 @@ class SandboxSpec(BaseModel):
     inode_budget: int = 100_000          # files each tmpfs folder may hold, and paths the writable layer may
                                          # change, before the watchdog ends the session (empty files cost no bytes)
     allow_ptrace: bool = False           # ptrace/process_vm_* between sandbox processes (strace/gdb tasks only)
+    lease_s: float = 600.0               # the container ends this long after its owner stopped renewing (killed,
+                                         # stalled); renewed every lease_s/10 (at most every minute) by a thread
+                                         # of the owner; 0: no lease, only the hard lifetime (the spec's limits
+                                         # plus a margin)
 
     @field_validator("files")
     @classmethod
@@ -62,6 +66,13 @@ class SandboxSpec(BaseModel):
     def _positive(cls, value: float) -> float:
         if value <= 0:
             raise ValueError("must be > 0")
+        return value
+
+    @field_validator("lease_s")
+    @classmethod
+    def _not_negative(cls, value: float) -> float:
+        if value < 0:
+            raise ValueError("must be >= 0")
         return value
 
     @field_validator("output_limit_bytes", "memory_mb", "pids_limit", "max_file_mb", "disk_budget_mb", "inode_budget")

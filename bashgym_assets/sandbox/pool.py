@@ -6,14 +6,14 @@ suffice: the work is waiting on containers, not Python CPU.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, TypeVar
 
 from pydantic import BaseModel
+
+from bashgym_assets.sandbox.sandbox import _REAPED, install_exit_cleanup, reap_once  # noqa: F401 - tests reset _REAPED
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -42,30 +42,13 @@ class Outcome(BaseModel, Generic[R]):
         return self.error is None
 
 
-_REAPED = threading.Event()
-
-
-def reap_once() -> None:
-    """Remove what killed drivers left behind (containers whose owning process is gone), once per process.
-
-    Why at pool start: a driver killed with SIGKILL runs no clean-up, and its containers would otherwise live until
-    their self-destruct timer; the next run that needs sandboxes is the natural moment to collect them.
-    """
-    if _REAPED.is_set():
-        return
-    _REAPED.set()
-    from bashgym_assets.sandbox.sandbox import reap_leftovers
-
-    with contextlib.suppress(Exception):   # no engine: the sandboxes themselves will say so, loudly
-        reap_leftovers()
-
-
 class SandboxPool:
     """Run a function over items with at most ``max_parallel`` at a time; results keep the input order."""
 
     def __init__(self, max_parallel: int | None = None) -> None:
         self.max_parallel = max(1, max_parallel or (os.cpu_count() or 1))
-        reap_once()
+        reap_once()              # (every Sandbox.start does too; here it happens before the first item waits)
+        install_exit_cleanup()   # the pool's items open their sandboxes in worker threads
 
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """Every item's result in input order. Every item runs even if some raise; then ``PoolError`` is raised

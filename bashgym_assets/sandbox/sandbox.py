@@ -4,9 +4,12 @@ Containment is on by default and not negotiable per scenario: no network, every 
 a root scenario needs (the operator, uid 1000 with no-new-privileges, holds none of them), memory/CPU/pids/file-size
 limits, tmpfs for the operator's writable folders (so disk fill hits a size cap in memory, not the host's disk),
 ``--init`` as PID 1, no Docker socket and no host mounts. The container always goes away: the context manager
-removes it on exit or exception (KeyboardInterrupt included), an ``atexit`` hook removes what is still live when the
-interpreter ends, the container's own main process is a ``sleep`` that ends it (``--rm``) after the episode's time
-budget if the host process was killed, and ``reap_leftovers`` removes what a crashed run left, by label.
+removes it on exit or exception (KeyboardInterrupt included), an ``atexit`` hook (and, over Python's default, a
+SIGTERM handler) removes what is still live when the process ends, the first sandbox a process opens reaps what
+dead owners left (``reap_leftovers``, by the owner label: host, pid, start time, boot id, pid namespace), and the
+container's own main process (the backstop) ends it (``--rm``) once its owner stopped renewing its lease
+(``SandboxSpec.lease_s``, 10 minutes: a SIGKILLed owner) or its hard lifetime (the spec's episode, setup and check limits plus a margin)
+is spent, whichever comes first.
 """
 
 from __future__ import annotations
@@ -19,16 +22,18 @@ import json
 import os
 import posixpath
 import secrets
+import signal
 import socket
 import stat
 import tarfile
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Literal
 
 from docker.errors import APIError, NotFound
 from docker.types import LogConfig, Ulimit
+from pydantic import BaseModel
 
 from bashgym_assets.sandbox._exec import CappedBuffer, ExecStream, MarkerSplitter, collect, docker_client
 from bashgym_assets.sandbox.models import SCENARIO_CAPABILITIES, CommandResult, SandboxSpec, SetupResult
@@ -37,6 +42,7 @@ from bashgym_assets.sandbox.seccomp import profile_json
 LABEL_SANDBOX = "bashgym.sandbox"
 LABEL_OWNER = "bashgym.sandbox.owner"
 LABEL_CREATED = "bashgym.sandbox.created"
+LABEL_EXPIRES = "bashgym.sandbox.expires"   # epoch seconds after which the container is certainly stale
 OPERATOR_UID, OPERATOR_GID = 1000, 37
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The checker's PATH: the image's own tools first, so nothing a root operator drops into /usr/local shadows them
@@ -124,9 +130,36 @@ done
 """
 
 
+# The container's main process (PID 2, under --init): the backstop that ends the container when nobody will.
+# argv: hard lifetime (s), lease (s, 0 = none), tick (s). It exits (and --rm removes the container) once the hard
+# lifetime is spent, or once the lease file has not changed for ``lease`` seconds: the owner renews it from a
+# thread while it lives, so a SIGKILLed owner's sandboxes go within a lease, not after the episode's worst case
+# (an evaluation's model time is not counted in seconds at all). No forks while it waits (``read -t`` on a FIFO
+# it holds open, ``$EPOCHSECONDS``): an operator listing processes sees one quiet process, as before.
+LEASE_FILE = "/.bashgym-lease"       # root-only, on the image layer (``put_archive`` cannot reach a tmpfs)
+BACKSTOP_FILE = "/run/.bashgym-backstop"   # in the seed; deleted once running (bash keeps it open)
+BACKSTOP_SCRIPT = r"""
+end=$((EPOCHSECONDS + $1)); lease=$2; tick=$3; seen=; renewed=$EPOCHSECONDS; fifo=/run/.bashgym-tick.$$
+{ mkfifo -m 600 "$fifo" && exec 3<> "$fifo"; } 2>/dev/null || exec sleep "$1"
+rm -f "$fifo" "$0"
+while (( EPOCHSECONDS < end )); do
+  read -r -t "$tick" -u 3 _
+  if (( lease > 0 )); then
+    { read -r v < """ + LEASE_FILE + r"""; } 2>/dev/null && [[ "$v" != "$seen" ]] && { seen=$v; renewed=$EPOCHSECONDS; }
+    (( EPOCHSECONDS - renewed >= lease )) && exit 0
+  fi
+done
+"""
+#: Added to the spec's own limits (episode, every setup command, a check) for the hard lifetime.
+LIFETIME_MARGIN_S = 300.0
+
+
 #: A check longer than this goes in over stdin (``run_check``) rather than inside one command argument (Linux
 #: caps one argument at 128 KiB).
 MAX_INLINE_CHECK = 96 * 1024
+#: How long a harness exec with its own in-container timer may outrun that timer before it counts as the
+#: machinery's failure (a loaded engine can take seconds just to start an exec).
+HARNESS_GRACE_S = 20.0
 #: How often the disk watchdog measures the container's writable layer while a session lives.
 DISK_POLL_S = 0.5
 
@@ -152,11 +185,17 @@ def _upper_changes(upper: str) -> list[dict[str, Any]] | None:
 def _checker_command(source: str, timeout_s: float) -> str:
     """The checker's run: ``source`` writes the script to a fresh root-only folder, it runs from absolute paths
     with a clean environment and empty stdin, and the folder goes; leaves the status in ``$rc``."""
-    return ("umask 077; d=$(mktemp -d /run/bashgym/check.XXXXXXXX) || exit 125; "
-            f"{source} > \"$d/check\" || exit 125; "
+    return ("umask 077; rc=125; d=$(mktemp -d /run/bashgym/check.XXXXXXXX) && "
+            f"{source} > \"$d/check\" && {{ "
             f"/usr/bin/timeout -s KILL {timeout_s:.3f} /usr/bin/env -i PATH={CHECK_PATH} HOME=/root USER=root "
             f"LOGNAME=root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 {BASH} --norc --noprofile \"$d/check\" "
-            "</dev/null; rc=$?; rm -rf \"$d\"; ")
+            "</dev/null; rc=$?; }; [ -z \"$d\" ] || rm -rf \"$d\"; ")
+
+
+def _report_line(nonce: str) -> str:
+    """The harness's last word on stderr: ``$rc`` behind a per-exec nonce. An exec that ends without it did not
+    end by the harness's own hand (killed, the engine lost it): the machinery failed, not the check."""
+    return f"printf '\\036BG:%s:0:%s\\036' {nonce} \"$rc\" >&2; "
 
 
 def _layer_usage(upper: str) -> tuple[int, int] | None:
@@ -193,13 +232,75 @@ def _process_start_ticks(pid: int) -> str:
         return "0"
 
 
+def _boot_id() -> str:
+    """This kernel's boot id: pid and start time name a process only within one boot."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip().replace("-", "")[:16] or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace: a pid means something only inside its namespace (a pipeline in a container
+    that shares this engine and this kernel has its own)."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "unknown"
+
+
 def owner_label() -> str:
-    """``host:pid:start`` of this process: the reaper removes a container only when its owner is gone."""
-    return f"{socket.gethostname()}:{os.getpid()}:{_process_start_ticks(os.getpid())}"
+    """``host:pid:start:boot:pidns`` of this process: the reaper removes a container only when it can tell its
+    owner is gone (same kernel and pid namespace and no such process, or this host rebooted since)."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_process_start_ticks(pid)}:{_boot_id()}:{_pid_namespace()}"
+
+
+OwnerState = Literal["alive", "dead", "unknown"]
+
+
+def owner_state(label: str) -> tuple[OwnerState, str]:
+    """Whether the process named by an owner label is alive, dead or out of sight here, and why.
+
+    "unknown" (another machine sharing the engine, another pid namespace on this one) is never reaped by owner:
+    that owner's own reaper, the container's lease and its hard lifetime take care of it."""
+    parts = label.split(":")
+    host = socket.gethostname()
+    if len(parts) == 5 and parts[1].isdigit():
+        owner_host, pid, start, boot, pidns = parts[0], int(parts[1]), parts[2], parts[3], parts[4]
+        if boot != _boot_id():
+            if owner_host == host:
+                return "dead", "this machine restarted since its owner ran"
+            return "unknown", f"owned by a process on another machine ({owner_host})"
+        if pidns != _pid_namespace():
+            return "unknown", "owned by a process in another pid namespace (a container) on this machine"
+        if os.path.exists(f"/proc/{pid}") and _process_start_ticks(pid) == start:
+            return "alive", f"its owner (pid {pid}) is running"
+        return "dead", f"its owner (pid {pid} on {owner_host}) has exited"
+    # an older label (host:pid:start) or none: kept only when its owner is provably alive here
+    if len(parts) == 3 and parts[0] == host and parts[1].isdigit():
+        pid = int(parts[1])
+        if os.path.exists(f"/proc/{pid}") and _process_start_ticks(pid) == parts[2]:
+            return "alive", f"its owner (pid {pid}) is running"
+    return "dead", f"no live owner ({label or 'no owner label'})"
+
+
+class Leftover(BaseModel):
+    """A sandbox container the reaper would remove, and why (``python -m bashgym_assets.sandbox reap --dry-run``)."""
+
+    container_id: str
+    name: str
+    state: str                 # the engine's word: running, exited, created ...
+    owner: str
+    purpose: str = ""          # gate, rollout, eval, solve, try ... (the ``bashgym.purpose`` label)
+    scenario: str = ""
+    age_s: float = 0.0
+    why: str
 
 
 _LIVE: dict[int, Sandbox] = {}
-_LIVE_LOCK = threading.Lock()
+_LIVE_LOCK = threading.RLock()   # re-entrant: the SIGTERM handler may interrupt a holder on the main thread
 
 
 @atexit.register
@@ -208,6 +309,107 @@ def _close_live_sandboxes() -> None:
         boxes = list(_LIVE.values())
     for box in boxes:
         box.close()
+
+
+def _forget_parents_sandboxes() -> None:
+    """In a forked child: the parent's sandboxes are the parent's (its exit would otherwise remove them, and its
+    renewer would keep them alive after the parent died); the lock may have been held by a thread not copied."""
+    global _LIVE_LOCK
+    _LIVE_LOCK = threading.RLock()
+    _LIVE.clear()
+
+
+os.register_at_fork(after_in_child=_forget_parents_sandboxes)
+
+
+_REAPED = threading.Event()
+
+
+def reap_once() -> None:
+    """Remove what dead owners left behind (containers whose owning process is gone), once per process.
+
+    Why at the first sandbox of every process (the gate, rollouts, the evaluation, student rollouts, GRPO, the
+    solver: they all open ``Sandbox``): a driver killed with SIGKILL runs no clean-up, and the next process that
+    needs sandboxes is the natural moment to collect its containers, whichever path it takes.
+    """
+    if _REAPED.is_set():
+        return
+    _REAPED.set()
+    with contextlib.suppress(Exception):   # no engine: the sandboxes themselves will say so, loudly
+        reap_leftovers()
+
+
+_SIGTERM_LOCK = threading.Lock()
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """Remove this process's sandboxes, then die of SIGTERM as the default handler would have."""
+    _close_live_sandboxes()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def install_exit_cleanup() -> bool:
+    """Make SIGTERM (``kill``, ``docker stop``, ``timeout``) remove this process's live sandboxes before it dies:
+    Python's default SIGTERM ends the process without ``atexit``. Only over the default handler (a framework that
+    handles SIGTERM itself, like Dagster, already exits in order) and only from the main thread (Python's rule).
+    Called by every ``Sandbox.start`` and ``SandboxPool``; a driver that opens sandboxes from worker threads only
+    calls it once itself. Whether the handler is in place."""
+    if threading.current_thread() is not threading.main_thread():
+        return signal.getsignal(signal.SIGTERM) is _on_sigterm
+    with _SIGTERM_LOCK:
+        current = signal.getsignal(signal.SIGTERM)
+        if current is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+            return True
+        return current is _on_sigterm
+
+
+@contextlib.contextmanager
+def closing_sandboxes(boxes: Callable[[], Iterable[Sandbox | None]]) -> Iterator[None]:
+    """For a driver that keeps sandboxes open across turns and opens them in worker threads (the evaluation,
+    GRPO): SIGTERM removes them (the handler is installed here, on the driver's thread, which Python requires to
+    be the main one), and on leaving the block, normally or by an exception (a model error, Ctrl-C), every
+    sandbox ``boxes()`` then lists is removed, instead of living on until the interpreter exits."""
+    install_exit_cleanup()
+    try:
+        yield
+    finally:
+        for box in list(boxes()):
+            if box is not None:
+                box.close()
+
+
+_RENEWER: dict[str, Any] = {"pid": None}
+_RENEW_WAKE = threading.Event()
+
+
+def _ensure_renewer() -> None:
+    """One daemon thread per process renews every live sandbox's lease (started again in a forked child)."""
+    with _LIVE_LOCK:
+        if _RENEWER["pid"] == os.getpid():
+            return
+        _RENEWER["pid"] = os.getpid()
+    threading.Thread(target=_renew_leases, name="sandbox-lease", daemon=True).start()
+
+
+def _renew_leases() -> None:
+    """The renewer's loop. It must never die: its death would end every live sandbox one lease later."""
+    while True:
+        waits = [60.0]
+        with contextlib.suppress(Exception):
+            with _LIVE_LOCK:
+                boxes = list(_LIVE.values())
+            now = time.monotonic()
+            for box in boxes:
+                every = box.renew_every_s
+                if every is None:
+                    continue
+                if now - box._renewed >= every:
+                    box.renew_lease()
+                waits.append(max(0.2, every - (time.monotonic() - box._renewed)))
+        _RENEW_WAKE.wait(min(waits))
+        _RENEW_WAKE.clear()
 
 
 _HOME_SKELETONS: dict[str, list[tuple[tarfile.TarInfo, bytes]]] = {}
@@ -244,7 +446,8 @@ def _home_skeleton(image: str) -> list[tuple[tarfile.TarInfo, bytes]]:
 
 
 def _seed_tar(files: dict[str, str], home: str, uid: int, gid: int,
-              skeleton: list[tuple[tarfile.TarInfo, bytes]] = (), session_uid: int = OPERATOR_UID) -> bytes:
+              skeleton: list[tuple[tarfile.TarInfo, bytes]] = (), session_uid: int = OPERATOR_UID,
+              backstop: bool = False) -> bytes:
     """The home skeleton and the spec's files as one tar for extraction at ``/`` by root: under ``home`` owned by the user, elsewhere by root.
 
     No directory entries for folders outside ``home`` (that would reset an existing folder's owner and mode);
@@ -278,9 +481,29 @@ def _seed_tar(files: dict[str, str], home: str, uid: int, gid: int,
             info = tarfile.TarInfo(path.lstrip("/"))
             info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, mode, owner, 0, now
             tar.addfile(info)
+        if backstop:   # before the ready marker: the start script runs it right after the extraction
+            data = BACKSTOP_SCRIPT.encode()
+            info = tarfile.TarInfo(BACKSTOP_FILE.lstrip("/"))
+            info.size, info.mode, info.uid, info.gid, info.mtime = len(data), 0o700, 0, 0, now
+            tar.addfile(info, io.BytesIO(data))
         info = tarfile.TarInfo(READY_FILE.lstrip("/"))
         info.mtime = now
         tar.addfile(info, io.BytesIO(b""))
+    return buf.getvalue()
+
+
+def _add_lease(tar: tarfile.TarFile, value: str) -> None:
+    data = (value + "\n").encode()
+    info = tarfile.TarInfo(LEASE_FILE.lstrip("/"))
+    info.size, info.mode, info.mtime = len(data), 0o600, int(time.time())
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _lease_tar(value: str) -> bytes:
+    """A tar that replaces ``LEASE_FILE`` (``put_archive``: no process starts in the container)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        _add_lease(tar, value)
     return buf.getvalue()
 
 
@@ -312,6 +535,34 @@ class Sandbox:
         self._baseline: dict[str, str] | None = None
         self._upper: str | None = None       # the overlay2 upper folder on the host ("" when not readable)
         self._in_setup = False
+        self._renewed = 0.0                  # monotonic time of the last lease renewal
+        self._lease_serial = 0
+
+    @property
+    def lifetime_s(self) -> int:
+        """The hard lifetime: every limit the spec sets (each setup command, the session, a check) plus a margin.
+        The backstop ends the container then even if its owner still renews the lease."""
+        spec = self.spec
+        return int(spec.episode_timeout_s + spec.setup_timeout_s * (len(spec.setup) + 1) + LIFETIME_MARGIN_S)
+
+    @property
+    def renew_every_s(self) -> float | None:
+        """How often the owner renews the lease (None: no lease, e.g. a read-only root the engine cannot write)."""
+        if self.spec.lease_s <= 0 or self.spec.read_only_root or self._closed or self.container_id is None:
+            return None
+        return min(60.0, max(0.5, self.spec.lease_s / 10))
+
+    def renew_lease(self) -> bool:
+        """Tell the backstop that the owner is alive (a new value in ``LEASE_FILE``); never raises."""
+        if self.renew_every_s is None:
+            return False
+        self._lease_serial += 1
+        self._renewed = time.monotonic()
+        try:
+            self.api.put_archive(self.container_id, "/", _lease_tar(f"{os.getpid()}.{self._lease_serial}"))
+            return True
+        except Exception:  # noqa: BLE001 - gone or being removed: nothing to keep alive
+            return False
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
     def __enter__(self) -> Sandbox:
@@ -334,21 +585,28 @@ class Sandbox:
         if self.container_id is not None:
             return
         spec = self.spec
+        reap_once()              # whatever path opens sandboxes, dead owners' leftovers go first
+        install_exit_cleanup()
         if self.image is None:
             from bashgym_assets.images import sandbox_image_tag
 
             self.image = sandbox_image_tag()
         skeleton = _home_skeleton(self.image)
         tmpfs_mb = spec.tmpfs_mb or max(16, spec.memory_mb // 4)
-        # Self-destruct: the container ends (and --rm removes it) once the whole budget is certainly spent.
-        lifetime = int(spec.episode_timeout_s + spec.setup_timeout_s * (len(spec.setup) + 1) + 600)
+        # The backstop: the container ends (and --rm removes it) once the owner stopped renewing its lease or the
+        # whole budget is certainly spent, whichever comes first.
+        lifetime = self.lifetime_s
+        lease = int(max(1.0, spec.lease_s)) if spec.lease_s > 0 and not spec.read_only_root else 0
+        tick = max(1, min(10, lease // 4)) if lease else 10
         session_uid = 0 if spec.user == "root" else OPERATOR_UID
         # One tar (the seed) carries the home skeleton, the spec's files, /run/bashgym and, last, the ready marker:
         # the start script is a single extraction, so the container is usable a few ms after start.
         start_script = (f"[ ! -e {SEED_TAR} ] || {{ tar -x -p -C / -f {SEED_TAR}; rm -rf {SEED_DIR}; }}; "
-                        f"exec sleep {lifetime}")
+                        f"[ ! -f {BACKSTOP_FILE} ] || exec {BASH} --norc --noprofile {BACKSTOP_FILE} "
+                        f"{lifetime} {lease} {tick}; exec sleep {lifetime}")
+        now = int(time.time())
         labels = {**spec.labels, LABEL_SANDBOX: "1", LABEL_OWNER: owner_label(),
-                  LABEL_CREATED: str(int(time.time()))}
+                  LABEL_CREATED: str(now), LABEL_EXPIRES: str(now + lifetime + 60)}
         # exec: Docker mounts --tmpfs noexec by default; operators must be able to run the scripts they write.
         # nr_inodes: a tmpfs would otherwise hold millions of empty files (each costs kernel memory, not size).
         tmp_opts = f"rw,exec,nosuid,nodev,size={tmpfs_mb}m,nr_inodes={spec.inode_budget}"
@@ -389,7 +647,8 @@ class Sandbox:
         self.container_id = created["Id"]
         with _LIVE_LOCK:
             _LIVE[id(self)] = self
-        seed = _seed_tar(spec.files, "/home/operator", OPERATOR_UID, OPERATOR_GID, skeleton, session_uid)
+        seed = _seed_tar(spec.files, "/home/operator", OPERATOR_UID, OPERATOR_GID, skeleton, session_uid,
+                         backstop=not spec.read_only_root)
         if not spec.read_only_root:  # fast path: the seed goes in before start, the start script unpacks it
             folder = io.BytesIO()
             with tarfile.open(fileobj=folder, mode="w") as tar:
@@ -399,8 +658,13 @@ class Sandbox:
                 info = tarfile.TarInfo(SEED_TAR.lstrip("/"))
                 info.size, info.mode = len(seed), 0o600
                 tar.addfile(info, io.BytesIO(seed))
+                _add_lease(tar, f"{os.getpid()}.0")
             self.api.put_archive(self.container_id, "/", folder.getvalue())
         self.api.start(self.container_id)
+        self._renewed = time.monotonic()
+        if self.renew_every_s is not None:
+            _ensure_renewer()
+            _RENEW_WAKE.set()        # the renewer recomputes its wait (this box may want it sooner)
         # Disk and inodes are bounded from start to removal (setup and the check can be teacher-authored too).
         self._start_disk_watchdog()
         if spec.read_only_root:
@@ -437,15 +701,21 @@ class Sandbox:
                 **self.spec.env}
 
     def _exec_root(self, command: str, script: str, args: list[str], timeout_s: float,
-                   stdin_data: bytes | None = None, limit: int | None = None, user: str = "0") -> CommandResult:
+                   stdin_data: bytes | None = None, limit: int | None = None, user: str = "0",
+                   nonce: str | None = None) -> CommandResult:
         """Run ``script`` (bash, as root unless ``user`` says otherwise, with ``args``) and collect it within
         ``timeout_s`` (+ a grace).
 
         An exec the engine refuses to start while the container runs (its pids limit is full, e.g. after a fork
         bomb) is retried for a while: the processes come and go, and the first root script that gets in kills them.
+
+        ``nonce``: the script ends with ``_report_line(nonce)``, and its status is the one reported there. Then
+        an exec that ends without that line, or that outlives its own in-container timer by ``HARNESS_GRACE_S``,
+        is the machinery's failure (``SandboxError``), never a result.
         """
         cid = self._require_running()
         refused = ""
+        grace = HARNESS_GRACE_S if nonce else 5.0
         for _attempt in range(40):
             start = time.monotonic()
             try:
@@ -454,15 +724,18 @@ class Sandbox:
                                     user=user, env=self._root_env(), workdir="/", stdin=stdin_data is not None)
             except (NotFound, APIError) as exc:
                 raise SandboxError(f"cannot run {command!r}: the container is gone or stopped ({exc})") from exc
+            cap = limit or self.spec.output_limit_bytes
             try:
-                out, err, ended = collect(stream, start + timeout_s + 5.0, limit or self.spec.output_limit_bytes,
-                                          stdin_data=stdin_data)
+                out, err, ended = collect(stream, start + timeout_s + grace, cap, stdin_data=stdin_data,
+                                          err=MarkerSplitter(nonce, cap) if nonce else None)
                 code = stream.exit_code() if ended else None
             finally:
                 stream.close()
             duration = time.monotonic() - start
             said = bytes(out.head).decode(errors="replace")
             if not (code == 126 and "OCI runtime exec failed" in said):
+                if nonce:
+                    return self._reported(command, out, err, ended, code, duration, timeout_s, grace)
                 timed_out = not ended or (code in (124, 137) and duration >= timeout_s * 0.98)
                 return _result(command, out, err, None if timed_out else code, duration, timed_out)
             try:
@@ -476,6 +749,25 @@ class Sandbox:
             time.sleep(0.05)
         raise SandboxError(f"cannot run {command!r}: the engine could not start it in the container "
                            f"(pids limit full?): {refused}")
+
+    @staticmethod
+    def _reported(command: str, out: CappedBuffer, err: MarkerSplitter, ended: bool, code: int | None,
+                  duration: float, timeout_s: float, grace: float) -> CommandResult:
+        """The result of a harness exec with a report line (``_exec_root(nonce=...)``), or the machinery's failure."""
+        if not ended:
+            raise SandboxError(f"infrastructure: {command!r} did not end within {timeout_s + grace:.0f} s although "
+                               f"its own timer ends it after {timeout_s:g} s (the engine or the machine is stalled)")
+        if not err.pieces:
+            rest = bytes(err.finish().head).decode(errors="replace").strip()[-300:]
+            raise SandboxError(f"infrastructure: {command!r} ended without its report line (exit code {code}: the "
+                               f"harness was killed or the engine lost its output){': ' + rest if rest else ''}")
+        buf, fields = err.pieces[0]
+        rest = err.finish()
+        if rest.total:
+            buf.feed(bytes(rest.head) + bytes(rest.tail[-rest.tail_limit:] if rest.tail_limit else b""))
+        rc = int(fields[0]) if fields and fields[0].isdigit() else None
+        timed_out = rc in (124, 137) and duration >= timeout_s * 0.98
+        return _result(command, out, buf, None if timed_out else rc, duration, timed_out)
 
     def run_as_root(self, command: str, timeout_s: float | None = None) -> CommandResult:
         """One command as root in a fresh ``bash -c`` (harness use: setup, inspection); stdin is empty."""
@@ -513,10 +805,13 @@ class Sandbox:
         limit = self.spec.output_limit_bytes
         out, err = MarkerSplitter(nonce, limit), MarkerSplitter(nonce, limit)
         start = time.monotonic()
-        stream = ExecStream(self.api, cid, [BASH, "--norc", "--noprofile", "-c", f"{READY_WAIT}\n{SETUP_SCRIPT}",
-                                            "bashgym", nonce, f"{t:.3f}", *commands],
-                            user="0", env=self._root_env(), workdir="/", stdin=False)
-        deadline = start + t * len(commands) + 10.0
+        try:
+            stream = ExecStream(self.api, cid, [BASH, "--norc", "--noprofile", "-c", f"{READY_WAIT}\n{SETUP_SCRIPT}",
+                                                "bashgym", nonce, f"{t:.3f}", *commands],
+                                user="0", env=self._root_env(), workdir="/", stdin=False)
+        except (NotFound, APIError) as exc:
+            raise SandboxError(f"cannot run the setup: the container is gone or the engine failed ({exc})") from exc
+        deadline = start + t * len(commands) + HARNESS_GRACE_S
         ended_early = False
         self._in_setup = True
         try:
@@ -547,16 +842,21 @@ class Sandbox:
             return SetupResult(ok=True, results=results, error=None, then=then_results)
         commands = commands[:n_setup]
         if len(results) < len(commands) and (not results or results[-1].exit_code == 0):
-            # the exec itself died or ran past every timeout: report the command that was running
+            # A command that never reported: its own in-container timer ends it after t seconds and the harness
+            # reports it then (a time-out is ``exited 137`` after t, the command's fault), so a missing report is
+            # the machinery's: the exec died (the container, the engine, or the harness killed) or it outran every
+            # timer (a stalled engine or machine). Callers retry in a fresh sandbox.
             i = len(results)
-            err_buf = err.pieces[i][0] if i < len(err.pieces) else err.finish()
             elapsed = time.monotonic() - start
-            if ended_early and elapsed < t:
+            if ended_early:
                 code = stream.exit_code(wait_s=0.5)
-                return SetupResult(ok=False, results=results, infrastructure_error=True, error=(
-                    f"setup command {i + 1}/{len(commands)} never reported: the setup exec ended after "
-                    f"{elapsed:.1f} s (exit code {code}; the container died or the engine failed): {commands[i]}"))
-            results.append(_result(commands[i], out.finish(), err_buf, None, elapsed, True))
+                why = (f"the setup exec ended after {elapsed:.1f} s (exit code {code}; the container died, the "
+                       "engine failed or the harness was killed)")
+            else:
+                why = (f"the setup exec outran every command's own {t:g} s timer ({elapsed:.1f} s in all; the "
+                       "engine or the machine is stalled)")
+            return SetupResult(ok=False, results=results, infrastructure_error=True,
+                               error=f"setup command {i + 1}/{len(commands)} never reported: {why}: {commands[i]}")
         for i, res in enumerate(results):
             if res.timed_out or res.exit_code != 0:
                 why = "timed out" if res.timed_out else f"exited {res.exit_code}"
@@ -710,22 +1010,21 @@ class Sandbox:
         start = time.monotonic()
         trusted = [f"{pid}:{ticks}" for pid, ticks in sorted(sess.preexisting.items())] if sess else []
         check = _checker_command("cat", timeout_s)
+        nonce = secrets.token_hex(16)
+        report = _report_line(nonce) + "exit $rc"
         try:
             if sess is None:        # no operator ever ran: nothing to freeze or to suspect
-                result = self._exec_root("check", check + "exit $rc", [], timeout_s, stdin_data=script.encode())
+                result = self._exec_root("check", check + report, [], timeout_s, stdin_data=script.encode(),
+                                         nonce=nonce)
             elif self._baseline is None:
                 # An unprivileged operator cannot touch the checker's tools: freeze and check in one exec.
                 result = self._exec_root("check", KILL_NEW_FUNC + FREEZE_FUNC + 'freeze_all "$@"; ' + check
-                                         + "kill_new $KEEP; exit $rc", trusted, timeout_s,
-                                         stdin_data=script.encode())
+                                         + "kill_new $KEEP; " + report, trusted, timeout_s,
+                                         stdin_data=script.encode(), nonce=nonce)
                 sess._mark_dead()
             else:
                 # A root operator: freeze, then verify the tools from the host, then check.
-                frozen = self._exec_root("freeze", FREEZE_SCRIPT, trusted, 20.0)
-                line = next((ln for ln in frozen.stdout.splitlines() if ln.startswith("keep:")), None)
-                if frozen.exit_code != 0 or line is None:
-                    return self._check_refused(script, start, "the operator's processes could not be frozen "
-                                               f"({frozen.exit_code}): {frozen.stderr.strip()[-300:]}")
+                keep = self._freeze(trusted)
                 sess._mark_dead()
                 tampered = self.tampered_paths()
                 if tampered:
@@ -733,8 +1032,8 @@ class Sandbox:
                     return self._check_refused(script, start, "the checker's tools were changed after setup ("
                                                + ", ".join(tampered[:8]) + more
                                                + "): tampering fails the episode; the check did not run")
-                result = self._exec_root("check", KILL_NEW_FUNC + check + 'kill_new "$@"; exit $rc',
-                                         line[len("keep:"):].split(), timeout_s, stdin_data=script.encode())
+                result = self._exec_root("check", KILL_NEW_FUNC + check + 'kill_new "$@"; ' + report, keep,
+                                         timeout_s, stdin_data=script.encode(), nonce=nonce)
         except SandboxError as exc:
             if not (self.disk_budget_exceeded or self.inode_budget_exceeded):
                 raise
@@ -743,6 +1042,21 @@ class Sandbox:
             result.stderr += ("\n" if result.stderr else "") + self._budget_message()
             result.exit_code = None if result.exit_code == 0 else result.exit_code
         return result
+
+    def _freeze(self, trusted: list[str]) -> list[str]:
+        """``FREEZE_SCRIPT`` (the end of a root operator's turn); the pids it kept. Its ``keep:`` line is its
+        protocol: an answer without it is the machinery's failure (the exec killed, the engine lost its output, a
+        loaded machine), so the step is tried once more (stopping what is stopped again is harmless), and then it
+        is a ``SandboxError``, never a verdict on the episode."""
+        said = ""
+        for _attempt in range(2):
+            frozen = self._exec_root("freeze", FREEZE_SCRIPT, trusted, 20.0)
+            line = next((ln for ln in frozen.stdout.splitlines() if ln.startswith("keep:")), None)
+            if frozen.exit_code == 0 and line is not None:
+                return line[len("keep:"):].split()
+            said = (f"exit code {frozen.exit_code}{', timed out' if frozen.timed_out else ''}: "
+                    f"{(frozen.stderr or frozen.stdout).strip()[-300:] or 'no output'}")
+        raise SandboxError(f"infrastructure: the freeze step answered twice without its keep: line ({said})")
 
     def _check_refused(self, script: str, start: float, why: str) -> CommandResult:
         """A check that did not (or must not) count: no exit code, so it is never a pass."""
@@ -803,28 +1117,49 @@ class Sandbox:
         return f"Sandbox({short}, user={self.spec.user})"
 
 
-def reap_leftovers(label_filter: str | None = None) -> int:
-    """Remove sandbox containers whose owning process is gone (a crashed or killed run); return how many.
+def find_leftovers(label_filter: str | None = None) -> list[Leftover]:
+    """Sandbox containers the reaper removes: owner provably gone (``owner_state``), or past their hard lifetime
+    whoever owns them (a container the backstop could not end: paused, or its main process stopped).
 
-    ``label_filter`` narrows it to containers that also carry that label (``key`` or ``key=value``). Containers
-    owned by a live process (another run, on this host) are left alone.
+    ``label_filter`` narrows it to containers that also carry that label (``key`` or ``key=value``). Containers of
+    a live owner, or of one out of sight here (another machine, another pid namespace) within their lifetime, stay.
     """
     client = docker_client()
     filters = [LABEL_SANDBOX]
     if label_filter:
         filters.append(label_filter)
-    removed = 0
-    host = socket.gethostname()
+    now = time.time()
+    found: list[Leftover] = []
     for c in client.api.containers(all=True, filters={"label": filters}):
-        owner = (c.get("Labels") or {}).get(LABEL_OWNER, "")
-        parts = owner.split(":")
-        if len(parts) == 3 and parts[0] == host and parts[1].isdigit():
-            pid = int(parts[1])
-            if os.path.exists(f"/proc/{pid}") and _process_start_ticks(pid) == parts[2]:
-                continue  # its owner is still running
+        labels = c.get("Labels") or {}
+        owner = labels.get(LABEL_OWNER, "")
+        state, why = owner_state(owner)
+        expires = labels.get(LABEL_EXPIRES, "")
+        if state != "dead" and expires.isdigit() and now > int(expires):
+            state, why = "dead", f"past its hard lifetime ({why})"
+        if state != "dead":
+            continue
+        created = labels.get(LABEL_CREATED, "")
+        found.append(Leftover(
+            container_id=c["Id"], name=(c.get("Names") or ["?"])[0].lstrip("/"), state=c.get("State", ""),
+            owner=owner, purpose=labels.get("bashgym.purpose", labels.get(LABEL_SANDBOX, "")),
+            scenario=labels.get("bashgym.scenario", ""),
+            age_s=round(now - int(created), 1) if created.isdigit() else 0.0, why=why))
+    return found
+
+
+def reap_leftovers(label_filter: str | None = None, dry_run: bool = False) -> int:
+    """Remove the containers ``find_leftovers`` finds (a crashed or killed run's); return how many were (or, with
+    ``dry_run``, would be) removed."""
+    leftovers = find_leftovers(label_filter)
+    if dry_run:
+        return len(leftovers)
+    api = docker_client().api
+    removed = 0
+    for item in leftovers:
         try:
-            client.api.remove_container(c["Id"], force=True)
+            api.remove_container(item.container_id, force=True)
             removed += 1
         except (NotFound, APIError):
-            pass
+            pass   # gone meanwhile (--rm, or another reaper)
     return removed

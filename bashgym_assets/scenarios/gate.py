@@ -39,7 +39,8 @@ CHECK_PASSES_BEFORE = "check_passes_before_action"
 REFERENCE_FAILS = "reference_does_not_pass"
 REFERENCE_UNFINISHED = "reference_did_not_finish"
 CHECK_TIMED_OUT = "check_timed_out"
-SANDBOX_ERROR = "sandbox_error"
+SANDBOX_ERROR = "sandbox_error"     # one attempt's: the sandbox machinery failed (it is tried once more)
+INFRA_ERROR = "infra_error"         # the machinery failed on both attempts: nothing is known about the bundle
 
 
 # Ids with this prefix come from imported evaluation suites (Terminal-Bench, Harbor ...): always held out.
@@ -242,12 +243,15 @@ def gate_bundle(bundle: ScenarioBundle, image: str | None, limits: GateLimits | 
     if static is not None:
         (reason, detail), turns = static, 0
     else:
-        # A sandbox that dies under the scenario (engine error, container gone) says nothing about the scenario:
-        # try once more in a fresh sandbox before rejecting it, so a valid bundle is not lost to a hiccup.
-        for _attempt in range(2):
+        # A sandbox that fails under the scenario (engine error, container gone, a harness step that never
+        # reported, a harness exec that outran its own timer) says nothing about the scenario: try once more in a
+        # fresh sandbox, and if the machinery fails again, say so (``infra_error``) instead of blaming the bundle.
+        for attempt in range(2):
             reason, detail, turns, infrastructure = _gate_once(bundle, image, limits)
             if not infrastructure:
                 break
+            if attempt == 1:
+                reason, detail = INFRA_ERROR, f"infra_error: the sandbox machinery failed twice ({reason}): {detail}"
     admitted = reason == "admitted"
     return GateResult(
         scenario_id=bundle.id, category=bundle.category, difficulty=bundle.difficulty, source=bundle.source,

@@ -360,11 +360,6 @@ def play_episodes(bundles: Sequence[ScenarioBundle], policy: Any, image: str | N
     jobs = [_Live(bundle=b, sample_index=(samples[i] if samples else i), operator=_UNSCAFFOLDED)
             for i, b in enumerate(bundles)]
     start = time.monotonic()
-    with ThreadPoolExecutor(max_workers=settings.setup_workers, thread_name_prefix="grpo-setup") as ex:
-        list(ex.map(lambda j: _open(j, image, ev), jobs))
-    for j in jobs:
-        if j.driver is not None:
-            j.driver.session = _Recording(j.driver.session, j.driver.lines)
     prompt_ids = [prompt_token_ids(tok, j.bundle) for j in jobs]
     completion: list[list[int]] = [[] for _ in jobs]
     mask: list[list[int]] = [[] for _ in jobs]
@@ -372,6 +367,12 @@ def play_episodes(bundles: Sequence[ScenarioBundle], policy: Any, image: str | N
     pool = ThreadPoolExecutor(max_workers=max(1, min(len(jobs), 16)), thread_name_prefix="grpo-act")
     turn = 0
     try:
+        # inside the try: an exception during setup also closes the containers already opened
+        with ThreadPoolExecutor(max_workers=settings.setup_workers, thread_name_prefix="grpo-setup") as ex:
+            list(ex.map(lambda j: _open(j, image, ev), jobs))
+        for j in jobs:
+            if j.driver is not None:
+                j.driver.session = _Recording(j.driver.session, j.driver.lines)
         while True:
             asking = [i for i, j in enumerate(jobs)
                       if i not in hung and j.driver is not None and not j.sandbox_error and j.driver.wants_reply()]

@@ -345,10 +345,17 @@ def model_version(c: Any, model_uri: str) -> tuple[str, Any]:
 def download_adapter(model_uri: str, dst: Path, settings: Settings | None = None) -> Path:
     """Fetch a registered adapter's files (``models:/name/version`` or ``models:/name@alias``) into ``dst``."""
     import mlflow.artifacts
+    from mlflow.exceptions import MlflowException
+
+    from bashgym_assets.config import redact_uri
 
     settings = settings or get_settings()
     c = client(settings)
-    name, mv = model_version(c, model_uri)
+    try:
+        name, mv = model_version(c, model_uri)
+    except MlflowException as exc:   # one clear line for the CLI (issue 31), not MLflow's traceback
+        raise LookupError(f"{model_uri} is not in the registry at {redact_uri(settings.mlflow_tracking_uri)} "
+                          f"({exc.message}): pick a registered version (make mlflow shows them)") from exc
     dst.mkdir(parents=True, exist_ok=True)
     source = mv.source
     model_id = getattr(mv, "model_id", None)
@@ -357,8 +364,13 @@ def download_adapter(model_uri: str, dst: Path, settings: Settings | None = None
         logged = c.get_logged_model(model_id or source.removeprefix("models:/").split("/", 1)[0])
         source = f"{logged.artifact_location.rstrip('/')}/artifacts/{ADAPTER_ARTIFACT_PATH}"
     # else: a version registered before adapters were logged as models, its source the run's adapter/ folder
-    return Path(mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=str(dst),
-                                                    tracking_uri=settings.mlflow_tracking_uri))
+    try:
+        return Path(mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=str(dst),
+                                                        tracking_uri=settings.mlflow_tracking_uri))
+    except (MlflowException, OSError) as exc:
+        raise FileNotFoundError(f"{model_uri} (version {mv.version} of {name}) is registered but its adapter files "
+                                f"are gone from {source}: train again, or move the alias to a version whose files "
+                                "exist (bashgym promote --model N)") from exc
 
 
 def loss_curve_png(history: Sequence[Mapping[str, float]], path: Path, title: str = "training loss") -> Path:
