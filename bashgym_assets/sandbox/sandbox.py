@@ -408,6 +408,7 @@ def _renew_leases() -> None:
                 if now - box._renewed >= every:
                     box.renew_lease()
                 waits.append(max(0.2, every - (time.monotonic() - box._renewed)))
+        boxes = box = None   # no closed sandbox (and its Docker client's sockets) stays referenced while we wait
         _RENEW_WAKE.wait(min(waits))
         _RENEW_WAKE.clear()
 
