@@ -3,6 +3,8 @@ SHELL := /bin/bash
 export BASHGYM_HOME ?= $(CURDIR)/.bashgym
 export DAGSTER_HOME ?= $(BASHGYM_HOME)/dagster
 VENV := .venv/bin
+UI_PORT ?= 3000
+MLFLOW_PORT ?= 5000
 
 .PHONY: setup demo demo-quick test notebooks ui mlflow lint bench images clean
 
@@ -21,13 +23,15 @@ test: setup       ## run the test suite (real Docker containers, real models)
 notebooks: setup  ## run every notebook in notebooks/ on the data folder; fails on any cell error
 	$(VENV)/python -m bashgym_assets.notebooks
 
-ui: setup         ## the Dagster UI on http://127.0.0.1:3000 (both code locations)
-	$(VENV)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+ui: setup         ## the Dagster UI on http://127.0.0.1:3000 (both code locations; UI_PORT=... to move it)
+	$(VENV)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
 
-mlflow: setup     ## the MLflow UI on http://127.0.0.1:5000 over the same data folder
+# One worker (a local UI, one user), and litellm's bundled price list instead of an online fetch that each worker
+# retried offline (95 s to the first page with 4 workers: issue 32).
+mlflow: setup     ## the MLflow UI on http://127.0.0.1:5000 over the same data folder (MLFLOW_PORT=... to move it)
 	@uri="$$($(VENV)/python -c 'import sys; from bashgym_assets.config import get_settings, redact_uri; s = get_settings(); sys.exit(f"BASHGYM_MLFLOW_TRACKING_URI is already a tracking server ({redact_uri(s.mlflow_tracking_uri)}): open that one") if s.mlflow_tracks_on_server else print(s.mlflow_tracking_uri)')" || exit 1; \
-	$(VENV)/mlflow ui --backend-store-uri "$$uri" \
-	  --default-artifact-root $(BASHGYM_HOME)/mlflow/artifacts -h 127.0.0.1 -p 5000
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(VENV)/mlflow ui --backend-store-uri "$$uri" \
+	  --default-artifact-root $(BASHGYM_HOME)/mlflow/artifacts -h 127.0.0.1 -p $(MLFLOW_PORT) --workers 1
 
 lint:
 	$(VENV)/ruff check bashgym_assets tests benchmarks
