@@ -588,7 +588,7 @@ def train_dpo(config: TrainConfig, pairs: Sequence[dict[str, Any]], sft_adapter:
         trained_tokens=sum(len(d["chosen_ids"]) + len(d["rejected_ids"]) for d in data),
         tokens_per_s=tokens / wall if wall > 0 else 0.0, wall_s=wall, trainable_parameters=_trainable(trainer.model),
         extra={"peak_memory_mb": _peak_memory_mb(pick_device(config)),
-               **({"final_reward_accuracy": history[-1]["reward_accuracy"]}
+               **({"reward_accuracy": history[-1]["reward_accuracy"]}
                   if history and "reward_accuracy" in history[-1] else {})})
 
 
