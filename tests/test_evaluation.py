@@ -423,6 +423,10 @@ def test_benchmark_results_asset_writes_episodes_mlflow_and_the_decision(setting
     runs = c.search_runs([exp.experiment_id])
     assert runs and runs[0].data.tags["candidate_training_run"] == reg.run_id
     assert "candidate_clean" in runs[0].data.metrics and "base_clean" in runs[0].data.metrics
+    # the run lasts as long as the evaluation did (its episodes), not the few ms of logging (issue 32)
+    episodes_s = sum(e["wall_s"] for e in episodes if e["model"] == "candidate") / max(1, len(held))
+    assert (runs[0].info.end_time - runs[0].info.start_time) / 1000 >= episodes_s
+    assert "per_evaluation_set" in meta and meta["scenarios: held-out (bundled)"].value == len(held)
 
 
 class Slow(Scripted):

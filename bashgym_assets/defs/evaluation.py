@@ -6,6 +6,7 @@ lake (``eval_episodes``, one partition per evaluation), logs to MLflow and repor
 """
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,7 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     context.log.info(f"{eval_id}: " + ", ".join(f"{len(bs)} {name}" for name, bs in sets.items() if bs)
                      + f" x {config.samples} sample(s), models: "
                      + ", ".join(f"{s.label} ({s.describe()})" for s in specs))
+    started_ms = int(time.time() * 1000)
     results = compare(specs, bundles, image,
                       EvalSettings(samples=config.samples, max_turns=config.max_turns,
                                    continuous=config.continuous),
@@ -207,7 +209,8 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     (report_dir / "failing_transcripts.md").write_text(transcripts_md)
     links = eval_tracking.log_to_mlflow(settings, eval_id=eval_id, summaries=summaries, decision=decision,
                                         promoted=promoted, candidate_run_id=cand_meta.get("mlflow_run_id"),
-                                        specs=specs, report_dir=report_dir, dagster_run_id=context.run_id)
+                                        specs=specs, report_dir=report_dir, dagster_run_id=context.run_id,
+                                        started_ms=started_ms)
     rows = report.comparison_rows(summaries)
     metadata = {
         "comparison": _table(rows),

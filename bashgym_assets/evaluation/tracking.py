@@ -56,8 +56,10 @@ def _metrics(summaries: Sequence[ModelSummary], prefix: str = "") -> dict[str, f
 
 def log_to_mlflow(settings: Settings, *, eval_id: str, summaries: Sequence[ModelSummary],
                   decision: PromotionDecision, promoted: bool, candidate_run_id: str | None, specs: Sequence[Any],
-                  report_dir: Path, dagster_run_id: str = "") -> dict[str, str]:
-    """The evaluation run (linking both models) and the candidate's training run's ``eval_*`` metrics."""
+                  report_dir: Path, dagster_run_id: str = "", started_ms: int | None = None) -> dict[str, str]:
+    """The evaluation run (linking both models) and the candidate's training run's ``eval_*`` metrics.
+    ``started_ms``: when the evaluation began (epoch ms), so the run's duration is the evaluation's, not the
+    logging's."""
     from mlflow.entities import Metric, Param, RunTag
 
     from bashgym_assets.processes import process_tags
@@ -72,7 +74,7 @@ def log_to_mlflow(settings: Settings, *, eval_id: str, summaries: Sequence[Model
         tags[f"{spec.label}_model"] = spec.describe()
         if spec.version:
             tags[f"{spec.label}_version"] = spec.version
-    run = c.create_run(exp, run_name=eval_id, tags=tags)
+    run = c.create_run(exp, run_name=eval_id, tags=tags, start_time=started_ms)
     rid = run.info.run_id
     now = int(time.time() * 1000)
     metrics = [Metric(k, float(v), now, 0) for k, v in _metrics(summaries).items()]
