@@ -1,0 +1,81 @@
+"""An evaluation's episodes measured three ways (issue 29): the bundled held-out tasks, the task factory's held-out
+families (skills never trained) and trained-family tasks (fit), each model with Wilson 95% intervals, per
+difficulty, and its failure classes; plus one transcript of a clean held-out episode when there is one.
+
+    .venv/bin/python benchmarks/eval_sets_report.py EVAL_ID [EVAL_ID ...] [--label EVAL_ID=name] [--out FILE]
+
+Reads ``eval_episodes`` from the data folder's lake (``benchmark_results`` and ``bashgym eval`` both write it); a
+model of a later evaluation is shown under ``--label`` names so several evaluations fit one table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bashgym_assets.evaluation import BUNDLED_HELD_OUT, EVALUATION_SETS, HELD_OUT_FAMILIES, TRAIN_FIT  # noqa: E402
+from bashgym_assets.evaluation.metrics import RATES, EvalEpisode, summarize  # noqa: E402
+from bashgym_assets.evaluation.report import transcript_markdown  # noqa: E402
+from bashgym_assets.lake import Lake  # noqa: E402
+from bashgym_assets.scenarios.factory.family import family_of  # noqa: E402
+from bashgym_assets.scenarios.factory.split import HELD_OUT_FAMILIES as HELD_OUT_FAMILY_NAMES  # noqa: E402
+
+
+def set_of(scenario_id: str) -> str:
+    """Which set an episode measured, from its scenario id alone (the episode rows carry no split)."""
+    family = family_of(scenario_id)
+    if family is None:
+        return BUNDLED_HELD_OUT
+    return HELD_OUT_FAMILIES if family in HELD_OUT_FAMILY_NAMES else TRAIN_FIT
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("eval_ids", nargs="+")
+    ap.add_argument("--label", action="append", default=[], help="EVAL_ID:MODEL=name (rename a model's rows)")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    renames = dict(x.split("=", 1) for x in args.label)
+    lake = Lake()
+    by_model: dict[str, list[EvalEpisode]] = {}
+    for eval_id in args.eval_ids:
+        for row in lake.read("eval_episodes", eval_id).to_pylist():
+            e = EvalEpisode.model_validate({k: v for k, v in row.items() if k != "_partition"})
+            name = renames.get(f"{eval_id}:{e.model}", e.model)
+            by_model.setdefault(name, []).append(e)
+    lines = [f"Evaluations: {', '.join(args.eval_ids)}", ""]
+    head = "| set | model | n | " + " | ".join(RATES) + " | mean turns | failure classes |"
+    lines += [head, "|" + "---|" * (head.count("|") - 1)]
+    for name in EVALUATION_SETS:
+        for model, episodes in by_model.items():
+            eps = [e for e in episodes if set_of(e.scenario_id) == name]
+            if not eps:
+                continue
+            s = summarize(model, eps)
+            fails = ", ".join(f"{k} {v}" for k, v in sorted(s.failure_classes.items(), key=lambda kv: -kv[1]))
+            lines.append(f"| {name} | {model} | {s.rates['clean'].n} | "
+                         + " | ".join(s.rates[k].fmt() for k in RATES) + f" | {s.mean_turns} | {fails or '-'} |")
+    lines += ["", "Verified by difficulty (all three sets):", "",
+              "| model | " + " | ".join(f"difficulty {d}" for d in range(1, 5)) + " |", "|---|---|---|---|---|"]
+    for model, episodes in by_model.items():
+        s = summarize(model, episodes)
+        cells = [s.by_difficulty[str(d)]["verified"].fmt() if str(d) in s.by_difficulty else "-" for d in range(1, 5)]
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    clean = [e for eps in by_model.values() for e in eps if e.clean and set_of(e.scenario_id) != TRAIN_FIT]
+    lines += ["", f"Clean held-out episodes: {len(clean)}"]
+    if clean:
+        lines += ["", transcript_markdown(clean[0])]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
