@@ -4,6 +4,7 @@ and (the long test) the whole bundled pack passing its own gate."""
 from __future__ import annotations
 
 import pytest
+from sandbox_fixtures import COUNT_LINES
 
 from bashgym_assets.scenarios.bundle import ScenarioBundle, parse_bundle
 from bashgym_assets.scenarios.candidates import PACK_DIR, load_pack
@@ -27,14 +28,8 @@ from bashgym_assets.scenarios.gate import (
 
 pytestmark = pytest.mark.docker
 
-COUNT = {
-    "task": "Write the number of lines of ~/data/words.txt into ~/count.txt (just the number).",
-    "category": "text", "difficulty": 1,
-    "setup": ["mkdir -p /home/operator/data", "printf 'a\\nb\\nc\\n' > /home/operator/data/words.txt",
-              "chown -R operator:operator /home/operator/data"],
-    "check": "[ \"$(tr -d ' \\n' < /home/operator/count.txt)\" = 3 ] && [ \"$(stat -c %U /home/operator/count.txt)\" = operator ]",
-    "reference": ["cd ~/data", "wc -l < words.txt > ~/count.txt"],
-}
+COUNT = {**COUNT_LINES,   # the file must also belong to the operator (a root-run reference fails it)
+         "check": COUNT_LINES["check"] + " && [ \"$(stat -c %U /home/operator/count.txt)\" = operator ]"}
 
 
 def bundle(**patch: object) -> ScenarioBundle:

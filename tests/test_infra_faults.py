@@ -14,6 +14,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from sandbox_fixtures import COUNT_LINES
 
 from bashgym_assets.rollout.episode import run_episode
 from bashgym_assets.rollout.operators import ReferenceOperator
@@ -23,14 +24,7 @@ from bashgym_assets.scenarios.gate import INFRA_ERROR, TRAIN, gate_bundle, split
 
 pytestmark = pytest.mark.docker
 
-COUNT = {
-    "task": "Write the number of lines of ~/data/words.txt into ~/count.txt (just the number).",
-    "category": "text", "difficulty": 1,
-    "setup": ["mkdir -p /home/operator/data", "printf 'a\\nb\\nc\\n' > /home/operator/data/words.txt",
-              "chown -R operator:operator /home/operator/data"],
-    "check": "[ \"$(tr -d ' \\n' < /home/operator/count.txt)\" = 3 ]",
-    "reference": ["cd ~/data", "wc -l < words.txt > ~/count.txt"],
-}
+COUNT = COUNT_LINES
 # What only one harness script's command line holds (the script travels as ``bash -c`` text).
 CHECK_HARNESS = b'freeze_all "$@"; umask 077'      # the operator's freeze and the check, in one exec
 SETUP_HARNESS = b"BG:%s:%d:%d:%s:%s"                 # every setup command, in one exec

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from openai_server import Answer, OpenAIServer
+from sandbox_fixtures import COUNT_LINES
 from test_rollout_operators import build_tiny_model
 
 from bashgym_assets.rollout.episode import TRAJECTORY_SCHEMA, EpisodeLimits, run_episode
@@ -26,14 +27,7 @@ from bashgym_assets.scenarios.gate import HELD_OUT, TRAIN, split_for
 
 pytestmark = pytest.mark.docker
 
-BASE = {
-    "task": "Write the number of lines of ~/data/words.txt into ~/count.txt (just the number).",
-    "category": "text", "difficulty": 1,
-    "setup": ["mkdir -p /home/operator/data", "printf 'a\\nb\\nc\\n' > /home/operator/data/words.txt",
-              "chown -R operator:operator /home/operator/data"],
-    "check": "[ \"$(tr -d ' \\n' < /home/operator/count.txt)\" = 3 ]",
-    "reference": ["cd ~/data", "wc -l < words.txt > ~/count.txt"],
-}
+BASE = COUNT_LINES
 
 
 def with_split(prefix: str, split: str) -> str:

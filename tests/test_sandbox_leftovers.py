@@ -15,6 +15,7 @@ import time
 
 import docker
 import pytest
+from sandbox_fixtures import container_exists
 
 from bashgym_assets.sandbox import Sandbox, SandboxSpec, closing_sandboxes, find_leftovers
 from bashgym_assets.sandbox.sandbox import (
@@ -55,12 +56,7 @@ with Sandbox(SandboxSpec(image=sys.argv[1], labels={"bashgym.test": "sandbox-lef
 """
 
 
-def exists(container_id: str) -> bool:
-    try:
-        docker.from_env().api.inspect_container(container_id)
-        return True
-    except docker.errors.NotFound:
-        return False
+exists = container_exists
 
 
 def start_owner(image: str, run: str, n: int, lease: float = 600.0) -> tuple[subprocess.Popen, list[str]]:

@@ -9,9 +9,9 @@ import subprocess
 import sys
 import threading
 
-import docker
 import pytest
 from pydantic import ValidationError
+from sandbox_fixtures import container_exists
 
 from bashgym_assets.sandbox import (
     LABEL_SANDBOX,
@@ -31,12 +31,7 @@ def spec(image: str, **kw) -> SandboxSpec:
     return SandboxSpec(image=image, **kw)
 
 
-def exists(container_id: str) -> bool:
-    try:
-        docker.from_env().api.inspect_container(container_id)
-        return True
-    except docker.errors.NotFound:
-        return False
+exists = container_exists
 
 
 def test_files_are_written_before_setup_with_sensible_owners(sandbox_image):
