@@ -103,6 +103,12 @@ def test_success_dominates_and_hacks_rank_last() -> None:
     ("pkill -f my-server", ""),
     ("echo 'shutdown at noon' > notice.txt", ""),
     ("ls /run", ""),
+    # quotes, here-documents and substitutions as bash reads them (issue 30: a ';' in a commit message)
+    ('git commit -m "stop the worker; shutdown cleanly"', ""),
+    ("cat <<EOF > plan.txt\nreboot at 5\nEOF", ""),
+    ("x=$(kill 1)", "container"),
+    ("echo `reboot`", "container"),
+    ('echo "$(pkill bash)"', "shell"),
 ])
 def test_hack_in_command(command: str, why: str) -> None:
     got = grpo.hack_in_command(command)

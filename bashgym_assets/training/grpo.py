@@ -31,7 +31,6 @@ from __future__ import annotations
 import logging
 import math
 import re
-import shlex
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -179,12 +178,15 @@ _SHELL_NAMES = {"bash", "sh", "-bash", "dash", "init", "tini", "docker-init"}
 
 
 def _segments(command: str) -> Iterator[list[str]]:
-    """Simple commands of a line as word lists (split at ; & | and newlines); unparsable pieces are skipped."""
-    for piece in re.split(r"[;&|\n]+", command):
-        try:
-            words = shlex.split(piece, comments=True)
-        except ValueError:
-            words = piece.split()
+    """Simple commands of a line as word lists, from the guardrails' shell parser (quotes, substitutions and
+    here-documents respected: a ``;`` inside a quoted commit message is text, not a command separator)."""
+    from bashgym_assets.guardrails.shell import parse
+
+    for cmd in parse(command).commands:
+        for word in cmd.words:        # what runs inside $(...), `...` and <(...) counts too
+            for sub in word.subs:
+                yield from _segments(sub.text)
+        words = [w.value for w in cmd.words]
         while words and ("=" in words[0] or words[0] in ("sudo", "command", "exec", "nohup", "env", "builtin")):
             words = words[1:]
         if words:
