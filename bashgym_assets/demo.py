@@ -191,7 +191,7 @@ PROFILES: dict[str, dict[str, dict]] = {
     },
     # ``factory-cpu`` (`bashgym train --profile factory-cpu`, issue 29): SFT on the task factory's train families
     # on 2 CPU cores in under two hours. 16 draws per family (~1,500 tasks, 82 trained families, a tenth of them
-    # kept for validation) plus the pack; short renders; one epoch, easy tasks first; evaluated three ways. The
+    # kept for validation) plus the pack; short renders; two epochs, easy tasks first; evaluated three ways. The
     # student stages continue from that SFT adapter (`--only student_rollouts,dpo_dataset,dpo_adapter,
     # benchmark_results`, then `--only grpo_adapter,benchmark_results`), each evaluated the same three ways.
     "factory-cpu": {
@@ -199,8 +199,8 @@ PROFILES: dict[str, dict[str, dict]] = {
         "gated_scenarios": {"max_parallel": 8},
         "verified_trajectories": {"max_parallel": 6},
         "sft_dataset": {"observation_chars": 400},
-        "sft_adapter": {"epochs": 1.0, "learning_rate": 1e-3, "max_length": 1024, "warmup_steps": 5,
-                        "curriculum": True, "save_every": 25},
+        "sft_adapter": {"epochs": 2.0, "learning_rate": 1e-3, "max_length": 1024, "warmup_steps": 5,
+                        "curriculum": True, "save_every": 50},
         "student_rollouts": {"student": "sft", "max_scenarios": 64, "samples": 2, "temperature": 0.7,
                              "max_turns": 6, "max_new_tokens": 96},
         "dpo_adapter": {"epochs": 1.0, "learning_rate": 2e-5, "max_length": 1024},
