@@ -163,7 +163,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "dpo_adapter": {"max_steps": 1, "learning_rate": 5e-5, "max_length": 384},
         "grpo_adapter": {"max_steps": 1, "num_generations": 2, "scenarios_per_step": 2, "max_turns": 3,
                          "max_new_tokens": 48, "max_scenarios": 4},
-        "benchmark_results": {"max_scenarios": 6, "max_turns": 4, "max_new_tokens": 40},
+        "benchmark_results": {"max_scenarios": 6, "max_turns": 4, "max_new_tokens": 40, "heldout_per_family": 0},
         "exported_model": {"verify": False},
     },
     # ``quick`` (`bashgym demo --quick`): a smoke run of every stage, same code paths, tiny budgets: 16 pack
@@ -180,7 +180,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "dpo_adapter": {"max_steps": 1, "max_length": 256, "learning_rate": 5e-5},
         "grpo_adapter": {"max_steps": 1, "num_generations": 2, "scenarios_per_step": 1, "max_turns": 2,
                          "max_new_tokens": 16, "max_scenarios": 2},
-        "benchmark_results": {"max_scenarios": 3, "max_turns": 2, "max_new_tokens": 16},
+        "benchmark_results": {"max_scenarios": 3, "max_turns": 2, "max_new_tokens": 16, "heldout_per_family": 0},
         "exported_model": {"verify": False},
     },
     # ``factory`` (`bashgym factory`): the task factory at scale, drawn, merged with the pack and gated (the plan is
