@@ -22,3 +22,12 @@ def machine() -> str:
         mem = f", {kb / 1024 / 1024:.0f} GiB"
     return (f"{platform.system()} {platform.release()}, {model}, {os.cpu_count()} cores{mem}, Python "
             f"{platform.python_version()}")
+
+
+def append_report(path: Path, title: str, script: str, report: str) -> None:
+    """Append one run's report to ``benchmarks/results/<name>.md``, starting the file with its title if new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        path.write_text(f"# {title}\n\nProduced by `benchmarks/{script}` (see its docstring).\n")
+    with path.open("a") as fh:
+        fh.write(report if report.endswith("\n") else report + "\n")

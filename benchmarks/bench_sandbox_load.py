@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _machine import machine  # noqa: E402
+from _machine import append_report, machine  # noqa: E402
 
 from bashgym_assets import images  # noqa: E402
 from bashgym_assets.sandbox import Sandbox, SandboxSpec, closing_sandboxes  # noqa: E402
@@ -277,12 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     report = "\n".join(lines)
     print(report, flush=True)
     if not args.no_write:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        if not RESULTS.exists():
-            RESULTS.write_text("# Sandbox load sweep: N live sandboxes in one process (issue 31)\n\n"
-                               "Produced by `benchmarks/bench_sandbox_load.py` (see its docstring).\n")
-        with RESULTS.open("a") as fh:
-            fh.write(report + "\n")
+        append_report(RESULTS, "Sandbox load sweep: N live sandboxes in one process (issue 31)",
+                      "bench_sandbox_load.py", report)
         print(f"appended to {RESULTS}")
     return 0 if failures == 0 else 1
 

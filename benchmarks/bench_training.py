@@ -40,6 +40,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _machine import append_report  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "training.md"
 MODES = ("padded", "packed-flat", "packed", "plain", "packed-stock", "packed-bf16")
@@ -296,12 +299,8 @@ def main(argv: list[str] | None = None) -> int:
             for m, r in results.items() if m != "packed"))
     print(report)
     if not args.no_write:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        if not RESULTS.exists():
-            RESULTS.write_text("# Training throughput: packed + masked LoRA SFT vs naive padding\n\n"
-                               "Produced by `benchmarks/bench_training.py` (see its docstring).\n")
-        with RESULTS.open("a") as fh:
-            fh.write(report)
+        append_report(RESULTS, "Training throughput: packed + masked LoRA SFT vs naive padding",
+                      "bench_training.py", report)
     return 0
 
 
