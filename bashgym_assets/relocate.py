@@ -75,19 +75,19 @@ class _Subst:
         self.bpairs = [(re.compile(re.escape(o.encode()) + rb"(?![\w.\-])"), n.encode()) for o, n in pairs.items()]
         self.needles = [o.encode() for o in pairs]
 
-    def text(self, value: str) -> tuple[str, int]:
+    @staticmethod
+    def _sub(pairs: list, value: Any) -> tuple[Any, int]:
         total = 0
-        for pattern, new in self.pairs:
+        for pattern, new in pairs:
             value, n = pattern.subn(lambda _m, new=new: new, value)
             total += n
         return value, total
 
+    def text(self, value: str) -> tuple[str, int]:
+        return self._sub(self.pairs, value)
+
     def data(self, value: bytes) -> tuple[bytes, int]:
-        total = 0
-        for pattern, new in self.bpairs:
-            value, n = pattern.subn(lambda _m, new=new: new, value)
-            total += n
-        return value, total
+        return self._sub(self.bpairs, value)
 
     def deep(self, value: Any) -> tuple[Any, int]:
         """A parquet cell: strings, lists, dicts (structs, maps as lists of pairs) at any depth."""

@@ -17,20 +17,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bashgym_assets.evaluation import BUNDLED_HELD_OUT, EVALUATION_SETS, HELD_OUT_FAMILIES, TRAIN_FIT  # noqa: E402
+from bashgym_assets.evaluation import EVALUATION_SETS, TRAIN_FIT, evaluation_set  # noqa: E402
 from bashgym_assets.evaluation.metrics import RATES, EvalEpisode, summarize  # noqa: E402
 from bashgym_assets.evaluation.report import transcript_markdown  # noqa: E402
 from bashgym_assets.lake import Lake  # noqa: E402
-from bashgym_assets.scenarios.factory.family import family_of  # noqa: E402
-from bashgym_assets.scenarios.factory.split import HELD_OUT_FAMILIES as HELD_OUT_FAMILY_NAMES  # noqa: E402
-
-
-def set_of(scenario_id: str) -> str:
-    """Which set an episode measured, from its scenario id alone (the episode rows carry no split)."""
-    family = family_of(scenario_id)
-    if family is None:
-        return BUNDLED_HELD_OUT
-    return HELD_OUT_FAMILIES if family in HELD_OUT_FAMILY_NAMES else TRAIN_FIT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
     for name in EVALUATION_SETS:
         for model, episodes in by_model.items():
-            eps = [e for e in episodes if set_of(e.scenario_id) == name]
+            eps = [e for e in episodes if evaluation_set(e.scenario_id) == name]
             if not eps:
                 continue
             s = summarize(model, eps)
@@ -65,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         s = summarize(model, episodes)
         cells = [s.by_difficulty[str(d)]["verified"].fmt() if str(d) in s.by_difficulty else "-" for d in range(1, 5)]
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
-    clean = [e for eps in by_model.values() for e in eps if e.clean and set_of(e.scenario_id) != TRAIN_FIT]
+    clean = [e for eps in by_model.values() for e in eps if e.clean and evaluation_set(e.scenario_id) != TRAIN_FIT]
     lines += ["", f"Clean held-out episodes: {len(clean)}"]
     if clean:
         lines += ["", transcript_markdown(clean[0])]

@@ -122,14 +122,17 @@ TRAIN_FIT = "train families (fit)"
 EVALUATION_SETS = (BUNDLED_HELD_OUT, HELD_OUT_FAMILIES, TRAIN_FIT)
 
 
-def evaluation_set(scenario_id: str, split: str = HELD_OUT) -> str:
+def evaluation_set(scenario_id: str, split: str | None = None) -> str:
     """Which of the three sets a scenario measures: the held-out split's hand-written and imported tasks, the
-    factory's held-out families (skills never trained), or train-family tasks (fit, never a promotion figure)."""
+    factory's held-out families (skills never trained), or tasks of other families / the train split (fit, never a
+    promotion figure). A generated id says its family, so ``split`` is needed only for the other ids."""
     from bashgym_assets.scenarios.factory.family import family_of
+    from bashgym_assets.scenarios.factory.split import HELD_OUT_FAMILIES as HELD_OUT_FAMILY_NAMES
 
-    if split != HELD_OUT:
-        return TRAIN_FIT
-    return HELD_OUT_FAMILIES if family_of(scenario_id) else BUNDLED_HELD_OUT
+    family = family_of(scenario_id)
+    if family is not None:
+        return HELD_OUT_FAMILIES if family in HELD_OUT_FAMILY_NAMES else TRAIN_FIT
+    return TRAIN_FIT if split not in (None, HELD_OUT) else BUNDLED_HELD_OUT
 
 
 def evaluation_bundles(gated_rows: Iterable[Mapping[str, Any]], *, limit: int | None = None,
