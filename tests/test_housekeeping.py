@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -24,6 +25,7 @@ from bashgym_assets.housekeeping import pipeline_session, sweep_debris
 CHILD = '''
 import sys, time
 from pathlib import Path
+from typing import Any
 out = Path(sys.argv[1])
 kind = sys.argv[2]
 if kind != "plain":
@@ -246,3 +248,27 @@ def test_runs_of_a_killed_training_are_ended_when_the_next_pipeline_starts(
     finally:
         alive.send_signal(signal.SIGKILL)
         alive.wait()
+
+
+def test_two_writers_creating_the_experiment_at_once_both_get_it(tmp_path: Path, empty_mlflow_store: Path) -> None:
+    """A training job and a pipeline starting together both look the experiment up, miss it, and create it: the
+    loser of that race reuses the winner's experiment instead of failing (it once failed a killed-training test)."""
+    from bashgym_assets.training import registry
+
+    settings = Settings(home=tmp_path / "home")
+    settings.ensure_dirs()
+    shutil.copy(empty_mlflow_store, settings.mlflow_dir / "mlflow.db")
+    winner = registry.client(settings)
+
+    class LateLookup(type(winner)):            # the other writer creates it between our lookup and our create
+        def get_experiment_by_name(self, name: str) -> Any:
+            if not getattr(self, "raced", False):
+                self.raced = True
+                winner.create_experiment(name)
+                return None
+            return super().get_experiment_by_name(name)
+
+    loser = LateLookup(tracking_uri=settings.mlflow_tracking_uri)
+    got = registry.experiment_id(loser, "bashgym-training", settings)
+    assert got == winner.get_experiment_by_name("bashgym-training").experiment_id
+    assert len(winner.search_experiments(filter_string="name = 'bashgym-training'")) == 1

@@ -88,7 +88,16 @@ def experiment_id(c: Any, name: str, settings: Settings) -> str:
     if exp is not None:
         return exp.experiment_id
     root = settings.mlflow_artifact_root
-    return c.create_experiment(name, artifact_location=f"{root}/{name}" if root else None)
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return c.create_experiment(name, artifact_location=f"{root}/{name}" if root else None)
+    except MlflowException:
+        # two writers starting at once (a pipeline and a training job): the other one created it meanwhile
+        exp = c.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        return exp.experiment_id
 
 
 def _clean_params(params: Mapping[str, Any]) -> list[Any]:
