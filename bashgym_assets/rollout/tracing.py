@@ -223,16 +223,13 @@ class TraceSink:
         if name not in self._experiments:
             from mlflow.tracking import MlflowClient
 
+            from bashgym_assets.mlflow_store import RUNS, TRACES, experiment_id, prepare_store
+
+            prepare_store(self.tracking_uri, self.artifact_root)
             c = MlflowClient(tracking_uri=self.tracking_uri)
-            exp = c.get_experiment_by_name(name)
-            if exp is None:
-                root = f"{self.artifact_root}/{name}" if self.artifact_root else None
-                try:
-                    self._experiments[name] = c.create_experiment(name, artifact_location=root)
-                except Exception:  # noqa: BLE001 - another process created it meanwhile
-                    self._experiments[name] = c.get_experiment_by_name(name).experiment_id
-            else:
-                self._experiments[name] = exp.experiment_id
+            # the rollouts experiment holds traces only; the evaluation's also holds its runs
+            self._experiments[name] = experiment_id(c, name, self.artifact_root,
+                                                    TRACES if name == ROLLOUT_EXPERIMENT else RUNS)
         return self._experiments[name]
 
     def flush(self) -> int:

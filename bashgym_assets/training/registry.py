@@ -78,26 +78,20 @@ def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
 def client(settings: Settings | None = None) -> Any:
     from mlflow.tracking import MlflowClient
 
+    from bashgym_assets.mlflow_store import prepare_store
+
     settings = settings or get_settings()
     settings.mlflow_dir.mkdir(parents=True, exist_ok=True)
+    prepare_store(settings.mlflow_tracking_uri, settings.mlflow_artifact_root)
     return MlflowClient(tracking_uri=settings.mlflow_tracking_uri, registry_uri=settings.mlflow_tracking_uri)
 
 
 def experiment_id(c: Any, name: str, settings: Settings) -> str:
-    exp = c.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    root = settings.mlflow_artifact_root
-    from mlflow.exceptions import MlflowException
+    """Training and evaluation experiments hold runs and models (``mlflow_store``: kind tag, race-safe create)."""
+    from bashgym_assets.mlflow_store import RUNS
+    from bashgym_assets.mlflow_store import experiment_id as get_or_create
 
-    try:
-        return c.create_experiment(name, artifact_location=f"{root}/{name}" if root else None)
-    except MlflowException:
-        # two writers starting at once (a pipeline and a training job): the other one created it meanwhile
-        exp = c.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return exp.experiment_id
+    return get_or_create(c, name, settings.mlflow_artifact_root, RUNS)
 
 
 def _clean_params(params: Mapping[str, Any]) -> list[Any]:
