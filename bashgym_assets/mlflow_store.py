@@ -17,10 +17,14 @@ Plain MLflow client calls; nothing here knows about Dagster.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from typing import Any
 
+from bashgym_assets.config import Settings, get_settings
+
+DEFAULT_UI_URL = "http://127.0.0.1:5000"  # ``make mlflow``
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 RUNS = "custom_model_development"      # training, evaluation: runs, metrics, registered models
 TRACES = "genai_development"           # rollouts: episode traces only
@@ -61,7 +65,7 @@ def _move_empty_default(db_path: str, artifact_root: str) -> None:
         db.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0", (target,))
 
 
-def experiment_id(client: Any, name: str, artifact_root: str | None, kind: str = RUNS) -> str:
+def get_or_create_experiment(client: Any, name: str, artifact_root: str | None, kind: str = RUNS) -> str:
     """The id of experiment ``name``, created with its kind tag under ``artifact_root/name`` if missing (also when
     another writer creates it at the same moment); an existing experiment without a kind tag gets one."""
     from mlflow.exceptions import MlflowException
@@ -79,3 +83,35 @@ def experiment_id(client: Any, name: str, artifact_root: str | None, kind: str =
     if EXPERIMENT_KIND_TAG not in (exp.tags or {}):
         client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, kind)
     return exp.experiment_id
+
+
+def experiment_id(c: Any, name: str, settings: Settings) -> str:
+    """Training and evaluation experiments: they hold runs and models."""
+    return get_or_create_experiment(c, name, settings.mlflow_artifact_root, RUNS)
+
+
+def client(settings: Settings | None = None) -> Any:
+    """An explicit ``MlflowClient`` on the data folder's store (``Settings.mlflow_tracking_uri``), prepared."""
+    from mlflow.tracking import MlflowClient
+
+    settings = settings or get_settings()
+    settings.mlflow_dir.mkdir(parents=True, exist_ok=True)
+    prepare_store(settings.mlflow_tracking_uri, settings.mlflow_artifact_root)
+    return MlflowClient(tracking_uri=settings.mlflow_tracking_uri, registry_uri=settings.mlflow_tracking_uri)
+
+
+def ui_base_url(tracking_uri: str) -> str:
+    """Where a person opens the MLflow UI for ``tracking_uri``: ``BASHGYM_MLFLOW_UI_URL`` when set; the tracking
+    server itself for an http(s) tracking URI; otherwise (SQLite or file store: no server of its own) the address
+    ``make mlflow`` serves it on, http://127.0.0.1:5000."""
+    configured = os.environ.get("BASHGYM_MLFLOW_UI_URL", "").strip()
+    if configured:
+        return configured.rstrip("/")
+    if tracking_uri.startswith(("http://", "https://")):
+        return tracking_uri.rstrip("/")
+    return DEFAULT_UI_URL
+
+
+def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+    """A run's page in the MLflow UI (``ui_base_url``)."""
+    return f"{ui_base_url(tracking_uri)}/#/experiments/{experiment_id}/runs/{run_id}"

@@ -223,13 +223,13 @@ class TraceSink:
         if name not in self._experiments:
             from mlflow.tracking import MlflowClient
 
-            from bashgym_assets.mlflow_store import RUNS, TRACES, experiment_id, prepare_store
+            from bashgym_assets.mlflow_store import RUNS, TRACES, get_or_create_experiment, prepare_store
 
             prepare_store(self.tracking_uri, self.artifact_root)
             c = MlflowClient(tracking_uri=self.tracking_uri)
             # the rollouts experiment holds traces only; the evaluation's also holds its runs
-            self._experiments[name] = experiment_id(c, name, self.artifact_root,
-                                                    TRACES if name == ROLLOUT_EXPERIMENT else RUNS)
+            kind = TRACES if name == ROLLOUT_EXPERIMENT else RUNS
+            self._experiments[name] = get_or_create_experiment(c, name, self.artifact_root, kind)
         return self._experiments[name]
 
     def flush(self) -> int:
@@ -306,7 +306,7 @@ def eval_trace_link(eval_id: str, model: str, scenario_id: str, sample_index: in
         return None
     from mlflow.tracking import MlflowClient
 
-    from bashgym_assets.training.registry import ui_base_url
+    from bashgym_assets.mlflow_store import ui_base_url
 
     try:
         exp = s._experiments.get(EVAL_EXPERIMENT) or MlflowClient(s.tracking_uri).get_experiment_by_name(

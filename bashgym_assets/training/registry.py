@@ -27,13 +27,15 @@ from typing import Any
 from pydantic import BaseModel
 
 from bashgym_assets.config import Settings, get_settings
+
+# the store itself is core (``mlflow_store``); re-exported for the callers that reach MLflow through this module
+from bashgym_assets.mlflow_store import DEFAULT_UI_URL, client, experiment_id, run_url, ui_base_url  # noqa: F401
 from bashgym_assets.plots import png_markdown
 
 ADAPTER_ARTIFACT_PATH = "adapter"  # the adapter folder inside the logged model: <model>/artifacts/adapter
 LOGGED_MODEL_NAME = "operator"     # the logged model's name in its run
 PYFUNC_CODE = Path(__file__).with_name("pyfunc.py")
 CANDIDATE_ALIAS = "candidate"      # = evaluation.promotion.CANDIDATE: set on every newly registered version
-DEFAULT_UI_URL = "http://127.0.0.1:5000"  # ``make mlflow``
 # Every adapter kind (SFT, DPO, GRPO) is a version of ONE registered model, tagged with its kind: they all are
 # "the bashgym operator", so the evaluation's ``champion`` alias names a single version to serve.
 REGISTERED_MODEL = "bashgym-operator"
@@ -56,42 +58,6 @@ class RegisteredAdapter(BaseModel):
     def run_link(self) -> str:
         """The run's page in the MLflow UI of the configured tracking URI (``run_url``)."""
         return run_url(self.tracking_uri, self.experiment_id, self.run_id)
-
-
-def ui_base_url(tracking_uri: str) -> str:
-    """Where a person opens the MLflow UI for ``tracking_uri``: ``BASHGYM_MLFLOW_UI_URL`` when set; the tracking
-    server itself for an http(s) tracking URI; otherwise (SQLite or file store: no server of its own) the address
-    ``make mlflow`` serves it on, http://127.0.0.1:5000."""
-    configured = os.environ.get("BASHGYM_MLFLOW_UI_URL", "").strip()
-    if configured:
-        return configured.rstrip("/")
-    if tracking_uri.startswith(("http://", "https://")):
-        return tracking_uri.rstrip("/")
-    return DEFAULT_UI_URL
-
-
-def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
-    """A run's page in the MLflow UI (``ui_base_url``)."""
-    return f"{ui_base_url(tracking_uri)}/#/experiments/{experiment_id}/runs/{run_id}"
-
-
-def client(settings: Settings | None = None) -> Any:
-    from mlflow.tracking import MlflowClient
-
-    from bashgym_assets.mlflow_store import prepare_store
-
-    settings = settings or get_settings()
-    settings.mlflow_dir.mkdir(parents=True, exist_ok=True)
-    prepare_store(settings.mlflow_tracking_uri, settings.mlflow_artifact_root)
-    return MlflowClient(tracking_uri=settings.mlflow_tracking_uri, registry_uri=settings.mlflow_tracking_uri)
-
-
-def experiment_id(c: Any, name: str, settings: Settings) -> str:
-    """Training and evaluation experiments hold runs and models (``mlflow_store``: kind tag, race-safe create)."""
-    from bashgym_assets.mlflow_store import RUNS
-    from bashgym_assets.mlflow_store import experiment_id as get_or_create
-
-    return get_or_create(c, name, settings.mlflow_artifact_root, RUNS)
 
 
 def _clean_params(params: Mapping[str, Any]) -> list[Any]:
