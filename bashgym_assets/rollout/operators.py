@@ -235,8 +235,9 @@ class LocalModelOperator(Operator):
             del keep[2:4]  # an assistant command and its observation
 
     def _stop_ids(self, tokenizer: Any) -> list[int]:
-        return sorted(t for t in {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
-                      if isinstance(t, int) and t >= 0)
+        from bashgym_assets.inference.turns import stop_token_ids
+
+        return stop_token_ids(tokenizer)
 
     def _generate(self, model: Any, tokenizer: Any, prompts: list[list[int]]) -> list[Reply]:
         """One left-padded ``generate`` over ``prompts``; each reply stops at its own end-of-turn token."""

@@ -41,6 +41,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bashgym_assets.evaluation.runner import EvalSettings, _Live, _open, apply_reply, check_and_close
+from bashgym_assets.inference.turns import end_of_turn_id
 from bashgym_assets.rollout.operators import LocalModelOperator, ReferenceOperator, Reply
 from bashgym_assets.rollout.transcript import (
     SYNTAX_ERROR,
@@ -266,12 +267,6 @@ def observation_token_ids(tokenizer: Any, seen: Sequence[Message], observation: 
         if eot and tail.startswith(eot):
             tail = tail[len(eot):]
     return list(tokenizer(tail, add_special_tokens=False)["input_ids"])
-
-
-def end_of_turn_id(tokenizer: Any) -> int:
-    """``<|im_end|>`` when the vocabulary has it, else the eos token."""
-    tid = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    return tid if isinstance(tid, int) and tid >= 0 and tid != tokenizer.unk_token_id else tokenizer.eos_token_id
 
 
 class Policy:

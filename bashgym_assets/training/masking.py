@@ -52,14 +52,14 @@ class TokenizedExample:
 
 
 def end_of_turn_token(tokenizer: Any) -> str:
-    """The text of the token that closes a chat turn (``<|im_end|>`` for ChatML models)."""
-    vocab = tokenizer.get_vocab()
-    for candidate in ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>"):
-        if candidate in vocab:
-            return candidate
-    if tokenizer.eos_token:
-        return tokenizer.eos_token
-    raise MaskError("the tokenizer has no end-of-turn or eos token")
+    """The text of the token that closes a chat turn (``inference.turns``: the one generation stops at)."""
+    from bashgym_assets.inference.turns import NoEndOfTurn
+    from bashgym_assets.inference.turns import end_of_turn_token as from_template
+
+    try:
+        return from_template(tokenizer)
+    except NoEndOfTurn as exc:
+        raise MaskError(str(exc)) from exc
 
 
 def _render(tokenizer: Any, messages: Sequence[dict[str, str]], add_generation_prompt: bool = False) -> str:
