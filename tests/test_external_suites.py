@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from bashgym_assets.rollout.episode import run_episode
+from bashgym_assets.rollout.operators import ReferenceOperator
+from bashgym_assets.rollout.transcript import initial_messages
 from bashgym_assets.scenarios import external
 from bashgym_assets.scenarios.external import (
     HARBOR,
@@ -298,7 +301,8 @@ def suite(tmp_path: Path) -> Path:
     tb1_task(root, "bad-yaml", {"task.yaml": "descriptions: [unclosed\n  key: : :\n"})
     harbor_task(root, "no-instruction", {"instruction.md": None})
     harbor_task(root, "latin1", {"instruction.md": "Caf\xe9 task\n".encode("latin-1")})
-    harbor_task(root, "binary-copy", {"environment/Dockerfile": "FROM debian:bookworm\nCOPY unused.bin /app/\n"})
+    harbor_task(root, "foreign-user", {"environment/Dockerfile": "FROM debian:bookworm\nRUN useradd -m agent\n"
+                                                                 "USER agent\n"})
     tb1_task(root, "no-tests", {"run-tests.sh": None, "tests/test_outputs.py": None})
     tb1_task(root, "two-services", {"docker-compose.yaml": (
         "services:\n  client:\n    build: .\n  db:\n    image: postgres:16\n")})
@@ -333,7 +337,8 @@ def test_import_suite_imports_valid_tasks_and_quarantines_the_rest(suite: Path) 
     assert "task.yaml is not valid YAML" in reasons["bad-yaml"]
     assert reasons["no-instruction"] == "no instruction.md"
     assert "instruction.md is not UTF-8" in reasons["latin1"]
-    assert "binary file" in reasons["binary-copy"]
+    assert reasons["foreign-user"] == ("the agent runs as user 'agent' (the Dockerfile's USER agent): the sandbox "
+                                       f"offers only {external.OFFERED_USERS}")
     assert "no tests" in reasons["no-tests"]
     assert "docker-compose with 2 services (client, db)" in reasons["two-services"]
     assert "tests need the network: uvx --with numpy" in reasons["numpy-tests"]
@@ -421,8 +426,8 @@ def test_published_shapes_that_never_build_or_replay_are_quarantined_with_their_
     bundles, quarantine = import_suite(root)
     reasons = {q.task: q.reason for q in quarantine}
     assert reasons == {
-        "files-no-dockerfile": "environment/ holds files but no Dockerfile (nor a docker_image in task.toml) "
-                               "says where they go",
+        "files-no-dockerfile": "environment/ holds files (data/input.txt, late.txt, tool.sh and 1 more) but no "
+                               "Dockerfile (nor a docker_image in task.toml) says how they build the starting state",
         "compose-without-dockerfile": "docker-compose.yaml builds from Dockerfile, which the task folder lacks",
         "keystrokes": "solution.yaml types keystrokes without Enter ('ialpha beta'): an interactive session, "
                       "not shell commands",
@@ -879,3 +884,348 @@ def test_gated_scenarios_admits_external_tasks_as_held_out(bashgym_home: Path, s
     assert meta["admitted"].value == 3 and meta["held_out"].value == 3 and meta["train"].value == 0
     gated = Lake(root=bashgym_home / "lake").read_rows("gated_scenarios")
     assert {r["split"] for r in gated} == {HELD_OUT}
+
+
+# ---- the user a task's Dockerfile names ---------------------------------------------------------------------------
+OPERATOR_HARBOR_DOCKERFILE = """
+FROM debian:bookworm
+RUN useradd -m -s /bin/bash -g operator -G users operator
+USER operator
+WORKDIR /home/operator/project
+RUN echo "made by $(whoami) in $PWD" > made.txt
+"""
+
+OPERATOR_HARBOR_TEST_SH = """
+#!/bin/bash
+# the verifier runs as root: /logs/verifier is root's
+mkdir -p /logs/verifier
+f=/home/operator/whoami.txt
+if [ "$(id -u)" = 0 ] && [ "$(cat $f 2>/dev/null)" = operator ] && [ "$(stat -c %U $f)" = operator ] \\
+   && [ "$(cat /home/operator/project/made.txt)" = "made by operator in /home/operator/project" ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
+"""
+
+OPERATOR_TB1_DOCKERFILE = """
+FROM ghcr.io/laude-institute/t-bench/python-3-13:20250620
+RUN useradd -m -u 1000 -g operator operator
+WORKDIR /app
+COPY notes.txt /app/
+RUN chown -R operator /app
+USER 1000
+"""
+
+OPERATOR_TB1_TESTS = """
+import os
+import pwd
+from pathlib import Path
+
+
+def test_report_written_by_operator_in_its_home():
+    report = Path("/home/operator/report.txt")
+    assert report.read_text().split() == ["operator", "/home/operator"]
+    assert pwd.getpwuid(report.stat().st_uid).pw_name == "operator"
+
+
+def test_the_check_runs_as_root():
+    assert os.getuid() == 0
+"""
+
+
+def operator_tasks(root: Path) -> tuple[Path, Path]:
+    """The same kind of task in both layouts, each Dockerfile ending as the sandbox's own operator user (by name
+    in the Harbor one, by uid in the Terminal-Bench 1.x one)."""
+    harbor = harbor_task(root, "as-operator", {
+        "instruction.md": "Write your user name into whoami.txt in my home directory.\n",
+        "environment/Dockerfile": OPERATOR_HARBOR_DOCKERFILE,
+        "tests/test.sh": OPERATOR_HARBOR_TEST_SH,
+        # the harness puts the solution in /solution: the reference finds its helper there, whoever it runs as
+        "solution/solve.sh": "#!/bin/bash\nbash /solution/helper.sh\n",
+        "solution/helper.sh": "#!/bin/bash\nwhoami > ~/whoami.txt\n",
+    })
+    tb1 = tb1_task(root, "tb1-as-operator", {
+        "task.yaml": TB1_YAML.replace('Write the words "alpha beta" into /app/report.txt.',
+                                      "Write your user name and home folder into report.txt in my home."),
+        "Dockerfile": OPERATOR_TB1_DOCKERFILE,
+        "tests/test_outputs.py": OPERATOR_TB1_TESTS,
+        "solution.sh": '#!/bin/bash\necho "$(whoami) $HOME" > ~/report.txt\n',
+    })
+    return harbor, tb1
+
+
+class _Typed(ReferenceOperator):
+    """Types the commands it was given (not the bundle's reference), then ``exit``."""
+
+    def for_scenario(self, bundle: object) -> _Typed:
+        return self
+
+
+def test_a_dockerfile_user_the_sandbox_offers_is_the_agent_and_in_its_prompt(tmp_path: Path) -> None:
+    import typing
+
+    from bashgym_assets.sandbox.sandbox import OPERATOR_GID, OPERATOR_UID
+    from bashgym_assets.scenarios.bundle import ScenarioBundle
+
+    # the importer's idea of the sandbox's users is the sandbox's own
+    assert set(typing.get_args(ScenarioBundle.model_fields["user"].annotation)) == set(external.SANDBOX_USERS)
+    assert external.SANDBOX_USERS["operator"][:3] == (str(OPERATOR_UID), "operator", str(OPERATOR_GID))
+    harbor, tb1 = operator_tasks(tmp_path / "s")
+    bundle = external.import_task(harbor, "s")
+    assert (bundle.user, bundle.workdir, bundle.home) == ("operator", "/home/operator/project", "/home/operator")
+    assert initial_messages(bundle)[0].content == (
+        "You are logged in to sandbox as operator. Working directory: /home/operator/project.\n"
+        "operator@sandbox:/home/operator/project$")
+    setup = "\n".join(bundle.setup)
+    assert "useradd" not in setup and "usermod -aG users operator" in setup   # the image has the user already
+    assert "runuser -u operator -- bash -c" in setup
+    assert "cd /home/operator/project 2>/dev/null" in bundle.check           # the check starts where the agent does
+    assert bundle.reference[-1] == f"bash {external.USER_SOLUTION_DIR}/solve.sh"
+    assert f"bash {external.USER_SOLUTION_DIR}/helper.sh" in bundle.reference[0]
+    tb1_bundle = external.import_task(tb1, "s")
+    # a uid is the user the Dockerfile gave it; no WORKDIR after the USER: the WORKDIR it set before still holds
+    assert (tb1_bundle.user, tb1_bundle.workdir) == ("operator", "/app")
+    no_workdir = external.import_task(harbor_task(tmp_path / "s", "home", {"environment/Dockerfile": (
+        "FROM debian:bookworm\nUSER operator:operator\n")}), "s")
+    assert (no_workdir.user, no_workdir.workdir) == ("operator", "/home/operator")   # no WORKDIR: its home
+    compose = external.import_task(tb1_task(tmp_path / "s", "compose-user", {
+        "docker-compose.yaml": TB1_COMPOSE + "    user: operator\n    working_dir: /srv/job\n"}), "s")
+    assert (compose.user, compose.workdir) == ("operator", "/srv/job")
+    root = external.import_task(harbor_task(tmp_path / "s", "back-to-root", {"environment/Dockerfile": (
+        "FROM debian:bookworm\nUSER operator\nWORKDIR /work\nUSER 0:0\n")}), "s")
+    assert (root.user, root.workdir) == ("root", "/work")
+
+
+@pytest.mark.parametrize(("dockerfile", "reason"), [
+    ("FROM debian:bookworm\nRUN useradd -m agent\nUSER agent\n",
+     "the agent runs as user 'agent' (the Dockerfile's USER agent)"),
+    ("FROM debian:bookworm\nUSER 1001\n", "the agent runs as uid 1001 (a user the Dockerfile does not name"),
+    ("FROM debian:bookworm\nRUN useradd -m -u 1000 agent\nUSER 1000:1000\n",
+     "the agent runs as uid 1000 (the user 'agent'"),
+    ("FROM debian:bookworm\nUSER operator:staff\n", "the agent runs as operator in the group 'staff'"),
+    ("FROM debian:bookworm\nRUN useradd -m -u 1001 -g operator operator\nUSER operator\n",
+     "the Dockerfile creates the user operator with uid 1001: the sandbox's operator is uid 1000"),
+    ("FROM debian:bookworm\nRUN useradd -d /work -g operator operator\nUSER operator\n",
+     "the Dockerfile creates the user operator with the home /work: the sandbox's operator lives in "
+     "/home/operator"),
+])
+def test_a_user_the_sandbox_cannot_offer_is_quarantined_saying_which_it_offers(
+        tmp_path: Path, dockerfile: str, reason: str) -> None:
+    harbor = harbor_task(tmp_path / "s", "harbor", {"environment/Dockerfile": dockerfile})
+    tb1 = tb1_task(tmp_path / "s", "tb1", {"Dockerfile": dockerfile})
+    _, quarantine = import_suite(tmp_path / "s")
+    assert {q.task for q in quarantine} == {"harbor", "tb1"}
+    for q in quarantine:
+        assert q.reason.startswith(reason), q.reason
+        assert "offers only" not in reason or q.reason.endswith(f"offers only {external.OFFERED_USERS}")
+        assert "root or its own operator" not in q.reason
+    assert harbor.is_dir() and tb1.is_dir()
+
+
+@pytest.mark.docker
+def test_tasks_run_as_their_dockerfile_user_and_the_check_as_root(tmp_path: Path, sandbox_image: str) -> None:
+    """Both layouts, a real container: the episode's shell is the operator in the Dockerfile's WORKDIR with its
+    own home, the folder WORKDIR made is the operator's, and the verifier (which needs root) passes the reference."""
+    from bashgym_assets.scenarios.gate import GateLimits, gate_bundle
+
+    harbor, tb1 = operator_tasks(tmp_path / "s")
+    for folder, start in ((harbor, "/home/operator/project"), (tb1, "/app")):
+        bundle = external.import_task(folder, "s")
+        result = gate_bundle(bundle, sandbox_image, GateLimits(command_timeout_s=60, check_timeout_s=60))
+        assert result.admitted, (folder.name, result.reason, result.detail)
+        record = run_episode(bundle, _Typed(["whoami; pwd; echo ~; id -g -n; stat -c %U .", *bundle.reference]),
+                             sandbox_image)
+        assert record.messages[0].content.startswith(f"You are logged in to sandbox as operator. Working "
+                                                     f"directory: {start}.")
+        assert record.messages[3].content.splitlines() == ["operator", start, "/home/operator", "operator",
+                                                           "operator", "[exit code: 0]"], record.messages[3]
+        assert record.verified, (folder.name, record.reject_reason)
+
+
+# ---- a task with no Dockerfile ---------------------------------------------------------------------------------
+SETUP_SH = "#!/bin/bash\nmkdir -p /app && cp /task/data.txt /app/data.txt\n"
+
+
+def test_files_without_a_dockerfile_are_quarantined_alike_in_both_layouts(tmp_path: Path) -> None:
+    """A folder whose files (a setup script, data) were meant to build the starting state but that has no
+    Dockerfile saying how: importing it with an empty setup would make the gate blame its reference."""
+    root = tmp_path / "s"
+    tb1_task(root, "tb1-setup-script", {"Dockerfile": None, "docker-compose.yaml": None, "notes.txt": None,
+                                        "setup.sh": SETUP_SH, "data.txt": "a\nb\n"})
+    no_image = HARBOR_TOML.replace('docker_image = "someone/count-lines:20250101"\n', "")
+    harbor_task(root, "harbor-setup-script", {
+        "task.toml": no_image, "environment/Dockerfile": None, "environment/data/input.txt": None,
+        "environment/tool.sh": None, "environment/late.txt": None, "environment/unused.bin": None,
+        "environment/setup.sh": SETUP_SH, "environment/data.txt": "a\nb\n"})
+    # the harness's own files, docs and dotfiles are no starting state: these still import, on the bare image
+    tb1_task(root, "tb1-bare", {"Dockerfile": None, "docker-compose.yaml": None, "notes.txt": None,
+                                "README.md": "about\n", ".gitignore": "*.pyc\n"})
+    bundles, quarantine = import_suite(root)
+    reasons = {q.task: q.reason for q in quarantine}
+    assert reasons == {
+        "tb1-setup-script": "the task folder holds files (data.txt, setup.sh) but no Dockerfile (nor an image in "
+                            "docker-compose.yaml) says how they build the starting state",
+        "harbor-setup-script": "environment/ holds files (data.txt, setup.sh) but no Dockerfile (nor a "
+                               "docker_image in task.toml) says how they build the starting state",
+    }
+    assert [b.id for b in bundles] == ["ext-s-tb1-bare"]
+
+
+# ---- binary fixtures and links --------------------------------------------------------------------------------
+def _tarball(members: dict[str, bytes]) -> bytes:
+    """A .tar.gz of ``members``, the same bytes every time."""
+    import gzip
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(buf.getvalue(), mtime=0)
+
+
+BINARY_FIXTURES: dict[str, bytes] = {
+    "fixtures/logs.tar.gz": _tarball({"logs/app.log": b"started\nstopped\n", "logs/err.log": b"boom\n"}),
+    "fixtures/wtmp": bytes(range(256)) * 8 + b"\x00" * 384,                 # a utmp-style log: NULs, every byte
+    "fixtures/logo.png": b"\x89PNG\r\n\x1a\n" + bytes((i * 37) % 256 for i in range(4096)),
+    "fixtures/latin1.txt": "caf\xe9 cr\xe8me\n".encode("latin-1"),          # text, but not UTF-8
+    "fixtures/bom.csv": "\ufeffname,count\r\nalpha,2\r\n".encode(),          # a BOM and CRLF: kept as they are
+    "fixtures/sub/plain.txt": b"plain text\n",
+}
+FIXTURE_LINKS = {"fixtures/current.tar.gz": "logs.tar.gz", "fixtures/hostname": "/etc/hostname",
+                 "fixtures/subdir": "sub", "fixtures/dangling": "../nowhere/at/all"}
+LATE_BLOB = bytes(reversed(range(256))) * 4
+
+
+def _with_fixtures(folder: Path, prefix: str) -> Path:
+    for rel, data in {**BINARY_FIXTURES, "late.bin": LATE_BLOB,
+                      "bundle.tar.gz": _tarball({"unpacked/readme.txt": b"from ADD\n"})}.items():
+        put(folder, prefix + rel, data)
+    for rel, target in FIXTURE_LINKS.items():
+        (folder / (prefix + rel)).symlink_to(target)
+    return folder
+
+
+BINARY_DOCKERFILE = """
+FROM debian:bookworm
+WORKDIR /app
+COPY fixtures/ /app/fixtures/
+RUN echo ran > /app/ran.txt
+COPY late.bin /app/late.bin
+ADD --chown=operator bundle.tar.gz /opt/
+"""
+
+BINARY_TEST_SH = """
+#!/bin/bash
+mkdir -p /logs/verifier
+if [ "$(cat /app/out/logs/err.log 2>/dev/null)" = boom ] && [ -L /app/fixtures/current.tar.gz ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
+"""
+
+
+def binary_tasks(root: Path) -> tuple[Path, Path]:
+    harbor = _with_fixtures(harbor_task(root, "binary-fixtures", {
+        "instruction.md": "Unpack /app/fixtures/current.tar.gz into /app/out.\n",
+        "environment/Dockerfile": BINARY_DOCKERFILE, "tests/test.sh": BINARY_TEST_SH,
+        "solution/solve.sh": "#!/bin/bash\nmkdir -p /app/out && tar -xzf /app/fixtures/current.tar.gz -C /app/out\n",
+    }), "environment/")
+    tb1 = _with_fixtures(tb1_task(root, "tb1-binary-fixtures"), "")   # COPY . /app/ carries them all
+    return harbor, tb1
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_binary_fixtures_and_links_are_carried_and_the_bundle_round_trips(tmp_path: Path) -> None:
+    import yaml
+
+    from bashgym_assets.scenarios.bundle import load_bundle, parse_bundle
+
+    harbor, tb1 = binary_tasks(tmp_path / "s")
+    bundles, quarantine = import_suite(tmp_path / "s")
+    assert not quarantine, quarantine
+    by_id = {b.id: b for b in bundles}
+    bundle = by_id["ext-s-binary-fixtures"]
+    assert bundle.files["/app/fixtures/sub/plain.txt"] == "plain text\n"       # text stays readable text
+    setup = "\n".join(bundle.setup)
+    assert "ln -sfn -- /etc/hostname /app/fixtures/hostname" in setup
+    assert "ln -sfn -- ../nowhere/at/all /app/fixtures/dangling" in setup
+    assert "tar -x --no-same-owner" in setup                                   # ADD unpacks its archive
+    staged = {path: text for path, text in bundle.files.items() if path.startswith(external.STAGE_DIR)}
+    assert len(staged) == 7   # 5 binary fixtures (BOM and latin-1 too), late.bin, the ADD archive, as base64
+    # every form a bundle is written in gives the same bundle back
+    assert parse_bundle(bundle.model_dump_json(exclude_none=True)) == bundle
+    for b in bundles:
+        path = tmp_path / f"{b.id}.yaml"
+        path.write_text(yaml.safe_dump(b.model_dump(mode="json", exclude_none=True), allow_unicode=True))
+        assert load_bundle(path) == b
+    assert "ext-s-tb1-binary-fixtures" in by_id and tb1.is_dir() and harbor.is_dir()
+    # a COPY of hundreds of links or binaries stays within what one exec argument may hold (128 KiB)
+    assert external.chain(["a", "b"]) == ["a && b"]
+    assert [len(c) for c in external.chain(["x" * 40_000] * 3)] == [40_000] * 3
+
+
+def test_a_huge_binary_is_quarantined_not_loaded(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    harbor_task(root, "huge-binary", {"environment/Dockerfile": "FROM debian:bookworm\nCOPY big.bin /app/\n",
+                                      "environment/big.bin": b"\x00" * (external.MAX_FILE_BYTES + 1)})
+    many = {f"environment/b{i}.bin": bytes([i]) * 4 + os.urandom(external.MAX_FILE_BYTES - 4) for i in range(4)}
+    harbor_task(root, "many-binaries", {"environment/Dockerfile": "FROM debian:bookworm\nCOPY *.bin /app/\n",
+                                        **many})
+    bundles, quarantine = import_suite(root)
+    reasons = {q.task: q.reason for q in quarantine}
+    assert not bundles
+    assert reasons["huge-binary"] == (f"COPY source big.bin is {external.MAX_FILE_BYTES + 1} bytes (the limit is "
+                                      f"{external.MAX_FILE_BYTES})")
+    # base64 is what the bundle carries: four 1 MB binaries are over the task's budget
+    assert reasons["many-binaries"].startswith(f"the task carries more than {external.MAX_TASK_BYTES} bytes")
+
+
+@pytest.mark.docker
+def test_binary_fixtures_are_byte_identical_and_links_are_links_in_the_container(tmp_path: Path,
+                                                                                 sandbox_image: str) -> None:
+    from bashgym_assets.sandbox import Sandbox
+    from bashgym_assets.scenarios.gate import GateLimits, gate_bundle
+    from bashgym_assets.scenarios.sandboxing import spec_for_bundle
+
+    harbor, tb1 = binary_tasks(tmp_path / "s")
+    expected = {f"/app/{rel}": _sha256(data) for rel, data in BINARY_FIXTURES.items()}
+    expected["/app/late.bin"] = _sha256(LATE_BLOB)
+    expected["/opt/unpacked/readme.txt"] = _sha256(b"from ADD\n")
+    links = {f"/app/{rel}": target for rel, target in FIXTURE_LINKS.items()}
+    for folder in (harbor, tb1):
+        bundle = external.import_task(folder, "s")
+        if folder is tb1:   # COPY . /app/ of the TB1 folder: the same fixtures at the same places
+            expected.pop("/opt/unpacked/readme.txt", None)
+            expected["/app/late.bin"] = _sha256(LATE_BLOB)
+            expected["/app/bundle.tar.gz"] = _sha256(_tarball({"unpacked/readme.txt": b"from ADD\n"}))
+        with Sandbox(spec_for_bundle(bundle, sandbox_image)) as box:
+            setup = box.setup()
+            assert setup.ok, setup.error
+            paths = " ".join(sorted(expected))
+            sums = box.run_as_root(f"sha256sum {paths}")
+            assert sums.exit_code == 0, sums.stderr
+            got = {line.split()[1]: line.split()[0] for line in sums.stdout.splitlines()}
+            assert got == expected, folder.name
+            for path, target in links.items():
+                res = box.run_as_root(f"test -L {path} && readlink {path}")
+                assert res.stdout.strip() == target, (folder.name, path, res.stdout, res.stderr)
+            left = box.run_as_root(f"ls {external.STAGE_DIR} 2>&1; cat /app/fixtures/subdir/plain.txt")
+            assert left.stdout.splitlines()[1:] == ["plain text"], left.stdout
+            if folder is harbor:   # ADD unpacked its archive, owned as --chown says
+                owner = box.run_as_root("stat -c %U /opt/unpacked /opt/unpacked/readme.txt; stat -c %U /opt")
+                assert owner.stdout.split() == ["operator", "operator", "root"], owner.stdout
+            assert "No such file" in left.stdout.splitlines()[0]
+    result = gate_bundle(external.import_task(harbor, "s"), sandbox_image,
+                         GateLimits(command_timeout_s=60, check_timeout_s=60))
+    assert result.admitted, (result.reason, result.detail)

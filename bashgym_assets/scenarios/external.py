@@ -9,8 +9,18 @@ How a task maps onto a bundle (the rules are the same for both layouts):
 
 - **task**: ``instruction.md`` (Harbor) or ``task.yaml``'s ``instruction`` / ``descriptions[key=base]`` (TB 1.x);
   **difficulty** easy/medium/hard/extreme -> 1..4 (default 2); **category** the metadata's, as a slug, else
-  ``external``; **user** ``root`` (both harnesses run the agent as the container's root); **workdir** Harbor's
-  ``[environment] workdir``, else the last ``WORKDIR``, else ``/app``.
+  ``external``.
+- **user**: who the container runs the agent as, as docker decides it: the single compose service's ``user``,
+  else the Dockerfile's last ``USER``, else root. The sandbox offers two users (``SANDBOX_USERS``): root and its
+  own unprivileged ``operator`` (uid 1000, home ``/home/operator``), so ``USER operator`` (also ``USER 1000``
+  when the Dockerfile made operator that uid, ``operator:operator``) runs the agent as the operator, with its home
+  and ``$`` prompt: the prompt (``rollout.transcript.orientation``) names the bundle's user and start folder. Any
+  other user or group is quarantined, naming the users the sandbox offers. ``useradd``/``adduser operator`` in
+  a ``RUN`` (the user the image already has) asserts it exists instead, keeping ``-G`` groups; one giving it
+  another uid or home is quarantined. ``RUN`` lines after a ``USER`` run as that user (``runuser``).
+- **workdir** (where the agent starts, the check too): Harbor's ``[environment] workdir`` or compose's
+  ``working_dir``, else the last ``WORKDIR``, else ``/app`` for root and the home for another user. A ``WORKDIR``
+  under a non-root ``USER`` makes its missing folders owned by that user, at its point of the setup (BuildKit).
 - **starting state**: the task's Dockerfile, translated. ``FROM`` must be a plain debian/ubuntu/python base (or
   Terminal-Bench's own python/ubuntu bases, which only add the harness's tmux): the sandbox image (Debian bookworm,
   ``sandbox_images/base/packages.txt``) stands in for it. ``RUN`` becomes a setup command (with the ``ENV``/``ARG``
@@ -18,12 +28,27 @@ How a task maps onto a bundle (the rules are the same for both layouts):
   has (``apt-get install -y git``), ``apt-get update``, the harness's tmux/asciinema and test tooling baked into
   the image (a venv with pytest and its dependencies, also from a ``-r`` lock file the task copies in: the check
   brings its own pytest) are replaced by ``true``; anything else that needs the network (apt/pip/uv/npm/...
-  installs, curl, wget, remote git) makes the task un-importable. ``COPY``/``ADD`` of build-context files become ``files`` (text only); when a surviving ``RUN``
-  came before the ``COPY`` the files are staged and moved into place at that point of the setup, so the
-  Dockerfile's order holds. ``ENV`` also goes to ``/etc/profile.d`` for the operator's shell and the check.
-  Multi-stage builds, ``COPY --from``, a final non-root ``USER``, compose files with more than one service, MCP
-  servers and GPUs are quarantined.
-- **check**: the task's own verifier, run as root after the operator finished: the test files are written by the
+  installs, curl, wget, remote git) makes the task un-importable. ``COPY``/``ADD`` of build-context files become
+  ``files`` when they are printable UTF-8 text (written back byte for byte); any other file (a tarball, a utmp
+  log, an image, a byte-order mark, Latin-1) travels as base64 text under ``STAGE_DIR`` in ``files`` and is
+  decoded into place by a setup command, so it is byte-identical in the container and the bundle format stays
+  text: JSON and YAML round-trip it, and every older bundle still loads. A link inside a copied folder stays a
+  link with the same target, wherever it points (a setup ``ln -s``); a COPY source that is itself a link is read
+  through, as docker does. ``ADD`` of a local tar archive (plain, gzip, bzip2, xz) unpacks it into the
+  destination. Once a setup step whose order matters came first (a surviving ``RUN``, a ``WORKDIR`` made as a
+  user, a binary or a link), later files are staged and moved into place at their point of the setup, so the
+  Dockerfile's order holds. **Budget**: a file over ``MAX_FILE_BYTES`` is quarantined before it is read, and a
+  task carrying over ``MAX_TASK_BYTES`` (base64 as carried, tests and solution included) or ``MAX_FILES`` entries
+  is too. ``ENV`` also goes to ``/etc/profile.d`` for the operator's shell and the check.
+  Multi-stage builds, ``COPY --from``, compose files with more than one service, MCP servers and GPUs are
+  quarantined.
+- **no Dockerfile**: a task whose build context holds files (TB 1.x: the task folder without the harness's
+  task.yaml/tests/solution/run-tests.sh, docs and dotfiles; Harbor: ``environment/``) but no Dockerfile (nor an
+  image: compose's, or Harbor's ``docker_image``) is quarantined, the same in both layouts: its setup script and
+  data would never reach the container and the task could not pass. Without such files it runs on the bare
+  sandbox image.
+- **check**: the task's own verifier, run as root (whoever the agent is) after the operator finished, from the
+  agent's start folder: the test files are written by the
   check itself into ``/tests`` (moved aside and restored if the task had one) and removed on exit, so nothing of
   the verifier is in the container while the operator acts. The verifier scripts are rewritten like ``RUN``
   lines: installing curl/uv/pytest is dropped, and every ``pytest`` run (``uvx -w pytest ... pytest``, ``uv run
@@ -35,6 +60,8 @@ How a task maps onto a bundle (the rules are the same for both layouts):
   iff ``run-tests.sh`` exits 0. ``run_tests_in_same_shell`` is ignored: the check always runs in its own shell.
 - **reference**: the solution folder (``solution/`` or ``solution.sh``) written to ``/solution`` in one command
   and run with ``bash`` in the next (``solution.yaml``: its commands, one per turn), rewritten like ``RUN`` lines.
+  It runs as the agent (as the harnesses run it); an unprivileged agent cannot make ``/solution``, so its
+  solution goes to ``USER_SOLUTION_DIR`` and the solution's own mentions of ``/solution`` follow it.
 - Timeouts of the suites (``[agent] timeout_sec``, ``max_agent_timeout_sec``...) are not carried: the
   evaluation's own limits apply.
 """
@@ -57,7 +84,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -76,9 +103,31 @@ ENV_PROFILE = "/etc/profile.d/zz-bashgym-external-env.sh"
 STAGE_DIR = "/var/lib/bashgym-external-stage"
 DEFAULT_CATEGORY = "external"
 
-MAX_FILE_BYTES = 1 << 20          # one file carried in a bundle
-MAX_TASK_BYTES = 4 << 20          # everything a bundle carries (files, tests, solution)
+# The users a sandbox session can be (``ScenarioBundle.user``): root, and the image's own unprivileged operator
+# (sandbox_images/base/configure-rootfs.sh: ``useradd -m -u 1000 -g operator operator``; ``sandbox.OPERATOR_UID``,
+# ``OPERATOR_GID``), with their primary group and home.
+OPERATOR = "operator"
+
+
+class SandboxUser(NamedTuple):
+    uid: str
+    group: str
+    gid: str
+    home: str
+
+
+SANDBOX_USERS: dict[str, SandboxUser] = {
+    "root": SandboxUser("0", "root", "0", "/root"),
+    OPERATOR: SandboxUser("1000", "operator", "37", "/home/operator"),
+}
+OFFERED_USERS = "root and its own unprivileged user operator (uid 1000, home /home/operator)"
+# Where an unprivileged agent's reference solution is written (it cannot create /solution; the check never looks).
+USER_SOLUTION_DIR = "/tmp/solution"
+
+MAX_FILE_BYTES = 1 << 20          # one file carried in a bundle (binary files: before base64)
+MAX_TASK_BYTES = 4 << 20          # everything a bundle carries (files as carried, tests, solution)
 MAX_FILES = 400                   # files carried per task
+MAX_UNPACKED_BYTES = 64 << 20     # what the archives an ADD unpacks may hold, all together
 MAX_INSTRUCTION_BYTES = 256 << 10
 MAX_SUITE_DEPTH = 3               # how deep a suite folder is searched for task folders
 
@@ -233,23 +282,48 @@ def _read_text(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> str:
     return _decode(_read_bytes(path, what, limit), what)
 
 
-def _walk_files(root: Path, what: str) -> list[Path]:
-    """Regular files under ``root`` (sorted, caches and VCS folders skipped); links must stay inside ``root``."""
+_TEXT_CONTROLS = {9: None, 10: None, 13: None}
+
+
+def as_text(data: bytes) -> str | None:
+    """``data`` as a ``files`` entry (text the seed writes back byte for byte and every bundle form, JSON or YAML,
+    carries unchanged), or None when it must travel as base64: not UTF-8, a NUL, a byte-order mark, control
+    or other unprintable characters (a utmp log, a tarball, an image)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if text.translate(_TEXT_CONTROLS).isprintable() else None
+
+
+def _walk_files(root: Path, what: str, links: bool = False) -> list[Path]:
+    """Regular files under ``root`` (sorted, caches and VCS folders skipped).
+
+    ``links``: symbolic links (to files or folders, wherever they point) come back as themselves, to be carried as
+    links (what docker's COPY does with the links of a folder it copies); else a link is read through, and must
+    stay inside ``root``."""
     out: list[Path] = []
     real_root = root.resolve()
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_NAMES)
+        kept = []
+        for name in sorted(d for d in dirnames if d not in _SKIP_NAMES):
+            if (Path(dirpath) / name).is_symlink():   # os.walk does not descend into it
+                if links:
+                    out.append(Path(dirpath) / name)
+                continue
+            kept.append(name)
+        dirnames[:] = kept
         for name in sorted(filenames):
             if name in _SKIP_NAMES or name.endswith(".pyc"):
                 continue
             path = Path(dirpath) / name
-            if path.is_symlink():
+            if path.is_symlink() and not links:
                 target = path.resolve()
                 if not target.is_relative_to(real_root) or not target.is_file():
                     raise Unimportable(f"{what}: {path.relative_to(root)} is a link out of the folder")
             out.append(path)
-            if len(out) > MAX_FILES:
-                raise Unimportable(f"{what} holds more than {MAX_FILES} files")
+        if len(out) > MAX_FILES:
+            raise Unimportable(f"{what} holds more than {MAX_FILES} files")
     return out
 
 
@@ -519,14 +593,14 @@ def shell_commands(src: str, base: int = 0, nested: bool = False) -> list[Simple
 
 
 # ---- classifying commands: offline, droppable, needs the network ---------------------------------------------
-KEEP, DROP, PROBLEM, REPLACE = "keep", "drop", "problem", "replace"
+KEEP, DROP, PROBLEM, REPLACE, REFUSE = "keep", "drop", "problem", "replace", "refuse"
 IMAGE, TESTS = "image", "tests"
 
 
 @dataclass
 class Action:
     kind: str
-    detail: str = ""        # PROBLEM: what needs the network; REPLACE: the new text
+    detail: str = ""        # PROBLEM: what needs the network; REPLACE: the new text; REFUSE: why not
 
 
 @dataclass
@@ -539,6 +613,8 @@ class Rewrite:
     kept_programs: set[str] = field(default_factory=set)
     python_packages: set[str] = field(default_factory=set)
     resolve: Callable[[str], str | None] | None = None   # a requirements file's text, by the path as written
+    accounts: bool = False  # a Dockerfile's RUN: creating a user the sandbox image already has is rewritten
+    refusals: list[str] = field(default_factory=list)     # why the script cannot run in the sandbox, not network
 
 
 _LEADING_RESERVED = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "time", "fi", "done",
@@ -677,6 +753,8 @@ def classify(cmd: SimpleCommand, ctx: str, test_files: frozenset[str] = frozense
         names = [a for a in args if not a.startswith("-") and not re.match(r"^\d*[<>]", a) and a != "/dev/null"]
         if names and all(n in _HARNESS_PACKAGES for n in names):
             return Action(DROP)   # asserting the harness's tmux/asciinema, which the sandbox does not need
+    if rw.accounts and prog in _ACCOUNT_TOOLS:
+        return _classify_account(prog, args)
     if prog in ("apt-get", "apt", "aptitude"):
         pos = _positionals(args, {"-o", "-t", "-c", "--target-release"})
         sub = pos[0] if pos else ""
@@ -835,12 +913,88 @@ def _classify_uvx(args: list[str], raw_args: list[str], ctx: str, line: str, rw:
     return Action(PROBLEM, line)
 
 
+# ---- users and groups a Dockerfile creates ---------------------------------------------------------------------
+_ACCOUNT_TOOLS = frozenset({"useradd", "adduser", "groupadd", "addgroup"})
+# Options that take a value, per tool (long forms also as --opt=value).
+_ACCOUNT_VALUE_OPTS = {
+    "useradd": {"-b", "--base-dir", "-c", "--comment", "-d", "--home-dir", "--home", "-e", "--expiredate", "-f",
+                "--inactive", "-g", "--gid", "-G", "--groups", "-k", "--skel", "-K", "--key", "-p", "--password",
+                "-R", "--root", "-P", "--prefix", "-s", "--shell", "-u", "--uid", "-Z", "--selinux-user"},
+    "adduser": {"--home", "--shell", "--uid", "--gid", "--ingroup", "--gecos", "--comment", "--firstuid",
+                "--lastuid", "--firstgid", "--lastgid", "--conf", "--add-extra-groups", "-h", "-s", "-u", "-G", "-g",
+                "-k"},
+    "groupadd": {"-g", "--gid", "-K", "--key", "-p", "--password", "-R", "--root", "-P", "--prefix"},
+    "addgroup": {"--gid", "--conf", "--firstgid", "--lastgid", "-g"},
+}
+_ACCOUNT_KEYS = {"-u": "uid", "--uid": "uid", "-d": "home", "--home-dir": "home", "--home": "home", "-h": "home",
+                 "-G": "groups", "--groups": "groups", "-g": "gid", "--gid": "gid", "--ingroup": "gid",
+                 "-s": "shell", "--shell": "shell"}
+
+
+def account_command(prog: str, args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(positional arguments, ``uid``/``home``/``groups``/``gid``/``shell`` options) of a useradd, adduser,
+    groupadd or addgroup command line; ``groupadd -g N`` gives ``gid``."""
+    value_opts = _ACCOUNT_VALUE_OPTS.get(prog, set())
+    pos: list[str] = []
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("-") and a != "-":
+            name, eq, value = a.partition("=")
+            if eq and name in value_opts:
+                pass
+            elif a in value_opts:
+                value = args[i + 1] if i + 1 < len(args) else ""
+                name = a
+                i += 1
+            else:
+                i += 1
+                continue
+            key = _ACCOUNT_KEYS.get(name)
+            if key:
+                opts[key] = value
+            i += 1
+            continue
+        if not re.match(r"^(\d*[<>]|&>)", a):   # a redirection (>/dev/null) is no argument
+            pos.append(a)
+        elif re.match(r"^(\d*(>>?|<)|&>>?)$", a):
+            i += 1                               # its target follows
+        i += 1
+    return pos, opts
+
+
+def _classify_account(prog: str, args: list[str]) -> Action:
+    """A Dockerfile creating the user (or group) the sandbox image already has: creating it again would fail the
+    setup (``useradd: user 'operator' already exists``), so the command asserts it exists instead, keeping the
+    extra groups it names. A uid or home other than the sandbox's operator's refuses the task: the agent would
+    not be who the task says."""
+    pos, opts = account_command(prog, args)
+    if prog in ("groupadd", "addgroup"):
+        return Action(DROP) if pos == [OPERATOR] else Action(KEEP)
+    if pos != [OPERATOR]:
+        return Action(KEEP)   # another user (created for real), or `adduser operator <group>` (a membership)
+    uid, home = SANDBOX_USERS[OPERATOR].uid, SANDBOX_USERS[OPERATOR].home
+    if opts.get("uid") and opts["uid"] != uid:
+        return Action(REFUSE, f"the Dockerfile creates the user {OPERATOR} with uid {opts['uid']}: the sandbox's "
+                              f"{OPERATOR} is uid {uid}")
+    if opts.get("home") and posixpath.normpath(opts["home"]) != home:
+        return Action(REFUSE, f"the Dockerfile creates the user {OPERATOR} with the home {opts['home']}: the "
+                              f"sandbox's {OPERATOR} lives in {home}")
+    groups = opts.get("groups", "") if prog == "useradd" else ""
+    if groups:
+        return Action(REPLACE, f"usermod -aG {shlex.quote(groups)} {OPERATOR}")
+    return Action(REPLACE, f"id -u {OPERATOR} >/dev/null")
+
+
 def rewrite_script(src: str, ctx: str, test_files: Iterable[str] = (),
-                   resolve: Callable[[str], str | None] | None = None) -> Rewrite:
+                   resolve: Callable[[str], str | None] | None = None, accounts: bool = False) -> Rewrite:
     """Replace droppable commands by ``true`` and pytest runs by the check's pytest; collect network needs.
 
-    ``resolve`` gives the text of a requirements file named by a ``pip install -r`` (None: not known)."""
-    rw = Rewrite(src, resolve=resolve)
+    ``resolve`` gives the text of a requirements file named by a ``pip install -r`` (None: not known).
+    ``accounts`` (a Dockerfile's RUN): ``useradd operator`` and the like are rewritten for the image that has
+    that user already (``_classify_account``)."""
+    rw = Rewrite(src, resolve=resolve, accounts=accounts)
     files = frozenset(test_files)
     replacements: list[tuple[int, int, str]] = []
     for cmd in shell_commands(src):
@@ -850,6 +1004,8 @@ def rewrite_script(src: str, ctx: str, test_files: Iterable[str] = (),
         span = (cmd.words[_command_start(texts)].start, cmd.end) if p < len(texts) else (cmd.start, cmd.end)
         if action.kind == PROBLEM:
             rw.problems.append(action.detail)
+        elif action.kind == REFUSE:
+            rw.refusals.append(action.detail)
         elif action.kind == DROP:
             rw.dropped += 1
             replacements.append((*span, "true"))
@@ -1001,6 +1157,89 @@ class Environment:
     workdir_set: bool = False
     python_base: bool = False
     copied: dict[str, str] = field(default_factory=dict)   # every COPY target, for `pip install -r <target>`
+    user: str = "root"      # the sandbox user the agent runs as (the final USER, mapped: SANDBOX_USERS)
+    owner: str = ""         # the final USER as chown takes it (`operator:`), for folders made for the agent
+    ordered: int = 0        # setup steps so far whose order matters (a RUN, a folder WORKDIR makes as a user,
+                            # a binary file, a link): a COPY after one is staged and put in place at its turn
+    carried: int = 0        # entries COPY/ADD carried (files and links)
+    accounts: _Accounts = field(default_factory=lambda: _Accounts())   # users/groups its RUN lines create
+
+    @property
+    def start_dir(self) -> str:
+        """Where the agent starts: the WORKDIR (or Harbor's workdir); without one an unprivileged user starts in
+        its home, root in ``/app`` (the harnesses' default: their test scripts refuse to run in ``/``)."""
+        if self.workdir_set or self.user == "root":
+            return self.workdir
+        return SANDBOX_USERS[self.user].home
+
+
+@dataclass
+class _Accounts:
+    """Users and groups the Dockerfile's RUN lines create, by name, with the uid/gid they give (or "")."""
+
+    users: dict[str, str] = field(default_factory=dict)
+    groups: dict[str, str] = field(default_factory=dict)
+
+    def read(self, script: str) -> None:
+        for cmd in shell_commands(script):
+            texts = [w.text for w in cmd.words]
+            p = _program_index(texts)
+            prog = posixpath.basename(texts[p]) if p < len(texts) else ""
+            if prog not in _ACCOUNT_TOOLS:
+                continue
+            pos, opts = account_command(prog, texts[p + 1:])
+            if len(pos) != 1:
+                continue
+            if prog in ("useradd", "adduser"):
+                self.users[pos[0]] = opts.get("uid", "")
+            else:
+                self.groups[pos[0]] = opts.get("gid", "")
+
+
+def _owner(user_spec: str) -> str:
+    """A USER value as ``chown`` takes it: ``name`` alone is ``name:`` (its login group, as docker does)."""
+    return user_spec if ":" in user_spec or user_spec.isdigit() else f"{user_spec}:"
+
+
+def sandbox_user(user_spec: str, accounts: _Accounts | None = None, said: str = "the Dockerfile's USER") -> str:
+    """The sandbox user (``root`` or ``operator``) for a final Dockerfile ``USER`` (``name``, ``uid``,
+    ``name:group``...); Unimportable, naming the users the sandbox offers, when it offers none that is it."""
+    accounts = accounts or _Accounts()
+    name, _, group = (part.strip() for part in user_spec.partition(":"))
+    user = name
+    if name.isdigit():
+        # a uid is the user the Dockerfile created with it (uid 1000: also the operator it created without one)
+        named = [n for n, uid in accounts.users.items() if uid == name] or (
+            [OPERATOR] if name == SANDBOX_USERS[OPERATOR].uid and accounts.users.get(OPERATOR) == "" else [])
+        user = "root" if name == "0" else named[0] if len(named) == 1 else ""
+        if user not in SANDBOX_USERS:
+            who = f"the user {user!r}" if user else "a user the Dockerfile does not name"
+            raise Unimportable(f"the agent runs as uid {name} ({who}; {said} {user_spec}): the sandbox offers "
+                               f"only {OFFERED_USERS}")
+    elif name not in SANDBOX_USERS:
+        raise Unimportable(f"the agent runs as user {name!r} ({said} {user_spec}): the sandbox offers only "
+                           f"{OFFERED_USERS}")
+    known = SANDBOX_USERS[user]
+    # its group, also by a gid the Dockerfile gave that group (`groupadd -g 1000 operator`, `useradd -u 1000 -U`)
+    groups = {known.group, known.gid} | {gid for g, gid in accounts.groups.items() if g == known.group and gid}
+    if user == OPERATOR and accounts.users.get(OPERATOR) == known.uid:
+        groups.add(known.uid)
+    if group and group not in groups:
+        raise Unimportable(f"the agent runs as {name} in the group {group!r} ({said} {user_spec}): the sandbox's "
+                           f"{user} has the group {known.group} (gid {known.gid}), and the sandbox offers only "
+                           f"{OFFERED_USERS}")
+    return user
+
+
+def mkdir_owned(path: str, owner: str) -> str:
+    """Shell that creates the missing folders of ``path`` owned by ``owner`` (what BuildKit's WORKDIR does under a
+    USER); folders that exist keep their owner."""
+    steps, current = [], ""
+    for part in (p for p in path.split("/") if p):
+        current += "/" + part
+        q = shlex.quote(current)
+        steps.append(f"{{ [ -d {q} ] || {{ mkdir {q} && chown {shlex.quote(owner)} {q}; }}; }}")
+    return " && ".join(steps) or "true"
 
 
 def _dockerignore(context: Path) -> list[tuple[bool, str]]:
@@ -1043,13 +1282,14 @@ def translate_dockerfile(text: str, context: Path, budget: _Budget,
     if len(froms) > 1:
         raise Unimportable(f"multi-stage Dockerfile ({len(froms)} FROM lines)")
     envx = Environment()
-    variables: dict[str, str] = {"PATH": _DEFAULT_PATH, "HOME": "/root"}
+    # what ${...} in an instruction sees: ENV and ARG values only (no HOME: docker sets it per RUN, from the USER)
+    variables: dict[str, str] = {"PATH": _DEFAULT_PATH}
     exported: dict[str, str] = {}       # ENV and ARG values the RUN lines see
     user = "root"
+    accounts = envx.accounts
     known_dirs = set(_KNOWN_DIRS)
     rules = _dockerignore(context)
     real_context = context.resolve()
-    runs_so_far = 0
     stage_n = 0
 
     for ins in instructions:
@@ -1084,8 +1324,14 @@ def translate_dockerfile(text: str, context: Path, budget: _Budget,
             envx.workdir = posixpath.normpath(posixpath.join(envx.workdir if envx.workdir_set else "/", path))
             envx.workdir_set = True
             known_dirs.add(envx.workdir)
+            if not _is_root(user) and envx.workdir != "/":
+                # BuildKit makes the missing folders as the current USER: the agent can write to its own workdir
+                envx.setup.append(mkdir_owned(envx.workdir, _owner(user)))
+                envx.ordered += 1
         elif kw == "USER":
-            user = _substitute(ins.args.strip(), variables).split(":", 1)[0]
+            user = _substitute(ins.args.strip(), variables)
+            if not user:
+                raise Unimportable("USER names nobody")
         elif kw == "RUN":
             command = _run_command(ins)
             odd_flags = sorted(set(ins.flags) - {"network", "mount"})
@@ -1095,8 +1341,11 @@ def translate_dockerfile(text: str, context: Path, budget: _Budget,
             if mount and "type=cache" not in mount and "type=tmpfs" not in mount:
                 raise Unimportable(f"RUN --mount={mount} is not supported")
             cwd = envx.workdir if envx.workdir_set else "/"
+            accounts.read(command)
             rw = rewrite_script(command, IMAGE, resolve=lambda p, cwd=cwd: envx.copied.get(
-                posixpath.normpath(posixpath.join(cwd, _substitute(p, variables)))))
+                posixpath.normpath(posixpath.join(cwd, _substitute(p, variables)))), accounts=True)
+            if rw.refusals:
+                raise Unimportable("; ".join(dict.fromkeys(rw.refusals)))
             if rw.problems:
                 raise Unimportable("needs the network: RUN " + "; ".join(dict.fromkeys(rw.problems)))
             if rw.kept == 0:
@@ -1104,23 +1353,26 @@ def translate_dockerfile(text: str, context: Path, budget: _Budget,
             prefix = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in exported.items())
             wd = shlex.quote(envx.workdir if envx.workdir_set else "/")
             script = f"{prefix}mkdir -p {wd} && cd {wd} || exit 1\n{rw.text}"
-            if user not in ("root", "0"):
-                script = f"runuser -u {shlex.quote(user)} -- bash -c {shlex.quote(script)}"
+            if not _is_root(user):
+                name, _, group = user.partition(":")
+                if name.isdigit():   # runuser takes names: the one the Dockerfile gave that uid, if any
+                    name = next((n for n, uid in accounts.users.items() if uid == name), name)
+                as_group = f"-g {shlex.quote(group)} " if group else ""
+                script = f"runuser -u {shlex.quote(name)} {as_group}-- bash -c {shlex.quote(script)}"
             envx.setup.append(script)
-            runs_so_far += 1
+            envx.ordered += 1
         elif kw in ("COPY", "ADD"):
             if "from" in ins.flags:
                 raise Unimportable(f"{kw} --from (a multi-stage build)")
-            stage = runs_so_far > 0
             stage_n = _copy(ins, kw, context, real_context, rules, exclude_top, envx, variables, known_dirs,
-                            budget, stage, stage_n)
+                            budget, stage_n)
         elif kw in ("CMD", "ENTRYPOINT", "EXPOSE", "LABEL", "MAINTAINER", "STOPSIGNAL", "HEALTHCHECK", "VOLUME",
                     "SHELL", "ONBUILD"):
             continue  # the sandbox runs its own shell; services are not started
         else:
             raise Unimportable(f"unknown Dockerfile instruction {kw}")
-    if user not in ("root", "0"):
-        raise Unimportable(f"the agent runs as user {user!r}: the sandbox offers root or its own operator user")
+    envx.user = sandbox_user(user, accounts)
+    envx.owner = _owner(user) if envx.user != "root" else ""
     if envx.python_base:
         envx.setup.insert(0, "command -v python >/dev/null || ln -s /usr/bin/python3 /usr/local/bin/python")
     if stage_n:
@@ -1146,16 +1398,52 @@ def _run_command(ins: Instruction) -> str:
     return args
 
 
+def tar_archive(data: bytes) -> tuple[int, list[str]] | None:
+    """(the bytes it holds, its top-level names) for a tar archive (plain, gzip, bzip2 or xz: what docker's ADD
+    unpacks), read only up to ``MAX_UNPACKED_BYTES`` past which it stops; None when ``data`` is no such archive
+    (ADD copies it as it is)."""
+    import io
+    import tarfile
+
+    total, tops = 0, set()
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r|*") as tar:
+            for member in tar:
+                total += max(0, member.size)
+                top = posixpath.normpath(member.name.lstrip("/")).split("/")[0]
+                if top not in (".", ".."):
+                    tops.add(top)
+                if total > MAX_UNPACKED_BYTES:
+                    break
+    except (tarfile.TarError, EOFError, OSError, ValueError):
+        return None
+    return total, sorted(tops)
+
+
+@dataclass
+class _Entry:
+    """One thing a COPY/ADD puts into the image: a file (``data``), a link (``link``: its target, as written) or
+    an archive ADD unpacks into ``target``."""
+
+    target: str
+    data: bytes = b""
+    link: str | None = None
+    executable: bool = False
+    alt: str | None = None      # a file whose destination may be a folder: ``alt`` when it is one
+    archive: list[str] | None = None   # an archive ADD unpacks into ``target``: its top-level names
+
+
 def _copy(ins: Instruction, kw: str, context: Path, real_context: Path, rules: list[tuple[bool, str]],
           exclude_top: frozenset[str], envx: Environment, variables: dict[str, str], known_dirs: set[str],
-          budget: _Budget, stage: bool, stage_n: int) -> int:
-    """One COPY/ADD into ``envx`` (files, plus setup for staging, modes, owners); returns the stage counter."""
+          budget: _Budget, stage_n: int) -> int:
+    """One COPY/ADD into ``envx`` (files, plus setup for staging, binaries, links, modes, owners); returns the
+    stage counter."""
     if ins.heredocs:
         words = _split_args(re.sub(r"<<-?[\"']?[A-Za-z0-9_]+[\"']?", "", ins.args))
         if len(words) != 1 or len(ins.heredocs) != 1:
             raise Unimportable(f"{kw} with heredocs to {len(words)} destinations is not supported")
         dest = _dest_path(_substitute(words[0], variables), envx)
-        entries = [(dest, ins.heredocs[0][1].encode(), False, None)]
+        entries = [_Entry(dest, ins.heredocs[0][1].encode())]
         dirs: list[str] = []
     else:
         words = [_substitute(w, variables) for w in _split_args(ins.args)]
@@ -1180,71 +1468,136 @@ def _copy(ins: Instruction, kw: str, context: Path, real_context: Path, rules: l
                     real = m.resolve()
                 except OSError as exc:
                     raise Unimportable(f"{kw} source {src!r} is unreadable: {exc}") from exc
-                if not real.is_relative_to(real_context):
+                if not real.is_relative_to(real_context):   # the source itself is followed, as docker does
                     raise Unimportable(f"{kw} source {src!r} is outside the build context")
                 rel_top = m.relative_to(context).as_posix() if m != context else "."
                 if m.is_dir():
                     target_root = dest
                     dirs.append(target_root)
-                    for f in _walk_files(m, f"{kw} {src}"):
+                    for f in _walk_files(m, f"{kw} {src}", links=True):
                         rel = f.relative_to(context).as_posix()
                         if _ignored(rel, rules, exclude_top):
                             continue
-                        entries.append((posixpath.join(target_root, f.relative_to(m).as_posix()),
-                                        _read_bytes(f, f"{kw} source {rel}"), _is_executable(f), None))
+                        target = posixpath.join(target_root, f.relative_to(m).as_posix())
+                        if f.is_symlink():   # a link inside a copied folder stays a link, whatever it points at
+                            entries.append(_Entry(target, link=os.readlink(f)))
+                        else:
+                            entries.append(_Entry(target, _read_bytes(f, f"{kw} source {rel}"), executable=
+                                                  _is_executable(f)))
                 else:
                     if _ignored(rel_top, rules, exclude_top & _TB1_SECRETS):
                         if is_glob:  # a pattern matches what the context holds: docker skips it too
                             continue
                         raise Unimportable(f"{kw} source {src!r} is excluded from the build context "
                                            "(.dockerignore, or the harness's tests/solution)")
-                    if kw == "ADD" and re.search(r"\.(tar|tgz|tar\.(gz|bz2|xz|zst)|tbz2|txz)$", m.name):
-                        raise Unimportable(f"ADD of the archive {src} (unpacked by docker): not carried as text")
+                    data = _read_bytes(m, f"{kw} source {rel_top}")
+                    if kw == "ADD" and (archive := tar_archive(data)) is not None:
+                        if archive[0] > MAX_UNPACKED_BYTES:
+                            raise Unimportable(f"ADD {src} unpacks more than {MAX_UNPACKED_BYTES} bytes")
+                        entries.append(_Entry(dest, data, archive=archive[1]))   # docker unpacks it into dest
+                        continue
                     target = posixpath.join(dest, m.name) if dest_is_dir else dest
                     # without a trailing slash the destination is a file, unless it already is a folder
                     alt = None if dest_is_dir else posixpath.join(dest, m.name)
-                    entries.append((target, _read_bytes(m, f"{kw} source {rel_top}"), _is_executable(m), alt))
+                    entries.append(_Entry(target, data, executable=_is_executable(m), alt=alt))
     commands: list[str] = []
     made: set[str] = set()
     for d in dirs:
         commands.append(f"mkdir -p {shlex.quote(d)}")
         made.add(d)
         known_dirs.add(d)
-    for target, data, executable, alt in entries:
-        what = f"{kw} source for {target}"
-        content = _decode(data, what)
-        budget.take(len(data), what)
-        if len(envx.files) >= MAX_FILES:
+    stage = envx.ordered > 0   # a setup step came first: put this in place at its turn
+    mode = ins.flags.get("chmod")
+
+    def parent_of(path: str) -> None:
+        parent = posixpath.dirname(path)
+        if parent not in made:
+            commands.append(f"mkdir -p {shlex.quote(parent)}")
+            made.add(parent)
+
+    def put(entry: _Entry, how: Callable[[str], str]) -> None:
+        """``how(dest)`` writes one destination; with ``alt`` the destination is decided in the container."""
+        t = shlex.quote(entry.target)
+        if entry.alt is None:
+            commands.append(how(t))
+        else:
+            a = shlex.quote(entry.alt)
+            commands.append(f"{{ if [ -d {t} ]; then {how(a)}; else {how(t)}; fi; }}")
+
+    ordered = False
+    for entry in entries:
+        what = f"{kw} source for {entry.target}"
+        envx.carried += 1
+        if envx.carried > MAX_FILES:
             raise Unimportable(f"the environment copies more than {MAX_FILES} files")
-        envx.copied[target] = content
+        if entry.link is not None:
+            budget.take(len(entry.link.encode()), what)
+            parent_of(entry.target)
+            commands.append(f"ln -sfn -- {shlex.quote(entry.link)} {shlex.quote(entry.target)}")
+            ordered = True
+            continue
+        content = None if entry.archive is not None else as_text(entry.data)
+        if content is None:   # binary (or an archive): base64 in the bundle, decoded in place at its turn
+            encoded = base64.encodebytes(entry.data).decode()
+            budget.take(len(encoded), what)
+            stage_n += 1
+            staged = f"{STAGE_DIR}/{stage_n}"
+            envx.files[staged] = encoded
+            ordered = True
+            if entry.archive is not None:
+                t = shlex.quote(entry.target)
+                commands.append(f"mkdir -p {t} && base64 -d {staged} > {staged}.tar && tar -x --no-same-owner "
+                                f"-f {staged}.tar -C {t}")
+                continue
+            parent_of(entry.target)
+            m = mode or ("0755" if entry.executable else "0644")
+            put(entry, lambda dst, m=m, s=staged: f"base64 -d {s} > {dst} && chmod {m} {dst}")
+            continue
+        budget.take(len(entry.data), what)
+        envx.copied[entry.target] = content
         seed_mode_exec = content.startswith("#!")
-        mode = ins.flags.get("chmod") or ("0755" if executable else "0644")
+        m = mode or ("0755" if entry.executable else "0644")
         if stage:
             stage_n += 1
             staged = f"{STAGE_DIR}/{stage_n}"
             envx.files[staged] = content
-            parent = posixpath.dirname(target)
-            if parent not in made:
-                commands.append(f"mkdir -p {shlex.quote(parent)}")
-                made.add(parent)
-            t = shlex.quote(target)
-            if alt is None:
-                commands.append(f"mv -f {staged} {t} && chmod {mode} {t}")
-            else:
-                a = shlex.quote(alt)
-                commands.append(f"{{ if [ -d {t} ]; then mv -f {staged} {a} && chmod {mode} {a}; "
-                                f"else mv -f {staged} {t} && chmod {mode} {t}; fi; }}")
+            parent_of(entry.target)
+            put(entry, lambda dst, m=m, s=staged: f"mv -f {s} {dst} && chmod {m} {dst}")
         else:
-            envx.files[target] = content
-            if ins.flags.get("chmod") or executable != seed_mode_exec:
-                commands.append(f"chmod {mode} {shlex.quote(target)}")
+            envx.files[entry.target] = content
+            if mode or entry.executable != seed_mode_exec:
+                commands.append(f"chmod {m} {shlex.quote(entry.target)}")
     if "chown" in ins.flags:
         owner = _substitute(ins.flags["chown"], variables)
-        targets = dirs + [t for t, _, _, _ in entries]
+        targets = dirs + [t for e in entries for t in (
+            [posixpath.join(e.target, top) for top in e.archive] if e.archive is not None else [e.target])]
         commands.append(f"chown -R {shlex.quote(owner)} " + " ".join(shlex.quote(t) for t in targets))
-    if commands:
-        envx.setup.append(" && ".join(commands) if stage or "chown" in ins.flags else "\n".join(commands))
+    envx.setup.extend(chain(commands))
+    if ordered:
+        envx.ordered += 1
     return stage_n
+
+
+def chain(commands: list[str], limit: int = 64 << 10) -> list[str]:
+    """``commands`` joined with ``&&`` into as few setup commands as keep each under ``limit`` bytes: a setup
+    command is one argument of an exec, and Linux refuses one over 128 KiB (a COPY of hundreds of links). The
+    setup stops at the first failing command, so the split changes nothing else."""
+    out: list[str] = []
+    current: list[str] = []
+    size = 0
+    for command in commands:
+        if current and size + len(command.encode()) > limit:
+            out.append(" && ".join(current))
+            current, size = [], 0
+        current.append(command)
+        size += len(command.encode()) + 4
+    if current:
+        out.append(" && ".join(current))
+    return out
+
+
+def _is_root(user_spec: str) -> bool:
+    return user_spec.partition(":")[0].strip() in ("root", "0")
 
 
 def _dest_path(dest: str, envx: Environment) -> str:
@@ -1254,8 +1607,8 @@ def _dest_path(dest: str, envx: Environment) -> str:
 
 
 # ---- compose ------------------------------------------------------------------------------------------------
-def compose_dockerfile(path: Path) -> tuple[Path | None, Path | None, str | None]:
-    """(build context, Dockerfile) of the single service, or its image; Unimportable for several services."""
+def compose_service(path: Path) -> dict[str, Any]:
+    """The single service of a compose file; Unimportable for several services (or none)."""
     try:
         data = yaml.safe_load(_read_text(path, path.name, 256 << 10))
     except yaml.YAMLError as exc:
@@ -1269,6 +1622,12 @@ def compose_dockerfile(path: Path) -> tuple[Path | None, Path | None, str | None
     service = next(iter(services.values())) or {}
     if not isinstance(service, dict):
         raise Unimportable(f"{path.name}: the service is not a mapping")
+    return service
+
+
+def compose_dockerfile(path: Path) -> tuple[Path | None, Path | None, str | None]:
+    """(build context, Dockerfile) of the single service, or its image; Unimportable for several services."""
+    service = compose_service(path)
     build = service.get("build")
     if build is None:
         image = str(service.get("image") or "")
@@ -1549,20 +1908,42 @@ def build_check(plan: TestPlan, workdir: str, source: str) -> str:
 
 
 # ---- the reference ----------------------------------------------------------------------------------------------
+_SOLUTION_PATH = re.compile(r"(?<![\w./~$-])/solution(?=/|[^\w.-]|$)")
+
+
+def relocate_solution(files: dict[str, tuple[bytes, bool]], solution_dir: str) -> dict[str, tuple[bytes, bool]]:
+    """The solution's text files with the path ``/solution`` (where the harnesses put it) made ``solution_dir``."""
+    out = {}
+    for rel, (data, executable) in files.items():
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None and "\0" not in text:
+            data = _SOLUTION_PATH.sub(solution_dir, text).encode()
+        out[rel] = (data, executable)
+    return out
+
+
 def build_reference(files: dict[str, tuple[bytes, bool]], entry: str | None, commands: list[str] | None,
-                    env: dict[str, str]) -> list[str]:
-    """Write the solution files under /solution in one command, then run the entry script in the next."""
+                    env: dict[str, str], solution_dir: str = SOLUTION_DIR) -> list[str]:
+    """Write the solution files under ``solution_dir`` in one command, then run the entry script in the next.
+
+    The reference runs as the agent: an unprivileged one cannot make ``/solution``, so its solution goes to
+    ``USER_SOLUTION_DIR`` and the solution's own mentions of ``/solution`` follow it."""
     if commands is not None:
         return commands
-    writes = [f"mkdir -p {SOLUTION_DIR}"]
+    if solution_dir != SOLUTION_DIR:
+        files = relocate_solution(files, solution_dir)
+    writes = [f"mkdir -p {shlex.quote(solution_dir)}"]
     for rel, (data, executable) in sorted(files.items()):
-        path = posixpath.join(SOLUTION_DIR, rel)
+        path = posixpath.join(solution_dir, rel)
         parent = posixpath.dirname(path)
-        if parent != SOLUTION_DIR:
+        if parent != solution_dir:
             writes.append(f"mkdir -p {shlex.quote(parent)}")
         writes.append(write_file_command(path, data, executable))
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    run = f"{exports + ' ' if exports else ''}bash {posixpath.join(SOLUTION_DIR, entry or 'solve.sh')}"
+    run = f"{exports + ' ' if exports else ''}bash {posixpath.join(solution_dir, entry or 'solve.sh')}"
     return ["\n".join(writes), run]
 
 
@@ -1654,11 +2035,12 @@ def _python_sources(files: dict[str, tuple[bytes, bool]], what: str) -> dict[str
 
 
 def _provided_modules(envx: Environment) -> set[str]:
-    """Python modules the environment puts in the workdir (importable by tests run from there)."""
+    """Python modules the environment puts in the start folder (importable by tests run from there)."""
     mods = set()
+    start = envx.start_dir.rstrip("/")
     for path in envx.files:
-        if path.startswith(envx.workdir.rstrip("/") + "/"):
-            first = path[len(envx.workdir.rstrip("/")) + 1:].split("/")[0]
+        if path.startswith(start + "/"):
+            first = path[len(start) + 1:].split("/")[0]
             mods.add(first.removesuffix(".py"))
     return mods
 
@@ -1702,16 +2084,10 @@ def _harbor_task(folder: Path, budget: _Budget) -> _Task:
         raise Unimportable("no reference solution: solution/solve.sh is missing (the gate cannot certify it)")
     env_dir = folder / "environment"
     image = str(environment.get("docker_image") or "")
-    recipes = ("Dockerfile", "docker-compose.yaml", "docker-compose.yml")
-    if not image and env_dir.is_dir() and not any((env_dir / r).is_file() for r in recipes) and any(
-            f.name not in _ENV_DOCS for f in _walk_files(env_dir, "environment")):
-        # Harbor builds the image from environment/ with its Dockerfile: files there without one never reach the
-        # container, and the task would fail for want of them, not for anything the model did.
-        raise Unimportable("environment/ holds files but no Dockerfile (nor a docker_image in task.toml) "
-                           "says where they go")
     envx = _environment(env_dir, env_dir / "Dockerfile", env_dir / "docker-compose.yaml",
                         image, budget, frozenset(),
-                        _str_table(environment.get("env")), environment.get("workdir"))
+                        _str_table(environment.get("env")), environment.get("workdir"),
+                        where="environment/", image_hint="a docker_image in task.toml")
     tests = _collect(folder / "tests", "tests", budget)
     tests, runs = _rewrite_shell_files(tests, TESTS, "tests", frozenset(posixpath.basename(n) for n in tests))
     plan = TestPlan(files=tests, entry=f"bash {TEST_DIR}/test.sh", pytest=runs > 0, layout=HARBOR,
@@ -1730,11 +2106,28 @@ def _str_table(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items() if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(k))}
 
 
+def _context_files(context: Path, exclude_top: frozenset[str]) -> list[str]:
+    """Files of a build context that would have gone into an image (not the harness's, docs or dotfiles)."""
+    if not context.is_dir():
+        return []
+    out = []
+    for f in _walk_files(context, "the build context", links=True):
+        rel = f.relative_to(context).as_posix()
+        if rel.split("/")[0] in exclude_top or f.name in _ENV_DOCS or any(
+                part.startswith(".") for part in rel.split("/")):
+            continue
+        out.append(rel)
+    return sorted(out)
+
+
 def _environment(context: Path, dockerfile: Path, compose: Path, image: str, budget: _Budget,
                  exclude_top: frozenset[str], extra_env: dict[str, str] | None = None,
-                 workdir: Any = None) -> Environment:
+                 workdir: Any = None, where: str = "the task folder",
+                 image_hint: str = "an image in docker-compose.yaml") -> Environment:
     compose_path = next((p for p in (compose, compose.with_suffix(".yml")) if p.is_file()), None)
+    service: dict[str, Any] = {}
     if compose_path is not None:
+        service = compose_service(compose_path)
         built_context, built, compose_image = compose_dockerfile(compose_path)
         if built is not None and built_context is not None:
             if not built_context.resolve().is_relative_to(context.resolve()):
@@ -1749,6 +2142,12 @@ def _environment(context: Path, dockerfile: Path, compose: Path, image: str, bud
         text = _read_text(dockerfile, dockerfile.name, 256 << 10)
         envx = translate_dockerfile(text, context, budget, exclude_top)
     else:
+        if not image and (extras := _context_files(context, exclude_top)):
+            # Both harnesses build the container from these with a Dockerfile: without one they never reach it,
+            # and the task would fail for want of them (the gate would blame its reference), not for the model.
+            listing = ", ".join(extras[:3]) + (f" and {len(extras) - 3} more" if len(extras) > 3 else "")
+            raise Unimportable(f"{where} holds files ({listing}) but no Dockerfile (nor {image_hint}) says how "
+                               "they build the starting state")
         envx = Environment()
         if image:
             problem, envx.python_base = base_image_problem(image)
@@ -1756,13 +2155,22 @@ def _environment(context: Path, dockerfile: Path, compose: Path, image: str, bud
                 raise Unimportable(problem)
             if envx.python_base:
                 envx.setup.append("command -v python >/dev/null || ln -s /usr/bin/python3 /usr/local/bin/python")
+    # docker compose runs the service as its `user`, in its `working_dir`, whatever the image says
+    compose_user = service.get("user")
+    if (compose_path is not None and isinstance(compose_user, (str, int)) and str(compose_user).strip()
+            and "${" not in str(compose_user)):
+        envx.user = sandbox_user(str(compose_user).strip(), envx.accounts, f"{compose_path.name}'s user")
+        envx.owner = _owner(str(compose_user).strip()) if envx.user != "root" else ""
+    if not (isinstance(workdir, str) and workdir.startswith("/")):
+        workdir = service.get("working_dir")
     envx.env.update(extra_env or {})
-    if isinstance(workdir, str) and workdir.startswith("/"):   # Harbor's [environment] workdir
+    if isinstance(workdir, str) and workdir.startswith("/"):   # Harbor's [environment] workdir, compose's
         envx.workdir = posixpath.normpath(workdir)
+        envx.workdir_set = True
     if envx.env:
         lines = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in envx.env.items())
         envx.files[ENV_PROFILE] = "# ENV of the imported task's Dockerfile\n" + lines
-    envx.setup.append(f"mkdir -p {shlex.quote(envx.workdir)}")
+    envx.setup.append(f"mkdir -p {shlex.quote(envx.start_dir)}")
     return envx
 
 
@@ -1871,13 +2279,15 @@ def import_task(folder: Path | str, suite: str, layout: str | None = None) -> Sc
     budget = _Budget()
     task = _harbor_task(folder, budget) if layout == HARBOR else _tb1_task(folder, budget)
     source = f"external:{suite}:{layout}:{folder.name}"
-    check = build_check(task.tests, task.env.workdir, source)
-    reference = build_reference(task.solution_files, task.solution_entry, task.solution_commands, task.solution_env)
+    start = task.env.start_dir
+    check = build_check(task.tests, start, source)   # run as root, in the agent's start folder
+    reference = build_reference(task.solution_files, task.solution_entry, task.solution_commands, task.solution_env,
+                                SOLUTION_DIR if task.env.user == "root" else USER_SOLUTION_DIR)
     try:
         return ScenarioBundle(
             id=external_id(suite, folder.name), task=task.instruction, category=task.category,
-            difficulty=task.difficulty, setup=task.env.setup, files=task.env.files, user="root",
-            workdir=task.env.workdir, check=check, reference=reference, source=source,
+            difficulty=task.difficulty, setup=task.env.setup, files=task.env.files, user=task.env.user,
+            workdir=start, check=check, reference=reference, source=source,
         )
     except ValidationError as exc:
         raise Unimportable(format_validation_error(exc)) from exc
