@@ -1,11 +1,14 @@
-"""The ``bashgym`` command: run the demo pipeline, query the lake, manage hooks and tier overrides."""
+"""The ``bashgym`` command: run the demo pipeline, query the lake, bring in external suites, manage hooks and tier
+overrides."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
+from typing import Any
 
 from bashgym_assets.config import get_settings, redact_uri
 
@@ -112,10 +115,11 @@ def factory_summary() -> list[str]:
     if "gated_scenarios" not in lake.assets():
         return ["gated_scenarios: not materialized"]
     con = lake.connect()
+    # the pipeline's own partition: suites gated by `bashgym suite gate` have theirs (suite-<name>)
     rows = con.execute("SELECT CASE WHEN scenario_id LIKE 'gen.%' THEN 'factory' ELSE 'other' END, split, count(*) "
-                       "FROM gated_scenarios GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
-    rejected = con.execute("SELECT reason, count(*) FROM gate_rejections GROUP BY 1 ORDER BY 2 DESC").fetchall() \
-        if "gate_rejections" in lake.assets() else []
+                       "FROM gated_scenarios WHERE _partition = '__all__' GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
+    rejected = con.execute("SELECT reason, count(*) FROM gate_rejections WHERE _partition = '__all__' "
+                           "GROUP BY 1 ORDER BY 2 DESC").fetchall() if "gate_rejections" in lake.assets() else []
     lines = ["admitted by the gate: " + ", ".join(f"{o} {s} {n}" for o, s, n in rows)]
     lines.append("rejected: " + (", ".join(f"{r} {n}" for r, n in rejected) or "none"))
     return lines
@@ -253,14 +257,162 @@ def cmd_sql(args: argparse.Namespace) -> int:
         print(f"warning: {asset}: {file} left out, it does not read as parquet ({reason[:160]})", file=sys.stderr)
     result = con.execute(args.query)
     headers = [d[0] for d in result.description] if result.description else []
-    rows = result.fetchmany(args.limit)
+    rows = result.fetchall() if args.max_rows is None else result.fetchmany(max(0, args.max_rows))
+    more = 0
+    if args.max_rows is not None and headers:
+        while chunk := result.fetchmany(10_000):   # counted, not kept: the rest may be the whole lake
+            more += len(chunk)
     _print_table([tuple(_short(c) for c in r) for r in rows], headers)
+    if more:   # on stderr: stdout stays the table, for whoever reads it with a script
+        print(f"{len(rows)} of {len(rows) + more} rows shown: --max-rows N for more, --all for every row",
+              file=sys.stderr)
     return 0
 
 
 def _short(value: object, width: int = 60) -> str:
     text = str(value).replace("\n", "\\n")
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+SUITE_DOC = """An external shell-task suite, one command from its folder to the evaluation's table.
+
+A suite folder holds Terminal-Bench 1.x task folders (task.yaml, Dockerfile, run-tests.sh, solution.sh) or
+Harbor 2.x ones (task.toml, instruction.md, environment/, tests/, solution/), or one such task folder.
+
+    bashgym suite import PATH          # each task imported (a bundle, ext-<suite>-<task>) or quarantined, and why
+    bashgym suite gate PATH            # + the reference gate in fresh sandboxes: which tasks it refused, and why
+    bashgym suite eval PATH [options]  # + `bashgym eval` on the admitted tasks (same options, same table)
+    bashgym eval --suite NAME          # later: the admitted tasks of a gated suite, without gating it again
+
+The gate's verdicts go to gated_scenarios, gate_rejections and scenario_candidates_quarantine in the partition
+suite-<name> (the pipeline's own rows are left alone), the episodes to eval_episodes, so `bashgym sql` and the
+notebooks see them. Imported tasks are evaluation only: they are always held out and never reach training.
+A suite refused whole (every task quarantined, or refused by the gate) ends with the reasons and exit status 1.
+"""
+
+
+def add_suite_parsers(sub: Any) -> None:
+    from bashgym_assets.evaluation.cli import add_model_options, add_run_options, add_selection_options
+
+    suite = sub.add_parser("suite", help="an external shell-task suite (Terminal-Bench 1.x / Harbor 2.x folder): "
+                                         "import it, gate it in sandboxes, evaluate models on it",
+                           description=SUITE_DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
+    steps = suite.add_subparsers(dest="suite_command", required=True)
+    imp = steps.add_parser("import", help="import the suite: each task folder imported or quarantined (with why); "
+                                          "nothing is written")
+    _suite_arguments(imp, gate=False)
+    imp.set_defaults(fn=cmd_suite_import)
+    gate = steps.add_parser("gate", help="import and gate the suite in real sandboxes: which tasks the gate refused "
+                                         "and why (gated_scenarios / gate_rejections, partition suite-<name>)")
+    _suite_arguments(gate, gate=True)
+    gate.set_defaults(fn=cmd_suite_gate)
+    ev = steps.add_parser("eval", help="import, gate, then evaluate models on the admitted tasks as `bashgym eval` "
+                                       "does (the same options and results table)")
+    _suite_arguments(ev, gate=True)
+    add_model_options(ev)
+    add_selection_options(ev)
+    add_run_options(ev)
+    ev.set_defaults(fn=cmd_suite_eval)
+
+
+def _suite_arguments(p: argparse.ArgumentParser, gate: bool) -> None:
+    p.add_argument("path", help="the suite folder (a folder of task folders, or one task folder)")
+    p.add_argument("--name", help="the suite's name, in its ids ext-<name>-<task> (default: the folder's name)")
+    if not gate:
+        return
+    p.add_argument("--parallel", type=int, default=4, help="sandboxes at once in the gate (default 4)")
+    p.add_argument("--command-timeout", type=float, default=30.0,
+                   help="seconds per reference command in the gate (default 30, as the gated_scenarios asset)")
+    p.add_argument("--check-timeout", type=float, default=30.0, help="seconds per run of a task's check")
+    p.add_argument("--wait", action="store_true",
+                   help="if another pipeline holds the data folder, queue behind it (default: refuse, naming it)")
+
+
+def cmd_suite_import(args: argparse.Namespace) -> int:
+    from bashgym_assets.scenarios import suite
+
+    imported = suite.import_folder(args.path, args.name)
+    for line in suite.import_lines(imported):
+        print(line)
+    why = imported.refusal()
+    if why is not None:
+        raise RuntimeError(why)
+    path = shlex.quote(args.path)
+    print(f"next: `bashgym suite gate {path}` certifies them in sandboxes, `bashgym suite eval {path}` "
+          "also evaluates a model on the admitted ones")
+    return 0
+
+
+def _gate_suite(args: argparse.Namespace) -> Any:
+    """Import and gate the suite of ``args.path``, write the verdicts to the lake (under the pipeline lock: the
+    gate's sandboxes and the tables are the data folder's), print them; a suite refused whole raises."""
+    import threading
+
+    from bashgym_assets import images
+    from bashgym_assets.housekeeping import pipeline_lock
+    from bashgym_assets.lake import Lake
+    from bashgym_assets.scenarios import suite
+    from bashgym_assets.scenarios.gate import GateLimits
+
+    settings = get_settings()
+    settings.ensure_dirs()
+    imported = suite.import_folder(args.path, args.name)
+    for line in suite.import_lines(imported):
+        print(line)
+    why = imported.refusal()
+    if why is not None:
+        raise RuntimeError(why)
+    images.ensure_docker_engine()
+    image = images.sandbox_image_tag()
+    if not images.image_exists(image):
+        raise RuntimeError(f"the sandbox image {image} is missing: `bashgym images` builds it")
+    n = len(imported.bundles)
+    counted = {"done": 0}
+    lock = threading.Lock()
+
+    def progress(result: Any) -> None:   # called from the gate's worker threads
+        with lock:
+            counted["done"] += 1
+            verdict = "admitted" if result.admitted else f"refused: {result.reason}"
+            print(f"  [{counted['done']}/{n}] {result.scenario_id}: {verdict} ({result.duration_s:.0f} s)", flush=True)
+
+    with pipeline_lock(settings, wait=bool(args.wait)):   # one writer of the data folder at a time
+        print(f"gating {n} task(s) in fresh sandboxes ({image}, {args.parallel} at once)", flush=True)
+        verdict = suite.gate(imported, image, max_parallel=args.parallel, progress=progress,
+                             limits=GateLimits(command_timeout_s=args.command_timeout,
+                                               check_timeout_s=args.check_timeout))
+        partition = suite.write_gate(Lake(settings), verdict)
+    for line in [*suite.gate_lines(verdict), *suite.lake_lines(partition)]:
+        print(line)
+    why = verdict.refusal()
+    if why is not None:
+        raise RuntimeError(why)
+    return verdict
+
+
+def cmd_suite_gate(args: argparse.Namespace) -> int:
+    verdict = _gate_suite(args)
+    print(f"next: `bashgym suite eval {shlex.quote(args.path)}`, or `bashgym eval --suite "
+          f"{shlex.quote(verdict.imported.suite)}` (what is gated now, without gating it again)")
+    return 0
+
+
+def cmd_suite_eval(args: argparse.Namespace) -> int:
+    import uuid
+
+    from bashgym_assets.evaluation import pick_bundles
+    from bashgym_assets.evaluation.cli import evaluate_bundles
+    from bashgym_assets.scenarios import suite
+
+    verdict = _gate_suite(args)
+    bundles = pick_bundles(verdict.bundles(), limit=args.limit, categories=args.category, sample=args.sample,
+                           seed=args.seed)
+    if not bundles:
+        raise RuntimeError(f"none of the {len(verdict.admitted)} admitted task(s) of suite {verdict.imported.suite!r} "
+                           f"is in the selection (categories {', '.join(args.category) or 'any'})")
+    print()
+    eval_id = f"eval-cli-{suite.partition_for(verdict.imported.suite)}-{uuid.uuid4().hex[:8]}"
+    return evaluate_bundles(args, bundles, {}, eval_id=eval_id)
 
 
 def cmd_images(args: argparse.Namespace) -> int:
@@ -346,8 +498,11 @@ def build_parser() -> argparse.ArgumentParser:
     relocate.set_defaults(fn=cmd_relocate)
     sql = sub.add_parser("sql", help="run SQL over the lake (every asset is a DuckDB view)")
     sql.add_argument("query")
-    sql.add_argument("--limit", type=int, default=50)
+    sql.add_argument("--max-rows", "--limit", dest="max_rows", type=int, default=50,
+                     help="rows to print (default 50; stderr says how many there were when it cut)")
+    sql.add_argument("--all", dest="max_rows", action="store_const", const=None, help="print every row")
     sql.set_defaults(fn=cmd_sql)
+    add_suite_parsers(sub)
     img = sub.add_parser("images", help="build the sandbox image (reused when the recipe is unchanged)")
     img.add_argument("--force", action="store_true")
     img.set_defaults(fn=cmd_images)

@@ -460,3 +460,104 @@ def test_heredoc_bodies_are_data_not_babble(reply: str) -> None:
 
 def test_babble_after_a_heredoc_is_still_babble() -> None:
     assert parse_reply("cat > f <<'EOF'\nok\nEOF\n1. then this\n2. and that").kind == BABBLE
+
+
+# ---- a copied prompt banner is not operating ---------------------------------------------------------------------
+def test_a_copied_prompt_banner_is_not_operating() -> None:
+    echo = _lines("root@sandbox:/app#cat file", "exit")
+    assert m.classify(echo, terminated=True, verified=False, end_reason="exit", exit_codes=[127, None]) == (
+        False, m.FAILURE_PROMPT_ECHO)
+    assert m.classify(echo, terminated=True, verified=False, end_reason="exit")[1] == m.FAILURE_PROMPT_ECHO
+    for reply in ("root@sandbox:/app# cat file", "operator@sandbox:/home/operator$ ls -la", "$ ls",
+                  "root@sandbox:/app#", "user@host:~$ cd /tmp\nls"):
+        line = parse_reply(reply)
+        assert line.kind == COMMAND and m.copied_prompt(line.command, 127), reply   # bash runs it: a command...
+        assert m.reply_kinds([line], [127]) == [m.PROMPT_ECHO]                       # ...that is not operating
+    for command in ("# ls", "$HOME/bin/tool", "scp f user@host:/tmp/", "echo root@sandbox:/app#", "ls -la"):
+        assert not m.copied_prompt(command, None), command
+    assert not m.copied_prompt("root@sandbox:/app#cat file", 0)   # a program of that name ran: a command
+    # a real command after the banner does not make the episode clean: the habit is what the figure shows
+    mixed = _lines("root@sandbox:/app# touch x", "touch x", "exit")
+    assert m.reply_kinds(mixed, [127, 0, None]) == [m.PROMPT_ECHO, COMMAND, EXIT]
+    assert m.classify(mixed, terminated=True, verified=True, end_reason="exit", exit_codes=[127, 0, None]) == (
+        False, m.FAILURE_PROMPT_ECHO)
+
+
+@pytest.mark.docker
+def test_a_copied_prompt_runs_as_typed_and_the_episode_did_not_operate(sandbox_image: str) -> None:
+    """Not stripped: the banner reaches the shell as typed (127, nothing done), as it would in a real terminal;
+    the episode is scored as not operating. The same command without the banner is clean."""
+    from bashgym_assets.rollout.transcript import orientation
+
+    bundle = _bundle(0)
+    banner = orientation(bundle).splitlines()[-1]          # operator@sandbox:/home/operator$
+    settings = EvalSettings(max_turns=4)
+    echo = evaluate(Scripted("echo", [f"{banner} touch ~/done-0.txt", "exit"]), [bundle], sandbox_image, settings)
+    e = echo.episodes[0]
+    ran = e.messages[3].content
+    assert ran.startswith(f"bash: {banner}: ") and ran.endswith("[exit code: 127]"), ran   # the banner ran
+    assert (e.operated, e.verified, e.clean, e.failure_class) == (False, False, False, m.FAILURE_PROMPT_ECHO)
+    assert e.reply_kinds == "prompt_echo,exit" and e.n_commands == 0
+    assert echo.summary.rates["operate"].rate == 0
+    plain = evaluate(Scripted("plain", ["touch ~/done-0.txt", "exit"]), [bundle], sandbox_image, settings)
+    assert plain.episodes[0].clean and plain.episodes[0].operated
+
+
+# ---- the ETA of the progress lines ----------------------------------------------------------------------------
+def _replay(events: list[tuple[float, str, int]], probes: list[float], total: int, max_turns: int,
+            max_live: int) -> dict[float, tuple[float | None, bool, str]]:
+    """Feed ``EtaEstimator`` a sequence of (time, turn|last|done, episode) with a fake clock; at each probe time:
+    (seconds left, upper bound?, progress line)."""
+    from bashgym_assets.evaluation.runner import EtaEstimator
+
+    now = [0.0]
+    eta = EtaEstimator(total, max_turns, max_live, clock=lambda: now[0])
+    out: dict[float, tuple[float | None, bool, str]] = {}
+    order = {"turn": 0, "last": 0, "done": 1, "probe": 2}
+    for t, kind, key in sorted([*events, *((p, "probe", -1) for p in probes)], key=lambda x: (x[0], order[x[1]])):
+        now[0] = t
+        if kind in ("turn", "last"):
+            eta.turn(key, ended=kind == "last")
+        elif kind == "done":
+            eta.finish(key)
+        else:
+            out[t] = (eta.seconds_left(), eta.upper_bound, eta.line(eta.finished, 0.0))
+    return out
+
+
+def test_eta_is_not_inflated_by_the_slow_start() -> None:
+    """A sequence shaped like the reported run: 19 episodes side by side, 430 s of model load, sandbox start and
+    first generation before the first turn, then a turn every 43 s; each episode ends at its 4th turn, the first
+    is scored at 559.9 s, the last at 566.9 s. The old estimate, (episodes left) x elapsed / (episodes done), read
+    (19 - 1) x 559.9 / 1 = 10,078 s there."""
+    events: list[tuple[float, str, int]] = []
+    for i in range(19):
+        turns = [430 + 0.33 * i + 43 * k for k in range(4)]
+        events += [(t, "turn", i) for t in turns[:-1]] + [(turns[-1], "last", i),
+                                                          (turns[-1] + 0.9 + 0.06 * i, "done", i)]
+    end = max(t for t, kind, _ in events if kind == "done")
+    assert round(end) == 567 and round((19 - 1) * 559.9 / 1) == 10078
+    probes = [*range(15, 566, 15), 559.9, 563.0]
+    got = _replay(events, probes, total=19, max_turns=10, max_live=40)
+    for t, (left, bound, line) in sorted(got.items()):
+        truth = end - t
+        if t < 473:   # no episode has run two turns: the pace is unknown, and no ETA is shown
+            assert left is None and "ETA" not in line, (t, line)
+        elif t < 559:  # no episode ended: an upper bound (the turn cap), said as such
+            assert bound and "ETA at most" in line and truth <= left <= 10 * 43, (t, left, truth)
+        else:          # from the first finished episode on: within seconds of the truth
+            assert not bound and abs(left - truth) < 10, (t, left, truth)
+    left, _, line = got[559.9]
+    assert line.startswith("1/19 episodes done, 560 s elapsed, ETA ") and left < 10
+
+
+def test_eta_of_episodes_one_after_another() -> None:
+    """One sandbox at a time (max_live 1): queued episodes wait for the slot; 100 s of start before the first."""
+    events: list[tuple[float, str, int]] = []
+    start = 100.0
+    for i in range(5):
+        events += [(start + 10, "turn", i), (start + 20, "turn", i), (start + 30, "last", i), (start + 31, "done", i)]
+        start += 31
+    got = _replay(events, [131.5, 200.0], total=5, max_turns=10, max_live=1)
+    assert abs(got[131.5][0] - (255 - 131.5)) < 15     # old: 4 x 131.5 / 1 = 526 s
+    assert abs(got[200.0][0] - (255 - 200)) < 15

@@ -29,7 +29,7 @@ from bashgym_assets.scenarios.candidates import (
     quarantine_rows,
     sample_pack,
 )
-from bashgym_assets.scenarios.external import import_suites, suite_of
+from bashgym_assets.scenarios.external import suite_of
 from bashgym_assets.scenarios.factory.generate import evaluation_tasks
 from bashgym_assets.scenarios.factory.intake import generated_candidates
 from bashgym_assets.scenarios.factory.similarity import guard_train_bundles
@@ -44,6 +44,14 @@ from bashgym_assets.scenarios.gate import (
     split_for,
 )
 from bashgym_assets.scenarios.report import bar_chart_md
+from bashgym_assets.scenarios.suite import (
+    GATED_SCHEMA,
+    QUARANTINE_SCHEMA,
+    REJECTION_SCHEMA,
+    gate_refusal_line,
+    import_folders,
+    refused_by_gate,
+)
 from bashgym_assets.scenarios.variants import make_pack_variants
 
 CANDIDATE_SCHEMA = pa.schema([
@@ -56,16 +64,8 @@ PENDING_SCHEMA = pa.schema([
     ("setup", pa.string()), ("check", pa.string()), ("user", pa.string()), ("source", pa.string()),
     ("reason", pa.string()),
 ])
-QUARANTINE_SCHEMA = pa.schema([("source", pa.string()), ("reason", pa.string())])
-GATED_SCHEMA = pa.schema([
-    ("scenario_id", pa.string()), ("category", pa.string()), ("difficulty", pa.int32()), ("source", pa.string()),
-    ("split", pa.string()), ("reference_turns", pa.int32()), ("duration_s", pa.float64()),
-    ("bundle_json", pa.string()),
-])
-REJECTION_SCHEMA = pa.schema([
-    ("scenario_id", pa.string()), ("category", pa.string()), ("difficulty", pa.int32()), ("source", pa.string()),
-    ("reason", pa.string()), ("detail", pa.string()), ("bundle_json", pa.string()),
-])
+# QUARANTINE_SCHEMA, GATED_SCHEMA and REJECTION_SCHEMA (imported above) live in scenarios.suite: `bashgym suite gate`
+# writes the same tables, in partitions of its own.
 
 
 class CandidatesConfig(dg.Config):
@@ -175,7 +175,14 @@ def scenario_candidates(context: dg.AssetExecutionContext, config: CandidatesCon
     cands.bundles.extend(generated)      # ids gen.<family>.<hash>: their family's recorded split
     cands.quarantine.extend(generated_quarantine)
     suite_dirs = settings.eval_suite_dirs if config.include_external else []
-    external, external_quarantine = import_suites(suite_dirs)
+    suites = import_folders(suite_dirs)
+    external = [b for s in suites for b in s.bundles]
+    external_quarantine = [q for s in suites for q in s.quarantine]
+    # A suite refused whole ends here, and the run would still succeed: say it loudly (log and metadata), without
+    # failing the other inputs of the run.
+    refused_suites = [why for s in suites if (why := s.refusal()) is not None]
+    for why in refused_suites:
+        context.log.warning(f"external suite refused whole: {why}")
     bundles, dupes = merge_candidates(cands.bundles, external)
     quarantine = cands.quarantine + [q.to_bundle_error() for q in external_quarantine] + dupes
     solved_note = "no pending tasks"
@@ -222,6 +229,10 @@ def scenario_candidates(context: dg.AssetExecutionContext, config: CandidatesCon
         "by_origin": dg.MetadataValue.json(dict(sorted(by_origin.items()))),
         "external_imported": dg.MetadataValue.int(sum(imported.values())),
         "external_quarantined": dg.MetadataValue.int(len(external_quarantine)),
+        "external_refused_suites": dg.MetadataValue.int(len(refused_suites)),
+        "external_warnings": dg.MetadataValue.md(
+            "\n".join(f"- **refused whole**: {why}" for why in refused_suites) if refused_suites
+            else "_every configured external suite imported at least one task_"),
         "external_suites": (
             table(["suite", "imported (held out)", "quarantined"],
                   [[s, imported[s], refused[s]] for s in sorted(set(imported) | set(refused))])
@@ -286,6 +297,9 @@ def gated_scenarios(context: dg.AssetExecutionContext, config: GateConfig,
                            limits=GateLimits(command_timeout_s=config.command_timeout_s), progress=progress)
     admitted = [r for r in results if r.admitted]
     rejected = [r for r in results if not r.admitted]
+    refused_suites = refused_by_gate(results)   # said loudly: the run itself succeeds for the other candidates
+    for suite, rs in refused_suites.items():
+        context.log.warning(gate_refusal_line(suite, rs))
     lake.write("gated_scenarios", [{k: r.model_dump()[k] for k in GATED_SCHEMA.names} for r in admitted],
                schema=GATED_SCHEMA)
     lake.write("gate_rejections", [{k: r.model_dump()[k] for k in REJECTION_SCHEMA.names} for r in rejected],
@@ -302,6 +316,10 @@ def gated_scenarios(context: dg.AssetExecutionContext, config: GateConfig,
         "candidates": dg.MetadataValue.int(len(results)),
         "admitted": dg.MetadataValue.int(len(admitted)),
         "rejected": dg.MetadataValue.int(len(rejected)),
+        "external_refused_suites": dg.MetadataValue.int(len(refused_suites)),
+        "external_warnings": dg.MetadataValue.md(
+            "\n".join(f"- **refused whole**: {gate_refusal_line(s, rs)}" for s, rs in refused_suites.items())
+            if refused_suites else "_no external suite was refused whole by the gate_"),
         "admitted_rate": dg.MetadataValue.float(round(len(admitted) / len(results), 4) if results else 0.0),
         "train": dg.MetadataValue.int(sum(r.split == TRAIN for r in admitted)),
         "held_out": dg.MetadataValue.int(sum(r.split == HELD_OUT for r in admitted)),

@@ -6,6 +6,7 @@
     bashgym eval --litellm openai/my-model --api-base http://127.0.0.1:8000/v1
     bashgym eval --samples 5 --temperature 0.7      # pass@k
     bashgym eval --scenarios path/to/bundles         # any folder of scenario bundles (not only held-out)
+    bashgym eval --suite terminal-bench              # the admitted tasks of one external suite
     bashgym eval --adapter <dir> --no-base --split train --sample 35   # fit: tasks it trained on
 
 Episodes go to the lake (``eval_episodes``, partition = the evaluation id) like the asset's, so the notebooks and
@@ -25,41 +26,61 @@ from bashgym_assets.config import get_settings
 def add_parsers(sub: Any) -> None:
     ev = sub.add_parser("eval", help="evaluate models behaviourally on held-out scenarios in sandboxes",
                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ev.add_argument("--adapter", action="append", default=[], help="a LoRA adapter folder (repeatable)")
-    ev.add_argument("--model-uri", action="append", default=[],
-                    help="a registered adapter: models:/name/version or models:/name@alias (repeatable)")
-    ev.add_argument("--litellm", action="append", default=[], help="a litellm model string (repeatable)")
-    ev.add_argument("--api-base", help="base URL for the litellm models (OpenAI-compatible servers)")
-    ev.add_argument("--base", help="base model folder or hub id (default: BASHGYM_BASE_MODEL or offline SmolLM2)")
-    ev.add_argument("--no-base", action="store_true", help="do not evaluate the base model itself")
-    ev.add_argument("--no-champion", action="store_true", help="do not evaluate the current champion")
-    ev.add_argument("--reference", action="store_true", help="also run the reference solutions (the ceiling)")
-    ev.add_argument("--scenarios", help="a folder of scenario bundles (default: gated_scenarios' held-out split)")
+    add_model_options(ev)
+    ev.add_argument("--scenarios", help="a folder of scenario bundles (default: gated_scenarios' held-out split); "
+                                        "a Terminal-Bench/Harbor suite folder goes through `bashgym suite eval`")
+    ev.add_argument("--suite", action="append", default=[],
+                    help="only the tasks of this external suite (its name, or a prefix of its ids such as "
+                         "ext-terminal-bench-; repeatable): from gated_scenarios, including what `bashgym suite "
+                         "gate` admitted")
     ev.add_argument("--split", choices=["held_out", "train"], default="held_out",
                     help="which split of gated_scenarios (default held_out; train tells fit from generalisation: "
                          "does the model finish the tasks it was trained on?)")
-    ev.add_argument("--limit", type=int, help="the first N scenarios (by id)")
-    ev.add_argument("--sample", type=_positive,
-                    help="N scenarios drawn at random (seeded by --seed) instead of the first")
-    ev.add_argument("--seed", type=int, default=0, help="seed of --sample, --per-family and --fit")
+    add_selection_options(ev)
     ev.add_argument("--per-family", type=int, default=3,
                     help="held-out split: N tasks of each of the task factory's held-out families (-1: all; 0: "
                          "none), beside every other held-out scenario")
     ev.add_argument("--fit", type=int, default=0,
                     help="also N tasks of the factory's trained families (fit, reported apart; never judges)")
-    ev.add_argument("--category", action="append", default=[], help="only these categories (repeatable)")
-    ev.add_argument("--samples", type=int, default=1)
-    ev.add_argument("--temperature", type=float, default=0.0)
-    ev.add_argument("--max-turns", type=int, default=10)
-    ev.add_argument("--max-new-tokens", type=int, default=128)
-    ev.add_argument("--micro-batch", type=int, default=16, help="sequences per generate call")
-    ev.add_argument("--max-live", type=int, default=40, help="sandboxes alive at once")
-    ev.add_argument("--lockstep", action="store_true",
-                    help="decode each turn of all live episodes as one batch (default for a local greedy model: "
-                         "continuous batching, each reply leaving and each next prompt joining the running batch)")
-    ev.add_argument("--max-rows", type=int, default=32, help="continuous batching: rows a decode step")
-    ev.add_argument("--json", help="also write the summaries to this JSON file")
+    add_run_options(ev)
     ev.set_defaults(fn=cmd_eval)
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    """Which models an evaluation compares (``bashgym eval`` and ``bashgym suite eval``)."""
+    p.add_argument("--adapter", action="append", default=[], help="a LoRA adapter folder (repeatable)")
+    p.add_argument("--model-uri", action="append", default=[],
+                   help="a registered adapter: models:/name/version or models:/name@alias (repeatable)")
+    p.add_argument("--litellm", action="append", default=[], help="a litellm model string (repeatable)")
+    p.add_argument("--api-base", help="base URL for the litellm models (OpenAI-compatible servers)")
+    p.add_argument("--base", help="base model folder or hub id (default: BASHGYM_BASE_MODEL or offline SmolLM2)")
+    p.add_argument("--no-base", action="store_true", help="do not evaluate the base model itself")
+    p.add_argument("--no-champion", action="store_true", help="do not evaluate the current champion")
+    p.add_argument("--reference", action="store_true", help="also run the reference solutions (the ceiling)")
+
+
+def add_selection_options(p: argparse.ArgumentParser) -> None:
+    """Which of the scenarios: the first N, a seeded sample, some categories."""
+    p.add_argument("--limit", type=int, help="the first N scenarios (by id)")
+    p.add_argument("--sample", type=_positive,
+                   help="N scenarios drawn at random (seeded by --seed) instead of the first")
+    p.add_argument("--seed", type=int, default=0, help="seed of --sample, --per-family and --fit")
+    p.add_argument("--category", action="append", default=[], help="only these categories (repeatable)")
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """How the episodes run: samples, decoding, caps, batching, where the summaries go."""
+    p.add_argument("--samples", type=int, default=1)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--max-turns", type=int, default=10)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--micro-batch", type=int, default=16, help="sequences per generate call")
+    p.add_argument("--max-live", type=int, default=40, help="sandboxes alive at once")
+    p.add_argument("--lockstep", action="store_true",
+                   help="decode each turn of all live episodes as one batch (default for a local greedy model: "
+                        "continuous batching, each reply leaving and each next prompt joining the running batch)")
+    p.add_argument("--max-rows", type=int, default=32, help="continuous batching: rows a decode step")
+    p.add_argument("--json", help="also write the summaries to this JSON file")
 
 
 def _positive(text: str) -> int:
@@ -73,18 +94,41 @@ def _bundles(args: argparse.Namespace) -> tuple[list[Any], dict[str, str]]:
     """The scenarios to run and, for the held-out split, which evaluation set each one measures."""
     from bashgym_assets.evaluation import evaluation_bundles, pick_bundles, split_bundles
     from bashgym_assets.lake import Lake
+    from bashgym_assets.scenarios import suite as suites
     from bashgym_assets.scenarios.bundle import load_folder
+    from bashgym_assets.scenarios.gate import HELD_OUT
 
     pick = {"limit": args.limit, "categories": args.category, "sample": args.sample, "seed": args.seed}
+    wanted = list(getattr(args, "suite", None) or [])
     if args.scenarios:
         if args.split != "held_out":
             raise RuntimeError("--split picks from gated_scenarios; a --scenarios folder has no splits")
         bundles, errors = load_folder(args.scenarios)
+        tasks = suites.task_folders(args.scenarios)
+        if tasks and not bundles:   # raw task folders are no bundles: they must be imported and gated first
+            raise RuntimeError(suites.not_bundles_hint(args.scenarios, tasks))
         for e in errors:
             print(f"skipped {e.source}: {e.error}")
+        if tasks:
+            print(f"note: {len(tasks)} Terminal-Bench/Harbor task folder(s) in {args.scenarios} are not bundles and "
+                  f"were left out: `bashgym suite eval PATH` imports, gates and evaluates them")
+        if wanted:
+            bundles = suites.of_suites(bundles, wanted)
+        return pick_bundles(bundles, **pick), {}
+    lake = Lake()
+    if wanted:
+        if args.split != "held_out":
+            raise RuntimeError("external suites are evaluation only (always held out): --suite takes no --split")
+        rows = suites.gated_rows(lake)
+        bundles = suites.of_suites(split_bundles(rows, HELD_OUT), wanted)
+        if not bundles:
+            known = suites.known_suites(rows)
+            raise RuntimeError(f"no admitted task of suite {', '.join(wanted)} in gated_scenarios (suites there: "
+                               f"{', '.join(known) or 'none'}): `bashgym suite eval PATH` imports, gates and "
+                               "evaluates a suite folder, `bashgym suite gate PATH` gates it for later")
         return pick_bundles(bundles, **pick), {}
     try:
-        rows = Lake().read("gated_scenarios").to_pylist()
+        rows = lake.read("gated_scenarios").to_pylist()
     except FileNotFoundError as exc:
         raise RuntimeError("gated_scenarios is not in the lake yet: run `make demo` (or materialize "
                            "gated_scenarios), or pass --scenarios FOLDER") from exc
@@ -134,6 +178,21 @@ def model_specs(args: argparse.Namespace, settings: Any) -> list[Any]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from bashgym_assets.evaluation.metrics import TRAIN_SPLIT_EVAL_PREFIX
+
+    bundles, set_of = _bundles(args)
+    if not bundles:
+        where = args.scenarios or f"gated_scenarios' {args.split} split"
+        raise RuntimeError(f"no scenario to evaluate on in {where}"
+                           + (f" (categories {', '.join(args.category)})" if args.category else ""))
+    # the split is in the id (the partition of eval_episodes): train-split rows must not pass for held-out ones
+    prefix = TRAIN_SPLIT_EVAL_PREFIX if args.split == "train" else "eval-cli-"
+    return evaluate_bundles(args, bundles, set_of, eval_id=f"{prefix}{uuid.uuid4().hex[:8]}")
+
+
+def evaluate_bundles(args: argparse.Namespace, bundles: list[Any], set_of: dict[str, str], eval_id: str) -> int:
+    """The evaluation of ``bashgym eval`` on given scenarios (``bashgym suite eval`` runs it on a gated suite):
+    every model of ``args`` in sandboxes, the episodes into ``eval_episodes[eval_id]``, the results table."""
     from bashgym_assets import images
     from bashgym_assets.evaluation import (
         EVAL_EPISODE_SCHEMA,
@@ -142,23 +201,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
         Sampling,
         compare,
     )
-    from bashgym_assets.evaluation.metrics import TRAIN_SPLIT_EVAL_PREFIX, summarize
+    from bashgym_assets.evaluation.metrics import summarize
     from bashgym_assets.evaluation.report import comparison_markdown
     from bashgym_assets.lake import Lake
 
     settings = get_settings()
-    bundles, set_of = _bundles(args)
-    if not bundles:
-        where = args.scenarios or f"gated_scenarios' {args.split} split"
-        raise RuntimeError(f"no scenario to evaluate on in {where}"
-                           + (f" (categories {', '.join(args.category)})" if args.category else ""))
     specs = model_specs(args, settings)
     if not specs:
         raise RuntimeError("nothing to evaluate: give --adapter, --model-uri or --litellm, or keep the base")
     images.ensure_docker_engine()
     image = images.sandbox_image_tag()
-    # the split is in the id (the partition of eval_episodes): train-split rows must not pass for held-out ones
-    eval_id = f"{TRAIN_SPLIT_EVAL_PREFIX if args.split == 'train' else 'eval-cli-'}{uuid.uuid4().hex[:8]}"
     print(f"{eval_id}: {len(bundles)} scenarios x {args.samples} sample(s); models: "
           + ", ".join(f"{s.label} ({s.describe()})" for s in specs), flush=True)
     results = compare(specs, bundles, image,

@@ -1,7 +1,7 @@
 """What one evaluation episode showed, and the rates over many: the behavioural metrics that count.
 
-Per episode (sekft's eval, extended): operated (it typed real commands and nothing else), terminated (it typed
-``exit``), verified (the scenario's check passed on the final container state), clean (all three), and when not
+Per episode (sekft's eval, extended): operated (it typed real commands and nothing else: a copied prompt banner
+is not one, see ``copied_prompt``), terminated (it typed ``exit``), verified (the scenario's check passed on the final container state), clean (all three), and when not
 clean, ONE failure class that says what went wrong first. Per run: each rate with a Wilson 95% interval, per
 category and per difficulty, and pass@k when several samples per scenario were drawn.
 """
@@ -9,6 +9,7 @@ category and per difficulty, and pass@k when several samples per scenario were d
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -25,6 +26,7 @@ SANDBOX_ERROR = "sandbox_error"      # infrastructure: the container broke
 OPERATOR_ERROR = "operator_error"    # the model could not produce a reply (generation or API failure)
 FAILURE_BABBLE = "babble"            # lists, markdown, chat tokens, repetition, cut off at the token cap
 FAILURE_PROSE = "prose"              # sentences instead of commands (or commands inside a code fence)
+FAILURE_PROMPT_ECHO = "prompt_echo"  # typed the prompt banner (``root@sandbox:/app# ls``): the shell ran the banner
 FAILURE_LOOP = "loop"                # the same command over and over
 FAILURE_TIMEOUT = "timeout"          # the episode's wall-time cap ended it
 FAILURE_NEVER_EXITS = "never_exits"  # used every turn without typing ``exit``
@@ -33,8 +35,10 @@ INFRASTRUCTURE = (SETUP_FAILED, SANDBOX_ERROR)
 # ``bashgym eval --split train`` writes its episodes under ids with this prefix: figures of fit, which nothing that
 # judges or serves a model may read as held-out results
 TRAIN_SPLIT_EVAL_PREFIX = "eval-cli-train-"
-FAILURE_CLASSES = (SETUP_FAILED, SANDBOX_ERROR, OPERATOR_ERROR, FAILURE_BABBLE, FAILURE_PROSE, FAILURE_LOOP,
-                   FAILURE_TIMEOUT, FAILURE_NEVER_EXITS, FAILURE_WRONG_RESULT)
+FAILURE_CLASSES = (SETUP_FAILED, SANDBOX_ERROR, OPERATOR_ERROR, FAILURE_BABBLE, FAILURE_PROSE, FAILURE_PROMPT_ECHO,
+                   FAILURE_LOOP, FAILURE_TIMEOUT, FAILURE_NEVER_EXITS, FAILURE_WRONG_RESULT)
+# ``reply_kinds`` names a reply that starts with a copied prompt so (the transcript's parser calls it a command)
+PROMPT_ECHO = "prompt_echo"
 LOOP_REPEATS = 3
 RATES = ("operate", "terminate", "verified", "clean")
 
@@ -87,10 +91,45 @@ def is_loop(commands: Sequence[str], repeats: int = LOOP_REPEATS) -> bool:
     return any(len(set(commands[i:i + window])) <= 2 for i in range(0, max(0, len(commands) - window + 1)))
 
 
+# The banner the operator is shown (``transcript.orientation``: ``user@sandbox:/dir#`` or ``...$``) or a bare ``$``
+# prompt as the first word of the line: what a model that imitates the transcript instead of typing a command writes
+# (``root@sandbox:/app#cat file``, ``$ ls``). A lone ``#`` is not one: ``# ls`` is a comment, and bash says so.
+_PROMPT_RE = re.compile(r"^\s*(?:[\w.+-]+@[\w.-]+:[^\s#$]*[#$]|\$(?=\s|$))")
+NOT_FOUND = 127
+
+
+def copied_prompt(command: str, exit_code: int | None = None) -> bool:
+    """Whether a reply is a copied prompt banner rather than a command: its first word is a prompt and, when the
+    shell's verdict is known, bash answered 127 (``root@sandbox:/app#: command not found``).
+
+    Decision: the reply is run exactly as typed, never with the banner stripped. The evaluation asks whether the
+    model operates a real terminal, and a real shell runs a pasted prompt as a command name (exit 127, nothing
+    done): stripping it would credit the model with commands no terminal would have run, and hide from the
+    transcript and the failure classes the very habit (imitating the transcript's text) that the figure should
+    show. So the episode goes on as a shell would take it, and such a reply does not count as operating.
+
+    A multi-line reply is judged by its first line only (its exit code is its last line's), so the exit code is
+    consulted only for a one-line reply."""
+    if not _PROMPT_RE.match(command):
+        return False
+    one_line = "\n" not in command.strip()
+    return not (one_line and exit_code is not None and exit_code != NOT_FOUND)
+
+
+def reply_kinds(lines: Sequence[TypedLine], exit_codes: Sequence[int | None] | None = None) -> list[str]:
+    """What each reply was understood as: the transcript's kind, with a copied prompt banner said as such."""
+    codes = list(exit_codes) if exit_codes is not None and len(exit_codes) == len(lines) else [None] * len(lines)
+    return [PROMPT_ECHO if line.kind == COMMAND and copied_prompt(line.command, code) else line.kind
+            for line, code in zip(lines, codes, strict=True)]
+
+
 def classify(lines: Sequence[TypedLine], *, terminated: bool, verified: bool, end_reason: str,
-             setup_failed: bool = False) -> tuple[bool, str]:
-    """(operated, failure class) of one episode from how each reply was understood and how it ended."""
-    kinds = [line.kind for line in lines]
+             setup_failed: bool = False, exit_codes: Sequence[int | None] | None = None) -> tuple[bool, str]:
+    """(operated, failure class) of one episode from how each reply was understood and how it ended.
+
+    ``exit_codes``: the shell's exit code of each reply (None where nothing ran), to tell a copied prompt banner
+    (127) from a command; without them the banner's shape alone decides."""
+    kinds = reply_kinds(lines, exit_codes)
     n_commands = sum(k == COMMAND for k in kinds)
     operated = n_commands > 0 and all(k in (COMMAND, EXIT) for k in kinds)
     if setup_failed:
@@ -103,7 +142,9 @@ def classify(lines: Sequence[TypedLine], *, terminated: bool, verified: bool, en
         return operated, FAILURE_BABBLE
     if any(k in (PROSE, FENCED) for k in kinds) or (kinds and all(k == EMPTY for k in kinds)):
         return operated, FAILURE_PROSE
-    if is_loop([line.command for line in lines if line.kind == COMMAND]):
+    if PROMPT_ECHO in kinds:
+        return operated, FAILURE_PROMPT_ECHO
+    if is_loop([line.command for line, k in zip(lines, kinds, strict=True) if k == COMMAND]):
         return operated, FAILURE_LOOP
     if end_reason == "time_cap":
         return operated, FAILURE_TIMEOUT

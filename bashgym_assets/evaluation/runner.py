@@ -15,10 +15,11 @@ model claims is never consulted.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from bashgym_assets.evaluation.metrics import (
     EvalEpisode,
     ModelSummary,
     classify,
+    reply_kinds,
     summarize,
 )
 from bashgym_assets.rollout import tracing
@@ -160,15 +162,18 @@ def _close(job: _Live, eval_id: str, label: str, model_ref: str, sampling: str,
     if job.sandbox_error:
         episode.end_reason, episode.error = SANDBOX_ERROR, job.sandbox_error
     lines = job.driver.lines if job.driver else []
+    # the shell's verdict on each reply (a copied prompt banner answers 127): the driver records one turn per line
+    codes = [t.exit_code for t in episode.turns] if len(episode.turns) == len(lines) else None
     operated, failure = classify(lines, terminated=episode.terminated, verified=verified,
-                                 end_reason=episode.end_reason, setup_failed=bool(job.setup_error))
+                                 end_reason=episode.end_reason, setup_failed=bool(job.setup_error), exit_codes=codes)
+    kinds = reply_kinds(lines, codes)
     clean = failure == "" and operated and episode.terminated and verified
     b = job.bundle
     return EvalEpisode(
         eval_id=eval_id, model=label, model_ref=model_ref, scenario_id=b.id, category=b.category,
         difficulty=b.difficulty, source=b.source, sample_index=job.sample_index, operated=operated,
         terminated=episode.terminated, verified=verified, clean=clean, n_turns=episode.n_turns,
-        n_commands=sum(line.kind == COMMAND for line in lines), reply_kinds=",".join(x.kind for x in lines),
+        n_commands=sum(k == COMMAND for k in kinds), reply_kinds=",".join(kinds),
         end_reason=SETUP_FAILED if job.setup_error else episode.end_reason, failure_class=failure,
         error=job.setup_error or episode.error, wall_s=round(time.monotonic() - job.started, 3),
         sampling=sampling, messages=episode.messages,
@@ -192,20 +197,102 @@ def _episode_trace(job: _Live, e: EvalEpisode) -> tracing.EpisodeTrace:
         error=e.error)
 
 
-def _progress(finished: int, total: int, start: float) -> str:
-    elapsed = time.monotonic() - start
-    rate = finished / elapsed if finished else 0.0
-    eta = f", ETA {(total - finished) / rate:.0f} s" if rate > 0 else ""
-    return f"{finished}/{total} episodes done, {elapsed:.0f} s elapsed{eta}"
+class EtaEstimator:
+    """Seconds left in an evaluation, from the pace of turns, not from episodes finished per elapsed second.
+
+    That old estimate, (episodes left) x elapsed / (episodes done), read 10,078 s at the first finished episode of
+    a run that ended at 567 s: ``elapsed`` held the model load, the sandboxes' start and the slow first generation,
+    and episodes run side by side, so the first one to end says nothing about how long the others take. Here:
+
+    - the pace is the mean time between two turns of one episode, so nothing before an episode's first turn counts
+      (no estimate until some episode has run two turns);
+    - an episode takes the mean turns of the episodes that ended, and a live one at least one turn more, less the
+      time it has already waited for it; until an episode has ended, the turn cap: then the estimate is an upper
+      bound, and the line says ``at most``;
+    - live episodes run side by side, and queued ones take the first free of ``max_live`` slots, so the estimate is
+      when the last one would end.
+
+    ``clock`` is injectable so a recorded sequence of events can be replayed (tests).
+    """
+
+    def __init__(self, total: int, max_turns: int, max_live: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.total, self.max_turns, self.max_live, self.clock = total, max(1, max_turns), max(1, max_live), clock
+        self.turns: dict[Hashable, int] = {}        # live episodes (at least one turn run): turns so far
+        self.last_turn: dict[Hashable, float] = {}
+        self.ended: set[Hashable] = set()           # no more turns (exit, a cap), not yet scored
+        self.finished = 0
+        self._pace = [0.0, 0]                       # sum and count of the seconds between two turns of an episode
+        self._lengths = [0, 0]                      # sum and count of the turns of the episodes that ended
+
+    def turn(self, key: Hashable, ended: bool = False) -> None:
+        """One turn of one episode just ran (its reply applied); ``ended``: it was the episode's last."""
+        now = self.clock()
+        if key in self.last_turn:
+            self._pace[0] += now - self.last_turn[key]
+            self._pace[1] += 1
+        self.last_turn[key] = now
+        self.turns[key] = self.turns.get(key, 0) + 1
+        if ended:
+            self._end(key)
+
+    def _end(self, key: Hashable) -> None:
+        if key in self.ended:
+            return
+        self.ended.add(key)
+        n = self.turns.pop(key, 0)
+        self.last_turn.pop(key, None)
+        if n:   # an episode whose set-up failed ran no turn: it says nothing about an episode's length
+            self._lengths[0] += n
+            self._lengths[1] += 1
+
+    def finish(self, key: Hashable) -> None:
+        """The episode is scored (check run, container removed)."""
+        self._end(key)
+        self.ended.discard(key)
+        self.finished += 1
+
+    @property
+    def upper_bound(self) -> bool:
+        """No episode has ended yet: each is assumed to run to the turn cap."""
+        return not self._lengths[1]
+
+    def seconds_left(self) -> float | None:
+        """None until the pace is known (some episode ran two turns)."""
+        if not self._pace[1]:
+            return None
+        now = self.clock()
+        pace = self._pace[0] / self._pace[1]
+        length = self.max_turns if self.upper_bound else min(self._lengths[0] / self._lengths[1], self.max_turns)
+        ends = [max(0.0, max(1.0, length - n) * pace - (now - self.last_turn[key])) for key, n in self.turns.items()]
+        ends += [0.0] * max(0, self.max_live - len(ends) - len(self.ended))   # free slots
+        queued = max(0, self.total - self.finished - len(self.turns) - len(self.ended))
+        if queued and ends:
+            heapq.heapify(ends)
+            for _ in range(queued):
+                heapq.heappush(ends, heapq.heappop(ends) + length * pace)
+        return max(ends, default=0.0)
+
+    def line(self, finished: int, start: float) -> str:
+        """``3/19 episodes done, 120 s elapsed, ETA 45 s`` (no ETA until it is known)."""
+        left = self.seconds_left()
+        eta = "" if left is None else f", ETA {'at most ' if self.upper_bound else ''}{left:.0f} s"
+        return f"{finished}/{self.total} episodes done, {self.clock() - start:.0f} s elapsed{eta}"
 
 
 PROGRESS_EVERY_S = 15.0
 
 
+def _last_turn(job: _Live, settings: EvalSettings) -> bool:
+    """Whether the reply just applied was the episode's last (exit, a cap, a broken sandbox)."""
+    driver = job.driver
+    return driver is None or driver.done or bool(job.sandbox_error) or driver.episode.n_turns >= settings.max_turns
+
+
 def _run_continuous(stream: Any, pool: ThreadPoolExecutor, take: Callable[[int], list[_Live]],
                     open_job: Callable[[_Live], _Live], settings: EvalSettings, close: Callable[[_Live], EvalEpisode],
                     record: Callable[[list[_Live], list[EvalEpisode]], None], say: Progress, label: str,
-                    total: int, done: list[EvalEpisode], start: float) -> None:
+                    eta: EtaEstimator, done: list[EvalEpisode], start: float) -> None:
     """The continuous loop: every episode is in exactly one place: its container being set up, the decoder (its
     reply being generated), the pool (its reply being run in its sandbox, or its check once it ended) or ready
     (deciding what is next). Containers are set up in the background, so decoding starts with the first one ready
@@ -245,16 +332,19 @@ def _run_continuous(stream: Any, pool: ThreadPoolExecutor, take: Callable[[int],
             for futures in (opening, running):
                 for f in [f for f in futures if f.done()]:
                     f.result()  # _open and apply_reply record their own failures on the job
-                    ready.append(futures.pop(f))
+                    job = futures.pop(f)
+                    if futures is running:
+                        eta.turn(id(job), ended=_last_turn(job, settings))
+                    ready.append(job)
             ended = [f for f in closing if f.done()]
             if ended:
                 record([closing.pop(f) for f in ended], [f.result() for f in ended])
-            if time.monotonic() - last_say >= PROGRESS_EVERY_S or (ended and len(done) == total):
+            if time.monotonic() - last_say >= PROGRESS_EVERY_S or (ended and len(done) == eta.total):
                 last_say = time.monotonic()
                 st = stream.stats
                 rows = f", {st.mean_rows:.1f} rows a decode step on average" if st is not None else ""
                 say(f"[{label}] {len(opening)} starting, {len(by_key)} generating, {len(running)} in the sandbox"
-                    f"{rows}, " + _progress(len(done), total, start))
+                    f"{rows}, " + eta.line(len(done), start))
 
 
 def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str | None,
@@ -276,6 +366,7 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
     done: list[EvalEpisode] = []
     live: list[_Live] = []
     start = time.monotonic()
+    eta = EtaEstimator(total, settings.max_turns, settings.max_live)
     turn = 0
     workers = max(1, min(settings.max_live, 16))
     sink = tracing.sink()  # one MLflow trace per episode, written in batches (BASHGYM_TRACES=0: none)
@@ -289,6 +380,8 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
             closing_sandboxes(lambda: [j.box for j in jobs]):
         def record(jobs: list[_Live], closed: list[EvalEpisode]) -> None:
             done.extend(closed)
+            for j in jobs:
+                eta.finish(id(j))
             for j, e in zip(jobs, closed, strict=True):  # a routed operator logs each episode's outcome
                 hook = getattr(j.operator, "record_outcome", None)
                 if hook is not None:
@@ -323,7 +416,7 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
                 return got
 
             _run_continuous(stream, pool, take, lambda j: _open(j, image, settings), settings, close, record, say,
-                            label, total, done, start)
+                            label, eta, done, start)
         else:
             while queue or live:
                 live = open_more(live)
@@ -354,8 +447,10 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
                     j.driver.note_model_call(gen_s, replies[id(j)].new_tokens)
 
                 list(pool.map(lambda j, replies=replies: apply_reply(j, replies[id(j)]), asking))
+                for j in asking:
+                    eta.turn(id(j), ended=_last_turn(j, settings))
                 say(f"[{label}] turn {turn}: {len(asking)} live, generation {gen_s:.1f} s, "
-                    + _progress(len(done), total, start))
+                    + eta.line(len(done), start))
     wall = time.monotonic() - start
     order = {(b.id, i): n for n, (b, i) in enumerate((b, i) for i in range(settings.samples) for b in bundles)}
     done.sort(key=lambda e: order.get((e.scenario_id, e.sample_index), 0))
