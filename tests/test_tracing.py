@@ -148,3 +148,20 @@ def test_rollout_attempts_are_traced_and_the_switch_turns_them_off(traced_home: 
     tracing.flush_all()
     assert [x.info.trace_id for x in _traces(traced_home, tracing.ROLLOUT_EXPERIMENT)] == [t.info.trace_id]
     assert _client(traced_home).get_experiment_by_name(tracing.EVAL_EXPERIMENT) is None
+
+
+@pytest.mark.docker
+def test_the_students_attempts_are_rollout_traces_not_evaluation_traces(traced_home: Settings,
+                                                                         sandbox_image: str) -> None:
+    """The student's attempts at train tasks (for DPO pairs) are rollouts: traced beside the other rollouts, so
+    the evaluation's experiment holds exactly one trace per evaluated episode."""
+    from bashgym_assets.evaluation.student import StudentSettings, attempts
+
+    run = attempts(ReferenceOperator(), "ref", [_bundle(4), _bundle(5)], sandbox_image,
+                   StudentSettings(samples=1, max_turns=3), held_out_fraction=0.0)
+    evaluate(ReferenceOperator(), [_bundle(6)], sandbox_image, EvalSettings(max_turns=3), eval_id="ev-one")
+    tracing.flush_all()
+    student = _traces(traced_home, tracing.ROLLOUT_EXPERIMENT, "tags.kind = 'student'")
+    assert sorted(t.info.tags["scenario_id"] for t in student) == ["touch-4", "touch-5"]
+    assert all(t.info.tags["model"] == run.operator for t in student)
+    assert [t.info.tags["scenario_id"] for t in _traces(traced_home, tracing.EVAL_EXPERIMENT)] == ["touch-6"]

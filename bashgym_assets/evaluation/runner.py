@@ -180,18 +180,21 @@ def _close(job: _Live, eval_id: str, label: str, model_ref: str, sampling: str,
     )
 
 
-def _episode_trace(job: _Live, e: EvalEpisode) -> tracing.EpisodeTrace:
+def _episode_trace(job: _Live, e: EvalEpisode, kind: str = "evaluation") -> tracing.EpisodeTrace:
     """An evaluated episode as a trace: its turns, and the outcome as attributes/tags (id derived from the
-    episode, so reports link to it)."""
+    episode, so reports link to it). ``kind`` "evaluation" goes to the evaluation's experiment; any other (the
+    student's attempts at train tasks) is a rollout and goes to the rollouts' experiment beside the others."""
     ep = job.driver.episode if job.driver is not None else None
     outcome = {"verified": e.verified, "clean": e.clean, "failure_class": e.failure_class or "none",
                "end_reason": e.end_reason}
+    evaluation = kind == "evaluation"
     return tracing.episode_trace(
-        f"eval {e.scenario_id}", tracing.EVAL_EXPERIMENT, ep.turns if ep else [],
+        f"{'eval' if evaluation else kind} {e.scenario_id}",
+        tracing.EVAL_EXPERIMENT if evaluation else tracing.ROLLOUT_EXPERIMENT, ep.turns if ep else [],
         ep.start_ns if ep is not None and ep.start_ns else time.time_ns(),
         trace_id=tracing.eval_trace_id(e.eval_id, e.model, e.scenario_id, e.sample_index),
         inputs={"scenario_id": e.scenario_id, "task": job.bundle.task}, outputs=outcome,
-        attributes={"kind": "evaluation", "eval_id": e.eval_id, "scenario_id": e.scenario_id,
+        attributes={"kind": kind, "eval_id": e.eval_id, "scenario_id": e.scenario_id,
                     "category": e.category, "difficulty": e.difficulty, "model": e.model, "model_ref": e.model_ref,
                     "sample_index": e.sample_index, **outcome},
         error=e.error)
@@ -349,9 +352,10 @@ def _run_continuous(stream: Any, pool: ThreadPoolExecutor, take: Callable[[int],
 
 def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str | None,
              settings: EvalSettings | None = None, label: str | None = None, model_ref: str | None = None,
-             eval_id: str | None = None, progress: Progress | None = None) -> EvalResult:
+             eval_id: str | None = None, progress: Progress | None = None,
+             trace_kind: str = "evaluation") -> EvalResult:
     """Every (scenario, sample) episode of one operator, batched continuously or in lockstep (see the module
-    docstring); one ``EvalEpisode`` each."""
+    docstring); one ``EvalEpisode`` each, traced as ``trace_kind`` (``_episode_trace``)."""
     settings = settings or EvalSettings()
     label = label or operator.name
     model_ref = model_ref or operator.name
@@ -389,7 +393,7 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
                         hook("clean" if e.clean else (e.failure_class or "failed"), scenario_id=e.scenario_id)
             if sink is not None:
                 for j, e in zip(jobs, closed, strict=True):
-                    sink.add(_episode_trace(j, e))
+                    sink.add(_episode_trace(j, e, trace_kind))
 
         def close(j: _Live) -> EvalEpisode:
             return _close(j, eval_id, label, model_ref, sampling, settings.check_timeout_s)

@@ -132,7 +132,7 @@ def attempts(operator: Operator, label: str, bundles: Sequence[ScenarioBundle], 
     check_train_only(bundles, held_out_fraction)  # before any sandbox starts
     name = label if label.startswith(OPERATOR_PREFIX) else OPERATOR_PREFIX + label
     result = evaluate(operator, bundles, image, settings.eval_settings(), label=name,
-                      model_ref=model_ref or operator.name, progress=progress)
+                      model_ref=model_ref or operator.name, progress=progress, trace_kind="student")
     records = [to_record(e, name) for e in result.episodes]
     return StudentRun(operator=name, records=records, episodes=result.episodes, wall_s=result.summary.wall_s)
 
