@@ -91,4 +91,27 @@ if not (default_model_dir() / MARKER).exists():
     print("base model:", prepare_smollm2().path)'
 fi
 
+# 7. llama.cpp for the export's GGUF verification ---------------------------------------------------------
+# node-llama-cpp's prebuilt linux-x64 CPU binary, at the exact version tools/llama/package-lock.json pins (no
+# compiler, no GPU, no download at test time). `npm ci` runs again only when the lock file changes;
+# --omit=optional leaves out the other platforms' and the CUDA/Vulkan builds, --ignore-scripts the package's
+# postinstall (which would try to download and build llama.cpp where no prebuilt fits). The probe then loads the
+# binary with build "never": it fails here, loudly, rather than in the first export.
+LLAMA_DIR="tools/llama"
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  [ "$(id -u)" = 0 ] || die "node and npm are missing: install Node.js 20 or newer (apt-get install -y nodejs npm)"
+  log "installing Node.js and npm (Debian packages)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+llama_stamp="$LLAMA_DIR/node_modules/.bashgym-installed"
+llama_want="$(cat "$LLAMA_DIR/package.json" "$LLAMA_DIR/package-lock.json" | sha256sum | cut -c1-16)"
+if [ "$(cat "$llama_stamp" 2>/dev/null)" != "$llama_want" ]; then
+  log "installing node-llama-cpp (prebuilt llama.cpp, CPU) into $LLAMA_DIR/node_modules (about 10 s)"
+  (cd "$LLAMA_DIR" && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+  node "$LLAMA_DIR/llama_check.mjs" --probe >/dev/null \
+    || die "node-llama-cpp's prebuilt llama.cpp binary does not load on this machine (see the error above)"
+  echo "$llama_want" > "$llama_stamp"
+fi
+
 log "ready: data folder $BASHGYM_HOME, DAGSTER_HOME $DAGSTER_HOME"

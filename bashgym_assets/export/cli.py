@@ -24,7 +24,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--out", default="bashgym-export", help="output folder (default ./bashgym-export)")
     p.add_argument("--format", action="append", choices=["f16", "q8_0"], dest="formats",
                    help="GGUF format, repeatable (default f16)")
-    p.add_argument("--no-verify", action="store_true", help="skip the GGUF round trip through transformers")
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip the GGUF verification in llama.cpp (tokenizer, greedy replies, weights)")
     p.add_argument("--push", metavar="REPO_ID", help="upload to this Hub repo (needs HF_TOKEN)")
     p.set_defaults(fn=cmd_export)
 
@@ -44,12 +45,20 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"note: {m.fallback_note}")
     for f in report.files_table():
         print(f"  {f['file']:<40} {f['size_mb']:>10.3f} MB")
+    for c in report.gguf_checks:
+        print(f"  {c.llama_cpp} on {c.gguf}: pre-tokenizer {c.pre_tokenizer}, tokenizer "
+              f"{'identical' if c.tokenizer_identical and c.detokenize_identical else 'DIFFERS'}, weights "
+              f"{'exact' if c.weights_exact else 'DIFFER'}, {c.replies_identical}/{c.replies} greedy replies "
+              f"identical, teacher-forced agreement {c.forced_agreement:.2f}: {'passed' if c.passed else 'FAILED'}")
     for r in report.verification:
-        print(f"  round trip {r.gguf}: {'identical' if r.identical else 'differs'} "
-              f"(token agreement {r.token_agreement:.2f}) on {r.prompt[:50]!r}")
-    print(f"verified: {report.verified}" if report.verification else "verified: skipped")
+        if not r.identical:
+            print(f"    {r.gguf} differs after {r.agreeing_prefix} tokens (agreement {r.token_agreement:.2f}) on "
+                  f"{r.prompt[:50]!r}")
+    if report.verify_error:
+        print(f"not verified: {report.verify_error}")
+    print(f"verified: {report.verified}" if report.verification or report.verify_error else "verified: skipped")
     if report.pushed_to:
         print(f"pushed: {report.pushed_to}")
     print(f"ollama: cd {report.out_dir} && ollama create bashgym-operator -f Modelfile && "
           "ollama run bashgym-operator")
-    return 0 if report.verified or not report.verification else 1
+    return 0 if report.verified or not (report.verification or report.verify_error) else 1

@@ -3,6 +3,11 @@
 Ollama does not run the Jinja chat template stored in the GGUF: it renders prompts with the Modelfile's
 ``TEMPLATE`` (Go ``text/template``). This one reproduces the ChatML template the model was trained on, turn by
 turn (``.Messages``), ending with an open assistant turn, so ``ollama run`` prompts it exactly as training did.
+
+A chat without a system message: the model's Jinja template decides what goes there (SmolLM2's inserts its own
+default system prompt, a plain ChatML template none), and transformers, ``bashgym serve`` and llama.cpp's Jinja
+rendering all follow it. The Modelfile's ``SYSTEM`` is that same default, or absent when there is none, so Ollama
+prompts the model as every other runtime does (Ollama uses SYSTEM only when the request has no system message).
 """
 
 from __future__ import annotations
@@ -40,8 +45,9 @@ def _quote(text: str) -> str:
 def modelfile(gguf_name: str, chat_template: str | None, system: str | None = None, temperature: float = 0.0,
               num_ctx: int = 2048, num_predict: int = 128) -> str:
     """The Modelfile text: FROM the GGUF next to it, the ChatML TEMPLATE, stop tokens, greedy defaults as the
-    evaluation ran, and SYSTEM: ``system`` (the exporter passes the login banner the operator was trained and
-    evaluated with), else the template's own default system prompt if it has one, else none."""
+    evaluation ran, and SYSTEM: the template's own default system prompt if it has one (what every other runtime
+    inserts into a chat without a system message), else none. ``system`` overrides it, for a Modelfile meant to
+    differ on purpose (the exporter never passes one)."""
     if not is_chatml(chat_template):
         raise ValueError("the model's chat template is not ChatML: no Ollama TEMPLATE is known for it")
     lines = [f"FROM ./{gguf_name}", "", f"TEMPLATE {_quote(CHATML_GO_TEMPLATE)}", ""]
