@@ -144,7 +144,7 @@ def test_a_failing_decoder_falls_back_to_plain_replies(tiny: Path, monkeypatch: 
 
 
 def test_no_stream_when_sampling_or_switched_off(tiny: Path) -> None:
-    assert LocalModelOperator(tiny, temperature=0.7).reply_stream() is None
+    assert LocalModelOperator(tiny, temperature=0.7).reply_stream() is not None   # sampled rows: their own draws
     assert LocalModelOperator(tiny, kv_cache=False).reply_stream() is None
 
 
@@ -198,3 +198,60 @@ def test_rows_x_draft_holes_survive_a_rebuild_and_a_next_turn(tiny: Path) -> Non
     got, dec = streamed(op, turns=3, max_rows=2, stagger=7)
     assert got == want
     assert dec.drafted > 0 and dec.rebuilds >= 2
+
+
+def test_rows_with_their_own_budget_sampling_logprobs_and_cancel(tiny: Path) -> None:
+    """What serving asks of the decoder: each row its own token budget (a prefix of the greedy reply), seeded
+    sampling that draws the same tokens whatever else shares the batch, the log-probabilities of the chosen
+    tokens, and ``cancel`` taking a row out mid-reply without disturbing the others."""
+    op = LocalModelOperator(tiny, max_new_tokens=12, kv_cache=True)
+    model, tok = op._load()
+    prompts = [op._encode(tok, [m.model_dump() for m in start(t)]) for t in TASKS]
+    stop = op._stop_ids(tok)
+    want = KVGenerator(model, stop, stop[0], 12).generate(prompts)
+    budgets = [3, 12, 7, 1, 12, 5, 9][:len(prompts)] + [12] * max(0, len(prompts) - 7)
+    dec = ContinuousDecoder(KVGenerator(model, stop, stop[0], 12), max_rows=3)
+    for i, (p, b) in enumerate(zip(prompts, budgets, strict=True)):
+        dec.submit(i, p, max_new_tokens=b)
+    got: dict[int, list[int]] = {}
+    while dec.busy:
+        for key, ids, _ in dec.step():
+            got[key] = ids
+    assert [got[i] for i in range(len(prompts))] == [w[:b] for w, b in zip(want, budgets, strict=True)]
+
+    def sampled(seed: int, company: int) -> tuple[list[int], list]:
+        d = ContinuousDecoder(KVGenerator(model, stop, stop[0], 12), max_rows=4)
+        for i in range(company):  # greedy rows in the same batch
+            d.submit(("greedy", i), prompts[i + 1])
+        row = d.submit("sampled", prompts[0], 10, temperature=1.0, seed=seed, top_logprobs=2)
+        out = {}
+        while d.busy:
+            out.update({key: ids for key, ids, _ in d.step()})
+        return out["sampled"], row.logprobs
+
+    alone, lps = sampled(5, 0)
+    assert sampled(5, 3)[0] == alone               # the same draws in a full batch
+    assert sampled(6, 0)[0] != alone               # another seed, another sample
+    assert len(lps) == len(alone) and all(len(top) == 2 and lp <= 0 for lp, top, _ in lps)
+    d = ContinuousDecoder(KVGenerator(model, stop, stop[0], 12))
+    g = d.submit("g", prompts[1], top_logprobs=1)
+    while d.busy:
+        d.step()
+    assert g.gen == want[1] and [top[0] for _, top, _ in g.logprobs] == g.gen  # the argmax is the chosen token
+    assert all(lp == pytest.approx(tops[0]) for lp, _, tops in g.logprobs)
+
+    longest = max(range(len(prompts)), key=lambda i: len(want[i]))
+    keep = next(i for i in range(len(prompts)) if i != longest)
+    assert len(want[longest]) > 3
+    d = ContinuousDecoder(KVGenerator(model, stop, stop[0], 12), max_rows=4, speculate=False)
+    d.submit("keep", prompts[keep])
+    d.submit("drop", prompts[longest])
+    d.step()
+    d.step()
+    partial = d.cancel("drop")
+    assert partial == want[longest][:3] and d.cancel("drop") is None
+    assert d.stats.cancelled == 1 and [r.key for r in d.rows] == (["keep"] if len(want[keep]) > 3 else [])
+    out = {}
+    while d.busy:
+        out.update({key: ids for key, ids, _ in d.step()})
+    assert out.get("keep", want[keep]) == want[keep] and "drop" not in out

@@ -91,6 +91,10 @@ def test_registered_adapter_loads_back_with_mlflow_pyfunc(trained):
         assert isinstance(model.predict(CONV[:2], params={"max_new_tokens": 3}), str)
         batch = model.predict(["list the files", CONV[:2]], params={"max_new_tokens": 3})
         assert isinstance(batch, list) and len(batch) == 2 and all(isinstance(r, str) for r in batch)
+        # the sampling params are in the signature: they reach predict (a seed reproduces its sample)
+        assert {"temperature", "top_p", "seed"} <= {p.name for p in model.metadata.get_params_schema().params}
+        sample = {"max_new_tokens": 6, "temperature": 1.5, "seed": 3}
+        assert model.predict(CONV[:2], params=sample) == model.predict(CONV[:2], params=sample)
         # the base is a reference: pointing it elsewhere fails, so nothing of it travelled with the model
         with pytest.raises(Exception, match="nowhere"):
             mlflow.pyfunc.load_model(reg.model_uri, model_config={"base_model": str(trained["root"] / "nowhere")})

@@ -10,7 +10,7 @@ import time
 import httpx
 import pyarrow as pa
 import pytest
-from openai_server import OpenAIServer, last_user_text, scripted
+from openai_server import Answer, OpenAIServer, last_user_text, scripted
 from test_serving import build_student
 
 from bashgym_assets.lake import Lake
@@ -411,4 +411,122 @@ def test_requests_the_server_routes_are_traced_one_span_per_model(student_engine
     assert t.info.tags["chosen"] == "teacher" and t.info.tags["request_id"] == got.decision.request_id
     spans = sorted((s for s in t.data.spans if s.parent_id), key=lambda s: s.start_time_ns)
     assert [s.attributes.get("role") for s in spans] == ["student", "teacher"]
+    # the teacher's own token count and finish reason; the overruled student's reply kept in its span
+    assert spans[1].attributes["new_tokens"] == 5 and spans[1].attributes["finish_reason"] == "stop"
+    assert spans[0].outputs["reply"] == got.decision.student_reply != "" and not spans[0].attributes["answered"]
+    assert t.info.tags["completion_tokens"] == "5" and t.info.tags["finish_reason"] == "stop"
     tracing._SINKS.clear()
+
+
+@pytest.fixture(scope="module")
+def served_teacher(student_engine: ChatEngine):
+    """A real teacher that counts its tokens: ``bashgym serve`` over the same tiny model, named tiny-teacher."""
+    engine = ChatEngine(student_engine.model_dir, student_engine.adapter_dir, name="tiny-teacher",
+                        max_context_tokens=512).load()
+    with LocalServer(create_app(engine)) as srv:
+        srv.engine = engine
+        yield srv
+
+
+def test_the_router_passes_the_teachers_usage_and_finish_reason_through(student_engine, served_teacher, lake,
+                                                                        settings) -> None:
+    """Through ``bashgym serve --route`` with the SDK: the teacher's token counts and ``length`` finish reach the
+    response and the ``routing_decisions`` row, not 0 tokens and ``stop``; ``n`` and ``logprobs``, which the router
+    cannot honour, are refused."""
+    import openai
+
+    want = served_teacher.engine.generate([GenerationRequest(messages=chat(SIMPLE), max_tokens=6)])[0]
+    assert want.completion_tokens == 6 and want.finish_reason == "length"  # the tiny model's reply runs on
+    batcher = Batcher(student_engine, max_batch=4, max_wait_s=0.0)
+    r = Router(RouterConfig(strategy=Strategy.TEACHER_ONLY),
+               EngineBackend(student_engine, submit=batcher.submit, trim=False),
+               teacher_backend("openai/tiny-teacher", served_teacher.url, settings), DecisionLog(lake), lake=lake)
+    OPEN_LOGS.append(r.log)
+    with LocalServer(create_app(student_engine, batcher, router=r)) as srv:
+        client = openai.OpenAI(base_url=srv.url, api_key="x", max_retries=0)
+        got = client.chat.completions.create(model="bashgym-router", messages=chat(SIMPLE), max_tokens=6,
+                                             temperature=0)
+        assert got.choices[0].message.content == want.text
+        assert got.choices[0].finish_reason == "length"
+        assert (got.usage.prompt_tokens, got.usage.completion_tokens) == (want.prompt_tokens, 6)
+        assert got.usage.total_tokens == want.prompt_tokens + 6
+        for kw, param in (({"n": 2}, "n"), ({"logprobs": True}, "logprobs")):
+            with pytest.raises(openai.BadRequestError) as exc:
+                client.chat.completions.create(model="bashgym-router", messages=chat(SIMPLE), max_tokens=4, **kw)
+            assert exc.value.body["param"] == param
+    (row,) = lake.read_all(ROUTING_TABLE).to_pylist()
+    assert row["chosen"] == "teacher" and row["finish_reason"] == "length"
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (want.prompt_tokens, 6)
+
+
+def test_a_prompt_too_long_for_both_models_is_a_400_not_a_retried_502(student_engine, lake, settings) -> None:
+    """The student cannot fit the prompt and the teacher refuses it as too long: the client gets OpenAI's 400
+    ``context_length_exceeded`` (the SDK does not retry it: the teacher is asked once), and the decision says the
+    teacher failed, not that it answered."""
+    import openai
+
+    def short_context(body: dict) -> str | Answer:
+        if len(last_user_text(body)) > 500:
+            return Answer(status=400, content="This model's maximum context length is 128 tokens. However, your "
+                                              "messages resulted in 1400 tokens. Please reduce the length.")
+        return teacher_says(body)
+
+    with OpenAIServer(short_context, model="teacher") as t:
+        batcher = Batcher(student_engine, max_batch=4, max_wait_s=0.0)
+        r = Router(RouterConfig(strategy=Strategy.COMPLEXITY, complexity_threshold=2.0),
+                   EngineBackend(student_engine, submit=batcher.submit, trim=False),
+                   teacher_backend(t.litellm_model, t.url, settings), DecisionLog(lake), lake=lake)
+        OPEN_LOGS.append(r.log)
+        with LocalServer(create_app(student_engine, batcher, router=r)) as srv:
+            client = openai.OpenAI(base_url=srv.url, api_key="x")  # the SDK's default: 2 retries of a 5xx
+            with pytest.raises(openai.BadRequestError) as exc:
+                client.chat.completions.create(model="bashgym-router", max_tokens=6,
+                                               messages=chat("ls -la /home/operator " * 200))
+            assert exc.value.status_code == 400 and exc.value.body["code"] == "context_length_exceeded"
+            assert len(t.requests) == 1
+            ok = client.chat.completions.create(model="bashgym-router", max_tokens=6, messages=chat(SIMPLE))
+            assert ok.model_extra["bashgym_route"]["chosen"] == "student"
+    rows = {row["error"] != "": row for row in lake.read_all(ROUTING_TABLE).to_pylist()}
+    failed = rows[True]
+    assert "student failed" in failed["reason"] and "teacher failed" in failed["reason"]
+    assert "teacher answered" not in failed["reason"] and "maximum context length" in failed["error"]
+    assert failed["finish_reason"] == "error" and rows[False]["error"] == ""
+
+
+def test_the_overruled_student_reply_is_recorded(student_engine, teacher, lake, settings) -> None:
+    text, lps = student_text(student_engine, SIMPLE)
+    unsure = router(student_engine, teacher, lake, settings, strategy="confidence",
+                    threshold=sum(lps) / len(lps) + 0.01)
+    got = unsure.route_many([chat(SIMPLE)], ChatParams(max_tokens=8), request_ids=["overruled"])[0]
+    assert got.decision.chosen == "teacher" and got.answer.text.startswith("echo teacher:")
+    assert got.decision.student_reply == text and got.decision.student_completion_tokens == len(lps)
+    unsure.log.close()
+    (row,) = lake.read_all(ROUTING_TABLE).to_pylist()
+    assert row["student_reply"] == text and row["student_completion_tokens"] == len(lps)
+    assert row["completion_tokens"] == 5 and row["prompt_tokens"] == 10  # the teacher's usage (openai_server)
+
+
+def test_decisions_are_flushed_in_batches_by_age_not_one_file_per_request(student_engine, teacher, lake,
+                                                                          settings) -> None:
+    """Light traffic (a request every 20 s) no longer writes one parquet file per request: the buffer is written
+    when its oldest row has waited flush_interval_s (or flush_every rows wait), and whatever is left on close."""
+    now = [0.0]
+    log = opened(DecisionLog(lake, flush_every=100, flush_interval_s=60, clock=lambda: now[0]))
+    r = Router(RouterConfig(strategy=Strategy.TEACHER_ONLY), EngineBackend(student_engine),
+               teacher_backend(teacher.litellm_model, teacher.url, settings), log)
+    for i in range(3):  # at 0 s, 20 s, 40 s
+        r.route_many([chat(f"pwd {i}")], ChatParams(max_tokens=4), request_ids=[f"quiet-{i}"])
+        now[0] += 20
+        if now[0] < 60:
+            assert log.flush_if_due() is None
+    log.flush_if_due()  # 60 s: the first row has waited long enough
+    assert len(lake.partitions(ROUTING_TABLE)) == 1
+    r.route_many([chat("pwd 3")], ChatParams(max_tokens=4), request_ids=["quiet-3"])
+    now[0] += 10
+    assert log.flush_if_due() is None
+    log.close()  # a clean stop loses nothing
+    assert len(lake.partitions(ROUTING_TABLE)) == 2
+    assert sorted(row["request_id"] for row in lake.read_all(ROUTING_TABLE).to_pylist()) == \
+        [f"quiet-{i}" for i in range(4)]
+    r.route_many([chat("late")], ChatParams(max_tokens=4), request_ids=["late"])  # after close: written at once
+    assert len(lake.read_all(ROUTING_TABLE).to_pylist()) == 5

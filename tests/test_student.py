@@ -108,6 +108,33 @@ def test_tiny_student_attempts_become_rows_with_reject_reasons(tiny: Path, sandb
 
 
 @pytest.mark.docker
+def test_sampled_attempts_are_batched_continuously_distinct_and_seeded(tiny: Path, sandbox_image: str) -> None:
+    """The student samples (temperature > 0) through the continuous decoder, not turn-by-turn ``generate`` calls:
+    k attempts at one task draw from generators seeded by (seed, scenario, sample, turn), so they differ, and the
+    same key draws the same reply."""
+    from bashgym_assets.rollout.operators import LocalModelOperator
+
+    bundles = _split(TRAIN, 2)
+    op = LocalModelOperator(tiny, temperature=1.0, top_p=1.0, seed=7, max_new_tokens=12)
+    run = st.attempts(op, "tiny", bundles, sandbox_image, st.StudentSettings(samples=2, max_turns=2))
+    assert op.continuous_stats is not None and op.continuous_stats.replies >= 4   # the stream decoded them
+    for b in bundles:
+        first = [next(m.content for m in r.messages[2:] if m.role == "assistant")
+                 for r in run.records if r.scenario_id == b.id]
+        assert len(first) == 2 and first[0] != first[1], first
+
+    def reply(key: str) -> str:
+        stream = LocalModelOperator(tiny, temperature=1.0, seed=7, max_new_tokens=12).reply_stream()
+        stream.submit("k", initial_messages(bundles[0]), sample_key=key)
+        got: list = []
+        while not got:
+            got = stream.step()
+        return got[0][1].text
+
+    assert reply("a") == reply("a") != reply("b")
+
+
+@pytest.mark.docker
 def test_reference_success_pairs_with_student_failure_at_the_first_differing_turn(sandbox_image: str) -> None:
     bundle = _split(TRAIN, 1)[0]
     ref = run_episode(bundle, ReferenceOperator(), sandbox_image, limits=EpisodeLimits(max_turns=5))

@@ -1,9 +1,10 @@
 """The behavioural evaluation: a model dropped, with no scaffold, into held-out scenarios in real sandboxes.
 
-A local model under greedy decoding is batched continuously (``rollout.continuous``): each episode's prompt joins
-the running batch as soon as its last command has run, and each reply leaves it as soon as it ends, so no episode
-waits for the slowest reply of a turn; its command then runs in its sandbox (a thread pool) while the others go on
-decoding. Any other operator (sampling, a litellm model, the reference) advances in lockstep: each turn, the
+A local model is batched continuously (``rollout.continuous``; greedy, or sampled with a generator per reply as the
+student's attempts are): each episode's prompt joins the running batch as soon as its last command has run, and
+each reply leaves it as soon as it ends, so no episode waits for the slowest reply of a turn; its command then runs
+in its sandbox (a thread pool) while the others go on decoding. Any other operator (a litellm model, the
+reference, a local model the decoder does not support) advances in lockstep: each turn, the
 replies for every live episode come from ONE ``Operator.replies`` call (a local model generates them as one
 left-padded batch), then each reply runs in its own sandbox in parallel. Either way finished episodes drop out
 while queued ones take their place (at most ``max_live`` sandboxes at once). The turn logic is
@@ -21,7 +22,6 @@ import time
 import uuid
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -36,11 +36,11 @@ from bashgym_assets.evaluation.metrics import (
     summarize,
 )
 from bashgym_assets.rollout import tracing
-from bashgym_assets.rollout.episode import Episode, EpisodeDriver, EpisodeLimits
+from bashgym_assets.rollout.episode import Episode, EpisodeLimits
+from bashgym_assets.rollout.live import LiveEpisode, apply_reply, check_and_close, open_episode
 from bashgym_assets.rollout.operators import Operator, Reply
 from bashgym_assets.rollout.transcript import COMMAND, initial_messages
 from bashgym_assets.scenarios.bundle import ScenarioBundle
-from bashgym_assets.scenarios.sandboxing import spec_for_bundle
 
 
 class EvalSettings(BaseModel):
@@ -56,7 +56,7 @@ class EvalSettings(BaseModel):
     # Replies in a row that are not commands (prose, babble) before the episode ends as lost: the failure class
     # is already decided by then, and each such reply costs a whole token budget of generation.
     max_unusable_in_a_row: int = 3
-    # Continuous batching of a local greedy model (else lockstep turns); at most this many rows per decode step.
+    # Continuous batching of a local model (else lockstep turns); at most this many rows per decode step.
     continuous: bool = True
     max_rows: int = 32
 
@@ -73,88 +73,10 @@ class EvalResult(BaseModel):
     episodes: list[EvalEpisode]
 
 
-@dataclass
-class _Live:
-    bundle: ScenarioBundle
-    sample_index: int
-    operator: Operator
-    box: Any = None
-    driver: EpisodeDriver | None = None
-    setup_error: str = ""
-    sandbox_error: str = ""
-    started: float = 0.0
-    check: Any = None          # the check's CommandResult once it ran (GRPO reads its refusals: tampering)
-
-
 Progress = Callable[[str], None]
-SESSION_BACKSTOP_S = 3 * 3600.0
 
 
-def _open(job: _Live, image: str | None, settings: EvalSettings) -> _Live:
-    """Container, setup, operator shell: any failure is recorded on the job (never raised). A failure of the
-    machinery (an engine error, a setup step that never reported) is tried once more before it is recorded, and is
-    recorded as ``infra_error: ...``, never as the scenario's fault."""
-    from bashgym_assets.sandbox import Sandbox
-
-    job.started = time.monotonic()
-    limits = settings.limits()
-    for attempt in range(2):
-        job.setup_error = job.sandbox_error = ""
-        try:
-            # The sandbox's own session cap is a backstop only: the episode's time cap counts sandbox time (see
-            # EpisodeDriver), the turn cap bounds the model's time, and the sandbox's lease ends it if we die.
-            spec = spec_for_bundle(job.bundle, image, command_timeout_s=limits.command_timeout_s,
-                                   episode_timeout_s=limits.episode_timeout_s + SESSION_BACKSTOP_S, purpose="eval")
-            job.box = Sandbox(spec)
-            job.box.start()
-            setup = job.box.setup()
-            if not setup.ok:
-                infra = bool(getattr(setup, "infrastructure_error", False))
-                job.setup_error = ("infra_error: " if infra else "") + (setup.error or "setup failed")
-                if infra and attempt == 0:
-                    job.box.close()
-                    continue
-                return job
-            job.driver = EpisodeDriver(job.box.session(), job.bundle, job.operator.scaffolded, limits,
-                                       count_operator_time=False)
-            return job
-        except Exception as exc:  # noqa: BLE001 - a broken container fails this episode only
-            job.sandbox_error = f"infra_error: {type(exc).__name__}: {exc}"
-            if job.box is not None:
-                job.box.close()
-    return job
-
-
-def check_and_close(job: _Live, check_timeout_s: float) -> bool:
-    """Run the check on the final state (if the episode got that far; the result stays on ``job.check``), then
-    remove the container. Whether it passed; a broken container is recorded on the job, never raised."""
-    verified = False
-    try:
-        if job.driver is not None and not job.sandbox_error:
-            job.check = job.box.run_check(job.bundle.check, timeout_s=check_timeout_s)
-            verified = job.check.exit_code == 0 and not job.check.timed_out
-    except Exception as exc:  # noqa: BLE001
-        job.sandbox_error = f"{type(exc).__name__}: {exc}"
-    finally:
-        if job.box is not None:
-            job.box.close()  # idempotent and never raises
-    return verified
-
-
-def apply_reply(job: _Live, reply: Reply) -> None:
-    """One reply into its episode (runs the command in the job's sandbox); a container that breaks under it is
-    recorded on the job and ends the episode, never raised."""
-    try:
-        if reply.error:
-            job.driver.operator_failed(reply.error)
-        else:
-            job.driver.apply(reply.text, truncated=reply.truncated)
-    except Exception as exc:  # noqa: BLE001 - the container broke under this episode
-        job.sandbox_error = f"{type(exc).__name__}: {exc}"
-        job.driver.done = True
-
-
-def _close(job: _Live, eval_id: str, label: str, model_ref: str, sampling: str,
+def _close(job: LiveEpisode, eval_id: str, label: str, model_ref: str, sampling: str,
            check_timeout_s: float) -> EvalEpisode:
     """Run the check on the final state (if the episode got that far), remove the container, score."""
     episode = job.driver.finish() if job.driver else Episode(messages=initial_messages(job.bundle))
@@ -180,7 +102,7 @@ def _close(job: _Live, eval_id: str, label: str, model_ref: str, sampling: str,
     )
 
 
-def _episode_trace(job: _Live, e: EvalEpisode, kind: str = "evaluation") -> tracing.EpisodeTrace:
+def _episode_trace(job: LiveEpisode, e: EvalEpisode, kind: str = "evaluation") -> tracing.EpisodeTrace:
     """An evaluated episode as a trace: its turns, and the outcome as attributes/tags (id derived from the
     episode, so reports link to it). ``kind`` "evaluation" goes to the evaluation's experiment; any other (the
     student's attempts at train tasks) is a rollout and goes to the rollouts' experiment beside the others."""
@@ -286,25 +208,25 @@ class EtaEstimator:
 PROGRESS_EVERY_S = 15.0
 
 
-def _last_turn(job: _Live, settings: EvalSettings) -> bool:
+def _last_turn(job: LiveEpisode, settings: EvalSettings) -> bool:
     """Whether the reply just applied was the episode's last (exit, a cap, a broken sandbox)."""
     driver = job.driver
     return driver is None or driver.done or bool(job.sandbox_error) or driver.episode.n_turns >= settings.max_turns
 
 
-def _run_continuous(stream: Any, pool: ThreadPoolExecutor, take: Callable[[int], list[_Live]],
-                    open_job: Callable[[_Live], _Live], settings: EvalSettings, close: Callable[[_Live], EvalEpisode],
-                    record: Callable[[list[_Live], list[EvalEpisode]], None], say: Progress, label: str,
+def _run_continuous(stream: Any, pool: ThreadPoolExecutor, take: Callable[[int], list[LiveEpisode]],
+                    open_job: Callable[[LiveEpisode], LiveEpisode], settings: EvalSettings, close: Callable[[LiveEpisode], EvalEpisode],
+                    record: Callable[[list[LiveEpisode], list[EvalEpisode]], None], say: Progress, label: str,
                     eta: EtaEstimator, done: list[EvalEpisode], start: float) -> None:
     """The continuous loop: every episode is in exactly one place: its container being set up, the decoder (its
     reply being generated), the pool (its reply being run in its sandbox, or its check once it ended) or ready
     (deciding what is next). Containers are set up in the background, so decoding starts with the first one ready
     instead of after all of them."""
-    ready: list[_Live] = []
-    opening: dict[Future, _Live] = {}   # container start and scenario set-up
-    running: dict[Future, _Live] = {}   # a reply being applied in the episode's sandbox
-    closing: dict[Future, _Live] = {}   # the check and the container's removal of an ended episode
-    by_key: dict[int, _Live] = {}
+    ready: list[LiveEpisode] = []
+    opening: dict[Future, LiveEpisode] = {}   # container start and scenario set-up
+    running: dict[Future, LiveEpisode] = {}   # a reply being applied in the episode's sandbox
+    closing: dict[Future, LiveEpisode] = {}   # the check and the container's removal of an ended episode
+    by_key: dict[int, LiveEpisode] = {}
     last_say = time.monotonic()
     warned = False
     with ThreadPoolExecutor(max_workers=settings.setup_workers, thread_name_prefix="eval-setup") as setup:
@@ -315,7 +237,8 @@ def _run_continuous(stream: Any, pool: ThreadPoolExecutor, take: Callable[[int],
             for j in ready:
                 if j.driver is not None and j.driver.wants_reply():
                     by_key[id(j)] = j
-                    stream.submit(id(j), j.driver.seen)
+                    stream.submit(id(j), j.driver.seen,
+                                  sample_key=f"{j.bundle.id}\0{j.sample_index}\0{j.driver.episode.n_turns}")
                 else:  # ended, or its set-up failed: scored (as infrastructure when it never started)
                     closing[pool.submit(close, j)] = j
             ready = []
@@ -363,12 +286,12 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
     sampling = json.dumps({**operator.sampling(), "max_turns": settings.max_turns, "samples": settings.samples,
                            "max_unusable_in_a_row": settings.max_unusable_in_a_row}, sort_keys=True, default=str)
     say = progress or (lambda _msg: None)
-    queue = [_Live(bundle=b, sample_index=i, operator=operator.for_scenario(b))
+    queue = [LiveEpisode(bundle=b, sample_index=i, operator=operator.for_scenario(b))
              for i in range(settings.samples) for b in bundles]
     jobs = list(queue)   # every job, whatever queue/live hold when an exception leaves: closing_sandboxes reaps them
     total = len(queue)
     done: list[EvalEpisode] = []
-    live: list[_Live] = []
+    live: list[LiveEpisode] = []
     start = time.monotonic()
     eta = EtaEstimator(total, settings.max_turns, settings.max_live)
     turn = 0
@@ -382,7 +305,7 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval") as pool, \
             closing_sandboxes(lambda: [j.box for j in jobs]):
-        def record(jobs: list[_Live], closed: list[EvalEpisode]) -> None:
+        def record(jobs: list[LiveEpisode], closed: list[EvalEpisode]) -> None:
             done.extend(closed)
             for j in jobs:
                 eta.finish(id(j))
@@ -395,31 +318,31 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
                 for j, e in zip(jobs, closed, strict=True):
                     sink.add(_episode_trace(j, e, trace_kind))
 
-        def close(j: _Live) -> EvalEpisode:
+        def close(j: LiveEpisode) -> EvalEpisode:
             return _close(j, eval_id, label, model_ref, sampling, settings.check_timeout_s)
 
-        def finish(jobs: list[_Live]) -> None:
+        def finish(jobs: list[LiveEpisode]) -> None:
             record(jobs, list(pool.map(close, jobs)))
 
-        def open_more(live: list[_Live]) -> list[_Live]:
+        def open_more(live: list[LiveEpisode]) -> list[LiveEpisode]:
             nonlocal queue
             room = settings.max_live - len(live)
             if room <= 0 or not queue:
                 return live
             opening, queue = queue[:room], queue[room:]
             with ThreadPoolExecutor(max_workers=settings.setup_workers, thread_name_prefix="eval-setup") as ex:
-                opened = list(ex.map(lambda j: _open(j, image, settings), opening))
+                opened = list(ex.map(lambda j: open_episode(j, image, settings.limits()), opening))
             finish([j for j in opened if j.driver is None])
             return live + [j for j in opened if j.driver is not None]
 
         if stream is not None:
             say(f"[{label}] continuous batching, up to {settings.max_rows} rows a decode step")
-            def take(n: int) -> list[_Live]:
+            def take(n: int) -> list[LiveEpisode]:
                 nonlocal queue
                 got, queue = queue[:max(0, n)], queue[max(0, n):]
                 return got
 
-            _run_continuous(stream, pool, take, lambda j: _open(j, image, settings), settings, close, record, say,
+            _run_continuous(stream, pool, take, lambda j: open_episode(j, image, settings.limits()), settings, close, record, say,
                             label, eta, done, start)
         else:
             while queue or live:
@@ -435,7 +358,7 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
                 t0 = time.monotonic()
                 # One batched call per distinct operator object (a local model is one object for all scenarios;
                 # the reference operator is bound per scenario).
-                groups: dict[int, list[_Live]] = {}
+                groups: dict[int, list[LiveEpisode]] = {}
                 for j in asking:
                     groups.setdefault(id(j.operator), []).append(j)
                 replies: dict[int, Any] = {}

@@ -24,9 +24,16 @@ what a step of eight does (it reads every weight from memory either way). There 
 prompt lookup (the continuation of the latest earlier occurrence of the row's last few tokens in its own
 transcript: a command typed again, a path from an observation, a repeated line of babble) and verifies the drafts
 in the same forward pass, keeping the longest prefix that greedy decoding would have produced anyway (columns of
-rejected drafts are masked out for good and dropped at the next rebuild). Greedy only, the same argmax of the same
-logits as ``generate``: replies equal the lockstep and one at a time paths up to floating-point summation order
+rejected drafts are masked out for good and dropped at the next rebuild). Greedy rows take the same argmax of the
+same logits as ``generate``: replies equal the lockstep and one at a time paths up to floating-point summation order
 (near-ties can flip; ``tests/test_continuous.py``).
+
+Serving (``bashgym serve``, ``serving.batching``) uses the same decoder with a few per-row options that the
+evaluation leaves at their defaults: a row's own token budget (``max_new_tokens``), sampling (``temperature`` /
+``top_p`` from the row's own ``torch.Generator``, seeded by ``seed``: a seeded row draws the same tokens whatever
+else is in the batch; sampled rows never draft), the log-probabilities of the tokens it chose (``top_logprobs``),
+and ``cancel`` (a client went away, a stop string was met: the row leaves the batch at once, its slot is free for
+the next step). ``submit`` returns the row, whose ``gen`` grows as the decoder steps (what a stream reads).
 """
 
 from __future__ import annotations
@@ -92,6 +99,17 @@ class _Row:
     first: int = 0               # its first column in the buffers (valid columns lie in first .. P-1)
     history: list[int] = field(default_factory=list)  # prompt + gen as Python ints, for drafting
     span: int = SPEC_TOKENS      # how many tokens it drafts next (adapted to how many were confirmed)
+    limit: int = 0               # its token budget (0: the generator's max_new_tokens)
+    temperature: float = 0.0     # > 0: sampled (with top_p, from rng) instead of greedy
+    top_p: float = 1.0
+    rng: Any = None              # the torch.Generator a sampled row draws from
+    top_logprobs: int | None = None  # None: no log-probabilities; else how many alternatives per token
+    # per generated token: (its log-probability, the top alternatives' ids, their log-probabilities)
+    logprobs: list[tuple[float, list[int], list[float]]] = field(default_factory=list)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0
 
     def draft(self, limit: int) -> list[int]:
         """Up to ``limit`` tokens that followed the latest earlier occurrence of the last few tokens. The copy may
@@ -122,6 +140,7 @@ class ContinuousStats:
     rebuilds: int = 0
     joins: int = 0
     replies: int = 0
+    cancelled: int = 0           # rows taken out before their end (``cancel``)
     decode_s: float = 0.0
 
     @property
@@ -130,9 +149,9 @@ class ContinuousStats:
 
 
 class ContinuousDecoder:
-    """Greedy decoding of many conversations at once, each joining and leaving the batch on its own (see the
-    module docstring). ``submit`` a prompt, call ``step`` until it returns the reply: the new tokens, up to and
-    including the end-of-turn token, at most the generator's ``max_new_tokens``."""
+    """Decoding of many conversations at once, each joining and leaving the batch on its own (see the module
+    docstring). ``submit`` a prompt, call ``step`` until it returns the reply: the new tokens, up to and including
+    the end-of-turn token, at most the row's budget (default the generator's ``max_new_tokens``)."""
 
     def __init__(self, gen: KVGenerator, max_rows: int = 32, speculate: bool = True):
         self.gen = gen
@@ -149,11 +168,40 @@ class ContinuousDecoder:
     def busy(self) -> bool:
         return bool(self.rows or self.pending)
 
-    def submit(self, key: Hashable, prompt: list[int]) -> None:
+    def submit(self, key: Hashable, prompt: list[int], max_new_tokens: int | None = None, *,
+               temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None,
+               top_logprobs: int | None = None) -> _Row:
+        """Queue a prompt; it joins the batch at the next ``step`` with a free slot. Defaults: greedy, the
+        generator's ``max_new_tokens``, no log-probabilities (the evaluation's rows)."""
         import torch
 
-        self.pending.append(_Row(key=key, prompt=torch.tensor(prompt, dtype=torch.long), length=len(prompt),
-                                 submitted=time.perf_counter(), history=list(prompt)))
+        row = _Row(key=key, prompt=torch.tensor(prompt, dtype=torch.long), length=len(prompt),
+                   submitted=time.perf_counter(), history=list(prompt),
+                   limit=max(1, max_new_tokens or self.gen.max_new_tokens), temperature=max(0.0, temperature),
+                   top_p=top_p, top_logprobs=top_logprobs)
+        if not row.greedy:
+            row.rng = torch.Generator(device=getattr(self.gen.model, "device", None) or "cpu")
+            if seed is None:
+                row.rng.seed()
+            else:
+                row.rng.manual_seed(seed % 2**63)
+        self.pending.append(row)
+        return row
+
+    def cancel(self, key: Hashable) -> list[int] | None:
+        """Take a row out, waiting or decoding (its slot is free for the next step); the tokens it had generated,
+        or None when no row has this key (it ended already)."""
+        for i, row in enumerate(self.pending):
+            if row.key == key:
+                del self.pending[i]
+                self.stats.cancelled += 1
+                return row.gen
+        for s, row in enumerate(self.rows):
+            if row.key == key:
+                self._remove(s)
+                self.stats.cancelled += 1
+                return row.gen
+        return None
 
     def step(self) -> list[tuple[Hashable, list[int], float]]:
         """Admit waiting prompts (while slots are free), run one decode step over the batch, and hand back the
@@ -162,14 +210,21 @@ class ContinuousDecoder:
 
         out: list[tuple[Hashable, list[int], float]] = []
         with torch.no_grad():
+            read: list[tuple[Any, list[tuple[Any, Any]], Any]] = []  # this step's prefills: equal prompts share one
             while self.pending and len(self.rows) < self.max_rows:
                 row = self.pending.popleft()
                 t0 = time.perf_counter()
-                kv, logits = self.gen._prefill(row.prompt)
+                same = next((r for r in read if len(r[0]) == len(row.prompt) and torch.equal(r[0], row.prompt)),
+                            None)
+                if same is None:  # (n samples of one prompt are prefilled once: _insert copies, nothing mutates)
+                    kv, logits = self.gen._prefill(row.prompt)
+                    read.append((row.prompt, kv, logits))
+                else:
+                    kv, logits = same[1], same[2]
                 self.gen.stats.prefill_s += time.perf_counter() - t0
                 self.gen.stats.prompts += 1
                 self.gen.stats.prompt_tokens += len(row.prompt)
-                row.gen.append(int(torch.argmax(logits.float())))
+                row.gen.append(self._choose(row, logits))
                 row.history.append(row.gen[-1])
                 if self._ended(row):
                     self.gen.store.put(row.prompt, [(k.clone(), v.clone()) for k, v in kv])
@@ -182,7 +237,37 @@ class ContinuousDecoder:
 
     # ---- internals --------------------------------------------------------------------------------------------
     def _ended(self, row: _Row) -> bool:
-        return row.gen[-1] in self.gen.stop_ids or len(row.gen) >= self.gen.max_new_tokens
+        return row.gen[-1] in self.gen.stop_ids or len(row.gen) >= self._limit(row)
+
+    def _limit(self, row: _Row) -> int:
+        return row.limit or self.gen.max_new_tokens
+
+    def _choose(self, row: _Row, logits: Any, greedy: int | None = None) -> int:
+        """The row's next token from one position's logits: the argmax (``greedy`` when already computed) or a
+        draw at the row's temperature and top-p from its own generator; its log-probabilities recorded if asked
+        (the model's distribution, before temperature: what a confidence measure wants)."""
+        import torch
+
+        if row.greedy:
+            token = greedy if greedy is not None else int(torch.argmax(logits.float()))
+        else:
+            scaled = logits.float() / row.temperature
+            if row.top_p < 1.0:
+                ordered, order = torch.sort(scaled, descending=True)
+                probs = torch.softmax(ordered, dim=-1)
+                drop = torch.cumsum(probs, dim=-1) - probs > row.top_p  # the mass before it already covers top_p
+                scaled = scaled.clone()
+                scaled[order[drop]] = float("-inf")
+            token = int(torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=row.rng))
+        if row.top_logprobs is not None:
+            dist = torch.log_softmax(logits.float(), dim=-1)
+            top_ids: list[int] = []
+            top_lps: list[float] = []
+            if row.top_logprobs > 0:
+                values, ids = torch.topk(dist, min(row.top_logprobs, dist.shape[-1]))
+                top_ids, top_lps = ids.tolist(), values.tolist()
+            row.logprobs.append((float(dist[token]), top_ids, top_lps))
+        return token
 
     def _reply(self, row: _Row) -> tuple[Hashable, list[int], float]:
         self.stats.replies += 1
@@ -265,7 +350,7 @@ class ContinuousDecoder:
         n = len(self.rows)
         drafts: list[list[int]] = [[] for _ in self.rows]
         if self.speculate and n <= SPEC_MAX_ROWS:
-            drafts = [r.draft(min(r.span, self.gen.max_new_tokens - len(r.gen) - 1)) for r in self.rows]
+            drafts = [r.draft(min(r.span, self._limit(r) - len(r.gen) - 1)) if r.greedy else [] for r in self.rows]
         q = 1 + max(len(d) for d in drafts)
         self._fit(n, 0, step=q)  # q columns to write at P (and no great waste of columns)
         t0 = time.perf_counter()
@@ -285,13 +370,14 @@ class ContinuousDecoder:
         for s, (row, draft) in enumerate(zip(self.rows, drafts, strict=True)):
             added = 0
             for j in range(q):  # column j's output is real while every draft before it was confirmed
-                row.gen.append(int(best[s][j]))
+                plain = row.greedy and row.top_logprobs is None
+                row.gen.append(int(best[s][j]) if plain else self._choose(row, result.logits[s, j], int(best[s][j])))
                 row.history.append(row.gen[-1])
                 added += 1
                 if self._ended(row):
                     finished.append(s)
                     break
-                if j >= len(draft) or draft[j] != best[s][j]:
+                if j >= len(draft) or draft[j] != row.gen[-1]:
                     break
             self.stats.drafted += len(draft)
             self.stats.accepted += added - 1

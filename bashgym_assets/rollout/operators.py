@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field
 
 from bashgym_assets.guardrails.commands import classify_command
 from bashgym_assets.guardrails.models import BLOCK, REFUSAL_PREFIX, Finding, Verdict
+from bashgym_assets.llm import LLMError, chat_completion
 from bashgym_assets.rollout.transcript import EXIT_COMMAND, Message
-from bashgym_assets.scenarios.llm import LLMError, chat_completion
 
 # ChatML, as SmolLM2-Instruct uses it; applied when a tokenizer comes without a chat template.
 CHATML_TEMPLATE = (
@@ -331,9 +331,11 @@ class LocalModelOperator(Operator):
 
     def reply_stream(self, max_rows: int = 32) -> LocalReplyStream | None:
         """Continuous batching (``rollout.continuous``) for callers that hand in conversations one by one and take
-        each reply as soon as it ends (the evaluation), or None where the cached greedy path does not apply
-        (sampling, ``BASHGYM_KV_CACHE=0``, a model it does not support, an earlier failure): use ``replies``."""
-        if not self.kv_cache or self.temperature > 0 or self.kv_fallback:
+        each reply as soon as it ends (the evaluation, the student's sampled attempts), or None where the cached
+        path does not apply (``BASHGYM_KV_CACHE=0``, a model it does not support, an earlier failure): use
+        ``replies``. Sampled replies draw from a generator per reply, seeded from the operator's seed and the
+        caller's ``sample_key`` (so k attempts at one task differ, and a rerun repeats them)."""
+        if not self.kv_cache or self.kv_fallback:
             return None
         from bashgym_assets.rollout.continuous import ContinuousDecoder
         from bashgym_assets.rollout.kv_generation import KVGenerator, unsupported_reason
@@ -372,7 +374,8 @@ class LocalReplyStream:
     def busy(self) -> bool:
         return bool(self._asked) or bool(self._ready)
 
-    def submit(self, key: Any, conversation: list[Message]) -> None:
+    def submit(self, key: Any, conversation: list[Message], sample_key: str = "") -> None:
+        """Queue one conversation's next reply; ``sample_key`` (scenario, sample, turn) seeds a sampled reply."""
         import time
 
         self._asked[key] = (conversation, time.perf_counter())
@@ -384,7 +387,14 @@ class LocalReplyStream:
             del self._asked[key]
             self._ready.append((key, Reply(error=f"model failed: {type(exc).__name__}: {exc}"), 0.0))
             return
-        self.decoder.submit(key, ids)
+        op = self.operator
+        if op.temperature > 0:
+            import hashlib
+
+            seed = int.from_bytes(hashlib.sha256(f"{op.seed}\0{sample_key}".encode()).digest()[:8], "big")
+            self.decoder.submit(key, ids, temperature=op.temperature, top_p=op.top_p, seed=seed)
+        else:
+            self.decoder.submit(key, ids)
 
     def step(self) -> list[tuple[Any, Reply, float]]:
         """Advance the decoder by one step: ``(key, reply, seconds since it was submitted)`` of replies that ended."""
@@ -511,18 +521,35 @@ class GuardedOperator(Operator):
         return sum(e.action == "refused" for e in self.events)
 
 
+OperatorFactory = Callable[..., Operator]
+# Operators that later layers build on this module add themselves here (``register_operator``): serving registers
+# ``routed:`` (teacher/student routing over two operators of this module), so this module never imports serving.
+_FACTORIES: dict[str, tuple[OperatorFactory, str]] = {}
+# where a known prefix is registered from: imported on first use (a string: this layer never imports it itself)
+_PROVIDERS = {"routed": "bashgym_assets.serving.router"}
+
+
+def register_operator(prefix: str, factory: OperatorFactory, help: str = "") -> None:
+    """Make ``<prefix>:<rest>`` specs build ``factory(rest, api_base=..., adapter_dir=..., **kwargs)``."""
+    _FACTORIES[prefix] = (factory, help)
+
+
 def make_operator(spec: str, api_base: str | None = None, adapter_dir: str | None = None, guard: bool = False,
                   guard_resamples: int = 0, **kwargs: Any) -> Operator:
-    """``reference``, ``local:<model_dir>``, ``routed:<strategy>[?options]`` (teacher/student routing,
-    ``serving.router.routed_operator``: kwargs ``student``, ``teacher``; ``api_base`` is the teacher's) or any
-    litellm model string -> an operator; ``guard``: wrapped in a ``GuardedOperator`` that refuses blocked commands."""
+    """``reference``, ``local:<model_dir>``, a registered ``<prefix>:<rest>`` (``routed:<strategy>[?options]``:
+    teacher/student routing, registered by ``serving.router``; kwargs ``student``, ``teacher``; ``api_base`` is the
+    teacher's) or any litellm model string -> an operator; ``guard``: wrapped in a ``GuardedOperator`` that refuses
+    blocked commands."""
     op: Operator
+    prefix, _, rest = spec.partition(":")
+    if rest and prefix not in _FACTORIES and prefix in _PROVIDERS:
+        import importlib
+
+        importlib.import_module(_PROVIDERS[prefix])   # registers itself on import
     if spec == "reference":
         op = ReferenceOperator()
-    elif spec.startswith("routed:"):
-        from bashgym_assets.serving.router import routed_operator  # lazy: serving builds on this module
-
-        op = routed_operator(spec.removeprefix("routed:"), api_base=api_base, adapter_dir=adapter_dir, **kwargs)
+    elif rest and prefix in _FACTORIES:
+        op = _FACTORIES[prefix][0](rest, api_base=api_base, adapter_dir=adapter_dir, **kwargs)
     elif spec.startswith("local:"):
         op = LocalModelOperator(spec.removeprefix("local:"), adapter_dir=adapter_dir, **kwargs)
     else:

@@ -29,9 +29,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--no-adapter", action="store_true", help="serve the base model alone")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--name", default="bashgym-operator", help="the model id clients ask for")
-    p.add_argument("--max-batch", type=int, default=16, help="requests per generate call")
+    p.add_argument("--max-batch", type=int, default=16,
+                   help="requests decoded together (continuous batching: they join and leave between steps)")
     p.add_argument("--max-wait-ms", type=float, default=20.0,
-                   help="how long the first request of a batch waits for others")
+                   help="how long an idle server's first request waits for others to start with it")
     p.add_argument("--max-context", type=int, default=2048, help="prompt + completion tokens")
     p.add_argument("--route", help="also serve model id bashgym-router, routing between this student and "
                                    "--teacher: teacher_only, student_only, confidence, complexity, progressive, "

@@ -27,9 +27,13 @@ same seed routes the same conversations the same way whatever the order or concu
 fails (an error, a context overflow), the teacher answers, except under ``student_only``.
 
 Every decision is a ``RoutingDecision`` row of the lake table ``routing_decisions`` (``DecisionLog``: buffered,
-flushed as a new partition file every ``flush_every`` rows, every ``flush_interval_s`` seconds and on close/exit,
-each write atomic, so a crash loses at most the last few seconds). ``outcome`` is filled in when it becomes known
-(``record_outcome``: e.g. ``clean``/``failed`` after an episode's check).
+written as a new partition file once ``flush_every`` rows are waiting or the oldest has waited
+``flush_interval_s`` seconds, and on close/exit; each write atomic, so a crash loses at most that last minute and
+a quiet server writes one file a minute, not one per request). A row carries what the answering model reported
+(token counts, finish reason: a teacher's ``length`` stays ``length``), the student's reply when it answered
+first and was overruled (``student_reply``), and the truth when the fallback failed too (``reason`` says who
+failed, ``error`` why). ``outcome`` is filled in when it becomes known (``record_outcome``: e.g. ``clean``/
+``failed`` after an episode's check).
 """
 
 from __future__ import annotations
@@ -54,7 +58,14 @@ from urllib.parse import parse_qsl
 import pyarrow as pa
 from pydantic import BaseModel, Field, field_validator
 
-from bashgym_assets.rollout.operators import LiteLLMOperator, Operator, OperatorError, Reply, make_operator
+from bashgym_assets.rollout.operators import (
+    LiteLLMOperator,
+    Operator,
+    OperatorError,
+    Reply,
+    make_operator,
+    register_operator,
+)
 from bashgym_assets.rollout.transcript import Message
 from bashgym_assets.serving.engine import ChatEngine, GenerationRequest
 
@@ -113,6 +124,7 @@ class Answer(BaseModel):
 
     text: str = ""
     error: str | None = None
+    error_code: str | None = None      # context_length_exceeded | invalid_request_error | upstream_error | ...
     finish_reason: str = "stop"
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -145,6 +157,10 @@ class RoutingDecision(BaseModel):
     scenario_id: str = ""
     turn: int = 0
     source: str = ""                   # operator | server
+    prompt_tokens: int = 0             # as the answering model counted them
+    finish_reason: str = ""            # the answering model's: stop | length | error
+    student_reply: str = ""            # what the student wrote, when it answered first (kept when overruled)
+    student_completion_tokens: int | None = None
 
 
 ROUTING_SCHEMA = pa.schema([
@@ -154,7 +170,8 @@ ROUTING_SCHEMA = pa.schema([
     ("student_share", pa.float64()), ("reason", pa.string()), ("latency_s", pa.float64()),
     ("student_latency_s", pa.float64()), ("teacher_latency_s", pa.float64()), ("completion_tokens", pa.int64()),
     ("error", pa.string()), ("outcome", pa.string()), ("conversation_id", pa.string()),
-    ("scenario_id", pa.string()), ("turn", pa.int32()), ("source", pa.string()),
+    ("scenario_id", pa.string()), ("turn", pa.int32()), ("source", pa.string()), ("prompt_tokens", pa.int64()),
+    ("finish_reason", pa.string()), ("student_reply", pa.string()), ("student_completion_tokens", pa.int64()),
 ])
 
 
@@ -287,10 +304,25 @@ class EngineBackend(Backend):
         else:
             gens = self.engine.generate(reqs)
         took = time.monotonic() - started
-        return [Answer(text=g.text, error=g.error, finish_reason=g.finish_reason, prompt_tokens=g.prompt_tokens,
-                       completion_tokens=g.completion_tokens, latency_s=took,
+        return [Answer(text=g.text, error=g.error, error_code=g.error_code, finish_reason=g.finish_reason,
+                       prompt_tokens=g.prompt_tokens, completion_tokens=g.completion_tokens, latency_s=took,
                        logprobs=[t.logprob for t in g.logprobs] if g.logprobs is not None else None)
                 for g in gens]
+
+
+def upstream_error_code(exc: BaseException) -> str:
+    """OpenAI's code for a failed upstream call: ``context_length_exceeded`` (the prompt does not fit the model:
+    the client's to fix, a 400, never retried), ``invalid_request_error`` (another 400 of the upstream model),
+    else ``upstream_error`` (a 502: the upstream is down or broken)."""
+    import litellm
+
+    text = str(exc).lower()
+    if isinstance(exc, litellm.ContextWindowExceededError) or "context_length_exceeded" in text or \
+            "maximum context length" in text:
+        return "context_length_exceeded"
+    if isinstance(exc, litellm.BadRequestError):
+        return "invalid_request_error"
+    return "upstream_error"
 
 
 class LiteLLMBackend(Backend):
@@ -330,8 +362,8 @@ class LiteLLMBackend(Backend):
             if text is None:
                 raise ValueError("completion had no content")
         except Exception as exc:  # noqa: BLE001 - litellm maps provider errors onto many classes
-            return Answer(error=f"{type(exc).__name__}: {exc}", finish_reason="error",
-                          latency_s=time.monotonic() - started)
+            return Answer(error=f"{type(exc).__name__}: {exc}", error_code=upstream_error_code(exc),
+                          finish_reason="error", latency_s=time.monotonic() - started)
         lps = None
         raw = getattr(choice, "logprobs", None)
         content = raw.get("content") if isinstance(raw, dict) else getattr(raw, "content", None)
@@ -352,12 +384,16 @@ class LiteLLMBackend(Backend):
 
 
 class OperatorBackend(Backend):
-    """Any ``Operator`` as a backend (the ``reference`` operator as an offline teacher, a litellm teacher);
-    no log-probabilities."""
+    """Any ``Operator`` as a backend (the ``reference`` operator as an offline teacher, a litellm teacher); a
+    litellm operator's model is asked through ``LiteLLMBackend``, so its token counts, finish reason and error
+    codes come through (the operator's ``complete`` returns the text only)."""
 
     def __init__(self, operator: Operator) -> None:
         self.operator = operator
         self.name = operator.name.removeprefix("litellm:")
+        self._litellm = (LiteLLMBackend(operator.model, api_base=operator.api_base, api_key=operator.api_key,
+                                        timeout_s=operator.timeout_s)
+                         if isinstance(operator, LiteLLMOperator) else None)
 
     def bind(self, bundle: Any) -> OperatorBackend:
         bound = self.operator.for_scenario(bundle)
@@ -366,18 +402,8 @@ class OperatorBackend(Backend):
     def complete(self, conversations: Sequence[list[dict[str, str]]], params: ChatParams,
                  logprobs: bool = False) -> list[Answer]:
         started = time.monotonic()
-        if isinstance(self.operator, LiteLLMOperator):
-            def one(c: list[dict[str, str]]) -> Answer:
-                t0 = time.monotonic()
-                try:
-                    return Answer(text=self.operator.complete(c, temperature=params.temperature,
-                                                              max_tokens=params.max_tokens),
-                                  latency_s=time.monotonic() - t0)
-                except OperatorError as exc:
-                    return Answer(error=str(exc), finish_reason="error", latency_s=time.monotonic() - t0)
-
-            with ThreadPoolExecutor(max_workers=max(1, min(8, len(conversations)))) as ex:
-                return list(ex.map(one, [list(c) for c in conversations]))
+        if self._litellm is not None:
+            return self._litellm.complete(conversations, params, logprobs=logprobs)
         replies = self.operator.replies([[Message(**m) for m in c] for c in conversations])
         took = time.monotonic() - started
         return [Answer(text=r.text, error=r.error, completion_tokens=r.new_tokens, latency_s=took,
@@ -391,17 +417,24 @@ class DecisionLog:
 
     Rows are never rewritten in bulk: each flush writes the buffer as a NEW partition file (atomic, through
     ``Lake.write``), named by time, this log's id and a sequence number, so concurrent routers (a server and an
-    evaluation) never overwrite each other and a crash loses only the unflushed buffer. A background thread flushes
-    every ``flush_interval_s``; ``close`` (also at interpreter exit) flushes the rest."""
+    evaluation) never overwrite each other and a crash loses only the unflushed buffer. The buffer is written in
+    batches: when ``flush_every`` rows wait, or when the oldest has waited ``flush_interval_s`` seconds (a
+    background thread checks, ``flush_if_due``), so light traffic writes one file per interval, not one per
+    request; ``close`` (also at interpreter exit, and the server's shutdown) writes the rest, and a row appended
+    after ``close`` is written at once. ``clock`` is the time source of the age check."""
 
     KEEP_WRITTEN = 256
 
-    def __init__(self, lake: Any, flush_every: int = 32, flush_interval_s: float = 5.0) -> None:
+    def __init__(self, lake: Any, flush_every: int = 32, flush_interval_s: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.lake = lake
         self.flush_every = max(1, flush_every)
         self.flush_interval_s = flush_interval_s
+        self.clock = clock
         self.log_id = uuid.uuid4().hex[:8]
         self._rows: list[dict[str, Any]] = []
+        self._oldest: float | None = None  # when the oldest buffered row arrived (clock)
+        self._closed = False
         # partition -> its rows, for outcomes that arrive after the flush; the newest KEEP_WRITTEN partitions only,
         # so a long-running server's memory stays bounded (an outcome for an older row is not recorded)
         self._written: dict[str, list[dict[str, Any]]] = {}
@@ -417,14 +450,23 @@ class DecisionLog:
             self.close()
 
     def _tick(self) -> None:
-        while not self._stop.wait(self.flush_interval_s):
+        while not self._stop.wait(max(0.01, min(self.flush_interval_s / 2, 1.0))):
             with contextlib.suppress(Exception):  # a failed periodic flush keeps the rows for the next one
-                self.flush()
+                self.flush_if_due()
+
+    def flush_if_due(self) -> str | None:
+        """Flush when the oldest buffered row has waited ``flush_interval_s``; the partition written, else None."""
+        with self._lock:
+            if self._oldest is None or self.clock() - self._oldest < self.flush_interval_s:
+                return None
+            return self.flush()
 
     def append(self, decisions: Sequence[RoutingDecision]) -> None:
         with self._lock:
+            if decisions and self._oldest is None:
+                self._oldest = self.clock()
             self._rows.extend(d.model_dump() for d in decisions)
-            if len(self._rows) >= self.flush_every:
+            if len(self._rows) >= self.flush_every or self._closed:
                 self.flush()
 
     def flush(self) -> str | None:
@@ -435,7 +477,7 @@ class DecisionLog:
             self._seq += 1
             partition = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{self.log_id}-{self._seq:05d}"
             self.lake.write(ROUTING_TABLE, self._rows, partition=partition, schema=ROUTING_SCHEMA)
-            self._written[partition], self._rows = self._rows, []
+            self._written[partition], self._rows, self._oldest = self._rows, [], None
             while len(self._written) > self.KEEP_WRITTEN:
                 self._written.pop(next(iter(self._written)))
             return partition
@@ -465,6 +507,8 @@ class DecisionLog:
         return n
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
         self._stop.set()
         atexit.unregister(self._at_exit)
         self.flush()
@@ -572,14 +616,16 @@ class Router:
         extras = [dict(p[2]) for p in plans]
         student_lat: list[float | None] = [None] * len(convs)
         teacher_lat: list[float | None] = [None] * len(convs)
+        student_ans: list[Answer | None] = [None] * len(convs)  # the student's reply, also when overruled
         to_student = [i for i, p in enumerate(plans) if p[0] == STUDENT]
         if to_student:
             want_lp = self.config.strategy == Strategy.CONFIDENCE
             got = self.student.complete([convs[i] for i in to_student], params, logprobs=want_lp)
             for i, ans in zip(to_student, got, strict=True):
                 student_lat[i] = ans.latency_s
+                student_ans[i] = ans
                 if ans.error and self.config.strategy != Strategy.STUDENT_ONLY:
-                    chosen[i], reasons[i] = TEACHER, f"student failed ({ans.error[:200]}); teacher answered"
+                    chosen[i], reasons[i] = TEACHER, f"student failed ({ans.error[:200]})"
                     continue
                 if want_lp:
                     conf = self.confidence(ans.logprobs)
@@ -600,6 +646,10 @@ class Router:
             for i, ans in zip(to_teacher, got, strict=True):
                 teacher_lat[i] = ans.latency_s
                 answers[i] = ans
+                if ans.error:  # said as it is: the teacher did not answer
+                    reasons[i] = f"{reasons[i]}; teacher failed ({ans.error[:200]})"
+                elif student_ans[i] is not None and student_ans[i].error:
+                    reasons[i] = f"{reasons[i]}; teacher answered"
         took = time.monotonic() - started
         now = datetime.now(UTC)
         out = []
@@ -613,7 +663,11 @@ class Router:
                 completion_tokens=ans.completion_tokens, error=ans.error or "",
                 conversation_id=conversation_id(convs[i]),
                 scenario_id=scenario_id or self.scenarios.get(task_text(convs[i]), ""),
-                turn=sum(m["role"] == "assistant" for m in convs[i]), source=source, **extras[i])
+                turn=sum(m["role"] == "assistant" for m in convs[i]), source=source,
+                prompt_tokens=ans.prompt_tokens, finish_reason=ans.finish_reason,
+                student_reply=student_ans[i].text if student_ans[i] is not None else "",
+                student_completion_tokens=student_ans[i].completion_tokens if student_ans[i] is not None else None,
+                **extras[i])
             out.append(Routed(answer=ans, decision=decision))
         if self.log is not None:
             self.log.append([r.decision for r in out])
@@ -640,14 +694,19 @@ class Router:
                     continue
                 answered = d.chosen == who
                 end = at + int(latency * 1e9)
+                if answered:
+                    reply, tokens, error, finish = ans.text, ans.completion_tokens, ans.error or "", ans.finish_reason
+                else:  # the student's overruled (or failed) reply, as it was
+                    reply, tokens = d.student_reply, d.student_completion_tokens or 0
+                    error, finish = ("" if tokens or reply else "no usable reply"), "overruled"
                 turns.append(tracing.TurnRecord(
-                    index=len(turns), start_ns=at, end_ns=end, model_s=latency,
-                    reply=tracing.excerpt(ans.text) if answered else "",
-                    new_tokens=ans.completion_tokens if answered else 0,
-                    error=(ans.error or "") if answered else "", attributes={"model": model, "role": who}))
+                    index=len(turns), start_ns=at, end_ns=end, model_s=latency, reply=tracing.excerpt(reply),
+                    new_tokens=tokens, prompt_tokens=ans.prompt_tokens if answered else 0, error=error,
+                    attributes={"model": model, "role": who, "answered": answered, "finish_reason": finish}))
                 at = end
             attributes = {"strategy": d.strategy, "chosen": d.chosen, "model": d.model, "reason": d.reason,
-                          "confidence": d.confidence, "request_id": d.request_id}
+                          "confidence": d.confidence, "request_id": d.request_id, "finish_reason": d.finish_reason,
+                          "prompt_tokens": d.prompt_tokens, "completion_tokens": d.completion_tokens}
             sink.add(tracing.episode_trace(
                 "routed_request", tracing.ROUTING_EXPERIMENT, turns, start_ns,
                 inputs={"messages": conv[-6:]}, outputs={"reply": ans.text}, attributes=attributes,
@@ -766,3 +825,8 @@ def routed_operator(route: str, api_base: str | None = None, adapter_dir: str | 
     params = ChatParams(max_tokens=max_new_tokens or max_tokens or 128, temperature=temperature)
     return RoutedOperator(router, params)
 
+
+
+# ``make_operator("routed:...")`` finds ``routed_operator`` here: the operators module imports this one on first use
+# of the prefix (it never imports serving itself)
+register_operator("routed", routed_operator, help="teacher/student routing: routed:<strategy>[?options]")

@@ -1,23 +1,29 @@
 """The OpenAI chat-completions wire format, as much of it as ``bashgym serve`` honours (pydantic models).
 
-Unknown request fields are accepted and ignored (clients send ``frequency_penalty``, ``user``, ...), as OpenAI
-does for fields a model does not use; fields that would change the answer and are not supported are refused.
+Types are strict, as OpenAI's are: ``max_tokens: true`` or ``stream: "yes"`` is a 400, not a silent 1 or True.
+A field that would change the answer and that the server cannot honour (tools, ``response_format`` other than
+text, ``logit_bias``, non-zero penalties, image or audio parts, ...) is refused with a 400 naming it
+(``ChatCompletionRequest.unsupported``), never ignored: a client must not believe it got what it asked for.
+Fields that change nothing here (``user``, ``metadata``, ``store``, ``parallel_tool_calls``, unknown extras) are
+accepted and ignored.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, Strict, StrictBool, StrictInt, StrictStr, field_validator
 
 from bashgym_assets.serving.engine import TokenLogprob
 
+StrictNumber = Annotated[float, Strict()]  # an int or a float, never a bool or a string
+
 
 class ChatMessage(BaseModel):
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[dict[str, Any]] | None = None
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: StrictStr | list[dict[str, Any]] | None = None
 
     model_config = {"extra": "allow"}
 
@@ -29,21 +35,54 @@ class ChatMessage(BaseModel):
             text = self.content or ""
         return {"role": "system" if self.role == "developer" else self.role, "content": text}
 
+    def unsupported(self, i: int) -> tuple[str, str] | None:
+        """(param, why) when this message asks for something the server cannot do, else None."""
+        extra = self.model_extra or {}
+        if self.role in ("tool", "function"):
+            return f"messages[{i}].role", f"'{self.role}' messages are not supported: this server has no tools"
+        for key in ("tool_calls", "function_call", "audio"):
+            if extra.get(key):
+                return f"messages[{i}].{key}", f"'{key}' is not supported by this model"
+        if self.content is None:
+            return f"messages[{i}].content", "Invalid value for 'content': expected a string or an array of text " \
+                                             "parts, got null."
+        if isinstance(self.content, list):
+            for j, part in enumerate(self.content):
+                kind = part.get("type")
+                if kind != "text" or not isinstance(part.get("text"), str):
+                    return f"messages[{i}].content[{j}]", (f"content part type {kind!r} is not supported: this "
+                                                           "model reads text parts only")
+        return None
+
 
 class ChatCompletionRequest(BaseModel):
-    model: str
+    model: StrictStr
     messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    temperature: float = Field(default=1.0, ge=0.0, le=2.0)  # OpenAI's default; send 0 for greedy
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    n: int = Field(default=1, ge=1, le=8)
-    stop: str | list[str] | None = None
-    logprobs: bool = False
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
-    seed: int | None = None
-    stream: bool = False
+    max_tokens: StrictInt | None = Field(default=None, ge=1)
+    max_completion_tokens: StrictInt | None = Field(default=None, ge=1)
+    temperature: StrictNumber | None = Field(default=None, ge=0.0, le=2.0)  # None: OpenAI's 1; send 0 for greedy
+    top_p: StrictNumber | None = Field(default=None, gt=0.0, le=1.0)
+    n: StrictInt | None = Field(default=None, ge=1, le=8)
+    stop: StrictStr | list[StrictStr] | None = None
+    logprobs: StrictBool | None = None
+    top_logprobs: StrictInt | None = Field(default=None, ge=0, le=20)
+    seed: StrictInt | None = None
+    stream: StrictBool | None = None
     stream_options: dict[str, Any] | None = None
+    # accepted only where they change nothing (refused otherwise, see ``unsupported``)
+    tools: list[Any] | None = None
+    tool_choice: StrictStr | dict[str, Any] | None = None
+    functions: list[Any] | None = None
+    function_call: StrictStr | dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
+    logit_bias: dict[str, Any] | None = None
+    presence_penalty: StrictNumber | None = Field(default=None, ge=-2.0, le=2.0)
+    frequency_penalty: StrictNumber | None = Field(default=None, ge=-2.0, le=2.0)
+    modalities: list[StrictStr] | None = None
+    audio: dict[str, Any] | None = None
+    prediction: dict[str, Any] | None = None
+    web_search_options: dict[str, Any] | None = None
+    reasoning_effort: StrictStr | None = None
 
     model_config = {"extra": "allow"}
 
@@ -56,6 +95,55 @@ class ChatCompletionRequest(BaseModel):
 
     def stops(self) -> list[str]:
         return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+
+    @property
+    def choices(self) -> int:
+        return self.n or 1
+
+    @property
+    def sampling_temperature(self) -> float:
+        return 1.0 if self.temperature is None else float(self.temperature)
+
+    @property
+    def sampling_top_p(self) -> float:
+        return 1.0 if self.top_p is None else float(self.top_p)
+
+    def unsupported(self, routed: bool = False) -> tuple[str, str] | None:
+        """(param, why) of the first thing asked that the server cannot honour (``routed``: through the router,
+        which answers one choice without log-probabilities), else None."""
+        if self.tools:
+            return "tools", "tools are not supported by this model"
+        if self.functions:
+            return "functions", "functions are not supported by this model"
+        if self.tool_choice not in (None, "none", "auto"):
+            return "tool_choice", "tool_choice is not supported by this model (it has no tools)"
+        if self.function_call not in (None, "none", "auto"):
+            return "function_call", "function_call is not supported by this model"
+        if self.response_format and self.response_format.get("type", "text") != "text":
+            return "response_format", (f"response_format {self.response_format.get('type')!r} is not supported: "
+                                       "this model answers plain text only")
+        if self.logit_bias:
+            return "logit_bias", "logit_bias is not supported by this model"
+        for name in ("presence_penalty", "frequency_penalty"):
+            if getattr(self, name):
+                return name, f"{name} is not supported by this model (only 0 is)"
+        if self.modalities and set(self.modalities) != {"text"}:
+            return "modalities", "this model produces text only"
+        for name in ("audio", "prediction", "web_search_options", "reasoning_effort"):
+            if getattr(self, name) is not None:
+                return name, f"{name} is not supported by this model"
+        if self.top_logprobs is not None and not self.logprobs:
+            return "top_logprobs", "logprobs must be true when top_logprobs is set"
+        for i, m in enumerate(self.messages):
+            refused = m.unsupported(i)
+            if refused:
+                return refused
+        if routed:
+            if self.choices > 1:
+                return "n", "the router answers one choice per request (n must be 1)"
+            if self.logprobs:
+                return "logprobs", "the router does not return log-probabilities"
+        return None
 
 
 class ChoiceLogprobs(BaseModel):

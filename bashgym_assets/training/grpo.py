@@ -40,8 +40,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from bashgym_assets.evaluation.runner import EvalSettings, _Live, _open, apply_reply, check_and_close
 from bashgym_assets.inference.turns import end_of_turn_id
+from bashgym_assets.rollout.episode import EpisodeLimits
+from bashgym_assets.rollout.live import LiveEpisode, apply_reply, check_and_close, open_episode
 from bashgym_assets.rollout.operators import LocalModelOperator, ReferenceOperator, Reply
 from bashgym_assets.rollout.transcript import (
     SYNTAX_ERROR,
@@ -55,16 +56,16 @@ from bashgym_assets.training.trainer import (
     LogFn,
     TrainConfig,
     TrainResult,
-    _callbacks,
-    _publish_adapter,
-    _quiet,
-    _resume_point,
-    _trainable,
     history_from_log,
     load_base,
     load_tokenizer,
     pick_device,
+    progress_callbacks,
+    publish_adapter,
+    resume_point,
+    trainable_parameters,
     trainer_args,
+    without_printer,
 )
 
 logger = logging.getLogger(__name__)
@@ -338,13 +339,13 @@ class PlayedEpisode(BaseModel):
     env_mask: list[int]
 
 
-_UNSCAFFOLDED = ReferenceOperator()  # what ``_open`` asks of an operator: that it is not scaffolded
+_UNSCAFFOLDED = ReferenceOperator()  # what ``open_episode`` asks of an operator: that it is not scaffolded
 
 
-def _eval_settings(s: GRPOSettings) -> EvalSettings:
-    return EvalSettings(max_turns=s.max_turns, episode_timeout_s=s.episode_timeout_s,
-                        command_timeout_s=s.command_timeout_s, check_timeout_s=s.check_timeout_s,
-                        max_unusable_in_a_row=s.max_unusable_in_a_row or 0, setup_workers=s.setup_workers)
+def _limits(s: GRPOSettings) -> EpisodeLimits:
+    return EpisodeLimits(max_turns=s.max_turns, episode_timeout_s=s.episode_timeout_s,
+                         command_timeout_s=s.command_timeout_s, check_timeout_s=s.check_timeout_s,
+                         max_unusable_in_a_row=s.max_unusable_in_a_row or 0)
 
 
 def play_episodes(bundles: Sequence[ScenarioBundle], policy: Any, image: str | None, settings: GRPOSettings,
@@ -353,8 +354,8 @@ def play_episodes(bundles: Sequence[ScenarioBundle], policy: Any, image: str | N
     generation per turn; results in input order. Never raises for one episode."""
     say = progress or (lambda _m: None)
     tok = policy.tokenizer
-    ev = _eval_settings(settings)
-    jobs = [_Live(bundle=b, sample_index=(samples[i] if samples else i), operator=_UNSCAFFOLDED)
+    limits = _limits(settings)
+    jobs = [LiveEpisode(bundle=b, sample_index=(samples[i] if samples else i), operator=_UNSCAFFOLDED)
             for i, b in enumerate(bundles)]
     start = time.monotonic()
     prompt_ids = [prompt_token_ids(tok, j.bundle) for j in jobs]
@@ -366,7 +367,7 @@ def play_episodes(bundles: Sequence[ScenarioBundle], policy: Any, image: str | N
     try:
         # inside the try: an exception during setup also closes the containers already opened
         with ThreadPoolExecutor(max_workers=settings.setup_workers, thread_name_prefix="grpo-setup") as ex:
-            list(ex.map(lambda j: _open(j, image, ev), jobs))
+            list(ex.map(lambda j: open_episode(j, image, limits), jobs))
         for j in jobs:
             if j.driver is not None:
                 j.driver.session = _Recording(j.driver.session, j.driver.lines)
@@ -436,7 +437,7 @@ def play_episodes(bundles: Sequence[ScenarioBundle], policy: Any, image: str | N
     return out
 
 
-def _outcome(job: _Live, hung: bool, verified: bool, finished_commands: int | None = None) -> EpisodeOutcome:
+def _outcome(job: LiveEpisode, hung: bool, verified: bool, finished_commands: int | None = None) -> EpisodeOutcome:
     b = job.bundle
     o = EpisodeOutcome(scenario_id=b.id, category=b.category, difficulty=b.difficulty, sample=job.sample_index,
                        par_turns=len(b.reference) + 1)
@@ -778,7 +779,7 @@ def train_grpo(config: TrainConfig, settings: GRPOSettings, bundles: Sequence[Sc
         raise ValueError("GRPO needs max_steps (optimizer steps)")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     config = grpo_train_config(config, settings)
-    resume, resumed_from = _resume_point(config)
+    resume, resumed_from = resume_point(config)
     tokenizer = load_tokenizer(config.base_model)
     model = PeftModel.from_pretrained(load_base(config), sft_adapter, is_trainable=True)
     by_id = {b.id: b for b in bundles}
@@ -804,15 +805,15 @@ def train_grpo(config: TrainConfig, settings: GRPOSettings, bundles: Sequence[Sc
         if on_log is not None:
             on_log(full)
 
-    _, callbacks = _callbacks(merged, None)
-    trainer = _quiet(Trainer(model=model, reward_funcs=[make_reward_func(reward)], args=args,
+    _, callbacks = progress_callbacks(merged, None)
+    trainer = without_printer(Trainer(model=model, reward_funcs=[make_reward_func(reward)], args=args,
                              train_dataset=Dataset.from_list([{"prompt": sid} for sid in sorted(by_id)]),
                              processing_class=tokenizer, rollout_func=rollout, callbacks=callbacks))
     out = trainer.train(resume_from_checkpoint=resume)
     history, _ = history_from_log(trainer.state.log_history)
     history = [{**r, **(rollout.steps[int(r["step"])].model_dump(exclude={"step"})
                         if int(r["step"]) in rollout.steps else {})} for r in history]
-    _publish_adapter(trainer.model, Path(config.output_dir))
+    publish_adapter(trainer.model, Path(config.output_dir))
     wall = float(out.metrics.get("train_runtime", 0.0))
     steps = [rollout.steps[k] for k in sorted(rollout.steps)]
     tokens = sum(r.get("tokens", 0.0) for r in history)
@@ -836,7 +837,8 @@ def train_grpo(config: TrainConfig, settings: GRPOSettings, bundles: Sequence[Sc
         kind="grpo", adapter_dir=config.output_dir, steps=trainer.state.global_step, resumed_from_step=resumed_from,
         history=history, final_loss=history[-1].get("loss") if history else None,
         train_examples=rollout.episodes_played, train_tokens=int(tokens), trained_tokens=int(tokens),
-        tokens_per_s=tokens / wall if wall > 0 else 0.0, wall_s=wall, trainable_parameters=_trainable(trainer.model),
+        tokens_per_s=tokens / wall if wall > 0 else 0.0, wall_s=wall,
+        trainable_parameters=trainable_parameters(trainer.model),
         extra=extra)
     return GRPORun(result=result, steps=steps, groups=rollout.groups, transcripts=rollout.transcripts)
 

@@ -8,8 +8,10 @@ whose base lives elsewhere overrides the reference at load time::
     mlflow.pyfunc.load_model("models:/bashgym-operator@champion", model_config={"base_model": "/models/smollm2"})
 
 ``predict`` takes a task string, one conversation (a list of ``{"role", "content"}`` messages), a list of either,
-or a DataFrame with a ``messages`` or ``task`` column, and returns the model's next assistant turn (greedy): a
-string for one input, a list of strings for several. ``params={"max_new_tokens": N}`` bounds the reply.
+or a DataFrame with a ``messages`` or ``task`` column, and returns the model's next assistant turn: a string for
+one input, a list of strings for several. ``params`` (``params_schema``: the model's signature, so MLflow passes
+them on instead of dropping them with a warning): ``max_new_tokens`` bounds the reply; ``temperature`` > 0
+samples (with ``top_p``), ``seed`` makes the samples reproducible; the default is greedy.
 
 Why a pyfunc and not ``mlflow.transformers``: the transformers flavor can save a PEFT model with the base only
 referenced, but it then resolves the base through ``base_model_path``/the hub on load and, for a base that came
@@ -32,6 +34,15 @@ from mlflow.pyfunc import PythonModel
 
 ADAPTER_ARTIFACT = "adapter"
 DEFAULT_MAX_NEW_TOKENS = 128
+
+
+def params_schema(max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> Any:
+    """The ``params`` ``predict`` honours, as the signature's ``ParamSchema`` (MLflow drops any param the schema
+    does not name): the reply's token budget and the sampling settings (temperature 0: greedy)."""
+    from mlflow.types.schema import ParamSchema, ParamSpec
+
+    return ParamSchema([ParamSpec("max_new_tokens", "long", max_new_tokens), ParamSpec("temperature", "double", 0.0),
+                        ParamSpec("top_p", "double", 1.0), ParamSpec("seed", "long", None)])
 
 
 def _conversations(model_input: Any) -> tuple[list[list[dict[str, str]]], bool]:
@@ -87,21 +98,31 @@ class AdapterChatModel(PythonModel):
         self.model = PeftModel.from_pretrained(model, context.artifacts[ADAPTER_ARTIFACT])
         self.model.eval()
 
-    def _reply(self, messages: list[dict[str, str]], max_new_tokens: int) -> str:
+    def _reply(self, messages: list[dict[str, str]], max_new_tokens: int, temperature: float = 0.0,
+               top_p: float = 1.0) -> str:
         import torch
 
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         enc = self.tokenizer(text, return_tensors="pt", add_special_tokens=False).to(self.model.device)
+        sampling: dict[str, Any] = ({"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
+                                    if temperature > 0 else {"do_sample": False, "temperature": None, "top_p": None,
+                                                             "top_k": None})
         with torch.no_grad():
-            out = self.model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
-                                      pad_token_id=self.tokenizer.pad_token_id,
-                                      eos_token_id=self.tokenizer.eos_token_id)
+            out = self.model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
+                                      eos_token_id=self.tokenizer.eos_token_id, **sampling)
         return self.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
 
     def predict(self, context, model_input, params=None):  # noqa: ANN001, ANN201 - no hints: no schema enforcement
+        import torch
+
         convs, single = _conversations(model_input)
-        max_new_tokens = int((params or {}).get("max_new_tokens", self.max_new_tokens))
-        replies = [self._reply(c, max_new_tokens) for c in convs]
+        params = params or {}
+        max_new_tokens = int(params.get("max_new_tokens") or self.max_new_tokens)
+        temperature = float(params.get("temperature") or 0.0)
+        top_p = float(params.get("top_p") or 1.0)
+        if temperature > 0 and params.get("seed") is not None:
+            torch.manual_seed(int(params["seed"]))  # the same inputs and seed: the same samples
+        replies = [self._reply(c, max_new_tokens, temperature, min(1.0, top_p)) for c in convs]
         return replies[0] if single else replies
 
 

@@ -188,12 +188,13 @@ def log_adapter_model(run_id: str, adapter_dir: str, base_model: str, settings: 
 
     import mlflow
     from mlflow.models import ModelSignature
-    from mlflow.types.schema import ParamSchema, ParamSpec
+
+    from bashgym_assets.training.pyfunc import params_schema
 
     config = {"base_model": base_model, "max_new_tokens": max_new_tokens}
     # no input schema (predict takes a string, a conversation or a batch of either); a params schema so that
-    # params={"max_new_tokens": N} reaches predict instead of being dropped
-    signature = ModelSignature(params=ParamSchema([ParamSpec("max_new_tokens", "long", max_new_tokens)]))
+    # params={"max_new_tokens": N, "temperature": T, "top_p": P, "seed": S} reach predict instead of being dropped
+    signature = ModelSignature(params=params_schema(max_new_tokens))
     with tempfile.TemporaryDirectory() as tmp:
         # MLflow keeps an artifact folder's own name: stage it as "adapter" so the layout is always the same
         staged = shutil.copytree(adapter_dir, Path(tmp) / ADAPTER_ARTIFACT_PATH)

@@ -302,7 +302,7 @@ def progress_line(row: dict[str, float]) -> str:
             f"grad-norm {row.get('grad_norm', float('nan')):.3f}{extra}{tail}")
 
 
-def _callbacks(on_log: LogFn | None, stop_after: int | None) -> tuple[Any, list[Any]]:
+def progress_callbacks(on_log: LogFn | None, stop_after: int | None) -> tuple[Any, list[Any]]:
     """The progress callback (rows to ``on_log`` as each step is logged) and, in tests, a simulated crash."""
     from transformers import TrainerCallback
 
@@ -334,7 +334,7 @@ def _callbacks(on_log: LogFn | None, stop_after: int | None) -> tuple[Any, list[
     return progress, [progress] + ([StopAfter()] if stop_after is not None else [])
 
 
-def _quiet(trainer: Any) -> Any:
+def without_printer(trainer: Any) -> Any:
     """Without the Trainer's print-every-log-dict callback: progress goes through ``on_log`` instead."""
     from transformers.trainer_callback import PrinterCallback
 
@@ -342,7 +342,7 @@ def _quiet(trainer: Any) -> Any:
     return trainer
 
 
-def _resume_point(config: TrainConfig) -> tuple[str | None, int]:
+def resume_point(config: TrainConfig) -> tuple[str | None, int]:
     """The last checkpoint to resume from and its step; ``resume=False`` clears old checkpoints instead."""
     import json
 
@@ -360,7 +360,7 @@ def _resume_point(config: TrainConfig) -> tuple[str | None, int]:
     return last, int(json.loads((Path(last) / "trainer_state.json").read_text())["global_step"])
 
 
-def _publish_adapter(model: Any, output_dir: Path) -> None:
+def publish_adapter(model: Any, output_dir: Path) -> None:
     """Write only the (default) adapter into the run folder, atomically (tmp folder + rename)."""
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{output_dir.name}.", dir=output_dir.parent))
@@ -387,7 +387,7 @@ def _peak_memory_mb(device: str) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _trainable(model: Any) -> int:
+def trainable_parameters(model: Any) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
@@ -498,7 +498,7 @@ def build_sft_trainer(config: TrainConfig, train: Sequence[Messages], validation
     args = trainer_args(SFTConfig, config, evaluate=bool(validation), packing=config.packing,
                         packing_strategy="bfd", assistant_only_loss=True,
                         include_num_input_tokens_seen="all" if config.packing else "non_padding")
-    return _quiet(_sft_trainer_class()(
+    return without_printer(_sft_trainer_class()(
         model=load_base(config), args=args, train_dataset=_chat_dataset(train),
         eval_dataset=_chat_dataset(validation) if validation else None, processing_class=tokenizer,
         peft_config=lora_config(config), callbacks=list(callbacks), lean_loss=config.lean_loss,
@@ -520,8 +520,8 @@ def train_sft(config: TrainConfig, train: Sequence[Messages], validation: Sequen
               stages: Sequence[int] | None = None) -> TrainResult:
     """LoRA SFT on chat conversations; loss on assistant turns only. ``stop_after`` simulates a crash (tests).
     ``stages``: the curriculum stage of each train conversation (used when ``config.curriculum``)."""
-    resume, resumed_from = _resume_point(config)
-    progress, callbacks = _callbacks(on_log, stop_after)
+    resume, resumed_from = resume_point(config)
+    progress, callbacks = progress_callbacks(on_log, stop_after)
     trainer = build_sft_trainer(config, train, validation, callbacks, stages=stages)
     mismatched = check_training_template(trainer.processing_class, train[:8])
     if mismatched:
@@ -533,7 +533,7 @@ def train_sft(config: TrainConfig, train: Sequence[Messages], validation: Sequen
         raise ValueError("no training example has an assistant token inside max_length")
     out = trainer.train(resume_from_checkpoint=resume)
     history, val_loss = history_from_log(trainer.state.log_history)
-    _publish_adapter(trainer.model, Path(config.output_dir))
+    publish_adapter(trainer.model, Path(config.output_dir))
     wall = float(out.metrics.get("train_runtime", 0.0))
     tokens = trainer.state.num_input_tokens_seen - progress.tokens0
     return TrainResult(
@@ -541,7 +541,7 @@ def train_sft(config: TrainConfig, train: Sequence[Messages], validation: Sequen
         history=history, final_loss=history[-1]["loss"] if history else None, validation_loss=val_loss,
         train_examples=len(examples), train_tokens=sum(e.n_tokens for e in examples),
         trained_tokens=sum(e.n_trained for e in examples), tokens_per_s=tokens / wall if wall > 0 else 0.0,
-        wall_s=wall, trainable_parameters=_trainable(trainer.model), mask=mask,
+        wall_s=wall, trainable_parameters=trainable_parameters(trainer.model), mask=mask,
         extra={"peak_memory_mb": _peak_memory_mb(pick_device(config)), "template_mismatches": float(mismatched)})
 
 
@@ -562,7 +562,7 @@ def train_dpo(config: TrainConfig, pairs: Sequence[dict[str, Any]], sft_adapter:
     from peft import PeftModel
     from trl import DPOConfig, DPOTrainer
 
-    resume, resumed_from = _resume_point(config)
+    resume, resumed_from = resume_point(config)
     tokenizer = load_tokenizer(config.base_model)
     dataset = _pair_dataset(pairs)
     if not any(len(tokenizer.apply_chat_template(list(p), add_generation_prompt=True, tokenize=True,
@@ -572,12 +572,12 @@ def train_dpo(config: TrainConfig, pairs: Sequence[dict[str, Any]], sft_adapter:
     model = PeftModel.from_pretrained(load_base(config), sft_adapter, is_trainable=True)
     args = trainer_args(DPOConfig, config, evaluate=False, beta=config.beta, precompute_ref_log_probs=True,
                         include_num_input_tokens_seen="non_padding")
-    progress, callbacks = _callbacks(on_log, None)
-    trainer = _quiet(DPOTrainer(model=model, ref_model=None, args=args, train_dataset=dataset,
+    progress, callbacks = progress_callbacks(on_log, None)
+    trainer = without_printer(DPOTrainer(model=model, ref_model=None, args=args, train_dataset=dataset,
                                 processing_class=tokenizer, callbacks=callbacks))
     out = trainer.train(resume_from_checkpoint=resume)
     history, _ = history_from_log(trainer.state.log_history)
-    _publish_adapter(trainer.model, Path(config.output_dir))
+    publish_adapter(trainer.model, Path(config.output_dir))
     data = trainer.train_dataset.select_columns(["prompt_ids", "chosen_ids", "rejected_ids"]).to_list()
     wall = float(out.metrics.get("train_runtime", 0.0))
     tokens = trainer.state.num_input_tokens_seen - progress.tokens0
@@ -586,7 +586,8 @@ def train_dpo(config: TrainConfig, pairs: Sequence[dict[str, Any]], sft_adapter:
         history=history, final_loss=history[-1]["loss"] if history else None, train_examples=len(data),
         train_tokens=sum(2 * len(d["prompt_ids"]) + len(d["chosen_ids"]) + len(d["rejected_ids"]) for d in data),
         trained_tokens=sum(len(d["chosen_ids"]) + len(d["rejected_ids"]) for d in data),
-        tokens_per_s=tokens / wall if wall > 0 else 0.0, wall_s=wall, trainable_parameters=_trainable(trainer.model),
+        tokens_per_s=tokens / wall if wall > 0 else 0.0, wall_s=wall,
+        trainable_parameters=trainable_parameters(trainer.model),
         extra={"peak_memory_mb": _peak_memory_mb(pick_device(config)),
                **({"reward_accuracy": history[-1]["reward_accuracy"]}
                   if history and "reward_accuracy" in history[-1] else {})})
