@@ -403,7 +403,7 @@ def move_home(src: Path, dst: Path, *, copy: bool = False, force: bool = False,
     empty folder. A move within one file system is a rename; across file systems a copy, rewritten and verified
     before ``src`` is removed. The copy's or the moved folder's paths are checked afterwards: a reference left in
     a rewritable place fails the move (``src`` is then still there, unless the move was a rename)."""
-    from bashgym_assets.housekeeping import pipeline_lock
+    from bashgym_assets.folder_lock import pipeline_lock
 
     src = Path(src).expanduser().resolve()
     dst = Path(dst).expanduser().absolute()
@@ -446,7 +446,7 @@ def relocate_in_place(settings: Settings | None = None, old: str | None = None, 
                       echo: Callable[[str], None] = print) -> MoveReport | None:
     """Rewrite the references of a data folder that was copied or moved by hand (``old``: where it was; default:
     what its marker and stores say). None when nothing points elsewhere."""
-    from bashgym_assets.housekeeping import pipeline_lock
+    from bashgym_assets.folder_lock import pipeline_lock
 
     settings = settings or get_settings()
     home = settings.home

@@ -534,9 +534,9 @@ def test_pool_start_reaps_containers_of_dead_owners(sandbox_image):
     client = docker.from_env()
     orphan = client.containers.create(sandbox_image, ["sleep", "300"], labels={
         LABEL_SANDBOX: "1", LABEL_OWNER: "nohost:999999:1", **LABELS})
-    from bashgym_assets.sandbox import pool
+    from bashgym_assets.sandbox import sandbox as sandbox_module
 
-    pool._REAPED.clear()   # once per process: earlier pools in this test session have reaped already
+    sandbox_module._REAPED.clear()   # once per process: earlier pools in this test session have reaped already
     SandboxPool(1).map(lambda x: x, [1])
     with pytest.raises(docker.errors.NotFound):
         client.containers.get(orphan.id)

@@ -17,14 +17,14 @@ from bashgym_assets import images
 from bashgym_assets.defs.metadata import code_version, gated_scenario_rows, table
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.defs.training import (
-    _latest_materialization,
-    _meta_value,
-    _register_and_report,
-    _run_name,
-    _tags,
-    _train_live,
+    adapter_run_name,
+    adapter_run_tags,
     base_model,
+    latest_materialization,
+    meta_value,
+    register_and_report,
     sft_adapter,
+    train_live,
 )
 from bashgym_assets.plots import png_markdown
 from bashgym_assets.training import base_model as bm
@@ -94,17 +94,17 @@ def grpo_adapter(context: dg.AssetExecutionContext, config: GRPORunConfig, bashg
                                  max_difficulty=config.max_difficulty)
     if not bundles:
         raise dg.Failure("no admitted train scenario to play (gated_scenarios has none)")
-    sft_mat = _latest_materialization(context.instance, sft_adapter.key)
-    sft_dir = _meta_value(sft_mat, "adapter_dir")
+    sft_mat = latest_materialization(context.instance, sft_adapter.key)
+    sft_dir = meta_value(sft_mat, "adapter_dir")
     if not sft_dir or not Path(sft_dir).exists():
         raise dg.Failure("no SFT adapter on disk: materialize sft_adapter first")
     ids = "\n".join(b.id + ":" + b.content_hash() for b in bundles)
     scenario_version = hashlib.sha256(ids.encode()).hexdigest()[:16]
     lineage = {"dataset": "gated_scenarios", "dataset_version": scenario_version,
                "dataset_scenarios": str(len(bundles)), "sft_adapter": str(sft_dir),
-               "sft_model_uri": str(_meta_value(sft_mat, "model_uri"))}
+               "sft_model_uri": str(meta_value(sft_mat, "model_uri"))}
     base = bm.resolve_base_model(settings, prepare=True)
-    run_name = _run_name("grpo", config, scenario_version + Path(sft_dir).name)
+    run_name = adapter_run_name("grpo", config, scenario_version + Path(sft_dir).name)
     cfg = TrainConfig(base_model=base, output_dir=str(lake.artifact_dir("adapters", run_name, create=False)),
                       checkpoint_dir=str(lake.artifact_dir("checkpoints", run_name, create=False)),
                       run_name=run_name, learning_rate=config.learning_rate, max_steps=config.max_steps,
@@ -124,7 +124,7 @@ def grpo_adapter(context: dg.AssetExecutionContext, config: GRPORunConfig, bashg
 
     rows = [{"scenario_id": b.id, "category": b.category, "difficulty": b.difficulty, "split": "train"}
             for b in bundles]
-    result, run_id = _train_live(context, bashgym, "grpo", run_name, _tags(context, base, lineage), train,
+    result, run_id = train_live(context, bashgym, "grpo", run_name, adapter_run_tags(context, base, lineage), train,
                                  rows, line=grpo.progress_line)
     run = held["run"]
     report_dir = lake.artifact_dir("reports", run_name)
@@ -139,7 +139,7 @@ def grpo_adapter(context: dg.AssetExecutionContext, config: GRPORunConfig, bashg
     from mlflow.entities import Param
 
     client.log_batch(run_id, params=[Param(f"grpo_{k}", str(v)) for k, v in run_settings.model_dump().items()])
-    done = _register_and_report(context, bashgym, "grpo", run_name, cfg, result, lineage, base,
+    done = register_and_report(context, bashgym, "grpo", run_name, cfg, result, lineage, base,
                                 config.register_as, run_id)
     steps = run.steps
     metadata = {

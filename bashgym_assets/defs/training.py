@@ -64,12 +64,12 @@ class TrainRunConfig(dg.Config):
     register_as: str | None = None
 
 
-def _latest_materialization(instance: dg.DagsterInstance, key: dg.AssetKey) -> Any | None:
+def latest_materialization(instance: dg.DagsterInstance, key: dg.AssetKey) -> Any | None:
     event = instance.get_latest_materialization_event(key)
     return event.asset_materialization if event is not None and event.asset_materialization else None
 
 
-def _meta_value(mat: Any, name: str) -> Any:
+def meta_value(mat: Any, name: str) -> Any:
     if mat is None or name not in mat.metadata:
         return None
     return getattr(mat.metadata[name], "value", mat.metadata[name])
@@ -77,7 +77,7 @@ def _meta_value(mat: Any, name: str) -> Any:
 
 def _dataset_lineage(context: dg.AssetExecutionContext, key: dg.AssetKey, table: Any) -> dict[str, str]:
     """The dataset's content version, its Dagster data version and the repo partitions its rows came from."""
-    mat = _latest_materialization(context.instance, key)
+    mat = latest_materialization(context.instance, key)
     dagster_version = (mat.tags or {}).get("dagster/data_version") if mat is not None else None
     repos = sorted({r for r in table.column("repo").to_pylist() if r}) if "repo" in table.column_names else []
     scenarios = (len({s for s in table.column("scenario_id").to_pylist() if s})
@@ -101,7 +101,7 @@ def _assert_uncontaminated(lake: Any, name: str, rows: list[dict[str, Any]]) -> 
                          metadata={"violations": dg.MetadataValue.int(len(bad))})
 
 
-def _run_name(kind: str, cfg: TrainRunConfig, dataset_version: str) -> str:
+def adapter_run_name(kind: str, cfg: TrainRunConfig, dataset_version: str) -> str:
     """Deterministic per (dataset, config): a retried run resumes its checkpoint instead of starting over."""
     if cfg.run_name:
         return cfg.run_name
@@ -124,17 +124,17 @@ def _final_table(d: dict[str, Any]) -> str:
         f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in d.items())
 
 
-def _tags(context: dg.AssetExecutionContext, base: str, lineage: dict[str, str]) -> dict[str, str]:
+def adapter_run_tags(context: dg.AssetExecutionContext, base: str, lineage: dict[str, str]) -> dict[str, str]:
     return {"dagster_run_id": context.run_id, "dagster_asset": context.asset_key.to_user_string(),
             "base_model": base, **lineage}
 
 
-def _train_live(context: dg.AssetExecutionContext, bashgym: BashgymHome, kind: str, run_name: str,
+def train_live(context: dg.AssetExecutionContext, bashgym: BashgymHome, kind: str, run_name: str,
                 tags: dict[str, str], train: Callable[[LogFn], TrainResult],
                 dataset_rows: list[dict[str, Any]] | None = None,
                 line: Callable[[dict[str, float]], str] = progress_line) -> tuple[TrainResult, str]:
     """Train inside an MLflow run started beforehand: the dataset's splits are logged as its inputs, every step
-    reaches that run and the Dagster log as it happens; ``_register_and_report`` then completes the same run with
+    reaches that run and the Dagster log as it happens; ``register_and_report`` then completes the same run with
     the adapter (FAILED if training raises)."""
     settings = bashgym.settings()
     run_id = registry.start_training_run(kind=kind, run_name=run_name, tags=tags, settings=settings)
@@ -163,7 +163,7 @@ def _train_live(context: dg.AssetExecutionContext, bashgym: BashgymHome, kind: s
         raise
 
 
-def _register_and_report(context: dg.AssetExecutionContext, bashgym: BashgymHome, kind: str, run_name: str,
+def register_and_report(context: dg.AssetExecutionContext, bashgym: BashgymHome, kind: str, run_name: str,
                          cfg: TrainConfig, result: TrainResult, lineage: dict[str, str], base: str,
                          register_as: str | None, run_id: str) -> dg.MaterializeResult:
     settings = bashgym.settings()
@@ -180,7 +180,7 @@ def _register_and_report(context: dg.AssetExecutionContext, bashgym: BashgymHome
               "train_examples": result.train_examples, "train_tokens": result.train_tokens,
               "trained_tokens": result.trained_tokens, "trainable_parameters": result.trainable_parameters}
     reg = registry.log_training_run(kind=kind, run_name=run_name, params=params, history=result.history,
-                                    summary=summary, adapter_dir=result.adapter_dir, tags=_tags(context, base, lineage),
+                                    summary=summary, adapter_dir=result.adapter_dir, tags=adapter_run_tags(context, base, lineage),
                                     extra_artifacts=extra, model_name=register_as, settings=settings, run_id=run_id)
     context.log.info(f"{kind} adapter {run_name}: {reg.model_uri} (MLflow run {reg.run_id})")
     metadata: dict[str, Any] = {
@@ -248,12 +248,12 @@ def sft_adapter(context: dg.AssetExecutionContext, config: TrainRunConfig, bashg
         raise dg.Failure("sft_dataset has no train rows: materialize tiered_traces / verified_trajectories first")
     lineage = _dataset_lineage(context, SFT_DATASET, table)
     base = bm.resolve_base_model(bashgym.settings(), prepare=True)
-    run_name = _run_name("sft", config, lineage["dataset_version"])
+    run_name = adapter_run_name("sft", config, lineage["dataset_version"])
     out = lake.artifact_dir("adapters", run_name, create=False)
     cfg = _train_config(config, base, out, lake.artifact_dir("checkpoints", run_name, create=False), run_name)
-    result, run_id = _train_live(context, bashgym, "sft", run_name, _tags(context, base, lineage),
+    result, run_id = train_live(context, bashgym, "sft", run_name, adapter_run_tags(context, base, lineage),
                                  lambda on_log: train_sft(cfg, train, validation, on_log=on_log, stages=stages), rows)
-    return _register_and_report(context, bashgym, "sft", run_name, cfg, result, lineage, base, config.register_as,
+    return register_and_report(context, bashgym, "sft", run_name, cfg, result, lineage, base, config.register_as,
                                 run_id)
 
 
@@ -280,20 +280,20 @@ def dpo_adapter(context: dg.AssetExecutionContext, config: TrainRunConfig, bashg
         context.log.warning("dpo_adapter skipped: dpo_dataset has no train pairs (no scenario or task has both "
                             "a passing and a failing attempt yet; roll out a model operator to get some)")
         return
-    sft_mat = _latest_materialization(context.instance, sft_adapter.key)
-    sft_dir = _meta_value(sft_mat, "adapter_dir")
+    sft_mat = latest_materialization(context.instance, sft_adapter.key)
+    sft_dir = meta_value(sft_mat, "adapter_dir")
     if not sft_dir or not Path(sft_dir).exists():
         raise dg.Failure("no SFT adapter on disk: materialize sft_adapter first")
     lineage = _dataset_lineage(context, DPO_DATASET, table)
     lineage["sft_adapter"] = str(sft_dir)
-    lineage["sft_model_uri"] = str(_meta_value(sft_mat, "model_uri"))
+    lineage["sft_model_uri"] = str(meta_value(sft_mat, "model_uri"))
     base = bm.resolve_base_model(bashgym.settings(), prepare=True)
-    run_name = _run_name("dpo", config, lineage["dataset_version"] + Path(sft_dir).name)
+    run_name = adapter_run_name("dpo", config, lineage["dataset_version"] + Path(sft_dir).name)
     out = lake.artifact_dir("adapters", run_name, create=False)
     cfg = _train_config(config, base, out, lake.artifact_dir("checkpoints", run_name, create=False), run_name)
-    result, run_id = _train_live(context, bashgym, "dpo", run_name, _tags(context, base, lineage),
+    result, run_id = train_live(context, bashgym, "dpo", run_name, adapter_run_tags(context, base, lineage),
                                  lambda on_log: train_dpo(cfg, pairs, str(sft_dir), on_log=on_log), pairs)
-    yield _register_and_report(context, bashgym, "dpo", run_name, cfg, result, lineage, base, config.register_as,
+    yield register_and_report(context, bashgym, "dpo", run_name, cfg, result, lineage, base, config.register_as,
                                run_id)
 
 
@@ -303,12 +303,12 @@ nightly_training_job = dg.define_asset_job(
 
 
 def _dataset_version(instance: dg.DagsterInstance, key: dg.AssetKey) -> str | None:
-    mat = _latest_materialization(instance, key)
-    return _meta_value(mat, "dataset_version") if mat is not None else None
+    mat = latest_materialization(instance, key)
+    return meta_value(mat, "dataset_version") if mat is not None else None
 
 
 def _trained_on(instance: dg.DagsterInstance, key: dg.AssetKey) -> str | None:
-    return _meta_value(_latest_materialization(instance, key), "dataset_version")
+    return meta_value(latest_materialization(instance, key), "dataset_version")
 
 
 def nightly_decision(instance: dg.DagsterInstance, run_config: dict[str, Any] | None = None
@@ -323,8 +323,8 @@ def nightly_decision(instance: dg.DagsterInstance, run_config: dict[str, Any] | 
     selection = []
     if sft_now != sft_then:
         selection.append(sft_adapter.key)
-    dpo_mat = _latest_materialization(instance, DPO_DATASET)
-    dpo_rows = _meta_value(dpo_mat, "train") or 0
+    dpo_mat = latest_materialization(instance, DPO_DATASET)
+    dpo_rows = meta_value(dpo_mat, "train") or 0
     if dpo_now is not None and dpo_rows and (dpo_now != dpo_then or selection):
         selection.append(dpo_adapter.key)  # a new SFT adapter means the DPO adapter on top of it is stale too
     if not selection:

@@ -15,6 +15,8 @@ from typing import Any
 
 import docker
 
+from bashgym_assets.sandbox.models import CommandResult
+
 _local = threading.local()
 
 
@@ -210,3 +212,13 @@ class MarkerSplitter:
         self.current.feed(bytes(self.pending))
         self.pending.clear()
         return self.current
+
+
+def command_result(command: str, out: CappedBuffer, err: CappedBuffer, exit_code: int | None, duration: float,
+                   timed_out: bool, terminated: bool = False) -> CommandResult:
+    """A finished command's record from its capped output buffers."""
+    stdout, out_cut = out.text()
+    stderr, err_cut = err.text()
+    return CommandResult(command=command, stdout=stdout, stderr=stderr, exit_code=exit_code,
+                         duration_s=round(duration, 6), timed_out=timed_out, stdout_truncated_bytes=out_cut,
+                         stderr_truncated_bytes=err_cut, terminated=terminated)

@@ -13,7 +13,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
-from bashgym_assets.sandbox.sandbox import _REAPED, install_exit_cleanup, reap_once  # noqa: F401 - tests reset _REAPED
+from bashgym_assets.sandbox.sandbox import install_exit_cleanup, reap_once
 
 T = TypeVar("T")
 R = TypeVar("R")

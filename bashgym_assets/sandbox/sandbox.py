@@ -35,7 +35,29 @@ from docker.errors import APIError, NotFound
 from docker.types import LogConfig, Ulimit
 from pydantic import BaseModel
 
-from bashgym_assets.sandbox._exec import CappedBuffer, ExecStream, MarkerSplitter, collect, docker_client
+from bashgym_assets.sandbox._exec import (
+    CappedBuffer,
+    ExecStream,
+    MarkerSplitter,
+    collect,
+    command_result,
+    docker_client,
+)
+from bashgym_assets.sandbox.layout import (  # noqa: F401 - re-exported: callers name them from here
+    BASH,
+    CHECK_PATH,
+    OPERATOR_GID,
+    OPERATOR_UID,
+    PATH,
+    PROTECTED_PATHS,
+    READY_FILE,
+    READY_WAIT,
+    RUN_DIR,
+    SEED_DIR,
+    SEED_TAR,
+    SESSION_DIR,
+    SandboxError,
+)
 from bashgym_assets.sandbox.models import SCENARIO_CAPABILITIES, CommandResult, SandboxSpec, SetupResult
 from bashgym_assets.sandbox.seccomp import profile_json
 
@@ -43,26 +65,6 @@ LABEL_SANDBOX = "bashgym.sandbox"
 LABEL_OWNER = "bashgym.sandbox.owner"
 LABEL_CREATED = "bashgym.sandbox.created"
 LABEL_EXPIRES = "bashgym.sandbox.expires"   # epoch seconds after which the container is certainly stale
-OPERATOR_UID, OPERATOR_GID = 1000, 37
-PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# The checker's PATH: the image's own tools first, so nothing a root operator drops into /usr/local shadows them
-# (a scenario's own tools in /usr/local are still found by name).
-CHECK_PATH = "/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/sbin:/usr/local/bin"
-BASH = "/bin/bash"                   # absolute: a root operator's /usr/local/bin/bash must not run the harness
-# What the checker runs from: the image's programs, libraries, loader and its configuration. Any change to these
-# after setup (seen from the host in the container's layer diff, which nothing inside can forge) fails the check.
-PROTECTED_PATHS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr/bin", "/usr/sbin", "/usr/lib",
-                   "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/libexec", "/usr/share/perl", "/usr/share/perl5",
-                   "/etc/alternatives", "/etc/ld.so.preload", "/etc/ld.so.cache", "/etc/ld.so.conf",
-                   "/etc/ld.so.conf.d")
-RUN_DIR = "/run/bashgym"
-SESSION_DIR = f"{RUN_DIR}/session"
-READY_FILE = f"{RUN_DIR}/ready"
-SEED_DIR = "/.bashgym-seed"          # root-only, on the image layer, deleted by the start script
-SEED_TAR = f"{SEED_DIR}/seed.tar"
-# Every exec waits (a few ms at most) for the container's start script to have prepared /run and the home folder.
-READY_WAIT = (f"[ -e {READY_FILE} ] || {{ i=0; while [ ! -e {READY_FILE} ] && [ $i -lt 1000 ]; do sleep 0.005; "
-              "i=$((i+1)); done; }")
 # Kill every process whose pid is not in the keep list, repeatedly, until none is left (beats fork loops).
 KILL_NEW_FUNC = r"""
 kill_new() {
@@ -218,10 +220,6 @@ def _layer_usage(upper: str) -> tuple[int, int] | None:
 
 def _raise(exc: OSError) -> None:
     raise exc
-
-
-class SandboxError(RuntimeError):
-    """The sandbox could not be created or driven (engine error, missing image, dead container)."""
 
 
 def _process_start_ticks(pid: int) -> str:
@@ -508,15 +506,6 @@ def _lease_tar(value: str) -> bytes:
     return buf.getvalue()
 
 
-def _result(command: str, out: CappedBuffer, err: CappedBuffer, exit_code: int | None, duration: float,
-            timed_out: bool, terminated: bool = False) -> CommandResult:
-    stdout, out_cut = out.text()
-    stderr, err_cut = err.text()
-    return CommandResult(command=command, stdout=stdout, stderr=stderr, exit_code=exit_code,
-                         duration_s=round(duration, 6), timed_out=timed_out, stdout_truncated_bytes=out_cut,
-                         stderr_truncated_bytes=err_cut, terminated=terminated)
-
-
 class Sandbox:
     """One fresh container for one episode (context manager; the container is always removed)."""
 
@@ -738,7 +727,7 @@ class Sandbox:
                 if nonce:
                     return self._reported(command, out, err, ended, code, duration, timeout_s, grace)
                 timed_out = not ended or (code in (124, 137) and duration >= timeout_s * 0.98)
-                return _result(command, out, err, None if timed_out else code, duration, timed_out)
+                return command_result(command, out, err, None if timed_out else code, duration, timed_out)
             try:
                 running = self.api.inspect_container(cid)["State"]["Running"]
             except (NotFound, APIError):
@@ -768,7 +757,7 @@ class Sandbox:
             buf.feed(bytes(rest.head) + bytes(rest.tail[-rest.tail_limit:] if rest.tail_limit else b""))
         rc = int(fields[0]) if fields and fields[0].isdigit() else None
         timed_out = rc in (124, 137) and duration >= timeout_s * 0.98
-        return _result(command, out, buf, None if timed_out else rc, duration, timed_out)
+        return command_result(command, out, buf, None if timed_out else rc, duration, timed_out)
 
     def run_as_root(self, command: str, timeout_s: float | None = None) -> CommandResult:
         """One command as root in a fresh ``bash -c`` (harness use: setup, inspection); stdin is empty."""
@@ -834,7 +823,7 @@ class Sandbox:
             rc, began, ended = int(fields[0]), float(fields[1]), float(fields[2])
             duration = ended - began
             timed_out = rc == 137 and duration >= t * 0.98
-            results.append(_result(commands[i], buf, err_buf, None if timed_out else rc, duration, timed_out))
+            results.append(command_result(commands[i], buf, err_buf, None if timed_out else rc, duration, timed_out))
         then_results = results[n_setup:]
         results = results[:n_setup]
         if len(then_results) < len(then) and len(results) == n_setup and all(r.exit_code == 0 for r in results):

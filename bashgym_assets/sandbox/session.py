@@ -45,15 +45,9 @@ from typing import TYPE_CHECKING
 
 import docker
 
-from bashgym_assets.sandbox._exec import CappedBuffer, ExecStream
+from bashgym_assets.sandbox._exec import CappedBuffer, ExecStream, command_result
+from bashgym_assets.sandbox.layout import OPERATOR_UID, PATH, READY_WAIT, SESSION_DIR, SandboxError
 from bashgym_assets.sandbox.models import CommandResult
-from bashgym_assets.sandbox.sandbox import (
-    OPERATOR_UID,
-    PATH,
-    SESSION_DIR,
-    SandboxError,
-    _result,
-)
 
 if TYPE_CHECKING:
     from bashgym_assets.sandbox.sandbox import Sandbox
@@ -182,8 +176,6 @@ class SandboxSession:
                                   workdir=spec.workdir or home, stdin=True)
         self._out = _Scanner(spec.output_limit_bytes)
         self._err = _Scanner(spec.output_limit_bytes)
-        from bashgym_assets.sandbox.sandbox import READY_WAIT
-
         nonce = secrets.token_hex(16)
         # The EXIT trap's tag is per session: output alone cannot fake the end of the shell (and a fake with the
         # tag is still checked against Docker's view of the process before anything is acted on).
@@ -348,7 +340,7 @@ class SandboxSession:
                 terminated: bool = False) -> CommandResult:
         self._out.flush()
         self._err.flush()
-        result = _result(command, self._out.buf, self._err.buf, status, time.monotonic() - start, timed_out,
+        result = command_result(command, self._out.buf, self._err.buf, status, time.monotonic() - start, timed_out,
                          terminated=terminated)
         if "tcsetattr" in result.stderr:  # bash -i without a terminal complains after a signal death: not output
             result.stderr = TCSETATTR_RE.sub("", result.stderr)

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
+from bashgym_assets.llm import LLMError, chat_completion
 from bashgym_assets.scenarios.bundle import ScenarioBundle, parse_bundle
-from bashgym_assets.scenarios.llm import LLMError, chat_completion
 
 CATEGORIES = [
     "files", "text", "archives", "permissions", "users", "processes", "services", "logs", "git", "data",
