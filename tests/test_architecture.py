@@ -39,3 +39,28 @@ def test_no_private_name_is_imported_across_modules() -> None:
                 if private:
                     crossings.append(f"{path.relative_to(PROJECT_ROOT)}: from {node.module} import {private}")
     assert crossings == [], crossings
+
+
+def test_every_imported_package_is_declared_and_pinned() -> None:
+    """A package the code imports but pyproject.toml does not name arrives only as someone else's dependency, at
+    whatever version that one allows: each is declared, pinned with ``==``."""
+    import importlib.metadata as md
+    import re
+    import tomllib
+
+    local = {"bashgym_assets", "hook"}   # hook: the live-capture hook script beside hook_entry (ingest/hook.py)
+    imported: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = sorted(imported - set(sys.stdlib_module_names) - local)
+    project = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]
+    requirements = project["dependencies"] + [r for rs in project["optional-dependencies"].values() for r in rs]
+    pinned = {re.split(r"[=<>\[ ;]", r)[0].lower().replace("_", "-"): "==" in r for r in requirements}
+    dists = md.packages_distributions()
+    missing = [m for m in third_party
+               if not any(pinned.get(d.lower().replace("_", "-")) for d in dists.get(m, [m]))]
+    assert missing == [], f"imported but not declared and pinned in pyproject.toml: {missing}"
