@@ -6,7 +6,7 @@ VENV := .venv/bin
 UI_PORT ?= 3000
 MLFLOW_PORT ?= 5000
 
-.PHONY: setup demo demo-quick test notebooks ui mlflow lint bench images clean
+.PHONY: setup demo demo-quick test test-fast notebooks ui mlflow lint bench images clean
 
 setup:            ## install and start everything needed (idempotent)
 	@bash scripts/setup.sh
@@ -19,6 +19,10 @@ demo-quick: setup ## a smoke run of every stage on tiny budgets (16 scenarios, 2
 
 test: setup       ## run the test suite (real Docker containers, real models)
 	$(VENV)/pytest
+
+# No container, no SmolLM2, nothing marked slow (tests/conftest.py marks every test that asks for the engine)
+test-fast: setup  ## the quick inner loop: ~1,260 tests of the plain modules, tiny models and real SQLite
+	$(VENV)/pytest -m "not docker and not slow and not model"
 
 notebooks: setup  ## run every notebook in notebooks/ on the data folder; fails on any cell error
 	$(VENV)/python -m bashgym_assets.notebooks

@@ -97,3 +97,14 @@ def _no_leaked_defs_state_storage():
     from dagster._core.storage.defs_state.base import _current_storage
 
     _current_storage.set(None)
+
+
+DOCKER_FIXTURES = {"docker_engine", "sandbox_image"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that asks for the engine or the image is a ``docker`` test wherever it lives, so ``make test-fast``
+    (``-m "not docker and not slow and not model"``) never starts a container."""
+    for item in items:
+        if DOCKER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.docker)

@@ -52,6 +52,7 @@ def test_sampler_follows_set_epoch_and_stage_of_clamps():
     assert stage_counts([2, 1, 2]) == {1: 1, 2: 2}
 
 
+@pytest.mark.slow
 def test_curriculum_packs_each_stage_apart_and_trains_in_stage_order(tiny_model, tmp_path):
     convs = [_conv(i, commands=1 + i % 3) for i in range(12)]
     stages = [1 + i % 3 for i in range(12)]

@@ -140,6 +140,7 @@ def test_promotion_rule_both_ways() -> None:
     assert not d.promote and "demoted by hand" in d.reason
 
 
+@pytest.mark.slow
 def test_promotion_moves_the_champion_alias_in_mlflow(settings, tmp_path) -> None:
     from bashgym_assets.training import registry
 

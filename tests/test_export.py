@@ -242,6 +242,7 @@ def test_pre_tokenizer_is_chosen_as_the_converter_does_or_refused(tmp_path: Path
         pre_tokenizer_name(tok, {**tj, "normalizer": {"type": "NFC"}, "pre_tokenizer": digits})
 
 
+@pytest.mark.slow
 def test_llama_cpp_refuses_gpt2_and_the_verification_catches_gpt_2(tiny_and_adapter: tuple[Path, Path],
                                                                     tmp_path: Path) -> None:
     """What the exporter used to write (`gpt2`) is refused by llama.cpp, as the user saw; `gpt-2` loads but
@@ -419,6 +420,7 @@ def test_push_to_a_stand_in_hub(tmp_path: Path) -> None:
     assert files["m.gguf"] == (folder / "m.gguf").read_bytes()
 
 
+@pytest.mark.slow
 def test_exported_model_asset_candidate_fallback_and_skip(tiny_and_adapter: tuple[Path, Path], settings: Settings,
                                                           empty_mlflow_store: Path) -> None:
     import dagster as dg

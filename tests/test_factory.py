@@ -249,6 +249,7 @@ def test_registry_refuses_bad_family_names() -> None:
         family_mod.family("files-x", "not-a-category", "x")
 
 
+@pytest.mark.slow
 def test_one_run_draws_a_partition_range_as_the_demo_and_the_factory_command_do(bashgym_home: Path) -> None:
     from bashgym_assets.defs.factory import family_partitions, generated_scenarios
     from bashgym_assets.defs.resources import BashgymHome

@@ -77,6 +77,7 @@ def test_cross_location_dependencies_resolve() -> None:
     assert runs[at["dpo_dataset"]][0] == demo.CPU_MODULE and runs[at["student_rollouts"]][0] == demo.GPU_MODULE
 
 
+@pytest.mark.slow
 def test_workspace_validates(tmp_path: Path) -> None:
     env = dict(os.environ, DAGSTER_HOME=str(tmp_path))
     done = subprocess.run([str(Path(sys.executable).with_name("dagster")), "definitions", "validate",
@@ -135,6 +136,7 @@ def test_profiles_give_each_run_the_config_of_its_own_assets() -> None:
         demo.step_config(steps[0], "nope")
 
 
+@pytest.mark.slow
 def test_run_plan_streams_progress_and_reports_failures(tmp_path: Path) -> None:
     """The demo shows training/evaluation progress while a run goes, and a failing run's tail when it fails."""
     (tmp_path / "tiny_defs.py").write_text(
@@ -156,6 +158,7 @@ def test_run_plan_streams_progress_and_reports_failures(tmp_path: Path) -> None:
         demo.run_plan([demo.PlanStep(module="tiny_defs", assets=["bad"], partitioned=False)], [], env, lines.append)
 
 
+@pytest.mark.slow
 def test_run_plan_runs_consecutive_steps_in_one_process_and_stops_at_the_failing_one(tmp_path: Path) -> None:
     """The imports are paid once: every in-process step of the plan runs in the same child process, each as its
     own run on the instance; a failing step names itself, and the steps after it do not run."""
@@ -244,6 +247,7 @@ def test_every_profile_config_is_valid_run_config_for_its_run() -> None:
                                {"ops": {"benchmark_results": {"config": {"no_such_field": 1}}}})
 
 
+@pytest.mark.slow
 def test_a_partitioned_step_runs_every_partition_in_one_process(tmp_path: Path) -> None:
     """One process, one run per partition (n/N shown), each run recorded on the instance; a failing partition
     fails the step after the others ran."""

@@ -208,6 +208,7 @@ def test_attack_shapes_are_blocked(command: str, rule: str) -> None:
     assert verdict.blocked and rule in verdict.rules, verdict.findings
 
 
+@pytest.mark.slow
 def test_a_babbling_line_is_judged_with_bounded_evidence() -> None:
     """Thousands of unclosed function definitions (a model looping on ``x(){ x|``) used to cost minutes (each
     definition searched the rest of the line, each command copied a path as deep as the line's nesting): the

@@ -93,6 +93,7 @@ for i in range(n):
 """
 
 
+@pytest.mark.slow
 def test_concurrent_writers_never_interleave(tmp_path: Path) -> None:
     folder = tmp_path / "traces"
     procs = [subprocess.Popen([PY, "-c", WRITER, str(w), "40", str(folder)]) for w in range(8)]

@@ -89,6 +89,7 @@ def _until(check, timeout: float, what: str) -> None:  # noqa: ANN001 - a predic
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_step_children_die_with_their_killed_parent(tmp_path: Path) -> None:
     parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path), CHILD], env=_env(),
                               stdout=subprocess.PIPE, text=True)
@@ -214,6 +215,7 @@ def _mlflow_status(settings: Settings) -> dict[str, str]:
     return {r.info.run_name: r.info.status for r in c.search_runs([exp.experiment_id])}
 
 
+@pytest.mark.slow
 def test_runs_of_a_killed_training_are_ended_when_the_next_pipeline_starts(
         tmp_path: Path, empty_mlflow_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"

@@ -82,6 +82,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "root": root, "lake": lake}
 
 
+@pytest.mark.slow
 def test_registered_adapter_loads_back_with_mlflow_pyfunc(trained):
     settings, reg = trained["settings"], trained["reg2"]
     with _plain_mlflow(settings) as mlflow:

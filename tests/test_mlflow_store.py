@@ -22,6 +22,7 @@ def _default_location(settings: Settings) -> str:
         return db.execute("SELECT artifact_location FROM experiments WHERE experiment_id = 0").fetchone()[0]
 
 
+@pytest.mark.slow
 def test_a_new_store_keeps_the_default_experiment_in_the_data_folder(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)                                  # where MLflow would have put ./mlruns
@@ -33,6 +34,7 @@ def test_a_new_store_keeps_the_default_experiment_in_the_data_folder(tmp_path: P
     assert not (tmp_path / "mlruns").exists()
 
 
+@pytest.mark.slow
 def test_an_older_stores_empty_default_is_moved_in_but_one_with_runs_is_left(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from mlflow import MlflowClient
@@ -54,6 +56,7 @@ def test_an_older_stores_empty_default_is_moved_in_but_one_with_runs_is_left(tmp
     assert _default_location(used) == before                      # its run's artifacts live there
 
 
+@pytest.mark.slow
 def test_experiments_carry_the_kind_of_page_that_shows_their_content(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     settings = Settings(home=tmp_path / "home")

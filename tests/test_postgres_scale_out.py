@@ -183,6 +183,7 @@ def test_instance_config_follows_the_environment(scale_env, monkeypatch, postgre
     assert link.is_symlink() and link.resolve() == PROJECT_ROOT / "dagster.yaml"  # unset: back to the link
 
 
+@pytest.mark.slow
 def test_ingest_chain_materializes_into_a_postgres_instance(scale_env, monkeypatch, postgres):
     import dagster as dg
     from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage
@@ -233,6 +234,7 @@ def _fake_adapter(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_mlflow_registry_and_champion_on_postgres_and_through_a_server(scale_env, monkeypatch, postgres, tmp_path):
     from bashgym_assets.evaluation import promotion as promo
     from bashgym_assets.training import registry

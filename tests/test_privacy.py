@@ -164,6 +164,7 @@ def test_baseline_and_fast_paths_agree_on_planted_items() -> None:
     assert [i.kind for i in items if survives(i.value, base)] == []
 
 
+@pytest.mark.slow
 def test_presidio_runs_offline_without_network_attempts(tmp_path) -> None:
     """A fresh interpreter with sockets disabled: e-mail detection (tldextract inside) works, nothing tries out."""
     code = (

@@ -43,6 +43,7 @@ def test_job_folder_round_trips_only_what_training_needs(tmp_path):
     assert [r["difficulty"] for r in recipe._take(rows, 0.25)] == [1, 1, 1]   # every 4th row, deterministic
 
 
+@pytest.mark.slow
 def test_cpu_fallback_trains_sft_then_dpo_and_writes_small_adapters(tiny_model, tmp_path):
     recipe.write_job(tmp_path / "job", _sft_rows(40), _pairs(8),
                      recipe.Recipe(max_length=128, sft_epochs=1, dpo_learning_rate=1e-3))

@@ -162,6 +162,7 @@ def _check_fresh_process(home: Path, old: Path, tmp_path: Path) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_move_copy_then_the_old_folder_can_be_deleted(built: Path, tmp_path: Path) -> None:
     new = tmp_path / "new" / "home"
     moved = _bashgym(built, "move", str(new), "--copy")
@@ -176,6 +177,7 @@ def test_move_copy_then_the_old_folder_can_be_deleted(built: Path, tmp_path: Pat
     _check_fresh_process(new, built, tmp_path)
 
 
+@pytest.mark.slow
 def test_a_hand_copied_folder_is_detected_relocated_and_then_moved(built: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copied"
     shutil.copytree(built, copy, symlinks=True)

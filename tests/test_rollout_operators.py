@@ -86,6 +86,7 @@ def test_reference_operator_replays_then_exits() -> None:
     assert ReferenceOperator().next_command(msgs) == "exit"
 
 
+@pytest.mark.slow
 def test_litellm_operator_over_http_prose_and_timeout() -> None:
     def respond(body: dict) -> str | Answer:
         text = last_user_text(body)

@@ -71,6 +71,7 @@ def _wait_marker(folder: Path, proc: subprocess.Popen) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_kill_9_mid_gpu_step_then_the_next_gpu_step_completes(instance_home: Path) -> None:
     proc = _start(instance_home, "slow_gpu")
     _wait_marker(instance_home, proc)
@@ -92,6 +93,7 @@ def test_kill_9_mid_gpu_step_then_the_next_gpu_step_completes(instance_home: Pat
     assert after.wait(timeout=120) == 0                                         # the next GPU step completes
 
 
+@pytest.mark.slow
 def test_a_live_holder_is_named_and_never_reaped(instance_home: Path) -> None:
     proc = _start(instance_home, "slow_gpu")
     try:
@@ -109,6 +111,7 @@ def test_a_live_holder_is_named_and_never_reaped(instance_home: Path) -> None:
         proc.wait()
 
 
+@pytest.mark.slow
 def test_the_sensor_reaps_and_a_slot_of_a_finished_run_is_freed(instance_home: Path) -> None:
     proc = _start(instance_home, "slow_gpu")
     _wait_marker(instance_home, proc)

@@ -77,6 +77,7 @@ def test_schedule_is_defined_in_the_gpu_location():
     assert sched.job_name == "nightly_training"
 
 
+@pytest.mark.slow
 def test_adapter_refuses_a_dataset_that_contains_heldout_scenarios(settings, tmp_path, monkeypatch):
     """Cross-location runs are not blocked by the dataset's check, so the adapter asset re-verifies."""
     monkeypatch.setenv("BASHGYM_BASE_MODEL", str(build_tiny_model(tmp_path / "tiny")))
@@ -96,6 +97,7 @@ def test_adapter_refuses_a_dataset_that_contains_heldout_scenarios(settings, tmp
         (settings.home / "artifacts" / "adapters").iterdir())
 
 
+@pytest.mark.slow
 def test_dpo_adapter_is_skipped_not_failed_without_pairs(settings):
     """Only passing attempts (the reference operator never fails): no DPO pairs is a state, not an error."""
     lake = Lake(settings)

@@ -75,6 +75,7 @@ def _per_repo_defs(resources: dict) -> dg.Definitions:
                                 dg.Definitions(resources=resources))
 
 
+@pytest.mark.slow
 def test_sensor_ticks_over_created_appended_and_deleted_files(watched: Path, bashgym_home: Path) -> None:
     resources = {"bashgym": BashgymHome(home=str(bashgym_home))}
     defs = _per_repo_defs(resources)

@@ -209,6 +209,7 @@ def test_streaming_carries_the_same_reply(server: LocalServer, engine: ChatEngin
     assert chunks[-1].usage.completion_tokens == direct(engine, max_tokens=10).completion_tokens
 
 
+@pytest.mark.slow
 def test_serve_the_champion_from_the_mlflow_registry(student: tuple[Path, Path], engine: ChatEngine,
                                                      settings) -> None:
     """Register the adapter with the registry helpers, alias it champion, and serve what ``bashgym serve``
@@ -416,6 +417,7 @@ def test_fields_the_server_cannot_honour_are_refused(server: LocalServer) -> Non
     assert ok.choices[0].finish_reason in ("stop", "length")
 
 
+@pytest.mark.slow
 def test_pyfunc_honours_sampling_params(student: tuple[Path, Path], tmp_path: Path) -> None:
     """The pyfunc model accepts temperature, top_p and seed in its params schema (not only max_new_tokens):
     saved and loaded by MLflow, a seed reproduces a sample, another seed differs, the default stays greedy."""

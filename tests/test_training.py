@@ -93,6 +93,7 @@ def _cfg(tiny_model: str, out: Path, **kw) -> TrainConfig:
     return TrainConfig(**base)
 
 
+@pytest.mark.slow
 def test_overfit_a_handful_of_examples_loss_goes_near_zero(tiny_model, tmp_path):
     convs = [_conv(i) for i in range(4)]
     result = train_sft(_cfg(tiny_model, tmp_path / "run-overfit", max_steps=60), convs, convs[:1])
@@ -105,6 +106,7 @@ def test_overfit_a_handful_of_examples_loss_goes_near_zero(tiny_model, tmp_path)
     assert generate(model, tok, convs[2][:2], max_new_tokens=12).strip().startswith("ls -la dir")
 
 
+@pytest.mark.slow
 def test_resume_after_a_crash_ends_where_an_uninterrupted_run_ends(tiny_model, tmp_path):
     from safetensors.torch import load_file
 
@@ -127,12 +129,14 @@ def test_resume_after_a_crash_ends_where_an_uninterrupted_run_ends(tiny_model, t
     assert straight.history[-1]["loss"] == pytest.approx(resumed.history[-1]["loss"], rel=1e-4)
 
 
+@pytest.mark.slow
 def test_padded_baseline_trains_too(tiny_model, tmp_path):
     convs = [_conv(i) for i in range(4)]
     res = train_sft(_cfg(tiny_model, tmp_path / "padded", max_steps=3, packing=False, max_length=128), convs)
     assert res.steps == 3 and res.history[-1]["tokens"] == res.train_tokens
 
 
+@pytest.mark.slow
 def test_dpo_on_top_of_sft_prefers_the_chosen_continuation(tiny_model, tmp_path, monkeypatch):
     from trl import DPOTrainer
 
@@ -170,6 +174,7 @@ def test_qlora_4bit_trains(tiny_model, tmp_path):
     assert lora_b and all(t.float().abs().sum() > 0 for t in lora_b)
 
 
+@pytest.mark.slow
 def test_mlflow_run_and_registered_version_load_back(tiny_model, tmp_path, settings):
     convs = [_conv(i) for i in range(4)]
     res = train_sft(_cfg(tiny_model, tmp_path / "reg", max_steps=40), convs)

@@ -155,6 +155,7 @@ def test_multi_epoch_packed_run_completes_from_the_cli(tiny_model, tmp_path, cap
     assert '"steps": ' + str(total) in printed
 
 
+@pytest.mark.slow
 def test_metrics_reach_mlflow_per_step_while_training(tiny_model, tmp_path, settings):
     c = registry.client(settings)
     run_id = registry.start_training_run(kind="sft", run_name="live", tags={"dagster_run_id": "r1"},
