@@ -37,9 +37,10 @@ mlflow: setup     ## the MLflow UI on http://127.0.0.1:5000 over the same data f
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(VENV)/mlflow ui --backend-store-uri "$$uri" \
 	  --default-artifact-root $(BASHGYM_HOME)/mlflow/artifacts -h 127.0.0.1 -p $(MLFLOW_PORT) --workers 1
 
-lint:             ## ruff, and the layers contract in pyproject.toml (import-linter)
+lint:             ## ruff, the layers contract (import-linter), and mypy on the core and engine layers
 	$(VENV)/ruff check bashgym_assets tests benchmarks
 	$(VENV)/lint-imports
+	$(VENV)/mypy
 
 images: setup     ## rebuild the sandbox image even if its recipe is unchanged
 	$(VENV)/python -m bashgym_assets.images --force

@@ -170,6 +170,7 @@ def build_sandbox_image(force: bool = False, recipe_dir: Path = RECIPE_DIR,
         _run(["chroot", str(rootfs), "/bin/sh", "/configure-rootfs.sh"])
         (rootfs / "configure-rootfs.sh").unlink()
         tar = subprocess.Popen(["tar", "--numeric-owner", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        assert tar.stdout is not None  # stdout=PIPE
         imported = subprocess.run(
             ["docker", "import",
              "--change", "ENV LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

@@ -21,20 +21,21 @@ class Step(BaseModel):
     index: int = Field(description="position in the session, 0-based")
     tool_name: str = Field(description="e.g. Bash, Read, Edit, Write, Grep, Task")
     tool_use_id: str | None = None
-    input: str = Field("", description="the tool input as JSON text (for Bash: {'command': ...})")
-    command: str | None = Field(None, description="the shell command for Bash-like tools")
-    output: str = Field("", description="the tool result's text (images replaced by a [image ...] note)")
-    exit_code: int | None = Field(None, description="from 'Exit code N', exitCode, or 0/1 from is_error")
-    success: bool | None = Field(None, description="False on is_error or a non-zero exit code; None if no result")
+    input: str = Field(default="", description="the tool input as JSON text (for Bash: {'command': ...})")
+    command: str | None = Field(default=None, description="the shell command for Bash-like tools")
+    output: str = Field(default="", description="the tool result's text (images replaced by a [image ...] note)")
+    exit_code: int | None = Field(default=None, description="from 'Exit code N', exitCode, or 0/1 from is_error")
+    success: bool | None = Field(default=None,
+                                 description="False on is_error or a non-zero exit code; None if no result")
     is_error: bool = False
     cwd: str | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
-    sidechain: bool = Field(False, description="made by a subagent (Task) rather than the main agent")
-    agent_id: str | None = Field(None, description="subagent id for sidechain steps")
-    prompt_index: int | None = Field(None, description="index into Session.prompts of the prompt it answers")
-    parent_tool_use_id: str | None = Field(None, description="for sidechain steps: the Task call that ran them, "
-                                                             "where the log says")
+    sidechain: bool = Field(default=False, description="made by a subagent (Task) rather than the main agent")
+    agent_id: str | None = Field(default=None, description="subagent id for sidechain steps")
+    prompt_index: int | None = Field(default=None, description="index into Session.prompts of the prompt it answers")
+    parent_tool_use_id: str | None = Field(default=None, description="for sidechain steps: the Task call that ran "
+                                                                     "them, where the log says")
 
 
 class Prompt(BaseModel):
@@ -43,7 +44,7 @@ class Prompt(BaseModel):
     index: int
     text: str
     timestamp: datetime | None = None
-    kind: str = Field("user", description="user | slash_command | compaction_summary | ...")
+    kind: str = Field(default="user", description="user | slash_command | compaction_summary | ...")
 
 
 class Session(BaseModel):
@@ -53,7 +54,7 @@ class Session(BaseModel):
     source_format: str = Field(description="adapter that produced it: claude_code, bashgym_trace, ...")
     source_path: str
     repo: str = Field(description="sanitised partition key of the repository the session worked in")
-    repo_path: str | None = Field(None, description="git toplevel or cwd the repo key was derived from")
+    repo_path: str | None = Field(default=None, description="git toplevel or cwd the repo key was derived from")
     repo_remote: str | None = None
     cwd: str | None = None
     model: str | None = None
@@ -68,7 +69,7 @@ class Session(BaseModel):
     cache_creation_tokens: int | None = 0
     prompts: list[Prompt] = Field(default_factory=list)
     steps: list[Step] = Field(default_factory=list)
-    content_hash: str = Field("", description="hash of the bytes the session was parsed from (dedupe, cursor)")
+    content_hash: str = Field(default="", description="hash of the bytes the session was parsed from (dedupe, cursor)")
     extra: dict[str, Any] = Field(default_factory=dict, description="adapter-specific counters (skipped types...)")
 
     def to_row(self) -> dict[str, Any]:

@@ -1131,8 +1131,8 @@ def _sender_carries_secret(scope: _Scope, inv: Inv) -> str | None:
                 return f"the credential folder {c}"
         for sub in w.subs:
             inner = parse(sub.text)
-            for c in inner.commands:
-                if (what := _secret_read(scope, unwrap(c) if c.words else None, c)) is not None:
+            for ic in inner.commands:
+                if (what := _secret_read(scope, unwrap(ic) if ic.words else None, ic)) is not None:
                     return what
     for red in inv.cmd.redirects:
         if red.op in ("<", "<>") and red.target is not None and (what := secret_kind(red.target.value)):

@@ -382,9 +382,9 @@ class _Lexer:
                 if k < 0:
                     self.errors.append(f"unterminated {c}( at {i}")
                     k = n
-                w = Word(text[i:k + 1], i, min(k + 1, n), dynamic=True, subs=[Sub(text[i + 2:k], i + 2, "proc")],
-                         procsub=c)
-                self.tokens.append(_Token("word", w.value, w.start, w.end, word=w))
+                pw = Word(text[i:k + 1], i, min(k + 1, n), dynamic=True, subs=[Sub(text[i + 2:k], i + 2, "proc")],
+                          procsub=c)
+                self.tokens.append(_Token("word", pw.value, pw.start, pw.end, word=pw))
                 self.mask(i, k + 1)
                 i = k + 1
                 continue

@@ -40,7 +40,7 @@ class QuarantineRecord(BaseModel):
     """One bad file or line: kept out of ``raw_sessions`` but recorded so nothing disappears silently."""
 
     file: str
-    line: int | None = Field(None, description="1-based line number; None when the whole file is bad")
+    line: int | None = Field(default=None, description="1-based line number; None when the whole file is bad")
     reason: str
     snippet: str = ""
     adapter: str = ""
@@ -96,6 +96,10 @@ class SessionAdapter(Protocol):
         ...
 
     def parse(self, path: Path, repo_of: RepoResolver | None = None) -> ParseOutcome: ...
+
+    def __hash__(self) -> int:
+        """Adapters are cache keys (``scan._repo_key_cached``): one must stay hashable."""
+        ...
 
 
 class RepoResolver(Protocol):
@@ -153,7 +157,7 @@ class LineReader:
     pending_tail: bool = False
     unterminated_line: int | None = None  # number of a last line that had no newline (a truncated write?)
     encoding: str = "utf-8"
-    _sha: hashlib._Hash = field(default_factory=hashlib.sha1)  # type: ignore[name-defined]
+    _sha: hashlib._Hash = field(default_factory=hashlib.sha1)
 
     @property
     def content_hash(self) -> str:

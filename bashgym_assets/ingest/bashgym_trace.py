@@ -64,6 +64,11 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value and len(value) <= MAX_SHORT_CHARS else None
 
 
+def _dict(value: Any) -> dict:
+    """An object field (``repo``, ``primary_repo``); an empty one for any other type."""
+    return value if isinstance(value, dict) else {}
+
+
 def _id(value: Any) -> str | None:
     """A step or session id: a string, or an int written as one; None for lists, objects ..."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -109,7 +114,7 @@ class BashGymTraceAdapter:
 
     @staticmethod
     def _step(rec: dict[str, Any], index: int, prompt_index: int | None) -> Step:
-        repo = rec.get("repo") if isinstance(rec.get("repo"), dict) else {}
+        repo = _dict(rec.get("repo"))
         code = _int_or_none(rec.get("exit_code", rec.get("exitCode")))
         success = rec.get("success") if isinstance(rec.get("success"), bool) else None
         if success is None and code is not None:
@@ -193,11 +198,11 @@ class BashGymTraceAdapter:
                                                           f"{type(exc).__name__}: {exc}"))
                 continue
             steps.append(step)
-            repo = rec.get("repo") if isinstance(rec.get("repo"), dict) else {}
+            repo = _dict(rec.get("repo"))
             cwd = cwd or _str(repo.get("path")) or step.cwd
             remote = remote or _str(repo.get("git_remote"))
             branch = branch or _str(repo.get("git_branch"))
-        primary = meta.get("primary_repo") if isinstance(meta.get("primary_repo"), dict) else {}
+        primary = _dict(meta.get("primary_repo"))
         cwd = _str(primary.get("path")) or cwd or _str(meta.get("cwd"))
         key, repo_path, detected_remote = (repo_of or resolve_repo)(cwd)
         prompts = []

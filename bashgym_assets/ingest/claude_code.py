@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -419,8 +419,7 @@ class _SessionBuilder:
 
     def _tool_result(self, block: dict, line: dict, ts: datetime | None) -> None:
         tool_id = block.get("tool_use_id")
-        step = self.by_tool_id.get(tool_id) if isinstance(tool_id, str) else None
-        if step is None:
+        if not isinstance(tool_id, str) or (step := self.by_tool_id.get(tool_id)) is None:
             self.counters["orphan_results"] += 1
             return
         tool_use_result = line.get("toolUseResult")
@@ -453,9 +452,10 @@ class _SessionBuilder:
                 step.__dict__["parent_tool_use_id"] = self.agent_parents[step.agent_id]
         steps, prompts = self.steps, self.prompts
         if any(s.sidechain for s in steps) and all(s.started_at is not None for s in steps):
-            steps = sorted(steps, key=lambda s: s.started_at)  # stable: same-time steps keep file order
+            # stable: same-time steps keep file order (cast: every started_at was just checked to be set)
+            steps = sorted(steps, key=lambda s: cast(datetime, s.started_at))
         if n_agent_files and all(p.timestamp is not None for p in prompts):
-            order = sorted(range(len(prompts)), key=lambda i: prompts[i].timestamp)
+            order = sorted(range(len(prompts)), key=lambda i: cast(datetime, prompts[i].timestamp))  # all set
             remap = {old: new for new, old in enumerate(order)}
             prompts = [prompts[i] for i in order]
             for i, prompt in enumerate(prompts):

@@ -35,6 +35,12 @@ import select
 import sys
 import time
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (which imports re); mypy reads it as True
+if TYPE_CHECKING:
+    import _json
+
+_make_encoder: "type[_json.make_encoder] | None"
+_make_scanner: "type[_json.make_scanner] | None"
 try:  # CPython's accelerators behind the json package, without the package's imports (re, enum, ...)
     from _json import encode_basestring as _encode_basestring
     from _json import make_encoder as _make_encoder
@@ -153,7 +159,8 @@ def loads(text: str) -> object:
     if _make_scanner is not None:
         try:
             start = len(text) - len(text.lstrip(_WHITESPACE))
-            value, end = _make_scanner(_Decoder)(text, start)
+            # typeshed types the context as make_scanner (its own TODO: any object with these attributes)
+            value, end = _make_scanner(_Decoder)(text, start)  # type: ignore[arg-type]
             if not text[end:].strip(_WHITESPACE):
                 return value
         except Exception:  # the error path: the json package explains what is wrong, or reads it
@@ -205,7 +212,14 @@ def _cap(value: object, depth: int = 0, limit: int = MAX_FIELD_CHARS) -> object:
     return value
 
 
+def _cap_fields(event: dict, limit: int = MAX_FIELD_CHARS) -> dict:
+    """``_cap(event)`` of a dict: a dict."""
+    return {k: _cap(v, 1, limit) for k, v in event.items()}
+
+
 def _fffd(error: UnicodeError) -> tuple[bytes, int]:
+    if not isinstance(error, UnicodeEncodeError):  # registered for encoding only (line_bytes)
+        raise error
     return "\ufffd".encode() * (error.end - error.start), error.end  # the UTF-8 codec takes only ASCII str
 
 
@@ -237,11 +251,11 @@ def build_line(raw: bytes, now: str | None = None) -> tuple[str, bytes]:
     sid = event.get("session_id")
     name = capture_name(sid if isinstance(sid, str) else None)
     try:
-        line = line_bytes({"bashgym_captured_at": now, **_cap(event)})
+        line = line_bytes({"bashgym_captured_at": now, **_cap_fields(event)})
         limit = MAX_FIELD_CHARS
         while len(line) > MAX_LINE_BYTES and limit > 256:  # rare: only events of many large fields
             limit //= 8
-            line = line_bytes({"bashgym_captured_at": now, **_cap(event, limit=limit)})
+            line = line_bytes({"bashgym_captured_at": now, **_cap_fields(event, limit)})
     except RecursionError:  # read, but too deep to write back: an error line rather than nothing
         return name, error_line(now, "nested too deep to write back", raw)
     if len(line) > MAX_LINE_BYTES:

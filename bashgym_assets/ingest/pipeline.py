@@ -17,7 +17,7 @@ from __future__ import annotations
 import operator
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -90,7 +90,7 @@ def _struct_list(items_per_row: list[list[Any]], struct: pa.StructType) -> pa.Ar
     for items in items_per_row:
         values.extend(getter(item.__dict__) for item in items)
         offsets.append(len(values))
-    columns = list(zip(*values, strict=True)) if values else [[] for _ in names]
+    columns: list[Sequence[Any]] = list(zip(*values, strict=True)) if values else [[] for _ in names]
     children = [pa.array(col, type=f.type) for col, f in zip(columns, struct, strict=True)]
     inner = pa.StructArray.from_arrays(children, fields=list(struct))
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), inner)

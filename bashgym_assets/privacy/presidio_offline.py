@@ -50,7 +50,8 @@ def nlp_engine(use_installed_model: bool = False) -> Any:
     configure_tldextract_offline()
     model = installed_spacy_model() if use_installed_model else None
     engine = SpacyNlpEngine(models=[{"lang_code": "en", "model_name": model or "blank"}])
-    engine.nlp = {"en": spacy.load(model) if model else spacy.blank("en")}
+    # presidio leaves nlp unannotated (None in __init__, a dict once load() ran): mypy infers None
+    engine.nlp = {"en": spacy.load(model) if model else spacy.blank("en")}  # type: ignore[assignment]
     return engine
 
 
@@ -105,8 +106,10 @@ _EMAIL_DOMAIN = re.compile(r"@[\w.\-]*")
 
 def email_span(text: str, start: int, end: int) -> tuple[int, int]:
     """The local part before the '@' and the domain after it: all presidio's e-mail pattern can cover."""
-    lo = _EMAIL_LOCAL_BACK.search(text, max(0, start - 256), start).start()
-    return lo, _EMAIL_DOMAIN.match(text, start).end()
+    local = _EMAIL_LOCAL_BACK.search(text, max(0, start - 256), start)
+    domain = _EMAIL_DOMAIN.match(text, start)
+    assert local is not None and domain is not None  # {0,256}\Z matches anywhere; the hit starts at the '@'
+    return local.start(), domain.end()
 
 
 def crypto_plausible(text: str, start: int, end: int) -> bool:

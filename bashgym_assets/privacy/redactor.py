@@ -296,7 +296,7 @@ class Redactor:
         if not text:
             return []
         found: list[Finding] = []
-        if self.mode == "baseline":
+        if self._analyzer is not None:  # the baseline mode
             for r in self._analyzer.analyze(text=text, language="en", entities=self._entities):
                 meta = r.recognition_metadata or {}
                 if meta.get("recognizer_name") == "bashgym_secrets":
@@ -407,6 +407,7 @@ class Redactor:
         Then the string values once more, decoded: in the text a value at the start of a line of a written file
         sits against its escape (``\\n4539...``, ``\\nAKIA...``), where no word boundary is seen.
         """
+        new: str | None  # None once the text's redaction turns out to break the JSON
         new, findings = self.redact_text(text, placeholders, extra)
         if not findings and "\\" not in text:
             return new, findings
@@ -561,8 +562,15 @@ def _expand(text: str, start: int, end: int, n: int, cap: int = 256) -> tuple[in
     start = max(0, start)
     end = min(n, end)
     lo = max(0, start - cap)
-    s = lo + _NON_SPACE_TAIL.search(text, lo, start).start() - lo if start > lo else start
-    e = _NON_SPACE_HEAD.match(text, end, min(n, end + cap)).end() if end < n else end
+    s, e = start, end
+    if start > lo:
+        tail = _NON_SPACE_TAIL.search(text, lo, start)
+        assert tail is not None  # \S*\Z matches, if only the empty string
+        s = tail.start()
+    if end < n:
+        head = _NON_SPACE_HEAD.match(text, end, min(n, end + cap))
+        assert head is not None  # \S* matches, if only the empty string
+        e = head.end()
     return s, e
 
 

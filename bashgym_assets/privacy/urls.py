@@ -168,7 +168,9 @@ def find_urls(text: str) -> Iterator[UrlMatch]:
     for start, auth_start in sorted(starts):
         if start < last_end:
             continue
-        end = _trim(text, start, _BODY.match(text, auth_start).end())
+        body = _BODY.match(text, auth_start)
+        assert body is not None  # (...)* matches, if only the empty string
+        end = _trim(text, start, body.end())
         url = _parse(text, start, auth_start, end) if end > auth_start else None
         if url is not None:
             spans.append(url)

@@ -395,20 +395,26 @@ def _renew_leases() -> None:
     """The renewer's loop. It must never die: its death would end every live sandbox one lease later."""
     while True:
         waits = [60.0]
+        # a function of its own, so no closed sandbox (and its Docker client's sockets) stays referenced while
+        # we wait
         with contextlib.suppress(Exception):
-            with _LIVE_LOCK:
-                boxes = list(_LIVE.values())
-            now = time.monotonic()
-            for box in boxes:
-                every = box.renew_every_s
-                if every is None:
-                    continue
-                if now - box._renewed >= every:
-                    box.renew_lease()
-                waits.append(max(0.2, every - (time.monotonic() - box._renewed)))
-        boxes = box = None   # no closed sandbox (and its Docker client's sockets) stays referenced while we wait
+            _renew_due(waits)
         _RENEW_WAKE.wait(min(waits))
         _RENEW_WAKE.clear()
+
+
+def _renew_due(waits: list[float]) -> None:
+    """Renew the leases that are due; add to ``waits`` the time until each sandbox's next renewal."""
+    with _LIVE_LOCK:
+        boxes = list(_LIVE.values())
+    now = time.monotonic()
+    for box in boxes:
+        every = box.renew_every_s
+        if every is None:
+            continue
+        if now - box._renewed >= every:
+            box.renew_lease()
+        waits.append(max(0.2, every - (time.monotonic() - box._renewed)))
 
 
 _HOME_SKELETONS: dict[str, list[tuple[tarfile.TarInfo, bytes]]] = {}
@@ -437,7 +443,8 @@ def _home_skeleton(image: str) -> list[tuple[tarfile.TarInfo, bytes]]:
             for info in tar.getmembers():
                 if not (info.isfile() or info.isdir() or info.issym()):
                     continue
-                content = tar.extractfile(info).read() if info.isfile() else b""
+                fh = tar.extractfile(info) if info.isfile() else None  # None for folders and links
+                content = fh.read() if fh is not None else b""
                 info.name = "home/" + info.name.lstrip("./")
                 members.append((info, content))
         _HOME_SKELETONS[image] = members
@@ -445,7 +452,7 @@ def _home_skeleton(image: str) -> list[tuple[tarfile.TarInfo, bytes]]:
 
 
 def _seed_tar(files: dict[str, str], home: str, uid: int, gid: int,
-              skeleton: list[tuple[tarfile.TarInfo, bytes]] = (), session_uid: int = OPERATOR_UID,
+              skeleton: Sequence[tuple[tarfile.TarInfo, bytes]] = (), session_uid: int = OPERATOR_UID,
               backstop: bool = False) -> bytes:
     """The home skeleton and the spec's files as one tar for extraction at ``/`` by root: under ``home`` owned by the user, elsewhere by root.
 
@@ -456,8 +463,8 @@ def _seed_tar(files: dict[str, str], home: str, uid: int, gid: int,
     now = int(time.time())
     made: set[str] = set()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for info, content in skeleton:
-            tar.addfile(info, io.BytesIO(content) if info.isfile() else None)
+        for info, body in skeleton:
+            tar.addfile(info, io.BytesIO(body) if info.isfile() else None)
         for path, content in files.items():
             mine = path.startswith(home.rstrip("/") + "/")
             if mine:  # folders between home and the file belong to the user too
@@ -748,9 +755,9 @@ class Sandbox:
             raise SandboxError(f"infrastructure: {command!r} did not end within {timeout_s + grace:.0f} s although "
                                f"its own timer ends it after {timeout_s:g} s (the engine or the machine is stalled)")
         if not err.pieces:
-            rest = bytes(err.finish().head).decode(errors="replace").strip()[-300:]
+            said = bytes(err.finish().head).decode(errors="replace").strip()[-300:]
             raise SandboxError(f"infrastructure: {command!r} ended without its report line (exit code {code}: the "
-                               f"harness was killed or the engine lost its output){': ' + rest if rest else ''}")
+                               f"harness was killed or the engine lost its output){': ' + said if said else ''}")
         buf, fields = err.pieces[0]
         rest = err.finish()
         if rest.total:
@@ -938,6 +945,7 @@ class Sandbox:
                 return
             polls += 1
             over_inodes = False
+            size: int | None
             upper = self._upper_dir()
             if upper is not None:
                 # One walk of the overlay2 upper folder gives both the bytes and the paths the layer changed, every
