@@ -562,3 +562,10 @@ def test_eta_of_episodes_one_after_another() -> None:
     got = _replay(events, [131.5, 200.0], total=5, max_turns=10, max_live=1)
     assert abs(got[131.5][0] - (255 - 131.5)) < 15     # old: 4 x 131.5 / 1 = 526 s
     assert abs(got[200.0][0] - (255 - 200)) < 15
+
+
+def test_eval_cli_names_adapters_by_their_folder() -> None:
+    from bashgym_assets.evaluation.cli import adapter_labels
+
+    assert adapter_labels(["/a/adapters/dpo-7a25", "/a/adapters/grpo-77d7/"]) == ["dpo-7a25", "grpo-77d7"]
+    assert adapter_labels(["/x/adapter", "/y/adapter"]) == ["adapter-1", "adapter-2"]

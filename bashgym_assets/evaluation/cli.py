@@ -18,9 +18,17 @@ from __future__ import annotations
 import argparse
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 from bashgym_assets.config import get_settings
+
+
+def adapter_labels(folders: list[str]) -> list[str]:
+    """Each ``--adapter`` named by its folder (``sft-...``, ``dpo-...``: what the tables and ``eval_episodes.model``
+    then say, instead of adapter1, adapter2); two folders of one name are told apart by their position."""
+    names = [Path(folder).resolve().name or "adapter" for folder in folders]
+    return [name if names.count(name) == 1 else f"{name}-{i + 1}" for i, name in enumerate(names)]
 
 
 def add_parsers(sub: Any) -> None:
@@ -155,9 +163,8 @@ def model_specs(args: argparse.Namespace, settings: Any) -> list[Any]:
 
     base = args.base or bm.resolve_base_model(settings, prepare=True)
     specs = []
-    for i, folder in enumerate(args.adapter):
-        specs.append(ModelSpec(label=f"adapter{i + 1}" if len(args.adapter) > 1 else "adapter", base=base,
-                               adapter=folder, ref=folder))
+    for folder, label in zip(args.adapter, adapter_labels(args.adapter), strict=True):
+        specs.append(ModelSpec(label=label, base=base, adapter=folder, ref=folder))
     lake = Lake(settings)
     uris = list(args.model_uri)
     champion = None if args.no_champion else promo.alias_version(REGISTERED_MODEL, promo.CHAMPION, settings)
