@@ -212,3 +212,27 @@ def test_cli_inspect_prints_the_mask_report(tiny_model, tmp_path, capsys):
     out = capsys.readouterr().out
     n_train = sum(r["split"] == "train" for r in rows)
     assert f"| {n_train} |" in out and "[[exit<|im_end|>]]" in out
+
+
+def test_one_config_for_the_trainer_the_asset_and_the_cli(tmp_path):
+    """``TrainHyperparams`` is defined once: the asset's run config and the CLI's options are made from it, with
+    its defaults, and reach ``TrainConfig`` unchanged (issue 30: the fields were copied into three places)."""
+    import argparse
+
+    from bashgym_assets.defs.training import TrainRunConfig, _train_config
+    from bashgym_assets.training.__main__ import add_hyperparam_arguments
+    from bashgym_assets.training.trainer import TrainHyperparams
+
+    parser = argparse.ArgumentParser()
+    add_hyperparam_arguments(parser)
+    assert vars(parser.parse_args([])) == TrainHyperparams().model_dump()
+    cli = vars(parser.parse_args(["--lr", "0.01", "--no-packing", "--dtype", "bfloat16", "--curriculum",
+                                  "--max-steps", "7", "--attn", "eager"]))
+    assert cli == TrainHyperparams(learning_rate=0.01, packing=False, dtype="bfloat16", curriculum=True,
+                                   max_steps=7, attn_implementation="eager").model_dump()
+    run = TrainRunConfig(epochs=2.0, curriculum=True, warmup_steps=5, run_name="r")
+    assert {k: v for k, v in run.model_dump().items() if k in TrainHyperparams.model_fields} == \
+        TrainHyperparams(epochs=2.0, curriculum=True, warmup_steps=5).model_dump()
+    cfg = _train_config(run, "base", tmp_path / "out", tmp_path / "ckpt", "r")
+    assert TrainHyperparams.model_validate(cfg.model_dump(include=set(TrainHyperparams.model_fields))) == \
+        TrainHyperparams.model_validate(run.model_dump(include=set(TrainHyperparams.model_fields)))

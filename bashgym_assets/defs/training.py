@@ -26,6 +26,7 @@ from bashgym_assets.training.curriculum import stage_of
 from bashgym_assets.training.trainer import (
     LogFn,
     TrainConfig,
+    TrainHyperparams,
     TrainResult,
     progress_line,
     train_dpo,
@@ -37,29 +38,10 @@ SFT_DATASET = dg.AssetKey("sft_dataset")
 DPO_DATASET = dg.AssetKey("dpo_dataset")
 
 
-class TrainRunConfig(dg.Config):
-    """Run config of a training asset (launchpad / schedule). ``max_steps`` caps a run (CPU demos, tests)."""
+class TrainRunConfig(dg.Config, TrainHyperparams):
+    """Run config of a training asset (launchpad / schedule): ``TrainHyperparams``, the trainer's own fields and
+    defaults, plus the run's name and the registered model it goes to."""
 
-    max_steps: int | None = None
-    epochs: float = 1.0
-    learning_rate: float = 2e-4
-    # rows per micro-step, micro-steps per optimizer step: TrainConfig's defaults (one row is fastest on a CPU)
-    batch_size: int = TrainConfig.model_fields["batch_size"].default
-    grad_accum: int = TrainConfig.model_fields["grad_accum"].default
-    max_length: int = 512
-    packing: bool = True
-    qlora: bool = False
-    lora_r: int = 16
-    lora_alpha: int = 32
-    dtype: str = "float32"
-    attn_implementation: str = "sdpa"
-    beta: float = 0.1
-    save_every: int = 50
-    warmup_steps: int = 0
-    # SFT only: easy tasks first (training.curriculum, stages from sft_dataset's difficulty column), and the loss
-    # over trained positions only (TrainConfig.lean_loss)
-    curriculum: bool = False
-    lean_loss: bool = True
     run_name: str | None = None
     register_as: str | None = None
 
@@ -110,13 +92,8 @@ def adapter_run_name(kind: str, cfg: TrainRunConfig, dataset_version: str) -> st
 
 
 def _train_config(cfg: TrainRunConfig, base: str, out: Path, ckpt: Path, run_name: str) -> TrainConfig:
-    return TrainConfig(base_model=base, output_dir=str(out), checkpoint_dir=str(ckpt), run_name=run_name,
-                       max_length=cfg.max_length, batch_size=cfg.batch_size, grad_accum=cfg.grad_accum,
-                       learning_rate=cfg.learning_rate, epochs=cfg.epochs, max_steps=cfg.max_steps,
-                       lora_r=cfg.lora_r, lora_alpha=cfg.lora_alpha, packing=cfg.packing, qlora=cfg.qlora,
-                       dtype=cfg.dtype, attn_implementation=cfg.attn_implementation, beta=cfg.beta,
-                       save_every=cfg.save_every, warmup_steps=cfg.warmup_steps, curriculum=cfg.curriculum,
-                       lean_loss=cfg.lean_loss)
+    how = cfg.model_dump(include=set(TrainHyperparams.model_fields))
+    return TrainConfig(**how, base_model=base, output_dir=str(out), checkpoint_dir=str(ckpt), run_name=run_name)
 
 
 def _final_table(d: dict[str, Any]) -> str:

@@ -19,7 +19,38 @@ import pyarrow.parquet as pq
 
 from bashgym_assets.lake import Lake
 from bashgym_assets.training.base_model import resolve_base_model
-from bashgym_assets.training.trainer import TrainConfig, inspect, progress_line, train_dpo, train_sft
+from bashgym_assets.training.curriculum import stage_of
+from bashgym_assets.training.trainer import (
+    TrainConfig,
+    TrainHyperparams,
+    inspect,
+    progress_line,
+    train_dpo,
+    train_sft,
+)
+
+# the short names this command always had, beside the field names
+ALIASES = {"learning_rate": ["--lr"], "attn_implementation": ["--attn"]}
+
+
+def add_hyperparam_arguments(p: argparse.ArgumentParser) -> None:
+    """One option per ``TrainHyperparams`` field (``--max-length``, ``--no-packing``, ...), its default and help
+    from the field: the CLI cannot drift from the trainer's config."""
+    import typing
+
+    for name, field in TrainHyperparams.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        if field.annotation is bool:
+            p.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=field.default,
+                           help=field.description)
+            continue
+        args = typing.get_args(field.annotation)
+        if typing.get_origin(field.annotation) is typing.Literal:
+            p.add_argument(flag, dest=name, choices=list(args), default=field.default, help=field.description)
+            continue
+        kind = next((a for a in args if a is not type(None)), None) if args else field.annotation
+        p.add_argument(flag, *ALIASES.get(name, []), dest=name, type=kind, default=field.default,
+                       help=field.description)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,19 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="run folder that will hold only the adapter (name each run)")
     p.add_argument("--sft-adapter", help="DPO: the SFT adapter to start from (and use as reference)")
     p.add_argument("--inspect", action="store_true", help="print mask statistics and a marked sample; no training")
-    p.add_argument("--max-steps", type=int)
-    p.add_argument("--epochs", type=float, default=1.0)
-    p.add_argument("--lr", type=float, default=2e-4)
-    defaults = TrainConfig.model_fields
-    p.add_argument("--batch-size", type=int, default=defaults["batch_size"].default,
-                   help="packed rows per micro-step (CPU: 1 is fastest)")
-    p.add_argument("--grad-accum", type=int, default=defaults["grad_accum"].default,
-                   help="micro-steps per optimizer step")
-    p.add_argument("--max-length", type=int, default=512)
-    p.add_argument("--no-packing", action="store_true")
-    p.add_argument("--qlora", action="store_true", help="load the base in 4-bit (bitsandbytes) under the LoRA")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    p.add_argument("--attn", default="sdpa")
+    add_hyperparam_arguments(p)
     args = p.parse_args(argv)
 
     table_name = f"{args.kind}_dataset"
@@ -57,18 +76,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.out:
         p.error("--out is required to train (name each run's folder)")
-    cfg = TrainConfig(base_model=base, output_dir=args.out, run_name=args.out.rstrip("/").rsplit("/", 1)[-1],
-                      max_steps=args.max_steps, epochs=args.epochs, learning_rate=args.lr,
-                      batch_size=args.batch_size, grad_accum=args.grad_accum, max_length=args.max_length,
-                      packing=not args.no_packing,
-                      qlora=args.qlora, dtype=args.dtype, attn_implementation=args.attn)
+    how = {name: getattr(args, name) for name in TrainHyperparams.model_fields}
+    cfg = TrainConfig(**how, base_model=base, output_dir=args.out, run_name=args.out.rstrip("/").rsplit("/", 1)[-1])
 
     def log(r: dict[str, float]) -> None:
         print(progress_line(r), flush=True)
 
     if args.kind == "sft":
         val = [r["messages"] for r in rows if r.get("split") == "validation"]
-        result = train_sft(cfg, [r["messages"] for r in train], val, on_log=log)
+        stages = [stage_of(r) for r in train]   # the curriculum's (--curriculum): each row's difficulty
+        result = train_sft(cfg, [r["messages"] for r in train], val, on_log=log, stages=stages)
     else:
         if not args.sft_adapter:
             p.error("dpo needs --sft-adapter")

@@ -53,46 +53,52 @@ _SKIPPED_LOG_KEYS = {"step", "num_input_tokens_seen", "num_tokens", "total_flos"
 _RENAMED_LOG_KEYS = {"rewards/accuracies": "reward_accuracy", "rewards/margins": "reward_margin"}
 
 
-class TrainConfig(BaseModel):
-    """Everything a run needs; logged to MLflow as params."""
+class TrainHyperparams(BaseModel):
+    """How a run trains: the one definition the trainer's ``TrainConfig``, the training assets' run config
+    (``defs.training.TrainRunConfig``) and ``python -m bashgym_assets.training`` share (TRL's pattern: one config
+    beside the trainer, instead of the same fields copied into three places)."""
 
-    base_model: str
-    output_dir: str = Field(description="named run folder that ends up holding only the adapter")
-    checkpoint_dir: str | None = Field(None, description="Trainer checkpoints (default: <output_dir>.ckpt)")
-    run_name: str = "run"
-    max_length: int = 512
+    max_steps: int | None = Field(default=None, description="stop after this many optimizer steps (CPU demos, tests)")
+    epochs: float = Field(default=1.0, description="passes over the train rows")
+    learning_rate: float = Field(default=2e-4, description="peak learning rate (linear decay)")
     # One packed row per micro-step, four per optimizer step: padding-free packing flattens a whole micro-batch into
     # ONE sequence, so its attention is quadratic in batch_size x max_length; one row at a time keeps it per row
     # (1.75x the tokens/s of batch 4 at 0.37x the memory, same effective batch, 2-core CPU: BENCHMARKS.md).
     # On a GPU raise batch_size instead.
-    batch_size: int = 1
-    grad_accum: int = 4
-    learning_rate: float = 2e-4
-    epochs: float = 1.0
-    max_steps: int | None = None
-    warmup_steps: int = 0
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
-    target_modules: str | list[str] = "all-linear"
-    packing: bool = True
-    qlora: bool = False
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    attn_implementation: str = "sdpa"
-    device: str | None = None
-    seed: int = 0
-    save_every: int = 50
-    resume: bool = True
+    batch_size: int = Field(default=1, description="packed rows per micro-step (CPU: 1 is fastest)")
+    grad_accum: int = Field(default=4, description="micro-steps per optimizer step")
+    max_length: int = Field(default=512, description="tokens per packed row")
+    packing: bool = Field(default=True, description="pack conversations into rows (padding-free)")
+    qlora: bool = Field(default=False, description="load the base in 4-bit (bitsandbytes) under the LoRA")
+    lora_r: int = Field(default=16, description="LoRA rank")
+    lora_alpha: int = Field(default=32, description="LoRA alpha")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(default="float32", description="training precision")
+    attn_implementation: str = Field(default="sdpa", description="transformers attention implementation")
+    beta: float = Field(default=0.1, description="DPO only: the KL strength")
+    save_every: int = Field(default=50, description="checkpoint (and validate) every N steps")
+    warmup_steps: int = Field(default=0, description="linear warmup steps")
+    # SFT only: easy tasks first (training.curriculum: needs a stage per train conversation, train_sft's ``stages``)
+    curriculum: bool = Field(default=False, description="SFT: easy tasks first (sft_dataset's difficulty)")
     # The loss over the trained (assistant) positions only: the hidden states of those positions go through the LM
     # head, no entropy. TRL's CPU path scores every position of the 49k-token head, with its entropy
     # (BENCHMARKS.md, issue 29). False: TRL's own compute_loss.
-    lean_loss: bool = True
-    # Easy tasks first (training.curriculum): needs a stage per train conversation (train_sft's ``stages``).
-    curriculum: bool = False
-    # DPO only
-    beta: float = 0.1
+    lean_loss: bool = Field(default=True, description="SFT: the loss over trained positions only, no entropy")
+
+
+class TrainConfig(TrainHyperparams):
+    """Everything a run needs: how it trains (``TrainHyperparams``) and where; logged to MLflow as params."""
+
+    base_model: str
+    output_dir: str = Field(description="named run folder that ends up holding only the adapter")
+    checkpoint_dir: str | None = Field(default=None, description="Trainer checkpoints (default: <output_dir>.ckpt)")
+    run_name: str = "run"
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    lora_dropout: float = 0.05
+    target_modules: str | list[str] = "all-linear"
+    device: str | None = None
+    seed: int = 0
+    resume: bool = True
 
     def ckpt_dir(self) -> Path:
         return Path(self.checkpoint_dir) if self.checkpoint_dir else Path(f"{self.output_dir}.ckpt")
