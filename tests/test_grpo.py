@@ -400,3 +400,14 @@ def test_grpo_adapter_asset_registers_and_becomes_the_candidate(settings, tiny: 
     version = promo.alias_version(registry.REGISTERED_MODEL, promo.CANDIDATE, settings)
     assert str(version.version) == meta["model_version"].value
     assert {a.path for a in c.list_artifacts(run.info.run_id)} >= {"reward.png", "groups.md", "transcripts.md"}
+
+
+def test_the_grpo_run_config_is_the_trainers_settings_plus_the_run() -> None:
+    """``GRPOSettings`` is defined once: the asset's launchpad config inherits it (every field, every default) and
+    hands all of it to the trainer (issue 30: the fields were copied by hand, some never reached it)."""
+    from bashgym_assets.defs.grpo import GRPORunConfig, _settings
+
+    assert GRPORunConfig().model_dump(include=set(grpo.GRPOSettings.model_fields)) == grpo.GRPOSettings().model_dump()
+    run = GRPORunConfig(top_p=0.9, micro_batch=4, episode_timeout_s=60.0, difficulty_ladder=True, max_steps=3)
+    assert _settings(run) == grpo.GRPOSettings(top_p=0.9, micro_batch=4, episode_timeout_s=60.0,
+                                               difficulty_ladder=True)

@@ -34,28 +34,15 @@ from bashgym_assets.training.trainer import TrainConfig
 GATED_SCENARIOS = dg.AssetKey("gated_scenarios")
 
 
-class GRPORunConfig(dg.Config):
-    """Launchpad settings of a GRPO run: optimizer steps, group size, groups per step, episode caps, sampling."""
+class GRPORunConfig(dg.Config, grpo.GRPOSettings):
+    """Launchpad settings of a GRPO run: what it plays (``GRPOSettings``, the trainer's own fields and defaults:
+    group size, groups per step, episode caps, sampling, the difficulty ladder) and how it trains and is named."""
 
     max_steps: int = 10
-    num_generations: int = 4
-    scenarios_per_step: int = 2
-    max_turns: int = 6
-    max_new_tokens: int = 64
-    temperature: float = 0.8
     learning_rate: float = 5e-5
-    beta: float = 0.0
     max_scenarios: int | None = None
     categories: list[str] = []
     max_difficulty: int | None = None
-    prefer_informative: bool = True
-    # a curriculum: start at the easiest difficulty, one level up when the recent pass rate reaches promote_at
-    difficulty_ladder: bool = False
-    ladder_promote_at: float = 0.5
-    ladder_window: int = 16
-    command_timeout_s: float = 10.0
-    turn_timeout_s: float = 30.0
-    max_context_tokens: int = 2048
     dtype: str = "float32"
     seed: int = 0
     save_every: int = 50
@@ -64,13 +51,7 @@ class GRPORunConfig(dg.Config):
 
 
 def _settings(cfg: GRPORunConfig) -> grpo.GRPOSettings:
-    return grpo.GRPOSettings(
-        num_generations=cfg.num_generations, scenarios_per_step=cfg.scenarios_per_step, max_turns=cfg.max_turns,
-        max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, beta=cfg.beta,
-        command_timeout_s=cfg.command_timeout_s, turn_timeout_s=cfg.turn_timeout_s,
-        max_context_tokens=cfg.max_context_tokens, prefer_informative=cfg.prefer_informative,
-        difficulty_ladder=cfg.difficulty_ladder, ladder_promote_at=cfg.ladder_promote_at,
-        ladder_window=cfg.ladder_window)
+    return grpo.GRPOSettings.model_validate(cfg.model_dump(include=set(grpo.GRPOSettings.model_fields)))
 
 
 @dg.asset(
