@@ -194,7 +194,8 @@ def adapter_summary() -> list[str]:
         path, uri = meta.get("path"), meta.get("model_uri")
         verified = meta.get("verified")
         trip = ("GGUF round trip verified" if verified and verified.value
-                else "GGUF round trip not verified (see the round_trip check)")
+                else "GGUF round trip not verified (the gguf_round_trip check: skipped with verify: false, else "
+                     "what did not match)")
         lines.append(f"exported_model: {path.value} ({uri.value}): merged model, GGUF and Ollama Modelfile; {trip}"
                      if path and uri else "exported_model: nothing exported (see its metadata for why)")
     return lines

@@ -1,7 +1,9 @@
-"""Materialize every asset of both code locations, in dependency order, the way a user would from the CLI.
+"""Materialize every asset of both code locations, in dependency order, the way a user would from the UI.
 
-Each step is a real ``dagster asset materialize`` against the persistent instance in ``DAGSTER_HOME``, so the
-runs, materializations, checks and lineage show up in the Dagster UI afterwards, and each code location runs its
+Each step is a run of the code location's own asset job (``__ASSET_JOB``, the job the UI's "Materialize" launches)
+on the persistent instance in ``DAGSTER_HOME``, recorded with the origin of the code location workspace.yaml
+loads it as (``bashgym_cpu``, ``bashgym_gpu``): so the runs, materializations, checks and lineage show up in the
+Dagster UI afterwards, each run on the home timeline and re-executable from its page, and each location runs its
 assets on its own Definitions-level executor (the GPU location on the GPU executor). Assets are grouped into as
 few runs as possible: consecutive assets of the same location and the same partitioning go in one run, a
 repo-partitioned group runs once per repository partition, and a statically partitioned asset (the task factory's
@@ -18,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -228,14 +231,15 @@ def step_config(step: PlanStep, profile: str) -> dict | None:
 def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
              echo: Callable[[str], None] = print, profile: str = "demo", process_per_step: bool = False,
              ) -> list[tuple[PlanStep, str | None, float]]:
-    """Run the plan's steps in order, each as one run (or one run per repository partition) on the persistent
-    instance, so every run shows in the Dagster UI. Raises on the first failure with the failing run's log tail.
+    """Run the plan's steps in order, each as one run (or one run per repository partition) of its code
+    location's asset job on the persistent instance, so every run shows in the Dagster UI and can be re-executed
+    there. Raises on the first failure with the failing run's log tail.
 
-    Steps whose location executes in process (the CPU location in the demo, the GPU location on its default
-    executor) all run in ONE child process (``plan_main``): the imports (torch, transformers, TRL, PEFT, MLflow:
-    ~15 s on 2 cores) and the process start are paid once for the whole demo instead of once per step. A GPU
-    step on another executor (``BASHGYM_GPU_EXECUTOR=docker``) is a ``dagster asset materialize`` of its own,
-    which launches the step where that executor puts it. ``process_per_step`` gives every step a child of its
+    Every step runs in ONE child process (``plan_main``): the imports (torch, transformers, TRL, PEFT, MLflow:
+    ~15 s on 2 cores) and the process start are paid once for the whole demo instead of once per step. A step
+    runs on its location's executor: the CPU location's in process (chosen in the run config, so a re-execution
+    from the UI does the same), the GPU location's wherever ``BASHGYM_GPU_EXECUTOR`` puts its steps (in this
+    process by default, a container each with ``docker``). ``process_per_step`` gives every step a child of its
     own (memory freed between steps; the baseline of ``benchmarks/bench_demo.py``).
     """
     import json
@@ -270,44 +274,93 @@ def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
             flush()
             echo(f"skip {step.describe()}: no repository partitions found")
             continue
-        if _executes_in_process(step):
-            batch.append(step)
-            if process_per_step:
-                flush()
-            continue
-        flush()
-        if step.module == GPU_MODULE:
-            from bashgym_assets.defs.run_health import wait_for_pool
-
-            wait_for_pool(dg.DagsterInstance.get(), echo=lambda line: echo(f"{_POOL_LINE}{line}"))
-        dagster_bin = str(Path(sys.executable).with_name("dagster"))
-        cmd = [dagster_bin, "asset", "materialize", "-m", step.module, "--select", ",".join(step.assets)]
-        if step.ranged:
-            first, last = _partition_range(step)
-            cmd += ["--partition-range", f"{first}...{last}"]
-        config = step_config(step, profile)
-        if config:
-            cmd += ["--config-json", json.dumps(config)]
-        echo(f"--> {step.describe()}")
-        started = time.monotonic()
-        returncode, tail = _run_streaming(cmd, env, echo)
-        elapsed = time.monotonic() - started
-        if returncode != 0:
-            raise RuntimeError(f"materializing {step.describe()} failed (exit {returncode}):\n" + "\n".join(tail))
-        echo(f"    ok in {elapsed:.1f} s")
-        timings.append((step, None, elapsed))
+        batch.append(step)
+        if process_per_step:
+            flush()
     flush()
     return timings
 
 
-def _partition_range(step: PlanStep) -> tuple[str, str]:
-    """First and last key of a statically partitioned step's partitions."""
-    import importlib
+def workspace_locations(workspace: Path | None = None) -> dict[str, Any]:
+    """Module name -> the code location origin the UI loads that module as (``workspace.yaml``: ``bashgym_cpu``,
+    ``bashgym_gpu``). Read from the file, no code server started."""
+    from dagster._core.workspace.load import location_origins_from_yaml_paths
 
-    defs: dg.Definitions = importlib.import_module(step.module).defs
-    keys = next(spec.partitions_def for spec in defs.resolve_all_asset_specs()
-                if spec.key.to_user_string() == step.assets[0]).get_partition_keys()
-    return keys[0], keys[-1]
+    from bashgym_assets.config import PROJECT_ROOT
+
+    path = workspace or PROJECT_ROOT / "workspace.yaml"
+    if not path.is_file():
+        return {}
+    origins = location_origins_from_yaml_paths([str(path)])
+    return {o.loadable_target_origin.module_name: o for o in origins
+            if getattr(o, "loadable_target_origin", None) is not None and o.loadable_target_origin.module_name}
+
+
+class AssetJobRunner:
+    """Runs assets of one code location as runs of the location's asset job (``__ASSET_JOB``), in this process.
+
+    Why not ``execute_in_process``: its runs belong to a job built on the fly that no code location defines and
+    carry no origin, so the UI left them off its timeline ("No runs or scheduled ticks"), could not find their
+    job and would not re-execute them. These runs are what the UI's own "Materialize" creates: the location's
+    asset job, ``job_code_origin`` (how a run worker reloads the code) and ``remote_job_origin`` (the code location
+    and repository the UI matches a run against: the location name of workspace.yaml), run on the location's
+    executor with the filesystem IO manager (artifacts persisted: re-execution from failure works)."""
+
+    def __init__(self, module: str, instance: dg.DagsterInstance, locations: dict[str, Any] | None = None) -> None:
+        import importlib
+
+        from dagster._core.definitions.reconstruct import ReconstructableRepository
+        from dagster._core.remote_origin import RemoteRepositoryOrigin
+        from dagster._core.workspace.load import location_origin_from_module_name
+
+        self.module = module
+        self.instance = instance
+        defs: dg.Definitions = importlib.import_module(module).defs
+        self.repo_def = defs.get_repository_def()
+        # the attribute the UI's code server finds the Definitions under
+        attribute = next(name for name, value in vars(importlib.import_module(module)).items() if value is defs)
+        self.recon_repo = ReconstructableRepository.for_module(module, attribute, os.getcwd())
+        locations = workspace_locations() if locations is None else locations
+        # a module no workspace names (a test's): the location `dagster dev -m MODULE` would load it as
+        location = locations.get(module) or location_origin_from_module_name(module, None, os.getcwd(), module)
+        self.repository_origin = RemoteRepositoryOrigin(location, self.repo_def.name)
+
+    def partitions_def(self, assets: list[str]) -> dg.PartitionsDefinition | None:
+        return self.repo_def.asset_graph.get(dg.AssetKey.from_user_string(assets[0])).partitions_def
+
+    def run(self, assets: list[str], run_config: dict[str, Any] | None = None, tags: dict[str, str] | None = None,
+            partition_key: str | None = None, partition_range: tuple[str, str] | None = None) -> dg.DagsterRun:
+        """One run of ``assets`` (and their checks), for one partition key, a whole key range (the assets'
+        single-run backfill) or unpartitioned; returns the finished run (its status says how it went)."""
+        from dagster._core.definitions.partitions.context import partition_loading_context
+        from dagster._core.execution.api import execute_run
+        from dagster._core.remote_origin import RemoteJobOrigin
+        from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+        keys = [dg.AssetKey.from_user_string(a) for a in assets]
+        job_def = self.repo_def.get_implicit_job_def_for_assets(keys)
+        if job_def is None:
+            raise ValueError(f"{', '.join(assets)}: no asset job of {self.module} holds them all")
+        run_config = dict(run_config or {})
+        if job_def.executor_def.name == dg.multi_or_in_process_executor.name and "execution" not in run_config:
+            # the location's default executor, its in-process choice: a process per step would pay the imports again
+            run_config["execution"] = {"config": {"in_process": {}}}
+        tags = dict(tags or {})
+        if partition_key is not None:
+            with partition_loading_context(dynamic_partitions_store=self.instance) as context:
+                job_def.validate_partition_key(partition_key, selected_asset_keys=set(keys), context=context)
+            tags.update(job_def.get_tags_for_partition_key(partition_key, selected_asset_keys=keys))
+        elif partition_range is not None:
+            tags.update({ASSET_PARTITION_RANGE_START_TAG: partition_range[0],
+                         ASSET_PARTITION_RANGE_END_TAG: partition_range[1]})
+        recon_job = self.recon_repo.get_reconstructable_job(job_def.name)
+        # the whole job, subset by the selection here: the run's snapshot then names the job's own snapshot as its
+        # parent, the one the UI compares with the loaded job's before it offers "Re-execute" without a warning
+        run = self.instance.create_run_for_job(
+            job_def=recon_job.get_definition(), run_config=run_config, tags=tags, asset_selection=frozenset(keys),
+            remote_job_origin=RemoteJobOrigin(self.repository_origin, job_def.name),
+            job_code_origin=recon_job.get_python_origin())
+        return execute_run(recon_job, run, self.instance).dagster_run
 
 
 def _label(step: PlanStep, partitions: list[str]) -> str:
@@ -316,23 +369,13 @@ def _label(step: PlanStep, partitions: list[str]) -> str:
     return step.describe()
 
 
-def _executes_in_process(step: PlanStep) -> bool:
-    """Whether the step's run executes in the launching process: always for the CPU location (the demo gives
-    it the in-process executor) and for any location other than the GPU one, and for the GPU location when its
-    executor is the default in-process one."""
-    if step.module != GPU_MODULE:
-        return True
-    from bashgym_assets.config import get_settings
-
-    return get_settings().gpu_executor == "in_process"
-
-
 # The Dagster log lines worth showing in the terminal while a run goes: training steps (n/N, loss, ETA),
 # evaluation turns and results, gate progress; the rest stays in the run log (Dagster UI).
 _PROGRESS_RE = re.compile(r" - (?:INFO|WARNING) - .*? - [0-9a-f-]{36} - (?:\d+ - )?([a-z_]+) - (.*)$")
 _COUNTER_RE = re.compile(r"^\[\d+/\d+\] ")
 _SHOWN = ("sft step", "dpo step", "grpo step", "] turn", " live episodes", " episodes in ", "gated ", "rolled out ",
-          "skipped", "PROMOTED", "not promoted", "attempts", "live metrics in MLflow")
+          "skipped", "PROMOTED", "not promoted", "attempts", "live metrics in MLflow",
+          "external suite")   # scenario_candidates / gated_scenarios: a suite refused whole (a warning)
 
 
 _STEP_START = "--> "
@@ -342,8 +385,8 @@ _STEP_DONE_RE = re.compile(r"^    ok in ([0-9.]+) s$")
 
 def _run_streaming(cmd: list[str], env: dict[str, str], echo: Callable[[str], None],
                    done: list[float] | None = None) -> tuple[int, list[str]]:
-    """Run a child (``plan_main`` or ``dagster asset materialize``) and echo its step markers and progress lines
-    as they come; keep the tail for errors. ``done`` collects the duration of each step ``plan_main`` finished."""
+    """Run a child (``plan_main``) and echo its step markers and progress lines as they come; keep the tail for
+    errors. ``done`` collects the duration of each step ``plan_main`` finished."""
     from collections import deque
 
     tail: deque[str] = deque(maxlen=40)
@@ -392,44 +435,41 @@ def demo_env() -> dict[str, str]:
 
 def plan_main() -> None:
     """``python -c ... plan_main() PAYLOAD``: run the steps of ``PAYLOAD`` (JSON: steps with module, assets,
-    partitioned, label, config; the repository partitions) one after the other in this process, each as a run on
-    the persistent instance with the in-process executor; stops at the first step that fails (exit 1).
+    partitioned, label, config; the repository partitions) one after the other in this process, each as a run of
+    its code location's asset job on the persistent instance (``AssetJobRunner``); stops at the first step that
+    fails (exit 1).
 
     A partitioned step is one run per partition key (n/N shown), and a failing partition does not stop the
     others of its step."""
-    import importlib
     import json
 
     from bashgym_assets.defs.run_health import process_tags, wait_for_pool
 
     payload = json.loads(sys.argv[1])
     instance = dg.DagsterInstance.get()
+    locations = workspace_locations()
+    runners: dict[str, AssetJobRunner] = {}
     for step in payload["steps"]:
         print(f"{_STEP_START}{step['label']}", flush=True)
         if step["module"] == GPU_MODULE:   # say what we wait for, and never wait on a run that is dead
             wait_for_pool(instance, echo=lambda line: print(f"{_POOL_LINE}{line}", flush=True))
         started = time.monotonic()
-        defs: dg.Definitions = importlib.import_module(step["module"]).defs
+        if step["module"] not in runners:
+            runners[step["module"]] = AssetJobRunner(step["module"], instance, locations)
+        runner = runners[step["module"]]
         assets = step["assets"]
-        ranged = bool(step.get("ranged"))
-        partitions_def = next(spec.partitions_def for spec in defs.resolve_all_asset_specs()
-                              if spec.key.to_user_string() == assets[0]) if step["partitioned"] or ranged else None
-        job = dg.define_asset_job("bashgym_demo", selection=dg.AssetSelection.assets(*assets),
-                                  partitions_def=partitions_def, executor_def=dg.in_process_executor)
-        resolved = dg.Definitions.merge(defs, dg.Definitions(jobs=[job])).resolve_job_def(job.name)
         keys = payload["partitions"] if step["partitioned"] else [None]
+        span = None
+        if step.get("ranged"):   # one run over every key: the asset's single-run backfill policy takes the range
+            every = runner.partitions_def(assets).get_partition_keys()
+            span = (every[0], every[-1])
         failed = []
-        tags: dict[str, str] = process_tags()   # the dead-run reaper can tell if this process dies
-        if ranged:   # one run over every key: the asset's single-run backfill policy takes the whole range
-            every = partitions_def.get_partition_keys()
-            tags.update({"dagster/asset_partition_range_start": every[0],
-                         "dagster/asset_partition_range_end": every[-1]})
         for n, key in enumerate(keys, 1):
             if key is not None:
                 print(f"[{n}/{len(keys)}] {', '.join(assets)} for partition {key}", flush=True)
-            result = resolved.execute_in_process(partition_key=key, instance=instance, run_config=step["config"],
-                                                 raise_on_error=False, tags=tags)
-            if not result.success:
+            # process_tags: the dead-run reaper can tell if this process dies
+            run = runner.run(assets, step["config"], process_tags(), partition_key=key, partition_range=span)
+            if run.status != dg.DagsterRunStatus.SUCCESS:
                 failed.append(key or step["label"])
         if failed:
             print(f"failed {'partitions' if step['partitioned'] else 'run'}: {', '.join(failed)}", flush=True)

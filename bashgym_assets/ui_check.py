@@ -28,6 +28,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -114,10 +115,12 @@ def _process(name: str, cmd: Sequence[str], url: str, log: Path, env: dict[str, 
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _graphql(url: str, query: str) -> dict[str, Any]:
-    req = urllib.request.Request(f"{url}/graphql", data=json.dumps({"query": query}).encode(),
+def _graphql(url: str, query: str, variables: dict[str, Any] | None = None, timeout: float = 10) -> dict[str, Any]:
+    """One request to the Dagster UI's GraphQL API (what its pages call)."""
+    body = {"query": query, **({"variables": variables} if variables else {})}
+    req = urllib.request.Request(f"{url}/graphql", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
+    with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.loads(r.read())
 
 
@@ -163,6 +166,56 @@ def dagster_webserver(settings: Settings, port: int | None = None, timeout: floa
         if wait:
             ready()
         yield srv
+
+
+@contextmanager
+def dagster_daemon(settings: Settings, dagster_url: str | None = None, timeout: float = 240.0) -> Iterator[Server]:
+    """``dagster-daemon run -w workspace.yaml`` over the data folder's instance (what ``make ui``'s ``dagster dev``
+    runs beside the webserver): it dequeues the runs the UI launches (the run queue of dagster.yaml), and runs
+    the sensors and schedules that are on. With ``dagster_url``, ready when that webserver reports the run queue's
+    daemon healthy."""
+    from bashgym_assets.instance import ensure_dagster_home
+
+    home = ensure_dagster_home(settings)
+    env = {**os.environ, "DAGSTER_HOME": str(home), "BASHGYM_HOME": str(settings.home)}
+    cmd = [_bin("dagster-daemon"), "run", "-w", str(PROJECT_ROOT / "workspace.yaml")]
+    with _process("dagster-daemon", cmd, "", settings.home / "logs" / "ui-check-dagster-daemon.log", env) as srv:
+        if dagster_url:
+            deadline = time.monotonic() + timeout
+            query = ('{ instance { daemonHealth { daemonStatus(daemonType: "QUEUED_RUN_COORDINATOR") '
+                     '{ healthy } } } }')
+            while not _graphql(dagster_url, query)["data"]["instance"]["daemonHealth"]["daemonStatus"]["healthy"]:
+                srv.alive()
+                if time.monotonic() > deadline:
+                    raise UICheckError(f"dagster-daemon not healthy after {timeout:.0f}s; last lines of {srv.log}:\n"
+                                       f"{srv.tail()}")
+                time.sleep(1)
+        yield srv
+
+
+SENSORS_QUERY = ("{ workspaceOrError { ... on Workspace { locationEntries { locationOrLoadError { ... on "
+                 "RepositoryLocation { repositories { sensors { name sensorState { id selectorId status } } } } } } } }"
+                 " }")
+STOP_SENSOR = ("mutation($o: String, $s: String) { stopSensor(jobOriginId: $o, jobSelectorId: $s) { __typename "
+               "... on StopSensorMutationResult { instigationState { status } } ... on PythonError { message } } }")
+
+
+def stop_sensors(dagster_url: str, names: Sequence[str]) -> list[str]:
+    """Turn sensors off through the UI's API (its switch on the Automation page); returns the names stopped.
+    A check that launches runs by hand stops the sensors that would launch runs of their own meanwhile."""
+    entries = _graphql(dagster_url, SENSORS_QUERY)["data"]["workspaceOrError"]["locationEntries"]
+    sensors = [s for e in entries for r in (e["locationOrLoadError"] or {}).get("repositories", [])
+               for s in r["sensors"] if s["name"] in names]
+    stopped = []
+    for sensor in sensors:
+        state = sensor["sensorState"]
+        out = _graphql(dagster_url, STOP_SENSOR, {"o": state["id"], "s": state["selectorId"]}, 30)["data"]["stopSensor"]
+        if out.get("instigationState", {}).get("status") != "STOPPED":
+            raise UICheckError(f"could not stop sensor {sensor['name']}: {out}")
+        stopped.append(sensor["name"])
+    if sorted(stopped) != sorted(names):
+        raise UICheckError(f"sensors {sorted(set(names) - set(stopped))} not found")
+    return stopped
 
 
 @contextmanager
@@ -391,6 +444,11 @@ SENSORS = ("trace_files_sensor", "cpu_automation", "gpu_automation", "dead_run_r
 SCHEDULES = ("nightly_retraining",)
 PARTITIONED_ASSET, PARTITIONED_ASSET_CHECK = "redacted_sessions", "no_secrets_left"
 ADAPTER_ASSET = "sft_adapter"
+EVALUATION_ASSET, PROMOTION_CHECK = "benchmark_results", "promotion_decision"
+EXPORT_ASSET, ROUND_TRIP_CHECK = "exported_model", "gguf_round_trip"
+# The home timeline: runs of a code location's asset job are shown under this label; a run without an origin (a job
+# no location defines) is left off, and with no run shown it says EMPTY_TIMELINE.
+HIDDEN_ASSET_JOB_LABEL, EMPTY_TIMELINE = "Jobless asset materializations", "No runs or scheduled ticks"
 # The address asset metadata links to (RegisteredAdapter.run_link: the `make mlflow` default)
 MLFLOW_LINK_BASE = "http://127.0.0.1:5000"
 
@@ -400,10 +458,17 @@ def default_pages(settings: Settings, dagster_url: str, mlflow_url: str, model: 
     """The pages a user opens, in order, and the text each must show.
 
     ``partitions``: the repository partitions the data folder has (default: the instance's ``repos`` dynamic
-    partitions). The registered model must have a ``champion``; the adapter page must link to the MLflow run of
-    the model's newest version (the latest adapter), and that run's page is opened through the link's path.
+    partitions). Checked on the state the pipeline leaves, whatever it is: the adapter page must link to the
+    MLflow run of ``sft_adapter``'s own newest registered version (a DPO or GRPO adapter trained after it is a newer
+    version of the same model, not this asset's), and that run's page is opened through the link's path. The
+    model page must show the ``champion`` alias when a version has it, and otherwise show none (the candidate
+    alias only): no champion is the normal state after a demo whose candidates did not beat the base. When the
+    evaluation ran, its promotion check must say what it decided (kept the incumbent, or promoted) without
+    failing, and the export's round trip must show as skipped when it did not run (never "Passed"). When runs
+    started in the last hours, the home timeline must show them under their code locations (a run of a job no
+    location defines is left off it).
     """
-    from bashgym_assets.evaluation.promotion import CHAMPION
+    from bashgym_assets.evaluation.promotion import CANDIDATE, CHAMPION, alias_version
     from bashgym_assets.training import registry
 
     model = model or registry.REGISTERED_MODEL
@@ -419,12 +484,20 @@ def default_pages(settings: Settings, dagster_url: str, mlflow_url: str, model: 
     versions = sorted(c.search_model_versions(f"name='{model}'"), key=lambda v: int(v.version))
     if not versions:
         raise UICheckError(f"no version of the registered model {model!r} in {redact_uri(settings.mlflow_tracking_uri)}")
-    newest = versions[-1]
-    run = c.get_run(newest.run_id)
-    run_path = f"/#/experiments/{run.info.experiment_id}/runs/{newest.run_id}"
+    own = [v for v in versions if (v.tags or {}).get("dagster_asset") == ADAPTER_ASSET]
+    if not own:
+        raise UICheckError(f"no version of {model!r} was registered by {ADAPTER_ASSET} (tag dagster_asset)")
+    adapter = own[-1]
+    run = c.get_run(adapter.run_id)
+    run_path = f"/#/experiments/{run.info.experiment_id}/runs/{adapter.run_id}"
+    champion = alias_version(model, CHAMPION, settings)
+    if champion is not None:
+        aliases, no_aliases = [f"@ {CHAMPION}"], []
+    else:   # says so: only the candidate alias, no champion anywhere on the page
+        aliases, no_aliases = [f"@ {CANDIDATE}"], [f"@ {CHAMPION}"]
     nux = [DAGSTER_NUX_HEADING]
     d, m = dagster_url, mlflow_url
-    return [
+    pages = [
         Page("dagster-asset-graph", f"{d}/asset-groups",
              ["Global asset lineage", *ASSET_GROUPS], absent=nux, settle=5.0),
         Page("dagster-code-locations", f"{d}/deployment/locations",
@@ -440,16 +513,86 @@ def default_pages(settings: Settings, dagster_url: str, mlflow_url: str, model: 
         Page(f"dagster-{ADAPTER_ASSET}", f"{d}/assets/{ADAPTER_ASSET}",
              [ADAPTER_ASSET, "bashgym_gpu", "Latest materialization", "mlflow_run",
               f"href={MLFLOW_LINK_BASE}{run_path}",
-              "model_uri", f"models:/{model}/{newest.version}", "final_loss", "loss_curve",
+              "model_uri", f"models:/{model}/{adapter.version}", "final_loss", "loss_curve",
               # the loss plot: the markdown entry opened, an inline PNG
               "img=data:image/png;base64", "alt=loss curve"],
              click=["[Show Markdown]"], absent=nux),
         Page("mlflow-model", f"{m}/#/models/{model}",
-             [model, "Versions", *(f"Version {v.version}" for v in versions), f"@ {CHAMPION}",
-              "kind", "dagster_run_id", "dagster_asset", "dataset_version"], timeout=90),
+             [model, "Versions", *(f"Version {v.version}" for v in versions), *aliases,
+              "kind", "dagster_run_id", "dagster_asset", "dataset_version"], absent=no_aliases, timeout=90),
         Page("mlflow-adapter-run", f"{m}{run_path}",
              [run.info.run_name, "loss", "dagster_run_id", "dataset_version", "Finished", model]),
     ]
+    recent = _recent_run_rows(settings)
+    if recent is not None:   # runs in the home timeline's window (12 hours): each on it, under its code location
+        pages.insert(1, Page("dagster-timeline", f"{d}/", ["Timeline", *sorted(recent)],
+                             absent=nux + [EMPTY_TIMELINE], settle=3.0))
+    outcome = _promotion_outcome(settings)
+    if outcome is not None:   # the evaluation ran: its check shows what it decided, and does not fail for a "keep"
+        pages.append(Page(f"dagster-{EVALUATION_ASSET}-checks", f"{d}/assets/{EVALUATION_ASSET}?view=checks",
+                          [PROMOTION_CHECK, "Latest execution", "Passed", *([outcome] if outcome else [])],
+                          absent=nux))
+    export = _latest_metadata(settings, EXPORT_ASSET)
+    if export is not None:   # a round trip that compared nothing shows skipped, never "Passed"
+        skipped = str(export.get("round_trip_check", "")).startswith("skipped")
+        pages.append(Page(f"dagster-{EXPORT_ASSET}-checks", f"{d}/assets/{EXPORT_ASSET}?view=checks",
+                          [ROUND_TRIP_CHECK, "Latest execution", "Skipped" if skipped else
+                           "Passed" if export.get("verified") else "Failed"],
+                          absent=nux + (["Passed"] if skipped else [])))
+    return pages
+
+
+def _latest_metadata(settings: Settings, asset: str) -> dict[str, Any] | None:
+    """The metadata values of the asset's latest materialization; None when it has none."""
+    import dagster as dg
+
+    from bashgym_assets.instance import ensure_dagster_home
+
+    ensure_dagster_home(settings)
+    with dg.DagsterInstance.get() as instance:
+        event = instance.get_latest_materialization_event(dg.AssetKey(asset))
+    if event is None or event.asset_materialization is None:
+        return None
+    return {k: getattr(v, "value", v) for k, v in event.asset_materialization.metadata.items()}
+
+
+def _recent_run_rows(settings: Settings, hours: float = 11.0) -> set[str] | None:
+    """What the home timeline names for the runs created in the last ``hours``: their code locations and jobs (an
+    asset job under ``HIDDEN_ASSET_JOB_LABEL``); None when no run was created. A run without an origin names
+    nothing: the timeline leaves it off."""
+    import dagster as dg
+
+    from bashgym_assets.instance import ensure_dagster_home
+
+    ensure_dagster_home(settings)
+    since = time.time() - hours * 3600
+    with dg.DagsterInstance.get() as instance:
+        records = instance.get_run_records(dg.RunsFilter(created_after=datetime.fromtimestamp(since, UTC)),
+                                           limit=500)
+    if not records:
+        return None
+    rows: set[str] = set()
+    for run in (r.dagster_run for r in records if r.dagster_run.remote_job_origin):
+        rows |= {run.remote_job_origin.location_name,
+                 HIDDEN_ASSET_JOB_LABEL if run.job_name.startswith("__ASSET_JOB") else run.job_name}
+    return rows
+
+
+def _promotion_outcome(settings: Settings) -> str | None:
+    """The outcome the latest ``promotion_decision`` recorded ('' without one); None when it never ran."""
+    import dagster as dg
+
+    from bashgym_assets.instance import ensure_dagster_home
+
+    ensure_dagster_home(settings)
+    key = dg.AssetCheckKey(dg.AssetKey(EVALUATION_ASSET), PROMOTION_CHECK)
+    with dg.DagsterInstance.get() as instance:
+        record = instance.event_log_storage.get_latest_asset_check_execution_by_key([key]).get(key)
+    if record is None or record.event is None or record.event.dagster_event is None:
+        return None
+    evaluation = record.event.dagster_event.event_specific_data
+    outcome = getattr(evaluation, "metadata", {}).get("outcome")
+    return str(outcome.value) if outcome is not None else ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -258,3 +258,32 @@ def test_factory_summary_counts_the_pipelines_gate_not_the_suites(settings) -> N
                                     "reason": "setup_failed", "detail": "", "bundle_json": "{}"}],
                partition="suite-s", schema=REJECTION_SCHEMA)
     assert cli.factory_summary() == ["admitted by the gate: factory train 1", "rejected: none"]
+
+
+def test_benchmark_results_evaluates_only_the_suites_asked_for(settings) -> None:
+    """``benchmark_results`` with ``suites: [...]``: only those suites' admitted tasks; none there is a failure
+    that names the suites there are, before any model loads."""
+    import dagster as dg
+
+    from bashgym_assets.defs.evaluation import benchmark_results
+    from bashgym_assets.defs.resources import BashgymHome
+    from bashgym_assets.scenarios.bundle import ScenarioBundle
+
+    ext = ScenarioBundle(id="ext-my-suite-greet", task="say hi", category="external", difficulty=1, setup=["true"],
+                         check="true", reference=["echo hi"], source="external:My Suite:tb1:greet")
+    Lake(settings).write("gated_scenarios", [{"scenario_id": ext.id, "split": "held_out", "source": ext.source,
+                                              "bundle_json": ext.model_dump_json()}])
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([benchmark_results], instance=instance, raise_on_error=False,
+                                resources={"bashgym": BashgymHome(home=str(settings.home))},
+                                run_config={"ops": {"benchmark_results": {"config": {"suites": ["other-suite"]}}}})
+        assert not result.success
+        failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+        message = failure.step_failure_data.user_failure_data.description
+        assert "no admitted task of the suite(s) other-suite" in message and "suites there: My Suite" in message
+        # the suite there is taken (the run goes on to look for an adapter to evaluate)
+        result = dg.materialize([benchmark_results], instance=instance, raise_on_error=False,
+                                resources={"bashgym": BashgymHome(home=str(settings.home))},
+                                run_config={"ops": {"benchmark_results": {"config": {"suites": ["my-suite"]}}}})
+        failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+        assert "no adapter has been trained yet" in failure.step_failure_data.user_failure_data.description

@@ -1,15 +1,22 @@
-"""Both UIs in a real headless browser, over a data folder that a short pipeline run filled.
+"""Both UIs in a real headless browser, over a data folder that the demo's own runs filled, and the Dagster UI as
+the front door: a demo run re-executed and an asset materialized from it.
 
-The data folder: a persistent Dagster instance (the project's dagster.yaml, as `make setup` links it) in which the
-ingest chain (raw_sessions -> redacted_sessions + its blocking check -> tiered_traces) ran for two of the sample
-repositories (all four are partitions), sft_dataset was built from the synthetic demo trajectories, and
-sft_adapter trained twice for a step on a tiny local model (two versions of the registered model, the first made
-`champion` with the promotion module's alias call, the second `candidate` as registration does).
+The data folder: a persistent Dagster instance (the project's dagster.yaml, as `make setup` links it) filled by
+`bashgym demo`'s own code (``demo.run_plan``, the quick profile) for the part of the pipeline that needs no sandbox:
+the ingest chain (raw_sessions -> redacted_sessions + its blocking check -> tiered_traces) for two of the sample
+repositories (all four are partitions), sft_dataset and dpo_dataset from the synthetic demo trajectories (what
+the sandbox stages would have written), then base_model, sft_adapter and dpo_adapter on a tiny local model: two
+versions of the registered model, SFT's and then DPO's (the newest), and no champion, as a demo leaves it. Nothing
+is set by hand in MLflow or Dagster.
 
 Then the real `dagster-webserver` (both code locations of workspace.yaml) and `mlflow server` start on loopback,
 headless Chromium (Debian's `chromium`) opens each page of bashgym_assets.ui_check.default_pages and waits for
 what a user looks for; a PNG of every page is saved under $BASHGYM_HOME/screenshots/. The test fails naming each
-page and the text it did not show (or showed and should not: Dagster's first-visit community dialog).
+page and the text it did not show (or showed and should not: Dagster's first-visit community dialog). Last, with
+`dagster-daemon` started (what `make ui`'s `dagster dev` runs beside the webserver, to start the runs the UI
+queues; the sensors that would launch runs of their own are switched off first), the browser clicks "Re-execute"
+on the page of the demo's sft_dataset run and "Materialize" on the page of base_model (a GPU asset), and both
+runs must succeed.
 """
 
 from __future__ import annotations
@@ -21,50 +28,41 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from bashgym_assets import ui_check
+from bashgym_assets import demo, ui_check
 from bashgym_assets.config import Settings
-from bashgym_assets.defs import datasets as dd
-from bashgym_assets.defs import training as tr
-from bashgym_assets.defs.ingest import raw_sessions
-from bashgym_assets.defs.privacy import no_secrets_left, redacted_sessions
-from bashgym_assets.defs.resources import BashgymHome
-from bashgym_assets.defs.tiers import tiered_traces
-from bashgym_assets.evaluation import promotion
 from bashgym_assets.ingest import SAMPLE_TRACES_DIR
 from bashgym_assets.ingest.pipeline import discover_repos
 from bashgym_assets.instance import ensure_dagster_home
 from bashgym_assets.lake import Lake
-from bashgym_assets.training import registry
 from bashgym_assets.training.tiny import build_tiny_model
 from bashgym_assets.training_data import synthetic as syn
 
 pytestmark = pytest.mark.slow
 
 MATERIALIZED_REPOS = ("webshop", "datapipe")
+# the demo's plan, cut to what runs without a sandbox (gated_scenarios and verified_trajectories come from the
+# synthetic demo inputs instead)
+FILLED = ("raw_sessions", "redacted_sessions", "tiered_traces", "sft_dataset", "dpo_dataset", "base_model",
+          "sft_adapter", "dpo_adapter")
+REEXECUTED, MATERIALIZED = "sft_dataset", "base_model"
+# sensors that would start runs on their own once a daemon runs (ingest of the sample traces, the eager
+# evaluation and student rollouts of the adapters): off while the browser launches runs by hand
+SELF_LAUNCHING = ("trace_files_sensor", "cpu_automation", "gpu_automation")
 
 
-def _fill(settings: Settings, tmp_path: Path) -> list[str]:
-    """The short pipeline run; returns every repository partition."""
-    res = {"bashgym": BashgymHome(home=str(settings.home))}
-    with dg.DagsterInstance.get() as instance:
-        assert Path(instance.root_directory) == settings.dagster_home
-        repos = discover_repos([SAMPLE_TRACES_DIR])
-        assert set(MATERIALIZED_REPOS) <= set(repos)
-        instance.add_dynamic_partitions("repos", repos)
-        for repo in MATERIALIZED_REPOS:
-            assert dg.materialize([raw_sessions, redacted_sessions, no_secrets_left, tiered_traces],
-                                  partition_key=repo, instance=instance, resources=res).success
-        demo = syn.demo_inputs()
-        lake = Lake(settings)
-        lake.write("verified_trajectories", demo["trajectories"])
-        lake.write("gated_scenarios", demo["scenarios"])
-        assert dg.materialize([dd.sft_dataset], instance=instance, resources=res).success
-        cfg = {"max_steps": 1, "batch_size": 2, "grad_accum": 1, "max_length": 256}
-        for i in range(2):  # version 1 (made champion below), version 2 (the newest: candidate)
-            assert dg.materialize([tr.base_model, tr.sft_adapter], instance=instance, resources=res,
-                                  selection=[tr.sft_adapter.key] if i else None,
-                                  run_config={"ops": {"sft_adapter": {"config": cfg}}}).success
-    promotion.set_alias(registry.REGISTERED_MODEL, "1", settings=settings)
+def _fill(settings: Settings) -> list[str]:
+    """The demo's runs for ``FILLED``; returns every repository partition."""
+    repos = discover_repos([SAMPLE_TRACES_DIR])
+    assert set(MATERIALIZED_REPOS) <= set(repos)
+    demo.register_partitions(repos)
+    inputs = syn.demo_inputs()
+    lake = Lake(settings)
+    lake.write("verified_trajectories", inputs["trajectories"])
+    lake.write("gated_scenarios", inputs["scenarios"])
+    steps = demo.only(demo.plan(demo.asset_nodes()), FILLED)
+    lines: list[str] = []
+    demo.run_plan(steps, list(MATERIALIZED_REPOS), demo.demo_env(), lines.append, profile="quick")
+    assert [line for line in lines if line.startswith("-->")], lines
     return repos
 
 
@@ -115,34 +113,117 @@ def test_both_uis_in_a_headless_browser(bashgym_home: Path, tmp_path: Path, monk
     settings = Settings(home=bashgym_home)
     settings.ensure_dirs()
     monkeypatch.setenv("BASHGYM_TRACE_DIRS", str(SAMPLE_TRACES_DIR))
-    home = ensure_dagster_home(settings)  # exports DAGSTER_HOME for this process
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(settings.dagster_home))   # restored after the test
+    home = ensure_dagster_home(settings)
     assert (home / "dagster.yaml").resolve() == (Path(ui_check.PROJECT_ROOT) / "dagster.yaml").resolve()
     monkeypatch.setenv("BASHGYM_BASE_MODEL", str(build_tiny_model(tmp_path / "tiny")))
+    with dg.DagsterInstance.get() as instance:   # its SQLite tables created here, not raced by the webserver's start
+        assert not instance.get_runs()
 
     # Dagster's webserver loads while the pipeline fills the data folder (it reads the instance live). MLflow's
     # server starts after: on first open both it and the training run would create the tables of the same fresh
     # SQLite store, and the loser of that race fails ("table ... already exists").
     with ui_check.dagster_webserver(settings, wait=False) as dagster:
-        repos = _fill(settings, tmp_path)
+        repos = _fill(settings)
         filled = time.monotonic() - t0
         with ui_check.mlflow_server(settings, wait=False) as mlflow:
             dagster.ready()
             mlflow.ready()
-            _check_pages_and_screens(settings, dagster, mlflow, repos, filled, t0)
+            with ui_check.Browser() as browser:
+                _check_pages_and_screens(settings, browser, dagster, mlflow, repos, filled, t0)
+                _launch_from_the_ui(settings, browser, dagster)
+    print(f"whole test {time.monotonic() - t0:.0f}s")
 
 
-def _check_pages_and_screens(settings: Settings, dagster, mlflow, repos: list[str], filled: float,
-                             t0: float) -> None:
+def _check_pages_and_screens(settings: Settings, browser: ui_check.Browser, dagster, mlflow, repos: list[str],
+                             filled: float, t0: float) -> None:
     # a fresh instance does not ask for the first-visit community dialog (dagster.yaml: nux enabled false)
     assert ui_check._graphql(dagster.url, "{ shouldShowNux }")["data"]["shouldShowNux"] is False
+    from bashgym_assets.evaluation.promotion import alias_version
+    from bashgym_assets.training import registry
+
+    c = registry.client(settings)
+    versions = sorted(c.search_model_versions(f"name='{registry.REGISTERED_MODEL}'"), key=lambda v: int(v.version))
+    assert [v.tags["dagster_asset"] for v in versions] == ["sft_adapter", "dpo_adapter"]   # SFT's is not newest
+    assert alias_version(registry.REGISTERED_MODEL, settings=settings) is None              # no champion
     pages = ui_check.default_pages(settings, dagster.url, mlflow.url, partitions=repos)
-    with ui_check.Browser() as browser:
-        results = ui_check.check_pages(browser, pages, settings.home / "screenshots")
+    results = ui_check.check_pages(browser, pages, settings.home / "screenshots")
     failures = [r.describe() for r in results if not r.ok]
-    print(f"filled in {filled:.0f}s, whole test {time.monotonic() - t0:.0f}s; "
+    print(f"filled in {filled:.0f}s, pages checked at {time.monotonic() - t0:.0f}s; "
           + ", ".join(f"{r.page.name} {r.seconds:.1f}s" for r in results))
     assert not failures, "pages that do not show what they should:\n" + "\n".join(failures)
+    adapter_page = next(p for p in pages if p.name == f"dagster-{ui_check.ADAPTER_ASSET}")
+    assert f"models:/{registry.REGISTERED_MODEL}/{versions[0].version}" in adapter_page.expect
     shots = sorted(p.name for p in (settings.home / "screenshots").glob("*.png"))
     assert shots == sorted(f"{p.name}.png" for p in pages)
     assert all(os.path.getsize(settings.home / "screenshots" / s) > 10_000 for s in shots)
+
+
+RUN_QUERY = ("query($id: ID!) { runOrError(runId: $id) { ... on Run { pipelineName pipelineSnapshotId "
+             "parentPipelineSnapshotId repositoryOrigin { repositoryLocationName repositoryName } } } }")
+JOB_QUERY = ("query($s: PipelineSelector!) { pipelineOrError(params: $s) { __typename ... on Pipeline "
+             "{ pipelineSnapshotId } } }")
+
+
+def _wait_run(instance: dg.DagsterInstance, find, what: str, timeout: float = 300) -> dg.DagsterRun:
+    deadline = time.monotonic() + timeout
+    run = None
+    while time.monotonic() < deadline:
+        run = next((r for r in instance.get_runs(limit=50) if find(r)), None)
+        if run is not None and run.is_finished:
+            return run
+        time.sleep(1)
+    pytest.fail(f"{what}: no finished run after {timeout:.0f}s (last seen: {run and run.status})")
+
+
+def _launch_from_the_ui(settings: Settings, browser: ui_check.Browser, dagster) -> None:
+    with dg.DagsterInstance.get() as instance:
+        (demo_run,) = [r for r in instance.get_runs()
+                       if r.asset_selection == {dg.AssetKey(REEXECUTED)}]
+        # what the UI needs to offer "Re-execute" without a warning: the run's origin is a loaded code location
+        # whose job has the snapshot the run was subset from
+        shown = ui_check._graphql(dagster.url, RUN_QUERY, {"id": demo_run.run_id})["data"]["runOrError"]
+        origin = shown["repositoryOrigin"]
+        assert origin == {"repositoryLocationName": "bashgym_cpu", "repositoryName": "__repository__"}, shown
+        job = ui_check._graphql(dagster.url, JOB_QUERY, {"s": {
+            "repositoryLocationName": origin["repositoryLocationName"], "repositoryName": origin["repositoryName"],
+            "pipelineName": shown["pipelineName"]}})["data"]["pipelineOrError"]
+        assert job["pipelineSnapshotId"] == shown["parentPipelineSnapshotId"], (job, shown)
+
+        assert sorted(ui_check.stop_sensors(dagster.url, SELF_LAUNCHING)) == sorted(SELF_LAUNCHING)
+        with ui_check.dagster_daemon(settings, dagster.url):
+            # "Re-execute" on the demo run's page
+            browser.goto(f"{dagster.url}/runs/{demo_run.run_id}")
+            _, missing = browser.wait_for(["Re-execute all (*)", "Success"], timeout=90)
+            assert not missing, f"the demo run's page shows no {missing}"
+            assert browser.evaluate("[...document.querySelectorAll('button')].some(b => b.innerText.trim() === "
+                                    "'Re-execute all (*)' && !b.disabled)"), "Re-execute is disabled"
+            assert browser.click_text("Re-execute all (*)", selector="button")
+            again = _wait_run(instance, lambda r: r.parent_run_id == demo_run.run_id, "the re-execution")
+            browser.screenshot(settings.home / "screenshots" / "dagster-reexecuted-run.png", full_page=False)
+            assert again.status == dg.DagsterRunStatus.SUCCESS, _run_failure(instance, again)
+            assert again.remote_job_origin.location_name == "bashgym_cpu"
+            assert again.asset_selection == {dg.AssetKey(REEXECUTED)}
+
+            # "Materialize" on a GPU asset's page
+            before = {r.run_id for r in instance.get_runs()}
+            browser.goto(f"{dagster.url}/assets/{MATERIALIZED}")
+            _, missing = browser.wait_for([MATERIALIZED, "Materialize", "bashgym_gpu"], timeout=90)
+            assert not missing, f"the {MATERIALIZED} page shows no {missing}"
+            assert browser.click_text("Materialize", selector="button")
+            made = _wait_run(instance, lambda r: r.run_id not in before
+                             and dg.AssetKey(MATERIALIZED) in (r.asset_selection or ()), "the materialization")
+            browser.goto(f"{dagster.url}/runs/{made.run_id}")
+            browser.wait_for(["Success"], timeout=60)
+            browser.screenshot(settings.home / "screenshots" / "dagster-materialized-run.png", full_page=False)
+            assert made.status == dg.DagsterRunStatus.SUCCESS, _run_failure(instance, made)
+            assert made.remote_job_origin.location_name == "bashgym_gpu"
+            latest = instance.get_latest_materialization_event(dg.AssetKey(MATERIALIZED))
+            assert latest is not None and latest.run_id == made.run_id
+
+
+def _run_failure(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
+    events = instance.all_logs(run.run_id)
+    return f"run {run.run_id} {run.status}: " + "; ".join(
+        str(e.dagster_event.event_specific_data)[:500] for e in events
+        if e.dagster_event is not None and e.dagster_event.is_failure)

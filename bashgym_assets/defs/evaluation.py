@@ -51,6 +51,9 @@ class EvalRunConfig(dg.Config):
     # (None: all of them, 0: none) and, for fit only (never a promotion figure), a sample of trained-family tasks
     heldout_per_family: int | None = 3
     fit_sample: int = 0
+    # Only the tasks of these external suites (a suite's name or a prefix of its ids, as `bashgym eval --suite`);
+    # the factory's families and the fit sample are left out then, and the promotion rests on these tasks alone.
+    suites: list[str] = []
     samples: int = 1
     temperature: float = 0.0
     max_turns: int = 10
@@ -114,6 +117,42 @@ def _table(rows: list[dict[str, Any]]) -> dg.MetadataValue:
     return dg.MetadataValue.table([dg.TableRecord(r) for r in rows], schema=schema)
 
 
+def promotion_check(decision: promo.PromotionDecision, promoted: bool, already: bool = False,
+                    applied: bool = True) -> dg.AssetCheckResult:
+    """The ``promotion_decision`` result: what the rule decided, worded for the UI.
+
+    Keeping the incumbent is the normal outcome of most evaluations (a candidate must clearly beat it), not an
+    error: the check passes and says "kept the incumbent" with the reason; a first-time user read the old red
+    "Failed" as a broken pipeline. It fails (WARN) only when there was nothing to decide on: no held-out scenario
+    evaluated for both models."""
+    incumbent = (f"the champion (version {decision.incumbent_version})" if decision.incumbent == "champion"
+                 else "the base model")
+    candidate = f"version {decision.candidate_version}" if decision.candidate_version else "the candidate"
+    if promoted:
+        outcome = f"PROMOTED: {candidate} is the new champion"
+    elif already:
+        outcome = f"{candidate} already is the champion"
+    elif decision.promote and not applied:
+        outcome = f"not promoted: the rule would promote {candidate}, but this run had promote: false"
+    else:
+        outcome = f"kept the incumbent: {incumbent} stays; {candidate} not promoted"
+    decided = decision.test.scenarios > 0
+    description = f"{outcome} ({decision.reason})" if decided else (
+        f"no decision: no held-out scenario was evaluated for both models ({decision.reason})")
+    decision_md = (f"**{'PROMOTED' if promoted else 'not promoted'}**: {decision.reason}\n\nRule: {decision.rule}")
+    return dg.AssetCheckResult(
+        check_name=PROMOTION_CHECK, passed=decided, severity=dg.AssetCheckSeverity.WARN, description=description,
+        metadata={"outcome": dg.MetadataValue.text(outcome),
+                  "promoted": dg.MetadataValue.bool(promoted),
+                  "reason": dg.MetadataValue.text(decision.reason),
+                  "decision": dg.MetadataValue.md(decision_md),
+                  "numbers": dg.MetadataValue.json(json.loads(decision.model_dump_json())),
+                  "p_value": dg.MetadataValue.float(decision.test.p_value),
+                  "candidate_clean": dg.MetadataValue.float(decision.candidate_rates["clean"]),
+                  "incumbent_clean": dg.MetadataValue.float(decision.incumbent_rates["clean"]),
+                  "incumbent": dg.MetadataValue.text(decision.incumbent)})
+
+
 @dg.asset(
     group_name="evaluation",
     pool="gpu",
@@ -123,8 +162,12 @@ def _table(rows: list[dict[str, Any]]) -> dg.MetadataValue:
     deps=[GATED_SCENARIOS, base_model, sft_adapter, dpo_adapter, grpo_adapter],
     automation_condition=DOWNSTREAM,
     check_specs=[dg.AssetCheckSpec(PROMOTION_CHECK, asset="benchmark_results",
-                                   description="The promotion rule applied to this evaluation: passes when the "
-                                               "candidate became (or already is) the champion.")],
+                                   description="The promotion rule applied to this evaluation. Its outcome is in "
+                                               "the metadata: PROMOTED (the candidate is the new champion) or kept "
+                                               "the incumbent (the usual result: the candidate did not clearly beat "
+                                               "it), with the reason. Passes whenever the rule could be applied; "
+                                               "fails (warning) only when no held-out scenario was evaluated for "
+                                               "both models, so there were no numbers to decide on.")],
     description="The newest adapter (SFT, DPO or GRPO) against its base and the current champion, dropped with no "
                 "scaffold into the held-out scenarios in real sandboxes: operate / terminate / verified / clean "
                 "rates with 95% intervals, per category and difficulty. Episodes go to the lake (eval_episodes); "
@@ -136,9 +179,19 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     gated = gated_scenario_rows(lake)
     sets = evaluation_bundles(gated, limit=config.max_scenarios, categories=config.categories,
                               per_heldout_family=config.heldout_per_family, fit_sample=config.fit_sample)
+    if config.suites:
+        from bashgym_assets.scenarios.suite import of_suites
+
+        sets = {name: of_suites(bs, config.suites) if name == BUNDLED_HELD_OUT else [] for name, bs in sets.items()}
     set_of = {b.id: name for name, bs in sets.items() for b in bs}
     bundles = [b for bs in sets.values() for b in bs]
     if not any(sets[name] for name in (BUNDLED_HELD_OUT, HELD_OUT_FAMILIES)):
+        if config.suites:
+            from bashgym_assets.scenarios.suite import known_suites
+
+            raise dg.Failure(f"no admitted task of the suite(s) {', '.join(config.suites)} in gated_scenarios "
+                             f"(suites there: {', '.join(known_suites(gated)) or 'none'}; gate one with "
+                             "`bashgym suite gate PATH` or BASHGYM_EVAL_SUITE_DIRS)")
         raise dg.Failure("no admitted held-out scenario to evaluate on (gated_scenarios has none)")
     newest = _newest_adapter(context.instance)
     if newest is None:
@@ -232,14 +285,7 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
         "sampling": dg.MetadataValue.json(summaries[0].sampling),
         **{f"{s.model}_clean": dg.MetadataValue.float(s.rates["clean"].rate) for s in summaries},
     }
-    check = dg.AssetCheckResult(
-        check_name=PROMOTION_CHECK, passed=bool(promoted or already), severity=dg.AssetCheckSeverity.WARN,
-        metadata={"decision": dg.MetadataValue.md(decision_md),
-                  "numbers": dg.MetadataValue.json(json.loads(decision.model_dump_json())),
-                  "p_value": dg.MetadataValue.float(decision.test.p_value),
-                  "candidate_clean": dg.MetadataValue.float(decision.candidate_rates["clean"]),
-                  "incumbent_clean": dg.MetadataValue.float(decision.incumbent_rates["clean"]),
-                  "incumbent": dg.MetadataValue.text(decision.incumbent)})
+    check = promotion_check(decision, promoted=promoted, already=already, applied=config.promote)
     context.log.info(comparison_md + "\n\n" + decision_md)
     return dg.MaterializeResult(metadata=metadata, check_results=[check],
                                 data_version=dg.DataVersion(eval_id))

@@ -14,7 +14,7 @@ from bashgym_assets.defs.automation import DOWNSTREAM
 from bashgym_assets.defs.evaluation import benchmark_results
 from bashgym_assets.defs.metadata import code_version, table
 from bashgym_assets.defs.resources import BashgymHome
-from bashgym_assets.export import NoAdapterError, export_model, resolve_model
+from bashgym_assets.export import ExportReport, NoAdapterError, export_model, resolve_model
 
 ROUND_TRIP_CHECK = "gguf_round_trip"
 
@@ -35,21 +35,63 @@ def _ollama_md(out_dir: str, modelfile: str) -> str:
             "hidden ones too\"\n```")
 
 
-@dg.asset(
-    group_name="evaluation",
+ROUND_TRIP_KEY = dg.AssetCheckKey(dg.AssetKey("exported_model"), ROUND_TRIP_CHECK)
+
+
+def round_trip_check(report: ExportReport, verify: bool) -> dg.AssetCheckResult | None:
+    """The ``gguf_round_trip`` result of an export; None when the round trip was not run (``verify: false``).
+
+    A check that compared nothing must not say "Passed": with no result the check shows as skipped in the UI (its
+    run succeeded without evaluating it) and the asset's metadata says why. Run, it passes only when every GGUF
+    passed in llama.cpp (a WARN failure otherwise, with what did not match or why llama.cpp could not run: the
+    export itself is still there)."""
+    if not verify:
+        return None
+    compared = len(report.verification)
+    identical = sum(r.identical for r in report.verification)
+    checks = [c.model_dump() for c in report.gguf_checks]
+    summary = (f"{len(checks)} GGUF file(s) verified in llama.cpp, passed: {sum(c['passed'] for c in checks)}; "
+               f"weights exact: {sum(c['weights_exact'] for c in checks)}; tokenizer identical: "
+               f"{sum(c['tokenizer_identical'] and c['detokenize_identical'] for c in checks)}; "
+               f"{identical} of {compared} greedy replies identical")
+    if not checks:
+        summary = f"nothing was verified: {report.verify_error or 'no GGUF file was checked'}"
+    return dg.AssetCheckResult(
+        check_name=ROUND_TRIP_CHECK, passed=bool(report.verified and checks), severity=dg.AssetCheckSeverity.WARN,
+        description=summary,
+        metadata={"checks": dg.MetadataValue.json(json.loads(json.dumps(checks))),
+                  "identical_replies": dg.MetadataValue.int(identical),
+                  "replies": dg.MetadataValue.int(compared)})
+
+
+def _skipped_check_note(why: str) -> dict[str, dg.MetadataValue]:
+    return {"round_trip_check": dg.MetadataValue.text(f"skipped: {why}")}
+
+
+@dg.multi_asset(
+    name="exported_model",
+    specs=[dg.AssetSpec(
+        "exported_model",
+        group_name="evaluation",
+        kinds={"pytorch", "mlflow"},
+        code_version=code_version("bashgym_assets.export.exporter", "bashgym_assets.export.gguf_file",
+                                  "bashgym_assets.export.ollama", "bashgym_assets.export.llama_cpp"),
+        deps=[benchmark_results],
+        automation_condition=DOWNSTREAM,
+        description="The champion (else the newest candidate) as a standalone model: LoRA merged into its base and "
+                    "saved in Hugging Face format, GGUF written with the gguf package, Ollama Modelfile, model card; "
+                    "each GGUF verified in llama.cpp; pushed to the Hub when HF_TOKEN and a repo are configured.")],
     pool="gpu",
-    kinds={"pytorch", "mlflow"},
-    code_version=code_version("bashgym_assets.export.exporter", "bashgym_assets.export.gguf_file",
-                              "bashgym_assets.export.ollama"),
-    deps=[benchmark_results],
-    automation_condition=DOWNSTREAM,
+    # the round trip is optional (``verify: false``, nothing to export): then no result, and the UI shows it skipped
+    can_subset=True,
     check_specs=[dg.AssetCheckSpec(ROUND_TRIP_CHECK, asset="exported_model",
-                                   description="The GGUF read back by transformers equals the merged model: weights "
-                                               "after the format's rounding, chat template, and (f16) greedy "
-                                               "replies to the verification chats.")],
-    description="The champion (else the newest candidate) as a standalone model: LoRA merged into its base and "
-                "saved in Hugging Face format, GGUF written with the gguf package, Ollama Modelfile, model card; "
-                "the GGUF round trip verified; pushed to the Hub when HF_TOKEN and a repo are configured.",
+                                   description="Each GGUF loaded in llama.cpp itself (node-llama-cpp's prebuilt CPU "
+                                               "binary) behaves as the merged model: same token ids and text back "
+                                               "for probe texts and the chat prompts, weights exact after the "
+                                               "format's rounding, same chat template, and greedy replies "
+                                               "identical (f16) or agreeing at >= 80% of teacher-forced positions "
+                                               "(q8_0). Skipped when the export runs "
+                                               "with verify: false (the demo profiles) or exports nothing.")],
 )
 def exported_model(context: dg.AssetExecutionContext, config: ExportConfig, bashgym: BashgymHome):
     settings = bashgym.settings()
@@ -58,10 +100,10 @@ def exported_model(context: dg.AssetExecutionContext, config: ExportConfig, bash
         resolved = resolve_model(config.model_uri, settings)
     except NoAdapterError as exc:
         context.log.warning(f"nothing exported: {exc}")
-        return dg.MaterializeResult(
-            metadata={"skipped": dg.MetadataValue.text(f"no adapter is registered yet, nothing to export ({exc})")},
-            check_results=[dg.AssetCheckResult(check_name=ROUND_TRIP_CHECK, passed=True,
-                                               metadata={"skipped": dg.MetadataValue.text("no adapter")})])
+        yield dg.MaterializeResult(metadata={
+            "skipped": dg.MetadataValue.text(f"no adapter is registered yet, nothing to export ({exc})"),
+            **_skipped_check_note("nothing was exported")})
+        return
     repo = config.hub_repo or os.environ.get("BASHGYM_HF_REPO") or None
     token = os.environ.get("HF_TOKEN") or None
     name = f"{resolved.model_name}-v{resolved.version}"
@@ -73,7 +115,7 @@ def exported_model(context: dg.AssetExecutionContext, config: ExportConfig, bash
                               hub_endpoint=os.environ.get("HF_ENDPOINT") or None, settings=settings)
         files = report.files_table()
     out_dir = str(lake.artifact_dir("exports", name, create=False))
-    report.out_dir = out_dir  # the folder was renamed into place: record where it ended up
+    report.out_dir = out_dir  # the folder was renamed into place: record where it ended up (GGUF paths follow)
     (lake.artifact_dir("exports", name, create=False) / "export_report.json").write_text(
         report.model_dump_json(indent=2))
     verify_rows = [[r.gguf, r.prompt, r.identical, r.token_agreement, r.prompt_tokens_identical, r.merged_reply,
@@ -86,9 +128,13 @@ def exported_model(context: dg.AssetExecutionContext, config: ExportConfig, bash
         "round_trip": table(["gguf", "prompt", "identical", "token_agreement", "prompt_tokens_identical",
                              "merged_reply", "gguf_reply"], verify_rows or [["(not verified)", "", False, 0.0,
                                                                             False, "", ""]]),
-        "gguf_checks": table(["gguf", "weights_exact", "max_abs_weight_diff", "chat_template_identical"],
-                             [[c.gguf, c.weights_exact, c.max_abs_weight_diff, c.chat_template_identical]
-                              for c in report.gguf_checks] or [["(not verified)", False, 0.0, False]]),
+        "gguf_checks": table(["gguf", "llama_cpp", "pre_tokenizer", "tokenizer_identical", "weights_exact",
+                              "max_abs_weight_diff", "chat_template_identical", "forced_agreement", "passed"],
+                             [[c.gguf, c.llama_cpp, c.pre_tokenizer, c.tokenizer_identical and c.detokenize_identical,
+                               c.weights_exact, c.max_abs_weight_diff, c.chat_template_identical, c.forced_agreement,
+                               c.passed] for c in report.gguf_checks]
+                             or [[f"(not verified{': ' + report.verify_error[:200] if report.verify_error else ''})",
+                                  "", "", False, False, 0.0, False, 0.0, False]]),
         "verified": dg.MetadataValue.bool(report.verified),
         "modelfile": dg.MetadataValue.md(_ollama_md(out_dir, report.modelfile)),
         "timings_s": dg.MetadataValue.json(report.timings_s),
@@ -97,13 +143,13 @@ def exported_model(context: dg.AssetExecutionContext, config: ExportConfig, bash
     }
     if resolved.fallback_note:
         metadata["note"] = dg.MetadataValue.text(resolved.fallback_note)
-    check = dg.AssetCheckResult(
-        check_name=ROUND_TRIP_CHECK, passed=report.verified or not config.verify, severity=dg.AssetCheckSeverity.WARN,
-        metadata={"checks": dg.MetadataValue.json(json.loads(json.dumps([c.model_dump() for c in report.gguf_checks]))),
-                  "identical_replies": dg.MetadataValue.int(sum(r.identical for r in report.verification)),
-                  "replies": dg.MetadataValue.int(len(report.verification))})
-    return dg.MaterializeResult(metadata=metadata, check_results=[check],
-                                data_version=dg.DataVersion(f"{resolved.model_uri}:{','.join(config.formats)}"))
+    check = round_trip_check(report, config.verify)
+    if check is None:
+        context.log.info("GGUF round trip not verified (verify: false): the gguf_round_trip check is skipped")
+        metadata.update(_skipped_check_note("verify: false, the GGUF files were not read back"))
+    selected = ROUND_TRIP_KEY in context.selected_asset_check_keys
+    yield dg.MaterializeResult(metadata=metadata, check_results=[check] if check is not None and selected else [],
+                               data_version=dg.DataVersion(f"{resolved.model_uri}:{','.join(config.formats)}"))
 
 
 defs = dg.Definitions(assets=[exported_model])

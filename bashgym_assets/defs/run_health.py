@@ -34,12 +34,29 @@ _LIVE_STATUSES = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.
 DAGSTER_RUN_TAG = "dagster_run_id"   # what bashgym's MLflow runs (training, evaluation) carry
 
 
+_PROCESS_TAGS = (PID_TAG, PID_START_TAG, HOST_TAG, BOOT_TAG)
+
+
+def run_process_tags(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dict[str, str]:
+    """The run's tags, less a process identity it only inherited: a re-execution (the UI's "Re-execute") copies its
+    parent's tags, and the parent's process (a finished ``bashgym demo``) would make the new run look dead from
+    its first second, to be failed by the reaper while it waits for the pool or runs."""
+    tags = dict(run.tags)
+    if PID_TAG not in tags or not run.parent_run_id:
+        return tags
+    parent = instance.get_run_by_id(run.parent_run_id)
+    if parent is not None and all(parent.tags.get(k) == tags.get(k) for k in _PROCESS_TAGS):
+        return {k: v for k, v in tags.items() if k not in _PROCESS_TAGS}
+    return tags
+
+
 def tag_current_run(instance: dg.DagsterInstance | None, run_id: str | None) -> None:
-    """Record this process on the run (once: the first step's process is the run's, for in-process executors)."""
+    """Record this process on the run (once: the first step's process is the run's, for in-process executors;
+    over a process identity inherited from a parent run)."""
     if instance is None or not run_id:
         return
     run = instance.get_run_by_id(run_id)
-    if run is not None and PID_TAG not in run.tags:
+    if run is not None and PID_TAG not in run_process_tags(instance, run):
         instance.add_run_tags(run_id, process_tags())
 
 
@@ -50,7 +67,7 @@ def reap_dead_runs(instance: dg.DagsterInstance, log: Callable[[str], None] = pr
     UI of a dead run leaves it so) is freed too."""
     acted: list[str] = []
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=_LIVE_STATUSES)):
-        if process_alive(run.tags) is False:
+        if process_alive(run_process_tags(instance, run)) is False:
             message = (f"run worker process {run.tags.get(PID_TAG)} on {run.tags.get(HOST_TAG)} is gone (killed?): "
                        "marked failed by bashgym's dead-run reaper, its pool slots freed")
             instance.report_run_failed(run, message)
@@ -97,7 +114,7 @@ def mlflow_run_alive(tags: dict[str, str], instance: dg.DagsterInstance | None) 
     run = instance.get_run_by_id(tags[DAGSTER_RUN_TAG])
     if run is None:
         return None
-    return False if run.is_finished else process_alive(run.tags)
+    return False if run.is_finished else process_alive(run_process_tags(instance, run))
 
 
 def reap_dead_mlflow_runs(settings: Settings | None = None, instance: dg.DagsterInstance | None = None,
@@ -145,7 +162,7 @@ def pool_holders(instance: dg.DagsterInstance, pool: str = GPU_POOL) -> list[str
     for slot in info.claimed_slots:
         run = instance.get_run_by_id(slot.run_id)
         status = run.status.value.lower() if run else "deleted"
-        tags = run.tags if run else {}
+        tags = run_process_tags(instance, run) if run else {}
         alive = process_alive(tags)
         proc = (f"pid {tags.get(PID_TAG)} on {tags.get(HOST_TAG)}"
                 + ("" if alive else " (cannot tell if it runs)" if alive is None else " (gone)")
