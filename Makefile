@@ -37,8 +37,9 @@ mlflow: setup     ## the MLflow UI on http://127.0.0.1:5000 over the same data f
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(VENV)/mlflow ui --backend-store-uri "$$uri" \
 	  --default-artifact-root $(BASHGYM_HOME)/mlflow/artifacts -h 127.0.0.1 -p $(MLFLOW_PORT) --workers 1
 
-lint:             ## ruff, the layers contract (import-linter), and mypy on the core and engine layers
+lint:             ## ruff (check and format), the layers contract (import-linter), mypy on core and engines
 	$(VENV)/ruff check bashgym_assets tests benchmarks
+	$(VENV)/ruff format --check bashgym_assets tests benchmarks
 	$(VENV)/lint-imports
 	$(VENV)/mypy
 

@@ -14,7 +14,9 @@ from bashgym_assets.config import get_settings, redact_uri
 
 
 def _print_table(rows: list[tuple], headers: list[str]) -> None:
-    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    widths = [
+        max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
     print("  ".join(str(h).ljust(w) for h, w in zip(headers, widths, strict=True)))
     print("  ".join("-" * w for w in widths))
     for row in rows:
@@ -42,12 +44,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings = get_settings()
     settings.ensure_dirs()
     ensure_dagster_home(settings)
-    with pipeline_session(settings, wait=bool(getattr(args, "wait", False))):   # one pipeline per data folder
+    with pipeline_session(settings, wait=bool(getattr(args, "wait", False))):  # one pipeline per data folder
         if not os.environ.get("BASHGYM_TRACE_DIRS"):
             from bashgym_assets.ingest import SAMPLE_TRACES_DIR
 
             os.environ["BASHGYM_TRACE_DIRS"] = str(SAMPLE_TRACES_DIR)
-            print(f"trace folders: bundled sample data ({SAMPLE_TRACES_DIR}); set BASHGYM_TRACE_DIRS for your own")
+            print(
+                f"trace folders: bundled sample data ({SAMPLE_TRACES_DIR}); set BASHGYM_TRACE_DIRS for your own"
+            )
         else:
             print(f"trace folders: {os.environ['BASHGYM_TRACE_DIRS']}")
         started = time.monotonic()
@@ -66,8 +70,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(f"  {i}. {step.describe()}")
         profile = getattr(args, "profile", "demo")
         print(f"profile: {profile} {demo.PROFILES[profile] or '(defaults)'}")
-        demo.run_plan(steps, repos, demo.demo_env(), profile=profile,
-                      process_per_step=bool(getattr(args, "process_per_step", False)))
+        demo.run_plan(
+            steps,
+            repos,
+            demo.demo_env(),
+            profile=profile,
+            process_per_step=bool(getattr(args, "process_per_step", False)),
+        )
     print(f"\ndone in {time.monotonic() - started:.0f} s. Results:")
     _print_table(lake_summary(), ["asset", "partitions", "rows"])
     for line in pipeline_summary():
@@ -92,7 +101,7 @@ def cmd_factory(args: argparse.Namespace) -> int:
     settings = get_settings()
     settings.ensure_dirs()
     ensure_dagster_home(settings)
-    with pipeline_session(settings, wait=bool(getattr(args, "wait", False))):   # one pipeline per data folder
+    with pipeline_session(settings, wait=bool(getattr(args, "wait", False))):  # one pipeline per data folder
         started = time.monotonic()
         profile = demo.PROFILES["factory"]
         profile["generated_scenarios"] = {"per_family": args.per_family, "seed": args.seed}
@@ -116,10 +125,18 @@ def factory_summary() -> list[str]:
         return ["gated_scenarios: not materialized"]
     con = lake.connect()
     # the pipeline's own partition: suites gated by `bashgym suite gate` have theirs (suite-<name>)
-    rows = con.execute("SELECT CASE WHEN scenario_id LIKE 'gen.%' THEN 'factory' ELSE 'other' END, split, count(*) "
-                       "FROM gated_scenarios WHERE _partition = '__all__' GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
-    rejected = con.execute("SELECT reason, count(*) FROM gate_rejections WHERE _partition = '__all__' "
-                           "GROUP BY 1 ORDER BY 2 DESC").fetchall() if "gate_rejections" in lake.assets() else []
+    rows = con.execute(
+        "SELECT CASE WHEN scenario_id LIKE 'gen.%' THEN 'factory' ELSE 'other' END, split, count(*) "
+        "FROM gated_scenarios WHERE _partition = '__all__' GROUP BY 1, 2 ORDER BY 1, 2"
+    ).fetchall()
+    rejected = (
+        con.execute(
+            "SELECT reason, count(*) FROM gate_rejections WHERE _partition = '__all__' "
+            "GROUP BY 1 ORDER BY 2 DESC"
+        ).fetchall()
+        if "gate_rejections" in lake.assets()
+        else []
+    )
     lines = ["admitted by the gate: " + ", ".join(f"{o} {s} {n}" for o, s, n in rows)]
     lines.append("rejected: " + (", ".join(f"{r} {n}" for r, n in rejected) or "none"))
     return lines
@@ -135,8 +152,10 @@ def pipeline_summary() -> list[str]:
     lines = []
     if "tiered_traces" in lake.assets():
         tiers = Counter(lake.read_all("tiered_traces", columns=["tier"]).column("tier").to_pylist())
-        lines.append("trace segments by tier: " + ", ".join(f"{t} {tiers.get(t, 0)}"
-                                                          for t in ("gold", "silver", "bronze", "failed")))
+        lines.append(
+            "trace segments by tier: "
+            + ", ".join(f"{t} {tiers.get(t, 0)}" for t in ("gold", "silver", "bronze", "failed"))
+        )
     if "verified_trajectories" in lake.assets():
         kept = lake.read("verified_trajectories", columns=["kept"]).column("kept").to_pylist()
         lines.append(f"trajectories: {sum(bool(k) for k in kept)} kept of {len(kept)} attempts")
@@ -153,10 +172,14 @@ def champion_summary() -> str:
     except Exception as exc:  # noqa: BLE001 - a summary line must never fail the demo
         return f"champion: unknown ({exc.__class__.__name__})"
     if version is None:
-        return ("champion: none yet: the promotion rule kept the base (see the promotion_decision check); "
-                "`bashgym promote --model N` sets it by hand")
-    return (f"champion: models:/{REGISTERED_MODEL}@{CHAMPION} = version {version.version} "
-            f"(run {version.run_id}); load it with mlflow.pyfunc.load_model(\"models:/{REGISTERED_MODEL}@{CHAMPION}\")")
+        return (
+            "champion: none yet: the promotion rule kept the base (see the promotion_decision check); "
+            "`bashgym promote --model N` sets it by hand"
+        )
+    return (
+        f"champion: models:/{REGISTERED_MODEL}@{CHAMPION} = version {version.version} "
+        f'(run {version.run_id}); load it with mlflow.pyfunc.load_model("models:/{REGISTERED_MODEL}@{CHAMPION}")'
+    )
 
 
 def evaluation_summary() -> str:
@@ -169,8 +192,11 @@ def evaluation_summary() -> str:
     meta = event.asset_materialization.metadata
     table = meta.get("comparison_md")
     link = meta.get("mlflow_evaluation_run")
-    return ("\nbenchmark_results (base vs adapter on the held-out split):\n\n"
-            + (table.value if table else "?") + (f"\n\nMLflow evaluation run: {link.value}" if link else ""))
+    return (
+        "\nbenchmark_results (base vs adapter on the held-out split):\n\n"
+        + (table.value if table else "?")
+        + (f"\n\nMLflow evaluation run: {link.value}" if link else "")
+    )
 
 
 def adapter_summary() -> list[str]:
@@ -193,11 +219,17 @@ def adapter_summary() -> list[str]:
         meta = event.asset_materialization.metadata
         path, uri = meta.get("path"), meta.get("model_uri")
         verified = meta.get("verified")
-        trip = ("GGUF round trip verified" if verified and verified.value
-                else "GGUF round trip not verified (the gguf_round_trip check: skipped with verify: false, else "
-                     "what did not match)")
-        lines.append(f"exported_model: {path.value} ({uri.value}): merged model, GGUF and Ollama Modelfile; {trip}"
-                     if path and uri else "exported_model: nothing exported (see its metadata for why)")
+        trip = (
+            "GGUF round trip verified"
+            if verified and verified.value
+            else "GGUF round trip not verified (the gguf_round_trip check: skipped with verify: false, else "
+            "what did not match)"
+        )
+        lines.append(
+            f"exported_model: {path.value} ({uri.value}): merged model, GGUF and Ollama Modelfile; {trip}"
+            if path and uri
+            else "exported_model: nothing exported (see its metadata for why)"
+        )
     return lines
 
 
@@ -254,19 +286,28 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
     lake = get_lake()
     con = lake.connect()
-    for asset, file, reason in lake.quarantined:   # served without them; `select * from lake_quarantine` lists them
-        print(f"warning: {asset}: {file} left out, it does not read as parquet ({reason[:160]})", file=sys.stderr)
+    for (
+        asset,
+        file,
+        reason,
+    ) in lake.quarantined:  # served without them; `select * from lake_quarantine` lists them
+        print(
+            f"warning: {asset}: {file} left out, it does not read as parquet ({reason[:160]})",
+            file=sys.stderr,
+        )
     result = con.execute(args.query)
     headers = [d[0] for d in result.description] if result.description else []
     rows = result.fetchall() if args.max_rows is None else result.fetchmany(max(0, args.max_rows))
     more = 0
     if args.max_rows is not None and headers:
-        while chunk := result.fetchmany(10_000):   # counted, not kept: the rest may be the whole lake
+        while chunk := result.fetchmany(10_000):  # counted, not kept: the rest may be the whole lake
             more += len(chunk)
     _print_table([tuple(_short(c) for c in r) for r in rows], headers)
-    if more:   # on stderr: stdout stays the table, for whoever reads it with a script
-        print(f"{len(rows)} of {len(rows) + more} rows shown: --max-rows N for more, --all for every row",
-              file=sys.stderr)
+    if more:  # on stderr: stdout stays the table, for whoever reads it with a script
+        print(
+            f"{len(rows)} of {len(rows) + more} rows shown: --max-rows N for more, --all for every row",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -295,20 +336,32 @@ A suite refused whole (every task quarantined, or refused by the gate) ends with
 def add_suite_parsers(sub: Any) -> None:
     from bashgym_assets.evaluation.cli import add_model_options, add_run_options, add_selection_options
 
-    suite = sub.add_parser("suite", help="an external shell-task suite (Terminal-Bench 1.x / Harbor 2.x folder): "
-                                         "import it, gate it in sandboxes, evaluate models on it",
-                           description=SUITE_DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
+    suite = sub.add_parser(
+        "suite",
+        help="an external shell-task suite (Terminal-Bench 1.x / Harbor 2.x folder): "
+        "import it, gate it in sandboxes, evaluate models on it",
+        description=SUITE_DOC,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     steps = suite.add_subparsers(dest="suite_command", required=True)
-    imp = steps.add_parser("import", help="import the suite: each task folder imported or quarantined (with why); "
-                                          "nothing is written")
+    imp = steps.add_parser(
+        "import",
+        help="import the suite: each task folder imported or quarantined (with why); nothing is written",
+    )
     _suite_arguments(imp, gate=False)
     imp.set_defaults(fn=cmd_suite_import)
-    gate = steps.add_parser("gate", help="import and gate the suite in real sandboxes: which tasks the gate refused "
-                                         "and why (gated_scenarios / gate_rejections, partition suite-<name>)")
+    gate = steps.add_parser(
+        "gate",
+        help="import and gate the suite in real sandboxes: which tasks the gate refused "
+        "and why (gated_scenarios / gate_rejections, partition suite-<name>)",
+    )
     _suite_arguments(gate, gate=True)
     gate.set_defaults(fn=cmd_suite_gate)
-    ev = steps.add_parser("eval", help="import, gate, then evaluate models on the admitted tasks as `bashgym eval` "
-                                       "does (the same options and results table)")
+    ev = steps.add_parser(
+        "eval",
+        help="import, gate, then evaluate models on the admitted tasks as `bashgym eval` "
+        "does (the same options and results table)",
+    )
     _suite_arguments(ev, gate=True)
     add_model_options(ev)
     add_selection_options(ev)
@@ -318,15 +371,24 @@ def add_suite_parsers(sub: Any) -> None:
 
 def _suite_arguments(p: argparse.ArgumentParser, gate: bool) -> None:
     p.add_argument("path", help="the suite folder (a folder of task folders, or one task folder)")
-    p.add_argument("--name", help="the suite's name, in its ids ext-<name>-<task> (default: the folder's name)")
+    p.add_argument(
+        "--name", help="the suite's name, in its ids ext-<name>-<task> (default: the folder's name)"
+    )
     if not gate:
         return
     p.add_argument("--parallel", type=int, default=4, help="sandboxes at once in the gate (default 4)")
-    p.add_argument("--command-timeout", type=float, default=30.0,
-                   help="seconds per reference command in the gate (default 30, as the gated_scenarios asset)")
+    p.add_argument(
+        "--command-timeout",
+        type=float,
+        default=30.0,
+        help="seconds per reference command in the gate (default 30, as the gated_scenarios asset)",
+    )
     p.add_argument("--check-timeout", type=float, default=30.0, help="seconds per run of a task's check")
-    p.add_argument("--wait", action="store_true",
-                   help="if another pipeline holds the data folder, queue behind it (default: refuse, naming it)")
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="if another pipeline holds the data folder, queue behind it (default: refuse, naming it)",
+    )
 
 
 def cmd_suite_import(args: argparse.Namespace) -> int:
@@ -339,8 +401,10 @@ def cmd_suite_import(args: argparse.Namespace) -> int:
     if why is not None:
         raise RuntimeError(why)
     path = shlex.quote(args.path)
-    print(f"next: `bashgym suite gate {path}` certifies them in sandboxes, `bashgym suite eval {path}` "
-          "also evaluates a model on the admitted ones")
+    print(
+        f"next: `bashgym suite gate {path}` certifies them in sandboxes, `bashgym suite eval {path}` "
+        "also evaluates a model on the admitted ones"
+    )
     return 0
 
 
@@ -371,17 +435,24 @@ def _gate_suite(args: argparse.Namespace) -> Any:
     counted = {"done": 0}
     lock = threading.Lock()
 
-    def progress(result: Any) -> None:   # called from the gate's worker threads
+    def progress(result: Any) -> None:  # called from the gate's worker threads
         with lock:
             counted["done"] += 1
             verdict = "admitted" if result.admitted else f"refused: {result.reason}"
-            print(f"  [{counted['done']}/{n}] {result.scenario_id}: {verdict} ({result.duration_s:.0f} s)", flush=True)
+            print(
+                f"  [{counted['done']}/{n}] {result.scenario_id}: {verdict} ({result.duration_s:.0f} s)",
+                flush=True,
+            )
 
-    with pipeline_lock(settings, wait=bool(args.wait)):   # one writer of the data folder at a time
+    with pipeline_lock(settings, wait=bool(args.wait)):  # one writer of the data folder at a time
         print(f"gating {n} task(s) in fresh sandboxes ({image}, {args.parallel} at once)", flush=True)
-        verdict = suite.gate(imported, image, max_parallel=args.parallel, progress=progress,
-                             limits=GateLimits(command_timeout_s=args.command_timeout,
-                                               check_timeout_s=args.check_timeout))
+        verdict = suite.gate(
+            imported,
+            image,
+            max_parallel=args.parallel,
+            progress=progress,
+            limits=GateLimits(command_timeout_s=args.command_timeout, check_timeout_s=args.check_timeout),
+        )
         partition = suite.write_gate(Lake(settings), verdict)
     for line in [*suite.gate_lines(verdict), *suite.lake_lines(partition)]:
         print(line)
@@ -393,8 +464,10 @@ def _gate_suite(args: argparse.Namespace) -> Any:
 
 def cmd_suite_gate(args: argparse.Namespace) -> int:
     verdict = _gate_suite(args)
-    print(f"next: `bashgym suite eval {shlex.quote(args.path)}`, or `bashgym eval --suite "
-          f"{shlex.quote(verdict.imported.suite)}` (what is gated now, without gating it again)")
+    print(
+        f"next: `bashgym suite eval {shlex.quote(args.path)}`, or `bashgym eval --suite "
+        f"{shlex.quote(verdict.imported.suite)}` (what is gated now, without gating it again)"
+    )
     return 0
 
 
@@ -406,11 +479,14 @@ def cmd_suite_eval(args: argparse.Namespace) -> int:
     from bashgym_assets.scenarios import suite
 
     verdict = _gate_suite(args)
-    bundles = pick_bundles(verdict.bundles(), limit=args.limit, categories=args.category, sample=args.sample,
-                           seed=args.seed)
+    bundles = pick_bundles(
+        verdict.bundles(), limit=args.limit, categories=args.category, sample=args.sample, seed=args.seed
+    )
     if not bundles:
-        raise RuntimeError(f"none of the {len(verdict.admitted)} admitted task(s) of suite {verdict.imported.suite!r} "
-                           f"is in the selection (categories {', '.join(args.category) or 'any'})")
+        raise RuntimeError(
+            f"none of the {len(verdict.admitted)} admitted task(s) of suite {verdict.imported.suite!r} "
+            f"is in the selection (categories {', '.join(args.category) or 'any'})"
+        )
     print()
     eval_id = f"eval-cli-{suite.partition_for(verdict.imported.suite)}-{uuid.uuid4().hex[:8]}"
     return evaluate_bundles(args, bundles, {}, eval_id=eval_id)
@@ -440,67 +516,129 @@ def cmd_override(args: argparse.Namespace) -> int:
 
     fn = overrides.promote_trace if args.command == "promote" else overrides.demote_trace
     fn(args.segment_id, args.reason)
-    print(f"{args.command}d {args.segment_id}: {args.reason} (tiered_traces is updated now, and the decision "
-          "is re-applied on every re-materialization)")
+    print(
+        f"{args.command}d {args.segment_id}: {args.reason} (tiered_traces is updated now, and the decision "
+        "is re-applied on every re-materialization)"
+    )
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bashgym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    demo_p = sub.add_parser("demo", help="materialize every asset on the configured (default: bundled sample) data")
-    demo_p.add_argument("--profile", default="demo", choices=["demo", "quick", "full"],
-                        help="run config per asset: demo (the default), quick (a smoke run of every stage) or "
-                             "full (the recorded before/after table)")
-    demo_p.add_argument("--quick", dest="profile", action="store_const", const="quick",
-                        help="same as --profile quick: every stage on tiny budgets (16 scenarios, 2 SFT steps, "
-                             "3 evaluation scenarios)")
-    demo_p.add_argument("--skip", default="", help="comma-separated assets to leave out of the plan (e.g. "
-                                                   "student_rollouts,dpo_dataset,dpo_adapter)")
-    demo_p.add_argument("--process-per-step", action="store_true",
-                        help="run each step in a process of its own (memory freed between steps; every step pays "
-                             "the imports again)")
-    demo_p.add_argument("--wait", action="store_true",
-                        help="if another pipeline holds the data folder, queue behind it (default: refuse, naming it)")
+    demo_p = sub.add_parser(
+        "demo", help="materialize every asset on the configured (default: bundled sample) data"
+    )
+    demo_p.add_argument(
+        "--profile",
+        default="demo",
+        choices=["demo", "quick", "full"],
+        help="run config per asset: demo (the default), quick (a smoke run of every stage) or "
+        "full (the recorded before/after table)",
+    )
+    demo_p.add_argument(
+        "--quick",
+        dest="profile",
+        action="store_const",
+        const="quick",
+        help="same as --profile quick: every stage on tiny budgets (16 scenarios, 2 SFT steps, "
+        "3 evaluation scenarios)",
+    )
+    demo_p.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated assets to leave out of the plan (e.g. "
+        "student_rollouts,dpo_dataset,dpo_adapter)",
+    )
+    demo_p.add_argument(
+        "--process-per-step",
+        action="store_true",
+        help="run each step in a process of its own (memory freed between steps; every step pays "
+        "the imports again)",
+    )
+    demo_p.add_argument(
+        "--wait",
+        action="store_true",
+        help="if another pipeline holds the data folder, queue behind it (default: refuse, naming it)",
+    )
     demo_p.set_defaults(fn=cmd_demo)
-    train_p = sub.add_parser("train", help="the whole pipeline with a training profile (default: full), ending "
-                                           "in the evaluation and the promotion decision")
+    train_p = sub.add_parser(
+        "train",
+        help="the whole pipeline with a training profile (default: full), ending "
+        "in the evaluation and the promotion decision",
+    )
     train_p.add_argument("--profile", default="full", choices=["demo", "quick", "full", "factory-cpu"])
     train_p.add_argument("--skip", default="", help="comma-separated assets to leave out of the plan")
-    train_p.add_argument("--only", default="", help="comma-separated assets: run just these (in plan order), "
-                         "on what the data folder already holds (e.g. the DPO stage after an SFT run)")
-    train_p.add_argument("--process-per-step", action="store_true",
-                         help="run each step in a process of its own (memory freed between steps)")
-    train_p.add_argument("--wait", action="store_true",
-                         help="if another pipeline holds the data folder, queue behind it (default: refuse, naming it)")
+    train_p.add_argument(
+        "--only",
+        default="",
+        help="comma-separated assets: run just these (in plan order), "
+        "on what the data folder already holds (e.g. the DPO stage after an SFT run)",
+    )
+    train_p.add_argument(
+        "--process-per-step",
+        action="store_true",
+        help="run each step in a process of its own (memory freed between steps)",
+    )
+    train_p.add_argument(
+        "--wait",
+        action="store_true",
+        help="if another pipeline holds the data folder, queue behind it (default: refuse, naming it)",
+    )
     train_p.set_defaults(fn=cmd_demo)
-    factory_p = sub.add_parser("factory", help="draw the task factory's families (generated_scenarios), merge them "
-                                               "with the pack and certify every task with the gate")
-    factory_p.add_argument("--per-family", type=int, default=55,
-                           help="distinct tasks per family (55 x 96 families: ~5,300 tasks, ~15 min to gate)")
+    factory_p = sub.add_parser(
+        "factory",
+        help="draw the task factory's families (generated_scenarios), merge them "
+        "with the pack and certify every task with the gate",
+    )
+    factory_p.add_argument(
+        "--per-family",
+        type=int,
+        default=55,
+        help="distinct tasks per family (55 x 96 families: ~5,300 tasks, ~15 min to gate)",
+    )
     factory_p.add_argument("--seed", type=int, default=0)
     factory_p.add_argument("--parallel", type=int, default=8, help="sandboxes at once in the gate")
-    factory_p.add_argument("--wait", action="store_true",
-                           help="if another pipeline holds the data folder, queue behind it (default: refuse, naming it)")
+    factory_p.add_argument(
+        "--wait",
+        action="store_true",
+        help="if another pipeline holds the data folder, queue behind it (default: refuse, naming it)",
+    )
     factory_p.set_defaults(fn=cmd_factory)
-    sub.add_parser("where", help="print where the data lives and how to open the UIs").set_defaults(fn=cmd_where)
-    move = sub.add_parser("move", help="move the data folder (BASHGYM_HOME) to NEW_PATH, rewriting every absolute "
-                                       "path into it (MLflow, Dagster, adapter configs, lake tables)")
+    sub.add_parser("where", help="print where the data lives and how to open the UIs").set_defaults(
+        fn=cmd_where
+    )
+    move = sub.add_parser(
+        "move",
+        help="move the data folder (BASHGYM_HOME) to NEW_PATH, rewriting every absolute "
+        "path into it (MLflow, Dagster, adapter configs, lake tables)",
+    )
     move.add_argument("new_path")
     move.add_argument("--copy", action="store_true", help="copy instead: the old folder is left as it was")
-    move.add_argument("--force", action="store_true",
-                      help="even when other processes have files open in the data folder")
+    move.add_argument(
+        "--force", action="store_true", help="even when other processes have files open in the data folder"
+    )
     move.set_defaults(fn=cmd_move)
-    relocate = sub.add_parser("relocate", help="the data folder was copied or moved by hand: rewrite the paths "
-                                               "that still point at its old place to where it is now")
+    relocate = sub.add_parser(
+        "relocate",
+        help="the data folder was copied or moved by hand: rewrite the paths "
+        "that still point at its old place to where it is now",
+    )
     relocate.add_argument("--from", dest="old", help="where it was (default: what its stores say)")
-    relocate.add_argument("--force", action="store_true",
-                          help="even when other processes have files open in the data folder")
+    relocate.add_argument(
+        "--force", action="store_true", help="even when other processes have files open in the data folder"
+    )
     relocate.set_defaults(fn=cmd_relocate)
     sql = sub.add_parser("sql", help="run SQL over the lake (every asset is a DuckDB view)")
     sql.add_argument("query")
-    sql.add_argument("--max-rows", "--limit", dest="max_rows", type=int, default=50,
-                     help="rows to print (default 50; stderr says how many there were when it cut)")
+    sql.add_argument(
+        "--max-rows",
+        "--limit",
+        dest="max_rows",
+        type=int,
+        default=50,
+        help="rows to print (default 50; stderr says how many there were when it cut)",
+    )
     sql.add_argument("--all", dest="max_rows", action="store_const", const=None, help="print every row")
     sql.set_defaults(fn=cmd_sql)
     add_suite_parsers(sub)
@@ -509,11 +647,16 @@ def build_parser() -> argparse.ArgumentParser:
     img.set_defaults(fn=cmd_images)
     hooks = sub.add_parser("hooks", help="install/uninstall the Claude Code live-capture hook")
     hooks.add_argument("action", choices=["install", "uninstall", "status"])
-    hooks.add_argument("--settings", help="path of Claude Code's settings.json (default ~/.claude/settings.json)")
+    hooks.add_argument(
+        "--settings", help="path of Claude Code's settings.json (default ~/.claude/settings.json)"
+    )
     hooks.set_defaults(fn=cmd_hooks)
     for name in ("promote", "demote"):
-        p = sub.add_parser(name, help=f"{name} a tiered trace segment by id (survives re-materialization), or "
-                                      f"with --model a registered adapter version (the MLflow champion alias)")
+        p = sub.add_parser(
+            name,
+            help=f"{name} a tiered trace segment by id (survives re-materialization), or "
+            f"with --model a registered adapter version (the MLflow champion alias)",
+        )
         p.add_argument("segment_id", nargs="?")
         p.add_argument("--model", help="a version of the registered model bashgym-operator")
         p.add_argument("--reason", required=True)
@@ -541,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
         from bashgym_assets.faults import explain_os_error
 
         print(f"error: {exc}", file=sys.stderr)
-        hint = explain_os_error(str(exc))   # a full disk says so, whatever layer reported it
+        hint = explain_os_error(str(exc))  # a full disk says so, whatever layer reported it
         if hint:
             print(hint, file=sys.stderr)
         return 1
@@ -549,4 +692,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

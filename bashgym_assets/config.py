@@ -25,7 +25,7 @@ def with_psycopg2(uri: str) -> str:
     with psycopg 3, which is not installed; psycopg2 is (the driver dagster-postgres is written for)."""
     for bare in ("postgresql://", "postgres://"):
         if uri.startswith(bare):
-            return "postgresql+psycopg2://" + uri[len(bare):]
+            return "postgresql+psycopg2://" + uri[len(bare) :]
     return uri
 
 
@@ -80,14 +80,20 @@ class Settings(BaseModel):
     teacher_api_base: str | None = Field(default_factory=lambda: os.environ.get("BASHGYM_TEACHER_API_BASE"))
     base_model: str | None = Field(default_factory=lambda: os.environ.get("BASHGYM_BASE_MODEL"))
     gpu_executor: str = Field(default_factory=lambda: os.environ.get("BASHGYM_GPU_EXECUTOR", "in_process"))
-    sandbox_image_override: str | None = Field(default_factory=lambda: os.environ.get("BASHGYM_SANDBOX_IMAGE"))
+    sandbox_image_override: str | None = Field(
+        default_factory=lambda: os.environ.get("BASHGYM_SANDBOX_IMAGE")
+    )
     eval_suite_dirs: list[Path] = Field(default_factory=lambda: _env_paths("BASHGYM_EVAL_SUITE_DIRS", []))
     # URLs that may carry a password: kept out of repr (logs, tracebacks)
     mlflow_tracking_uri_override: str | None = Field(
-        default_factory=lambda: os.environ.get("BASHGYM_MLFLOW_TRACKING_URI", "").strip() or None, repr=False)
+        default_factory=lambda: os.environ.get("BASHGYM_MLFLOW_TRACKING_URI", "").strip() or None, repr=False
+    )
     dagster_pg_url: str | None = Field(
-        default_factory=lambda: os.environ.get("BASHGYM_DAGSTER_PG_URL", "").strip() or None, repr=False)
-    run_launcher: str = Field(default_factory=lambda: os.environ.get("BASHGYM_RUN_LAUNCHER", "").strip() or "default")
+        default_factory=lambda: os.environ.get("BASHGYM_DAGSTER_PG_URL", "").strip() or None, repr=False
+    )
+    run_launcher: str = Field(
+        default_factory=lambda: os.environ.get("BASHGYM_RUN_LAUNCHER", "").strip() or "default"
+    )
 
     model_config = {"frozen": True}
 
@@ -157,8 +163,14 @@ class Settings(BaseModel):
         return PROJECT_ROOT / "sandbox_images"
 
     def ensure_dirs(self) -> None:
-        for folder in (self.lake_dir, self.artifacts_dir, self.dagster_home, self.mlflow_dir, self.capture_dir,
-                       self.models_dir):
+        for folder in (
+            self.lake_dir,
+            self.artifacts_dir,
+            self.dagster_home,
+            self.mlflow_dir,
+            self.capture_dir,
+            self.models_dir,
+        ):
             folder.mkdir(parents=True, exist_ok=True)
 
 

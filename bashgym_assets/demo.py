@@ -34,8 +34,8 @@ class AssetNode:
     module: str
     partitioned: bool
     deps: set[str] = field(default_factory=set)
-    skippable: bool = False   # may succeed without materializing (output_required=False)
-    ranged: bool = False      # statically partitioned: one run over every partition key
+    skippable: bool = False  # may succeed without materializing (output_required=False)
+    ranged: bool = False  # statically partitioned: one run over every partition key
 
 
 @dataclass
@@ -94,16 +94,24 @@ def plan(nodes: dict[str, AssetNode]) -> list[PlanStep]:
         while progress:
             progress = False
             for n in sorted(remaining.values(), key=lambda n: n.key):
-                if (n.key in group or n.module != head.module or n.partitioned != head.partitioned
-                        or n.ranged != head.ranged):
+                if (
+                    n.key in group
+                    or n.module != head.module
+                    or n.partitioned != head.partitioned
+                    or n.ranged != head.ranged
+                ):
                     continue
                 # A skippable asset that yields nothing makes Dagster skip its dependents in the same run, so
                 # those go to a later run, which then reads whatever the skippable asset last materialized.
-                if all(d in done or d not in nodes or (d in group and not nodes[d].skippable) for d in n.deps):
+                if all(
+                    d in done or d not in nodes or (d in group and not nodes[d].skippable) for d in n.deps
+                ):
                     group.append(n.key)
                     progress = True
         order = _topological(group, nodes)
-        steps.append(PlanStep(module=head.module, assets=order, partitioned=head.partitioned, ranged=head.ranged))
+        steps.append(
+            PlanStep(module=head.module, assets=order, partitioned=head.partitioned, ranged=head.ranged)
+        )
         for key in order:
             done.add(key)
             remaining.pop(key)
@@ -126,12 +134,16 @@ def without(steps: list[PlanStep], skip: Iterable[str]) -> list[PlanStep]:
     known = {a for step in steps for a in step.assets}
     unknown = sorted(skip - known)
     if unknown:
-        raise ValueError(f"unknown asset(s) to skip: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        raise ValueError(
+            f"unknown asset(s) to skip: {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+        )
     out = []
     for step in steps:
         kept = [a for a in step.assets if a not in skip]
         if kept:
-            out.append(PlanStep(module=step.module, assets=kept, partitioned=step.partitioned, ranged=step.ranged))
+            out.append(
+                PlanStep(module=step.module, assets=kept, partitioned=step.partitioned, ranged=step.ranged)
+            )
     return out
 
 
@@ -164,9 +176,20 @@ PROFILES: dict[str, dict[str, dict]] = {
         "sft_adapter": {"max_steps": 10, "learning_rate": 1e-3, "max_length": 384},
         "student_rollouts": {"max_scenarios": 3, "max_turns": 3, "max_new_tokens": 48},
         "dpo_adapter": {"max_steps": 1, "learning_rate": 5e-5, "max_length": 384},
-        "grpo_adapter": {"max_steps": 1, "num_generations": 2, "scenarios_per_step": 2, "max_turns": 3,
-                         "max_new_tokens": 48, "max_scenarios": 4},
-        "benchmark_results": {"max_scenarios": 6, "max_turns": 4, "max_new_tokens": 40, "heldout_per_family": 0},
+        "grpo_adapter": {
+            "max_steps": 1,
+            "num_generations": 2,
+            "scenarios_per_step": 2,
+            "max_turns": 3,
+            "max_new_tokens": 48,
+            "max_scenarios": 4,
+        },
+        "benchmark_results": {
+            "max_scenarios": 6,
+            "max_turns": 4,
+            "max_new_tokens": 40,
+            "heldout_per_family": 0,
+        },
         "exported_model": {"verify": False},
     },
     # ``quick`` (`bashgym demo --quick`): a smoke run of every stage, same code paths, tiny budgets: 16 pack
@@ -181,9 +204,20 @@ PROFILES: dict[str, dict[str, dict]] = {
         "sft_adapter": {"max_steps": 2, "max_length": 256},
         "student_rollouts": {"max_scenarios": 2, "max_turns": 2, "max_new_tokens": 16},
         "dpo_adapter": {"max_steps": 1, "max_length": 256, "learning_rate": 5e-5},
-        "grpo_adapter": {"max_steps": 1, "num_generations": 2, "scenarios_per_step": 1, "max_turns": 2,
-                         "max_new_tokens": 16, "max_scenarios": 2},
-        "benchmark_results": {"max_scenarios": 3, "max_turns": 2, "max_new_tokens": 16, "heldout_per_family": 0},
+        "grpo_adapter": {
+            "max_steps": 1,
+            "num_generations": 2,
+            "scenarios_per_step": 1,
+            "max_turns": 2,
+            "max_new_tokens": 16,
+            "max_scenarios": 2,
+        },
+        "benchmark_results": {
+            "max_scenarios": 3,
+            "max_turns": 2,
+            "max_new_tokens": 16,
+            "heldout_per_family": 0,
+        },
         "exported_model": {"verify": False},
     },
     # ``factory`` (`bashgym factory`): the task factory at scale, drawn, merged with the pack and gated (the plan is
@@ -202,14 +236,33 @@ PROFILES: dict[str, dict[str, dict]] = {
         "gated_scenarios": {"max_parallel": 8},
         "verified_trajectories": {"max_parallel": 6},
         "sft_dataset": {"observation_chars": 400},
-        "sft_adapter": {"epochs": 2.0, "learning_rate": 1e-3, "max_length": 1024, "warmup_steps": 5,
-                        "curriculum": True, "save_every": 50},
-        "student_rollouts": {"student": "sft", "max_scenarios": 64, "samples": 2, "temperature": 0.7,
-                             "max_turns": 6, "max_new_tokens": 96},
+        "sft_adapter": {
+            "epochs": 2.0,
+            "learning_rate": 1e-3,
+            "max_length": 1024,
+            "warmup_steps": 5,
+            "curriculum": True,
+            "save_every": 50,
+        },
+        "student_rollouts": {
+            "student": "sft",
+            "max_scenarios": 64,
+            "samples": 2,
+            "temperature": 0.7,
+            "max_turns": 6,
+            "max_new_tokens": 96,
+        },
         "dpo_adapter": {"epochs": 1.0, "learning_rate": 2e-5, "max_length": 1024},
-        "grpo_adapter": {"max_steps": 8, "num_generations": 4, "scenarios_per_step": 2, "max_turns": 5,
-                         "max_new_tokens": 64, "learning_rate": 2e-5, "difficulty_ladder": True,
-                         "ladder_window": 8},
+        "grpo_adapter": {
+            "max_steps": 8,
+            "num_generations": 4,
+            "scenarios_per_step": 2,
+            "max_turns": 5,
+            "max_new_tokens": 64,
+            "learning_rate": 2e-5,
+            "difficulty_ladder": True,
+            "ladder_window": 8,
+        },
         "benchmark_results": {"heldout_per_family": 3, "fit_sample": 35},
     },
     "full": {
@@ -223,14 +276,22 @@ def step_config(step: PlanStep, profile: str) -> dict | None:
     """``--config-json`` for one run: the profile's config of the assets in it (None when it has none)."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: choose from {', '.join(PROFILES)}")
-    ops = {key.replace("/", "__"): {"config": PROFILES[profile][key]}
-           for key in step.assets if key in PROFILES[profile]}
+    ops = {
+        key.replace("/", "__"): {"config": PROFILES[profile][key]}
+        for key in step.assets
+        if key in PROFILES[profile]
+    }
     return {"ops": ops} if ops else None
 
 
-def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
-             echo: Callable[[str], None] = print, profile: str = "demo", process_per_step: bool = False,
-             ) -> list[tuple[PlanStep, str | None, float]]:
+def run_plan(
+    steps: list[PlanStep],
+    partitions: list[str],
+    env: dict[str, str],
+    echo: Callable[[str], None] = print,
+    profile: str = "demo",
+    process_per_step: bool = False,
+) -> list[tuple[PlanStep, str | None, float]]:
     """Run the plan's steps in order, each as one run (or one run per repository partition) of its code
     location's asset job on the persistent instance, so every run shows in the Dagster UI and can be re-executed
     there. Raises on the first failure with the failing run's log tail.
@@ -250,23 +311,38 @@ def run_plan(steps: list[PlanStep], partitions: list[str], env: dict[str, str],
     def flush() -> None:
         if not batch:
             return
-        payload = {"steps": [{"module": s.module, "assets": s.assets, "partitioned": s.partitioned,
-                              "ranged": s.ranged,
-                              "label": _label(s, partitions),
-                              "config": step_config(s, profile) or {}} for s in batch],
-                   "partitions": partitions}
+        payload = {
+            "steps": [
+                {
+                    "module": s.module,
+                    "assets": s.assets,
+                    "partitioned": s.partitioned,
+                    "ranged": s.ranged,
+                    "label": _label(s, partitions),
+                    "config": step_config(s, profile) or {},
+                }
+                for s in batch
+            ],
+            "partitions": partitions,
+        }
         # the child dies with this process (issue 31): asked before its imports, so a parent killed meanwhile counts
-        cmd = [sys.executable, "-c", "from bashgym_assets.housekeeping import die_with_parent; "
-               f"die_with_parent(expected_parent={os.getpid()}); "
-               "from bashgym_assets.demo import plan_main; plan_main()", json.dumps(payload)]
+        cmd = [
+            sys.executable,
+            "-c",
+            "from bashgym_assets.housekeeping import die_with_parent; "
+            f"die_with_parent(expected_parent={os.getpid()}); "
+            "from bashgym_assets.demo import plan_main; plan_main()",
+            json.dumps(payload),
+        ]
         done: list[float] = []
         returncode, tail = _run_streaming(cmd, env, echo, done)
         for step, elapsed in zip(batch, done, strict=False):
             timings.append((step, ",".join(partitions) if step.partitioned else None, elapsed))
         if returncode != 0:
             failed = batch[len(done)] if len(done) < len(batch) else batch[-1]
-            raise RuntimeError(f"materializing {_label(failed, partitions)} failed (exit {returncode}):\n"
-                               + "\n".join(tail))
+            raise RuntimeError(
+                f"materializing {_label(failed, partitions)} failed (exit {returncode}):\n" + "\n".join(tail)
+            )
         batch.clear()
 
     for step in steps:
@@ -292,8 +368,11 @@ def workspace_locations(workspace: Path | None = None) -> dict[str, Any]:
     if not path.is_file():
         return {}
     origins = location_origins_from_yaml_paths([str(path)])
-    return {o.loadable_target_origin.module_name: o for o in origins
-            if getattr(o, "loadable_target_origin", None) is not None and o.loadable_target_origin.module_name}
+    return {
+        o.loadable_target_origin.module_name: o
+        for o in origins
+        if getattr(o, "loadable_target_origin", None) is not None and o.loadable_target_origin.module_name
+    }
 
 
 class AssetJobRunner:
@@ -306,7 +385,9 @@ class AssetJobRunner:
     and repository the UI matches a run against: the location name of workspace.yaml), run on the location's
     executor with the filesystem IO manager (artifacts persisted: re-execution from failure works)."""
 
-    def __init__(self, module: str, instance: dg.DagsterInstance, locations: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, module: str, instance: dg.DagsterInstance, locations: dict[str, Any] | None = None
+    ) -> None:
         import importlib
 
         from dagster._core.definitions.reconstruct import ReconstructableRepository
@@ -318,18 +399,28 @@ class AssetJobRunner:
         defs: dg.Definitions = importlib.import_module(module).defs
         self.repo_def = defs.get_repository_def()
         # the attribute the UI's code server finds the Definitions under
-        attribute = next(name for name, value in vars(importlib.import_module(module)).items() if value is defs)
+        attribute = next(
+            name for name, value in vars(importlib.import_module(module)).items() if value is defs
+        )
         self.recon_repo = ReconstructableRepository.for_module(module, attribute, os.getcwd())
         locations = workspace_locations() if locations is None else locations
         # a module no workspace names (a test's): the location `dagster dev -m MODULE` would load it as
-        location = locations.get(module) or location_origin_from_module_name(module, None, os.getcwd(), module)
+        location = locations.get(module) or location_origin_from_module_name(
+            module, None, os.getcwd(), module
+        )
         self.repository_origin = RemoteRepositoryOrigin(location, self.repo_def.name)
 
     def partitions_def(self, assets: list[str]) -> dg.PartitionsDefinition | None:
         return self.repo_def.asset_graph.get(dg.AssetKey.from_user_string(assets[0])).partitions_def
 
-    def run(self, assets: list[str], run_config: dict[str, Any] | None = None, tags: dict[str, str] | None = None,
-            partition_key: str | None = None, partition_range: tuple[str, str] | None = None) -> dg.DagsterRun:
+    def run(
+        self,
+        assets: list[str],
+        run_config: dict[str, Any] | None = None,
+        tags: dict[str, str] | None = None,
+        partition_key: str | None = None,
+        partition_range: tuple[str, str] | None = None,
+    ) -> dg.DagsterRun:
         """One run of ``assets`` (and their checks), for one partition key, a whole key range (the assets'
         single-run backfill) or unpartitioned; returns the finished run (its status says how it went)."""
         from dagster._core.definitions.partitions.context import partition_loading_context
@@ -342,7 +433,10 @@ class AssetJobRunner:
         if job_def is None:
             raise ValueError(f"{', '.join(assets)}: no asset job of {self.module} holds them all")
         run_config = dict(run_config or {})
-        if job_def.executor_def.name == dg.multi_or_in_process_executor.name and "execution" not in run_config:
+        if (
+            job_def.executor_def.name == dg.multi_or_in_process_executor.name
+            and "execution" not in run_config
+        ):
             # the location's default executor, its in-process choice: a process per step would pay the imports again
             run_config["execution"] = {"config": {"in_process": {}}}
         tags = dict(tags or {})
@@ -351,15 +445,23 @@ class AssetJobRunner:
                 job_def.validate_partition_key(partition_key, selected_asset_keys=set(keys), context=context)
             tags.update(job_def.get_tags_for_partition_key(partition_key, selected_asset_keys=keys))
         elif partition_range is not None:
-            tags.update({ASSET_PARTITION_RANGE_START_TAG: partition_range[0],
-                         ASSET_PARTITION_RANGE_END_TAG: partition_range[1]})
+            tags.update(
+                {
+                    ASSET_PARTITION_RANGE_START_TAG: partition_range[0],
+                    ASSET_PARTITION_RANGE_END_TAG: partition_range[1],
+                }
+            )
         recon_job = self.recon_repo.get_reconstructable_job(job_def.name)
         # the whole job, subset by the selection here: the run's snapshot then names the job's own snapshot as its
         # parent, the one the UI compares with the loaded job's before it offers "Re-execute" without a warning
         run = self.instance.create_run_for_job(
-            job_def=recon_job.get_definition(), run_config=run_config, tags=tags, asset_selection=frozenset(keys),
+            job_def=recon_job.get_definition(),
+            run_config=run_config,
+            tags=tags,
+            asset_selection=frozenset(keys),
             remote_job_origin=RemoteJobOrigin(self.repository_origin, job_def.name),
-            job_code_origin=recon_job.get_python_origin())
+            job_code_origin=recon_job.get_python_origin(),
+        )
         return execute_run(recon_job, run, self.instance).dagster_run
 
 
@@ -373,25 +475,40 @@ def _label(step: PlanStep, partitions: list[str]) -> str:
 # evaluation turns and results, gate progress; the rest stays in the run log (Dagster UI).
 _PROGRESS_RE = re.compile(r" - (?:INFO|WARNING) - .*? - [0-9a-f-]{36} - (?:\d+ - )?([a-z_]+) - (.*)$")
 _COUNTER_RE = re.compile(r"^\[\d+/\d+\] ")
-_SHOWN = ("sft step", "dpo step", "grpo step", "] turn", " live episodes", " episodes in ", "gated ", "rolled out ",
-          "skipped", "PROMOTED", "not promoted", "attempts", "live metrics in MLflow",
-          "external suite")   # scenario_candidates / gated_scenarios: a suite refused whole (a warning)
+_SHOWN = (
+    "sft step",
+    "dpo step",
+    "grpo step",
+    "] turn",
+    " live episodes",
+    " episodes in ",
+    "gated ",
+    "rolled out ",
+    "skipped",
+    "PROMOTED",
+    "not promoted",
+    "attempts",
+    "live metrics in MLflow",
+    "external suite",
+)  # scenario_candidates / gated_scenarios: a suite refused whole (a warning)
 
 
 _STEP_START = "--> "
-_POOL_LINE = "    [pool] "   # what a GPU step waits for, always shown
+_POOL_LINE = "    [pool] "  # what a GPU step waits for, always shown
 _STEP_DONE_RE = re.compile(r"^    ok in ([0-9.]+) s$")
 
 
-def _run_streaming(cmd: list[str], env: dict[str, str], echo: Callable[[str], None],
-                   done: list[float] | None = None) -> tuple[int, list[str]]:
+def _run_streaming(
+    cmd: list[str], env: dict[str, str], echo: Callable[[str], None], done: list[float] | None = None
+) -> tuple[int, list[str]]:
     """Run a child (``plan_main``) and echo its step markers and progress lines as they come; keep the tail for
     errors. ``done`` collects the duration of each step ``plan_main`` finished."""
     from collections import deque
 
     tail: deque[str] = deque(maxlen=40)
-    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          errors="replace", bufsize=1) as proc:
+    with subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1
+    ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.rstrip("\n")
@@ -451,7 +568,7 @@ def plan_main() -> None:
     runners: dict[str, AssetJobRunner] = {}
     for step in payload["steps"]:
         print(f"{_STEP_START}{step['label']}", flush=True)
-        if step["module"] == GPU_MODULE:   # say what we wait for, and never wait on a run that is dead
+        if step["module"] == GPU_MODULE:  # say what we wait for, and never wait on a run that is dead
             wait_for_pool(instance, echo=lambda line: print(f"{_POOL_LINE}{line}", flush=True))
         started = time.monotonic()
         if step["module"] not in runners:
@@ -460,7 +577,9 @@ def plan_main() -> None:
         assets = step["assets"]
         keys = payload["partitions"] if step["partitioned"] else [None]
         span = None
-        if step.get("ranged"):   # one run over every key: the asset's single-run backfill policy takes the range
+        if step.get(
+            "ranged"
+        ):  # one run over every key: the asset's single-run backfill policy takes the range
             every = runner.partitions_def(assets).get_partition_keys()
             span = (every[0], every[-1])
         failed = []

@@ -15,8 +15,11 @@ from pathlib import Path
 
 # Texts that say the disk (or a quota) is full, whoever wrote them: the kernel's ENOSPC/EDQUOT as Python and
 # most tools print them, SQLite's SQLITE_FULL.
-_FULL_RE = re.compile(r"No space left on device|\bENOSPC\b|\[Errno 28\]|database or disk is full|\bSQLITE_FULL\b"
-                      r"|Disk quota exceeded|\bEDQUOT\b|\[Errno 122\]", re.IGNORECASE)
+_FULL_RE = re.compile(
+    r"No space left on device|\bENOSPC\b|\[Errno 28\]|database or disk is full|\bSQLITE_FULL\b"
+    r"|Disk quota exceeded|\bEDQUOT\b|\[Errno 122\]",
+    re.IGNORECASE,
+)
 # SQLite's word when a write failed underneath it (on a full disk this is what Dagster's storage most often says).
 _IO_RE = re.compile(r"disk I/O error|\bSQLITE_IOERR\w*", re.IGNORECASE)
 _PATH_RE = re.compile(r"(/[^\s'\"`:,;()\[\]{}<>]+)")
@@ -84,13 +87,18 @@ def explain_os_error(text: str, folder: str | Path | None = None) -> str | None:
     if full and not low and free is not None:
         # the text says a disk is full but this one has room: another disk (/tmp, Docker's folder) is the full one,
         # or the failed write's own files were removed since
-        return (f"bashgym: a write failed because a disk is full (no space left on device), though {where} has "
-                f"room now{room}: `df -h` shows which disk is full (/tmp, Docker's folder, the data folder); free "
-                "space there and run the command again")
+        return (
+            f"bashgym: a write failed because a disk is full (no space left on device), though {where} has "
+            f"room now{room}: `df -h` shows which disk is full (/tmp, Docker's folder, the data folder); free "
+            "space there and run the command again"
+        )
     if full or low:
-        return (f"bashgym: the disk holding {where} is full{room}: free space there (`df -h {where}` shows the "
-                "disk, `du -sh` its biggest folders) or move the data folder (BASHGYM_HOME), then run the command "
-                "again")
-    return (f"bashgym: SQLite could not write under {where} (disk I/O error){room}: if that disk was full "
-            f"(`df -h {where}`), free space and run again; otherwise the disk itself failed (see `dmesg`)")
-
+        return (
+            f"bashgym: the disk holding {where} is full{room}: free space there (`df -h {where}` shows the "
+            "disk, `du -sh` its biggest folders) or move the data folder (BASHGYM_HOME), then run the command "
+            "again"
+        )
+    return (
+        f"bashgym: SQLite could not write under {where} (disk I/O error){room}: if that disk was full "
+        f"(`df -h {where}`), free space and run again; otherwise the disk itself failed (see `dmesg`)"
+    )

@@ -51,9 +51,12 @@ def describe_holder(holder: dict[str, str]) -> str:
         with contextlib.suppress(ValueError):
             started = datetime.fromisoformat(holder["started"])
             since = f", since {started:%Y-%m-%d %H:%M:%S} UTC, {time.time() - started.timestamp():.0f} s ago"
-    gone = " (that process is gone: a child it forked holds the lock)" if process_alive(holder) is False else ""
-    return (f"`{holder.get('command', '?')}` (pid {holder[PID_TAG]} on {holder.get(HOST_TAG, '?')}{since})"
-            + gone)
+    gone = (
+        " (that process is gone: a child it forked holds the lock)" if process_alive(holder) is False else ""
+    )
+    return (
+        f"`{holder.get('command', '?')}` (pid {holder[PID_TAG]} on {holder.get(HOST_TAG, '?')}{since})" + gone
+    )
 
 
 def _command_line() -> str:
@@ -63,9 +66,15 @@ def _command_line() -> str:
 
 
 @contextlib.contextmanager
-def pipeline_lock(settings: Settings | None = None, *, wait: bool | float = False, command: str | None = None,
-                  echo: Callable[[str], None] = print, poll_s: float = 0.5,
-                  say_every_s: float = 30.0) -> Iterator[dict[str, str]]:
+def pipeline_lock(
+    settings: Settings | None = None,
+    *,
+    wait: bool | float = False,
+    command: str | None = None,
+    echo: Callable[[str], None] = print,
+    poll_s: float = 0.5,
+    say_every_s: float = 30.0,
+) -> Iterator[dict[str, str]]:
     """Hold the data folder's pipeline lock for the block; yields what the lock file says about this holder.
 
     ``wait=False`` (default): raise ``DataFolderBusy`` naming the holder when another process has it. ``wait=True``
@@ -92,19 +101,23 @@ def pipeline_lock(settings: Settings | None = None, *, wait: bool | float = Fals
                     raise DataFolderBusy(
                         f"the data folder {settings.home} is in use by {holder}. Two pipelines on one folder "
                         "overwrite each other's adapters and runs: wait for it to end (or stop it), or queue "
-                        "behind it with --wait") from None
+                        "behind it with --wait"
+                    ) from None
                 if time.monotonic() - said_at >= say_every_s:
                     echo(f"[lock] waiting for the data folder {settings.home}: in use by {holder}")
                     said_at = time.monotonic()
                 time.sleep(poll_s)
-        info = {**process_tags(), "started": datetime.now(UTC).isoformat(timespec="seconds"),
-                "command": command or _command_line(),
-                "home": str(settings.home)}
+        info = {
+            **process_tags(),
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": command or _command_line(),
+            "home": str(settings.home),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(info, indent=1) + "\n").encode(), 0)
         try:
             yield info
         finally:
-            os.ftruncate(fd, 0)   # released: nobody to name any more
+            os.ftruncate(fd, 0)  # released: nobody to name any more
     finally:
-        os.close(fd)   # closing the last descriptor releases the flock
+        os.close(fd)  # closing the last descriptor releases the flock

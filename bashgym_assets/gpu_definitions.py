@@ -21,5 +21,9 @@ defs = dg.Definitions.merge(
     student.defs,
     evaluation.defs,
     export.defs,
-    dg.Definitions(resources=default_resources(), executor=gpu_executor(), sensors=[automation_sensor("gpu"), dead_run_reaper]),
+    dg.Definitions(
+        resources=default_resources(),
+        executor=gpu_executor(),
+        sensors=[automation_sensor("gpu"), dead_run_reaper],
+    ),
 )

@@ -42,14 +42,14 @@ from bashgym_assets.folder_lock import (  # noqa: F401 - re-exported: the pipeli
 )
 from bashgym_assets.processes import open_paths, start_ticks
 
-DEBRIS_MIN_AGE_S = 600.0   # a write in progress touches its temporary file far more often than this
+DEBRIS_MIN_AGE_S = 600.0  # a write in progress touches its temporary file far more often than this
 _PR_SET_PDEATHSIG = 1
 _OLD_RE = re.compile(r"^\.old-(?P<name>.+)\.(?P<pid>\d+)$")
 
 
 # ---- step processes die with their parent ----------------------------------------------------------------------
 def _interrupt_on_sigterm(signum: int, frame: Any) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)   # a second SIGTERM ends it at once
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
     raise KeyboardInterrupt("SIGTERM (parent process gone?): stopping")
 
 
@@ -79,7 +79,9 @@ def die_with_parent(grace_s: float = 5.0, expected_parent: int | None = None) ->
             by_kernel = libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) == 0
 
     # gone already: adopted by init (or a subreaper) before this call, or between the two getppid() calls
-    gone = parent == 1 or (expected_parent is not None and parent != expected_parent) or os.getppid() != parent
+    gone = (
+        parent == 1 or (expected_parent is not None and parent != expected_parent) or os.getppid() != parent
+    )
 
     def watch() -> None:
         while not gone and os.getppid() == parent:
@@ -114,8 +116,9 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def sweep_debris(settings: Settings | None = None, min_age_s: float = DEBRIS_MIN_AGE_S,
-                 now: float | None = None) -> list[str]:
+def sweep_debris(
+    settings: Settings | None = None, min_age_s: float = DEBRIS_MIN_AGE_S, now: float | None = None
+) -> list[str]:
     """Remove the ``.tmp-*`` files and folders of killed atomic writes anywhere in the data folder, and settle
     ``.old-<name>.<pid>`` folders: removed when ``<name>`` was replaced, renamed back when it never was.
 
@@ -134,7 +137,7 @@ def sweep_debris(settings: Settings | None = None, min_age_s: float = DEBRIS_MIN
             if name.startswith(".tmp-") or old:
                 candidates.append((Path(folder) / name, old))
                 if name in dirs:
-                    dirs.remove(name)   # its insides go with it
+                    dirs.remove(name)  # its insides go with it
     if not candidates:
         return []
     held = {pid: [p.removesuffix(" (deleted)") for p in paths] for pid, paths in open_paths([home]).items()}
@@ -143,19 +146,22 @@ def sweep_debris(settings: Settings | None = None, min_age_s: float = DEBRIS_MIN
         try:
             age = now - _newest_mtime(path)
         except OSError:
-            continue   # gone meanwhile
+            continue  # gone meanwhile
         rel = path.relative_to(home)
         if age < min_age_s:
             continue
         prefix = os.path.realpath(path)
-        users = [pid for pid, paths in held.items()
-                 if any(p == prefix or p.startswith(prefix + "/") for p in paths)]
+        users = [
+            pid
+            for pid, paths in held.items()
+            if any(p == prefix or p.startswith(prefix + "/") for p in paths)
+        ]
         if users:
             done.append(f"kept {rel}: open in pid {', '.join(map(str, users))}")
             continue
         if old is not None:
             if start_ticks(int(old["pid"])) and age < 24 * 3600:
-                continue   # its writer (or a process that took its pid) may still be replacing it
+                continue  # its writer (or a process that took its pid) may still be replacing it
             final = path.with_name(old["name"])
             if not final.exists():
                 os.replace(path, final)
@@ -172,9 +178,14 @@ def sweep_debris(settings: Settings | None = None, min_age_s: float = DEBRIS_MIN
 
 # ---- all of it at the start of a pipeline ----------------------------------------------------------------------
 @contextlib.contextmanager
-def pipeline_session(settings: Settings | None = None, *, wait: bool | float = False, command: str | None = None,
-                     echo: Callable[[str], None] = print,
-                     debris_min_age_s: float = DEBRIS_MIN_AGE_S) -> Iterator[dict[str, str]]:
+def pipeline_session(
+    settings: Settings | None = None,
+    *,
+    wait: bool | float = False,
+    command: str | None = None,
+    echo: Callable[[str], None] = print,
+    debris_min_age_s: float = DEBRIS_MIN_AGE_S,
+) -> Iterator[dict[str, str]]:
     """Hold the pipeline lock for the block, and before it runs: warn when the folder was moved without
     ``bashgym move``, clean up the debris of killed writes, fail the Dagster runs of dead processes (freeing their
     pool slots) and end their MLflow runs as KILLED. What was done is printed with a ``[cleanup]`` prefix."""

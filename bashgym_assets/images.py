@@ -43,7 +43,9 @@ class ImageBuildError(RuntimeError):
 def docker_engine_running() -> bool:
     if shutil.which("docker") is None:
         return False
-    probe = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True)
+    probe = subprocess.run(
+        ["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True
+    )
     return probe.returncode == 0 and bool(probe.stdout.strip())
 
 
@@ -67,8 +69,9 @@ def ensure_docker_engine(timeout_s: float = 60.0, log_path: Path = Path("/var/lo
         )
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        subprocess.Popen([dockerd], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                         start_new_session=True)
+        subprocess.Popen(
+            [dockerd], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if docker_engine_running():
@@ -128,7 +131,8 @@ def debian_mirror() -> str:
             continue
         text = path.read_text(errors="replace")
         for uri in re.findall(r"^URIs:\s*(\S+)", text, flags=re.M) + re.findall(
-                r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)", text, flags=re.M):
+            r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)", text, flags=re.M
+        ):
             if "security" not in uri:
                 return uri.rstrip("/")
     return DEFAULT_MIRROR
@@ -142,8 +146,9 @@ def _run(cmd: list[str], **kwargs) -> None:
         raise ImageBuildError(f"command failed ({done.returncode}): {' '.join(cmd)}")
 
 
-def build_sandbox_image(force: bool = False, recipe_dir: Path = RECIPE_DIR,
-                        cache_dir: Path | None = None) -> str:
+def build_sandbox_image(
+    force: bool = False, recipe_dir: Path = RECIPE_DIR, cache_dir: Path | None = None
+) -> str:
     """Build the image if its recipe-derived tag is not in the engine yet; return the tag. Idempotent."""
     ensure_docker_engine()
     tag = f"{IMAGE_REPOSITORY}:{recipe_hash(recipe_dir)}"
@@ -153,7 +158,9 @@ def build_sandbox_image(force: bool = False, recipe_dir: Path = RECIPE_DIR,
     if os.geteuid() != 0:
         raise ImageBuildError("building the sandbox image needs root (debootstrap and chroot)")
     if shutil.which("debootstrap") is None:
-        raise ImageBuildError("debootstrap is not installed: apt-get install -y debootstrap (or `make setup`)")
+        raise ImageBuildError(
+            "debootstrap is not installed: apt-get install -y debootstrap (or `make setup`)"
+        )
     packages = recipe_packages(recipe_dir)
     mirror = debian_mirror()
     started = time.monotonic()
@@ -169,15 +176,27 @@ def build_sandbox_image(force: bool = False, recipe_dir: Path = RECIPE_DIR,
         shutil.copy(recipe_dir / "configure-rootfs.sh", rootfs / "configure-rootfs.sh")
         _run(["chroot", str(rootfs), "/bin/sh", "/configure-rootfs.sh"])
         (rootfs / "configure-rootfs.sh").unlink()
-        tar = subprocess.Popen(["tar", "--numeric-owner", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        tar = subprocess.Popen(
+            ["tar", "--numeric-owner", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE
+        )
         assert tar.stdout is not None  # stdout=PIPE
         imported = subprocess.run(
-            ["docker", "import",
-             "--change", "ENV LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-             "--change", "CMD [\"/bin/bash\"]",
-             "--change", f"LABEL org.bashgym.recipe={recipe_hash(recipe_dir)} org.bashgym.kind=sandbox-base",
-             "-", tag],
-            stdin=tar.stdout, capture_output=True, text=True)
+            [
+                "docker",
+                "import",
+                "--change",
+                "ENV LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "--change",
+                'CMD ["/bin/bash"]',
+                "--change",
+                f"LABEL org.bashgym.recipe={recipe_hash(recipe_dir)} org.bashgym.kind=sandbox-base",
+                "-",
+                tag,
+            ],
+            stdin=tar.stdout,
+            capture_output=True,
+            text=True,
+        )
         tar.stdout.close()
         tar.wait()
         if tar.returncode != 0 or imported.returncode != 0:

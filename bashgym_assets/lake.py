@@ -33,7 +33,9 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]*$")
 
 def _check_name(kind: str, name: str) -> str:
     if not _SAFE_NAME.match(name) or ".." in name:
-        raise ValueError(f"unsafe {kind} name {name!r}: use letters, digits, '_', '-', '.', '=' (no '/' or '..')")
+        raise ValueError(
+            f"unsafe {kind} name {name!r}: use letters, digits, '_', '-', '.', '=' (no '/' or '..')"
+        )
     return name
 
 
@@ -58,7 +60,9 @@ def atomic_path(final: Path, suffix: str = "") -> Iterator[Path]:
     """
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".tmp-{final.name}.", suffix=suffix, dir=final.parent)
-    os.fchmod(fd, 0o666 & ~current_umask())   # mkstemp makes 0600: a UI or notebook of another user must read it
+    os.fchmod(
+        fd, 0o666 & ~current_umask()
+    )  # mkstemp makes 0600: a UI or notebook of another user must read it
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -105,14 +109,23 @@ class Lake:
         self.settings = settings or get_settings()
         self.root = Path(root) if root is not None else self.settings.lake_dir
         self.artifacts_root = self.settings.artifacts_dir if root is None else self.root.parent / "artifacts"
-        self.quarantined: list[tuple[str, str, str]] = []   # (asset, file, reason) left out of the views
+        self.quarantined: list[tuple[str, str, str]] = []  # (asset, file, reason) left out of the views
 
     # ---- tables ----------------------------------------------------------------------------------------
     def table_path(self, asset: str, partition: str | None = None) -> Path:
-        return self.root / _check_name("asset", asset) / f"{_check_name('partition', partition or UNPARTITIONED)}.parquet"
+        return (
+            self.root
+            / _check_name("asset", asset)
+            / f"{_check_name('partition', partition or UNPARTITIONED)}.parquet"
+        )
 
-    def write(self, asset: str, rows: pa.Table | Sequence[Mapping[str, Any]], partition: str | None = None,
-              schema: pa.Schema | None = None) -> Path:
+    def write(
+        self,
+        asset: str,
+        rows: pa.Table | Sequence[Mapping[str, Any]],
+        partition: str | None = None,
+        schema: pa.Schema | None = None,
+    ) -> Path:
         """Replace one partition of an asset with ``rows``, atomically. Returns the parquet path."""
         table = to_arrow(rows, schema)
         final = self.table_path(asset, partition)
@@ -137,8 +150,13 @@ class Lake:
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
-    def append(self, asset: str, rows: Sequence[Mapping[str, Any]], partition: str | None = None,
-               schema: pa.Schema | None = None) -> Path:
+    def append(
+        self,
+        asset: str,
+        rows: Sequence[Mapping[str, Any]],
+        partition: str | None = None,
+        schema: pa.Schema | None = None,
+    ) -> Path:
         """Add rows to one partition, under the asset's writer lock, so concurrent appends never lose a row."""
         with self.locked(asset):
             new = to_arrow(rows, schema)
@@ -158,8 +176,11 @@ class Lake:
     def assets(self) -> list[str]:
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir()
-                      if p.is_dir() and not p.name.startswith(".") and self.partitions(p.name))
+        return sorted(
+            p.name
+            for p in self.root.iterdir()
+            if p.is_dir() and not p.name.startswith(".") and self.partitions(p.name)
+        )
 
     def read(self, asset: str, partition: str | None = None, columns: list[str] | None = None) -> pa.Table:
         """One partition of an asset as an arrow table (``FileNotFoundError`` if it was never written)."""
@@ -171,10 +192,13 @@ class Lake:
             with open(path, "rb") as handle:
                 return pq.read_table(handle, columns=columns)
         except FileNotFoundError:
-            raise FileNotFoundError(f"{asset}[{partition or UNPARTITIONED}] has not been materialized: {path}") from None
+            raise FileNotFoundError(
+                f"{asset}[{partition or UNPARTITIONED}] has not been materialized: {path}"
+            ) from None
 
-    def read_all(self, asset: str, partitions: Iterable[str] | None = None,
-                 columns: list[str] | None = None) -> pa.Table:
+    def read_all(
+        self, asset: str, partitions: Iterable[str] | None = None, columns: list[str] | None = None
+    ) -> pa.Table:
         """Every (or the named) partition of an asset concatenated, with a ``_partition`` column added."""
         wanted = list(partitions) if partitions is not None else self.partitions(asset)
         tables = []
@@ -206,7 +230,7 @@ class Lake:
         final = self.artifact_dir(kind, name, create=False)
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}.", dir=final.parent))
-        os.chmod(tmp, 0o777 & ~current_umask())   # mkdtemp makes 0700
+        os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes 0700
         try:
             yield tmp
             old = None
@@ -221,7 +245,9 @@ class Lake:
             raise
 
     # ---- DuckDB ----------------------------------------------------------------------------------------
-    def connect(self, database: str | Path = ":memory:", read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    def connect(
+        self, database: str | Path = ":memory:", read_only: bool = False
+    ) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection with every asset of the lake registered as a view named after the asset.
 
         Partitioned assets become one view over all their partition files with a ``_partition`` column.
@@ -258,9 +284,13 @@ class Lake:
                     continue
             names.append(asset)
         if self.quarantined:
-            rows = ", ".join("(" + ", ".join("'" + v.replace("'", "''") + "'" for v in q) + ")" for q in self.quarantined)
-            con.execute(f"CREATE OR REPLACE VIEW lake_quarantine AS SELECT * FROM (VALUES {rows}) "
-                        "AS t(asset, file, reason)")
+            rows = ", ".join(
+                "(" + ", ".join("'" + v.replace("'", "''") + "'" for v in q) + ")" for q in self.quarantined
+            )
+            con.execute(
+                f"CREATE OR REPLACE VIEW lake_quarantine AS SELECT * FROM (VALUES {rows}) "
+                "AS t(asset, file, reason)"
+            )
         return names
 
     @staticmethod

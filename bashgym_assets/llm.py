@@ -14,16 +14,31 @@ class LLMError(RuntimeError):
     """The model could not answer (HTTP error, timeout, malformed response)."""
 
 
-def chat_completion(model: str, messages: list[dict[str, str]], api_base: str | None = None,
-                    api_key: str | None = None, temperature: float = 0.0, max_tokens: int = 1024,
-                    timeout_s: float = 60.0, num_retries: int = 0) -> str:
+def chat_completion(
+    model: str,
+    messages: list[dict[str, str]],
+    api_base: str | None = None,
+    api_key: str | None = None,
+    temperature: float = 0.0,
+    max_tokens: int = 1024,
+    timeout_s: float = 60.0,
+    num_retries: int = 0,
+) -> str:
     """The assistant's text for ``messages``; raises ``LLMError``."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch of the price list at import
+    os.environ.setdefault(
+        "LITELLM_LOCAL_MODEL_COST_MAP", "True"
+    )  # no network fetch of the price list at import
     import litellm
 
     litellm.suppress_debug_info = True  # errors are reported through LLMError, not banners on stdout
-    kwargs: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature,
-                              "max_tokens": max_tokens, "timeout": timeout_s, "num_retries": num_retries}
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "timeout": timeout_s,
+        "num_retries": num_retries,
+    }
     if api_base:
         kwargs["api_base"] = api_base
     key = api_key or os.environ.get("BASHGYM_TEACHER_API_KEY") or ("sk-local" if api_base else None)

@@ -26,8 +26,8 @@ from bashgym_assets.config import Settings, get_settings
 
 DEFAULT_UI_URL = "http://127.0.0.1:5000"  # ``make mlflow``
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
-RUNS = "custom_model_development"      # training, evaluation: runs, metrics, registered models
-TRACES = "genai_development"           # rollouts: episode traces only
+RUNS = "custom_model_development"  # training, evaluation: runs, metrics, registered models
+TRACES = "genai_development"  # rollouts: episode traces only
 
 _prepared: set[tuple[str, str | None]] = set()
 _lock = threading.Lock()
@@ -61,7 +61,7 @@ def _move_empty_default(db_path: str, artifact_root: str) -> None:
         if row is None or row[0] == target or row[0].startswith(artifact_root):
             return
         if db.execute("SELECT 1 FROM runs WHERE experiment_id = 0 LIMIT 1").fetchone() is not None:
-            return   # its runs' artifacts live where it points: moving the pointer would lose them
+            return  # its runs' artifacts live where it points: moving the pointer would lose them
         db.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0", (target,))
 
 
@@ -73,8 +73,11 @@ def get_or_create_experiment(client: Any, name: str, artifact_root: str | None, 
     exp = client.get_experiment_by_name(name)
     if exp is None:
         try:
-            return client.create_experiment(name, artifact_location=f"{artifact_root}/{name}" if artifact_root
-                                            else None, tags={EXPERIMENT_KIND_TAG: kind})
+            return client.create_experiment(
+                name,
+                artifact_location=f"{artifact_root}/{name}" if artifact_root else None,
+                tags={EXPERIMENT_KIND_TAG: kind},
+            )
         except MlflowException:
             # two writers starting at once (a pipeline and a training job): the other one created it meanwhile
             exp = client.get_experiment_by_name(name)

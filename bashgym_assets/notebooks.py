@@ -66,9 +66,14 @@ def kernel_env(home: Path) -> dict[str, str]:
 def run_notebook(path: Path, out_dir: Path, home: Path, timeout: int = CELL_TIMEOUT_S) -> NotebookRun:
     """Execute one notebook in its own folder; the executed copy (outputs and any error) goes to ``out_dir``."""
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name=NATIVE_KERNEL_NAME, allow_errors=False,
-                            kernel_manager_class=_ThisInterpreterKernel,
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=NATIVE_KERNEL_NAME,
+        allow_errors=False,
+        kernel_manager_class=_ThisInterpreterKernel,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     executed = out_dir / path.name
     start = time.monotonic()
@@ -83,22 +88,33 @@ def run_notebook(path: Path, out_dir: Path, home: Path, timeout: int = CELL_TIME
     finally:
         nbformat.write(nb, executed)
     code_cells = sum(1 for c in nb.cells if c.cell_type == "code")
-    return NotebookRun(notebook=str(path), executed=str(executed), ok=not error,
-                       seconds=round(time.monotonic() - start, 2), cells=code_cells, error=error)
+    return NotebookRun(
+        notebook=str(path),
+        executed=str(executed),
+        ok=not error,
+        seconds=round(time.monotonic() - start, 2),
+        cells=code_cells,
+        error=error,
+    )
 
 
-def run_all(paths: Sequence[Path], home: Path, out_dir: Path | None = None,
-            timeout: int = CELL_TIMEOUT_S) -> list[NotebookRun]:
+def run_all(
+    paths: Sequence[Path], home: Path, out_dir: Path | None = None, timeout: int = CELL_TIMEOUT_S
+) -> list[NotebookRun]:
     out_dir = out_dir or home / "artifacts" / "notebooks"
     return [run_notebook(p, out_dir, home, timeout) for p in paths]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bashgym_assets.notebooks",
-                                     description="Run the notebooks against a data folder; exit 1 if a cell fails.")
+    parser = argparse.ArgumentParser(
+        prog="python -m bashgym_assets.notebooks",
+        description="Run the notebooks against a data folder; exit 1 if a cell fails.",
+    )
     parser.add_argument("notebooks", nargs="*", type=Path, help=f"default: every notebook in {NOTEBOOKS_DIR}")
     parser.add_argument("--home", type=Path, help="data folder (default: BASHGYM_HOME or .bashgym/)")
-    parser.add_argument("--out", type=Path, help="where executed copies go (default: <home>/artifacts/notebooks)")
+    parser.add_argument(
+        "--out", type=Path, help="where executed copies go (default: <home>/artifacts/notebooks)"
+    )
     parser.add_argument("--timeout", type=int, default=CELL_TIMEOUT_S, help="seconds per cell")
     args = parser.parse_args(argv)
     home = (args.home or get_settings().home).expanduser().resolve()
@@ -111,8 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in paths:
         run = run_all([path], home, args.out, args.timeout)[0]
         status = "ok" if run.ok else "FAILED"
-        print(f"  {status:6} {path.name}: {run.cells} code cells in {run.seconds:.1f}s -> {run.executed}",
-              flush=True)
+        print(
+            f"  {status:6} {path.name}: {run.cells} code cells in {run.seconds:.1f}s -> {run.executed}",
+            flush=True,
+        )
         if not run.ok:
             failed += 1
             print(f"\n{path.name} failed:\n{run.error}\n", file=sys.stderr, flush=True)

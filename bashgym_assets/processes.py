@@ -39,7 +39,12 @@ def start_ticks(pid: int) -> str:
 def process_tags(pid: int | None = None) -> dict[str, str]:
     """The tags that name a process (default: this one)."""
     pid = pid or os.getpid()
-    return {PID_TAG: str(pid), PID_START_TAG: start_ticks(pid), HOST_TAG: socket.gethostname(), BOOT_TAG: boot_id()}
+    return {
+        PID_TAG: str(pid),
+        PID_START_TAG: start_ticks(pid),
+        HOST_TAG: socket.gethostname(),
+        BOOT_TAG: boot_id(),
+    }
 
 
 def process_alive(tags: dict[str, str]) -> bool | None:

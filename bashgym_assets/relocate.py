@@ -34,9 +34,9 @@ from urllib.parse import quote, unquote
 
 from bashgym_assets.config import Settings, get_settings
 
-MARKER = ".bashgym-root"          # {"root": "/abs/path"}: where this data folder was last set up or moved to
+MARKER = ".bashgym-root"  # {"root": "/abs/path"}: where this data folder was last set up or moved to
 SKIP_NAMES = {MARKER, ".pipeline.lock"}
-TEXT_MAX_BYTES = 256 * 2**20      # larger files are only scanned, never rewritten
+TEXT_MAX_BYTES = 256 * 2**20  # larger files are only scanned, never rewritten
 _CHUNK = 8 * 2**20
 
 
@@ -44,8 +44,8 @@ _CHUNK = 8 * 2**20
 class Reference:
     """Where the old root was found (and, when rewriting, replaced): a file, the place inside it, how often."""
 
-    path: str            # relative to the folder
-    where: str           # "text", "link", "parquet column <c>", "sqlite <table>.<column>", "binary"
+    path: str  # relative to the folder
+    where: str  # "text", "link", "parquet column <c>", "sqlite <table>.<column>", "binary"
     count: int
 
     def line(self) -> str:
@@ -57,7 +57,7 @@ class MoveReport:
     old: str
     new: str
     rewritten: list[Reference]
-    binary_left: list[Reference]   # binary files that mention the old root (not read by bashgym; listed only)
+    binary_left: list[Reference]  # binary files that mention the old root (not read by bashgym; listed only)
 
 
 class RelocationError(RuntimeError):
@@ -72,7 +72,9 @@ class _Subst:
     def __init__(self, old: str, new: str) -> None:
         pairs = {old: new, quote(old): quote(new)}
         self.pairs = [(re.compile(re.escape(o) + r"(?![\w.\-])"), n) for o, n in pairs.items()]
-        self.bpairs = [(re.compile(re.escape(o.encode()) + rb"(?![\w.\-])"), n.encode()) for o, n in pairs.items()]
+        self.bpairs = [
+            (re.compile(re.escape(o.encode()) + rb"(?![\w.\-])"), n.encode()) for o, n in pairs.items()
+        ]
         self.needles = [o.encode() for o in pairs]
 
     @staticmethod
@@ -154,8 +156,12 @@ def _sqlite(path: Path, subst: _Subst, apply: bool) -> list[tuple[str, int]]:
 
     con = sqlite3.connect(path, timeout=60, isolation_level=None)
     try:
-        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                            "AND name NOT LIKE 'sqlite_%'")]
+        tables = [
+            r[0]
+            for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
         con.execute("BEGIN IMMEDIATE" if apply else "BEGIN")
         for table in tables:
             qt = '"' + table.replace('"', '""') + '"'
@@ -167,22 +173,30 @@ def _sqlite(path: Path, subst: _Subst, apply: bool) -> list[tuple[str, int]]:
                 cond = " OR ".join([f"instr(CAST({qc} AS TEXT), ?) > 0"] * len(subst.needles))
                 params = [n.decode() for n in subst.needles]
                 if apply:
-                    con.execute(f"UPDATE {qt} SET {qc} = bg_fix({qc}) WHERE typeof({qc}) = 'text' AND ({cond})",
-                                params)
-                    blobs = con.execute(f"SELECT rowid, {qc} FROM {qt} WHERE typeof({qc}) = 'blob'").fetchall() \
-                        if _has_rowid(con, qt) else []
+                    con.execute(
+                        f"UPDATE {qt} SET {qc} = bg_fix({qc}) WHERE typeof({qc}) = 'text' AND ({cond})",
+                        params,
+                    )
+                    blobs = (
+                        con.execute(f"SELECT rowid, {qc} FROM {qt} WHERE typeof({qc}) = 'blob'").fetchall()
+                        if _has_rowid(con, qt)
+                        else []
+                    )
                     for rowid, value in blobs:
                         new = fix(value, where)
                         if new is not value:
                             con.execute(f"UPDATE {qt} SET {qc} = ? WHERE rowid = ?", (new, rowid))
                 else:
-                    rows = con.execute(f"SELECT {qc} FROM {qt} WHERE (typeof({qc}) = 'text' AND ({cond})) "
-                                       f"OR typeof({qc}) = 'blob'", params)
+                    rows = con.execute(
+                        f"SELECT {qc} FROM {qt} WHERE (typeof({qc}) = 'text' AND ({cond})) "
+                        f"OR typeof({qc}) = 'blob'",
+                        params,
+                    )
                     for (value,) in rows:
                         fix(value, where)
         con.execute("COMMIT" if apply else "ROLLBACK")
         if apply and found:
-            con.execute("VACUUM")   # the old bytes stay in free pages otherwise
+            con.execute("VACUUM")  # the old bytes stay in free pages otherwise
     finally:
         con.close()
     return sorted(found.items())
@@ -275,7 +289,9 @@ def _scan(folder: Path, old: str, new: str, apply: bool) -> tuple[list[Reference
                 refs += [Reference(rel, f"sqlite {where}", n) for where, n in _sqlite(path, subst, apply)]
             elif path.suffix == ".parquet" and not name.startswith("."):
                 try:
-                    refs += [Reference(rel, f"parquet column {c}", n) for c, n in _parquet(path, subst, apply)]
+                    refs += [
+                        Reference(rel, f"parquet column {c}", n) for c, n in _parquet(path, subst, apply)
+                    ]
                 except Exception:  # noqa: BLE001 - an unreadable parquet file (quarantined by the lake) is scanned
                     count = _count_in_file(path, subst)
                     if count:
@@ -296,7 +312,9 @@ def find_references(folder: Path, old: str | Path) -> tuple[list[Reference], lis
     return _scan(Path(folder), str(old), str(old), apply=False)
 
 
-def rewrite_references(folder: Path, old: str | Path, new: str | Path) -> tuple[list[Reference], list[Reference]]:
+def rewrite_references(
+    folder: Path, old: str | Path, new: str | Path
+) -> tuple[list[Reference], list[Reference]]:
     """Rewrite every reference to ``old`` under ``folder`` into ``new``: (what was rewritten, binary files that
     still mention it)."""
     return _scan(Path(folder), str(old), str(new), apply=True)
@@ -343,8 +361,9 @@ def recorded_roots(settings: Settings | None = None) -> list[str]:
     index = settings.dagster_home / "history" / "runs" / "index.db"
     if not settings.dagster_pg_url and index.is_file():
         with contextlib.suppress(sqlite3.Error), contextlib.closing(_ro(index)) as con:
-            for (event,) in con.execute("SELECT last_materialization FROM asset_keys "
-                                        "WHERE last_materialization IS NOT NULL LIMIT 500"):
+            for (event,) in con.execute(
+                "SELECT last_materialization FROM asset_keys WHERE last_materialization IS NOT NULL LIMIT 500"
+            ):
                 roots.update(m.group(1) for m in _DAGSTER_ROOT.finditer(event or ""))
     return sorted(r for r in roots if r != home and not r.startswith(home + "/"))
 
@@ -361,9 +380,11 @@ def relocation_warning(settings: Settings | None = None) -> str | None:
             with contextlib.suppress(OSError):
                 write_marker(settings.home)
         return None
-    return (f"warning: the data folder {settings.home} was at {', '.join(roots)} and its MLflow/Dagster stores and "
-            "adapter configs still point there (runs would read and write the old folder): run `bashgym relocate` "
-            "to rewrite them to this folder (`bashgym move NEW_PATH` moves a data folder and does this itself)")
+    return (
+        f"warning: the data folder {settings.home} was at {', '.join(roots)} and its MLflow/Dagster stores and "
+        "adapter configs still point there (runs would read and write the old folder): run `bashgym relocate` "
+        "to rewrite them to this folder (`bashgym move NEW_PATH` moves a data folder and does this itself)"
+    )
 
 
 # ---- moving --------------------------------------------------------------------------------------------------
@@ -372,30 +393,40 @@ def _refuse_if_used(folder: Path, force: bool) -> None:
 
     users = open_paths([folder])
     if users and not force:
-        names = "; ".join(f"{describe_pid(pid)} has {paths[0]}" + (f" and {len(paths) - 1} more" if len(paths) > 1
-                                                                   else "") for pid, paths in sorted(users.items()))
-        raise RelocationError(f"{folder} is in use: {names}. Stop them first (a Dagster UI or daemon, an MLflow UI, "
-                              "a training), or pass --force")
+        names = "; ".join(
+            f"{describe_pid(pid)} has {paths[0]}" + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
+            for pid, paths in sorted(users.items())
+        )
+        raise RelocationError(
+            f"{folder} is in use: {names}. Stop them first (a Dagster UI or daemon, an MLflow UI, "
+            "a training), or pass --force"
+        )
 
 
-def _finish(folder: Path, old: str, echo: Callable[[str], None],
-            rewritten: list[Reference], binary: list[Reference]) -> MoveReport:
+def _finish(
+    folder: Path, old: str, echo: Callable[[str], None], rewritten: list[Reference], binary: list[Reference]
+) -> MoveReport:
     left, _ = find_references(folder, old)
     if left:
-        raise RelocationError(f"{len(left)} references to {old} are left under {folder} after the rewrite: "
-                              + "; ".join(r.line() for r in left[:10]))
+        raise RelocationError(
+            f"{len(left)} references to {old} are left under {folder} after the rewrite: "
+            + "; ".join(r.line() for r in left[:10])
+        )
     write_marker(folder)
     for ref in rewritten:
         echo(f"  rewrote {ref.line()}")
     for ref in binary:
         echo(f"  left as it is (binary, not read by bashgym): {ref.line()}")
-    echo(f"{sum(r.count for r in rewritten)} references in {len({r.path for r in rewritten})} files now point at "
-         f"{folder}; nothing readable under it names {old}")
+    echo(
+        f"{sum(r.count for r in rewritten)} references in {len({r.path for r in rewritten})} files now point at "
+        f"{folder}; nothing readable under it names {old}"
+    )
     return MoveReport(old=old, new=str(folder), rewritten=rewritten, binary_left=binary)
 
 
-def move_home(src: Path, dst: Path, *, copy: bool = False, force: bool = False,
-              echo: Callable[[str], None] = print) -> MoveReport:
+def move_home(
+    src: Path, dst: Path, *, copy: bool = False, force: bool = False, echo: Callable[[str], None] = print
+) -> MoveReport:
     """Move (or copy) the data folder ``src`` to ``dst`` and rewrite every reference to ``src`` inside the result.
 
     Under ``src``'s pipeline lock (a running pipeline refuses it, and it refuses a running pipeline), and only when
@@ -432,7 +463,7 @@ def move_home(src: Path, dst: Path, *, copy: bool = False, force: bool = False,
         if not renamed:
             echo(f"copying {src} -> {dst} ...")
             shutil.copytree(src, dst, symlinks=True)
-        (dst / ".pipeline.lock").write_text("")   # the copy of our holder record names nobody
+        (dst / ".pipeline.lock").write_text("")  # the copy of our holder record names nobody
         rewritten, binary = rewrite_references(dst, old, dst)
         report = _finish(dst, old, echo, rewritten, binary)
         if not copy and not renamed:
@@ -442,8 +473,13 @@ def move_home(src: Path, dst: Path, *, copy: bool = False, force: bool = False,
     return report
 
 
-def relocate_in_place(settings: Settings | None = None, old: str | None = None, *, force: bool = False,
-                      echo: Callable[[str], None] = print) -> MoveReport | None:
+def relocate_in_place(
+    settings: Settings | None = None,
+    old: str | None = None,
+    *,
+    force: bool = False,
+    echo: Callable[[str], None] = print,
+) -> MoveReport | None:
     """Rewrite the references of a data folder that was copied or moved by hand (``old``: where it was; default:
     what its marker and stores say). None when nothing points elsewhere."""
     from bashgym_assets.folder_lock import pipeline_lock
@@ -458,7 +494,9 @@ def relocate_in_place(settings: Settings | None = None, old: str | None = None, 
             echo(f"{home}: its stores point at this folder already; nothing to rewrite")
             return None
         if len(roots) > 1:
-            raise RelocationError(f"{home} names several old roots ({', '.join(roots)}): pick one with --from")
+            raise RelocationError(
+                f"{home} names several old roots ({', '.join(roots)}): pick one with --from"
+            )
         old = roots[0]
     old = str(Path(old).expanduser().absolute())
     with pipeline_lock(settings, command=f"bashgym relocate --from {old}"):

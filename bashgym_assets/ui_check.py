@@ -65,6 +65,7 @@ def _http_ok(url: str, timeout: float = 2.0) -> bool:
 
 # --- the servers ---------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Server:
     name: str
@@ -81,8 +82,9 @@ class Server:
 
     def alive(self) -> None:
         if self.proc.poll() is not None:
-            raise UICheckError(f"{self.name} exited with {self.proc.returncode}; last lines of {self.log}:\n"
-                               f"{self.tail()}")
+            raise UICheckError(
+                f"{self.name} exited with {self.proc.returncode}; last lines of {self.log}:\n{self.tail()}"
+            )
 
 
 def _bin(name: str) -> str:
@@ -94,8 +96,15 @@ def _bin(name: str) -> str:
 def _process(name: str, cmd: Sequence[str], url: str, log: Path, env: dict[str, str]) -> Iterator[Server]:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out:
-        proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, cwd=PROJECT_ROOT, start_new_session=True)
+        proc = subprocess.Popen(
+            list(cmd),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=PROJECT_ROOT,
+            start_new_session=True,
+        )
     try:
         yield Server(name, url, proc, log)
     finally:
@@ -115,22 +124,28 @@ def _process(name: str, cmd: Sequence[str], url: str, log: Path, env: dict[str, 
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _graphql(url: str, query: str, variables: dict[str, Any] | None = None, timeout: float = 10) -> dict[str, Any]:
+def _graphql(
+    url: str, query: str, variables: dict[str, Any] | None = None, timeout: float = 10
+) -> dict[str, Any]:
     """One request to the Dagster UI's GraphQL API (what its pages call)."""
     body = {"query": query, **({"variables": variables} if variables else {})}
-    req = urllib.request.Request(f"{url}/graphql", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{url}/graphql", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.loads(r.read())
 
 
-LOCATIONS_QUERY = "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus " \
-                  "locationOrLoadError { __typename ... on PythonError { message } } } } } }"
+LOCATIONS_QUERY = (
+    "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus "
+    "locationOrLoadError { __typename ... on PythonError { message } } } } } }"
+)
 
 
 @contextmanager
-def dagster_webserver(settings: Settings, port: int | None = None, timeout: float = 240.0,
-                      wait: bool = True) -> Iterator[Server]:
+def dagster_webserver(
+    settings: Settings, port: int | None = None, timeout: float = 240.0, wait: bool = True
+) -> Iterator[Server]:
     """``dagster-webserver -w workspace.yaml`` over the data folder's instance; ready when both code locations
     have loaded (raises with the location's error when one fails to load). ``wait=False``: yield at once, call
     ``srv.ready()`` later (start the server, then fill the data folder while it loads)."""
@@ -140,9 +155,17 @@ def dagster_webserver(settings: Settings, port: int | None = None, timeout: floa
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "DAGSTER_HOME": str(home), "BASHGYM_HOME": str(settings.home)}
-    cmd = [_bin("dagster-webserver"), "-w", str(PROJECT_ROOT / "workspace.yaml"), "-h", "127.0.0.1",
-           "-p", str(port)]
+    cmd = [
+        _bin("dagster-webserver"),
+        "-w",
+        str(PROJECT_ROOT / "workspace.yaml"),
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+    ]
     with _process("dagster-webserver", cmd, url, settings.home / "logs" / "ui-check-dagster.log", env) as srv:
+
         def ready() -> None:
             deadline = time.monotonic() + timeout
             state: Any = None
@@ -159,8 +182,10 @@ def dagster_webserver(settings: Settings, port: int | None = None, timeout: floa
                             raise UICheckError(f"code location failed to load: {errors}")
                         return
                 time.sleep(1)
-            raise UICheckError(f"dagster-webserver not ready after {timeout:.0f}s (locations: {state}); "
-                               f"last lines of {srv.log}:\n{srv.tail()}")
+            raise UICheckError(
+                f"dagster-webserver not ready after {timeout:.0f}s (locations: {state}); "
+                f"last lines of {srv.log}:\n{srv.tail()}"
+            )
 
         srv.ready = ready
         if wait:
@@ -169,7 +194,9 @@ def dagster_webserver(settings: Settings, port: int | None = None, timeout: floa
 
 
 @contextmanager
-def dagster_daemon(settings: Settings, dagster_url: str | None = None, timeout: float = 240.0) -> Iterator[Server]:
+def dagster_daemon(
+    settings: Settings, dagster_url: str | None = None, timeout: float = 240.0
+) -> Iterator[Server]:
     """``dagster-daemon run -w workspace.yaml`` over the data folder's instance (what ``make ui``'s ``dagster dev``
     runs beside the webserver): it dequeues the runs the UI launches (the run queue of dagster.yaml), and runs
     the sensors and schedules that are on. With ``dagster_url``, ready when that webserver reports the run queue's
@@ -179,37 +206,56 @@ def dagster_daemon(settings: Settings, dagster_url: str | None = None, timeout: 
     home = ensure_dagster_home(settings)
     env = {**os.environ, "DAGSTER_HOME": str(home), "BASHGYM_HOME": str(settings.home)}
     cmd = [_bin("dagster-daemon"), "run", "-w", str(PROJECT_ROOT / "workspace.yaml")]
-    with _process("dagster-daemon", cmd, "", settings.home / "logs" / "ui-check-dagster-daemon.log", env) as srv:
+    with _process(
+        "dagster-daemon", cmd, "", settings.home / "logs" / "ui-check-dagster-daemon.log", env
+    ) as srv:
         if dagster_url:
             deadline = time.monotonic() + timeout
-            query = ('{ instance { daemonHealth { daemonStatus(daemonType: "QUEUED_RUN_COORDINATOR") '
-                     '{ healthy } } } }')
-            while not _graphql(dagster_url, query)["data"]["instance"]["daemonHealth"]["daemonStatus"]["healthy"]:
+            query = (
+                '{ instance { daemonHealth { daemonStatus(daemonType: "QUEUED_RUN_COORDINATOR") '
+                "{ healthy } } } }"
+            )
+            while not _graphql(dagster_url, query)["data"]["instance"]["daemonHealth"]["daemonStatus"][
+                "healthy"
+            ]:
                 srv.alive()
                 if time.monotonic() > deadline:
-                    raise UICheckError(f"dagster-daemon not healthy after {timeout:.0f}s; last lines of {srv.log}:\n"
-                                       f"{srv.tail()}")
+                    raise UICheckError(
+                        f"dagster-daemon not healthy after {timeout:.0f}s; last lines of {srv.log}:\n"
+                        f"{srv.tail()}"
+                    )
                 time.sleep(1)
         yield srv
 
 
-SENSORS_QUERY = ("{ workspaceOrError { ... on Workspace { locationEntries { locationOrLoadError { ... on "
-                 "RepositoryLocation { repositories { sensors { name sensorState { id selectorId status } } } } } } } }"
-                 " }")
-STOP_SENSOR = ("mutation($o: String, $s: String) { stopSensor(jobOriginId: $o, jobSelectorId: $s) { __typename "
-               "... on StopSensorMutationResult { instigationState { status } } ... on PythonError { message } } }")
+SENSORS_QUERY = (
+    "{ workspaceOrError { ... on Workspace { locationEntries { locationOrLoadError { ... on "
+    "RepositoryLocation { repositories { sensors { name sensorState { id selectorId status } } } } } } } }"
+    " }"
+)
+STOP_SENSOR = (
+    "mutation($o: String, $s: String) { stopSensor(jobOriginId: $o, jobSelectorId: $s) { __typename "
+    "... on StopSensorMutationResult { instigationState { status } } ... on PythonError { message } } }"
+)
 
 
 def stop_sensors(dagster_url: str, names: Sequence[str]) -> list[str]:
     """Turn sensors off through the UI's API (its switch on the Automation page); returns the names stopped.
     A check that launches runs by hand stops the sensors that would launch runs of their own meanwhile."""
     entries = _graphql(dagster_url, SENSORS_QUERY)["data"]["workspaceOrError"]["locationEntries"]
-    sensors = [s for e in entries for r in (e["locationOrLoadError"] or {}).get("repositories", [])
-               for s in r["sensors"] if s["name"] in names]
+    sensors = [
+        s
+        for e in entries
+        for r in (e["locationOrLoadError"] or {}).get("repositories", [])
+        for s in r["sensors"]
+        if s["name"] in names
+    ]
     stopped = []
     for sensor in sensors:
         state = sensor["sensorState"]
-        out = _graphql(dagster_url, STOP_SENSOR, {"o": state["id"], "s": state["selectorId"]}, 30)["data"]["stopSensor"]
+        out = _graphql(dagster_url, STOP_SENSOR, {"o": state["id"], "s": state["selectorId"]}, 30)["data"][
+            "stopSensor"
+        ]
         if out.get("instigationState", {}).get("status") != "STOPPED":
             raise UICheckError(f"could not stop sensor {sensor['name']}: {out}")
         stopped.append(sensor["name"])
@@ -219,26 +265,44 @@ def stop_sensors(dagster_url: str, names: Sequence[str]) -> list[str]:
 
 
 @contextmanager
-def mlflow_server(settings: Settings, port: int | None = None, timeout: float = 120.0,
-                  wait: bool = True) -> Iterator[Server]:
+def mlflow_server(
+    settings: Settings, port: int | None = None, timeout: float = 120.0, wait: bool = True
+) -> Iterator[Server]:
     """``mlflow server`` on the installation's store (what ``make mlflow`` runs): the data folder's SQLite file, or
     the database ``BASHGYM_MLFLOW_TRACKING_URI`` names."""
     if settings.mlflow_tracks_on_server:
-        raise UICheckError(f"BASHGYM_MLFLOW_TRACKING_URI is already a tracking server "
-                           f"({redact_uri(settings.mlflow_tracking_uri)}): open that one")
+        raise UICheckError(
+            f"BASHGYM_MLFLOW_TRACKING_URI is already a tracking server "
+            f"({redact_uri(settings.mlflow_tracking_uri)}): open that one"
+        )
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [_bin("mlflow"), "server", "--backend-store-uri", settings.mlflow_tracking_uri,
-           "--default-artifact-root", settings.mlflow_artifact_uri, "-h", "127.0.0.1", "-p", str(port),
-           "--workers", "1"]
-    with _process("mlflow", cmd, url, settings.home / "logs" / "ui-check-mlflow.log", dict(os.environ)) as srv:
+    cmd = [
+        _bin("mlflow"),
+        "server",
+        "--backend-store-uri",
+        settings.mlflow_tracking_uri,
+        "--default-artifact-root",
+        settings.mlflow_artifact_uri,
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "--workers",
+        "1",
+    ]
+    with _process(
+        "mlflow", cmd, url, settings.home / "logs" / "ui-check-mlflow.log", dict(os.environ)
+    ) as srv:
+
         def ready() -> None:
             deadline = time.monotonic() + timeout
             while not _http_ok(f"{url}/health"):
                 srv.alive()
                 if time.monotonic() > deadline:
-                    raise UICheckError(f"mlflow not ready after {timeout:.0f}s; last lines of {srv.log}:\n"
-                                       f"{srv.tail()}")
+                    raise UICheckError(
+                        f"mlflow not ready after {timeout:.0f}s; last lines of {srv.log}:\n{srv.tail()}"
+                    )
                 time.sleep(1)
 
         srv.ready = ready
@@ -249,6 +313,7 @@ def mlflow_server(settings: Settings, port: int | None = None, timeout: float = 
 
 # --- the browser ---------------------------------------------------------------------------------------------
 
+
 class Browser:
     """Headless Chromium driven over the DevTools protocol: one page, navigate / wait for text / click /
     screenshot."""
@@ -257,15 +322,32 @@ class Browser:
         from websockets.sync.client import connect
 
         self._profile = tempfile.mkdtemp(prefix="bashgym-chromium-")
-        cmd = [binary or find_chromium(), "--headless=new", "--remote-debugging-port=0",
-               "--remote-allow-origins=*", f"--user-data-dir={self._profile}", f"--window-size={width},{height}",
-               "--no-first-run", "--no-default-browser-check", "--disable-gpu", "--disable-dev-shm-usage",
-               "--disable-extensions", "--disable-background-networking", "--disable-sync", "--mute-audio",
-               "about:blank"]
+        cmd = [
+            binary or find_chromium(),
+            "--headless=new",
+            "--remote-debugging-port=0",
+            "--remote-allow-origins=*",
+            f"--user-data-dir={self._profile}",
+            f"--window-size={width},{height}",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-extensions",
+            "--disable-background-networking",
+            "--disable-sync",
+            "--mute-audio",
+            "about:blank",
+        ]
         if os.geteuid() == 0:  # Chromium refuses to run as root with its sandbox
             cmd.insert(1, "--no-sandbox")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         ws_url, seen = None, []
         deadline = time.monotonic() + 60
         assert self.proc.stderr is not None
@@ -291,8 +373,13 @@ class Browser:
         self._id = 0
         self.send("Page.enable")
         self.send("Runtime.enable")
-        self.send("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
-                  mobile=False)
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
 
     def send(self, method: str, timeout: float = 60.0, **params: Any) -> dict[str, Any]:
         self._id += 1
@@ -318,20 +405,25 @@ class Browser:
     def text(self) -> str:
         """What the page shows: the visible text, plus link targets (``href=...``), images (``img=...``: a plot
         is something a user sees too) and on/off switches (``running: <row>``/``stopped: <row>``)."""
-        return self.evaluate(
-            "(() => { const b = document.body; if (!b) return '';"
-            " const links = [...document.querySelectorAll('a[href]')].map(a => 'href=' + a.href);"
-            " const imgs = [...document.querySelectorAll('img[src]')].map(i => 'img=' + i.src.slice(0, 40)"
-            "   + ' alt=' + (i.alt || '') + ' w=' + i.naturalWidth);"
-            " const switches = [...document.querySelectorAll('label[class*=formatSwitch] input[type=checkbox]')]"
-            "   .map(c => { let e = c.parentElement;"
-            "     while (e && !(e.innerText || '').trim()) e = e.parentElement;"
-            "     return (c.checked ? 'running: ' : 'stopped: ') + (e ? e.innerText.trim().split('\\n')[0] : ''); });"
-            " return [b.innerText, ...links, ...imgs, ...switches].join('\\n')"
-            "   .replace(/[\\u00a0\\u202f]/g, ' '); })()") or ""
+        return (
+            self.evaluate(
+                "(() => { const b = document.body; if (!b) return '';"
+                " const links = [...document.querySelectorAll('a[href]')].map(a => 'href=' + a.href);"
+                " const imgs = [...document.querySelectorAll('img[src]')].map(i => 'img=' + i.src.slice(0, 40)"
+                "   + ' alt=' + (i.alt || '') + ' w=' + i.naturalWidth);"
+                " const switches = [...document.querySelectorAll('label[class*=formatSwitch] input[type=checkbox]')]"
+                "   .map(c => { let e = c.parentElement;"
+                "     while (e && !(e.innerText || '').trim()) e = e.parentElement;"
+                "     return (c.checked ? 'running: ' : 'stopped: ') + (e ? e.innerText.trim().split('\\n')[0] : ''); });"
+                " return [b.innerText, ...links, ...imgs, ...switches].join('\\n')"
+                "   .replace(/[\\u00a0\\u202f]/g, ' '); })()"
+            )
+            or ""
+        )
 
-    def wait_for(self, expect: Sequence[str], timeout: float = 60.0, settle: float = 1.0,
-                 gone: Sequence[str] = ()) -> tuple[str, list[str]]:
+    def wait_for(
+        self, expect: Sequence[str], timeout: float = 60.0, settle: float = 1.0, gone: Sequence[str] = ()
+    ) -> tuple[str, list[str]]:
         """Poll until every expected string is in the page and every ``gone`` string (a loading indicator) is
         not; returns the last text and what is still missing (a ``gone`` one still shown as ``(still: ...)``)."""
         deadline = time.monotonic() + timeout
@@ -348,10 +440,13 @@ class Browser:
 
     def click_text(self, label: str, selector: str = "button, a, [role=tab], [role=button]") -> bool:
         """Click the first visible element matching ``selector`` whose text is ``label``."""
-        return bool(self.evaluate(
-            f"(() => {{ const els = [...document.querySelectorAll({json.dumps(selector)})]"
-            f"  .filter(e => e.innerText && e.innerText.trim() === {json.dumps(label)} && e.offsetParent !== null);"
-            " if (!els.length) return false; els[0].click(); return true; })()"))
+        return bool(
+            self.evaluate(
+                f"(() => {{ const els = [...document.querySelectorAll({json.dumps(selector)})]"
+                f"  .filter(e => e.innerText && e.innerText.trim() === {json.dumps(label)} && e.offsetParent !== null);"
+                " if (!els.length) return false; els[0].click(); return true; })()"
+            )
+        )
 
     def screenshot(self, path: Path, full_page: bool = True) -> Path:
         params: dict[str, Any] = {"format": "png"}
@@ -383,15 +478,16 @@ class Browser:
 
 # --- the pages and what each must show -----------------------------------------------------------------------
 
+
 @dataclass
 class Page:
-    name: str                      # also the screenshot's file name
+    name: str  # also the screenshot's file name
     url: str
     expect: list[str]
     absent: list[str] = field(default_factory=list)
-    click: list[str] = field(default_factory=list)    # tabs/buttons to click (in order) before checking
-    gone: list[str] = field(default_factory=list)     # loading indicators to wait out
-    settle: float = 1.0                               # seconds to let late requests draw before the screenshot
+    click: list[str] = field(default_factory=list)  # tabs/buttons to click (in order) before checking
+    gone: list[str] = field(default_factory=list)  # loading indicators to wait out
+    settle: float = 1.0  # seconds to let late requests draw before the screenshot
     timeout: float = 60.0
 
 
@@ -428,7 +524,9 @@ def check_pages(browser: Browser, pages: Sequence[Page], out_dir: Path) -> list[
                 missing = [f"(clickable '{label}')"]
                 break
         if not missing:
-            text, missing = browser.wait_for(page.expect, timeout=page.timeout, gone=page.gone, settle=page.settle)
+            text, missing = browser.wait_for(
+                page.expect, timeout=page.timeout, gone=page.gone, settle=page.settle
+            )
         else:
             text = browser.text()
         shown = [a for a in page.absent if a in text]
@@ -453,8 +551,13 @@ HIDDEN_ASSET_JOB_LABEL, EMPTY_TIMELINE = "Jobless asset materializations", "No r
 MLFLOW_LINK_BASE = "http://127.0.0.1:5000"
 
 
-def default_pages(settings: Settings, dagster_url: str, mlflow_url: str, model: str | None = None,
-                  partitions: Sequence[str] | None = None) -> list[Page]:
+def default_pages(
+    settings: Settings,
+    dagster_url: str,
+    mlflow_url: str,
+    model: str | None = None,
+    partitions: Sequence[str] | None = None,
+) -> list[Page]:
     """The pages a user opens, in order, and the text each must show.
 
     ``partitions``: the repository partitions the data folder has (default: the instance's ``repos`` dynamic
@@ -483,7 +586,9 @@ def default_pages(settings: Settings, dagster_url: str, mlflow_url: str, model: 
     c = registry.client(settings)
     versions = sorted(c.search_model_versions(f"name='{model}'"), key=lambda v: int(v.version))
     if not versions:
-        raise UICheckError(f"no version of the registered model {model!r} in {redact_uri(settings.mlflow_tracking_uri)}")
+        raise UICheckError(
+            f"no version of the registered model {model!r} in {redact_uri(settings.mlflow_tracking_uri)}"
+        )
     own = [v for v in versions if (v.tags or {}).get("dagster_asset") == ADAPTER_ASSET]
     if not own:
         raise UICheckError(f"no version of {model!r} was registered by {ADAPTER_ASSET} (tag dagster_asset)")
@@ -493,52 +598,131 @@ def default_pages(settings: Settings, dagster_url: str, mlflow_url: str, model: 
     champion = alias_version(model, CHAMPION, settings)
     if champion is not None:
         aliases, no_aliases = [f"@ {CHAMPION}"], []
-    else:   # says so: only the candidate alias, no champion anywhere on the page
+    else:  # says so: only the candidate alias, no champion anywhere on the page
         aliases, no_aliases = [f"@ {CANDIDATE}"], [f"@ {CHAMPION}"]
     nux = [DAGSTER_NUX_HEADING]
     d, m = dagster_url, mlflow_url
     pages = [
-        Page("dagster-asset-graph", f"{d}/asset-groups",
-             ["Global asset lineage", *ASSET_GROUPS], absent=nux, settle=5.0),
-        Page("dagster-code-locations", f"{d}/deployment/locations",
-             ["2 code locations", *CODE_LOCATIONS, "bashgym_assets.definitions", "bashgym_assets.gpu_definitions",
-              "Loaded"], absent=nux + ["Failed", "Error"]),
-        Page(f"dagster-{PARTITIONED_ASSET}-partitions", f"{d}/assets/{PARTITIONED_ASSET}?view=partitions",
-             [PARTITIONED_ASSET, "Partitions", f"{len(partitions)} Partitions", *partitions], absent=nux),
-        Page(f"dagster-{PARTITIONED_ASSET}-checks", f"{d}/assets/{PARTITIONED_ASSET}?view=checks",
-             ["Checks (1)", PARTITIONED_ASSET_CHECK, "This is a blocking asset check", "Passed"], absent=nux),
-        Page("dagster-automation", f"{d}/automation",
-             [*CODE_LOCATIONS, *(f"running: {n}" for n in SENSORS + SCHEDULES), "Scheduled At 02:00 AM UTC"],
-             absent=nux + [f"stopped: {n}" for n in SENSORS + SCHEDULES]),
-        Page(f"dagster-{ADAPTER_ASSET}", f"{d}/assets/{ADAPTER_ASSET}",
-             [ADAPTER_ASSET, "bashgym_gpu", "Latest materialization", "mlflow_run",
-              f"href={MLFLOW_LINK_BASE}{run_path}",
-              "model_uri", f"models:/{model}/{adapter.version}", "final_loss", "loss_curve",
-              # the loss plot: the markdown entry opened, an inline PNG
-              "img=data:image/png;base64", "alt=loss curve"],
-             click=["[Show Markdown]"], absent=nux),
-        Page("mlflow-model", f"{m}/#/models/{model}",
-             [model, "Versions", *(f"Version {v.version}" for v in versions), *aliases,
-              "kind", "dagster_run_id", "dagster_asset", "dataset_version"], absent=no_aliases, timeout=90),
-        Page("mlflow-adapter-run", f"{m}{run_path}",
-             [run.info.run_name, "loss", "dagster_run_id", "dataset_version", "Finished", model]),
+        Page(
+            "dagster-asset-graph",
+            f"{d}/asset-groups",
+            ["Global asset lineage", *ASSET_GROUPS],
+            absent=nux,
+            settle=5.0,
+        ),
+        Page(
+            "dagster-code-locations",
+            f"{d}/deployment/locations",
+            [
+                "2 code locations",
+                *CODE_LOCATIONS,
+                "bashgym_assets.definitions",
+                "bashgym_assets.gpu_definitions",
+                "Loaded",
+            ],
+            absent=nux + ["Failed", "Error"],
+        ),
+        Page(
+            f"dagster-{PARTITIONED_ASSET}-partitions",
+            f"{d}/assets/{PARTITIONED_ASSET}?view=partitions",
+            [PARTITIONED_ASSET, "Partitions", f"{len(partitions)} Partitions", *partitions],
+            absent=nux,
+        ),
+        Page(
+            f"dagster-{PARTITIONED_ASSET}-checks",
+            f"{d}/assets/{PARTITIONED_ASSET}?view=checks",
+            ["Checks (1)", PARTITIONED_ASSET_CHECK, "This is a blocking asset check", "Passed"],
+            absent=nux,
+        ),
+        Page(
+            "dagster-automation",
+            f"{d}/automation",
+            [*CODE_LOCATIONS, *(f"running: {n}" for n in SENSORS + SCHEDULES), "Scheduled At 02:00 AM UTC"],
+            absent=nux + [f"stopped: {n}" for n in SENSORS + SCHEDULES],
+        ),
+        Page(
+            f"dagster-{ADAPTER_ASSET}",
+            f"{d}/assets/{ADAPTER_ASSET}",
+            [
+                ADAPTER_ASSET,
+                "bashgym_gpu",
+                "Latest materialization",
+                "mlflow_run",
+                f"href={MLFLOW_LINK_BASE}{run_path}",
+                "model_uri",
+                f"models:/{model}/{adapter.version}",
+                "final_loss",
+                "loss_curve",
+                # the loss plot: the markdown entry opened, an inline PNG
+                "img=data:image/png;base64",
+                "alt=loss curve",
+            ],
+            click=["[Show Markdown]"],
+            absent=nux,
+        ),
+        Page(
+            "mlflow-model",
+            f"{m}/#/models/{model}",
+            [
+                model,
+                "Versions",
+                *(f"Version {v.version}" for v in versions),
+                *aliases,
+                "kind",
+                "dagster_run_id",
+                "dagster_asset",
+                "dataset_version",
+            ],
+            absent=no_aliases,
+            timeout=90,
+        ),
+        Page(
+            "mlflow-adapter-run",
+            f"{m}{run_path}",
+            [run.info.run_name, "loss", "dagster_run_id", "dataset_version", "Finished", model],
+        ),
     ]
     recent = _recent_run_rows(settings)
-    if recent is not None:   # runs in the home timeline's window (12 hours): each on it, under its code location
-        pages.insert(1, Page("dagster-timeline", f"{d}/", ["Timeline", *sorted(recent)],
-                             absent=nux + [EMPTY_TIMELINE], settle=3.0))
+    if (
+        recent is not None
+    ):  # runs in the home timeline's window (12 hours): each on it, under its code location
+        pages.insert(
+            1,
+            Page(
+                "dagster-timeline",
+                f"{d}/",
+                ["Timeline", *sorted(recent)],
+                absent=nux + [EMPTY_TIMELINE],
+                settle=3.0,
+            ),
+        )
     outcome = _promotion_outcome(settings)
-    if outcome is not None:   # the evaluation ran: its check shows what it decided, and does not fail for a "keep"
-        pages.append(Page(f"dagster-{EVALUATION_ASSET}-checks", f"{d}/assets/{EVALUATION_ASSET}?view=checks",
-                          [PROMOTION_CHECK, "Latest execution", "Passed", *([outcome] if outcome else [])],
-                          absent=nux))
+    if (
+        outcome is not None
+    ):  # the evaluation ran: its check shows what it decided, and does not fail for a "keep"
+        pages.append(
+            Page(
+                f"dagster-{EVALUATION_ASSET}-checks",
+                f"{d}/assets/{EVALUATION_ASSET}?view=checks",
+                [PROMOTION_CHECK, "Latest execution", "Passed", *([outcome] if outcome else [])],
+                absent=nux,
+            )
+        )
     export = _latest_metadata(settings, EXPORT_ASSET)
-    if export is not None:   # a round trip that compared nothing shows skipped, never "Passed"
+    if export is not None:  # a round trip that compared nothing shows skipped, never "Passed"
         skipped = str(export.get("round_trip_check", "")).startswith("skipped")
-        pages.append(Page(f"dagster-{EXPORT_ASSET}-checks", f"{d}/assets/{EXPORT_ASSET}?view=checks",
-                          [ROUND_TRIP_CHECK, "Latest execution", "Skipped" if skipped else
-                           "Passed" if export.get("verified") else "Failed"],
-                          absent=nux + (["Passed"] if skipped else [])))
+        pages.append(
+            Page(
+                f"dagster-{EXPORT_ASSET}-checks",
+                f"{d}/assets/{EXPORT_ASSET}?view=checks",
+                [
+                    ROUND_TRIP_CHECK,
+                    "Latest execution",
+                    "Skipped" if skipped else "Passed" if export.get("verified") else "Failed",
+                ],
+                absent=nux + (["Passed"] if skipped else []),
+            )
+        )
     return pages
 
 
@@ -567,14 +751,17 @@ def _recent_run_rows(settings: Settings, hours: float = 11.0) -> set[str] | None
     ensure_dagster_home(settings)
     since = time.time() - hours * 3600
     with dg.DagsterInstance.get() as instance:
-        records = instance.get_run_records(dg.RunsFilter(created_after=datetime.fromtimestamp(since, UTC)),
-                                           limit=500)
+        records = instance.get_run_records(
+            dg.RunsFilter(created_after=datetime.fromtimestamp(since, UTC)), limit=500
+        )
     if not records:
         return None
     rows: set[str] = set()
     for run in (r.dagster_run for r in records if r.dagster_run.remote_job_origin):
-        rows |= {run.remote_job_origin.location_name,
-                 HIDDEN_ASSET_JOB_LABEL if run.job_name.startswith("__ASSET_JOB") else run.job_name}
+        rows |= {
+            run.remote_job_origin.location_name,
+            HIDDEN_ASSET_JOB_LABEL if run.job_name.startswith("__ASSET_JOB") else run.job_name,
+        }
     return rows
 
 

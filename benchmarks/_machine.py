@@ -12,16 +12,21 @@ def machine() -> str:
     model = "?"
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
-        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                 if line.startswith("model name")]
+        names = [
+            line.split(":", 1)[1].strip()
+            for line in cpuinfo.read_text().splitlines()
+            if line.startswith("model name")
+        ]
         model = names[0] if names else model
     mem = ""
     meminfo = Path("/proc/meminfo")
     if meminfo.exists():
         kb = int(meminfo.read_text().split()[1])
         mem = f", {kb / 1024 / 1024:.0f} GiB"
-    return (f"{platform.system()} {platform.release()}, {model}, {os.cpu_count()} cores{mem}, Python "
-            f"{platform.python_version()}")
+    return (
+        f"{platform.system()} {platform.release()}, {model}, {os.cpu_count()} cores{mem}, Python "
+        f"{platform.python_version()}"
+    )
 
 
 def append_report(path: Path, title: str, script: str, report: str) -> None:

@@ -34,8 +34,16 @@ DONE_RE = re.compile(r"^    ok in ([0-9.]+) s$")
 def _prepared_model(cache: Path) -> Path:
     """The offline base model, converted once for both runs (set-up does this for ``make demo``)."""
     env = dict(os.environ, BASHGYM_HOME=str(cache))
-    subprocess.run([sys.executable, "-c", "from bashgym_assets.training.base_model import prepare_smollm2; "
-                    "prepare_smollm2()"], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from bashgym_assets.training.base_model import prepare_smollm2; prepare_smollm2()",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     return cache / "models"
 
 
@@ -53,7 +61,7 @@ def run_demo(home: Path, models: Path, profile: str, per_step: bool) -> tuple[fl
         raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     steps, current = [], None
     for line in done.stdout.splitlines():
-        if (m := STEP_RE.match(line)):
+        if m := STEP_RE.match(line):
             current = m.group(1)
         elif (m := DONE_RE.match(line)) and current:
             steps.append((current, float(m.group(1))))
@@ -64,7 +72,9 @@ def run_demo(home: Path, models: Path, profile: str, per_step: bool) -> tuple[fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profile", default="quick", choices=["quick", "demo"])
-    parser.add_argument("--out", default=None, help="results markdown (default benchmarks/results/demo_<profile>.md)")
+    parser.add_argument(
+        "--out", default=None, help="results markdown (default benchmarks/results/demo_<profile>.md)"
+    )
     args = parser.parse_args()
     out = Path(args.out or ROOT / "benchmarks" / "results" / f"demo_{args.profile}.md")
     load0 = os.getloadavg()

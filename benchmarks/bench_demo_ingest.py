@@ -35,9 +35,11 @@ def _prepare(home: Path) -> tuple[dict[str, str], list[str]]:
 
     env["BASHGYM_TRACE_DIRS"] = str(SAMPLE_TRACES_DIR)
     env["DAGSTER_HOME"] = str(home / "dagster")
-    script = ("from bashgym_assets.instance import ensure_dagster_home; ensure_dagster_home(); "
-              "from bashgym_assets.cli import discover_repo_partitions; from bashgym_assets import demo; "
-              "r = discover_repo_partitions(); demo.register_partitions(r); print(','.join(r))")
+    script = (
+        "from bashgym_assets.instance import ensure_dagster_home; ensure_dagster_home(); "
+        "from bashgym_assets.cli import discover_repo_partitions; from bashgym_assets import demo; "
+        "r = discover_repo_partitions(); demo.register_partitions(r); print(','.join(r))"
+    )
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
     return env, out.stdout.strip().splitlines()[-1].split(",")
 
@@ -47,18 +49,46 @@ def before(home: Path) -> tuple[float, int]:
     dagster = str(Path(sys.executable).with_name("dagster"))
     started = time.monotonic()
     for repo in repos:
-        subprocess.run([dagster, "asset", "materialize", "-m", "bashgym_assets.definitions", "--select",
-                        ",".join(ASSETS), "--partition", repo], env=env, check=True, capture_output=True)
+        subprocess.run(
+            [
+                dagster,
+                "asset",
+                "materialize",
+                "-m",
+                "bashgym_assets.definitions",
+                "--select",
+                ",".join(ASSETS),
+                "--partition",
+                repo,
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
     return time.monotonic() - started, len(repos)
 
 
 def now(home: Path) -> tuple[float, int]:
     env, repos = _prepare(home)
     started = time.monotonic()
-    payload = {"steps": [{"module": "bashgym_assets.definitions", "assets": ASSETS, "partitioned": True,
-                          "label": "ingest", "config": {}}], "partitions": repos}
-    subprocess.run([sys.executable, "-c", "from bashgym_assets.demo import plan_main; plan_main()",
-                    json.dumps(payload)], env=env, check=True, capture_output=True)
+    payload = {
+        "steps": [
+            {
+                "module": "bashgym_assets.definitions",
+                "assets": ASSETS,
+                "partitioned": True,
+                "label": "ingest",
+                "config": {},
+            }
+        ],
+        "partitions": repos,
+    }
+    subprocess.run(
+        [sys.executable, "-c", "from bashgym_assets.demo import plan_main; plan_main()", json.dumps(payload)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     return time.monotonic() - started, len(repos)
 
 
@@ -90,7 +120,9 @@ def main() -> None:
     ]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    print(json.dumps({"before_s": round(old_s, 1), "now_s": round(new_s, 1), "ratio": round(new_s / old_s, 3)}))
+    print(
+        json.dumps({"before_s": round(old_s, 1), "now_s": round(new_s, 1), "ratio": round(new_s / old_s, 3)})
+    )
 
 
 if __name__ == "__main__":

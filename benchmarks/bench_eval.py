@@ -66,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rows", type=int, default=32, help="continuous batching's rows a decode step")
     ap.add_argument("--adapter", help="a LoRA adapter folder on the base (default: the base model alone)")
     ap.add_argument("--only", help="comma-separated held-out scenario ids (instead of --limit)")
-    ap.add_argument("--arms", default=",".join(ARMS), help=f"which of {', '.join(ARMS)} to run, in that order")
+    ap.add_argument(
+        "--arms", default=",".join(ARMS), help=f"which of {', '.join(ARMS)} to run, in that order"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "eval.md")
     ap.add_argument("--episodes-json", type=Path, help="also write every arm's episodes (transcripts) here")
     args = ap.parse_args(argv)
@@ -84,18 +86,32 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(subset)} of {len(held)} held-out scenarios, base {base}, adapter {args.adapter}", flush=True)
 
     def operator(micro_batch: int, kv_cache: bool) -> LocalModelOperator:
-        op = LocalModelOperator(base, adapter_dir=args.adapter, max_new_tokens=args.max_new_tokens,
-                                micro_batch=micro_batch, kv_cache=kv_cache)
+        op = LocalModelOperator(
+            base,
+            adapter_dir=args.adapter,
+            max_new_tokens=args.max_new_tokens,
+            micro_batch=micro_batch,
+            kv_cache=kv_cache,
+        )
         op._load()  # load outside the timed region: every arm pays it once
         return op
 
     setups = {  # name, (micro-batch, KV reuse), settings; each arm's model is loaded when its turn comes
-        "one": ("one at a time (max_live 1, batch 1, plain generate)", (1, False),
-                EvalSettings(max_turns=args.max_turns, max_live=1, continuous=False)),
-        "lockstep": (f"lockstep batched + KV reuse (micro-batch {args.micro_batch})", (args.micro_batch, True),
-                     EvalSettings(max_turns=args.max_turns, continuous=False)),
-        "continuous": (f"continuous batching + KV reuse (up to {args.max_rows} rows)", (args.micro_batch, True),
-                       EvalSettings(max_turns=args.max_turns, max_rows=args.max_rows)),
+        "one": (
+            "one at a time (max_live 1, batch 1, plain generate)",
+            (1, False),
+            EvalSettings(max_turns=args.max_turns, max_live=1, continuous=False),
+        ),
+        "lockstep": (
+            f"lockstep batched + KV reuse (micro-batch {args.micro_batch})",
+            (args.micro_batch, True),
+            EvalSettings(max_turns=args.max_turns, continuous=False),
+        ),
+        "continuous": (
+            f"continuous batching + KV reuse (up to {args.max_rows} rows)",
+            (args.micro_batch, True),
+            EvalSettings(max_turns=args.max_turns, max_rows=args.max_rows),
+        ),
     }
     ops: dict[str, LocalModelOperator] = {}
     results: dict[str, tuple[object, float]] = {}
@@ -118,56 +134,78 @@ def main(argv: list[str] | None = None) -> int:
         turns = sum(e.n_turns for e in res.episodes)
         rates = res.summary.rates
         same = agreement(results["one"][0], res) if "one" in results else "-"
-        rows.append(f"| {setups[arm][0]} | {len(res.episodes)} | {turns} | {secs:.1f} | "
-                    f"{60 * len(res.episodes) / secs:.2f} | {same} | {rates['operate'].fmt()} | "
-                    f"{rates['terminate'].fmt()} | {rates['clean'].fmt()} |")
+        rows.append(
+            f"| {setups[arm][0]} | {len(res.episodes)} | {turns} | {secs:.1f} | "
+            f"{60 * len(res.episodes) / secs:.2f} | {same} | {rates['operate'].fmt()} | "
+            f"{rates['terminate'].fmt()} | {rates['clean'].fmt()} |"
+        )
     lines = [
-        "## Evaluation benchmark (issue 11)", "",
+        "## Evaluation benchmark (issue 11)",
+        "",
         f"Command: `.venv/bin/python benchmarks/bench_eval.py {' '.join(argv or sys.argv[1:])}`  ",
         f"Machine: {machine()}, load average at start {load:.1f}  ",
-        f"Model: {base}" + (f" + adapter {args.adapter}" if args.adapter else " (no adapter)")
+        f"Model: {base}"
+        + (f" + adapter {args.adapter}" if args.adapter else " (no adapter)")
         + f"; greedy, {args.max_new_tokens} new tokens max, {args.max_turns}-turn cap; "
-        f"{len(subset)} of {len(held)} held-out scenarios", "",
+        f"{len(subset)} of {len(held)} held-out scenarios",
+        "",
         "| run | episodes | turns | wall s | episodes/min | transcripts = one at a time (replies agree while "
         "observations do) | operate | terminate "
-        "| clean |", "|---|---|---|---|---|---|---|---|---|", *rows, "",
+        "| clean |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
     ]
     if "one" in results:
         one_s = results["one"][1]
         for arm in arms[1:]:
             ratio = one_s / results[arm][1]
-            lines.append(f"- {arm} vs one at a time: **{ratio:.2f}x** episodes/min (target >= 4x: "
-                         f"{'met' if ratio >= 4 else 'NOT met'})")
+            lines.append(
+                f"- {arm} vs one at a time: **{ratio:.2f}x** episodes/min (target >= 4x: "
+                f"{'met' if ratio >= 4 else 'NOT met'})"
+            )
     if "lockstep" in results and "continuous" in results:
         lines.append(f"- continuous vs lockstep: {results['lockstep'][1] / results['continuous'][1]:.2f}x")
     for arm in [a for a in arms if a != "one"]:
         res, secs = results[arm]
         if len(subset) == len(held):
-            lines.append(f"- {arm}, whole held-out split: **{secs / 60:.1f} min** (target < 5 min: "
-                         f"{'met' if secs < 300 else 'NOT met'})")
+            lines.append(
+                f"- {arm}, whole held-out split: **{secs / 60:.1f} min** (target < 5 min: "
+                f"{'met' if secs < 300 else 'NOT met'})"
+            )
         op = ops[arm]
         kv = op._kv.stats if op._kv is not None else None
         if kv is None:
             lines.append(f"- {arm}: KV reuse NOT used (fallback: {op.kv_fallback})")
             continue
-        lines.append(f"- {arm}: {kv.reused_tokens} of {kv.prompt_tokens} prompt tokens read from the cache, "
-                     f"{kv.prefilled_tokens} prefilled ({kv.prefill_s:.1f} s), {kv.decode_steps} decode steps "
-                     f"({kv.decode_s:.1f} s)" + (f", {kv.calls} generate calls" if arm == "lockstep" else ""))
+        lines.append(
+            f"- {arm}: {kv.reused_tokens} of {kv.prompt_tokens} prompt tokens read from the cache, "
+            f"{kv.prefilled_tokens} prefilled ({kv.prefill_s:.1f} s), {kv.decode_steps} decode steps "
+            f"({kv.decode_s:.1f} s)" + (f", {kv.calls} generate calls" if arm == "lockstep" else "")
+        )
         cs = op.continuous_stats
         if arm == "continuous" and cs is not None:
-            lines.append(f"- continuous: {cs.mean_rows:.1f} rows a decode step on average, {cs.joins} joins, "
-                         f"{cs.rebuilds} buffer rebuilds; prompt lookup in the tail: {cs.accepted} of {cs.drafted} "
-                         f"drafted tokens confirmed")
+            lines.append(
+                f"- continuous: {cs.mean_rows:.1f} rows a decode step on average, {cs.joins} joins, "
+                f"{cs.rebuilds} buffer rebuilds; prompt lookup in the tail: {cs.accepted} of {cs.drafted} "
+                f"drafted tokens confirmed"
+            )
     slow = sorted(results[arms[-1]][0].episodes, key=lambda e: -e.wall_s)[:3]
-    lines.append(f"- {arms[-1]}, slowest episodes: " + "; ".join(
-        f"{e.scenario_id} {e.wall_s:.0f} s, {e.n_turns} turns, "
-        f"{sum(len(x.content) for x in e.messages if x.role == 'assistant')} characters typed, "
-        f"{e.failure_class or 'clean'}" for e in slow))
+    lines.append(
+        f"- {arms[-1]}, slowest episodes: "
+        + "; ".join(
+            f"{e.scenario_id} {e.wall_s:.0f} s, {e.n_turns} turns, "
+            f"{sum(len(x.content) for x in e.messages if x.role == 'assistant')} characters typed, "
+            f"{e.failure_class or 'clean'}"
+            for e in slow
+        )
+    )
     if args.episodes_json:
         import json
 
-        args.episodes_json.write_text(json.dumps(
-            {arm: [e.model_dump() for e in results[arm][0].episodes] for arm in arms}, default=str))
+        args.episodes_json.write_text(
+            json.dumps({arm: [e.model_dump() for e in results[arm][0].episodes] for arm in arms}, default=str)
+        )
     text = "\n".join(lines) + "\n"
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

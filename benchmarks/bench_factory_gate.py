@@ -43,15 +43,25 @@ BASELINE_PARALLEL = 4
 @contextlib.contextmanager
 def todays_path() -> Iterator[None]:
     """The gate as it ran before: no combined setup exec, no inline check, the engine's layer diff."""
-    setup, check_command, upper, session = Sandbox.setup, Sandbox.check_command, Sandbox._upper_dir, Sandbox.session
-    Sandbox.setup = lambda self, then=(): setup(self)                      # type: ignore[method-assign]
-    Sandbox.check_command = lambda self, script, timeout_s=30.0: None      # type: ignore[method-assign]
-    Sandbox._upper_dir = lambda self: None                                 # type: ignore[method-assign]
-    Sandbox.session = lambda self, verify_tools=True: session(self)        # type: ignore[method-assign]
+    setup, check_command, upper, session = (
+        Sandbox.setup,
+        Sandbox.check_command,
+        Sandbox._upper_dir,
+        Sandbox.session,
+    )
+    Sandbox.setup = lambda self, then=(): setup(self)  # type: ignore[method-assign]
+    Sandbox.check_command = lambda self, script, timeout_s=30.0: None  # type: ignore[method-assign]
+    Sandbox._upper_dir = lambda self: None  # type: ignore[method-assign]
+    Sandbox.session = lambda self, verify_tools=True: session(self)  # type: ignore[method-assign]
     try:
         yield
     finally:
-        Sandbox.setup, Sandbox.check_command, Sandbox._upper_dir, Sandbox.session = setup, check_command, upper, session
+        Sandbox.setup, Sandbox.check_command, Sandbox._upper_dir, Sandbox.session = (
+            setup,
+            check_command,
+            upper,
+            session,
+        )
 
 
 def interleave(bundles: list) -> list:
@@ -88,20 +98,32 @@ def main(argv: list[str] | None = None) -> int:
     run = generate(args.per_family, seed=0)
     bundles = interleave(run.bundles)
     users = Counter(b.user for b in bundles)
-    head = (f"{machine()}\n{len(bundles)} tasks from {len(run.yields)} families ({users['root']} as root), drawn "
-            f"in {time.perf_counter() - t0:.1f} s; image {image}")
+    head = (
+        f"{machine()}\n{len(bundles)} tasks from {len(run.yields)} families ({users['root']} as root), drawn "
+        f"in {time.perf_counter() - t0:.1f} s; image {image}"
+    )
     print(head, flush=True)
-    lines = [f"# Factory gate benchmark ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "", head, "",
-             f"`{' '.join(['.venv/bin/python', 'benchmarks/bench_factory_gate.py', *(argv or sys.argv[1:])])}`",
-             ""]
+    lines = [
+        f"# Factory gate benchmark ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
+        "",
+        head,
+        "",
+        f"`{' '.join(['.venv/bin/python', 'benchmarks/bench_factory_gate.py', *(argv or sys.argv[1:])])}`",
+        "",
+    ]
     if args.scale:
         wall, reasons = gate(bundles, image, args.parallel)
-        row = (f"every task, new path, {args.parallel} sandboxes: {len(bundles)} in {wall:.0f} s = "
-               f"{len(bundles) / wall:.2f}/s; {dict(reasons)}")
+        row = (
+            f"every task, new path, {args.parallel} sandboxes: {len(bundles)} in {wall:.0f} s = "
+            f"{len(bundles) / wall:.2f}/s; {dict(reasons)}"
+        )
         print(row, flush=True)
         lines.append(row)
     else:
-        lines += ["| round | path | sandboxes | tasks | seconds | tasks/s | outcomes |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "| round | path | sandboxes | tasks | seconds | tasks/s | outcomes |",
+            "|---|---|---|---|---|---|---|",
+        ]
         rates: dict[str, list[float]] = {"today": [], "new": []}
         for r in range(1, args.rounds + 1):
             for name in ("today", "new"):
@@ -115,8 +137,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(row, flush=True)
                 lines.append(row)
         today, new = sum(rates["today"]) / args.rounds, sum(rates["new"]) / args.rounds
-        summary = (f"\nmean: today {today:.2f}/s, new {new:.2f}/s: **{new / today:.2f}x**; 5,000 tasks at the new "
-                   f"rate: {5000 / new / 60:.1f} min (target 15 min, 5.5/s)")
+        summary = (
+            f"\nmean: today {today:.2f}/s, new {new:.2f}/s: **{new / today:.2f}x**; 5,000 tasks at the new "
+            f"rate: {5000 / new / 60:.1f} min (target 15 min, 5.5/s)"
+        )
         print(summary)
         lines.append(summary)
     args.out.parent.mkdir(parents=True, exist_ok=True)

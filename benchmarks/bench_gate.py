@@ -28,10 +28,17 @@ from bashgym_assets.scenarios.gate import TRAIN, gate_bundles, reason_counts  # 
 
 def machine() -> str:
     mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    docker = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True,
-                            text=True).stdout.strip()
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
+    docker = subprocess.run(
+        ["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True
+    ).stdout.strip()
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
     return f"{os.cpu_count()} cores ({cpu}), {mem_gb:.0f} GiB RAM, {platform.platform()}, Docker {docker}"
 
 
@@ -70,18 +77,36 @@ def main(argv: list[str] | None = None) -> int:
     train = [by_id[r.scenario_id] for r in gate_par if r.admitted and r.split == TRAIN]
     op = ReferenceOperator()
     roll_par, t_roll_par = timed(lambda: run_rollouts(train, op, image, max_parallel=args.parallel))
-    print(f"rollouts parallel: {t_roll_par:.1f}s kept {sum(r.kept for r in roll_par)}/{len(roll_par)}", flush=True)
+    print(
+        f"rollouts parallel: {t_roll_par:.1f}s kept {sum(r.kept for r in roll_par)}/{len(roll_par)}",
+        flush=True,
+    )
     roll_ser, t_roll_ser = timed(lambda: run_rollouts(train, op, image, max_parallel=1))
-    print(f"rollouts serial:   {t_roll_ser:.1f}s kept {sum(r.kept for r in roll_ser)}/{len(roll_ser)}", flush=True)
+    print(
+        f"rollouts serial:   {t_roll_ser:.1f}s kept {sum(r.kept for r in roll_ser)}/{len(roll_ser)}",
+        flush=True,
+    )
 
     def per_min(count: int, seconds: float) -> float:
         return count / seconds * 60 if seconds else 0.0
 
     rows = [
-        ("gate (whole pack)", n, args.parallel, t_gate_par, t_gate_ser,
-         f"{sum(r.admitted for r in gate_par)}/{n} admitted"),
-        ("reference rollouts (train split)", len(train), args.parallel, t_roll_par, t_roll_ser,
-         f"{sum(r.kept for r in roll_par)}/{len(train)} kept"),
+        (
+            "gate (whole pack)",
+            n,
+            args.parallel,
+            t_gate_par,
+            t_gate_ser,
+            f"{sum(r.admitted for r in gate_par)}/{n} admitted",
+        ),
+        (
+            "reference rollouts (train split)",
+            len(train),
+            args.parallel,
+            t_roll_par,
+            t_roll_ser,
+            f"{sum(r.kept for r in roll_par)}/{len(train)} kept",
+        ),
     ]
     cmd = "python benchmarks/bench_gate.py " + " ".join(argv if argv is not None else sys.argv[1:])
     lines = [
@@ -100,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, count, par, tp, ts, result in rows:
-        lines.append(f"| {name} | {count} | {par} | {tp:.1f} | {ts:.1f} | {per_min(count, tp):.1f} | "
-                     f"{per_min(count, ts):.1f} | {ts / tp if tp else 0:.2f}x | {result} |")
+        lines.append(
+            f"| {name} | {count} | {par} | {tp:.1f} | {ts:.1f} | {per_min(count, tp):.1f} | "
+            f"{per_min(count, ts):.1f} | {ts / tp if tp else 0:.2f}x | {result} |"
+        )
     rejected = [r for r in gate_par if not r.admitted]
     if rejected:
         lines += ["", "Rejected by the gate:", ""]

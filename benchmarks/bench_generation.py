@@ -46,13 +46,21 @@ def _generate(model, prompts: list[list[int]], new_tokens: int, pad: int) -> tup
     ids = torch.full((len(prompts), width), pad, dtype=torch.long)
     att = torch.zeros_like(ids)
     for row, p in enumerate(prompts):
-        ids[row, width - len(p):] = torch.tensor(p)
-        att[row, width - len(p):] = 1
+        ids[row, width - len(p) :] = torch.tensor(p)
+        att[row, width - len(p) :] = 1
     t0 = time.perf_counter()
     with torch.no_grad():
-        out = model.generate(input_ids=ids, attention_mask=att, max_new_tokens=new_tokens,
-                             min_new_tokens=new_tokens, do_sample=False, pad_token_id=pad,
-                             temperature=None, top_p=None, top_k=None)
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=att,
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=False,
+            pad_token_id=pad,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+        )
     return time.perf_counter() - t0, out[:, width:].tolist()
 
 
@@ -74,8 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     base = bm.resolve_base_model(prepare=True)
     adapter = args.adapter
     if not adapter:
-        found = sorted((get_settings().home / "artifacts" / "adapters").glob("*/adapter_config.json"),
-                       key=lambda p: p.stat().st_mtime)
+        found = sorted(
+            (get_settings().home / "artifacts" / "adapters").glob("*/adapter_config.json"),
+            key=lambda p: p.stat().st_mtime,
+        )
         if not found:
             ap.error("no adapter in the data folder: pass --adapter (run `make demo` first)")
         adapter = str(found[-1].parent)
@@ -83,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     prompts = _prompts(tok, args.batch)
     wrapped = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter).eval()
-    merged = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter).merge_and_unload().eval()
+    merged = (
+        PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter)
+        .merge_and_unload()
+        .eval()
+    )
     _generate(merged, prompts[:2], 4, pad)  # warm-up, untimed
     _generate(wrapped, prompts[:2], 4, pad)
     times = {"peft wrapper": 0.0, "merged": 0.0}
@@ -95,16 +109,22 @@ def main(argv: list[str] | None = None) -> int:
             outputs[label] = out
     tokens = args.rounds * args.batch * args.new_tokens
     differ = sum(a != b for a, b in zip(outputs["peft wrapper"], outputs["merged"], strict=True))
-    print(f"Command: .venv/bin/python benchmarks/bench_generation.py --batch {args.batch} --new-tokens "
-          f"{args.new_tokens} --rounds {args.rounds}")
+    print(
+        f"Command: .venv/bin/python benchmarks/bench_generation.py --batch {args.batch} --new-tokens "
+        f"{args.new_tokens} --rounds {args.rounds}"
+    )
     print(f"Machine: {machine()}, load average {os.getloadavg()[0]:.1f}; adapter {adapter}")
-    print(f"{args.batch} held-out first-turn prompts (mean {sum(map(len, prompts)) / len(prompts):.0f} tokens), "
-          f"greedy, {args.new_tokens} new tokens each, {args.rounds} rounds alternating\n")
+    print(
+        f"{args.batch} held-out first-turn prompts (mean {sum(map(len, prompts)) / len(prompts):.0f} tokens), "
+        f"greedy, {args.new_tokens} new tokens each, {args.rounds} rounds alternating\n"
+    )
     print("| setup | seconds | new tokens/s |\n|---|---:|---:|")
     for label, seconds in times.items():
         print(f"| {label} | {seconds:.1f} | {tokens / seconds:.1f} |")
-    print(f"\n**merged vs wrapper: {times['peft wrapper'] / times['merged']:.2f}x**; greedy replies that differ: "
-          f"{differ} of {args.batch}")
+    print(
+        f"\n**merged vs wrapper: {times['peft wrapper'] / times['merged']:.2f}x**; greedy replies that differ: "
+        f"{differ} of {args.batch}"
+    )
     return 0
 
 

@@ -47,17 +47,23 @@ def _policy(base: str, adapter: str | None, args: argparse.Namespace, micro_batc
 
         model = PeftModel.from_pretrained(model, adapter)
     model.eval()
-    return grpo.Policy(model, load_tokenizer(base), max_new_tokens=args.max_new_tokens, temperature=0.8,
-                       micro_batch=micro_batch)
+    return grpo.Policy(
+        model,
+        load_tokenizer(base),
+        max_new_tokens=args.max_new_tokens,
+        temperature=0.8,
+        micro_batch=micro_batch,
+    )
 
 
 def _fresh_adapter(base: str, folder: Path) -> str:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    get_peft_model(AutoModelForCausalLM.from_pretrained(base),
-                   LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM")
-                   ).save_pretrained(folder)
+    get_peft_model(
+        AutoModelForCausalLM.from_pretrained(base),
+        LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM"),
+    ).save_pretrained(folder)
     return str(folder)
 
 
@@ -73,8 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--train-scenarios", type=int, default=8)
     ap.add_argument("--lr", type=float, default=5e-5)
     ap.add_argument("--skip-rollouts", action="store_true")
-    ap.add_argument("--threads", type=int, help="torch threads (1 is far faster on a CPU other jobs load: "
-                                                 "OpenMP workers spin-wait for a core; see BENCHMARKS.md)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        help="torch threads (1 is far faster on a CPU other jobs load: "
+        "OpenMP workers spin-wait for a core; see BENCHMARKS.md)",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "grpo.md")
     args = ap.parse_args(argv)
 
@@ -88,15 +98,24 @@ def main(argv: list[str] | None = None) -> int:
     bundles, _ = load_pack()
     train = sorted((b for b in bundles if split_for(b.id) == TRAIN), key=lambda b: (b.difficulty, b.id))
     subset = train[: args.scenarios]
-    settings = grpo.GRPOSettings(num_generations=args.group, max_turns=args.max_turns,
-                                 max_new_tokens=args.max_new_tokens, temperature=0.8)
+    settings = grpo.GRPOSettings(
+        num_generations=args.group,
+        max_turns=args.max_turns,
+        max_new_tokens=args.max_new_tokens,
+        temperature=0.8,
+    )
     load = os.getloadavg()[0]
-    lines = ["## GRPO rollouts and a short run (issue 16)", "",
-             f"Command: `.venv/bin/python benchmarks/bench_grpo.py {' '.join(argv or sys.argv[1:])}`  ",
-             f"Machine: {machine()}, load average at start {load:.1f}  ",
-             f"Model: {base}" + (f" + adapter {args.adapter}" if args.adapter else " + a fresh LoRA (no SFT)")
-             + f"; sampled at 0.8, {args.max_new_tokens} new tokens max, {args.max_turns}-turn cap"
-             + (f"; torch threads {args.threads}" if args.threads else ""), ""]
+    lines = [
+        "## GRPO rollouts and a short run (issue 16)",
+        "",
+        f"Command: `.venv/bin/python benchmarks/bench_grpo.py {' '.join(argv or sys.argv[1:])}`  ",
+        f"Machine: {machine()}, load average at start {load:.1f}  ",
+        f"Model: {base}"
+        + (f" + adapter {args.adapter}" if args.adapter else " + a fresh LoRA (no SFT)")
+        + f"; sampled at 0.8, {args.max_new_tokens} new tokens max, {args.max_turns}-turn cap"
+        + (f"; torch threads {args.threads}" if args.threads else ""),
+        "",
+    ]
     if not args.skip_rollouts:
         episodes = [b for b in subset for _ in range(args.group)]
         rows = []
@@ -114,44 +133,85 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         batch = grpo.play_episodes(episodes, group_policy, image, settings, progress=print)
         batch_s = time.perf_counter() - t0
-        for name, played, secs in (("one at a time (batch 1, one sandbox)", singles, one_s),
-                                   (f"batched group ({len(episodes)} episodes in lockstep)", batch, batch_s)):
+        for name, played, secs in (
+            ("one at a time (batch 1, one sandbox)", singles, one_s),
+            (f"batched group ({len(episodes)} episodes in lockstep)", batch, batch_s),
+        ):
             outs = [p.outcome for p in played]
             rewards = [grpo.episode_reward(o) for o in outs]
             scored = [r for r in rewards if r is not None]
-            rows.append((name, len(outs), sum(o.n_turns for o in outs), secs, 60 * len(outs) / secs,
-                         sum(o.verified for o in outs), sum(scored) / max(1, len(scored))))
+            rows.append(
+                (
+                    name,
+                    len(outs),
+                    sum(o.n_turns for o in outs),
+                    secs,
+                    60 * len(outs) / secs,
+                    sum(o.verified for o in outs),
+                    sum(scored) / max(1, len(scored)),
+                )
+            )
         ratio = rows[1][4] / rows[0][4]
-        lines += [f"Scenarios (train split, easiest): {', '.join(b.id for b in subset)}; group of {args.group}", "",
-                  "| run | episodes | turns | wall s | episodes/min | verified | mean reward |",
-                  "|---|---|---|---|---|---|---|",
-                  *(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.1f} | {r[4]:.2f} | {r[5]} | {r[6]:+.3f} |" for r in rows),
-                  "", f"- batched group vs one at a time: **{ratio:.2f}x** episodes/min", ""]
+        lines += [
+            f"Scenarios (train split, easiest): {', '.join(b.id for b in subset)}; group of {args.group}",
+            "",
+            "| run | episodes | turns | wall s | episodes/min | verified | mean reward |",
+            "|---|---|---|---|---|---|---|",
+            *(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.1f} | {r[4]:.2f} | {r[5]} | {r[6]:+.3f} |" for r in rows),
+            "",
+            f"- batched group vs one at a time: **{ratio:.2f}x** episodes/min",
+            "",
+        ]
         print("\n".join(lines), flush=True)
     if args.train_steps:
         from bashgym_assets.training.trainer import TrainConfig
 
         tmp = Path(tempfile.mkdtemp(prefix="bench-grpo-"))
         adapter = args.adapter or _fresh_adapter(base, tmp / "fresh")
-        cfg = TrainConfig(base_model=base, output_dir=str(tmp / "grpo"), max_steps=args.train_steps,
-                          learning_rate=args.lr, save_every=1000)
+        cfg = TrainConfig(
+            base_model=base,
+            output_dir=str(tmp / "grpo"),
+            max_steps=args.train_steps,
+            learning_rate=args.lr,
+            save_every=1000,
+        )
         run_settings = settings.model_copy(update={"scenarios_per_step": 2})
         t0 = time.perf_counter()
-        run = grpo.train_grpo(cfg, run_settings, train[: args.train_scenarios], adapter, image, progress=print,
-                              on_log=lambda row: print(grpo.progress_line(row), flush=True))
+        run = grpo.train_grpo(
+            cfg,
+            run_settings,
+            train[: args.train_scenarios],
+            adapter,
+            image,
+            progress=print,
+            on_log=lambda row: print(grpo.progress_line(row), flush=True),
+        )
         wall = time.perf_counter() - t0
-        lines += [f"Short GRPO run: {args.train_steps} steps x 2 groups of {args.group}, lr {args.lr}, "
-                  f"{args.train_scenarios} train scenarios (easiest first), {wall / 60:.1f} min", "",
-                  "| step | mean reward | success | turns | informative groups | episodes/min | loss |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"Short GRPO run: {args.train_steps} steps x 2 groups of {args.group}, lr {args.lr}, "
+            f"{args.train_scenarios} train scenarios (easiest first), {wall / 60:.1f} min",
+            "",
+            "| step | mean reward | success | turns | informative groups | episodes/min | loss |",
+            "|---|---|---|---|---|---|---|",
+        ]
         losses = {int(r["step"]): r.get("loss") for r in run.result.history}
         for s in run.steps:
             loss = losses.get(s.step)
-            lines.append(f"| {s.step} | {s.reward_mean:+.3f} | {s.success_rate:.0%} | {s.mean_turns:.1f} | "
-                         f"{s.informative_frac:.0%} | {s.episodes_per_min:.1f} | "
-                         f"{'' if loss is None else f'{loss:.4f}'} |")
-        lines += ["", "Groups: " + json.dumps({k: sum(g.kind == k for g in run.groups)
-                                              for k in ("mixed", "all_pass", "all_fail", "unscorable")})]
+            lines.append(
+                f"| {s.step} | {s.reward_mean:+.3f} | {s.success_rate:.0%} | {s.mean_turns:.1f} | "
+                f"{s.informative_frac:.0%} | {s.episodes_per_min:.1f} | "
+                f"{'' if loss is None else f'{loss:.4f}'} |"
+            )
+        lines += [
+            "",
+            "Groups: "
+            + json.dumps(
+                {
+                    k: sum(g.kind == k for g in run.groups)
+                    for k in ("mixed", "all_pass", "all_fail", "unscorable")
+                }
+            ),
+        ]
     text = "\n".join(lines) + "\n"
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

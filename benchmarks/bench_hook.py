@@ -54,9 +54,13 @@ _STAMP = re.compile(rb'^\{"bashgym_captured_at":"[^"]*"')
 def event_bytes() -> bytes:
     stdout = "\n".join(f"tests/test_module_{i:03d}.py::test_case_{i} PASSED [{i}%]" for i in range(40))
     event = {
-        "session_id": SESSION, "transcript_path": f"/home/dev/.claude/projects/-home-dev-shop/{SESSION}.jsonl",
-        "cwd": "/home/dev/shop", "permission_mode": "default", "hook_event_name": "PostToolUse",
-        "tool_name": "Bash", "tool_input": {"command": "pytest -q tests/", "description": "Run the test suite"},
+        "session_id": SESSION,
+        "transcript_path": f"/home/dev/.claude/projects/-home-dev-shop/{SESSION}.jsonl",
+        "cwd": "/home/dev/shop",
+        "permission_mode": "default",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "pytest -q tests/", "description": "Run the test suite"},
         "tool_response": {"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False},
         "tool_use_id": "toolu_01ABCDEFGHJKLMNPQRSTUVWX",
     }
@@ -64,8 +68,9 @@ def event_bytes() -> bytes:
 
 
 def extract_baseline(dest: Path) -> None:
-    archive = subprocess.run(["git", "archive", BASELINE_COMMIT, "bashgym_assets"], cwd=ROOT, check=True,
-                             capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "archive", BASELINE_COMMIT, "bashgym_assets"], cwd=ROOT, check=True, capture_output=True
+    ).stdout
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(dest, filter="data")
 
@@ -76,9 +81,13 @@ def p95(values: list[float]) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--calls", type=int, default=60, help="timed calls per variant")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed calls per variant first (bytecode caches)")
+    parser.add_argument(
+        "--warmup", type=int, default=3, help="untimed calls per variant first (bytecode caches)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "hook.md")
     args = parser.parse_args()
     python = sys.executable
@@ -95,15 +104,31 @@ def main() -> int:
         homes = {k: tmp / k for k in ("old", "new", "new_m", "new_site", "floor")}
         legacy = ["-m", "bashgym_assets.ingest.hook"]
         variants = {  # name -> (label, shell command, working directory)
-            "old": ("old: `-m bashgym_assets.ingest.hook` at the baseline commit",
-                    shlex.join(["env", f"BASHGYM_HOME={homes['old']}", python, *legacy]), old_tree),
-            "new": ("new: installed command, `-I -S hook_entry.py`", hook_command(homes["new"], python), project),
-            "new_m": ("new module, old `-m` command (not re-installed)",
-                      shlex.join(["env", f"BASHGYM_HOME={homes['new_m']}", python, *legacy]), ROOT),
-            "new_site": ("new script with `-I` only (site-packages loaded)",
-                         shlex.join(["env", f"BASHGYM_HOME={homes['new_site']}", python, "-I", str(HOOK_ENTRY)]),
-                         project),
-            "floor": ("floor: `python -I -S -c pass`", shlex.join([python, "-I", "-S", "-c", "pass"]), project),
+            "old": (
+                "old: `-m bashgym_assets.ingest.hook` at the baseline commit",
+                shlex.join(["env", f"BASHGYM_HOME={homes['old']}", python, *legacy]),
+                old_tree,
+            ),
+            "new": (
+                "new: installed command, `-I -S hook_entry.py`",
+                hook_command(homes["new"], python),
+                project,
+            ),
+            "new_m": (
+                "new module, old `-m` command (not re-installed)",
+                shlex.join(["env", f"BASHGYM_HOME={homes['new_m']}", python, *legacy]),
+                ROOT,
+            ),
+            "new_site": (
+                "new script with `-I` only (site-packages loaded)",
+                shlex.join(["env", f"BASHGYM_HOME={homes['new_site']}", python, "-I", str(HOOK_ENTRY)]),
+                project,
+            ),
+            "floor": (
+                "floor: `python -I -S -c pass`",
+                shlex.join([python, "-I", "-S", "-c", "pass"]),
+                project,
+            ),
         }
         times: dict[str, list[float]] = {k: [] for k in variants}
         stderr: dict[str, set[str]] = {k: set() for k in variants}
@@ -133,15 +158,21 @@ def main() -> int:
     load_end = os.getloadavg()[0]
     med = {k: statistics.median(v) for k, v in times.items()}
     ratio = med["new"] / med["old"]
-    cmd = "`.venv/bin/python benchmarks/bench_hook.py" + (f" --calls {args.calls}" if args.calls != 60 else "") + "`"
+    cmd = (
+        "`.venv/bin/python benchmarks/bench_hook.py"
+        + (f" --calls {args.calls}" if args.calls != 60 else "")
+        + "`"
+    )
     lines = [
-        "# Live-capture hook benchmark (issue 14)", "",
+        "# Live-capture hook benchmark (issue 14)",
+        "",
         f"Command: {cmd}  ",
         f"Machine: {machine()}, {started}; 1-minute load average {load_start:.1f} at the start, "
         f"{load_end:.1f} at the end (shared machine: the same-run ratio is the figure to compare).  ",
         f"Baseline: the hook at commit `{BASELINE_COMMIT[:10]}`, run with the command its installer wrote.  ",
         f"Each call: `/bin/sh -c <command>` with a {len(payload)}-byte PostToolUse event on stdin, spawn to exit; "
-        f"{args.calls} timed calls per variant (after {args.warmup} untimed), variants round-robin.", "",
+        f"{args.calls} timed calls per variant (after {args.warmup} untimed), variants round-robin.",
+        "",
         "| variant | median ms | p95 ms | min ms |",
         "|---|---:|---:|---:|",
         *(f"| {variants[k][0]} | {med[k]:.1f} | {p95(v):.1f} | {min(v):.1f} |" for k, v in times.items()),
@@ -154,8 +185,12 @@ def main() -> int:
         "`bashgym hooks install` runs again.",
         f"- captured lines: identical for all four hooks apart from the timestamp: **{'yes' if same else 'no'}** "
         f"({args.warmup + args.calls} lines each).",
-        "- stderr: " + "; ".join(f"{variants[k][0].split(':')[0]}: " + (" / ".join(sorted(v)) or "empty")
-                                 for k, v in stderr.items() if k != "floor"),
+        "- stderr: "
+        + "; ".join(
+            f"{variants[k][0].split(':')[0]}: " + (" / ".join(sorted(v)) or "empty")
+            for k, v in stderr.items()
+            if k != "floor"
+        ),
         "",
     ]
     report = "\n".join(lines)

@@ -61,8 +61,12 @@ def child_baseline(dirs: list[Path], out: Path) -> dict:
                     continue
                 for block in content:
                     if block.get("type") == "tool_use":
-                        step = {"tool_name": block["name"], "input": json.dumps(block.get("input")),
-                                "output": "", "exit_code": None}
+                        step = {
+                            "tool_name": block["name"],
+                            "input": json.dumps(block.get("input")),
+                            "output": "",
+                            "exit_code": None,
+                        }
                         by_id[block["id"]] = step
                         steps.append(step)
                     elif block.get("type") == "tool_result" and block.get("tool_use_id") in by_id:
@@ -73,8 +77,12 @@ def child_baseline(dirs: list[Path], out: Path) -> dict:
             rows.append({"session_id": path.stem, "cwd": cwd, "steps": steps})
     table = pa.Table.from_pylist(rows)
     pq.write_table(table, out / "baseline.parquet", compression="zstd")
-    return {"bytes": nbytes, "sessions": len(rows), "wall_s": time.perf_counter() - start,
-            "cpu_s": _usage()["cpu_s"] - cpu0}
+    return {
+        "bytes": nbytes,
+        "sessions": len(rows),
+        "wall_s": time.perf_counter() - start,
+        "cpu_s": _usage()["cpu_s"] - cpu0,
+    }
 
 
 def child_bashgym(dirs: list[Path], out: Path) -> dict:
@@ -93,8 +101,13 @@ def child_bashgym(dirs: list[Path], out: Path) -> dict:
         nbytes += report.bytes_read
         sessions += report.sessions
         steps += report.steps
-    return {"bytes": nbytes, "sessions": sessions, "steps": steps, "wall_s": time.perf_counter() - start,
-            "cpu_s": _usage()["cpu_s"] - cpu0}
+    return {
+        "bytes": nbytes,
+        "sessions": sessions,
+        "steps": steps,
+        "wall_s": time.perf_counter() - start,
+        "cpu_s": _usage()["cpu_s"] - cpu0,
+    }
 
 
 def child_scan(dirs: list[Path], out: Path) -> dict:
@@ -117,9 +130,14 @@ def child_scan(dirs: list[Path], out: Path) -> dict:
     t2 = time.perf_counter()
     second = scan([folder], cursor)
     t3 = time.perf_counter()
-    return {"files": first.files_seen, "first_tick_s": t1 - t0, "unchanged_tick_s": t3 - t2,
-            "cursor_kb": len(first.cursor.encode()) / 1024, "changed_second": len(second.changed),
-            "wall_s": t3 - t0}
+    return {
+        "files": first.files_seen,
+        "first_tick_s": t1 - t0,
+        "unchanged_tick_s": t3 - t2,
+        "cursor_kb": len(first.cursor.encode()) / 1024,
+        "changed_second": len(second.changed),
+        "wall_s": t3 - t0,
+    }
 
 
 CHILDREN = {"baseline": child_baseline, "bashgym": child_bashgym, "scan": child_scan}
@@ -139,8 +157,12 @@ def machine() -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mb", type=float, default=220, help="corpus size in MB (at least 200 for the record)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--mb", type=float, default=220, help="corpus size in MB (at least 200 for the record)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "ingest.md")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--out-dir", type=Path, help=argparse.SUPPRESS)
@@ -165,8 +187,11 @@ def main() -> int:
         g1 = generate_corpus(quarter, int(args.mb * 1e6 / 4), seed=1)
         g2 = generate_corpus(rest, int(args.mb * 1e6 * 3 / 4), seed=2)
         gen_s = time.perf_counter() - t0
-        print(f"corpus: {(g1['bytes'] + g2['bytes']) / 1e6:.0f} MB, {g1['files'] + g2['files']} sessions "
-              f"({gen_s:.0f}s to generate)", flush=True)
+        print(
+            f"corpus: {(g1['bytes'] + g2['bytes']) / 1e6:.0f} MB, {g1['files'] + g2['files']} sessions "
+            f"({gen_s:.0f}s to generate)",
+            flush=True,
+        )
         runs = {
             "baseline": run_child("baseline", [quarter, rest], tmp / "baseline"),
             "bashgym_quarter": run_child("bashgym", [quarter], tmp / "quarter"),
@@ -176,7 +201,11 @@ def main() -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for name, r in runs.items():
-        print(name, json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}), flush=True)
+        print(
+            name,
+            json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}),
+            flush=True,
+        )
     write_report(args.out, command, info, g1, g2, runs)
     print(f"wrote {args.out}")
     return 0
@@ -206,11 +235,16 @@ def write_report(out: Path, command: str, info: str, g1: dict, g2: dict, runs: d
         "| run | MB | sessions | CPU s | MB/s per CPU s | wall s | MB/s wall | sessions/s (CPU) | peak RSS MB |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, r in (("baseline: json.loads per line, dicts, one write", b), ("bashgym ingest, 1/4 corpus", q),
-                    ("bashgym ingest, full corpus", o)):
-        lines.append(f"| {name} | {r['bytes'] / 1e6:.0f} | {r['sessions']} | {r['cpu_s']:.1f} | {rate(r, 'cpu_s')} | "
-                     f"{r['wall_s']:.1f} | {rate(r, 'wall_s')} | {r['sessions'] / r['cpu_s']:.0f} | "
-                     f"{r['max_rss_mb']:.0f} |")
+    for name, r in (
+        ("baseline: json.loads per line, dicts, one write", b),
+        ("bashgym ingest, 1/4 corpus", q),
+        ("bashgym ingest, full corpus", o),
+    ):
+        lines.append(
+            f"| {name} | {r['bytes'] / 1e6:.0f} | {r['sessions']} | {r['cpu_s']:.1f} | {rate(r, 'cpu_s')} | "
+            f"{r['wall_s']:.1f} | {rate(r, 'wall_s')} | {r['sessions'] / r['cpu_s']:.0f} | "
+            f"{r['max_rss_mb']:.0f} |"
+        )
     speed = (o["bytes"] / o["cpu_s"]) / (b["bytes"] / b["cpu_s"])
     lines += [
         "",

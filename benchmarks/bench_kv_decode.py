@@ -52,12 +52,17 @@ def main() -> None:
         new = decode_ms_per_step(model, prompts, args.tokens, preallocate=True)
         rows.append(f"| {batch} | {context} | {old:.0f} | {new:.0f} | {new / old:.2f} |")
         print(rows[-1], flush=True)
-    lines = ["# Batched decode steps: preallocated KV cache vs DynamicCache", "",
-             f"Command: `.venv/bin/python benchmarks/bench_kv_decode.py --sizes {' '.join(args.sizes)} "
-             f"--tokens {args.tokens}`  ",
-             f"Machine: {machine()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load average at start {load:.1f}", "",
-             "| rows | context tokens | DynamicCache ms/step | preallocated ms/step | ratio |",
-             "|---:|---:|---:|---:|---:|", *rows]
+    lines = [
+        "# Batched decode steps: preallocated KV cache vs DynamicCache",
+        "",
+        f"Command: `.venv/bin/python benchmarks/bench_kv_decode.py --sizes {' '.join(args.sizes)} "
+        f"--tokens {args.tokens}`  ",
+        f"Machine: {machine()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load average at start {load:.1f}",
+        "",
+        "| rows | context tokens | DynamicCache ms/step | preallocated ms/step | ratio |",
+        "|---:|---:|---:|---:|---:|",
+        *rows,
+    ]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -50,15 +50,34 @@ def main() -> None:
         from bashgym_assets.training.base_model import resolve_base_model
 
         args.model = resolve_base_model()
-    settings = [("ACTIVE, 2 threads", "ACTIVE", 2), ("PASSIVE, 2 threads", "PASSIVE", 2), ("1 thread", "PASSIVE", 1)]
-    print(f"model {args.model}; batch {args.batch} x {args.tokens} greedy tokens, {args.reps} reps each; "
-          f"{os.cpu_count()} cores\n")
+    settings = [
+        ("ACTIVE, 2 threads", "ACTIVE", 2),
+        ("PASSIVE, 2 threads", "PASSIVE", 2),
+        ("1 thread", "PASSIVE", 1),
+    ]
+    print(
+        f"model {args.model}; batch {args.batch} x {args.tokens} greedy tokens, {args.reps} reps each; "
+        f"{os.cpu_count()} cores\n"
+    )
     print("| setting | load avg before | wall s (each rep) | CPU s (each rep) |\n|---|---|---|---|")
     for label, policy, threads in settings:
         env = dict(os.environ, OMP_WAIT_POLICY=policy)
         load = os.getloadavg()[0]
-        proc = subprocess.run([sys.executable, "-c", CHILD, args.model, str(args.batch), str(args.tokens),
-                               str(args.reps), str(threads)], env=env, capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                args.model,
+                str(args.batch),
+                str(args.tokens),
+                str(args.reps),
+                str(threads),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
         if line is None:
             print(f"| {label} | {load:.1f} | failed: {proc.stderr[-300:]!r} | |")

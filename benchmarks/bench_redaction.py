@@ -70,12 +70,20 @@ def main() -> None:
     ap.add_argument("--planted-every", type=int, default=4)
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--decoy-sessions", type=int, default=4,
-                    help="sessions of the decoy corpus (precision: decoys that must survive; real values beside "
-                         "them must not)")
+    ap.add_argument(
+        "--decoy-sessions",
+        type=int,
+        default=4,
+        help="sessions of the decoy corpus (precision: decoys that must survive; real values beside "
+        "them must not)",
+    )
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--fixtures", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-                    / "claude-code", help="real Claude Code JSONL to measure too (skipped when absent)")
+    ap.add_argument(
+        "--fixtures",
+        type=Path,
+        default=Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code",
+        help="real Claude Code JSONL to measure too (skipped when absent)",
+    )
     args = ap.parse_args()
 
     load = os.getloadavg()[0]
@@ -134,7 +142,9 @@ def main() -> None:
     if args.fixtures.is_dir() and list(args.fixtures.glob("*.jsonl")):
         from bashgym_assets.ingest.claude_code import ClaudeCodeAdapter
 
-        real_sessions = [s for p in sorted(args.fixtures.glob("*.jsonl")) for s in ClaudeCodeAdapter().parse(p).sessions]
+        real_sessions = [
+            s for p in sorted(args.fixtures.glob("*.jsonl")) for s in ClaudeCodeAdapter().parse(p).sessions
+        ]
         real = run_paths({"fast": fast, "baseline": base}, real_sessions, args.rounds)
         t = n = 0
         for s in real_sessions:
@@ -148,8 +158,14 @@ def main() -> None:
     f, b = results["fast"], results["baseline"]
     cpu_ratio = (f["mb"] / f["cpu"]) / (b["mb"] / b["cpu"])
     wall_ratio = (f["mb"] / f["wall"]) / (b["mb"] / b["wall"])
-    cpu_name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name")), platform.processor())
+    cpu_name = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
     cmd = "python benchmarks/bench_redaction.py " + " ".join(sys.argv[1:])
     md = [
         "# Redaction benchmark (issue 4)",
@@ -175,9 +191,11 @@ def main() -> None:
         "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, r in results.items():
-        md.append(f"| {name} | {r['mb']:.2f} | {r['cpu']:.2f} | {r['mb'] / r['cpu']:.3f} | {r['wall']:.2f} | "
-                  f"{r['mb'] / r['wall']:.3f} | {r['recall']:.1%} | {precision[name]['precision']:.1%} | "
-                  f"{', '.join(r['missed']) or '-'} |")
+        md.append(
+            f"| {name} | {r['mb']:.2f} | {r['cpu']:.2f} | {r['mb'] / r['cpu']:.3f} | {r['wall']:.2f} | "
+            f"{r['mb'] / r['wall']:.3f} | {r['recall']:.1%} | {precision[name]['precision']:.1%} | "
+            f"{', '.join(r['missed']) or '-'} |"
+        )
     md += [
         "",
         f"- speed-up (CPU): **{cpu_ratio:.1f}x** (wall: {wall_ratio:.1f}x); target >= 10x: "
@@ -195,8 +213,11 @@ def main() -> None:
         "",
         "| path | precision (decoys surviving) | lost kinds | recall beside decoys | leaked kinds | cut tokens |",
         "|---|---:|---|---:|---|---:|",
-        *(f"| {name} | {p['precision']:.1%} | {', '.join(p['lost']) or '-'} | {p['recall']:.1%} | "
-          f"{', '.join(p['leaked']) or '-'} | {p['cuts']} |" for name, p in precision.items()),
+        *(
+            f"| {name} | {p['precision']:.1%} | {', '.join(p['lost']) or '-'} | {p['recall']:.1%} | "
+            f"{', '.join(p['leaked']) or '-'} | {p['cuts']} |"
+            for name, p in precision.items()
+        ),
         "",
     ]
     if real is not None:

@@ -36,8 +36,10 @@ class ExecPerCommand:
     """One container; every command is its own ``docker exec bash -c`` with cwd and exports replayed from files
     (sekft's dashdocker, with bash instead of dash). Same containment flags as the sandbox."""
 
-    REPLAY = ('[ -f /tmp/.state/cwd ] && cd "$(cat /tmp/.state/cwd)"; [ -f /tmp/.state/env ] && . /tmp/.state/env; '
-              '{ %s\n} </dev/null; rc=$?; pwd > /tmp/.state/cwd; export -p > /tmp/.state/env; exit $rc')
+    REPLAY = (
+        '[ -f /tmp/.state/cwd ] && cd "$(cat /tmp/.state/cwd)"; [ -f /tmp/.state/env ] && . /tmp/.state/env; '
+        "{ %s\n} </dev/null; rc=$?; pwd > /tmp/.state/cwd; export -p > /tmp/.state/env; exit $rc"
+    )
 
     def __init__(self, image: str, files: dict[str, str] | None = None) -> None:
         self.client = docker_client()
@@ -46,12 +48,25 @@ class ExecPerCommand:
 
     def __enter__(self) -> ExecPerCommand:
         self.container = self.client.containers.run(
-            self.image, ["sleep", "3600"], detach=True, init=True, network_mode="none", cap_drop=["ALL"],
-            cap_add=SCENARIO_CAPABILITIES, security_opt=["no-new-privileges"], mem_limit="512m",
-            nano_cpus=10**9, pids_limit=256, labels=LABELS, auto_remove=True)
+            self.image,
+            ["sleep", "3600"],
+            detach=True,
+            init=True,
+            network_mode="none",
+            cap_drop=["ALL"],
+            cap_add=SCENARIO_CAPABILITIES,
+            security_opt=["no-new-privileges"],
+            mem_limit="512m",
+            nano_cpus=10**9,
+            pids_limit=256,
+            labels=LABELS,
+            auto_remove=True,
+        )
         self.exec_root("mkdir -p /tmp/.state && chown operator /tmp/.state")
         for path, content in self.files.items():
-            self.exec_root(f"mkdir -p $(dirname {path}) && cat > {path} <<'BASHGYM_EOF'\n{content}\nBASHGYM_EOF")
+            self.exec_root(
+                f"mkdir -p $(dirname {path}) && cat > {path} <<'BASHGYM_EOF'\n{content}\nBASHGYM_EOF"
+            )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -63,8 +78,9 @@ class ExecPerCommand:
         return res.exit_code, res.output
 
     def run(self, command: str) -> tuple[int, bytes]:
-        res = self.container.exec_run(["bash", "-c", self.REPLAY % command], user="operator",
-                                      workdir="/home/operator", demux=True)
+        res = self.container.exec_run(
+            ["bash", "-c", self.REPLAY % command], user="operator", workdir="/home/operator", demux=True
+        )
         return res.exit_code, res.output
 
 
@@ -84,15 +100,34 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-SMALL_COMMANDS = ["true", "echo hello", "pwd", "cd /tmp", "export X=1", "echo $X", "ls /", "cd ~", "x=$((1+2))",
-                  "printf '%s' abc"]
+SMALL_COMMANDS = [
+    "true",
+    "echo hello",
+    "pwd",
+    "cd /tmp",
+    "export X=1",
+    "echo $X",
+    "ls /",
+    "cd ~",
+    "x=$((1+2))",
+    "printf '%s' abc",
+]
 
 # A synthetic gate scenario: files + setup, check fails first, a 5-command reference, check passes.
-GATE_FILES = {"/home/operator/logs/app.log": "\n".join(f"2026-11-22 level={'ERROR' if i % 7 == 0 else 'INFO'} "
-                                                       f"msg=event-{i}" for i in range(200)) + "\n"}
+GATE_FILES = {
+    "/home/operator/logs/app.log": "\n".join(
+        f"2026-11-22 level={'ERROR' if i % 7 == 0 else 'INFO'} msg=event-{i}" for i in range(200)
+    )
+    + "\n"
+}
 GATE_SETUP = ["mkdir -p /srv/reports", "chown operator /srv/reports"]
-GATE_REFERENCE = ["cd ~/logs", "grep -c ERROR app.log > /tmp/n", "export N=$(cat /tmp/n)",
-                  "echo \"errors=$N\" > /srv/reports/summary.txt", "cat /srv/reports/summary.txt"]
+GATE_REFERENCE = [
+    "cd ~/logs",
+    "grep -c ERROR app.log > /tmp/n",
+    "export N=$(cat /tmp/n)",
+    'echo "errors=$N" > /srv/reports/summary.txt',
+    "cat /srv/reports/summary.txt",
+]
 GATE_CHECK = "grep -qx 'errors=29' /srv/reports/summary.txt"
 
 
@@ -187,50 +222,74 @@ def main(argv: list[str] | None = None) -> int:
     # report ----------------------------------------------------------------------------------------------------
     cpu = "unknown"
     with contextlib.suppress(OSError, StopIteration):
-        cpu = next(ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                   if ln.startswith("model name"))
-    engine = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True,
-                            text=True).stdout.strip()
+        cpu = next(
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        )
+    engine = subprocess.run(
+        ["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True
+    ).stdout.strip()
     say("# Sandbox benchmark")
     say()
     cmdline = " ".join(["benchmarks/bench_sandbox.py", *(argv if argv is not None else sys.argv[1:])])
     say(f"Command: `.venv/bin/python {cmdline}`")
     say()
-    say(f"Machine: {platform.node()}, {os.cpu_count()} cores ({cpu}), Linux {platform.release()}, Docker engine "
+    say(
+        f"Machine: {platform.node()}, {os.cpu_count()} cores ({cpu}), Linux {platform.release()}, Docker engine "
         f"{engine}, image `{image}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. 1-minute load average "
         f"{load_before[0]:.1f} at the start and {os.getloadavg()[0]:.1f} at the end (the machine is shared: absolute "
-        "times move with the load, the same-run ratios much less).")
+        "times move with the load, the same-run ratios much less)."
+    )
     say()
-    say("Baseline (same run, same image and containment flags): sekft's design, one `docker exec bash -c` per command "
+    say(
+        "Baseline (same run, same image and containment flags): sekft's design, one `docker exec bash -c` per command "
         "with the working directory and exports replayed through files; the gate baseline does setup, checks and "
-        "reference through such execs too.")
+        "reference through such execs too."
+    )
     say()
     say("## Container ready")
     say()
     say("| measure | median ms | p95 ms |")
     say("|---|---:|---:|")
-    say(f"| `Sandbox.__enter__` (create + seed + start) | {ms(statistics.median(enter_t))} | {ms(pct(enter_t, .95))} |")
-    say(f"| until the first command returned (`session().run('true')`) | {ms(statistics.median(ready_t))} | "
-        f"{ms(pct(ready_t, .95))} |")
-    say(f"| baseline: `containers.run` + first `docker exec` | {ms(statistics.median(base_t))} | {ms(pct(base_t, .95))} |")
+    say(
+        f"| `Sandbox.__enter__` (create + seed + start) | {ms(statistics.median(enter_t))} | {ms(pct(enter_t, 0.95))} |"
+    )
+    say(
+        f"| until the first command returned (`session().run('true')`) | {ms(statistics.median(ready_t))} | "
+        f"{ms(pct(ready_t, 0.95))} |"
+    )
+    say(
+        f"| baseline: `containers.run` + first `docker exec` | {ms(statistics.median(base_t))} | {ms(pct(base_t, 0.95))} |"
+    )
     say()
     say(f"## Per-command round trip ({args.commands} small commands in one session)")
     say()
     say("| design | median ms | p95 ms |")
     say("|---|---:|---:|")
-    say(f"| bashgym session (one `bash -i`, nonce framing) | {ms(statistics.median(ours))} | {ms(pct(ours, .95))} |")
-    say(f"| baseline: `docker exec` per command + state replay | {ms(statistics.median(base_rt))} | "
-        f"{ms(pct(base_rt, .95))} |")
-    say(f"| `docker exec` per command, no replay (floor) | {ms(statistics.median(plain_rt))} | "
-        f"{ms(pct(plain_rt, .95))} |")
+    say(
+        f"| bashgym session (one `bash -i`, nonce framing) | {ms(statistics.median(ours))} | {ms(pct(ours, 0.95))} |"
+    )
+    say(
+        f"| baseline: `docker exec` per command + state replay | {ms(statistics.median(base_rt))} | "
+        f"{ms(pct(base_rt, 0.95))} |"
+    )
+    say(
+        f"| `docker exec` per command, no replay (floor) | {ms(statistics.median(plain_rt))} | "
+        f"{ms(pct(plain_rt, 0.95))} |"
+    )
     say()
     ratio = statistics.median(ours) / statistics.median(base_rt)
     say(f"Median ratio session / baseline: **{ratio:.4f}** (target <= 0.1, and well under 20 ms median).")
     say()
-    say(f"## Scenario-gate throughput ({args.scenarios} synthetic scenarios: files + 2 setup commands, check "
-        "fails, 5-command reference, check passes)")
+    say(
+        f"## Scenario-gate throughput ({args.scenarios} synthetic scenarios: files + 2 setup commands, check "
+        "fails, 5-command reference, check passes)"
+    )
     say()
-    say("| parallel sandboxes | bashgym scenarios/s | baseline scenarios/s | bashgym / baseline | bashgym speed-up vs 1 |")
+    say(
+        "| parallel sandboxes | bashgym scenarios/s | baseline scenarios/s | bashgym / baseline | bashgym speed-up vs 1 |"
+    )
     say("|---:|---:|---:|---:|---:|")
     one = throughput[0][1]
     for n, t_ours, t_base in throughput:

@@ -49,7 +49,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "sandbox_load.md"
 LABEL = "bashgym.bench"
 LABELS = {LABEL: "sandbox_load"}
 COMMAND = "echo ok; ls /"
-LINEAR_WITHIN = 1.5   # s per sandbox at the largest N over the smallest: at most this counts as linear
+LINEAR_WITHIN = 1.5  # s per sandbox at the largest N over the smallest: at most this counts as linear
 
 
 # ---- what the host says ------------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ def settle() -> None:
         time.sleep(0.25)
         gc.collect()
         held = sum(1 for o in gc.get_objects() if isinstance(o, Sandbox))
-        if held <= 1 or time.monotonic() > deadline:   # the renewer's loop variable keeps the last one it saw
+        if held <= 1 or time.monotonic() > deadline:  # the renewer's loop variable keeps the last one it saw
             return
 
 
@@ -122,7 +122,7 @@ def first_line(exc: BaseException) -> str:
 # ---- one size ----------------------------------------------------------------------------------------------
 def sweep_one(n: int, image: str, max_workers: int) -> dict:
     boxes: list[Sandbox | None] = [None] * n
-    errors: dict[int, str] = {}          # sandbox index -> its first error (one failure per sandbox at most)
+    errors: dict[int, str] = {}  # sandbox index -> its first error (one failure per sandbox at most)
     lock = threading.Lock()
 
     def fail(i: int, why: str) -> None:
@@ -132,7 +132,7 @@ def sweep_one(n: int, image: str, max_workers: int) -> dict:
     def start(i: int) -> None:
         try:
             box = Sandbox(SandboxSpec(image=image, labels=LABELS))
-            boxes[i] = box                  # before start(): a half-started box is closed too
+            boxes[i] = box  # before start(): a half-started box is closed too
             box.start()
         except Exception as exc:  # noqa: BLE001 - one sandbox's failure is counted, not fatal
             fail(i, f"start: {first_line(exc)}")
@@ -151,7 +151,7 @@ def sweep_one(n: int, image: str, max_workers: int) -> dict:
     def close(i: int) -> None:
         box = boxes[i]
         if box is not None:
-            box.close()                     # idempotent, never raises
+            box.close()  # idempotent, never raises
 
     workers = max(1, min(n, max_workers))
     row: dict = {"n": n, "workers": workers}
@@ -159,8 +159,10 @@ def sweep_one(n: int, image: str, max_workers: int) -> dict:
     fds_before = open_fds()
     dockerd_before, _ = rss_mb(("dockerd",))
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="load") as pool, \
-            closing_sandboxes(lambda: boxes):
+    with (
+        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="load") as pool,
+        closing_sandboxes(lambda: boxes),
+    ):
         starting = [pool.submit(start, i) for i in range(n)]
         try:
             wait(starting)
@@ -176,8 +178,8 @@ def sweep_one(n: int, image: str, max_workers: int) -> dict:
             row["shim_mb"], row["shims"] = rss_mb(("containerd-shim",))
             row["load"] = load1()
         finally:
-            for fut in starting:        # interrupted: what has not begun never starts, what has finishes first,
-                fut.cancel()            # so no sandbox is closed halfway through its start
+            for fut in starting:  # interrupted: what has not begun never starts, what has finishes first,
+                fut.cancel()  # so no sandbox is closed halfway through its start
             wait(starting)
             t2 = time.perf_counter()
             list(pool.map(close, range(n)))
@@ -187,7 +189,7 @@ def sweep_one(n: int, image: str, max_workers: int) -> dict:
     row["dockerd_before_mb"] = dockerd_before
     row["failures"] = len(errors)
     row["first_error"] = errors[min(errors)] if errors else ""
-    for _ in range(20):                      # --rm removal is asynchronous: give the engine a moment
+    for _ in range(20):  # --rm removal is asynchronous: give the engine a moment
         row["leftover"] = leftovers()
         if row["leftover"] <= 0:
             break
@@ -221,18 +223,26 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for n in sizes:
         row = sweep_one(n, image, args.workers)
-        settle()                             # here: sweep_one's own list of the closed sandboxes is gone
+        settle()  # here: sweep_one's own list of the closed sandboxes is gone
         row["fds_settled"] = open_fds()
         rows.append(row)
-        print(f"N={n}: started {row['started_s']:.1f} s, commands {row.get('command_s', float('nan')):.1f} s, "
-              f"close {row['close_s']:.1f} s, failures {row['failures']}, peak fds {row.get('peak_fds')}, "
-              f"load {row.get('load', float('nan')):.1f}", flush=True)
+        print(
+            f"N={n}: started {row['started_s']:.1f} s, commands {row.get('command_s', float('nan')):.1f} s, "
+            f"close {row['close_s']:.1f} s, failures {row['failures']}, peak fds {row.get('peak_fds')}, "
+            f"load {row.get('load', float('nan')):.1f}",
+            flush=True,
+        )
 
     engine = "?"
     with contextlib.suppress(Exception):
         engine = docker_client().version().get("Version", "?")
-    cmdline = " ".join([".venv/bin/python", "benchmarks/bench_sandbox_load.py",
-                        *(a for a in (argv if argv is not None else sys.argv[1:]) if a != "--no-write")])
+    cmdline = " ".join(
+        [
+            ".venv/bin/python",
+            "benchmarks/bench_sandbox_load.py",
+            *(a for a in (argv if argv is not None else sys.argv[1:]) if a != "--no-write"),
+        ]
+    )
     lines = [
         f"\n## {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {', '.join(map(str, sizes))} live sandboxes in "
         "one process",
@@ -253,17 +263,24 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for r in rows:
         per_mb = r["mem_peak_used_mb"] / r["n"] if "mem_peak_used_mb" in r else None
-        lines.append(f"| {r['n']} | {r['started_s']:.2f} | {r['started_s'] / r['n']:.3f} | "
-                     f"{fmt(r.get('command_s'), '.2f')} | {r['close_s']:.2f} | {r['failures']} | "
-                     f"{r.get('peak_fds', 'n/a')} | {fmt(per_mb, '.1f')} | {fmt(r.get('load'))} |")
-    lines += ["", "| sandboxes | total s | fds before / after close / settled | peak threads | "
-              "dockerd RSS MB before / peak | shims on the host (RSS MB) | containers left | first error |",
-              "|---:|---:|---|---:|---|---|---:|---|"]
+        lines.append(
+            f"| {r['n']} | {r['started_s']:.2f} | {r['started_s'] / r['n']:.3f} | "
+            f"{fmt(r.get('command_s'), '.2f')} | {r['close_s']:.2f} | {r['failures']} | "
+            f"{r.get('peak_fds', 'n/a')} | {fmt(per_mb, '.1f')} | {fmt(r.get('load'))} |"
+        )
+    lines += [
+        "",
+        "| sandboxes | total s | fds before / after close / settled | peak threads | "
+        "dockerd RSS MB before / peak | shims on the host (RSS MB) | containers left | first error |",
+        "|---:|---:|---|---:|---|---|---:|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['n']} | {r['total_s']:.2f} | {r['fds_before']} / {r['fds_after']} / "
-                     f"{r['fds_settled']} | {r.get('peak_threads', 'n/a')} | {fmt(r['dockerd_before_mb'], '.0f')} / "
-                     f"{fmt(r.get('dockerd_mb'), '.0f')} | {r.get('shims', 'n/a')} ({fmt(r.get('shim_mb'), '.0f')}) | "
-                     f"{r['leftover']} | {r['first_error'].replace('|', '/') or '-'} |")
+        lines.append(
+            f"| {r['n']} | {r['total_s']:.2f} | {r['fds_before']} / {r['fds_after']} / "
+            f"{r['fds_settled']} | {r.get('peak_threads', 'n/a')} | {fmt(r['dockerd_before_mb'], '.0f')} / "
+            f"{fmt(r.get('dockerd_mb'), '.0f')} | {r.get('shims', 'n/a')} ({fmt(r.get('shim_mb'), '.0f')}) | "
+            f"{r['leftover']} | {r['first_error'].replace('|', '/') or '-'} |"
+        )
     small, large = rows[0], rows[-1]
     for r in rows:
         small = r if r["n"] < small["n"] else small
@@ -271,14 +288,22 @@ def main(argv: list[str] | None = None) -> int:
     ratio = (large["started_s"] / large["n"]) / (small["started_s"] / small["n"])
     failures = sum(r["failures"] for r in rows)
     verdict = "linear" if ratio <= LINEAR_WITHIN else "NOT linear"
-    lines += ["", f"**{verdict}**: s per sandbox at N={large['n']} is {ratio:.2f}x that at N={small['n']} "
-              f"(linear: <= {LINEAR_WITHIN}x); failures {failures} over {sum(r['n'] for r in rows)} sandboxes; "
-              f"containers left after the close: {sum(max(0, r['leftover']) for r in rows)}.", ""]
+    lines += [
+        "",
+        f"**{verdict}**: s per sandbox at N={large['n']} is {ratio:.2f}x that at N={small['n']} "
+        f"(linear: <= {LINEAR_WITHIN}x); failures {failures} over {sum(r['n'] for r in rows)} sandboxes; "
+        f"containers left after the close: {sum(max(0, r['leftover']) for r in rows)}.",
+        "",
+    ]
     report = "\n".join(lines)
     print(report, flush=True)
     if not args.no_write:
-        append_report(RESULTS, "Sandbox load sweep: N live sandboxes in one process (issue 31)",
-                      "bench_sandbox_load.py", report)
+        append_report(
+            RESULTS,
+            "Sandbox load sweep: N live sandboxes in one process (issue 31)",
+            "bench_sandbox_load.py",
+            report,
+        )
         print(f"appended to {RESULTS}")
     return 0 if failures == 0 else 1
 

@@ -93,7 +93,8 @@ def generate(dest: Path, repos: range, sessions: int, templates: list[tuple[byte
             data, t_cwd, t_sid = templates[(i * sessions + j) % len(templates)]
             sid = session_id(i, j)
             data = data.replace(f'"cwd":"{t_cwd}"'.encode(), f'"cwd":"{cwd}"'.encode()).replace(
-                t_sid.encode(), sid.encode())
+                t_sid.encode(), sid.encode()
+            )
             path = folder / f"{sid}.jsonl"
             path.write_bytes(data)
             os.utime(path, (old, old))
@@ -101,14 +102,22 @@ def generate(dest: Path, repos: range, sessions: int, templates: list[tuple[byte
     return nbytes
 
 
-def change(dest: Path, n_repos: int, sessions: int, templates: list[tuple[bytes, str, str]]) -> dict[str, int]:
+def change(
+    dest: Path, n_repos: int, sessions: int, templates: list[tuple[bytes, str, str]]
+) -> dict[str, int]:
     """Append one complete user line to 1% of the files and add ``NEW_REPOS`` repositories."""
     files = sorted(dest.rglob("*.jsonl"))
     step = 100
     appended = 0
     for path in files[::step]:
-        line = {"type": "user", "cwd": "/x", "sessionId": path.stem, "uuid": f"appended-{appended}",
-                "timestamp": "2026-10-05T12:00:00.000Z", "message": {"role": "user", "content": "one more thing"}}
+        line = {
+            "type": "user",
+            "cwd": "/x",
+            "sessionId": path.stem,
+            "uuid": f"appended-{appended}",
+            "timestamp": "2026-10-05T12:00:00.000Z",
+            "message": {"role": "user", "content": "one more thing"},
+        }
         with open(path, "a") as fh:
             fh.write(json.dumps(line) + "\n")
         appended += 1
@@ -136,7 +145,9 @@ def child_tick(args: dict) -> dict:
     instance = _instance()
     token_file = Path(args["token_file"])
     token = token_file.read_text() if token_file.exists() else None
-    resources = {"bashgym": BashgymHome(home=os.environ["BASHGYM_HOME"], trace_dirs=os.environ["BASHGYM_TRACE_DIRS"])}
+    resources = {
+        "bashgym": BashgymHome(home=os.environ["BASHGYM_HOME"], trace_dirs=os.environ["BASHGYM_TRACE_DIRS"])
+    }
     context = dg.build_sensor_context(instance=instance, cursor=token, resources=resources)
     cpu0 = _usage()["cpu_s"]
     t0 = time.perf_counter()
@@ -151,9 +162,15 @@ def child_tick(args: dict) -> dict:
     token_file.write_text(result.cursor)
     cursors = list(Path(os.environ["BASHGYM_HOME"]).rglob("scan_cursors/*.cursor"))
     newest = max(cursors, key=lambda p: p.stat().st_mtime)
-    return {"tick_s": tick_s, "tick_cpu_s": tick_cpu, "run_requests": len(result.run_requests),
-            "new_keys": len(new_keys), "add_partitions_s": add_s, "dagster_cursor_chars": len(result.cursor),
-            "cursor_file_kb": newest.stat().st_size / 1024}
+    return {
+        "tick_s": tick_s,
+        "tick_cpu_s": tick_cpu,
+        "run_requests": len(result.run_requests),
+        "new_keys": len(new_keys),
+        "add_partitions_s": add_s,
+        "dagster_cursor_chars": len(result.cursor),
+        "cursor_file_kb": newest.stat().st_size / 1024,
+    }
 
 
 def _timed(fn: Any, repeat: int = 3) -> tuple[float, Any]:
@@ -184,17 +201,20 @@ def child_partitions(args: dict) -> dict:
     out["get_materialized_partitions_s"], mat = _timed(lambda: instance.get_materialized_partitions(key))
     out["materialized"] = len(mat)
     out["partition_status_cache_s"], _ = _timed(
-        lambda: get_and_update_asset_status_cache_value(instance, key, repo_partitions, instance))
+        lambda: get_and_update_asset_status_cache_value(instance, key, repo_partitions, instance)
+    )
     out["partition_keys_from_def_s"], _ = _timed(
-        lambda: repo_partitions.get_partition_keys(dynamic_partitions_store=instance))
+        lambda: repo_partitions.get_partition_keys(dynamic_partitions_store=instance)
+    )
     from bashgym_assets.definitions import defs
 
     job = defs.resolve_job_def(ingest_repo_job.name)
     n = int(args.get("create_runs", 50))
     t0 = time.perf_counter()
     for k in keys[:n]:
-        instance.create_run_for_job(job, run_config={}, tags={"dagster/partition": k, "dagster/sensor_name":
-                                                              "trace_files_sensor"})
+        instance.create_run_for_job(
+            job, run_config={}, tags={"dagster/partition": k, "dagster/sensor_name": "trace_files_sensor"}
+        )
     out["create_run_s"] = (time.perf_counter() - t0) / n
     return out
 
@@ -213,8 +233,12 @@ def child_ingest(args: dict) -> dict:
         report = ingest_repo(lake, settings.trace_dirs, repo)
         times.append(report.seconds)
         sessions += report.sessions
-    return {"per_partition_s": sum(times) / len(times), "first_s": times[0], "sessions": sessions,
-            "cpu_s_total": _usage()["cpu_s"] - cpu0}
+    return {
+        "per_partition_s": sum(times) / len(times),
+        "first_s": times[0],
+        "sessions": sessions,
+        "cpu_s_total": _usage()["cpu_s"] - cpu0,
+    }
 
 
 def child_dagster(args: dict) -> dict:
@@ -224,8 +248,12 @@ def child_dagster(args: dict) -> dict:
     from bashgym_assets.definitions import defs
 
     instance = _instance()
-    job = dg.define_asset_job("bench_scale", selection=dg.AssetSelection.assets(*ASSETS),
-                              partitions_def=_repo_partitions(), executor_def=dg.in_process_executor)
+    job = dg.define_asset_job(
+        "bench_scale",
+        selection=dg.AssetSelection.assets(*ASSETS),
+        partitions_def=_repo_partitions(),
+        executor_def=dg.in_process_executor,
+    )
     t0 = time.perf_counter()
     resolved = dg.Definitions.merge(defs, dg.Definitions(jobs=[job])).resolve_job_def(job.name)
     resolve_s = time.perf_counter() - t0
@@ -235,8 +263,13 @@ def child_dagster(args: dict) -> dict:
         result = resolved.execute_in_process(partition_key=key, instance=instance, raise_on_error=False)
         times.append(time.perf_counter() - t1)
         failed += not result.success
-    return {"resolve_s": resolve_s, "per_run_s": sum(times) / len(times), "first_run_s": times[0],
-            "runs": len(times), "failed": failed}
+    return {
+        "resolve_s": resolve_s,
+        "per_run_s": sum(times) / len(times),
+        "first_run_s": times[0],
+        "runs": len(times),
+        "failed": failed,
+    }
 
 
 def _repo_partitions():  # noqa: ANN202 - dagster type
@@ -276,9 +309,15 @@ def child_chain(args: dict) -> dict:
         parse_s, redact_s, tier_s = parse_s + t2 - t1, redact_s + t3 - t2, tier_s + t4 - t3
         sessions += len(rows)
         segments += len(traces)
-    return {"sessions": sessions, "segments": segments, "redactor_init_s": init_s, "parse_ms": 1e3 * parse_s / sessions,
-            "redact_ms": 1e3 * redact_s / sessions, "tier_ms": 1e3 * tier_s / sessions,
-            "tiered_file": str(lake.table_path("tiered_traces", args["repos"][0]))}
+    return {
+        "sessions": sessions,
+        "segments": segments,
+        "redactor_init_s": init_s,
+        "parse_ms": 1e3 * parse_s / sessions,
+        "redact_ms": 1e3 * redact_s / sessions,
+        "tier_ms": 1e3 * tier_s / sessions,
+        "tiered_file": str(lake.table_path("tiered_traces", args["repos"][0])),
+    }
 
 
 def child_lake(args: dict) -> dict:
@@ -307,22 +346,40 @@ def child_lake(args: dict) -> dict:
     return out
 
 
-CHILDREN = {"tick": child_tick, "partitions": child_partitions, "ingest": child_ingest, "dagster": child_dagster,
-            "chain": child_chain, "lake": child_lake}
+CHILDREN = {
+    "tick": child_tick,
+    "partitions": child_partitions,
+    "ingest": child_ingest,
+    "dagster": child_dagster,
+    "chain": child_chain,
+    "lake": child_lake,
+}
 
 
 def run_child(kind: str, home: Path, traces: Path, **args: Any) -> dict:
-    env = {**os.environ, "BASHGYM_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"),
-           "BASHGYM_TRACE_DIRS": str(traces), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "BASHGYM_HOME": str(home),
+        "DAGSTER_HOME": str(home / "dagster"),
+        "BASHGYM_TRACE_DIRS": str(traces),
+        "PYTHONUNBUFFERED": "1",
+    }
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--child", kind, json.dumps(args)], env=env, cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", kind, json.dumps(args)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{kind} failed:\n{proc.stderr[-3000:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["process_wall_s"] = time.perf_counter() - started
-    print(f"  {kind}: {json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()})}",
-          flush=True)
+    print(
+        f"  {kind}: {json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()})}",
+        flush=True,
+    )
     return out
 
 
@@ -354,11 +411,15 @@ def measure_size(tmp: Path, n_repos: int, sessions: int, runs: int, templates: l
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repos", type=int, nargs="+", default=[100, 1000, 10000], help="repository counts")
     parser.add_argument("--sessions", type=int, default=10, help="sessions per repository")
     parser.add_argument("--runs", type=int, default=5, help="partitions ingested / materialized per size")
-    parser.add_argument("--chain-repos", type=int, default=10, help="repositories for the per-session chain cost")
+    parser.add_argument(
+        "--chain-repos", type=int, default=10, help="repositories for the per-session chain cost"
+    )
     parser.add_argument("--lake-partitions", type=int, nargs="+", default=[100, 1000, 10000])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "scale.md")
     parser.add_argument("--render", type=Path, help="re-write the report from a run's saved <out>.json")
@@ -376,8 +437,18 @@ def main() -> int:
         args.out = Path(saved["out"])
         for key in ("sessions", "runs", "chain_repos"):
             setattr(args, key, saved["args"][key])
-        print(write_report(args, saved["command"], tuple(saved["load_start"]), saved["total_s"], saved["sizes"],
-                           saved["chain"], saved["lake"], tuple(saved["load_end"])))
+        print(
+            write_report(
+                args,
+                saved["command"],
+                tuple(saved["load_start"]),
+                saved["total_s"],
+                saved["sizes"],
+                saved["chain"],
+                saved["lake"],
+                tuple(saved["load_end"]),
+            )
+        )
         return 0
 
     exe = Path(sys.executable)
@@ -392,17 +463,33 @@ def main() -> int:
         traces = tmp / "traces-chain"
         generate(traces, range(args.chain_repos), args.sessions, templates)
         print("chain", flush=True)
-        chain = run_child("chain", tmp / "home-chain", traces, repos=[f"repo{i:05d}" for i in range(args.chain_repos)])
-        lake = [run_child("lake", tmp / f"home-lake-{n}", traces, source=chain["tiered_file"], partitions=n)
-                for n in args.lake_partitions]
+        chain = run_child(
+            "chain", tmp / "home-chain", traces, repos=[f"repo{i:05d}" for i in range(args.chain_repos)]
+        )
+        lake = [
+            run_child("lake", tmp / f"home-lake-{n}", traces, source=chain["tiered_file"], partitions=n)
+            for n in args.lake_partitions
+        ]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     total_s = time.perf_counter() - started
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps({
-        "out": str(args.out), "command": command, "load_start": load_start, "load_end": os.getloadavg(),
-        "total_s": total_s, "args": {"sessions": args.sessions, "runs": args.runs, "chain_repos": args.chain_repos},
-        "sizes": sizes, "chain": chain, "lake": lake}, indent=1))
+    args.out.with_suffix(".json").write_text(
+        json.dumps(
+            {
+                "out": str(args.out),
+                "command": command,
+                "load_start": load_start,
+                "load_end": os.getloadavg(),
+                "total_s": total_s,
+                "args": {"sessions": args.sessions, "runs": args.runs, "chain_repos": args.chain_repos},
+                "sizes": sizes,
+                "chain": chain,
+                "lake": lake,
+            },
+            indent=1,
+        )
+    )
     report = write_report(args, command, load_start, total_s, sizes, chain, lake)
     print(report)
     print(f"wrote {args.out}")
@@ -418,9 +505,16 @@ def _f(v: float, digits: int = 2) -> str:
     return f"{v:,.{digits}f}"
 
 
-def write_report(args: argparse.Namespace, command: str, load_start: tuple[float, float, float], total_s: float,
-                 sizes: list[dict], chain: dict, lake: list[dict],
-                 load_end: tuple[float, float, float] | None = None) -> str:
+def write_report(
+    args: argparse.Namespace,
+    command: str,
+    load_start: tuple[float, float, float],
+    total_s: float,
+    sizes: list[dict],
+    chain: dict,
+    lake: list[dict],
+    load_end: tuple[float, float, float] | None = None,
+) -> str:
     load_end = load_end or os.getloadavg()
     lines = [
         "# Scale: sensor, dynamic partitions, ingest and lake with many repositories (issue 14 item 5)",
@@ -441,14 +535,22 @@ def write_report(args: argparse.Namespace, command: str, load_start: tuple[float
         "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in sizes:
-        for name, label, files in (("first", "first (all new)", s["files"]), ("unchanged", "nothing changed", s["files"]),
-                                   ("changed", f"1% appended ({s['change']['appended']}) + {NEW_REPOS} new repos",
-                                    s["files"] + NEW_REPOS * args.sessions)):
+        for name, label, files in (
+            ("first", "first (all new)", s["files"]),
+            ("unchanged", "nothing changed", s["files"]),
+            (
+                "changed",
+                f"1% appended ({s['change']['appended']}) + {NEW_REPOS} new repos",
+                s["files"] + NEW_REPOS * args.sessions,
+            ),
+        ):
             t = s[name]
-            lines.append(f"| {s['repos']:,} | {files:,} | {label} | {_f(t['tick_s'])} | {_f(t['tick_cpu_s'])} | "
-                         f"{files / t['tick_s']:,.0f} | {t['run_requests']:,} | {t['new_keys']:,} | "
-                         f"{_f(t['add_partitions_s'])} | {t['cursor_file_kb']:,.0f} | {t['dagster_cursor_chars']} | "
-                         f"{t['max_rss_mb']:.0f} |")
+            lines.append(
+                f"| {s['repos']:,} | {files:,} | {label} | {_f(t['tick_s'])} | {_f(t['tick_cpu_s'])} | "
+                f"{files / t['tick_s']:,.0f} | {t['run_requests']:,} | {t['new_keys']:,} | "
+                f"{_f(t['add_partitions_s'])} | {t['cursor_file_kb']:,.0f} | {t['dagster_cursor_chars']} | "
+                f"{t['max_rss_mb']:.0f} |"
+            )
     lines += [
         "",
         "## Dynamic partitions: instance calls with every repository registered",
@@ -459,21 +561,23 @@ def write_report(args: argparse.Namespace, command: str, load_start: tuple[float
     ]
     for s in sizes:
         p = s["partitions"]
-        lines.append(f"| {p['keys']:,} | {_f(1e3 * p['get_dynamic_partitions_s'], 1)} | "
-                     f"{_f(1e3 * p['has_dynamic_partition_s'], 2)} | {_f(1e3 * p['partition_keys_from_def_s'], 1)} | "
-                     f"{_f(1e3 * p['get_materialized_partitions_s'], 1)} | "
-                     f"{_f(1e3 * p['partition_status_cache_s'], 1)} | {_f(1e3 * p['create_run_s'], 1)} |")
+        lines.append(
+            f"| {p['keys']:,} | {_f(1e3 * p['get_dynamic_partitions_s'], 1)} | "
+            f"{_f(1e3 * p['has_dynamic_partition_s'], 2)} | {_f(1e3 * p['partition_keys_from_def_s'], 1)} | "
+            f"{_f(1e3 * p['get_materialized_partitions_s'], 1)} | "
+            f"{_f(1e3 * p['partition_status_cache_s'], 1)} | {_f(1e3 * p['create_run_s'], 1)} |"
+        )
     lines += [
         "",
         "## Ingest per partition: the whole trace tree is looked through for one repository's files",
         "",
-        f"`ingest_repo` for {args.runs} repositories ({args.sessions} sessions each) in a fresh process: \"no index\" "
+        f'`ingest_repo` for {args.runs} repositories ({args.sessions} sessions each) in a fresh process: "no index" '
         "is a data folder where the sensor never ran (every file's repository read from its head), \"sensor "
-        "index\" one where it did. Dagster: `raw_sessions -> redacted_sessions -> tiered_traces`, one run per "
+        'index" one where it did. Dagster: `raw_sessions -> redacted_sessions -> tiered_traces`, one run per '
         "partition on the in-process executor (`demo.plan_main`), while every key exists.",
         "",
-        "\"cold\" is the first partition of a process (what each sensor-launched run is: a process of its own), "
-        "\"warm\" the mean of the later ones in the same process (in-process caches filled).",
+        '"cold" is the first partition of a process (what each sensor-launched run is: a process of its own), '
+        '"warm" the mean of the later ones in the same process (in-process caches filled).',
         "",
         "| repos | files in the tree | ingest_repo s, no index, cold | no index, warm | sensor index, cold | "
         "sensor index, warm | Dagster chain: first run in a process s | later runs s/run | every partition once, "
@@ -484,10 +588,12 @@ def write_report(args: argparse.Namespace, command: str, load_start: tuple[float
         d = s["dagster"]
         later = _later(d["per_run_s"], d["first_run_s"], d["runs"])
         a, b = s["ingest_no_index"], s["ingest_index"]
-        lines.append(f"| {s['repos']:,} | {s['files']:,} | {_f(a['first_s'], 3)} | "
-                     f"{_f(_later(a['per_partition_s'], a['first_s'], args.runs), 3)} | {_f(b['first_s'], 3)} | "
-                     f"{_f(_later(b['per_partition_s'], b['first_s'], args.runs), 3)} | {_f(d['first_run_s'])} | "
-                     f"{_f(later)} | {s['repos'] * later / 3600:,.2f} h |")
+        lines.append(
+            f"| {s['repos']:,} | {s['files']:,} | {_f(a['first_s'], 3)} | "
+            f"{_f(_later(a['per_partition_s'], a['first_s'], args.runs), 3)} | {_f(b['first_s'], 3)} | "
+            f"{_f(_later(b['per_partition_s'], b['first_s'], args.runs), 3)} | {_f(d['first_run_s'])} | "
+            f"{_f(later)} | {s['repos'] * later / 3600:,.2f} h |"
+        )
     lines += [
         "",
         "## Plain modules, per session",
@@ -507,8 +613,10 @@ def write_report(args: argparse.Namespace, command: str, load_start: tuple[float
         "|---:|---:|---:|---:|---:|---:|",
     ]
     for row in lake:
-        lines.append(f"| {row['partitions']:,} | {row['rows']:,} | {_f(row['read_all_s'])} | {_f(row['views_s'])} | "
-                     f"{_f(row['sql_s'])} | {row['max_rss_mb']:.0f} |")
+        lines.append(
+            f"| {row['partitions']:,} | {row['rows']:,} | {_f(row['read_all_s'])} | {_f(row['views_s'])} | "
+            f"{_f(row['sql_s'])} | {row['max_rss_mb']:.0f} |"
+        )
     text = "\n".join(lines) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

@@ -33,11 +33,19 @@ from bench_gate import machine  # noqa: E402
 
 
 def _bundles(n: int) -> list[ScenarioBundle]:
-    return [ScenarioBundle(id=f"bench-{i}", task=f"Write the word ok into ~/out-{i}.txt, then list it.",
-                           category="files", difficulty=1, setup=["true"],
-                           check=f"grep -qx ok /home/operator/out-{i}.txt",
-                           reference=[f"echo ok > ~/out-{i}.txt", f"ls -l ~/out-{i}.txt", f"cat ~/out-{i}.txt"],
-                           source="bench") for i in range(n)]
+    return [
+        ScenarioBundle(
+            id=f"bench-{i}",
+            task=f"Write the word ok into ~/out-{i}.txt, then list it.",
+            category="files",
+            difficulty=1,
+            setup=["true"],
+            check=f"grep -qx ok /home/operator/out-{i}.txt",
+            reference=[f"echo ok > ~/out-{i}.txt", f"ls -l ~/out-{i}.txt", f"cat ~/out-{i}.txt"],
+            source="bench",
+        )
+        for i in range(n)
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,20 +72,31 @@ def main(argv: list[str] | None = None) -> int:
             os.environ["BASHGYM_TRACES"] = "1" if mode == "on" else "0"
             tracing._SINKS.clear()
             t = time.monotonic()
-            res = evaluate(ReferenceOperator(), bundles, image, EvalSettings(max_turns=6, max_live=4),
-                           eval_id=f"bench-{mode}-{r}", label="reference")
+            res = evaluate(
+                ReferenceOperator(),
+                bundles,
+                image,
+                EvalSettings(max_turns=6, max_live=4),
+                eval_id=f"bench-{mode}-{r}",
+                label="reference",
+            )
             wall = time.monotonic() - t
             sink = tracing._SINKS.get(settings.mlflow_tracking_uri)
             turns = sum(e.n_turns for e in res.episodes)
             rows.append((mode, r, wall, sink.write_s if sink else 0.0, sink.written if sink else 0, turns))
-            print(f"traces {mode:3} run {r}: {len(res.episodes)} episodes, {turns} turns, wall {wall:.2f} s, "
-                  f"trace writing {rows[-1][3]:.3f} s for {rows[-1][4]} traces", flush=True)
+            print(
+                f"traces {mode:3} run {r}: {len(res.episodes)} episodes, {turns} turns, wall {wall:.2f} s, "
+                f"trace writing {rows[-1][3]:.3f} s for {rows[-1][4]} traces",
+                flush=True,
+            )
     on = [x for x in rows if x[0] == "on"]
     off = [x for x in rows if x[0] == "off"]
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
-    print(f"mean wall: off {mean([x[2] for x in off]):.2f} s, on {mean([x[2] for x in on]):.2f} s; "
-          f"trace writing {mean([x[3] for x in on]):.3f} s per evaluation "
-          f"({1000 * mean([x[3] / max(x[4], 1) for x in on]):.1f} ms per episode trace)")
+    print(
+        f"mean wall: off {mean([x[2] for x in off]):.2f} s, on {mean([x[2] for x in on]):.2f} s; "
+        f"trace writing {mean([x[3] for x in on]):.3f} s per evaluation "
+        f"({1000 * mean([x[3] / max(x[4], 1) for x in on]):.1f} ms per episode trace)"
+    )
     return 0
 
 

@@ -53,17 +53,53 @@ def synthetic_conversations(n: int, seed: int = 0) -> list[list[dict[str, str]]]
     from bashgym_assets.training_data.synthetic import trajectory_messages
 
     rng = random.Random(seed)
-    words = ["file", "data", "log", "report", "error", "warning", "backup", "config", "user", "group", "cache", "build", "test", "output", "line", "total", "drwxr-xr-x", "operator", "root", "tmp", "home", "var", "etc", "usr", "share", "lib", "bin"]
+    words = [
+        "file",
+        "data",
+        "log",
+        "report",
+        "error",
+        "warning",
+        "backup",
+        "config",
+        "user",
+        "group",
+        "cache",
+        "build",
+        "test",
+        "output",
+        "line",
+        "total",
+        "drwxr-xr-x",
+        "operator",
+        "root",
+        "tmp",
+        "home",
+        "var",
+        "etc",
+        "usr",
+        "share",
+        "lib",
+        "bin",
+    ]
     convs = []
     for i in range(n):
         k = rng.choice([1, 1, 2, 2, 3, 4, 6, 8])
         cmds, outs = [], []
         for j in range(k):
-            cmds.append(f"{rng.choice(['ls -la', 'grep -rn', 'find . -name', 'wc -l', 'cat', 'sort -u'])} "
-                        f"{rng.choice(words)}{j}.txt")
-            outs.append("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 10)))
-                                  for _ in range(rng.choice([0, 1, 2, 4, 8, 16]))))
-        convs.append(trajectory_messages(f"Task {i}: tidy the {rng.choice(words)} folder and report.", cmds, outs))
+            cmds.append(
+                f"{rng.choice(['ls -la', 'grep -rn', 'find . -name', 'wc -l', 'cat', 'sort -u'])} "
+                f"{rng.choice(words)}{j}.txt"
+            )
+            outs.append(
+                "\n".join(
+                    " ".join(rng.choice(words) for _ in range(rng.randint(3, 10)))
+                    for _ in range(rng.choice([0, 1, 2, 4, 8, 16]))
+                )
+            )
+        convs.append(
+            trajectory_messages(f"Task {i}: tidy the {rng.choice(words)} folder and report.", cmds, outs)
+        )
     return convs
 
 
@@ -125,16 +161,30 @@ def run_child(args: argparse.Namespace) -> dict:
     # packed-flat: --batch-size packed rows per micro-step, which padding-free flattens into ONE sequence;
     # padded: no packing, every row padded to max length; plain: the packed rows through a hand-written loop.
     one_row = args.mode in ("packed", "plain", "packed-stock", "packed-bf16")
-    cfg = TrainConfig(base_model=base, output_dir=str(workdir / "adapter"), max_length=args.max_length,
-                      batch_size=1 if one_row else args.batch_size, grad_accum=args.batch_size if one_row else 1,
-                      packing=args.mode != "padded", dtype="bfloat16" if args.mode == "packed-bf16" else args.dtype,
-                      lean_loss=args.mode != "packed-stock",
-                      attn_implementation=args.attn, device=args.device, lora_dropout=0.0, learning_rate=1e-4,
-                      max_steps=args.steps + 1, save_every=10**9, resume=False)  # step 1 warms up, untimed
-    trainer = build_sft_trainer(cfg, lake_conversations(args.examples) if args.lake else
-                                synthetic_conversations(args.examples))
+    cfg = TrainConfig(
+        base_model=base,
+        output_dir=str(workdir / "adapter"),
+        max_length=args.max_length,
+        batch_size=1 if one_row else args.batch_size,
+        grad_accum=args.batch_size if one_row else 1,
+        packing=args.mode != "padded",
+        dtype="bfloat16" if args.mode == "packed-bf16" else args.dtype,
+        lean_loss=args.mode != "packed-stock",
+        attn_implementation=args.attn,
+        device=args.device,
+        lora_dropout=0.0,
+        learning_rate=1e-4,
+        max_steps=args.steps + 1,
+        save_every=10**9,
+        resume=False,
+    )  # step 1 warms up, untimed
+    trainer = build_sft_trainer(
+        cfg, lake_conversations(args.examples) if args.lake else synthetic_conversations(args.examples)
+    )
     if args.mode == "padded":
-        trainer.data_collator.pad_to_multiple_of = args.max_length  # one example per row, padded to max length
+        trainer.data_collator.pad_to_multiple_of = (
+            args.max_length
+        )  # one example per row, padded to max length
     device = pick_device(cfg)
     examples = prepared_examples(trainer.train_dataset)
     batches: list[dict] = []
@@ -163,7 +213,9 @@ def run_child(args: argparse.Namespace) -> dict:
                 return
             totals["seconds"] += time.perf_counter() - self.t0
             for b in batches:
-                totals["real"] += int(b["attention_mask"].sum()) if "attention_mask" in b else b["input_ids"].numel()
+                totals["real"] += (
+                    int(b["attention_mask"].sum()) if "attention_mask" in b else b["input_ids"].numel()
+                )
                 totals["trained"] += int((b["labels"] != -100).sum())
                 totals["computed"] += b["input_ids"].numel()
 
@@ -176,14 +228,26 @@ def run_child(args: argparse.Namespace) -> dict:
     shutil.rmtree(workdir, ignore_errors=True)
     real, elapsed = totals["real"], totals["seconds"]
     peak = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else sampler.peak / 2**20
-    return {"mode": args.mode, "steps": args.steps, "batches_per_epoch": len(trainer.get_train_dataloader()),
-            "examples": len(examples), "real_tokens": real, "trained_tokens": totals["trained"],
-            "computed_positions": totals["computed"], "seconds": elapsed, "tokens_per_s": real / elapsed,
-            "trained_tokens_per_s": totals["trained"] / elapsed, "padding_fraction": 1 - real / totals["computed"],
-            "s_per_step": elapsed / args.steps, "peak_memory_mb": peak,
-            "epoch_tokens": sum(e.n_tokens for e in examples), "device": device, "base": base,
-            "torch": torch.__version__,
-            "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else None}
+    return {
+        "mode": args.mode,
+        "steps": args.steps,
+        "batches_per_epoch": len(trainer.get_train_dataloader()),
+        "examples": len(examples),
+        "real_tokens": real,
+        "trained_tokens": totals["trained"],
+        "computed_positions": totals["computed"],
+        "seconds": elapsed,
+        "tokens_per_s": real / elapsed,
+        "trained_tokens_per_s": totals["trained"] / elapsed,
+        "padding_fraction": 1 - real / totals["computed"],
+        "s_per_step": elapsed / args.steps,
+        "peak_memory_mb": peak,
+        "epoch_tokens": sum(e.n_tokens for e in examples),
+        "device": device,
+        "base": base,
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else None,
+    }
 
 
 def _plain_loop(trainer, cfg, steps: int, totals: dict) -> None:
@@ -231,21 +295,31 @@ def machine() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--base", help="model folder or hub id (default: BASHGYM_BASE_MODEL or the offline SmolLM2)")
+    p.add_argument(
+        "--base", help="model folder or hub id (default: BASHGYM_BASE_MODEL or the offline SmolLM2)"
+    )
     p.add_argument("--steps", type=int, default=6, help="timed optimizer steps per setup (after one warm-up)")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--max-length", type=int, default=512)
     p.add_argument("--examples", type=int, default=96)
-    p.add_argument("--lake", action="store_true",
-                   help="train on the first --examples train rows of the lake's sft_dataset instead of synthetic ones")
+    p.add_argument(
+        "--lake",
+        action="store_true",
+        help="train on the first --examples train rows of the lake's sft_dataset instead of synthetic ones",
+    )
     p.add_argument("--device", default=None, help="cpu | cuda (default: cuda if available)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--attn", default="sdpa", help="sdpa | eager | flash_attention_2")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
-    p.add_argument("--rounds", type=int, default=2, help="alternate the setups this many times (shared machines)")
+    p.add_argument(
+        "--rounds", type=int, default=2, help="alternate the setups this many times (shared machines)"
+    )
     p.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
-    p.add_argument("--setups", default="padded,packed-flat,packed,plain",
-                   help=f"comma-separated setups to compare, from {', '.join(MODES)}")
+    p.add_argument(
+        "--setups",
+        default="padded,packed-flat,packed,plain",
+        help=f"comma-separated setups to compare, from {', '.join(MODES)}",
+    )
     p.add_argument("--no-write", action="store_true", help="print only; do not append to results/training.md")
     args = p.parse_args(argv)
     if args.mode:
@@ -259,8 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     for _ in range(args.rounds):
         for mode in setups:
-            done = subprocess.run([sys.executable, __file__, *passthrough, "--mode", mode], capture_output=True,
-                                  text=True)
+            done = subprocess.run(
+                [sys.executable, __file__, *passthrough, "--mode", mode], capture_output=True, text=True
+            )
             line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
             if done.returncode != 0 or line is None:
                 print(done.stderr[-3000:], file=sys.stderr)
@@ -283,7 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = "\n".join(
         f"| {r['mode']} | {r['tokens_per_s']:.0f} | {r['trained_tokens_per_s']:.1f} | "
         f"{100 * r['padding_fraction']:.0f}% | {r['s_per_step']:.2f} | {r['peak_memory_mb']:.0f} | "
-        f"{r['epoch_tokens'] / r['tokens_per_s'] / 60:.1f} |" for r in results.values())
+        f"{r['epoch_tokens'] / r['tokens_per_s'] / 60:.1f} |"
+        for r in results.values()
+    )
     device = pk["gpu"] or machine()
     report = (
         f"\n### {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {Path(pk['base']).name} on "
@@ -293,14 +370,24 @@ def main(argv: list[str] | None = None) -> int:
         f"({pk['epoch_tokens']} tokens), {args.rounds} rounds x {args.steps} timed steps per setup (after one warm-up step each), setups alternating, each in its own process; "
         f"1-min load average {load_before:.1f} before, {load_after:.1f} after (a shared machine).\n\n"
         "| setup | real tokens/s | trained tokens/s | padding | s/step | peak memory MiB | min per epoch |\n"
-        "|---|---|---|---|---|---|---|\n" + rows + "\n\n" + "".join(
+        "|---|---|---|---|---|---|---|\n"
+        + rows
+        + "\n\n"
+        + "".join(
             f"**packed (TRL, one row per micro-step) vs {m}: {pk['tokens_per_s'] / r['tokens_per_s']:.2f}x real "
             f"tokens/s, {pk['peak_memory_mb'] / r['peak_memory_mb']:.2f}x peak memory.**  \n"
-            for m, r in results.items() if m != "packed"))
+            for m, r in results.items()
+            if m != "packed"
+        )
+    )
     print(report)
     if not args.no_write:
-        append_report(RESULTS, "Training throughput: packed + masked LoRA SFT vs naive padding",
-                      "bench_training.py", report)
+        append_report(
+            RESULTS,
+            "Training throughput: packed + masked LoRA SFT vs naive padding",
+            "bench_training.py",
+            report,
+        )
     return 0
 
 

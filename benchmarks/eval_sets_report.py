@@ -47,15 +47,28 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             s = summarize(model, eps)
             fails = ", ".join(f"{k} {v}" for k, v in sorted(s.failure_classes.items(), key=lambda kv: -kv[1]))
-            lines.append(f"| {name} | {model} | {s.rates['clean'].n} | "
-                         + " | ".join(s.rates[k].fmt() for k in RATES) + f" | {s.mean_turns} | {fails or '-'} |")
-    lines += ["", "Verified by difficulty (all three sets):", "",
-              "| model | " + " | ".join(f"difficulty {d}" for d in range(1, 5)) + " |", "|---|---|---|---|---|"]
+            lines.append(
+                f"| {name} | {model} | {s.rates['clean'].n} | "
+                + " | ".join(s.rates[k].fmt() for k in RATES)
+                + f" | {s.mean_turns} | {fails or '-'} |"
+            )
+    lines += [
+        "",
+        "Verified by difficulty (all three sets):",
+        "",
+        "| model | " + " | ".join(f"difficulty {d}" for d in range(1, 5)) + " |",
+        "|---|---|---|---|---|",
+    ]
     for model, episodes in by_model.items():
         s = summarize(model, episodes)
-        cells = [s.by_difficulty[str(d)]["verified"].fmt() if str(d) in s.by_difficulty else "-" for d in range(1, 5)]
+        cells = [
+            s.by_difficulty[str(d)]["verified"].fmt() if str(d) in s.by_difficulty else "-"
+            for d in range(1, 5)
+        ]
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
-    clean = [e for eps in by_model.values() for e in eps if e.clean and evaluation_set(e.scenario_id) != TRAIN_FIT]
+    clean = [
+        e for eps in by_model.values() for e in eps if e.clean and evaluation_set(e.scenario_id) != TRAIN_FIT
+    ]
     lines += ["", f"Clean held-out episodes: {len(clean)}"]
     if clean:
         lines += ["", transcript_markdown(clean[0])]

@@ -29,8 +29,11 @@ from bashgym_assets.scenarios.factory.split import HELD_OUT_FAMILIES  # noqa: E4
 
 
 def md_table(headers: list[str], rows: list[list[object]]) -> list[str]:
-    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers),
-            *("| " + " | ".join(str(c) for c in r) + " |" for r in rows)]
+    return [
+        "| " + " | ".join(headers) + " |",
+        "|" + "---|" * len(headers),
+        *("| " + " | ".join(str(c) for c in r) + " |" for r in rows),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,38 +53,71 @@ def main(argv: list[str] | None = None) -> int:
     train = [b for y in run.yields if not y.held_out for b in y.bundles]
     cov = coverage(bundles)
     drops = run.drops()
-    out = [f"# Task factory report ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "", machine(), "",
-           f"`.venv/bin/python benchmarks/factory_report.py --per-family {args.per_family} --seed {args.seed}`", "",
-           f"- {len(families)} families over {len({f.category for f in families.values()})} categories; "
-           f"{len(HELD_OUT_FAMILIES & set(families))} held out (a skill never trained)",
-           f"- {len(bundles)} distinct tasks ({len(train)} train, {len(held)} held-out families) from "
-           f"{run.draws} raw draws in {wall:.1f} s; dropped: "
-           + (", ".join(f"{r} {n}" for r, n in drops.most_common()) or "none"),
-           f"- {len(cov)} distinct command+flag combinations, {len({c.split(' ')[0] for c in cov})} commands",
-           f"- guard: {len(evals)} evaluation tasks (pack held-out + external suites) plus the held-out families'",
-           ""]
+    out = [
+        f"# Task factory report ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
+        "",
+        machine(),
+        "",
+        f"`.venv/bin/python benchmarks/factory_report.py --per-family {args.per_family} --seed {args.seed}`",
+        "",
+        f"- {len(families)} families over {len({f.category for f in families.values()})} categories; "
+        f"{len(HELD_OUT_FAMILIES & set(families))} held out (a skill never trained)",
+        f"- {len(bundles)} distinct tasks ({len(train)} train, {len(held)} held-out families) from "
+        f"{run.draws} raw draws in {wall:.1f} s; dropped: "
+        + (", ".join(f"{r} {n}" for r, n in drops.most_common()) or "none"),
+        f"- {len(cov)} distinct command+flag combinations, {len({c.split(' ')[0] for c in cov})} commands",
+        f"- guard: {len(evals)} evaluation tasks (pack held-out + external suites) plus the held-out families'",
+        "",
+    ]
     out += ["## Difficulty and category", ""]
-    out += md_table(["difficulty", "tasks"], [[d, n] for d, n in sorted(Counter(b.difficulty for b in bundles).items())])
+    out += md_table(
+        ["difficulty", "tasks"], [[d, n] for d, n in sorted(Counter(b.difficulty for b in bundles).items())]
+    )
     out.append("")
-    out += md_table(["category", "families", "tasks"],
-                    [[c, sum(f.category == c for f in families.values()), n]
-                     for c, n in sorted(Counter(b.category for b in bundles).items())])
+    out += md_table(
+        ["category", "families", "tasks"],
+        [
+            [c, sum(f.category == c for f in families.values()), n]
+            for c, n in sorted(Counter(b.category for b in bundles).items())
+        ],
+    )
     out += ["", "## Families (held-out ones marked)", ""]
-    out += md_table(["family", "category", "split", "kept", "draws", "dropped", "difficulties", "commands+flags"],
-                    [[y.family, y.category, "**held out**" if y.held_out else "train", y.kept, y.draws,
-                      dict(y.drops) or "", "-".join(str(d) for d in sorted({b.difficulty for b in y.bundles})),
-                      len(coverage(y.bundles))] for y in run.yields])
-    out += ["", "## Similarity of kept train tasks to the nearest evaluation task", "",
-            "Estimated Jaccard (MinHash, 128 permutations) of every train draw that reached the guard against "
-            "every evaluation task; refused: instruction >= 0.5, or reference >= 0.7 with related wording.", ""]
+    out += md_table(
+        ["family", "category", "split", "kept", "draws", "dropped", "difficulties", "commands+flags"],
+        [
+            [
+                y.family,
+                y.category,
+                "**held out**" if y.held_out else "train",
+                y.kept,
+                y.draws,
+                dict(y.drops) or "",
+                "-".join(str(d) for d in sorted({b.difficulty for b in y.bundles})),
+                len(coverage(y.bundles)),
+            ]
+            for y in run.yields
+        ],
+    )
+    out += [
+        "",
+        "## Similarity of kept train tasks to the nearest evaluation task",
+        "",
+        "Estimated Jaccard (MinHash, 128 permutations) of every train draw that reached the guard against "
+        "every evaluation task; refused: instruction >= 0.5, or reference >= 0.7 with related wording.",
+        "",
+    ]
     instr = histogram([s[1] for s in run.similarities])
     ref = histogram([s[2] for s in run.similarities])
-    out += md_table(["band", "instruction (3-grams)", "reference (2-grams)"],
-                    [[a[0], a[1], b[1]] for a, b in zip(instr, ref, strict=True)])
+    out += md_table(
+        ["band", "instruction (3-grams)", "reference (2-grams)"],
+        [[a[0], a[1], b[1]] for a, b in zip(instr, ref, strict=True)],
+    )
     top = sorted(run.similarities, key=lambda s: -s[1])[:8]
     out += ["", "Closest pairs (train task -> evaluation task):", ""]
-    out += md_table(["train task", "instruction", "reference", "nearest evaluation task"],
-                    [[s[0], f"{s[1]:.2f}", f"{s[2]:.2f}", s[3]] for s in top])
+    out += md_table(
+        ["train task", "instruction", "reference", "nearest evaluation task"],
+        [[s[0], f"{s[1]:.2f}", f"{s[2]:.2f}", s[3]] for s in top],
+    )
     out += ["", "## Command+flag coverage (tasks using each)", ""]
     out.append(", ".join(f"`{k}` {v}" for k, v in sorted(cov.items(), key=lambda kv: (-kv[1], kv[0]))))
     args.out.parent.mkdir(parents=True, exist_ok=True)

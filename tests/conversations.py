@@ -12,8 +12,13 @@ TASKS = [
     "chmod the key",
     "find . -name '*.log' and sort names.txt uniquely into reports/unique.txt",
 ]
-OBSERVATIONS = ["", "total 12 drwxr-xr-x 2 operator operator 4096 Nov 22 10:00 .",
-                "[exit 1] No such file or directory", "done\n" * 7, "42"]
+OBSERVATIONS = [
+    "",
+    "total 12 drwxr-xr-x 2 operator operator 4096 Nov 22 10:00 .",
+    "[exit 1] No such file or directory",
+    "done\n" * 7,
+    "42",
+]
 
 
 def start(task: str) -> list[Message]:

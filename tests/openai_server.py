@@ -94,16 +94,34 @@ class OpenAIServer:
                 if answer.delay_s:
                     time.sleep(answer.delay_s)
                 if answer.status != 200:
-                    self._send(answer.status, {"error": {"message": answer.content or "error",
-                                                         "type": "server_error", "code": answer.status}})
+                    self._send(
+                        answer.status,
+                        {
+                            "error": {
+                                "message": answer.content or "error",
+                                "type": "server_error",
+                                "code": answer.status,
+                            }
+                        },
+                    )
                     return
-                self._send(200, {
-                    "id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion",
-                    "created": int(time.time()), "model": body.get("model", server.model),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": answer.content}}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                })
+                self._send(
+                    200,
+                    {
+                        "id": f"chatcmpl-{len(server.requests)}",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", server.model),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": answer.content},
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                    },
+                )
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True

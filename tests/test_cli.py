@@ -9,8 +9,15 @@ from bashgym_assets.lake import Lake
 
 
 def test_sql_over_the_lake_views(settings, capsys: pytest.CaptureFixture[str]) -> None:
-    Lake(settings).write("tiered_traces", [{"segment_id": "s1", "tier": "gold"}, {"segment_id": "s2", "tier": "gold"},
-                                           {"segment_id": "s3", "tier": "failed"}], partition="webshop")
+    Lake(settings).write(
+        "tiered_traces",
+        [
+            {"segment_id": "s1", "tier": "gold"},
+            {"segment_id": "s2", "tier": "gold"},
+            {"segment_id": "s3", "tier": "failed"},
+        ],
+        partition="webshop",
+    )
     assert cli.main(["sql", "select tier, count(*) as n from tiered_traces group by 1 order by 1"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["tier", "n"]
@@ -37,6 +44,8 @@ def test_closing_summary_lines_say_what_the_data_became(settings):
     lake.write("tiered_traces", [{"tier": "gold"}, {"tier": "failed"}, {"tier": "gold"}], "repo-a")
     lake.write("tiered_traces", [{"tier": "silver"}], "repo-b")
     lake.write("verified_trajectories", [{"kept": True}, {"kept": False}, {"kept": True}])
-    assert pipeline_summary() == ["trace segments by tier: gold 2, silver 1, bronze 0, failed 1",
-                                  "trajectories: 2 kept of 3 attempts"]
+    assert pipeline_summary() == [
+        "trace segments by tier: gold 2, silver 1, bronze 0, failed 1",
+        "trajectories: 2 kept of 3 attempts",
+    ]
     assert champion_summary().startswith("champion: none yet")

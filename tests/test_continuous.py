@@ -57,8 +57,9 @@ def one_at_a_time(tiny: Path, max_new_tokens: int, turns: int) -> list[list[tupl
     return out
 
 
-def streamed(op: LocalModelOperator, turns: int, max_rows: int,
-             stagger: int = 3) -> tuple[list[list[tuple[str, int, bool]]], object]:
+def streamed(
+    op: LocalModelOperator, turns: int, max_rows: int, stagger: int = 3
+) -> tuple[list[list[tuple[str, int, bool]]], object]:
     """Every conversation through one reply stream, joining ``stagger`` decode steps apart and resubmitted as soon
     as its reply ends (as the evaluation does), so rows join and leave a running batch."""
     stream = op.reply_stream(max_rows=max_rows)
@@ -82,13 +83,17 @@ def streamed(op: LocalModelOperator, turns: int, max_rows: int,
 
 
 @pytest.mark.parametrize("max_new_tokens, max_rows", [(6, 3), (24, 32)])
-def test_continuous_replies_identical_to_one_at_a_time(tiny: Path, max_new_tokens: int, max_rows: int) -> None:
+def test_continuous_replies_identical_to_one_at_a_time(
+    tiny: Path, max_new_tokens: int, max_rows: int
+) -> None:
     want = one_at_a_time(tiny, max_new_tokens, turns=3)
     op = LocalModelOperator(tiny, max_new_tokens=max_new_tokens, kv_cache=True)
     got, dec = streamed(op, turns=3, max_rows=max_rows)
     assert got == want
     stats = op._kv.stats
-    assert stats.reused_tokens > 0 and stats.prefilled_tokens < stats.prompt_tokens  # turns 2-3 read only what is new
+    assert (
+        stats.reused_tokens > 0 and stats.prefilled_tokens < stats.prompt_tokens
+    )  # turns 2-3 read only what is new
     assert dec.replies == 3 * len(TASKS) and dec.decode_steps > 0
 
 
@@ -106,7 +111,7 @@ def test_rows_join_a_running_batch_and_buffers_are_rebuilt(tiny: Path) -> None:
         for i, reply, _ in stream.step():
             replies[i] = reply
     assert set(replies) == set(range(len(TASKS)))
-    assert max(seen_rows) == 4                    # never more rows than asked for, and the slots were used
+    assert max(seen_rows) == 4  # never more rows than asked for, and the slots were used
     assert decoder.stats.joins == len(TASKS) - sum(1 for r in replies.values() if r.new_tokens == 0)
     assert decoder.stats.rebuilds >= 1 and decoder.stats.mean_rows > 1
 
@@ -122,9 +127,17 @@ def test_decoder_directly_matches_kv_generator_lockstep(tiny: Path) -> None:
 
 
 def test_a_failing_decoder_falls_back_to_plain_replies(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    want = [r.text for r in LocalModelOperator(tiny, max_new_tokens=8, kv_cache=False, micro_batch=1)
-            .replies([start(TASKS[0])])] + [r.text for r in LocalModelOperator(
-                tiny, max_new_tokens=8, kv_cache=False, micro_batch=1).replies([start(TASKS[1])])]
+    want = [
+        r.text
+        for r in LocalModelOperator(tiny, max_new_tokens=8, kv_cache=False, micro_batch=1).replies(
+            [start(TASKS[0])]
+        )
+    ] + [
+        r.text
+        for r in LocalModelOperator(tiny, max_new_tokens=8, kv_cache=False, micro_batch=1).replies(
+            [start(TASKS[1])]
+        )
+    ]
     op = LocalModelOperator(tiny, max_new_tokens=8, kv_cache=True)
     stream = op.reply_stream()
     stream.submit("a", start(TASKS[0]))
@@ -144,7 +157,9 @@ def test_a_failing_decoder_falls_back_to_plain_replies(tiny: Path, monkeypatch: 
 
 
 def test_no_stream_when_sampling_or_switched_off(tiny: Path) -> None:
-    assert LocalModelOperator(tiny, temperature=0.7).reply_stream() is not None   # sampled rows: their own draws
+    assert (
+        LocalModelOperator(tiny, temperature=0.7).reply_stream() is not None
+    )  # sampled rows: their own draws
     assert LocalModelOperator(tiny, kv_cache=False).reply_stream() is None
 
 
@@ -152,12 +167,25 @@ def test_prompt_lookup_finds_the_latest_earlier_occurrence() -> None:
     from bashgym_assets.rollout.continuous import _Row
 
     row = _Row(key=0, prompt=None, length=0, history=[5, 6, 7, 1, 2, 5, 6, 7, 3, 4, 9, 5, 6, 7])
-    assert row.draft(3) == [3, 4, 9]      # after the latest earlier "5 6 7", not the first one
+    assert row.draft(3) == [3, 4, 9]  # after the latest earlier "5 6 7", not the first one
     assert row.draft(1) == [3]
     assert _Row(key=0, prompt=None, length=0, history=[1, 2, 3, 4]).draft(4) == []  # no repeat, no draft
-    assert _Row(key=0, prompt=None, length=0, history=[8, 9, 1, 8, 9]).draft(4) == [1, 8, 9, 1]  # 2-gram fallback
+    assert _Row(key=0, prompt=None, length=0, history=[8, 9, 1, 8, 9]).draft(4) == [
+        1,
+        8,
+        9,
+        1,
+    ]  # 2-gram fallback
     # a repeated line (period 3) drafts its continuation as far as asked, not just to the end of what is there
-    assert _Row(key=0, prompt=None, length=0, history=[0, 4, 5, 6, 4, 5, 6, 4, 5]).draft(7) == [6, 4, 5, 6, 4, 5, 6]
+    assert _Row(key=0, prompt=None, length=0, history=[0, 4, 5, 6, 4, 5, 6, 4, 5]).draft(7) == [
+        6,
+        4,
+        5,
+        6,
+        4,
+        5,
+        6,
+    ]
 
 
 @pytest.mark.parametrize("drafts", ["oracle", "garbage"])
@@ -176,8 +204,8 @@ def test_drafts_are_verified_not_trusted(tiny: Path, monkeypatch: pytest.MonkeyP
     def draft(row: continuous._Row, limit: int) -> list[int]:
         done = len(row.gen)
         if drafts == "garbage":
-            return [(t + 1) % 50 for t in truth[tuple(row.prompt.tolist())][done:done + limit]]
-        nxt = truth[tuple(row.prompt.tolist())][done:done + limit]
+            return [(t + 1) % 50 for t in truth[tuple(row.prompt.tolist())][done : done + limit]]
+        nxt = truth[tuple(row.prompt.tolist())][done : done + limit]
         return nxt[:-1] + [(nxt[-1] + 1) % 50] if len(nxt) > 2 else nxt  # mostly right, the last one wrong
 
     monkeypatch.setattr(continuous._Row, "draft", draft)
@@ -209,7 +237,7 @@ def test_rows_with_their_own_budget_sampling_logprobs_and_cancel(tiny: Path) -> 
     prompts = [op._encode(tok, [m.model_dump() for m in start(t)]) for t in TASKS]
     stop = op._stop_ids(tok)
     want = KVGenerator(model, stop, stop[0], 12).generate(prompts)
-    budgets = [3, 12, 7, 1, 12, 5, 9][:len(prompts)] + [12] * max(0, len(prompts) - 7)
+    budgets = [3, 12, 7, 1, 12, 5, 9][: len(prompts)] + [12] * max(0, len(prompts) - 7)
     dec = ContinuousDecoder(KVGenerator(model, stop, stop[0], 12), max_rows=3)
     for i, (p, b) in enumerate(zip(prompts, budgets, strict=True)):
         dec.submit(i, p, max_new_tokens=b)
@@ -230,14 +258,16 @@ def test_rows_with_their_own_budget_sampling_logprobs_and_cancel(tiny: Path) -> 
         return out["sampled"], row.logprobs
 
     alone, lps = sampled(5, 0)
-    assert sampled(5, 3)[0] == alone               # the same draws in a full batch
-    assert sampled(6, 0)[0] != alone               # another seed, another sample
+    assert sampled(5, 3)[0] == alone  # the same draws in a full batch
+    assert sampled(6, 0)[0] != alone  # another seed, another sample
     assert len(lps) == len(alone) and all(len(top) == 2 and lp <= 0 for lp, top, _ in lps)
     d = ContinuousDecoder(KVGenerator(model, stop, stop[0], 12))
     g = d.submit("g", prompts[1], top_logprobs=1)
     while d.busy:
         d.step()
-    assert g.gen == want[1] and [top[0] for _, top, _ in g.logprobs] == g.gen  # the argmax is the chosen token
+    assert (
+        g.gen == want[1] and [top[0] for _, top, _ in g.logprobs] == g.gen
+    )  # the argmax is the chosen token
     assert all(lp == pytest.approx(tops[0]) for lp, _, tops in g.logprobs)
 
     longest = max(range(len(prompts)), key=lambda i: len(want[i]))

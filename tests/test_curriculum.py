@@ -19,13 +19,24 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _conv(i: int, commands: int = 1) -> list[dict[str, str]]:
-    return syn.trajectory_messages(f"task {i}: list the files", [f"ls -la dir{i}"] * commands + ["wc -l notes.txt"],
-                                   ["total 12\nfile.txt"] * commands + ["42 notes.txt"])
+    return syn.trajectory_messages(
+        f"task {i}: list the files",
+        [f"ls -la dir{i}"] * commands + ["wc -l notes.txt"],
+        ["total 12\nfile.txt"] * commands + ["42 notes.txt"],
+    )
 
 
 def _cfg(tiny_model: str, out: Path, **kw) -> TrainConfig:
-    base = {"base_model": tiny_model, "output_dir": str(out), "batch_size": 1, "grad_accum": 1,
-            "learning_rate": 3e-3, "lora_dropout": 0.0, "save_every": 1000, "max_length": 160}
+    base = {
+        "base_model": tiny_model,
+        "output_dir": str(out),
+        "batch_size": 1,
+        "grad_accum": 1,
+        "learning_rate": 3e-3,
+        "lora_dropout": 0.0,
+        "save_every": 1000,
+        "max_length": 160,
+    }
     base.update(kw)
     return TrainConfig(**base)
 
@@ -36,7 +47,7 @@ def test_curriculum_order_walks_the_stages_easy_first_and_shuffles_within_each()
     assert sorted(order) == list(range(len(stages)))
     assert [stages[i] for i in order] == sorted(stages)
     firsts = {tuple(curriculum_order(stages, seed=s)[:4]) for s in range(6)}
-    assert len(firsts) > 1                     # shuffled within stage 1, by seed
+    assert len(firsts) > 1  # shuffled within stage 1, by seed
     assert curriculum_order(stages, 0, 1) != curriculum_order(stages, 0, 0)  # and by epoch
     assert curriculum_order(stages, 0, 1) == curriculum_order(stages, 0, 1)  # deterministic (resume)
 
@@ -47,7 +58,9 @@ def test_sampler_follows_set_epoch_and_stage_of_clamps():
     first = list(sampler)
     sampler.set_epoch(1)
     assert [[2, 1, 2, 1][i] for i in sampler] == [1, 1, 2, 2]
-    assert list(sampler) == curriculum_order([2, 1, 2, 1], 3, 1) and first == curriculum_order([2, 1, 2, 1], 3, 0)
+    assert list(sampler) == curriculum_order([2, 1, 2, 1], 3, 1) and first == curriculum_order(
+        [2, 1, 2, 1], 3, 0
+    )
     assert [stage_of({"difficulty": d}) for d in (None, 0, 1, 3, 4, 9)] == [1, 1, 1, 3, 4, 4]
     assert stage_counts([2, 1, 2]) == {1: 1, 2: 2}
 
@@ -62,11 +75,15 @@ def test_curriculum_packs_each_stage_apart_and_trains_in_stage_order(tiny_model,
     assert len(trainer.packed_stages) == len(trainer.train_dataset)
     loader = trainer.get_train_dataloader()
     seen = [int(b["input_ids"].shape[1]) for b in loader]
-    by_row = [len(trainer.train_dataset[i]["input_ids"]) for i in curriculum_order(trainer.packed_stages, 0, 0)]
-    assert seen == by_row                      # the dataloader reads the packed rows in curriculum order
+    by_row = [
+        len(trainer.train_dataset[i]["input_ids"]) for i in curriculum_order(trainer.packed_stages, 0, 0)
+    ]
+    assert seen == by_row  # the dataloader reads the packed rows in curriculum order
     with pytest.raises(ValueError, match="one stage per train conversation"):
         build_sft_trainer(_cfg(tiny_model, tmp_path / "bad", curriculum=True), convs, stages=stages[:-1])
-    result = train_sft(_cfg(tiny_model, tmp_path / "cur-run", curriculum=True, max_steps=4), convs, stages=stages)
+    result = train_sft(
+        _cfg(tiny_model, tmp_path / "cur-run", curriculum=True, max_steps=4), convs, stages=stages
+    )
     assert result.steps == 4 and result.final_loss is not None
 
 

@@ -19,10 +19,16 @@ def _inputs():
     d = syn.demo_inputs()
     held = next(s for s in d["scenarios"] if s["split"] == "held_out")
     # a held-out scenario's rollout that leaked into the table, and a trace that quotes a held-out task
-    d["trajectories"].append(syn.trajectory(held["id"], held["task"], ["find /tmp/cache -mtime +7 -delete"],
-                                            kept=True, split="held_out"))
-    d["segments"].append(syn.segment("sess-d", 0, f"please: {held['task']}", [syn.step(0, "ls /tmp/cache")],
-                                     "gold", repo="repo-b"))
+    d["trajectories"].append(
+        syn.trajectory(
+            held["id"], held["task"], ["find /tmp/cache -mtime +7 -delete"], kept=True, split="held_out"
+        )
+    )
+    d["segments"].append(
+        syn.segment(
+            "sess-d", 0, f"please: {held['task']}", [syn.step(0, "ls /tmp/cache")], "gold", repo="repo-b"
+        )
+    )
     # broken input: a kept trajectory with no assistant turn
     bad = syn.trajectory("count-lines", "x", [], kept=True, sample_index=9, end_with_exit=False)
     d["trajectories"].append(bad)
@@ -41,7 +47,10 @@ def test_sft_rows_have_sources_dedupe_and_quarantine():
     assert {r["source"] for r in rows if r["source_kind"] == "trace"} == {"trace:sess-a#0", "trace:sess-b#0"}
     for r in rows:
         assert r["source"] and (r["session_id"] or r["scenario_id"])
-        assert r["messages"][0]["role"] == "system" and r["messages"][-1] == {"role": "assistant", "content": "exit"}
+        assert r["messages"][0]["role"] == "system" and r["messages"][-1] == {
+            "role": "assistant",
+            "content": "exit",
+        }
     reasons = sorted(q.reason for q in res.quarantine)
     assert any("'held_out' scenario" in x for x in reasons)
     assert any("held-out scenario purge-cache" in x for x in reasons)
@@ -50,20 +59,33 @@ def test_sft_rows_have_sources_dedupe_and_quarantine():
 
 
 def test_trace_segment_renders_like_a_trajectory():
-    msgs = segment_messages("fix it", [syn.step(0, "pytest -q", "1 failed", 1, cwd="/w"),
-                                       syn.step(1, "make", "ok", 0, cwd="/w")])
+    msgs = segment_messages(
+        "fix it", [syn.step(0, "pytest -q", "1 failed", 1, cwd="/w"), syn.step(1, "make", "ok", 0, cwd="/w")]
+    )
     traj = syn.trajectory_messages("fix it", ["pytest -q"], ["1 failed"])
-    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
+    assert [m["role"] for m in msgs] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
     assert msgs[0]["content"].startswith("You are logged in to ") and traj[0]["content"].startswith(
-        "You are logged in to ")
+        "You are logged in to "
+    )
     assert msgs[3]["content"] == "1 failed\n[exit code: 1]"
     assert traj[3]["content"].endswith("[exit code: 0]")
 
 
 def test_split_is_deterministic_and_grouped():
     d = syn.demo_inputs(copies=1)
-    many = [syn.trajectory(f"s{i}", f"task number {i}", [f"echo {i}", f"echo {i}{j}"], kept=True, sample_index=j)
-            for i in range(60) for j in range(2)]
+    many = [
+        syn.trajectory(f"s{i}", f"task number {i}", [f"echo {i}", f"echo {i}{j}"], kept=True, sample_index=j)
+        for i in range(60)
+        for j in range(2)
+    ]
     a = ds.build_sft(d["segments"], many)
     shuffled = list(many)
     random.Random(1).shuffle(shuffled)
@@ -92,8 +114,12 @@ def test_dpo_pairs_split_at_first_differing_assistant_turn():
 
 
 def test_dpo_ignores_environment_divergence_and_other_scenarios():
-    a = [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}, {"role": "assistant", "content": "ls"},
-         {"role": "user", "content": "a"}]
+    a = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "t"},
+        {"role": "assistant", "content": "ls"},
+        {"role": "user", "content": "a"},
+    ]
     b = a[:3] + [{"role": "user", "content": "b"}]
     assert ds.first_divergence(a, b) is None
     good = syn.trajectory("s1", "task one is here", ["ls"], kept=True)
@@ -112,10 +138,23 @@ def test_dpo_from_traces_same_normalised_prompt():
 
 def test_contamination_check_finds_id_and_text():
     held = [ds.HeldOut(id="h1", task="Delete every file in /tmp/cache older than seven days.")]
-    rows = [{"example_id": "a", "source": "x", "scenario_id": "h1", "messages": []},
-            {"example_id": "b", "source": "y", "scenario_id": None,
-             "messages": [{"role": "user", "content": "pls  DELETE every file in /tmp/cache older than seven days."}]},
-            {"example_id": "c", "source": "z", "scenario_id": "s", "messages": [{"role": "user", "content": "ok"}]}]
+    rows = [
+        {"example_id": "a", "source": "x", "scenario_id": "h1", "messages": []},
+        {
+            "example_id": "b",
+            "source": "y",
+            "scenario_id": None,
+            "messages": [
+                {"role": "user", "content": "pls  DELETE every file in /tmp/cache older than seven days."}
+            ],
+        },
+        {
+            "example_id": "c",
+            "source": "z",
+            "scenario_id": "s",
+            "messages": [{"role": "user", "content": "ok"}],
+        },
+    ]
     bad = ds.contamination_violations(rows, held)
     assert [b["row"] for b in bad] == ["a", "b"]
 
@@ -123,11 +162,20 @@ def test_contamination_check_finds_id_and_text():
 def _write_upstream(lake: Lake, d: dict) -> None:
     for repo in sorted({s["repo"] for s in d["segments"]}):
         segs = [s for s in d["segments"] if s["repo"] == repo]
-        schema = pa.schema([("segment_id", pa.string()), ("session_id", pa.string()), ("repo", pa.string()),
-                            ("segment_index", pa.int32()), ("prompt", pa.large_string()),
-                            ("steps", pa.list_(STEP_ARROW_TYPE)), ("tier", pa.string()),
-                            ("quality_score", pa.float64()), ("verification_passed", pa.bool_()),
-                            ("override", pa.string())])
+        schema = pa.schema(
+            [
+                ("segment_id", pa.string()),
+                ("session_id", pa.string()),
+                ("repo", pa.string()),
+                ("segment_index", pa.int32()),
+                ("prompt", pa.large_string()),
+                ("steps", pa.list_(STEP_ARROW_TYPE)),
+                ("tier", pa.string()),
+                ("quality_score", pa.float64()),
+                ("verification_passed", pa.bool_()),
+                ("override", pa.string()),
+            ]
+        )
         lake.write("tiered_traces", segs, partition=repo, schema=schema)
     lake.write("verified_trajectories", d["trajectories"])
     lake.write("gated_scenarios", d["scenarios"])
@@ -139,8 +187,10 @@ def test_assets_materialize_with_blocking_check_and_load_with_datasets(settings)
 
     lake = Lake(settings)
     _write_upstream(lake, _inputs())
-    res = dg.materialize([dd.sft_dataset, dd.dpo_dataset, dd.sft_dataset_no_heldout, dd.dpo_dataset_no_heldout],
-                         resources={"bashgym": BashgymHome(home=str(settings.home))})
+    res = dg.materialize(
+        [dd.sft_dataset, dd.dpo_dataset, dd.sft_dataset_no_heldout, dd.dpo_dataset_no_heldout],
+        resources={"bashgym": BashgymHome(home=str(settings.home))},
+    )
     assert res.success
     checks = {e.check_name: e.passed for e in res.get_asset_check_evaluations()}
     assert checks == {"sft_dataset_no_heldout": True, "dpo_dataset_no_heldout": True}
@@ -160,9 +210,12 @@ def test_assets_materialize_with_blocking_check_and_load_with_datasets(settings)
     # a scenario moves to held-out after the dataset was built: the check (run alone) now fails
     scen = [dict(s, split="held_out") if s["id"] == "count-lines" else s for s in _inputs()["scenarios"]]
     lake.write("gated_scenarios", scen)
-    res2 = dg.materialize([dd.sft_dataset, dd.sft_dataset_no_heldout],
-                          selection=dg.AssetSelection.checks(dd.sft_dataset_no_heldout),
-                          resources={"bashgym": BashgymHome(home=str(settings.home))}, raise_on_error=False)
+    res2 = dg.materialize(
+        [dd.sft_dataset, dd.sft_dataset_no_heldout],
+        selection=dg.AssetSelection.checks(dd.sft_dataset_no_heldout),
+        resources={"bashgym": BashgymHome(home=str(settings.home))},
+        raise_on_error=False,
+    )
     ev = res2.get_asset_check_evaluations()[0]
     assert ev.passed is False and ev.metadata["violations"].value == 1
 
@@ -182,12 +235,25 @@ def test_heldout_from_real_gated_rows_and_contamination() -> None:
     from bashgym_assets.scenarios.bundle import ScenarioBundle
     from bashgym_assets.scenarios.gate import HELD_OUT
 
-    b = ScenarioBundle(id="purge-old-cache", task="Delete every file older than 7 days under ~/cache, keep the rest.",
-                       category="files", difficulty=1, setup=["true"], check="true", reference=["true"])
-    rows = [{"scenario_id": b.id, "admitted": True, "split": HELD_OUT, "bundle_json": b.model_dump_json()},
-            {"scenario_id": "other", "admitted": True, "split": "train", "bundle_json": "{}"}]
+    b = ScenarioBundle(
+        id="purge-old-cache",
+        task="Delete every file older than 7 days under ~/cache, keep the rest.",
+        category="files",
+        difficulty=1,
+        setup=["true"],
+        check="true",
+        reference=["true"],
+    )
+    rows = [
+        {"scenario_id": b.id, "admitted": True, "split": HELD_OUT, "bundle_json": b.model_dump_json()},
+        {"scenario_id": "other", "admitted": True, "split": "train", "bundle_json": "{}"},
+    ]
     held = ds.heldout_from_rows(rows)
     assert [(h.id, h.task) for h in held] == [(b.id, b.task)]
-    leak = {"example_id": "x", "source": "trace:s#0", "scenario_id": None,
-            "messages": [{"role": "user", "content": b.task}, {"role": "assistant", "content": "ls"}]}
+    leak = {
+        "example_id": "x",
+        "source": "trace:s#0",
+        "scenario_id": None,
+        "messages": [{"role": "user", "content": b.task}, {"role": "assistant", "content": "ls"}],
+    }
     assert ds.contamination_violations([leak], held)

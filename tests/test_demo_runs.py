@@ -24,7 +24,7 @@ from bashgym_assets import demo
 from bashgym_assets.config import Settings
 from bashgym_assets.defs import run_health
 
-CHAIN = '''
+CHAIN = """
 import dagster as dg
 @dg.asset
 def first(context):
@@ -33,11 +33,12 @@ def first(context):
 def second(context):
     context.log.info("second ran")
 defs = dg.Definitions(assets=[first, second])
-'''
+"""
 
 
-def test_demo_runs_are_runs_of_the_asset_job_of_their_workspace_location(settings: Settings,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_runs_are_runs_of_the_asset_job_of_their_workspace_location(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What the UI matches a run against: the code location name of workspace.yaml (``bashgym_cpu``), the
     repository and a job that location holds; how a run worker reloads it: the job's code origin. (The code
     location itself is not imported here: its resources wire the environment variables set at import, and this
@@ -47,33 +48,46 @@ def test_demo_runs_are_runs_of_the_asset_job_of_their_workspace_location(setting
     from bashgym_assets.ingest import SAMPLE_TRACES_DIR
     from bashgym_assets.instance import ensure_dagster_home
 
-    monkeypatch.setenv("DAGSTER_HOME", str(settings.dagster_home))   # restored after the test
+    monkeypatch.setenv("DAGSTER_HOME", str(settings.dagster_home))  # restored after the test
     assert ensure_dagster_home(settings) == settings.dagster_home
     monkeypatch.setenv("BASHGYM_TRACE_DIRS", str(SAMPLE_TRACES_DIR))
     demo.register_partitions(["webshop", "datapipe"])
-    step = demo.PlanStep(module=demo.CPU_MODULE, assets=["raw_sessions", "redacted_sessions", "tiered_traces"],
-                         partitioned=True)
+    step = demo.PlanStep(
+        module=demo.CPU_MODULE,
+        assets=["raw_sessions", "redacted_sessions", "tiered_traces"],
+        partitioned=True,
+    )
     lines: list[str] = []
     demo.run_plan([step], ["webshop"], demo.demo_env(), lines.append, profile="quick")
     with dg.DagsterInstance.get() as instance:
         (run,) = instance.get_runs()
         checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(
-            [dg.AssetCheckKey(dg.AssetKey("redacted_sessions"), "no_secrets_left")])
+            [dg.AssetCheckKey(dg.AssetKey("redacted_sessions"), "no_secrets_left")]
+        )
     assert run.status == dg.DagsterRunStatus.SUCCESS and run.tags["dagster/partition"] == "webshop"
     origin = run.remote_job_origin
-    assert origin is not None, "a run without an origin is left off the UI's timeline and cannot be re-executed"
+    assert origin is not None, (
+        "a run without an origin is left off the UI's timeline and cannot be re-executed"
+    )
     assert origin.location_name == "bashgym_cpu"
-    assert origin.repository_origin.repository_name == "__repository__"   # a Definitions' one repository
-    assert run.job_name == origin.job_name == "__ASSET_JOB"                # the location's implicit asset job
+    assert origin.repository_origin.repository_name == "__repository__"  # a Definitions' one repository
+    assert run.job_name == origin.job_name == "__ASSET_JOB"  # the location's implicit asset job
     assert run.asset_selection == {dg.AssetKey(a) for a in step.assets}
     pointer = run.job_code_origin.repository_origin.code_pointer
-    assert isinstance(pointer, ModuleCodePointer) and (pointer.module, pointer.fn_name) == (demo.CPU_MODULE, "defs")
+    assert isinstance(pointer, ModuleCodePointer) and (pointer.module, pointer.fn_name) == (
+        demo.CPU_MODULE,
+        "defs",
+    )
     assert run.job_code_origin.job_name == run.job_name
-    assert run.run_config["execution"] == {"config": {"in_process": {}}}   # the location's executor, in process
-    assert run.tags[run_health.PID_TAG] != str(os.getpid())                 # the plan's child process ran it
+    assert run.run_config["execution"] == {
+        "config": {"in_process": {}}
+    }  # the location's executor, in process
+    assert run.tags[run_health.PID_TAG] != str(os.getpid())  # the plan's child process ran it
     assert {m: o.location_name for m, o in demo.workspace_locations().items()} == {
-        demo.CPU_MODULE: "bashgym_cpu", demo.GPU_MODULE: "bashgym_gpu"}
-    assert next(iter(checks.values())).run_id == run.run_id                # with the asset's blocking check
+        demo.CPU_MODULE: "bashgym_cpu",
+        demo.GPU_MODULE: "bashgym_gpu",
+    }
+    assert next(iter(checks.values())).run_id == run.run_id  # with the asset's blocking check
 
 
 def test_a_demo_run_re_executes_from_its_code_location(tmp_path: Path) -> None:
@@ -83,11 +97,17 @@ def test_a_demo_run_re_executes_from_its_code_location(tmp_path: Path) -> None:
     (tmp_path / "tiny_chain.py").write_text(CHAIN)
     (tmp_path / "workspace.yaml").write_text("load_from:\n  - python_module: tiny_chain\n")
     # the run launched at once (no daemon to dequeue it), in a run worker process of the code server
-    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\nrun_coordinator:\n  module: "
-                                           "dagster._core.run_coordinator\n  class: DefaultRunCoordinator\n")
+    (tmp_path / "dagster.yaml").write_text(
+        "telemetry:\n  enabled: false\nrun_coordinator:\n  module: "
+        "dagster._core.run_coordinator\n  class: DefaultRunCoordinator\n"
+    )
     env = dict(os.environ, PYTHONPATH=str(tmp_path), DAGSTER_HOME=str(tmp_path))
-    demo.run_plan([demo.PlanStep(module="tiny_chain", assets=["first", "second"], partitioned=False)], [], env,
-                  lambda _: None)
+    demo.run_plan(
+        [demo.PlanStep(module="tiny_chain", assets=["first", "second"], partitioned=False)],
+        [],
+        env,
+        lambda _: None,
+    )
     script = tmp_path / "reexecute.py"
     script.write_text('''
 import json, sys, time
@@ -117,8 +137,9 @@ print("RESULT", json.dumps({"status": run.status.value, "parent": run.parent_run
                   "location": run.remote_job_origin.location_name, "job": run.job_name,
                   "same_snapshot": same_snapshot}))
 ''')
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     import json
 
@@ -129,7 +150,9 @@ print("RESULT", json.dumps({"status": run.status.value, "parent": run.parent_run
     assert out["same_snapshot"] is True
 
 
-def test_a_re_executed_run_is_judged_by_its_own_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_re_executed_run_is_judged_by_its_own_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A re-execution copies its parent's tags, the demo process's identity included. That process has exited:
     judged by it, the new run looked dead from its start, and the dead-run reaper failed it while it waited for
     the pool or ran. Its own process, once it records itself, is what counts."""
@@ -140,20 +163,27 @@ def test_a_re_executed_run_is_judged_by_its_own_process(tmp_path: Path, monkeypa
     shutil.copy(PROJECT_ROOT / "dagster.yaml", home / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     gone = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    parent_tags = run_health.process_tags(gone.pid)      # taken while it runs, as the demo's child tags its runs
+    parent_tags = run_health.process_tags(gone.pid)  # taken while it runs, as the demo's child tags its runs
     gone.kill()
     gone.wait()
     assert run_health.process_alive(parent_tags) is False
     with dg.DagsterInstance.get() as instance:
-        parent = instance.add_run(dg.DagsterRun(job_name="__ASSET_JOB", status=dg.DagsterRunStatus.SUCCESS,
-                                                tags=parent_tags))
-        child = instance.add_run(dg.DagsterRun(job_name="__ASSET_JOB", status=dg.DagsterRunStatus.STARTED,
-                                               tags=parent_tags, parent_run_id=parent.run_id,
-                                               root_run_id=parent.run_id))
+        parent = instance.add_run(
+            dg.DagsterRun(job_name="__ASSET_JOB", status=dg.DagsterRunStatus.SUCCESS, tags=parent_tags)
+        )
+        child = instance.add_run(
+            dg.DagsterRun(
+                job_name="__ASSET_JOB",
+                status=dg.DagsterRunStatus.STARTED,
+                tags=parent_tags,
+                parent_run_id=parent.run_id,
+                root_run_id=parent.run_id,
+            )
+        )
         assert run_health.reap_dead_runs(instance, lambda _: None) == []
         assert instance.get_run_by_id(child.run_id).status == dg.DagsterRunStatus.STARTED
         assert run_health.PID_TAG not in run_health.run_process_tags(instance, child)
-        run_health.tag_current_run(instance, child.run_id)   # the run's worker records itself
+        run_health.tag_current_run(instance, child.run_id)  # the run's worker records itself
         child = instance.get_run_by_id(child.run_id)
         assert child.tags[run_health.PID_TAG] == str(os.getpid())
         assert run_health.process_alive(run_health.run_process_tags(instance, child)) is True
@@ -161,12 +191,26 @@ def test_a_re_executed_run_is_judged_by_its_own_process(tmp_path: Path, monkeypa
 
 # --- the checks' wording --------------------------------------------------------------------------------------
 
+
 def _episodes(model: str, clean: list[bool]) -> list:
     from bashgym_assets.evaluation.metrics import EvalEpisode
 
-    return [EvalEpisode(eval_id="eval-1", model=model, model_ref=model, scenario_id=f"s{i}", category="files",
-                        difficulty=1, operated=True, terminated=True, verified=ok, clean=ok,
-                        failure_class="" if ok else "wrong_state") for i, ok in enumerate(clean)]
+    return [
+        EvalEpisode(
+            eval_id="eval-1",
+            model=model,
+            model_ref=model,
+            scenario_id=f"s{i}",
+            category="files",
+            difficulty=1,
+            operated=True,
+            terminated=True,
+            verified=ok,
+            clean=ok,
+            failure_class="" if ok else "wrong_state",
+        )
+        for i, ok in enumerate(clean)
+    ]
 
 
 def test_keeping_the_incumbent_passes_and_says_so() -> None:
@@ -174,17 +218,25 @@ def test_keeping_the_incumbent_passes_and_says_so() -> None:
     from bashgym_assets.defs.evaluation import PROMOTION_CHECK, promotion_check
     from bashgym_assets.evaluation import promotion as promo
 
-    kept = promo.decide(_episodes("candidate", [True, False, False, False]),
-                        _episodes("base", [True, True, False, False]), candidate_version="3")
+    kept = promo.decide(
+        _episodes("candidate", [True, False, False, False]),
+        _episodes("base", [True, True, False, False]),
+        candidate_version="3",
+    )
     assert not kept.promote
     check = promotion_check(kept, promoted=False)
     assert check.check_name == PROMOTION_CHECK and check.passed
-    assert check.metadata["outcome"].value.startswith("kept the incumbent: the base model stays; version 3 not "
-                                                      "promoted")
-    assert "does not beat the base's 50%" in check.description and check.description.startswith("kept the incumbent")
+    assert check.metadata["outcome"].value.startswith(
+        "kept the incumbent: the base model stays; version 3 not promoted"
+    )
+    assert "does not beat the base's 50%" in check.description and check.description.startswith(
+        "kept the incumbent"
+    )
     assert check.metadata["promoted"].value is False
 
-    won = promo.decide(_episodes("candidate", [True] * 8), _episodes("base", [False] * 8), candidate_version="4")
+    won = promo.decide(
+        _episodes("candidate", [True] * 8), _episodes("base", [False] * 8), candidate_version="4"
+    )
     assert won.promote
     check = promotion_check(won, promoted=True)
     assert check.passed and check.metadata["outcome"].value == "PROMOTED: version 4 is the new champion"
@@ -211,18 +263,22 @@ def tiny_adapter(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     import json
 
     tj = json.loads((base / "tokenizer.json").read_text())
-    tj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True},
-                                                                  tj["pre_tokenizer"]]}
+    tj["pre_tokenizer"] = {
+        "type": "Sequence",
+        "pretokenizers": [{"type": "Digits", "individual_digits": True}, tj["pre_tokenizer"]],
+    }
     (base / "tokenizer.json").write_text(json.dumps(tj))
     torch.manual_seed(1)
-    get_peft_model(AutoModelForCausalLM.from_pretrained(base),
-                   LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False)).save_pretrained(
-        root / "adapter")
+    get_peft_model(
+        AutoModelForCausalLM.from_pretrained(base),
+        LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False),
+    ).save_pretrained(root / "adapter")
     return base, root / "adapter"
 
 
-def test_a_round_trip_that_was_not_run_is_skipped_not_passed(tiny_adapter: tuple[Path, Path], settings: Settings,
-                                                             empty_mlflow_store: Path) -> None:
+def test_a_round_trip_that_was_not_run_is_skipped_not_passed(
+    tiny_adapter: tuple[Path, Path], settings: Settings, empty_mlflow_store: Path
+) -> None:
     """``verify: false`` (the demo profiles) compares nothing: the check has no result, so the UI shows it
     skipped (the run succeeded without evaluating it), and the asset's metadata says why. Nothing exported: the
     same."""
@@ -243,18 +299,32 @@ def test_a_round_trip_that_was_not_run_is_skipped_not_passed(tiny_adapter: tuple
     with dg.instance_for_test() as instance:
         nothing = dg.materialize([exported_model], resources=resources, instance=instance)
         assert nothing.success and not nothing.get_asset_check_evaluations()
-        assert latest(instance).status == AssetCheckExecutionRecordStatus.PLANNED   # shown as skipped
+        assert latest(instance).status == AssetCheckExecutionRecordStatus.PLANNED  # shown as skipped
         meta = nothing.asset_materializations_for_node("exported_model")[0].metadata
         assert meta["round_trip_check"].value == "skipped: nothing was exported"
 
         base, adapter = tiny_adapter
-        registry.log_training_run(kind="sft", run_name="tiny", params={}, history=[], summary={},
-                                  adapter_dir=str(adapter), tags={}, settings=settings, base_model=str(base))
-        result = dg.materialize([exported_model], resources=resources, instance=instance,
-                                run_config={"ops": {"exported_model": {"config": {"verify": False}}}})
+        registry.log_training_run(
+            kind="sft",
+            run_name="tiny",
+            params={},
+            history=[],
+            summary={},
+            adapter_dir=str(adapter),
+            tags={},
+            settings=settings,
+            base_model=str(base),
+        )
+        result = dg.materialize(
+            [exported_model],
+            resources=resources,
+            instance=instance,
+            run_config={"ops": {"exported_model": {"config": {"verify": False}}}},
+        )
         assert result.success
-        assert not [c for c in result.get_asset_check_evaluations() if c.passed], \
+        assert not [c for c in result.get_asset_check_evaluations() if c.passed], (
             "a round trip that compared nothing must not pass"
+        )
         record = latest(instance)
         assert record.run_id == result.run_id and record.status == AssetCheckExecutionRecordStatus.PLANNED
         meta = result.asset_materializations_for_node("exported_model")[0].metadata

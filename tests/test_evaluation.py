@@ -40,30 +40,40 @@ PACK = Path(__file__).resolve().parents[1] / "bashgym_assets" / "data" / "scenar
 
 
 def _bundle(i: int = 0, category: str = "files") -> ScenarioBundle:
-    return ScenarioBundle(id=f"touch-{i}", task=f"Create the file ~/done-{i}.txt.", category=category,
-                          difficulty=1 + i % 2, setup=["true"], check=f"test -f /home/operator/done-{i}.txt",
-                          reference=[f"touch ~/done-{i}.txt"], source="test")
+    return ScenarioBundle(
+        id=f"touch-{i}",
+        task=f"Create the file ~/done-{i}.txt.",
+        category=category,
+        difficulty=1 + i % 2,
+        setup=["true"],
+        check=f"test -f /home/operator/done-{i}.txt",
+        reference=[f"touch ~/done-{i}.txt"],
+        source="test",
+    )
 
 
 # ---- reply classification ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("reply, kind", [
-    ("ls -la", COMMAND),
-    ("exit", EXIT),
-    ("Here is a list of all files in the directory.", PROSE),
-    ("1. ls -la\n2. cat notes.txt", BABBLE),           # parses as shell, but it is a numbered list
-    ("- find . -name x\n- rm x", BABBLE),
-    ("ls<|im_end|>\n<|im_start|>user", BABBLE),
-    ("## Step 1\nls", BABBLE),
-    ("cd /tmp\ncd /tmp\ncd /tmp\ncd /tmp", BABBLE),
-    ("cat > f.txt <<'EOF'\nHello there, this is a note.\nEOF", COMMAND),
-])
+@pytest.mark.parametrize(
+    "reply, kind",
+    [
+        ("ls -la", COMMAND),
+        ("exit", EXIT),
+        ("Here is a list of all files in the directory.", PROSE),
+        ("1. ls -la\n2. cat notes.txt", BABBLE),  # parses as shell, but it is a numbered list
+        ("- find . -name x\n- rm x", BABBLE),
+        ("ls<|im_end|>\n<|im_start|>user", BABBLE),
+        ("## Step 1\nls", BABBLE),
+        ("cd /tmp\ncd /tmp\ncd /tmp\ncd /tmp", BABBLE),
+        ("cat > f.txt <<'EOF'\nHello there, this is a note.\nEOF", COMMAND),
+    ],
+)
 def test_reply_kinds(reply: str, kind: str) -> None:
     assert parse_reply(reply).kind == kind
 
 
 def test_a_reply_cut_at_the_token_cap_is_babble_unless_it_is_one_whole_command() -> None:
     assert parse_reply("grep -r foo .", truncated=True).kind == COMMAND
-    assert parse_reply("for f in *; do echo \"$f", truncated=True).kind == BABBLE
+    assert parse_reply('for f in *; do echo "$f', truncated=True).kind == BABBLE
     assert parse_reply("ls\nls -la\npwd", truncated=True).kind == BABBLE
 
 
@@ -75,21 +85,43 @@ def _lines(*replies: str) -> list:
 def test_classify_each_failure_class() -> None:
     ok = _lines("touch x", "exit")
     assert m.classify(ok, terminated=True, verified=True, end_reason="exit") == (True, "")
-    assert m.classify(ok, terminated=True, verified=False, end_reason="exit") == (True, m.FAILURE_WRONG_RESULT)
-    assert m.classify(_lines("ls", "pwd", "date"), terminated=False, verified=False,
-                      end_reason="turn_cap") == (True, m.FAILURE_NEVER_EXITS)
-    assert m.classify(_lines("ls", "ls", "ls"), terminated=False, verified=False,
-                      end_reason="turn_cap")[1] == m.FAILURE_LOOP
-    assert m.classify(_lines("ls", "cat a", "ls", "cat a", "ls", "cat a"), terminated=False, verified=False,
-                      end_reason="turn_cap")[1] == m.FAILURE_LOOP
-    assert m.classify(_lines("ls", "pwd"), terminated=False, verified=False,
-                      end_reason="time_cap")[1] == m.FAILURE_TIMEOUT
-    assert m.classify(_lines("Sure, I will list the files for you.", "exit"), terminated=True, verified=True,
-                      end_reason="exit") == (False, m.FAILURE_PROSE)
-    assert m.classify(_lines("1. ls\n2. pwd", "exit"), terminated=True, verified=False,
-                      end_reason="exit") == (False, m.FAILURE_BABBLE)
+    assert m.classify(ok, terminated=True, verified=False, end_reason="exit") == (
+        True,
+        m.FAILURE_WRONG_RESULT,
+    )
+    assert m.classify(
+        _lines("ls", "pwd", "date"), terminated=False, verified=False, end_reason="turn_cap"
+    ) == (True, m.FAILURE_NEVER_EXITS)
+    assert (
+        m.classify(_lines("ls", "ls", "ls"), terminated=False, verified=False, end_reason="turn_cap")[1]
+        == m.FAILURE_LOOP
+    )
+    assert (
+        m.classify(
+            _lines("ls", "cat a", "ls", "cat a", "ls", "cat a"),
+            terminated=False,
+            verified=False,
+            end_reason="turn_cap",
+        )[1]
+        == m.FAILURE_LOOP
+    )
+    assert (
+        m.classify(_lines("ls", "pwd"), terminated=False, verified=False, end_reason="time_cap")[1]
+        == m.FAILURE_TIMEOUT
+    )
+    assert m.classify(
+        _lines("Sure, I will list the files for you.", "exit"),
+        terminated=True,
+        verified=True,
+        end_reason="exit",
+    ) == (False, m.FAILURE_PROSE)
+    assert m.classify(
+        _lines("1. ls\n2. pwd", "exit"), terminated=True, verified=False, end_reason="exit"
+    ) == (False, m.FAILURE_BABBLE)
     assert m.classify([], terminated=False, verified=False, end_reason="", setup_failed=True) == (
-        False, m.SETUP_FAILED)
+        False,
+        m.SETUP_FAILED,
+    )
 
 
 def test_wilson_interval_and_pass_at_k() -> None:
@@ -102,17 +134,43 @@ def test_wilson_interval_and_pass_at_k() -> None:
     assert m.pass_at_k(4, 1, 1) == pytest.approx(0.25) and m.pass_at_k(4, 1, 2) == pytest.approx(0.5)
 
 
-def _ep(scenario: str, model: str, clean: bool, operated: bool = True, terminated: bool = True,
-        category: str = "files") -> m.EvalEpisode:
-    return m.EvalEpisode(eval_id="e", model=model, model_ref=model, scenario_id=scenario, category=category,
-                         difficulty=1, operated=operated, terminated=terminated, verified=clean, clean=clean,
-                         failure_class="" if clean else m.FAILURE_WRONG_RESULT)
+def _ep(
+    scenario: str,
+    model: str,
+    clean: bool,
+    operated: bool = True,
+    terminated: bool = True,
+    category: str = "files",
+) -> m.EvalEpisode:
+    return m.EvalEpisode(
+        eval_id="e",
+        model=model,
+        model_ref=model,
+        scenario_id=scenario,
+        category=category,
+        difficulty=1,
+        operated=operated,
+        terminated=terminated,
+        verified=clean,
+        clean=clean,
+        failure_class="" if clean else m.FAILURE_WRONG_RESULT,
+    )
 
 
 def test_summary_rates_per_category_and_infrastructure_excluded() -> None:
-    eps = [_ep("a", "x", True), _ep("b", "x", False, category="git"),
-           m.EvalEpisode(eval_id="e", model="x", model_ref="x", scenario_id="c", category="git", difficulty=2,
-                         failure_class=m.SETUP_FAILED)]
+    eps = [
+        _ep("a", "x", True),
+        _ep("b", "x", False, category="git"),
+        m.EvalEpisode(
+            eval_id="e",
+            model="x",
+            model_ref="x",
+            scenario_id="c",
+            category="git",
+            difficulty=2,
+            failure_class=m.SETUP_FAILED,
+        ),
+    ]
     s = m.summarize("x", eps)
     assert s.infrastructure_failures == 1 and s.rates["clean"].n == 2 and s.rates["clean"].k == 1
     assert s.by_category["files"]["clean"].rate == 1 and s.by_category["git"]["clean"].rate == 0
@@ -129,13 +187,13 @@ def test_promotion_rule_both_ways() -> None:
     d = promo.decide(good, base, candidate_version="3")
     assert d.promote and d.test.candidate_better == 7 and d.test.p_value < 0.05
     d = promo.decide(weak, base, candidate_version="4")
-    assert not d.promote and "sign test" in d.reason          # better, but not significantly
+    assert not d.promote and "sign test" in d.reason  # better, but not significantly
     d = promo.decide(base, good, incumbent_kind="champion", candidate_version="5")
     assert not d.promote and "does not beat" in d.reason
     silent = [_ep(f"s{i}", "candidate", i < 9, operated=i < 9) for i in range(12)]
     all_ops = [_ep(f"s{i}", "champion", i < 1) for i in range(12)]
     d = promo.decide(silent, all_ops, incumbent_kind="champion", candidate_version="6")
-    assert not d.promote and "operate dropped" in d.reason    # more clean, but stopped operating elsewhere
+    assert not d.promote and "operate dropped" in d.reason  # more clean, but stopped operating elsewhere
     d = promo.decide(good, base, candidate_version="3", demoted=["3"])
     assert not d.promote and "demoted by hand" in d.reason
 
@@ -149,19 +207,33 @@ def test_promotion_moves_the_champion_alias_in_mlflow(settings, tmp_path) -> Non
     (adapter / "adapter_config.json").write_text("{}")
     versions = []
     for i in range(2):
-        reg = registry.log_training_run(kind="sft", run_name=f"r{i}", params={}, history=[{"step": 1, "loss": 1.0}],
-                                        summary={}, adapter_dir=str(adapter), tags={}, settings=settings)
+        reg = registry.log_training_run(
+            kind="sft",
+            run_name=f"r{i}",
+            params={},
+            history=[{"step": 1, "loss": 1.0}],
+            summary={},
+            adapter_dir=str(adapter),
+            tags={},
+            settings=settings,
+        )
         versions.append(reg.model_version)
     name = registry.REGISTERED_MODEL
     assert promo.alias_version(name, settings=settings) is None
     base = [_ep(f"s{i}", "base", False) for i in range(8)]
-    win = promo.decide([_ep(f"s{i}", "candidate", True) for i in range(8)], base, candidate_version=versions[0])
+    win = promo.decide(
+        [_ep(f"s{i}", "candidate", True) for i in range(8)], base, candidate_version=versions[0]
+    )
     assert promo.apply_decision(win, name, settings)
     assert str(promo.alias_version(name, settings=settings).version) == versions[0]
-    lose = promo.decide(base, [_ep(f"s{i}", "champion", True) for i in range(8)], incumbent_kind="champion",
-                        candidate_version=versions[1])
+    lose = promo.decide(
+        base,
+        [_ep(f"s{i}", "champion", True) for i in range(8)],
+        incumbent_kind="champion",
+        candidate_version=versions[1],
+    )
     assert not promo.apply_decision(lose, name, settings)
-    assert str(promo.alias_version(name, settings=settings).version) == versions[0]   # the champion stays
+    assert str(promo.alias_version(name, settings=settings).version) == versions[0]  # the champion stays
     assert str(promo.alias_version(name, promo.CANDIDATE, settings).version) == versions[1]
 
 
@@ -192,10 +264,14 @@ def test_evaluator_reference_babble_and_never_exits(sandbox_image: str) -> None:
     bab = evaluate(babbler, bundles, sandbox_image, settings, label="babbler")
     assert {e.failure_class for e in bab.episodes} == {m.FAILURE_BABBLE}
     assert bab.summary.rates["operate"].rate == 0 and bab.summary.rates["terminate"].rate == 0
-    assert all(e.n_turns == 3 and e.end_reason == "unusable_cap" for e in bab.episodes)  # lost after 3 in a row
+    assert all(
+        e.n_turns == 3 and e.end_reason == "unusable_cap" for e in bab.episodes
+    )  # lost after 3 in a row
 
     # Does the work, but never types exit: verified yet not terminated, so not clean.
-    stayer = Scripted("stayer", ["touch ~/done-0.txt ~/done-1.txt ~/done-2.txt", "ls", "pwd", "whoami", "date"])
+    stayer = Scripted(
+        "stayer", ["touch ~/done-0.txt ~/done-1.txt ~/done-2.txt", "ls", "pwd", "whoami", "date"]
+    )
     stay = evaluate(stayer, bundles, sandbox_image, settings, label="stayer")
     assert all(e.verified and not e.terminated and not e.clean for e in stay.episodes)
     assert {e.failure_class for e in stay.episodes} == {m.FAILURE_NEVER_EXITS}
@@ -222,10 +298,14 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_batched_generation_equals_one_at_a_time_under_greedy(tiny: Path) -> None:
     convs = [initial_messages(_bundle(i)) for i in range(5)]
-    convs[1] = convs[1] + [Message(role="assistant", content="ls -la"),
-                           Message(role="user", content="a.txt b.txt\n[exit code: 0]")]
-    convs[3] = convs[3] + [Message(role="assistant", content="cat notes.txt"),
-                           Message(role="user", content="x " * 40 + "\n[exit code: 1]")]
+    convs[1] = convs[1] + [
+        Message(role="assistant", content="ls -la"),
+        Message(role="user", content="a.txt b.txt\n[exit code: 0]"),
+    ]
+    convs[3] = convs[3] + [
+        Message(role="assistant", content="cat notes.txt"),
+        Message(role="user", content="x " * 40 + "\n[exit code: 1]"),
+    ]
     batched = LocalModelOperator(tiny, max_new_tokens=16, micro_batch=8).replies(convs)
     single = LocalModelOperator(tiny, max_new_tokens=16, micro_batch=1)
     assert [r.text for r in batched] == [single.next_command(c) for c in convs]
@@ -237,22 +317,33 @@ def test_continuous_evaluation_equals_lockstep_under_greedy(tiny: Path, sandbox_
     """The same tiny model, greedy, through the continuous decoder and through lockstep turns: the same
     transcripts and scores, episode for episode; a scenario whose set-up fails is recorded and the rest go on."""
     broken = _bundle(9).model_copy(update={"id": "broken", "setup": ["exit 3"]})
-    bundles = [_bundle(i, category=c) for i, c in enumerate(["files", "text", "files", "archives"])] + [broken]
+    bundles = [_bundle(i, category=c) for i, c in enumerate(["files", "text", "files", "archives"])] + [
+        broken
+    ]
     logs: list[str] = []
     runs = {}
     for continuous in (True, False):
         op = LocalModelOperator(tiny, max_new_tokens=12)
-        runs[continuous] = evaluate(op, bundles, sandbox_image,
-                                    EvalSettings(max_turns=4, continuous=continuous, max_rows=3, max_live=4),
-                                    label="tiny", progress=logs.append)
+        runs[continuous] = evaluate(
+            op,
+            bundles,
+            sandbox_image,
+            EvalSettings(max_turns=4, continuous=continuous, max_rows=3, max_live=4),
+            label="tiny",
+            progress=logs.append,
+        )
     cont, lock = runs[True], runs[False]
     assert any("continuous batching" in line for line in logs)
     assert [e.scenario_id for e in cont.episodes] == [b.id for b in bundles]
-    assert [[(x.role, x.content) for x in e.messages] for e in cont.episodes] == \
-        [[(x.role, x.content) for x in e.messages] for e in lock.episodes]
-    assert [(e.failure_class, e.n_turns, e.end_reason) for e in cont.episodes] == \
-        [(e.failure_class, e.n_turns, e.end_reason) for e in lock.episodes]
-    assert cont.episodes[-1].failure_class == m.SETUP_FAILED and all(e.n_turns > 0 for e in cont.episodes[:-1])
+    assert [[(x.role, x.content) for x in e.messages] for e in cont.episodes] == [
+        [(x.role, x.content) for x in e.messages] for e in lock.episodes
+    ]
+    assert [(e.failure_class, e.n_turns, e.end_reason) for e in cont.episodes] == [
+        (e.failure_class, e.n_turns, e.end_reason) for e in lock.episodes
+    ]
+    assert cont.episodes[-1].failure_class == m.SETUP_FAILED and all(
+        e.n_turns > 0 for e in cont.episodes[:-1]
+    )
 
 
 def test_sampling_is_recorded_and_seeded(tiny: Path) -> None:
@@ -266,14 +357,18 @@ def test_sampling_is_recorded_and_seeded(tiny: Path) -> None:
 @pytest.mark.docker
 def test_compare_a_tiny_model_with_pass_at_k_and_a_plot(tiny: Path, sandbox_image: str) -> None:
     bundles = [_bundle(i, category=c) for i, c in enumerate(["files", "text"])]
-    results = compare([ModelSpec(label="tiny", base=str(tiny)), ModelSpec(label="reference", kind="reference")],
-                      bundles, sandbox_image, EvalSettings(max_turns=3, samples=2),
-                      Sampling(temperature=0.8, max_new_tokens=10))
+    results = compare(
+        [ModelSpec(label="tiny", base=str(tiny)), ModelSpec(label="reference", kind="reference")],
+        bundles,
+        sandbox_image,
+        EvalSettings(max_turns=3, samples=2),
+        Sampling(temperature=0.8, max_new_tokens=10),
+    )
     tiny_res, ref_res = results
     assert len(tiny_res.episodes) == 4 and tiny_res.summary.pass_at_k.keys() == {"pass@1", "pass@2"}
     assert ref_res.summary.pass_at_k["pass@2"] == 1.0
     assert json.loads(tiny_res.episodes[0].sampling)["temperature"] == 0.8
-    assert all(e.failure_class for e in tiny_res.episodes)   # an untrained 2-layer model solves nothing
+    assert all(e.failure_class for e in tiny_res.episodes)  # an untrained 2-layer model solves nothing
     assert rates_plot_png([r.summary for r in results]).startswith(b"\x89PNG")
 
 
@@ -289,14 +384,23 @@ def test_heldout_bundles_come_from_gated_rows() -> None:
 def test_train_split_and_seeded_sample_for_the_fit_diagnostic() -> None:
     bundles, _ = load_folder(PACK)
     rows = [{"split": split_for(b.id), "bundle_json": b.model_dump_json()} for b in bundles]
-    rows.append({"admitted": False, "split": TRAIN, "bundle_json": bundles[0].model_copy(
-        update={"id": "zz-refused"}).model_dump_json()})
+    rows.append(
+        {
+            "admitted": False,
+            "split": TRAIN,
+            "bundle_json": bundles[0].model_copy(update={"id": "zz-refused"}).model_dump_json(),
+        }
+    )
     train = split_bundles(rows, TRAIN)
-    assert train and all(split_for(b.id) == TRAIN for b in train) and "zz-refused" not in {b.id for b in train}
+    assert (
+        train and all(split_for(b.id) == TRAIN for b in train) and "zz-refused" not in {b.id for b in train}
+    )
     assert not {b.id for b in train} & {b.id for b in heldout_bundles(rows)}
     drawn = split_bundles(rows, TRAIN, sample=12, seed=3)
     assert len(drawn) == 12 and [b.id for b in drawn] == sorted(b.id for b in drawn)
-    assert [b.id for b in drawn] == [b.id for b in split_bundles(rows, TRAIN, sample=12, seed=3)]  # repeatable
+    assert [b.id for b in drawn] == [
+        b.id for b in split_bundles(rows, TRAIN, sample=12, seed=3)
+    ]  # repeatable
     assert [b.id for b in drawn] != [b.id for b in train[:12]]  # a draw, not the first ones by id
     assert len({b.category for b in drawn}) > len({b.category for b in train[:12]})
     assert [b.id for b in split_bundles(rows, TRAIN, sample=10_000)] == [b.id for b in train]
@@ -311,17 +415,22 @@ def test_eval_cli_picks_the_split_and_the_sample(settings, monkeypatch, tmp_path
     from bashgym_assets.lake import Lake
 
     bundles, _ = load_folder(PACK)
-    Lake(settings).write("gated_scenarios", [{"split": split_for(b.id), "bundle_json": b.model_dump_json()}
-                                             for b in bundles])
-    args = argparse.Namespace(scenarios=None, split="train", limit=None, category=[], sample=5, seed=0,
-                              per_family=3, fit=0)
+    Lake(settings).write(
+        "gated_scenarios", [{"split": split_for(b.id), "bundle_json": b.model_dump_json()} for b in bundles]
+    )
+    args = argparse.Namespace(
+        scenarios=None, split="train", limit=None, category=[], sample=5, seed=0, per_family=3, fit=0
+    )
     picked, _ = cli._bundles(args)
     assert len(picked) == 5 and all(split_for(b.id) == TRAIN for b in picked)
     held, set_of = cli._bundles(argparse.Namespace(**{**vars(args), "split": "held_out", "sample": None}))
     assert held and all(split_for(b.id) == HELD_OUT for b in held)
     assert set(set_of.values()) == {"held-out (bundled)"} and set(set_of) == {b.id for b in held}
-    folder, _ = cli._bundles(argparse.Namespace(**{**vars(args), "scenarios": str(PACK), "split": "held_out",
-                                                   "sample": 4, "seed": 7}))
+    folder, _ = cli._bundles(
+        argparse.Namespace(
+            **{**vars(args), "scenarios": str(PACK), "split": "held_out", "sample": 4, "seed": 7}
+        )
+    )
     assert len(folder) == 4
     with pytest.raises(RuntimeError, match="no splits"):
         cli._bundles(argparse.Namespace(**{**vars(args), "scenarios": str(PACK)}))
@@ -337,8 +446,9 @@ def test_eval_cli_picks_the_split_and_the_sample(settings, monkeypatch, tmp_path
 
 
 @pytest.mark.docker
-def test_eval_cli_on_the_train_split_end_to_end(settings, tiny, sandbox_image, monkeypatch, tmp_path,
-                                                capsys) -> None:
+def test_eval_cli_on_the_train_split_end_to_end(
+    settings, tiny, sandbox_image, monkeypatch, tmp_path, capsys
+) -> None:
     """``bashgym eval --reference --split train --sample 2``: real sandboxes, the episodes in the lake under an id
     that says train, the summaries in --json."""
     import argparse
@@ -348,20 +458,46 @@ def test_eval_cli_on_the_train_split_end_to_end(settings, tiny, sandbox_image, m
 
     bundles, _ = load_folder(PACK)
     lake = Lake(settings)
-    lake.write("gated_scenarios", [{"split": split_for(b.id), "bundle_json": b.model_dump_json()} for b in bundles])
+    lake.write(
+        "gated_scenarios", [{"split": split_for(b.id), "bundle_json": b.model_dump_json()} for b in bundles]
+    )
     parser = argparse.ArgumentParser()
     cli.add_parsers(parser.add_subparsers())
     out = tmp_path / "summaries.json"
-    args = parser.parse_args(["eval", "--reference", "--no-base", "--no-champion", "--base", str(tiny),
-                              "--split", "train", "--sample", "2", "--seed", "5", "--max-turns", "12",
-                              "--json", str(out)])
+    args = parser.parse_args(
+        [
+            "eval",
+            "--reference",
+            "--no-base",
+            "--no-champion",
+            "--base",
+            str(tiny),
+            "--split",
+            "train",
+            "--sample",
+            "2",
+            "--seed",
+            "5",
+            "--max-turns",
+            "12",
+            "--json",
+            str(out),
+        ]
+    )
     assert args.fn(args) == 0
     printed = capsys.readouterr().out
     assert "measure fit" in printed and "eval-cli-train-" in printed
     partition = next(p for p in lake.partitions("eval_episodes") if p.startswith("eval-cli-train-"))
     rows = lake.read("eval_episodes", partition=partition).to_pylist()
-    drawn = {b.id for b in split_bundles([{"split": split_for(b.id), "bundle_json": b.model_dump_json()}
-                                           for b in bundles], TRAIN, sample=2, seed=5)}
+    drawn = {
+        b.id
+        for b in split_bundles(
+            [{"split": split_for(b.id), "bundle_json": b.model_dump_json()} for b in bundles],
+            TRAIN,
+            sample=2,
+            seed=5,
+        )
+    }
     assert {r["scenario_id"] for r in rows} == drawn and all(r["model"] == "reference" for r in rows)
     assert all(r["clean"] for r in rows)  # the reference solutions pass their checks
     assert json.loads(out.read_text())[0]["rates"]["clean"]["k"] == 2
@@ -369,8 +505,9 @@ def test_eval_cli_on_the_train_split_end_to_end(settings, tiny, sandbox_image, m
 
 # ---- benchmark_results through Dagster ---------------------------------------------------------------------------
 @pytest.mark.docker
-def test_benchmark_results_asset_writes_episodes_mlflow_and_the_decision(settings, tiny, sandbox_image,
-                                                                         monkeypatch, tmp_path) -> None:
+def test_benchmark_results_asset_writes_episodes_mlflow_and_the_decision(
+    settings, tiny, sandbox_image, monkeypatch, tmp_path
+) -> None:
     from bashgym_assets.defs import evaluation as ev
     from bashgym_assets.defs.resources import BashgymHome
     from bashgym_assets.lake import Lake
@@ -381,25 +518,59 @@ def test_benchmark_results_asset_writes_episodes_mlflow_and_the_decision(setting
     bundles = [_bundle(i) for i in range(40)]
     held = sorted((b for b in bundles if split_for(b.id) == HELD_OUT), key=lambda b: b.id)[:2]
     assert held
-    lake.write("gated_scenarios", [{"scenario_id": b.id, "admitted": True, "split": split_for(b.id),
-                                    "bundle_json": b.model_dump_json()} for b in bundles])
+    lake.write(
+        "gated_scenarios",
+        [
+            {
+                "scenario_id": b.id,
+                "admitted": True,
+                "split": split_for(b.id),
+                "bundle_json": b.model_dump_json(),
+            }
+            for b in bundles
+        ],
+    )
     # A LoRA adapter on the tiny model, registered like a trained one.
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
     adapter = tmp_path / "adapter"
-    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny),
-                   LoraConfig(r=4, target_modules="all-linear")).save_pretrained(adapter)
-    reg = registry.log_training_run(kind="sft", run_name="tiny-sft", params={}, history=[{"step": 1, "loss": 2.0}],
-                                    summary={}, adapter_dir=str(adapter), tags={}, settings=settings)
+    get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny), LoraConfig(r=4, target_modules="all-linear")
+    ).save_pretrained(adapter)
+    reg = registry.log_training_run(
+        kind="sft",
+        run_name="tiny-sft",
+        params={},
+        history=[{"step": 1, "loss": 2.0}],
+        summary={},
+        adapter_dir=str(adapter),
+        tags={},
+        settings=settings,
+    )
     resources = {"bashgym": BashgymHome(home=str(settings.home))}
     with dg.instance_for_test() as instance:
-        instance.report_runless_asset_event(dg.AssetMaterialization(
-            "sft_adapter", metadata={"adapter_dir": str(adapter), "model_version": reg.model_version,
-                                     "model_uri": reg.model_uri, "mlflow_run_id": reg.run_id}))
-        result = dg.materialize([ev.benchmark_results], instance=instance, resources=resources,
-                                run_config={"ops": {"benchmark_results": {"config": {
-                                    "max_turns": 2, "max_new_tokens": 8, "max_scenarios": 2}}}})
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                "sft_adapter",
+                metadata={
+                    "adapter_dir": str(adapter),
+                    "model_version": reg.model_version,
+                    "model_uri": reg.model_uri,
+                    "mlflow_run_id": reg.run_id,
+                },
+            )
+        )
+        result = dg.materialize(
+            [ev.benchmark_results],
+            instance=instance,
+            resources=resources,
+            run_config={
+                "ops": {
+                    "benchmark_results": {"config": {"max_turns": 2, "max_new_tokens": 8, "max_scenarios": 2}}
+                }
+            },
+        )
         assert result.success
         mat = result.asset_materializations_for_node("benchmark_results")[0]
         checks = result.get_asset_check_evaluations()
@@ -414,9 +585,14 @@ def test_benchmark_results_asset_writes_episodes_mlflow_and_the_decision(setting
     # the incumbent is the usual outcome, not a failure: the check passes and says what it kept, and why.
     assert len(checks) == 1 and checks[0].passed
     assert checks[0].metadata["outcome"].value.startswith("kept the incumbent: the base model stays")
-    assert "does not beat" in checks[0].description and "does not beat" in checks[0].metadata["decision"].value
+    assert (
+        "does not beat" in checks[0].description and "does not beat" in checks[0].metadata["decision"].value
+    )
     assert promo.alias_version(registry.REGISTERED_MODEL, settings=settings) is None
-    assert str(promo.alias_version(registry.REGISTERED_MODEL, promo.CANDIDATE, settings).version) == reg.model_version
+    assert (
+        str(promo.alias_version(registry.REGISTERED_MODEL, promo.CANDIDATE, settings).version)
+        == reg.model_version
+    )
     decisions = lake.read("promotion_decisions").to_pylist()
     assert decisions[-1]["action"] == "keep" and decisions[-1]["eval_id"] == eval_id
     c = registry.client(settings)
@@ -450,12 +626,15 @@ def test_time_cap_counts_sandbox_time_not_the_models(sandbox_image: str) -> None
     assert sleeper.episodes[0].failure_class == m.FAILURE_TIMEOUT
 
 
-@pytest.mark.parametrize("reply", [
-    "cat > notes.md <<'EOF'\n# Title\n## Section\n- item one\n- item two\n**bold** text\n```\ncode\n```\nEOF",
-    "cat > a.txt <<EOF\nx\nx\nx\nx\nuser\nEOF",
-    "python3 - <<'PYEOF'\nimport sys\nprint('héllo wörld ✓✓✓✓✓✓✓✓✓✓✓✓✓')\nPYEOF",
-    "cat <<-END > t.txt\n\t1. first\n\t2. second\n\tEND",
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "cat > notes.md <<'EOF'\n# Title\n## Section\n- item one\n- item two\n**bold** text\n```\ncode\n```\nEOF",
+        "cat > a.txt <<EOF\nx\nx\nx\nx\nuser\nEOF",
+        "python3 - <<'PYEOF'\nimport sys\nprint('héllo wörld ✓✓✓✓✓✓✓✓✓✓✓✓✓')\nPYEOF",
+        "cat <<-END > t.txt\n\t1. first\n\t2. second\n\tEND",
+    ],
+)
 def test_heredoc_bodies_are_data_not_babble(reply: str) -> None:
     assert parse_reply(reply).kind == COMMAND, parse_reply(reply)
 
@@ -468,21 +647,31 @@ def test_babble_after_a_heredoc_is_still_babble() -> None:
 def test_a_copied_prompt_banner_is_not_operating() -> None:
     echo = _lines("root@sandbox:/app#cat file", "exit")
     assert m.classify(echo, terminated=True, verified=False, end_reason="exit", exit_codes=[127, None]) == (
-        False, m.FAILURE_PROMPT_ECHO)
+        False,
+        m.FAILURE_PROMPT_ECHO,
+    )
     assert m.classify(echo, terminated=True, verified=False, end_reason="exit")[1] == m.FAILURE_PROMPT_ECHO
-    for reply in ("root@sandbox:/app# cat file", "operator@sandbox:/home/operator$ ls -la", "$ ls",
-                  "root@sandbox:/app#", "user@host:~$ cd /tmp\nls"):
+    for reply in (
+        "root@sandbox:/app# cat file",
+        "operator@sandbox:/home/operator$ ls -la",
+        "$ ls",
+        "root@sandbox:/app#",
+        "user@host:~$ cd /tmp\nls",
+    ):
         line = parse_reply(reply)
-        assert line.kind == COMMAND and m.copied_prompt(line.command, 127), reply   # bash runs it: a command...
-        assert m.reply_kinds([line], [127]) == [m.PROMPT_ECHO]                       # ...that is not operating
+        assert line.kind == COMMAND and m.copied_prompt(line.command, 127), (
+            reply
+        )  # bash runs it: a command...
+        assert m.reply_kinds([line], [127]) == [m.PROMPT_ECHO]  # ...that is not operating
     for command in ("# ls", "$HOME/bin/tool", "scp f user@host:/tmp/", "echo root@sandbox:/app#", "ls -la"):
         assert not m.copied_prompt(command, None), command
-    assert not m.copied_prompt("root@sandbox:/app#cat file", 0)   # a program of that name ran: a command
+    assert not m.copied_prompt("root@sandbox:/app#cat file", 0)  # a program of that name ran: a command
     # a real command after the banner does not make the episode clean: the habit is what the figure shows
     mixed = _lines("root@sandbox:/app# touch x", "touch x", "exit")
     assert m.reply_kinds(mixed, [127, 0, None]) == [m.PROMPT_ECHO, COMMAND, EXIT]
-    assert m.classify(mixed, terminated=True, verified=True, end_reason="exit", exit_codes=[127, 0, None]) == (
-        False, m.FAILURE_PROMPT_ECHO)
+    assert m.classify(
+        mixed, terminated=True, verified=True, end_reason="exit", exit_codes=[127, 0, None]
+    ) == (False, m.FAILURE_PROMPT_ECHO)
 
 
 @pytest.mark.docker
@@ -492,12 +681,14 @@ def test_a_copied_prompt_runs_as_typed_and_the_episode_did_not_operate(sandbox_i
     from bashgym_assets.rollout.transcript import orientation
 
     bundle = _bundle(0)
-    banner = orientation(bundle).splitlines()[-1]          # operator@sandbox:/home/operator$
+    banner = orientation(bundle).splitlines()[-1]  # operator@sandbox:/home/operator$
     settings = EvalSettings(max_turns=4)
-    echo = evaluate(Scripted("echo", [f"{banner} touch ~/done-0.txt", "exit"]), [bundle], sandbox_image, settings)
+    echo = evaluate(
+        Scripted("echo", [f"{banner} touch ~/done-0.txt", "exit"]), [bundle], sandbox_image, settings
+    )
     e = echo.episodes[0]
     ran = e.messages[3].content
-    assert ran.startswith(f"bash: {banner}: ") and ran.endswith("[exit code: 127]"), ran   # the banner ran
+    assert ran.startswith(f"bash: {banner}: ") and ran.endswith("[exit code: 127]"), ran  # the banner ran
     assert (e.operated, e.verified, e.clean, e.failure_class) == (False, False, False, m.FAILURE_PROMPT_ECHO)
     assert e.reply_kinds == "prompt_echo,exit" and e.n_commands == 0
     assert echo.summary.rates["operate"].rate == 0
@@ -506,8 +697,9 @@ def test_a_copied_prompt_runs_as_typed_and_the_episode_did_not_operate(sandbox_i
 
 
 # ---- the ETA of the progress lines ----------------------------------------------------------------------------
-def _replay(events: list[tuple[float, str, int]], probes: list[float], total: int, max_turns: int,
-            max_live: int) -> dict[float, tuple[float | None, bool, str]]:
+def _replay(
+    events: list[tuple[float, str, int]], probes: list[float], total: int, max_turns: int, max_live: int
+) -> dict[float, tuple[float | None, bool, str]]:
     """Feed ``EtaEstimator`` a sequence of (time, turn|last|done, episode) with a fake clock; at each probe time:
     (seconds left, upper bound?, progress line)."""
     from bashgym_assets.evaluation.runner import EtaEstimator
@@ -516,7 +708,9 @@ def _replay(events: list[tuple[float, str, int]], probes: list[float], total: in
     eta = EtaEstimator(total, max_turns, max_live, clock=lambda: now[0])
     out: dict[float, tuple[float | None, bool, str]] = {}
     order = {"turn": 0, "last": 0, "done": 1, "probe": 2}
-    for t, kind, key in sorted([*events, *((p, "probe", -1) for p in probes)], key=lambda x: (x[0], order[x[1]])):
+    for t, kind, key in sorted(
+        [*events, *((p, "probe", -1) for p in probes)], key=lambda x: (x[0], order[x[1]])
+    ):
         now[0] = t
         if kind in ("turn", "last"):
             eta.turn(key, ended=kind == "last")
@@ -535,19 +729,21 @@ def test_eta_is_not_inflated_by_the_slow_start() -> None:
     events: list[tuple[float, str, int]] = []
     for i in range(19):
         turns = [430 + 0.33 * i + 43 * k for k in range(4)]
-        events += [(t, "turn", i) for t in turns[:-1]] + [(turns[-1], "last", i),
-                                                          (turns[-1] + 0.9 + 0.06 * i, "done", i)]
+        events += [(t, "turn", i) for t in turns[:-1]] + [
+            (turns[-1], "last", i),
+            (turns[-1] + 0.9 + 0.06 * i, "done", i),
+        ]
     end = max(t for t, kind, _ in events if kind == "done")
     assert round(end) == 567 and round((19 - 1) * 559.9 / 1) == 10078
     probes = [*range(15, 566, 15), 559.9, 563.0]
     got = _replay(events, probes, total=19, max_turns=10, max_live=40)
     for t, (left, bound, line) in sorted(got.items()):
         truth = end - t
-        if t < 473:   # no episode has run two turns: the pace is unknown, and no ETA is shown
+        if t < 473:  # no episode has run two turns: the pace is unknown, and no ETA is shown
             assert left is None and "ETA" not in line, (t, line)
         elif t < 559:  # no episode ended: an upper bound (the turn cap), said as such
             assert bound and "ETA at most" in line and truth <= left <= 10 * 43, (t, left, truth)
-        else:          # from the first finished episode on: within seconds of the truth
+        else:  # from the first finished episode on: within seconds of the truth
             assert not bound and abs(left - truth) < 10, (t, left, truth)
     left, _, line = got[559.9]
     assert line.startswith("1/19 episodes done, 560 s elapsed, ETA ") and left < 10
@@ -558,10 +754,15 @@ def test_eta_of_episodes_one_after_another() -> None:
     events: list[tuple[float, str, int]] = []
     start = 100.0
     for i in range(5):
-        events += [(start + 10, "turn", i), (start + 20, "turn", i), (start + 30, "last", i), (start + 31, "done", i)]
+        events += [
+            (start + 10, "turn", i),
+            (start + 20, "turn", i),
+            (start + 30, "last", i),
+            (start + 31, "done", i),
+        ]
         start += 31
     got = _replay(events, [131.5, 200.0], total=5, max_turns=10, max_live=1)
-    assert abs(got[131.5][0] - (255 - 131.5)) < 15     # old: 4 x 131.5 / 1 = 526 s
+    assert abs(got[131.5][0] - (255 - 131.5)) < 15  # old: 4 x 131.5 / 1 = 526 s
     assert abs(got[200.0][0] - (255 - 200)) < 15
 
 

@@ -38,25 +38,35 @@ from bashgym_assets.export.ollama import CHATML_GO_TEMPLATE, default_system
 from bashgym_assets.lake import current_umask
 from bashgym_assets.training.tiny import CHATML_TEMPLATE, build_tiny_model
 
-SMOL_TEMPLATE = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-                 "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
-                 "<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
-                 "'<|im_end|>' + '\\n'}}{% endfor %}")
+SMOL_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    "<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>' + '\\n'}}{% endfor %}"
+)
 SMOL_DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 # What llama.cpp must tokenize and detokenize exactly as transformers does (the user's `sed` came back as
 # `sed -i's/foo/bar/g'` under the `gpt-2` pre-tokenizer, which cleans the space before a quote).
 SED = "sed -i 's/foo/bar/g'"
-PROBES = (SED, "   three leading spaces", "\tcat -A notes.txt\n\n  indented", "wc -l 12345 3.14 007 2>&1",
-          "héllo wörld, naïve café ✓ 日本語 🚀", "I've been 'told' he's there",
-          "<|im_start|>user\nls -la<|im_end|>\n<|im_start|>assistant\n")
+PROBES = (
+    SED,
+    "   three leading spaces",
+    "\tcat -A notes.txt\n\n  indented",
+    "wc -l 12345 3.14 007 2>&1",
+    "héllo wörld, naïve café ✓ 日本語 🚀",
+    "I've been 'told' he's there",
+    "<|im_start|>user\nls -la<|im_end|>\n<|im_start|>assistant\n",
+)
 
 
 def _smollm_pre_tokenizer(folder: Path) -> Path:
     """Give a tiny model SmolLM's own pre-tokenizer layout (digits one by one, then byte-level): a tokenizer
     trained from scratch is in no hash table, but this layout is one llama.cpp reproduces exactly (``smollm``)."""
     tj = json.loads((folder / "tokenizer.json").read_text())
-    tj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True},
-                                                                  tj["pre_tokenizer"]]}
+    tj["pre_tokenizer"] = {
+        "type": "Sequence",
+        "pretokenizers": [{"type": "Digits", "individual_digits": True}, tj["pre_tokenizer"]],
+    }
     (folder / "tokenizer.json").write_text(json.dumps(tj))
     return folder
 
@@ -68,8 +78,10 @@ def _random_adapter(base: Path, out: Path, scale: float = 1.0) -> Path:
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(1)
-    peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(base),
-                                LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False))
+    peft_model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(base),
+        LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False),
+    )
     with torch.no_grad():
         for name, param in peft_model.named_parameters():
             if "lora_B" in name:
@@ -109,14 +121,20 @@ def smol_export(smollm2: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
     root = tmp_path_factory.mktemp("export-smol")
     adapter = _random_adapter(smollm2, root / "adapter", scale=0.05)
     out = root / "export"
-    report = export_model(out, formats=("f16", "q8_0"), adapter_dir=adapter, resolved=_resolved(smollm2),
-                          max_new_tokens=16)
+    report = export_model(
+        out, formats=("f16", "q8_0"), adapter_dir=adapter, resolved=_resolved(smollm2), max_new_tokens=16
+    )
     return adapter, out, report
 
 
 def _resolved(base: Path, version: str = "7") -> ResolvedModel:
-    return ResolvedModel(model_uri=f"models:/bashgym-operator/{version}", model_name="bashgym-operator",
-                         version=version, alias="champion", base_model=str(base))
+    return ResolvedModel(
+        model_uri=f"models:/bashgym-operator/{version}",
+        model_name="bashgym-operator",
+        version=version,
+        alias="champion",
+        base_model=str(base),
+    )
 
 
 def _fields(path: Path) -> dict:
@@ -132,17 +150,20 @@ def _relabelled(src: Path, dst: Path, pre: str) -> Path:
     from gguf.scripts.gguf_new_metadata import MetadataDetails, copy_with_new_metadata
 
     reader = gguf.GGUFReader(str(src))
-    writer = gguf.GGUFWriter(str(dst), arch=reader.fields["general.architecture"].contents(),
-                             endianess=reader.endianess)
-    copy_with_new_metadata(reader, writer, {"tokenizer.ggml.pre": MetadataDetails(gguf.GGUFValueType.STRING, pre)},
-                           [])
+    writer = gguf.GGUFWriter(
+        str(dst), arch=reader.fields["general.architecture"].contents(), endianess=reader.endianess
+    )
+    copy_with_new_metadata(
+        reader, writer, {"tokenizer.ggml.pre": MetadataDetails(gguf.GGUFValueType.STRING, pre)}, []
+    )
     return dst
 
 
 @pytest.mark.model
 @pytest.mark.slow
-def test_export_merges_and_llama_cpp_reproduces_the_merged_model(smollm2: Path,
-                                                                  smol_export: tuple[Path, Path, ExportReport]) -> None:
+def test_export_merges_and_llama_cpp_reproduces_the_merged_model(
+    smollm2: Path, smol_export: tuple[Path, Path, ExportReport]
+) -> None:
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
@@ -150,18 +171,26 @@ def test_export_merges_and_llama_cpp_reproduces_the_merged_model(smollm2: Path,
     adapter, out, report = smol_export
     # the merged HF folder loads as a plain model and computes what base + adapter compute
     merged = AutoModelForCausalLM.from_pretrained(out).eval()
-    with_adapter = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(smollm2), str(adapter)).eval()
+    with_adapter = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(smollm2), str(adapter)
+    ).eval()
     plain = AutoModelForCausalLM.from_pretrained(smollm2).eval()
     ids = torch.tensor([[1, 5, 9, 42, 7, 2]])
     with torch.no_grad():
         assert torch.allclose(merged(ids).logits, with_adapter(ids).logits, atol=1e-3)
-        assert not torch.allclose(merged(ids).logits, plain(ids).logits, atol=1e-2)  # the adapter did something
-    assert {"model.safetensors", "tokenizer.json", "chat_template.jinja", "config.json"} <= set(report.hf_files)
+        assert not torch.allclose(
+            merged(ids).logits, plain(ids).logits, atol=1e-2
+        )  # the adapter did something
+    assert {"model.safetensors", "tokenizer.json", "chat_template.jinja", "config.json"} <= set(
+        report.hf_files
+    )
 
     # every GGUF, loaded by llama.cpp (prebuilt, CPU): tokenizer, detokenizer, weights, template, replies
     assert report.verified and not report.verify_error, report.verify_error
     assert [g.format for g in report.gguf] == ["f16", "q8_0"] and [c.format for c in report.gguf_checks] == [
-        "f16", "q8_0"]
+        "f16",
+        "q8_0",
+    ]
     for check in report.gguf_checks:
         assert check.pre_tokenizer == "smollm" and "prebuilt, cpu" in check.llama_cpp
         assert check.tokenizer_identical and check.detokenize_identical, check.tokenizer_mismatches
@@ -169,16 +198,20 @@ def test_export_merges_and_llama_cpp_reproduces_the_merged_model(smollm2: Path,
     f16 = [r for r in report.verification if r.gguf.endswith("-f16.gguf")]
     q8 = [r for r in report.verification if r.gguf.endswith("-q8_0.gguf")]
     assert len(f16) == len(q8) == 3 and all(r.prompt_tokens_identical for r in f16 + q8)
-    assert all(r.identical and r.forced_agreement == 1.0 for r in f16)   # f16: exactly the merged model's replies
+    assert all(
+        r.identical and r.forced_agreement == 1.0 for r in f16
+    )  # f16: exactly the merged model's replies
     assert all(r.merged_reply for r in f16)
     q8_check = report.gguf_checks[1]
-    assert q8_check.forced_agreement >= Q8_MIN_FORCED_AGREEMENT          # q8_0: within the documented tolerance
+    assert q8_check.forced_agreement >= Q8_MIN_FORCED_AGREEMENT  # q8_0: within the documented tolerance
     assert report.gguf[1].size_bytes < report.gguf[0].size_bytes
 
     saved = json.loads((out / "export_report.json").read_text())
     assert saved["verified"] is True and len(saved["verification"]) == 6
-    assert [g["path"] for g in saved["gguf"]] == [str(out / "bashgym-operator-v7-f16.gguf"),
-                                                   str(out / "bashgym-operator-v7-q8_0.gguf")]
+    assert [g["path"] for g in saved["gguf"]] == [
+        str(out / "bashgym-operator-v7-f16.gguf"),
+        str(out / "bashgym-operator-v7-q8_0.gguf"),
+    ]
     card = (out / "README.md").read_text()
     assert "models:/bashgym-operator/7" in card and "| bashgym-operator-v7-f16.gguf |" in card
     assert "GGUF verified in llama.cpp" in card and "prebuilt, cpu" in card
@@ -187,7 +220,8 @@ def test_export_merges_and_llama_cpp_reproduces_the_merged_model(smollm2: Path,
 @pytest.mark.model
 @pytest.mark.slow
 def test_llama_cpp_tokenizes_and_detokenizes_as_the_merged_tokenizer(
-        smol_export: tuple[Path, Path, ExportReport]) -> None:
+    smol_export: tuple[Path, Path, ExportReport],
+) -> None:
     """The user's report: `gpt2` made llama.cpp refuse the file; the converter's name (`smollm`, found by hashing
     the tokenizer's encoding of its test text) loads, tokenizes and detokenizes as transformers does."""
     from transformers import AutoTokenizer
@@ -218,7 +252,7 @@ def test_pre_tokenizer_is_chosen_as_the_converter_does_or_refused(tmp_path: Path
     (spaces before quotes cleaned or kept included); anything else is refused, never written under a guess."""
     from transformers import AutoTokenizer
 
-    plain = build_tiny_model(tmp_path / "plain")       # byte-level, clean_up_tokenization_spaces False
+    plain = build_tiny_model(tmp_path / "plain")  # byte-level, clean_up_tokenization_spaces False
     tok = AutoTokenizer.from_pretrained(plain)
     tj = json.loads((plain / "tokenizer.json").read_text())
     assert chkhsh(tok) not in KNOWN_PRE_TOKENIZERS
@@ -227,15 +261,21 @@ def test_pre_tokenizer_is_chosen_as_the_converter_does_or_refused(tmp_path: Path
     with pytest.raises(GGUFExportError, match="unknown pre-tokenizer"):
         write_gguf(plain, tmp_path / "plain.gguf", "f16")
     assert not (tmp_path / "plain.gguf").exists()
-    tok.clean_up_tokenization_spaces = True                # GPT-2's own behaviour: llama.cpp's `gpt-2`
+    tok.clean_up_tokenization_spaces = True  # GPT-2's own behaviour: llama.cpp's `gpt-2`
     assert pre_tokenizer_name(tok, tj) == "gpt-2"
     tok.clean_up_tokenization_spaces = False
-    digits = {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True},
-                                                     tj["pre_tokenizer"]]}
+    digits = {
+        "type": "Sequence",
+        "pretokenizers": [{"type": "Digits", "individual_digits": True}, tj["pre_tokenizer"]],
+    }
     assert pre_tokenizer_name(tok, {**tj, "pre_tokenizer": digits}) == "smollm"
-    llama3_split = {"type": "Sequence", "pretokenizers": [
-        {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
-        {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]}
+    llama3_split = {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False},
+        ],
+    }
     with pytest.raises(GGUFExportError, match="unknown pre-tokenizer"):
         pre_tokenizer_name(tok, {**tj, "pre_tokenizer": llama3_split})
     with pytest.raises(GGUFExportError, match="unknown pre-tokenizer"):
@@ -243,8 +283,9 @@ def test_pre_tokenizer_is_chosen_as_the_converter_does_or_refused(tmp_path: Path
 
 
 @pytest.mark.slow
-def test_llama_cpp_refuses_gpt2_and_the_verification_catches_gpt_2(tiny_and_adapter: tuple[Path, Path],
-                                                                    tmp_path: Path) -> None:
+def test_llama_cpp_refuses_gpt2_and_the_verification_catches_gpt_2(
+    tiny_and_adapter: tuple[Path, Path], tmp_path: Path
+) -> None:
     """What the exporter used to write (`gpt2`) is refused by llama.cpp, as the user saw; `gpt-2` loads but
     detokenizes `sed -i 's/...'` without its space, and the verification says so. The right name passes."""
     base, _ = tiny_and_adapter
@@ -280,10 +321,18 @@ def test_gguf_metadata_is_what_llama_cpp_reads(tiny_and_adapter: tuple[Path, Pat
     assert field("general.architecture") == "llama" and field("tokenizer.ggml.model") == "gpt2"
     assert field("llama.block_count") == 2 and field("llama.attention.head_count_kv") == 2
     names = {t.name for t in r.tensors}
-    assert {"token_embd.weight", "blk.0.attn_q.weight", "blk.1.ffn_down.weight", "output_norm.weight"} <= names
-    assert "output.weight" not in names                       # tied embeddings: readers reuse token_embd
+    assert {
+        "token_embd.weight",
+        "blk.0.attn_q.weight",
+        "blk.1.ffn_down.weight",
+        "output_norm.weight",
+    } <= names
+    assert "output.weight" not in names  # tied embeddings: readers reuse token_embd
     tokens, types = field("tokenizer.ggml.tokens"), field("tokenizer.ggml.token_type")
-    assert types[tokens.index("<|im_end|>")] == TokenType.CONTROL and types[tokens.index("ls")] == TokenType.NORMAL
+    assert (
+        types[tokens.index("<|im_end|>")] == TokenType.CONTROL
+        and types[tokens.index("ls")] == TokenType.NORMAL
+    )
     assert field("tokenizer.ggml.eos_token_id") == tokens.index("<|im_end|>")
     assert len(field("tokenizer.ggml.merges")) > 100 and field("tokenizer.chat_template") == CHATML_TEMPLATE
     assert info.tensors == len(names) and info.pre_tokenizer == field("tokenizer.ggml.pre") == "smollm"
@@ -292,7 +341,7 @@ def test_gguf_metadata_is_what_llama_cpp_reads(tiny_and_adapter: tuple[Path, Pat
     assert field("general.quantization_version") == 2 and field("general.type") == "model"
     write_gguf(base, tmp_path / "q.gguf", "q8_0", name="tiny")
     q8 = _fields(tmp_path / "q.gguf")
-    assert q8["general.quantization_version"] == 2 and q8["general.file_type"] == 7   # MOSTLY_Q8_0
+    assert q8["general.quantization_version"] == 2 and q8["general.file_type"] == 7  # MOSTLY_Q8_0
     with pytest.raises(GGUFExportError):
         write_gguf(base, tmp_path / "x.gguf", "q4_0")
 
@@ -300,9 +349,16 @@ def test_gguf_metadata_is_what_llama_cpp_reads(tiny_and_adapter: tuple[Path, Pat
 def _ollama_prompt(system: str | None, messages: list[dict[str, str]]) -> str:
     """What Ollama renders with this Modelfile: SYSTEM first when the request has no system message, then
     ``CHATML_GO_TEMPLATE`` over the messages (the Go template is a plain loop, written out here)."""
-    assert CHATML_GO_TEMPLATE.startswith("{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>")
-    msgs = ([{"role": "system", "content": system}] if system and messages[0]["role"] != "system" else []) + messages
-    return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in msgs) + "<|im_start|>assistant\n"
+    assert CHATML_GO_TEMPLATE.startswith(
+        "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>"
+    )
+    msgs = (
+        [{"role": "system", "content": system}] if system and messages[0]["role"] != "system" else []
+    ) + messages
+    return (
+        "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in msgs)
+        + "<|im_start|>assistant\n"
+    )
 
 
 @pytest.mark.model
@@ -326,8 +382,9 @@ def test_one_system_message_rule_for_every_runtime(smol_export: tuple[Path, Path
     assert _ollama_prompt(system.group(1), chat) == hf
     with_banner = [{"role": "system", "content": OPERATOR_BANNER}, *chat]
     assert _ollama_prompt(system.group(1), with_banner) == tok.apply_chat_template(
-        with_banner, tokenize=False, add_generation_prompt=True)
-    assert all(c.chat_template_identical for c in report.gguf_checks)   # the GGUF carries that same template
+        with_banner, tokenize=False, add_generation_prompt=True
+    )
+    assert all(c.chat_template_identical for c in report.gguf_checks)  # the GGUF carries that same template
     card = (out / "README.md").read_text()
     assert "## System message" in card and OPERATOR_BANNER in card and SMOL_DEFAULT_SYSTEM in card
 
@@ -344,11 +401,15 @@ def test_export_files_follow_the_umask(smol_export: tuple[Path, Path, ExportRepo
 def test_modelfile_chatml_template_stops_and_system() -> None:
     text = modelfile("m-f16.gguf", CHATML_TEMPLATE)
     assert text.startswith("FROM ./m-f16.gguf\n")
-    assert ('TEMPLATE """{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}'
-            '<|im_start|>assistant\n"""') in text
+    assert (
+        'TEMPLATE """{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}'
+        '<|im_start|>assistant\n"""'
+    ) in text
     for stop in ("<|im_end|>", "<|im_start|>", "<|endoftext|>"):
         assert f'PARAMETER stop "{stop}"' in text
-    assert "PARAMETER temperature 0" in text and "SYSTEM" not in text   # the tiny template has no default system
+    assert (
+        "PARAMETER temperature 0" in text and "SYSTEM" not in text
+    )  # the tiny template has no default system
     smol = modelfile("m.gguf", SMOL_TEMPLATE)
     assert f'SYSTEM """{SMOL_DEFAULT_SYSTEM}"""' in smol
     assert default_system(SMOL_TEMPLATE) == SMOL_DEFAULT_SYSTEM
@@ -376,11 +437,16 @@ class _StandInHub(BaseHTTPRequestHandler):
             payload = {"errors": [], "warnings": []}
         elif "/preupload/" in self.path:
             files = json.loads(body)["files"]
-            payload = {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
-                                 for f in files]}
+            payload = {
+                "files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]
+            }
         elif "/commit/" in self.path:
             repo = self.path.split("/api/models/")[1].split("/commit/")[0]
-            payload = {"commitUrl": f"{base}/{repo}/commit/abc123", "commitOid": "abc123", "pullRequestUrl": None}
+            payload = {
+                "commitUrl": f"{base}/{repo}/commit/abc123",
+                "commitOid": "abc123",
+                "pullRequestUrl": None,
+            }
         else:
             self.send_response(404)
             self.end_headers()
@@ -404,25 +470,35 @@ def test_push_to_a_stand_in_hub(tmp_path: Path) -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _StandInHub)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = push_to_hub(folder, "me/bashgym-operator", "hf_test_token_0123456789",
-                          endpoint=f"http://127.0.0.1:{server.server_address[1]}")
+        url = push_to_hub(
+            folder,
+            "me/bashgym-operator",
+            "hf_test_token_0123456789",
+            endpoint=f"http://127.0.0.1:{server.server_address[1]}",
+        )
     finally:
         server.shutdown()
     assert url.endswith("/me/bashgym-operator/commit/abc123")
     paths = [p for _, p, _, _ in _StandInHub.received]
-    assert paths[0] == "/api/repos/create" and any("/api/models/me/bashgym-operator/commit/main" in p for p in paths)
-    assert all(h.get("authorization") == "Bearer hf_test_token_0123456789" or
-               h.get("Authorization") == "Bearer hf_test_token_0123456789" for _, _, h, _ in _StandInHub.received)
+    assert paths[0] == "/api/repos/create" and any(
+        "/api/models/me/bashgym-operator/commit/main" in p for p in paths
+    )
+    assert all(
+        h.get("authorization") == "Bearer hf_test_token_0123456789"
+        or h.get("Authorization") == "Bearer hf_test_token_0123456789"
+        for _, _, h, _ in _StandInHub.received
+    )
     commit = next(b for _, p, _, b in _StandInHub.received if "/commit/" in p)
     lines = [json.loads(line) for line in commit.decode().splitlines()]
     files = {x["value"]["path"]: base64.b64decode(x["value"]["content"]) for x in lines if x["key"] == "file"}
-    assert set(files) == {"README.md", "Modelfile", "m.gguf"}      # hidden scratch files stay behind
+    assert set(files) == {"README.md", "Modelfile", "m.gguf"}  # hidden scratch files stay behind
     assert files["m.gguf"] == (folder / "m.gguf").read_bytes()
 
 
 @pytest.mark.slow
-def test_exported_model_asset_candidate_fallback_and_skip(tiny_and_adapter: tuple[Path, Path], settings: Settings,
-                                                          empty_mlflow_store: Path) -> None:
+def test_exported_model_asset_candidate_fallback_and_skip(
+    tiny_and_adapter: tuple[Path, Path], settings: Settings, empty_mlflow_store: Path
+) -> None:
     import dagster as dg
 
     from bashgym_assets.defs.export import exported_model
@@ -437,28 +513,56 @@ def test_exported_model_asset_candidate_fallback_and_skip(tiny_and_adapter: tupl
         assert "no adapter is registered yet" in meta["skipped"].value
 
         base, adapter = tiny_and_adapter
-        registry.log_training_run(kind="sft", run_name="tiny", params={}, history=[], summary={},
-                                  adapter_dir=str(adapter), tags={}, settings=settings, base_model=str(base))
-        result = dg.materialize([exported_model], resources=resources, instance=instance,
-                                run_config={"ops": {"exported_model": {"config": {"max_new_tokens": 8}}}})
+        registry.log_training_run(
+            kind="sft",
+            run_name="tiny",
+            params={},
+            history=[],
+            summary={},
+            adapter_dir=str(adapter),
+            tags={},
+            settings=settings,
+            base_model=str(base),
+        )
+        result = dg.materialize(
+            [exported_model],
+            resources=resources,
+            instance=instance,
+            run_config={"ops": {"exported_model": {"config": {"max_new_tokens": 8}}}},
+        )
     assert result.success
     meta = result.asset_materializations_for_node("exported_model")[0].metadata
-    assert meta["alias"].value == "candidate" and "no version of bashgym-operator is champion" in meta["note"].value
+    assert (
+        meta["alias"].value == "candidate"
+        and "no version of bashgym-operator is champion" in meta["note"].value
+    )
     assert meta["verified"].value is True and "ollama create" in meta["modelfile"].value
     out = Path(meta["path"].value)
     assert out == settings.artifacts_dir / "exports" / "bashgym-operator-v1"
-    assert {r.data["file"] for r in meta["files"].value.records} >= {"bashgym-operator-v1-f16.gguf", "Modelfile",
-                                                                   "model.safetensors", "README.md"}
+    assert {r.data["file"] for r in meta["files"].value.records} >= {
+        "bashgym-operator-v1-f16.gguf",
+        "Modelfile",
+        "model.safetensors",
+        "README.md",
+    }
     saved = json.loads((out / "export_report.json").read_text())
-    assert saved["out_dir"] == str(out) and ".tmp-" not in json.dumps(saved)   # the final folder, never the scratch one
-    assert saved["gguf"][0]["path"] == str(out / "bashgym-operator-v1-f16.gguf") and Path(saved["gguf"][0]["path"]).is_file()
-    assert saved["verified"] is True and saved["gguf_checks"][0]["pre_tokenizer"] == "smollm"   # llama.cpp verified it
+    assert saved["out_dir"] == str(out) and ".tmp-" not in json.dumps(
+        saved
+    )  # the final folder, never the scratch one
+    assert (
+        saved["gguf"][0]["path"] == str(out / "bashgym-operator-v1-f16.gguf")
+        and Path(saved["gguf"][0]["path"]).is_file()
+    )
+    assert (
+        saved["verified"] is True and saved["gguf_checks"][0]["pre_tokenizer"] == "smollm"
+    )  # llama.cpp verified it
     check = result.get_asset_check_evaluations()[-1]
     assert check.check_name == "gguf_round_trip" and check.passed
 
 
-def test_cli_export_says_when_there_is_nothing_to_export(settings: Settings, empty_mlflow_store: Path,
-                                                         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_export_says_when_there_is_nothing_to_export(
+    settings: Settings, empty_mlflow_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from bashgym_assets.cli import main
 
     shutil.copy(empty_mlflow_store, settings.mlflow_dir / "mlflow.db")

@@ -184,13 +184,17 @@ def harbor_task(suite: Path, name: str, over: dict[str, str | bytes | None] | No
 
 
 def harbor_pytest_task(suite: Path, name: str) -> Path:
-    return harbor_task(suite, name, {
-        "instruction.md": "Write /app/report.json with the word counts of the input (alpha twice, beta once) "
-                          "and their total.\n",
-        "tests/test.sh": UV_PYTEST_SH,
-        "tests/test_outputs.py": PYTEST_OUTPUTS,
-        "solution/solve.sh": PYTEST_SOLVE,
-    })
+    return harbor_task(
+        suite,
+        name,
+        {
+            "instruction.md": "Write /app/report.json with the word counts of the input (alpha twice, beta once) "
+            "and their total.\n",
+            "tests/test.sh": UV_PYTEST_SH,
+            "tests/test_outputs.py": PYTEST_OUTPUTS,
+            "solution/solve.sh": PYTEST_SOLVE,
+        },
+    )
 
 
 TB1_YAML = """
@@ -295,24 +299,44 @@ def suite(tmp_path: Path) -> Path:
     harbor_task(root, "count-lines")
     harbor_pytest_task(root, "word-report")
     tb1_task(root, "tb1-report")
-    harbor_task(root, "needs-network", {"environment/Dockerfile": "FROM debian:bookworm\nRUN pip install pandas\n"})
+    harbor_task(
+        root, "needs-network", {"environment/Dockerfile": "FROM debian:bookworm\nRUN pip install pandas\n"}
+    )
     harbor_task(root, "node-image", {"environment/Dockerfile": "FROM node:20\nWORKDIR /app\n"})
     harbor_task(root, "bad-toml", {"task.toml": "[metadata\ndifficulty = 'easy'\n"})
     tb1_task(root, "bad-yaml", {"task.yaml": "descriptions: [unclosed\n  key: : :\n"})
     harbor_task(root, "no-instruction", {"instruction.md": None})
     harbor_task(root, "latin1", {"instruction.md": "Caf\xe9 task\n".encode("latin-1")})
-    harbor_task(root, "foreign-user", {"environment/Dockerfile": "FROM debian:bookworm\nRUN useradd -m agent\n"
-                                                                 "USER agent\n"})
+    harbor_task(
+        root,
+        "foreign-user",
+        {"environment/Dockerfile": "FROM debian:bookworm\nRUN useradd -m agent\nUSER agent\n"},
+    )
     tb1_task(root, "no-tests", {"run-tests.sh": None, "tests/test_outputs.py": None})
-    tb1_task(root, "two-services", {"docker-compose.yaml": (
-        "services:\n  client:\n    build: .\n  db:\n    image: postgres:16\n")})
-    harbor_task(root, "numpy-tests", {"tests/test.sh": UV_PYTEST_SH.replace(
-        "-w pytest==8.4.1", "-w pytest==8.4.1 -w numpy==2.3.0"), "tests/test_outputs.py": PYTEST_OUTPUTS})
-    harbor_task(root, "huge-file", {"environment/Dockerfile": "FROM debian:bookworm\nCOPY big.txt /app/\n",
-                                    "environment/big.txt": "x" * (external.MAX_FILE_BYTES + 10)})
+    tb1_task(
+        root,
+        "two-services",
+        {"docker-compose.yaml": ("services:\n  client:\n    build: .\n  db:\n    image: postgres:16\n")},
+    )
+    harbor_task(
+        root,
+        "numpy-tests",
+        {
+            "tests/test.sh": UV_PYTEST_SH.replace("-w pytest==8.4.1", "-w pytest==8.4.1 -w numpy==2.3.0"),
+            "tests/test_outputs.py": PYTEST_OUTPUTS,
+        },
+    )
+    harbor_task(
+        root,
+        "huge-file",
+        {
+            "environment/Dockerfile": "FROM debian:bookworm\nCOPY big.txt /app/\n",
+            "environment/big.txt": "x" * (external.MAX_FILE_BYTES + 10),
+        },
+    )
     harbor_task(root, "no-solution", {"solution/solve.sh": None})
-    put(root, "stray/solution.sh", "#!/bin/bash\ntrue\n")          # looks like a task, is neither layout
-    put(root, "docs/README.md", "not a task\n")                      # not a task at all: ignored
+    put(root, "stray/solution.sh", "#!/bin/bash\ntrue\n")  # looks like a task, is neither layout
+    put(root, "docs/README.md", "not a task\n")  # not a task at all: ignored
     return root
 
 
@@ -337,8 +361,10 @@ def test_import_suite_imports_valid_tasks_and_quarantines_the_rest(suite: Path) 
     assert "task.yaml is not valid YAML" in reasons["bad-yaml"]
     assert reasons["no-instruction"] == "no instruction.md"
     assert "instruction.md is not UTF-8" in reasons["latin1"]
-    assert reasons["foreign-user"] == ("the agent runs as user 'agent' (the Dockerfile's USER agent): the sandbox "
-                                       f"offers only {external.OFFERED_USERS}")
+    assert reasons["foreign-user"] == (
+        "the agent runs as user 'agent' (the Dockerfile's USER agent): the sandbox "
+        f"offers only {external.OFFERED_USERS}"
+    )
     assert "no tests" in reasons["no-tests"]
     assert "docker-compose with 2 services (client, db)" in reasons["two-services"]
     assert "tests need the network: uvx --with numpy" in reasons["numpy-tests"]
@@ -350,7 +376,9 @@ def test_import_suite_imports_valid_tasks_and_quarantines_the_rest(suite: Path) 
     assert layouts["bad-toml"] == HARBOR and layouts["bad-yaml"] == TB1
     for q in quarantine:
         err = q.to_bundle_error()
-        assert err.source.startswith(f"external:Term Bench!:{q.layout or 'unknown'}:") and err.reason == q.reason
+        assert (
+            err.source.startswith(f"external:Term Bench!:{q.layout or 'unknown'}:") and err.reason == q.reason
+        )
 
 
 def test_every_imported_bundle_is_held_out_and_root(suite: Path) -> None:
@@ -371,8 +399,8 @@ def test_harbor_mapping(suite: Path) -> None:
     assert "/app/late.txt" not in bundle.files and "late\n" in bundle.files.values()
     assert bundle.files[external.ENV_PROFILE].endswith("export GREETING='hello world'\n")
     setup = "\n".join(bundle.setup)
-    assert "apt-get" not in setup and "tmux" not in setup      # the first RUN reduced to nothing
-    assert "ln -s /usr/bin/python3 /usr/local/bin/python" in bundle.setup[0]   # a python base
+    assert "apt-get" not in setup and "tmux" not in setup  # the first RUN reduced to nothing
+    assert "ln -s /usr/bin/python3 /usr/local/bin/python" in bundle.setup[0]  # a python base
     assert "export GREETING='hello world'" in setup and "cd /app" in setup
     assert f"mv -f {external.STAGE_DIR}/1 /app/late.txt" in setup
     assert bundle.setup[-2] == f"rm -rf {external.STAGE_DIR}" and bundle.setup[-1] == "mkdir -p /app"
@@ -391,46 +419,74 @@ def test_tb1_mapping(suite: Path) -> None:
     assert bundle.files == {"/app/notes.txt": "keep me\n"}
     assert not any("apt-get" in c for c in bundle.setup)
     assert "BASHGYM_PYTEST" in bundle.check and "uv pip install pytest==8.3.4" not in bundle.check
-    assert "pytest-report" in bundle.check      # TB 1.x passes on the pytest runs' results
-    assert bundle.reference == ["mkdir -p /solution\ncat > /solution/solution.sh <<'BASHGYM_EOF'\n"
-                                "#!/bin/bash\necho 'alpha beta' > /app/report.txt\nBASHGYM_EOF\nchmod 0755 "
-                                "/solution/solution.sh", "bash /solution/solution.sh"]
+    assert "pytest-report" in bundle.check  # TB 1.x passes on the pytest runs' results
+    assert bundle.reference == [
+        "mkdir -p /solution\ncat > /solution/solution.sh <<'BASHGYM_EOF'\n"
+        "#!/bin/bash\necho 'alpha beta' > /app/report.txt\nBASHGYM_EOF\nchmod 0755 "
+        "/solution/solution.sh",
+        "bash /solution/solution.sh",
+    ]
 
 
 def test_tb1_instruction_key_solution_yaml_and_default_pytest(tmp_path: Path) -> None:
-    root = tb1_task(tmp_path / "s", "plain", {
-        "run-tests.sh": None, "solution.sh": None,
-        "solution.yaml": "- command: echo 'alpha beta' > /app/report.txt\n  min_timeout_sec: 1\n",
-        "task.yaml": "instruction: Write alpha beta.\ndifficulty: hard\n"})
+    root = tb1_task(
+        tmp_path / "s",
+        "plain",
+        {
+            "run-tests.sh": None,
+            "solution.sh": None,
+            "solution.yaml": "- command: echo 'alpha beta' > /app/report.txt\n  min_timeout_sec: 1\n",
+            "task.yaml": "instruction: Write alpha beta.\ndifficulty: hard\n",
+        },
+    )
     bundle = external.import_task(root, "s")
     assert bundle.task == "Write alpha beta." and bundle.difficulty == 3 and bundle.category == "external"
     assert bundle.reference == ["echo 'alpha beta' > /app/report.txt"]
     assert '"${BASHGYM_PYTEST:-false}" "$TEST_DIR/test_outputs.py" -rA' in bundle.check
 
 
-def test_published_shapes_that_never_build_or_replay_are_quarantined_with_their_reason(tmp_path: Path) -> None:
+def test_published_shapes_that_never_build_or_replay_are_quarantined_with_their_reason(
+    tmp_path: Path,
+) -> None:
     """Shapes met in published suites: each would import as something that can never pass (an empty
     environment, keystrokes typed into bash), so each is quarantined and says why."""
     no_image = HARBOR_TOML.replace('docker_image = "someone/count-lines:20250101"\n', "")
     root = tmp_path / "s"
     harbor_task(root, "files-no-dockerfile", {"task.toml": no_image, "environment/Dockerfile": None})
-    harbor_task(root, "docs-only-env", {"task.toml": no_image, "environment/Dockerfile": None,
-                                        "environment/data/input.txt": None, "environment/tool.sh": None,
-                                        "environment/late.txt": None, "environment/unused.bin": None,
-                                        "environment/README.md": "how the image was built\n",
-                                        "tests/test.sh": "#!/bin/bash\ntest -f /app/count.txt\n"})
+    harbor_task(
+        root,
+        "docs-only-env",
+        {
+            "task.toml": no_image,
+            "environment/Dockerfile": None,
+            "environment/data/input.txt": None,
+            "environment/tool.sh": None,
+            "environment/late.txt": None,
+            "environment/unused.bin": None,
+            "environment/README.md": "how the image was built\n",
+            "tests/test.sh": "#!/bin/bash\ntest -f /app/count.txt\n",
+        },
+    )
     tb1_task(root, "compose-without-dockerfile", {"Dockerfile": None})
-    tb1_task(root, "keystrokes", {"solution.sh": None, "solution.yaml": (
-        "- command: vim /app/report.txt\n- command: ialpha beta\n  append_enter: false\n- command: Escape\n")})
+    tb1_task(
+        root,
+        "keystrokes",
+        {
+            "solution.sh": None,
+            "solution.yaml": (
+                "- command: vim /app/report.txt\n- command: ialpha beta\n  append_enter: false\n- command: Escape\n"
+            ),
+        },
+    )
     tb1_task(root, "key-name", {"solution.sh": None, "solution.yaml": "- command: C-x\n"})
     bundles, quarantine = import_suite(root)
     reasons = {q.task: q.reason for q in quarantine}
     assert reasons == {
         "files-no-dockerfile": "environment/ holds files (data/input.txt, late.txt, tool.sh and 1 more) but no "
-                               "Dockerfile (nor a docker_image in task.toml) says how they build the starting state",
+        "Dockerfile (nor a docker_image in task.toml) says how they build the starting state",
         "compose-without-dockerfile": "docker-compose.yaml builds from Dockerfile, which the task folder lacks",
         "keystrokes": "solution.yaml types keystrokes without Enter ('ialpha beta'): an interactive session, "
-                      "not shell commands",
+        "not shell commands",
         "key-name": "solution.yaml sends the key 'C-x' to a terminal: an interactive session, not shell commands",
     }
     # no Dockerfile and nothing to build from is the bare sandbox image (the layout makes it optional)
@@ -439,14 +495,24 @@ def test_published_shapes_that_never_build_or_replay_are_quarantined_with_their_
 
 def test_tb1_copy_of_a_bookkeeping_file_is_carried_and_the_harness_files_never_are(tmp_path: Path) -> None:
     """``COPY task.yaml .`` builds under docker, so it imports; tests and solution stay out of the image."""
-    root = tb1_task(tmp_path / "s", "copies-task-yaml", {"Dockerfile": TB1_DOCKERFILE.replace(
-        "COPY . /app/", "COPY task.yaml .\nCOPY *.sh /app/scripts/\nCOPY notes.txt /app/")})
+    root = tb1_task(
+        tmp_path / "s",
+        "copies-task-yaml",
+        {
+            "Dockerfile": TB1_DOCKERFILE.replace(
+                "COPY . /app/", "COPY task.yaml .\nCOPY *.sh /app/scripts/\nCOPY notes.txt /app/"
+            )
+        },
+    )
     bundle = external.import_task(root, "s")
     assert bundle.files["/app/task.yaml"] == textwrap.dedent(TB1_YAML).lstrip("\n")
     assert not any("solution" in path or "run-tests" in path for path in bundle.files)  # the glob skips them
     assert "/app/notes.txt" in bundle.files
-    named = tb1_task(tmp_path / "s", "copies-solution", {"Dockerfile": TB1_DOCKERFILE.replace(
-        "COPY . /app/", "COPY solution.sh /app/")})
+    named = tb1_task(
+        tmp_path / "s",
+        "copies-solution",
+        {"Dockerfile": TB1_DOCKERFILE.replace("COPY . /app/", "COPY solution.sh /app/")},
+    )
     with pytest.raises(external.Unimportable, match="'solution.sh' is excluded from the build context"):
         external.import_task(named, "s")
 
@@ -464,24 +530,39 @@ def test_ids_are_sanitised_and_bounded() -> None:
     assert len(long_id) <= 96 and long_id.startswith("ext-s-ttt")
     assert external.external_id("s", "t" * 200) != external.external_id("s", "t" * 199)
     assert external.difficulty_level("Extreme") == 4 and external.difficulty_level(None) == 2
-    assert external.category_slug("3D / Graphics") == "d-graphics" and external.category_slug("") == "external"
+    assert (
+        external.category_slug("3D / Graphics") == "d-graphics" and external.category_slug("") == "external"
+    )
 
 
-@pytest.mark.parametrize(("dockerfile", "reason"), [
-    ("FROM debian:bookworm\nRUN apt-get update && apt-get install -y imagemagick\n",
-     "needs the network: RUN apt-get install imagemagick"),
-    ("FROM ubuntu:24.04\nRUN curl -fsSL https://example.com/x.sh | bash\n",
-     "needs the network: RUN curl https://example.com/x.sh"),
-    ("FROM debian:bookworm\nRUN git clone https://github.com/a/b /app/b\n", "needs the network: RUN git clone"),
-    ("FROM debian:bookworm\nRUN npm install -g left-pad\n", "needs the network: RUN npm install"),
-    ("FROM python:3.13\nRUN uv pip install --system requests\n", "needs the network: RUN uv pip install requests"),
-    ("FROM python:3.12-alpine\n", "needs image python:3.12-alpine"),
-    ("FROM golang:1.22 AS build\nFROM debian:bookworm\n", "multi-stage Dockerfile"),
-    ("FROM debian:bookworm\nRUN useradd -m agent\nUSER agent\n", "runs as user 'agent'"),
-    ("FROM debian:bookworm\nADD https://example.com/data.csv /app/\n", "needs the network: ADD https://"),
-    ("FROM debian:bookworm\nCOPY missing.txt /app/\n", "'missing.txt' is not in the build context"),
-    ("FROM debian:bookworm\nCOPY ../../etc/passwd /app/\n", "outside the build context"),
-])
+@pytest.mark.parametrize(
+    ("dockerfile", "reason"),
+    [
+        (
+            "FROM debian:bookworm\nRUN apt-get update && apt-get install -y imagemagick\n",
+            "needs the network: RUN apt-get install imagemagick",
+        ),
+        (
+            "FROM ubuntu:24.04\nRUN curl -fsSL https://example.com/x.sh | bash\n",
+            "needs the network: RUN curl https://example.com/x.sh",
+        ),
+        (
+            "FROM debian:bookworm\nRUN git clone https://github.com/a/b /app/b\n",
+            "needs the network: RUN git clone",
+        ),
+        ("FROM debian:bookworm\nRUN npm install -g left-pad\n", "needs the network: RUN npm install"),
+        (
+            "FROM python:3.13\nRUN uv pip install --system requests\n",
+            "needs the network: RUN uv pip install requests",
+        ),
+        ("FROM python:3.12-alpine\n", "needs image python:3.12-alpine"),
+        ("FROM golang:1.22 AS build\nFROM debian:bookworm\n", "multi-stage Dockerfile"),
+        ("FROM debian:bookworm\nRUN useradd -m agent\nUSER agent\n", "runs as user 'agent'"),
+        ("FROM debian:bookworm\nADD https://example.com/data.csv /app/\n", "needs the network: ADD https://"),
+        ("FROM debian:bookworm\nCOPY missing.txt /app/\n", "'missing.txt' is not in the build context"),
+        ("FROM debian:bookworm\nCOPY ../../etc/passwd /app/\n", "outside the build context"),
+    ],
+)
 def test_dockerfile_problems(tmp_path: Path, dockerfile: str, reason: str) -> None:
     root = harbor_task(tmp_path / "s", "t", {"environment/Dockerfile": dockerfile})
     _, quarantine = import_suite(root)
@@ -505,8 +586,9 @@ def test_dockerfile_translation_details(tmp_path: Path) -> None:
     EOF
     CMD ["sleep", "infinity"]
     """
-    root = harbor_task(tmp_path / "s", "t", {"environment/Dockerfile": dockerfile,
-                                             "environment/secret.txt": "s3cret\n"})
+    root = harbor_task(
+        tmp_path / "s", "t", {"environment/Dockerfile": dockerfile, "environment/secret.txt": "s3cret\n"}
+    )
     bundle = external.import_task(root, "s")
     assert bundle.workdir == "/srv/demo"
     setup = "\n".join(bundle.setup)
@@ -530,17 +612,26 @@ def test_baked_in_test_tooling_is_dropped_and_official_mirrors_accepted(tmp_path
         && rm -f /tmp/requirements.lock
     """
     lock = "pytest==8.4.1 \\\n    --hash=sha256:abc\niniconfig==2.1.0 --hash=sha256:def\npluggy==1.6.0\n"
-    root = harbor_task(tmp_path / "s", "t", {"environment/Dockerfile": dockerfile,
-                                             "environment/requirements.lock": lock,
-                                             "task.toml": "[environment]\nworkdir = '/srv/work'\n"})
+    root = harbor_task(
+        tmp_path / "s",
+        "t",
+        {
+            "environment/Dockerfile": dockerfile,
+            "environment/requirements.lock": lock,
+            "task.toml": "[environment]\nworkdir = '/srv/work'\n",
+        },
+    )
     bundle = external.import_task(root, "s")
     assert bundle.workdir == "/srv/work" and bundle.setup[-1] == "mkdir -p /srv/work"
     setup = "\n".join(bundle.setup)
     assert "pip install" not in setup and "venv" not in setup and "tmux" not in setup
-    assert "rm -f /tmp/requirements.lock" in setup            # the task's own cleanup stays
+    assert "rm -f /tmp/requirements.lock" in setup  # the task's own cleanup stays
     numpy_lock = lock + "numpy==2.3.0 --hash=sha256:0\n"
-    root = harbor_task(tmp_path / "s", "u", {"environment/Dockerfile": dockerfile,
-                                             "environment/requirements.lock": numpy_lock})
+    root = harbor_task(
+        tmp_path / "s",
+        "u",
+        {"environment/Dockerfile": dockerfile, "environment/requirements.lock": numpy_lock},
+    )
     _, quarantine = import_suite(root)
     assert "pip install numpy" in quarantine[0].reason
     unknown = rewrite_script("pip install -r /nowhere/requirements.txt\n", external.IMAGE)
@@ -574,14 +665,16 @@ def test_rewrite_handles_guards_subshells_and_shared_tb1_scripts() -> None:
     assert subprocess.run(["bash", "-n"], input=rw.text, text=True).returncode == 0
     numpy = rewrite_script("source $TEST_DIR/setup-uv-pytest.sh\nuv add numpy==2.3.1\n", external.TESTS)
     assert numpy.problems == ["uv add numpy"]
-    local_curl = rewrite_script("apt-get install -y curl\ncurl -s http://localhost:8000/health\n", external.TESTS)
+    local_curl = rewrite_script(
+        "apt-get install -y curl\ncurl -s http://localhost:8000/health\n", external.TESTS
+    )
     assert local_curl.problems
 
 
 def test_rewrite_keeps_what_it_does_not_understand() -> None:
     script = "cat > /tmp/x <<'EOF'\npip install never-run-this\nEOF\necho \"$(pip --version)\" && ls 2>&1 | wc -l\n"
     rw = rewrite_script(script, external.IMAGE)
-    assert not rw.problems                      # heredoc bodies are data; `pip --version` is dropped
+    assert not rw.problems  # heredoc bodies are data; `pip --version` is dropped
     assert "pip install never-run-this" in rw.text and "$(true)" in rw.text
 
 
@@ -594,8 +687,14 @@ def run_offline_pytest(tmp_path: Path, files: dict[str, str], *args: str) -> sub
     for rel, content in files.items():
         put(tests, rel, content)
     env = {**os.environ, "PYTHONPATH": str(lib), "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.run([sys.executable, "-c", "import sys, pytest; sys.exit(pytest.main(sys.argv[1:]))",
-                           *args], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", "import sys, pytest; sys.exit(pytest.main(sys.argv[1:]))", *args],
+        cwd=tmp_path,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )
 
 
 OFFLINE_SUITE = """
@@ -663,8 +762,14 @@ class TestGroup:
 
 
 def test_offline_pytest_runs_what_the_suites_use(tmp_path: Path) -> None:
-    result = run_offline_pytest(tmp_path, {"test_outputs.py": OFFLINE_SUITE}, "tests/test_outputs.py", "-rA",
-                                "--ctrf", "/nonexistent/ctrf.json")
+    result = run_offline_pytest(
+        tmp_path,
+        {"test_outputs.py": OFFLINE_SUITE},
+        "tests/test_outputs.py",
+        "-rA",
+        "--ctrf",
+        "/nonexistent/ctrf.json",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "11 passed, 0 failed, 0 errors, 1 skipped, 1 xfailed" in result.stdout
     assert "test_outputs.py::test_stacked[10-1-2] PASSED" in result.stdout
@@ -672,8 +777,9 @@ def test_offline_pytest_runs_what_the_suites_use(tmp_path: Path) -> None:
 
 
 def test_offline_pytest_fails_and_collects_like_pytest(tmp_path: Path) -> None:
-    failing = run_offline_pytest(tmp_path, {"test_a.py": "def test_ok():\n    pass\n\ndef test_bad():\n"
-                                                         "    assert 1 == 2\n"}, "tests")
+    failing = run_offline_pytest(
+        tmp_path, {"test_a.py": "def test_ok():\n    pass\n\ndef test_bad():\n    assert 1 == 2\n"}, "tests"
+    )
     assert failing.returncode == 1 and "test_a.py::test_bad FAILED" in failing.stdout
     assert "assert 1 == 2" in failing.stdout
     broken = run_offline_pytest(tmp_path / "b", {"test_b.py": "import nonexistent_module\n"}, "tests")
@@ -740,38 +846,59 @@ def test_offline_pytest_runs_xunit_style_setups_like_pytest(tmp_path: Path) -> N
     offline = run_offline_pytest(tmp_path / "offline", {"test_outputs.py": XUNIT_SUITE}, "tests")
     assert "3 passed, 0 failed, 1 errors" in offline.stdout, offline.stdout + offline.stderr
     assert offline.returncode == 1
-    assert "TestBrokenSetup::test_never_runs ERROR" in offline.stdout and "no baseline manifest" in offline.stdout
+    assert (
+        "TestBrokenSetup::test_never_runs ERROR" in offline.stdout
+        and "no baseline manifest" in offline.stdout
+    )
     assert "ran without its set-up" not in offline.stdout
     put(tmp_path / "real" / "tests", "test_outputs.py", XUNIT_SUITE)  # the real pytest agrees
-    real = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-                          cwd=tmp_path / "real", text=True, capture_output=True, timeout=120)
+    real = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=tmp_path / "real",
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
     assert "3 passed, 1 error" in real.stdout and real.returncode == 1, real.stdout
 
 
 def test_pytest_problems_are_found_statically() -> None:
-    problems = external.pytest_problems({
-        "test_outputs.py": "import numpy\nimport solution\nimport pytest\n\n"
-                           "def test_a(mocker):\n    pass\n\nasync def test_b():\n    pass\n\n"
-                           "def test_c(tmp_path):\n    pytest.register_assert_rewrite('x')\n",
-        "conftest.py": "def pytest_configure(config):\n    pass\n",
-    }, provided_modules=set(), instruction="Write /app/solution.py with a function solve().")
+    problems = external.pytest_problems(
+        {
+            "test_outputs.py": "import numpy\nimport solution\nimport pytest\n\n"
+            "def test_a(mocker):\n    pass\n\nasync def test_b():\n    pass\n\n"
+            "def test_c(tmp_path):\n    pytest.register_assert_rewrite('x')\n",
+            "conftest.py": "def pytest_configure(config):\n    pass\n",
+        },
+        provided_modules=set(),
+        instruction="Write /app/solution.py with a function solve().",
+    )
     text = "; ".join(problems)
-    assert "tests import packages not in the sandbox image: numpy" in text    # solution.py is the agent's
+    assert "tests import packages not in the sandbox image: numpy" in text  # solution.py is the agent's
     assert "the fixture 'mocker'" in text and "async tests" in text
     assert "pytest.register_assert_rewrite" in text and "pytest_configure" in text
     assert "tmp_path" not in text
     assert external.pytest_problems({"test_x.py": "def test_x(:\n"}, set())[0].startswith(
-        "test_x.py does not parse under Python 3.11")
+        "test_x.py does not parse under Python 3.11"
+    )
 
 
 # ---- nothing external reaches training ----------------------------------------------------------------------------
 def _trajectory(scenario_id: str, kept: bool = True, split: str | None = "train") -> dict:
-    return {"scenario_id": scenario_id, "trajectory_id": f"{scenario_id}-t{int(kept)}", "sample_index": 0,
-            "kept": kept, "split": split, "category": "files",
-            "messages": [{"role": "user", "content": "do the thing"},
-                         {"role": "assistant", "content": "echo done" if kept else "echo nope"},
-                         {"role": "user", "content": "exit code 0"},
-                         {"role": "assistant", "content": "exit"}]}
+    return {
+        "scenario_id": scenario_id,
+        "trajectory_id": f"{scenario_id}-t{int(kept)}",
+        "sample_index": 0,
+        "kept": kept,
+        "split": split,
+        "category": "files",
+        "messages": [
+            {"role": "user", "content": "do the thing"},
+            {"role": "assistant", "content": "echo done" if kept else "echo nope"},
+            {"role": "user", "content": "exit code 0"},
+            {"role": "assistant", "content": "exit"},
+        ],
+    }
 
 
 def test_dataset_builders_refuse_external_rows_and_contamination_flags_them() -> None:
@@ -779,18 +906,27 @@ def test_dataset_builders_refuse_external_rows_and_contamination_flags_them() ->
     sft = build_sft([], rows)
     assert [r["scenario_id"] for r in sft.rows] == ["pack-files-1"]
     assert [(q.source, q.reason) for q in sft.quarantine] == [
-        ("trajectory:ext-tb2-count-lines/ext-tb2-count-lines-t1",
-         "derives from external evaluation scenario ext-tb2-count-lines (evaluation only)")]
+        (
+            "trajectory:ext-tb2-count-lines/ext-tb2-count-lines-t1",
+            "derives from external evaluation scenario ext-tb2-count-lines (evaluation only)",
+        )
+    ]
     dpo = build_dpo([], [_trajectory("ext-tb2-count-lines"), _trajectory("ext-tb2-count-lines", kept=False)])
     assert not dpo.rows and len(dpo.quarantine) == 2
     assert all("external evaluation scenario" in q.reason for q in dpo.quarantine)
     # a written row that somehow holds an external id is flagged even when no held-out list names it
-    written = [{**sft.rows[0], "example_id": "e1", "scenario_id": "ext-tb2-count-lines", "source": "x"},
-               sft.rows[0]]
+    written = [
+        {**sft.rows[0], "example_id": "e1", "scenario_id": "ext-tb2-count-lines", "source": "x"},
+        sft.rows[0],
+    ]
     violations = contamination_violations(written, heldout=[])
-    assert violations == [{"row": "e1", "source": "x",
-                           "reason": "derives from external evaluation scenario ext-tb2-count-lines "
-                                     "(evaluation only)"}]
+    assert violations == [
+        {
+            "row": "e1",
+            "source": "x",
+            "reason": "derives from external evaluation scenario ext-tb2-count-lines (evaluation only)",
+        }
+    ]
 
 
 # ---- the gate, in the real sandbox ---------------------------------------------------------------------------
@@ -799,9 +935,14 @@ def test_imported_tasks_pass_the_reference_gate_held_out(suite: Path, sandbox_im
     from bashgym_assets.scenarios.gate import GateLimits, gate_bundle
 
     bundles = {b.id: b for b in import_suite(suite)[0]}
-    for scenario_id in ("ext-term-bench-count-lines", "ext-term-bench-word-report", "ext-term-bench-tb1-report"):
-        result = gate_bundle(bundles[scenario_id], sandbox_image, GateLimits(command_timeout_s=60,
-                                                                              check_timeout_s=60))
+    for scenario_id in (
+        "ext-term-bench-count-lines",
+        "ext-term-bench-word-report",
+        "ext-term-bench-tb1-report",
+    ):
+        result = gate_bundle(
+            bundles[scenario_id], sandbox_image, GateLimits(command_timeout_s=60, check_timeout_s=60)
+        )
         assert result.admitted, (scenario_id, result.reason, result.detail)
         assert result.split == HELD_OUT
 
@@ -818,14 +959,22 @@ def test_translated_environment_and_check_leave_no_trace(suite: Path, sandbox_im
         before = box.run_check(bundle.check, timeout_s=60)
         assert before.exit_code == 1 and "reward.txt = 0" in before.stdout
         session = box.session()
-        state = session.run("pwd; echo $GREETING; cat greeting.txt late.txt; tool; ls -d /tests /logs "
-                            f"{external.STAGE_DIR} 2>&1; ls /solution 2>&1; stat -c %a /app/late.txt")
+        state = session.run(
+            "pwd; echo $GREETING; cat greeting.txt late.txt; tool; ls -d /tests /logs "
+            f"{external.STAGE_DIR} 2>&1; ls /solution 2>&1; stat -c %a /app/late.txt"
+        )
         assert state.stdout.splitlines() == [
-            "/app", "hello world", "hello world", "late", "tool",
+            "/app",
+            "hello world",
+            "hello world",
+            "late",
+            "tool",
             "ls: cannot access '/tests': No such file or directory",
             "ls: cannot access '/logs': No such file or directory",
             f"ls: cannot access '{external.STAGE_DIR}': No such file or directory",
-            "ls: cannot access '/solution': No such file or directory", "644"], state.stdout
+            "ls: cannot access '/solution': No such file or directory",
+            "644",
+        ], state.stdout
 
 
 # ---- the Dagster assets ---------------------------------------------------------------------------------------
@@ -838,14 +987,18 @@ def _materialize_candidates(home: Path, suite: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("BASHGYM_EVAL_SUITE_DIRS", f"{suite}{os.pathsep}{suite.parent / 'absent'}")
     monkeypatch.delenv("BASHGYM_TEACHER_MODEL", raising=False)
     monkeypatch.delenv("BASHGYM_SCENARIO_IMPORT_DIR", raising=False)
-    result = dg.materialize([scenario_candidates], resources={"bashgym": BashgymHome(home=str(home))},
-                            run_config={"ops": {"scenario_candidates": {"config": {"include_pack": False}}}})
+    result = dg.materialize(
+        [scenario_candidates],
+        resources={"bashgym": BashgymHome(home=str(home))},
+        run_config={"ops": {"scenario_candidates": {"config": {"include_pack": False}}}},
+    )
     assert result.success
     return result.asset_materializations_for_node("scenario_candidates")[0].metadata
 
 
-def test_scenario_candidates_imports_the_configured_suites(bashgym_home: Path, suite: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_scenario_candidates_imports_the_configured_suites(
+    bashgym_home: Path, suite: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from bashgym_assets.lake import Lake
 
     meta = _materialize_candidates(bashgym_home, suite, monkeypatch)
@@ -861,16 +1014,22 @@ def test_scenario_candidates_imports_the_configured_suites(bashgym_home: Path, s
     lake = Lake(root=bashgym_home / "lake")
     rows = lake.read_rows("scenario_candidates")
     assert sorted(r["scenario_id"] for r in rows) == [
-        "ext-term-bench-count-lines", "ext-term-bench-tb1-report", "ext-term-bench-word-report"]
+        "ext-term-bench-count-lines",
+        "ext-term-bench-tb1-report",
+        "ext-term-bench-word-report",
+    ]
     assert {r["origin"] for r in rows} == {"external"}
     quarantine = lake.read_rows("scenario_candidates_quarantine")
-    assert any(q["source"] == "external:Term Bench!:harbor2:needs-network" and "pip install pandas" in q["reason"]
-               for q in quarantine)
+    assert any(
+        q["source"] == "external:Term Bench!:harbor2:needs-network" and "pip install pandas" in q["reason"]
+        for q in quarantine
+    )
 
 
 @pytest.mark.docker
-def test_gated_scenarios_admits_external_tasks_as_held_out(bashgym_home: Path, suite: Path, sandbox_image: str,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gated_scenarios_admits_external_tasks_as_held_out(
+    bashgym_home: Path, suite: Path, sandbox_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import dagster as dg
 
     from bashgym_assets.defs.resources import BashgymHome
@@ -937,21 +1096,31 @@ def test_the_check_runs_as_root():
 def operator_tasks(root: Path) -> tuple[Path, Path]:
     """The same kind of task in both layouts, each Dockerfile ending as the sandbox's own operator user (by name
     in the Harbor one, by uid in the Terminal-Bench 1.x one)."""
-    harbor = harbor_task(root, "as-operator", {
-        "instruction.md": "Write your user name into whoami.txt in my home directory.\n",
-        "environment/Dockerfile": OPERATOR_HARBOR_DOCKERFILE,
-        "tests/test.sh": OPERATOR_HARBOR_TEST_SH,
-        # the harness puts the solution in /solution: the reference finds its helper there, whoever it runs as
-        "solution/solve.sh": "#!/bin/bash\nbash /solution/helper.sh\n",
-        "solution/helper.sh": "#!/bin/bash\nwhoami > ~/whoami.txt\n",
-    })
-    tb1 = tb1_task(root, "tb1-as-operator", {
-        "task.yaml": TB1_YAML.replace('Write the words "alpha beta" into /app/report.txt.',
-                                      "Write your user name and home folder into report.txt in my home."),
-        "Dockerfile": OPERATOR_TB1_DOCKERFILE,
-        "tests/test_outputs.py": OPERATOR_TB1_TESTS,
-        "solution.sh": '#!/bin/bash\necho "$(whoami) $HOME" > ~/report.txt\n',
-    })
+    harbor = harbor_task(
+        root,
+        "as-operator",
+        {
+            "instruction.md": "Write your user name into whoami.txt in my home directory.\n",
+            "environment/Dockerfile": OPERATOR_HARBOR_DOCKERFILE,
+            "tests/test.sh": OPERATOR_HARBOR_TEST_SH,
+            # the harness puts the solution in /solution: the reference finds its helper there, whoever it runs as
+            "solution/solve.sh": "#!/bin/bash\nbash /solution/helper.sh\n",
+            "solution/helper.sh": "#!/bin/bash\nwhoami > ~/whoami.txt\n",
+        },
+    )
+    tb1 = tb1_task(
+        root,
+        "tb1-as-operator",
+        {
+            "task.yaml": TB1_YAML.replace(
+                'Write the words "alpha beta" into /app/report.txt.',
+                "Write your user name and home folder into report.txt in my home.",
+            ),
+            "Dockerfile": OPERATOR_TB1_DOCKERFILE,
+            "tests/test_outputs.py": OPERATOR_TB1_TESTS,
+            "solution.sh": '#!/bin/bash\necho "$(whoami) $HOME" > ~/report.txt\n',
+        },
+    )
     return harbor, tb1
 
 
@@ -973,45 +1142,83 @@ def test_a_dockerfile_user_the_sandbox_offers_is_the_agent_and_in_its_prompt(tmp
     assert external.SANDBOX_USERS["operator"][:3] == (str(OPERATOR_UID), "operator", str(OPERATOR_GID))
     harbor, tb1 = operator_tasks(tmp_path / "s")
     bundle = external.import_task(harbor, "s")
-    assert (bundle.user, bundle.workdir, bundle.home) == ("operator", "/home/operator/project", "/home/operator")
+    assert (bundle.user, bundle.workdir, bundle.home) == (
+        "operator",
+        "/home/operator/project",
+        "/home/operator",
+    )
     assert initial_messages(bundle)[0].content == (
         "You are logged in to sandbox as operator. Working directory: /home/operator/project.\n"
-        "operator@sandbox:/home/operator/project$")
+        "operator@sandbox:/home/operator/project$"
+    )
     setup = "\n".join(bundle.setup)
-    assert "useradd" not in setup and "usermod -aG users operator" in setup   # the image has the user already
+    assert "useradd" not in setup and "usermod -aG users operator" in setup  # the image has the user already
     assert "runuser -u operator -- bash -c" in setup
-    assert "cd /home/operator/project 2>/dev/null" in bundle.check           # the check starts where the agent does
+    assert "cd /home/operator/project 2>/dev/null" in bundle.check  # the check starts where the agent does
     assert bundle.reference[-1] == f"bash {external.USER_SOLUTION_DIR}/solve.sh"
     assert f"bash {external.USER_SOLUTION_DIR}/helper.sh" in bundle.reference[0]
     tb1_bundle = external.import_task(tb1, "s")
     # a uid is the user the Dockerfile gave it; no WORKDIR after the USER: the WORKDIR it set before still holds
     assert (tb1_bundle.user, tb1_bundle.workdir) == ("operator", "/app")
-    no_workdir = external.import_task(harbor_task(tmp_path / "s", "home", {"environment/Dockerfile": (
-        "FROM debian:bookworm\nUSER operator:operator\n")}), "s")
-    assert (no_workdir.user, no_workdir.workdir) == ("operator", "/home/operator")   # no WORKDIR: its home
-    compose = external.import_task(tb1_task(tmp_path / "s", "compose-user", {
-        "docker-compose.yaml": TB1_COMPOSE + "    user: operator\n    working_dir: /srv/job\n"}), "s")
+    no_workdir = external.import_task(
+        harbor_task(
+            tmp_path / "s",
+            "home",
+            {"environment/Dockerfile": ("FROM debian:bookworm\nUSER operator:operator\n")},
+        ),
+        "s",
+    )
+    assert (no_workdir.user, no_workdir.workdir) == ("operator", "/home/operator")  # no WORKDIR: its home
+    compose = external.import_task(
+        tb1_task(
+            tmp_path / "s",
+            "compose-user",
+            {"docker-compose.yaml": TB1_COMPOSE + "    user: operator\n    working_dir: /srv/job\n"},
+        ),
+        "s",
+    )
     assert (compose.user, compose.workdir) == ("operator", "/srv/job")
-    root = external.import_task(harbor_task(tmp_path / "s", "back-to-root", {"environment/Dockerfile": (
-        "FROM debian:bookworm\nUSER operator\nWORKDIR /work\nUSER 0:0\n")}), "s")
+    root = external.import_task(
+        harbor_task(
+            tmp_path / "s",
+            "back-to-root",
+            {"environment/Dockerfile": ("FROM debian:bookworm\nUSER operator\nWORKDIR /work\nUSER 0:0\n")},
+        ),
+        "s",
+    )
     assert (root.user, root.workdir) == ("root", "/work")
 
 
-@pytest.mark.parametrize(("dockerfile", "reason"), [
-    ("FROM debian:bookworm\nRUN useradd -m agent\nUSER agent\n",
-     "the agent runs as user 'agent' (the Dockerfile's USER agent)"),
-    ("FROM debian:bookworm\nUSER 1001\n", "the agent runs as uid 1001 (a user the Dockerfile does not name"),
-    ("FROM debian:bookworm\nRUN useradd -m -u 1000 agent\nUSER 1000:1000\n",
-     "the agent runs as uid 1000 (the user 'agent'"),
-    ("FROM debian:bookworm\nUSER operator:staff\n", "the agent runs as operator in the group 'staff'"),
-    ("FROM debian:bookworm\nRUN useradd -m -u 1001 -g operator operator\nUSER operator\n",
-     "the Dockerfile creates the user operator with uid 1001: the sandbox's operator is uid 1000"),
-    ("FROM debian:bookworm\nRUN useradd -d /work -g operator operator\nUSER operator\n",
-     "the Dockerfile creates the user operator with the home /work: the sandbox's operator lives in "
-     "/home/operator"),
-])
+@pytest.mark.parametrize(
+    ("dockerfile", "reason"),
+    [
+        (
+            "FROM debian:bookworm\nRUN useradd -m agent\nUSER agent\n",
+            "the agent runs as user 'agent' (the Dockerfile's USER agent)",
+        ),
+        (
+            "FROM debian:bookworm\nUSER 1001\n",
+            "the agent runs as uid 1001 (a user the Dockerfile does not name",
+        ),
+        (
+            "FROM debian:bookworm\nRUN useradd -m -u 1000 agent\nUSER 1000:1000\n",
+            "the agent runs as uid 1000 (the user 'agent'",
+        ),
+        ("FROM debian:bookworm\nUSER operator:staff\n", "the agent runs as operator in the group 'staff'"),
+        (
+            "FROM debian:bookworm\nRUN useradd -m -u 1001 -g operator operator\nUSER operator\n",
+            "the Dockerfile creates the user operator with uid 1001: the sandbox's operator is uid 1000",
+        ),
+        (
+            "FROM debian:bookworm\nRUN useradd -d /work -g operator operator\nUSER operator\n",
+            "the Dockerfile creates the user operator with the home /work: the sandbox's operator lives in "
+            "/home/operator",
+        ),
+    ],
+)
 def test_a_user_the_sandbox_cannot_offer_is_quarantined_saying_which_it_offers(
-        tmp_path: Path, dockerfile: str, reason: str) -> None:
+    tmp_path: Path, dockerfile: str, reason: str
+) -> None:
     harbor = harbor_task(tmp_path / "s", "harbor", {"environment/Dockerfile": dockerfile})
     tb1 = tb1_task(tmp_path / "s", "tb1", {"Dockerfile": dockerfile})
     _, quarantine = import_suite(tmp_path / "s")
@@ -1034,12 +1241,20 @@ def test_tasks_run_as_their_dockerfile_user_and_the_check_as_root(tmp_path: Path
         bundle = external.import_task(folder, "s")
         result = gate_bundle(bundle, sandbox_image, GateLimits(command_timeout_s=60, check_timeout_s=60))
         assert result.admitted, (folder.name, result.reason, result.detail)
-        record = run_episode(bundle, _Typed(["whoami; pwd; echo ~; id -g -n; stat -c %U .", *bundle.reference]),
-                             sandbox_image)
-        assert record.messages[0].content.startswith(f"You are logged in to sandbox as operator. Working "
-                                                     f"directory: {start}.")
-        assert record.messages[3].content.splitlines() == ["operator", start, "/home/operator", "operator",
-                                                           "operator", "[exit code: 0]"], record.messages[3]
+        record = run_episode(
+            bundle, _Typed(["whoami; pwd; echo ~; id -g -n; stat -c %U .", *bundle.reference]), sandbox_image
+        )
+        assert record.messages[0].content.startswith(
+            f"You are logged in to sandbox as operator. Working directory: {start}."
+        )
+        assert record.messages[3].content.splitlines() == [
+            "operator",
+            start,
+            "/home/operator",
+            "operator",
+            "operator",
+            "[exit code: 0]",
+        ], record.messages[3]
         assert record.verified, (folder.name, record.reject_reason)
 
 
@@ -1051,23 +1266,51 @@ def test_files_without_a_dockerfile_are_quarantined_alike_in_both_layouts(tmp_pa
     """A folder whose files (a setup script, data) were meant to build the starting state but that has no
     Dockerfile saying how: importing it with an empty setup would make the gate blame its reference."""
     root = tmp_path / "s"
-    tb1_task(root, "tb1-setup-script", {"Dockerfile": None, "docker-compose.yaml": None, "notes.txt": None,
-                                        "setup.sh": SETUP_SH, "data.txt": "a\nb\n"})
+    tb1_task(
+        root,
+        "tb1-setup-script",
+        {
+            "Dockerfile": None,
+            "docker-compose.yaml": None,
+            "notes.txt": None,
+            "setup.sh": SETUP_SH,
+            "data.txt": "a\nb\n",
+        },
+    )
     no_image = HARBOR_TOML.replace('docker_image = "someone/count-lines:20250101"\n', "")
-    harbor_task(root, "harbor-setup-script", {
-        "task.toml": no_image, "environment/Dockerfile": None, "environment/data/input.txt": None,
-        "environment/tool.sh": None, "environment/late.txt": None, "environment/unused.bin": None,
-        "environment/setup.sh": SETUP_SH, "environment/data.txt": "a\nb\n"})
+    harbor_task(
+        root,
+        "harbor-setup-script",
+        {
+            "task.toml": no_image,
+            "environment/Dockerfile": None,
+            "environment/data/input.txt": None,
+            "environment/tool.sh": None,
+            "environment/late.txt": None,
+            "environment/unused.bin": None,
+            "environment/setup.sh": SETUP_SH,
+            "environment/data.txt": "a\nb\n",
+        },
+    )
     # the harness's own files, docs and dotfiles are no starting state: these still import, on the bare image
-    tb1_task(root, "tb1-bare", {"Dockerfile": None, "docker-compose.yaml": None, "notes.txt": None,
-                                "README.md": "about\n", ".gitignore": "*.pyc\n"})
+    tb1_task(
+        root,
+        "tb1-bare",
+        {
+            "Dockerfile": None,
+            "docker-compose.yaml": None,
+            "notes.txt": None,
+            "README.md": "about\n",
+            ".gitignore": "*.pyc\n",
+        },
+    )
     bundles, quarantine = import_suite(root)
     reasons = {q.task: q.reason for q in quarantine}
     assert reasons == {
         "tb1-setup-script": "the task folder holds files (data.txt, setup.sh) but no Dockerfile (nor an image in "
-                            "docker-compose.yaml) says how they build the starting state",
+        "docker-compose.yaml) says how they build the starting state",
         "harbor-setup-script": "environment/ holds files (data.txt, setup.sh) but no Dockerfile (nor a "
-                               "docker_image in task.toml) says how they build the starting state",
+        "docker_image in task.toml) says how they build the starting state",
     }
     assert [b.id for b in bundles] == ["ext-s-tb1-bare"]
 
@@ -1090,20 +1333,27 @@ def _tarball(members: dict[str, bytes]) -> bytes:
 
 BINARY_FIXTURES: dict[str, bytes] = {
     "fixtures/logs.tar.gz": _tarball({"logs/app.log": b"started\nstopped\n", "logs/err.log": b"boom\n"}),
-    "fixtures/wtmp": bytes(range(256)) * 8 + b"\x00" * 384,                 # a utmp-style log: NULs, every byte
+    "fixtures/wtmp": bytes(range(256)) * 8 + b"\x00" * 384,  # a utmp-style log: NULs, every byte
     "fixtures/logo.png": b"\x89PNG\r\n\x1a\n" + bytes((i * 37) % 256 for i in range(4096)),
-    "fixtures/latin1.txt": "caf\xe9 cr\xe8me\n".encode("latin-1"),          # text, but not UTF-8
-    "fixtures/bom.csv": "\ufeffname,count\r\nalpha,2\r\n".encode(),          # a BOM and CRLF: kept as they are
+    "fixtures/latin1.txt": "caf\xe9 cr\xe8me\n".encode("latin-1"),  # text, but not UTF-8
+    "fixtures/bom.csv": "\ufeffname,count\r\nalpha,2\r\n".encode(),  # a BOM and CRLF: kept as they are
     "fixtures/sub/plain.txt": b"plain text\n",
 }
-FIXTURE_LINKS = {"fixtures/current.tar.gz": "logs.tar.gz", "fixtures/hostname": "/etc/hostname",
-                 "fixtures/subdir": "sub", "fixtures/dangling": "../nowhere/at/all"}
+FIXTURE_LINKS = {
+    "fixtures/current.tar.gz": "logs.tar.gz",
+    "fixtures/hostname": "/etc/hostname",
+    "fixtures/subdir": "sub",
+    "fixtures/dangling": "../nowhere/at/all",
+}
 LATE_BLOB = bytes(reversed(range(256))) * 4
 
 
 def _with_fixtures(folder: Path, prefix: str) -> Path:
-    for rel, data in {**BINARY_FIXTURES, "late.bin": LATE_BLOB,
-                      "bundle.tar.gz": _tarball({"unpacked/readme.txt": b"from ADD\n"})}.items():
+    for rel, data in {
+        **BINARY_FIXTURES,
+        "late.bin": LATE_BLOB,
+        "bundle.tar.gz": _tarball({"unpacked/readme.txt": b"from ADD\n"}),
+    }.items():
         put(folder, prefix + rel, data)
     for rel, target in FIXTURE_LINKS.items():
         (folder / (prefix + rel)).symlink_to(target)
@@ -1131,12 +1381,20 @@ fi
 
 
 def binary_tasks(root: Path) -> tuple[Path, Path]:
-    harbor = _with_fixtures(harbor_task(root, "binary-fixtures", {
-        "instruction.md": "Unpack /app/fixtures/current.tar.gz into /app/out.\n",
-        "environment/Dockerfile": BINARY_DOCKERFILE, "tests/test.sh": BINARY_TEST_SH,
-        "solution/solve.sh": "#!/bin/bash\nmkdir -p /app/out && tar -xzf /app/fixtures/current.tar.gz -C /app/out\n",
-    }), "environment/")
-    tb1 = _with_fixtures(tb1_task(root, "tb1-binary-fixtures"), "")   # COPY . /app/ carries them all
+    harbor = _with_fixtures(
+        harbor_task(
+            root,
+            "binary-fixtures",
+            {
+                "instruction.md": "Unpack /app/fixtures/current.tar.gz into /app/out.\n",
+                "environment/Dockerfile": BINARY_DOCKERFILE,
+                "tests/test.sh": BINARY_TEST_SH,
+                "solution/solve.sh": "#!/bin/bash\nmkdir -p /app/out && tar -xzf /app/fixtures/current.tar.gz -C /app/out\n",
+            },
+        ),
+        "environment/",
+    )
+    tb1 = _with_fixtures(tb1_task(root, "tb1-binary-fixtures"), "")  # COPY . /app/ carries them all
     return harbor, tb1
 
 
@@ -1156,13 +1414,13 @@ def test_binary_fixtures_and_links_are_carried_and_the_bundle_round_trips(tmp_pa
     assert not quarantine, quarantine
     by_id = {b.id: b for b in bundles}
     bundle = by_id["ext-s-binary-fixtures"]
-    assert bundle.files["/app/fixtures/sub/plain.txt"] == "plain text\n"       # text stays readable text
+    assert bundle.files["/app/fixtures/sub/plain.txt"] == "plain text\n"  # text stays readable text
     setup = "\n".join(bundle.setup)
     assert "ln -sfn -- /etc/hostname /app/fixtures/hostname" in setup
     assert "ln -sfn -- ../nowhere/at/all /app/fixtures/dangling" in setup
-    assert "tar -x --no-same-owner" in setup                                   # ADD unpacks its archive
+    assert "tar -x --no-same-owner" in setup  # ADD unpacks its archive
     staged = {path: text for path, text in bundle.files.items() if path.startswith(external.STAGE_DIR)}
-    assert len(staged) == 7   # 5 binary fixtures (BOM and latin-1 too), late.bin, the ADD archive, as base64
+    assert len(staged) == 7  # 5 binary fixtures (BOM and latin-1 too), late.bin, the ADD archive, as base64
     # every form a bundle is written in gives the same bundle back
     assert parse_bundle(bundle.model_dump_json(exclude_none=True)) == bundle
     for b in bundles:
@@ -1177,23 +1435,34 @@ def test_binary_fixtures_and_links_are_carried_and_the_bundle_round_trips(tmp_pa
 
 def test_a_huge_binary_is_quarantined_not_loaded(tmp_path: Path) -> None:
     root = tmp_path / "s"
-    harbor_task(root, "huge-binary", {"environment/Dockerfile": "FROM debian:bookworm\nCOPY big.bin /app/\n",
-                                      "environment/big.bin": b"\x00" * (external.MAX_FILE_BYTES + 1)})
-    many = {f"environment/b{i}.bin": bytes([i]) * 4 + os.urandom(external.MAX_FILE_BYTES - 4) for i in range(4)}
-    harbor_task(root, "many-binaries", {"environment/Dockerfile": "FROM debian:bookworm\nCOPY *.bin /app/\n",
-                                        **many})
+    harbor_task(
+        root,
+        "huge-binary",
+        {
+            "environment/Dockerfile": "FROM debian:bookworm\nCOPY big.bin /app/\n",
+            "environment/big.bin": b"\x00" * (external.MAX_FILE_BYTES + 1),
+        },
+    )
+    many = {
+        f"environment/b{i}.bin": bytes([i]) * 4 + os.urandom(external.MAX_FILE_BYTES - 4) for i in range(4)
+    }
+    harbor_task(
+        root, "many-binaries", {"environment/Dockerfile": "FROM debian:bookworm\nCOPY *.bin /app/\n", **many}
+    )
     bundles, quarantine = import_suite(root)
     reasons = {q.task: q.reason for q in quarantine}
     assert not bundles
-    assert reasons["huge-binary"] == (f"COPY source big.bin is {external.MAX_FILE_BYTES + 1} bytes (the limit is "
-                                      f"{external.MAX_FILE_BYTES})")
+    assert reasons["huge-binary"] == (
+        f"COPY source big.bin is {external.MAX_FILE_BYTES + 1} bytes (the limit is {external.MAX_FILE_BYTES})"
+    )
     # base64 is what the bundle carries: four 1 MB binaries are over the task's budget
     assert reasons["many-binaries"].startswith(f"the task carries more than {external.MAX_TASK_BYTES} bytes")
 
 
 @pytest.mark.docker
-def test_binary_fixtures_are_byte_identical_and_links_are_links_in_the_container(tmp_path: Path,
-                                                                                 sandbox_image: str) -> None:
+def test_binary_fixtures_are_byte_identical_and_links_are_links_in_the_container(
+    tmp_path: Path, sandbox_image: str
+) -> None:
     from bashgym_assets.sandbox import Sandbox
     from bashgym_assets.scenarios.gate import GateLimits, gate_bundle
     from bashgym_assets.scenarios.sandboxing import spec_for_bundle
@@ -1205,7 +1474,7 @@ def test_binary_fixtures_are_byte_identical_and_links_are_links_in_the_container
     links = {f"/app/{rel}": target for rel, target in FIXTURE_LINKS.items()}
     for folder in (harbor, tb1):
         bundle = external.import_task(folder, "s")
-        if folder is tb1:   # COPY . /app/ of the TB1 folder: the same fixtures at the same places
+        if folder is tb1:  # COPY . /app/ of the TB1 folder: the same fixtures at the same places
             expected.pop("/opt/unpacked/readme.txt", None)
             expected["/app/late.bin"] = _sha256(LATE_BLOB)
             expected["/app/bundle.tar.gz"] = _sha256(_tarball({"unpacked/readme.txt": b"from ADD\n"}))
@@ -1222,10 +1491,11 @@ def test_binary_fixtures_are_byte_identical_and_links_are_links_in_the_container
                 assert res.stdout.strip() == target, (folder.name, path, res.stdout, res.stderr)
             left = box.run_as_root(f"ls {external.STAGE_DIR} 2>&1; cat /app/fixtures/subdir/plain.txt")
             assert left.stdout.splitlines()[1:] == ["plain text"], left.stdout
-            if folder is harbor:   # ADD unpacked its archive, owned as --chown says
+            if folder is harbor:  # ADD unpacked its archive, owned as --chown says
                 owner = box.run_as_root("stat -c %U /opt/unpacked /opt/unpacked/readme.txt; stat -c %U /opt")
                 assert owner.stdout.split() == ["operator", "operator", "root"], owner.stdout
             assert "No such file" in left.stdout.splitlines()[0]
-    result = gate_bundle(external.import_task(harbor, "s"), sandbox_image,
-                         GateLimits(command_timeout_s=60, check_timeout_s=60))
+    result = gate_bundle(
+        external.import_task(harbor, "s"), sandbox_image, GateLimits(command_timeout_s=60, check_timeout_s=60)
+    )
     assert result.admitted, (result.reason, result.detail)

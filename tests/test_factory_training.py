@@ -39,10 +39,10 @@ def test_sft_rows_of_one_family_share_a_split_and_carry_family_and_difficulty():
     for r in rows:
         assert r["family"] == family_of(r["scenario_id"]) and r["difficulty"] in (1, 2, 3, 4)
         splits[r["family"]].add(r["split"])
-    assert all(len(s) == 1 for s in splits.values())          # a family never straddles the split
+    assert all(len(s) == 1 for s in splits.values())  # a family never straddles the split
     validation = {f for f, s in splits.items() if s == {"validation"}}
-    assert 0 < len(validation) < len(splits) // 4             # about a tenth of the trained families
-    assert not validation & set(HELD_OUT_FAMILY_NAMES)        # held-out families never reach the builders
+    assert 0 < len(validation) < len(splits) // 4  # about a tenth of the trained families
+    assert not validation & set(HELD_OUT_FAMILY_NAMES)  # held-out families never reach the builders
     # a hand-written scenario keeps its own group: two of them may land on different sides
     assert ds.scenario_group("a-files-find") == "scenario:a-files-find"
     assert ds.scenario_group("gen.disk-usage-top.0123456789ab") == "family:disk-usage-top"
@@ -54,30 +54,36 @@ def test_dpo_pairs_of_generated_tasks_split_by_family_too():
     bad = syn.trajectory(b.id, b.task, ["ls -l", "wc notes.txt"], kept=False, sample_index=1)
     rows = ds.build_dpo([], [good, bad]).rows
     assert rows and rows[0]["split"] == ds.split_for(ds.scenario_group(b.id))
-    assert rows[0]["task_key"] == f"scenario:{b.id}"          # pairs still pair attempts at the SAME task
+    assert rows[0]["task_key"] == f"scenario:{b.id}"  # pairs still pair attempts at the SAME task
 
 
 def test_short_renders_cut_long_outputs_keep_exit_code_task_and_commands():
     long_out = "\n".join(f"/home/operator/data/file-{i:03d}.txt" for i in range(200))
     msgs = syn.trajectory_messages("x" * 900, ["find ~/data -type f", "exit"], [long_out, ""])
     short = ds.shorten_observations(msgs, 400)
-    assert short[1] == msgs[1]                                # the task is never cut
-    assert [m["content"] for m in short if m["role"] == "assistant"] == \
-        [m["content"] for m in msgs if m["role"] == "assistant"]
+    assert short[1] == msgs[1]  # the task is never cut
+    assert [m["content"] for m in short if m["role"] == "assistant"] == [
+        m["content"] for m in msgs if m["role"] == "assistant"
+    ]
     out = short[3]["content"]
     assert len(out) <= 400 + 60 and out.endswith("[exit code: 0]")
     assert out.startswith("/home/operator/data/file-000.txt") and "more lines of output cut]" in out
     assert ds.shorten_observations(msgs, None) == msgs
-    row = ds.build_sft([], [{**syn.trajectory("s1", "t", ["find ~/data -type f"], kept=True,
-                                               outputs=[long_out])}], observation_chars=400).rows[0]
+    row = ds.build_sft(
+        [],
+        [{**syn.trajectory("s1", "t", ["find ~/data -type f"], kept=True, outputs=[long_out])}],
+        observation_chars=400,
+    ).rows[0]
     assert "more lines of output cut]" in row["messages"][3]["content"]
 
 
 def test_three_evaluation_sets_from_gated_rows():
     pack, _ = load_folder(PACK_DIR)
     generated = _generated(5)
-    rows = [{"scenario_id": b.id, "split": split_for(b.id), "bundle_json": b.model_dump_json()}
-            for b in list(pack) + list(generated)]
+    rows = [
+        {"scenario_id": b.id, "split": split_for(b.id), "bundle_json": b.model_dump_json()}
+        for b in list(pack) + list(generated)
+    ]
     sets = evaluation_bundles(rows, per_heldout_family=2, fit_sample=20, seed=1)
     bundled, families, fit = sets[BUNDLED_HELD_OUT], sets[HELD_OUT_FAMILIES], sets[TRAIN_FIT]
     assert bundled and all(not family_of(b.id) and split_for(b.id) == HELD_OUT for b in bundled)
@@ -86,10 +92,12 @@ def test_three_evaluation_sets_from_gated_rows():
         per_family[family_of(b.id)] += 1
     assert set(per_family) == set(HELD_OUT_FAMILY_NAMES) and set(per_family.values()) == {2}
     assert len(fit) == 20 and all(split_for(b.id) == TRAIN for b in fit)
-    assert all(ds.split_for(ds.scenario_group(b.id)) == "train" for b in fit)  # trained families, not validation
+    assert all(
+        ds.split_for(ds.scenario_group(b.id)) == "train" for b in fit
+    )  # trained families, not validation
     assert {evaluation_set(b.id, HELD_OUT) for b in families} == {HELD_OUT_FAMILIES}
     assert evaluation_set(bundled[0].id) == BUNDLED_HELD_OUT and evaluation_set(fit[0].id, TRAIN) == TRAIN_FIT
     everything = evaluation_bundles(rows, per_heldout_family=None)
     assert len(everything[HELD_OUT_FAMILIES]) == sum(split_for(b.id) == HELD_OUT for b in generated)
     assert evaluation_bundles(rows, per_heldout_family=0)[HELD_OUT_FAMILIES] == []
-    assert evaluation_bundles(rows)[TRAIN_FIT] == []          # fit only when asked
+    assert evaluation_bundles(rows)[TRAIN_FIT] == []  # fit only when asked

@@ -18,8 +18,9 @@ def full_disk(tmp_path: Path):
     """A 2 MiB tmpfs, unmounted afterwards (needs root: CAP_SYS_ADMIN)."""
     mnt = tmp_path / "small"
     mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         # the project's machines run as root (README); a full disk cannot be faked without one, so say so loudly
         pytest.fail(f"cannot mount a 2 MiB tmpfs for the full-disk test (needs root): {done.stderr.strip()}")
@@ -46,18 +47,21 @@ def fill_with_sqlite(folder: Path) -> str:
 
 def test_a_sqlite_database_on_a_full_disk_is_said_to_be_a_full_disk(full_disk: Path) -> None:
     said = fill_with_sqlite(full_disk)
-    assert "full" in said                       # SQLite's own words: "database or disk is full"
+    assert "full" in said  # SQLite's own words: "database or disk is full"
     line = explain_os_error(said, full_disk)
     assert line is not None and "\n" not in line
     assert f"the disk holding {full_disk} is full" in line and f"df -h {full_disk}" in line
     assert "free of 2.0 MiB" in line
     # what Dagster's storage prints for the same fault: recognised too, and the disk named full (it is)
-    io = explain_os_error("sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) disk I/O error", full_disk)
+    io = explain_os_error(
+        "sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) disk I/O error", full_disk
+    )
     assert io is not None and "is full" in io
 
 
-def test_a_plain_write_names_the_folder_of_the_data_home_it_failed_in(full_disk: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plain_write_names_the_folder_of_the_data_home_it_failed_in(
+    full_disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("BASHGYM_HOME", str(full_disk))
     target = full_disk / "lake" / "sessions" / "part.parquet"
     target.parent.mkdir(parents=True)
@@ -84,5 +88,8 @@ def test_sqlite_refusing_past_its_own_limit_is_recognised(tmp_path: Path) -> Non
 
 
 def test_other_failures_are_left_alone() -> None:
-    assert explain_os_error("RuntimeError: materializing sft_adapter failed (exit 1): CUDA out of memory") is None
+    assert (
+        explain_os_error("RuntimeError: materializing sft_adapter failed (exit 1): CUDA out of memory")
+        is None
+    )
     assert explain_os_error("") is None

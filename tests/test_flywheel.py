@@ -28,15 +28,18 @@ from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.ingest import SAMPLE_TRACES_DIR
 from bashgym_assets.training.tiny import build_tiny_model
 
-SFT, DPO, EVAL, STUDENT = (dg.AssetKey(k) for k in ("sft_dataset", "dpo_dataset", "benchmark_results",
-                                                      "student_rollouts"))
+SFT, DPO, EVAL, STUDENT = (
+    dg.AssetKey(k) for k in ("sft_dataset", "dpo_dataset", "benchmark_results", "student_rollouts")
+)
 
 
 def _one_graph(resources: dict) -> dg.Definitions:
     """Both code locations' assets in one graph, as the daemon sees the workspace."""
     assets = [a for d in (cpu.defs, gpu.defs) for a in (d.assets or [])]
     checks = [c for d in (cpu.defs, gpu.defs) for c in (d.asset_checks or [])]
-    return dg.Definitions(assets=assets, asset_checks=checks, jobs=list(cpu.defs.jobs or []), resources=resources)
+    return dg.Definitions(
+        assets=assets, asset_checks=checks, jobs=list(cpu.defs.jobs or []), resources=resources
+    )
 
 
 def _drop_sample_repo(watched: Path, folder: str) -> None:
@@ -87,23 +90,31 @@ def test_a_new_trace_file_reaches_training_and_evaluation_without_a_click(settin
         for request in tick.dynamic_partitions_requests:
             instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
         ingest = graph.resolve_job_def("ingest_repo_job").execute_in_process(
-            partition_key=repo, instance=instance, tags=tick.run_requests[0].tags)
+            partition_key=repo, instance=instance, tags=tick.run_requests[0].tags
+        )
         assert ingest.success
 
         # the datasets' conditions fire on the updated partition; nothing GPU-side yet
         conditions = dg.evaluate_automation_conditions(defs=graph, instance=instance, cursor=cursor)
         assert _requested(conditions) == {SFT, DPO}, conditions
         cursor = conditions.cursor
-        assert dg.materialize([dd.sft_dataset, dd.dpo_dataset], instance=instance, resources=resources).success
+        assert dg.materialize(
+            [dd.sft_dataset, dd.dpo_dataset], instance=instance, resources=resources
+        ).success
 
         # the nightly tick asks for training because sft_dataset has a new version; run it (tiny model)
-        schedule_ctx = dg.build_schedule_context(instance=instance,
-                                                 scheduled_execution_time=datetime(2026, 11, 25, 2, tzinfo=UTC))
+        schedule_ctx = dg.build_schedule_context(
+            instance=instance, scheduled_execution_time=datetime(2026, 11, 25, 2, tzinfo=UTC)
+        )
         request = tr.nightly_retraining(schedule_ctx)
         assert isinstance(request, dg.RunRequest) and tr.sft_adapter.key in request.asset_selection
         cfg = {"max_steps": 1, "batch_size": 1, "grad_accum": 1, "max_length": 256}
-        assert dg.materialize([tr.base_model, tr.sft_adapter], instance=instance, resources=resources,
-                              run_config={"ops": {"sft_adapter": {"config": cfg}}}).success
+        assert dg.materialize(
+            [tr.base_model, tr.sft_adapter],
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"sft_adapter": {"config": cfg}}},
+        ).success
 
         # the new adapter: the evaluation (and the student's attempts) are requested by their conditions
         conditions = dg.evaluate_automation_conditions(defs=graph, instance=instance, cursor=cursor)

@@ -64,24 +64,39 @@ def test_cross_location_dependencies_resolve() -> None:
     for key, node in nodes.items():
         for dep in node.deps & set(nodes):
             assert order.index(dep) < order.index(key), f"{dep} must run before {key}"
-    for step in steps:  # a skippable asset that yields nothing would make Dagster skip its dependents in its run
+    for (
+        step
+    ) in steps:  # a skippable asset that yields nothing would make Dagster skip its dependents in its run
         for key in step.assets:
             assert not any(nodes[d].skippable for d in nodes[key].deps & set(step.assets)), (key, step.assets)
     assert nodes["dpo_adapter"].skippable and any(s.assets[0] == "benchmark_results" for s in steps)
     # The student loop: SFT adapter -> the student's attempts -> pairs (CPU) -> DPO from the SFT adapter -> eval.
     runs = [(s.module, s.assets) for s in steps]
     at = {a: i for i, (_, assets) in enumerate(runs) for a in assets}
-    assert at["sft_dataset"] < at["sft_adapter"] <= at["student_rollouts"] < at["dpo_dataset"] < at["dpo_adapter"]
+    assert (
+        at["sft_dataset"]
+        < at["sft_adapter"]
+        <= at["student_rollouts"]
+        < at["dpo_dataset"]
+        < at["dpo_adapter"]
+    )
     assert at["dpo_adapter"] < at["benchmark_results"] <= at["exported_model"]
     assert at["sft_adapter"] <= at["grpo_adapter"] < at["benchmark_results"]  # GRPO continues the SFT adapter
-    assert runs[at["dpo_dataset"]][0] == demo.CPU_MODULE and runs[at["student_rollouts"]][0] == demo.GPU_MODULE
+    assert (
+        runs[at["dpo_dataset"]][0] == demo.CPU_MODULE and runs[at["student_rollouts"]][0] == demo.GPU_MODULE
+    )
 
 
 @pytest.mark.slow
 def test_workspace_validates(tmp_path: Path) -> None:
     env = dict(os.environ, DAGSTER_HOME=str(tmp_path))
-    done = subprocess.run([str(Path(sys.executable).with_name("dagster")), "definitions", "validate",
-                           "-w", "workspace.yaml"], cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("dagster")), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "bashgym_cpu" in done.stdout + done.stderr and "bashgym_gpu" in done.stdout + done.stderr
 
@@ -109,9 +124,30 @@ def test_image_is_reused_and_runs_contained(sandbox_image: str) -> None:
         "command -v $t >/dev/null || echo MISSING $t; done"
     )
     done = subprocess.run(
-        ["docker", "run", "--rm", "--init", "--network", "none", "--cap-drop", "ALL", "--security-opt",
-         "no-new-privileges", "--user", "operator", "--label", "bashgym.test=foundation", sandbox_image,
-         "bash", "-c", script], capture_output=True, text=True, timeout=60)
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--init",
+            "--network",
+            "none",
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            "--user",
+            "operator",
+            "--label",
+            "bashgym.test=foundation",
+            sandbox_image,
+            "bash",
+            "-c",
+            script,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "operator"
@@ -148,14 +184,19 @@ def test_run_plan_streams_progress_and_reports_failures(tmp_path: Path) -> None:
         "@dg.asset\n"
         "def bad():\n"
         "    raise RuntimeError('boom')\n"
-        "defs = dg.Definitions(assets=[good, bad])\n")
+        "defs = dg.Definitions(assets=[good, bad])\n"
+    )
     env = dict(os.environ, PYTHONPATH=str(tmp_path), DAGSTER_HOME=str(tmp_path))
     lines: list[str] = []
-    demo.run_plan([demo.PlanStep(module="tiny_defs", assets=["good"], partitioned=False)], [], env, lines.append)
+    demo.run_plan(
+        [demo.PlanStep(module="tiny_defs", assets=["good"], partitioned=False)], [], env, lines.append
+    )
     assert any("good: sft step 1/2: loss 1.0" in line for line in lines)
     assert not any("nothing to show" in line for line in lines)
     with pytest.raises(RuntimeError, match="materializing .*bad.* failed"):
-        demo.run_plan([demo.PlanStep(module="tiny_defs", assets=["bad"], partitioned=False)], [], env, lines.append)
+        demo.run_plan(
+            [demo.PlanStep(module="tiny_defs", assets=["bad"], partitioned=False)], [], env, lines.append
+        )
 
 
 @pytest.mark.slow
@@ -177,11 +218,15 @@ def test_run_plan_runs_consecutive_steps_in_one_process_and_stops_at_the_failing
         "@dg.asset(deps=[second])\n"
         "def third(context):\n"
         "    pid('third')\n"
-        "defs = dg.Definitions(assets=[first, second, third])\n")
+        "defs = dg.Definitions(assets=[first, second, third])\n"
+    )
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     pid_log = tmp_path / "pids.txt"
     env = dict(os.environ, PYTHONPATH=str(tmp_path), DAGSTER_HOME=str(tmp_path), PID_LOG=str(pid_log))
-    steps = [demo.PlanStep(module="tiny_chain", assets=[a], partitioned=False) for a in ("first", "second", "third")]
+    steps = [
+        demo.PlanStep(module="tiny_chain", assets=[a], partitioned=False)
+        for a in ("first", "second", "third")
+    ]
     lines: list[str] = []
     timings = demo.run_plan(steps, [], env, lines.append)
     assert [t[0].assets for t in timings] == [["first"], ["second"], ["third"]]
@@ -189,7 +234,10 @@ def test_run_plan_runs_consecutive_steps_in_one_process_and_stops_at_the_failing
     assert [name for name, _ in pids] == ["first", "second", "third"]
     assert len({pid for _, pid in pids}) == 1 and int(pids[0][1]) != os.getpid()
     assert [line for line in lines if line.startswith("-->")] == [
-        "--> [CPU] first", "--> [CPU] second", "--> [CPU] third"]
+        "--> [CPU] first",
+        "--> [CPU] second",
+        "--> [CPU] third",
+    ]
     from dagster._core.instance.ref import InstanceRef
 
     instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path)))
@@ -198,13 +246,13 @@ def test_run_plan_runs_consecutive_steps_in_one_process_and_stops_at_the_failing
         demo.run_plan(steps, [], dict(env, FAIL_SECOND="1"), lines.append)
     assert "second broke" in str(failure.value)
     runs = instance.get_runs()
-    assert len(runs) == 5                      # first and second ran again, third did not
+    assert len(runs) == 5  # first and second ran again, third did not
     assert sum(r.status == dg.DagsterRunStatus.FAILURE for r in runs) == 1
 
     pid_log.unlink()
     timings = demo.run_plan(steps, [], env, lines.append, process_per_step=True)
     assert len(timings) == 3
-    assert len({line.split()[1] for line in pid_log.read_text().splitlines()}) == 3   # a process per step
+    assert len({line.split()[1] for line in pid_log.read_text().splitlines()}) == 3  # a process per step
 
 
 def test_a_plan_without_some_assets_keeps_the_order_and_refuses_unknown_names() -> None:
@@ -217,9 +265,12 @@ def test_a_plan_without_some_assets_keeps_the_order_and_refuses_unknown_names() 
     assert not any("dpo_dataset" in s.assets for s in kept)
     with pytest.raises(ValueError, match="unknown asset"):
         demo.without(steps, ["no_such_asset"])
-    only = demo.only(steps, ["benchmark_results", "dpo_adapter", "student_rollouts"])   # `bashgym train --only`
-    assert [a for s in only for a in s.assets] == [a for s in steps for a in s.assets
-                                                   if a in ("benchmark_results", "dpo_adapter", "student_rollouts")]
+    only = demo.only(
+        steps, ["benchmark_results", "dpo_adapter", "student_rollouts"]
+    )  # `bashgym train --only`
+    assert [a for s in only for a in s.assets] == [
+        a for s in steps for a in s.assets if a in ("benchmark_results", "dpo_adapter", "student_rollouts")
+    ]
     with pytest.raises(ValueError, match="unknown asset"):
         demo.only(steps, ["sft_adapter", "no_such_asset"])
 
@@ -231,7 +282,8 @@ def test_every_profile_config_is_valid_run_config_for_its_run() -> None:
     def job_for(step: demo.PlanStep) -> dg.JobDefinition:
         defs: dg.Definitions = importlib.import_module(step.module).defs
         return defs.resolve_implicit_global_asset_job_def().get_subset(
-            asset_selection={dg.AssetKey(a) for a in step.assets})
+            asset_selection={dg.AssetKey(a) for a in step.assets}
+        )
 
     checked = 0
     for profile in demo.PROFILES:
@@ -243,8 +295,9 @@ def test_every_profile_config_is_valid_run_config_for_its_run() -> None:
     assert checked >= 4
     evaluation = next(s for s in steps if "benchmark_results" in s.assets)
     with pytest.raises(dg.DagsterInvalidConfigError):
-        dg.validate_run_config(job_for(evaluation),
-                               {"ops": {"benchmark_results": {"config": {"no_such_field": 1}}}})
+        dg.validate_run_config(
+            job_for(evaluation), {"ops": {"benchmark_results": {"config": {"no_such_field": 1}}}}
+        )
 
 
 @pytest.mark.slow
@@ -260,14 +313,18 @@ def test_a_partitioned_step_runs_every_partition_in_one_process(tmp_path: Path) 
         "    if context.partition_key == os.environ.get('FAIL_PARTITION'):\n"
         "        raise RuntimeError('boom')\n"
         "    return os.getpid()\n"
-        "defs = dg.Definitions(assets=[per_repo])\n")
+        "defs = dg.Definitions(assets=[per_repo])\n"
+    )
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     env = dict(os.environ, PYTHONPATH=str(tmp_path), DAGSTER_HOME=str(tmp_path))
     lines: list[str] = []
     step = demo.PlanStep(module="tiny_parts", assets=["per_repo"], partitioned=True)
     timings = demo.run_plan([step], ["a", "b", "c"], env, lines.append)
     assert [line.strip() for line in lines if line.strip().startswith("[")] == [
-        "[1/3] per_repo for partition a", "[2/3] per_repo for partition b", "[3/3] per_repo for partition c"]
+        "[1/3] per_repo for partition a",
+        "[2/3] per_repo for partition b",
+        "[3/3] per_repo for partition c",
+    ]
     assert len(timings) == 1 and timings[0][1] == "a,b,c"
     from dagster._core.instance.ref import InstanceRef
 
@@ -276,4 +333,4 @@ def test_a_partitioned_step_runs_every_partition_in_one_process(tmp_path: Path) 
     assert sorted(r.tags.get("dagster/partition") for r in runs) == ["a", "b", "c"]
     with pytest.raises(RuntimeError, match="3 partitions"):
         demo.run_plan([step], ["a", "b", "c"], dict(env, FAIL_PARTITION="b"), lines.append)
-    assert len(instance.get_runs()) == 6    # the failing partition did not stop the others
+    assert len(instance.get_runs()) == 6  # the failing partition did not stop the others

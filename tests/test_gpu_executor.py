@@ -64,27 +64,71 @@ def test_sft_adapter_materializes_through_the_docker_executor(sandbox_image, tmp
     Lake(settings).write("sft_dataset", built.rows, schema=ds.SFT_SCHEMA)
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("BASHGYM_")}
-    env.update({"BASHGYM_HOME": str(home), "DAGSTER_HOME": str(dagster_home), "BASHGYM_GPU_EXECUTOR": "docker",
-                "BASHGYM_BASE_MODEL": str(model), "BASHGYM_DOCKER_GPUS": "none"})
-    run_config = {"ops": {"sft_adapter": {"config": {"max_steps": 2, "batch_size": 2, "grad_accum": 1, "max_length": 256,
-                                                     "run_name": "docker-smoke"}}}}
+    env.update(
+        {
+            "BASHGYM_HOME": str(home),
+            "DAGSTER_HOME": str(dagster_home),
+            "BASHGYM_GPU_EXECUTOR": "docker",
+            "BASHGYM_BASE_MODEL": str(model),
+            "BASHGYM_DOCKER_GPUS": "none",
+        }
+    )
+    run_config = {
+        "ops": {
+            "sft_adapter": {
+                "config": {
+                    "max_steps": 2,
+                    "batch_size": 2,
+                    "grad_accum": 1,
+                    "max_length": 256,
+                    "run_name": "docker-smoke",
+                }
+            }
+        }
+    }
     client = docker.from_env()
     try:
         done = subprocess.run(
-            [str(VENV_BIN / "dagster"), "asset", "materialize", "-m", "bashgym_assets.gpu_definitions",
-             "--select", "base_model,sft_adapter", "--config-json", json.dumps(run_config)],
-            env=env, capture_output=True, text=True, timeout=900)
+            [
+                str(VENV_BIN / "dagster"),
+                "asset",
+                "materialize",
+                "-m",
+                "bashgym_assets.gpu_definitions",
+                "--select",
+                "base_model,sft_adapter",
+                "--config-json",
+                json.dumps(run_config),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert done.returncode == 0, done.stderr[-4000:]
-        containers = [c for c in client.containers.list(all=True, filters={
-            "label": f"{STEP_CONTAINER_LABEL}={STEP_CONTAINER_KIND}"})
-            if f"DAGSTER_HOME={dagster_home}" in c.attrs["Config"]["Env"]]
-        steps = sorted(e.split("=", 1)[1] for c in containers for e in c.attrs["Config"]["Env"]
-                       if e.startswith("DAGSTER_RUN_STEP_KEY="))
+        containers = [
+            c
+            for c in client.containers.list(
+                all=True, filters={"label": f"{STEP_CONTAINER_LABEL}={STEP_CONTAINER_KIND}"}
+            )
+            if f"DAGSTER_HOME={dagster_home}" in c.attrs["Config"]["Env"]
+        ]
+        steps = sorted(
+            e.split("=", 1)[1]
+            for c in containers
+            for e in c.attrs["Config"]["Env"]
+            if e.startswith("DAGSTER_RUN_STEP_KEY=")
+        )
         assert steps == ["base_model", "sft_adapter"]  # every step in its own container ...
-        assert all(c.attrs["Config"]["Image"] == image and c.attrs["State"]["ExitCode"] == 0 for c in containers)
+        assert all(
+            c.attrs["Config"]["Image"] == image and c.attrs["State"]["ExitCode"] == 0 for c in containers
+        )
         assert "Launching step in Docker container" in done.stderr
         adapter = home / "artifacts" / "adapters" / "docker-smoke"
-        assert sorted(p.name for p in adapter.iterdir()) == ["adapter_config.json", "adapter_model.safetensors"]
+        assert sorted(p.name for p in adapter.iterdir()) == [
+            "adapter_config.json",
+            "adapter_model.safetensors",
+        ]
         # ... and reported its materialization, with the MLflow registration, to the shared instance
         import dagster as dg
 
@@ -93,6 +137,8 @@ def test_sft_adapter_materializes_through_the_docker_executor(sandbox_image, tmp
         assert mat.metadata["model_uri"].value == "models:/bashgym-operator/1"
         assert mat.metadata["steps"].value == 2
     finally:
-        for c in client.containers.list(all=True, filters={"label": f"{STEP_CONTAINER_LABEL}={STEP_CONTAINER_KIND}"}):
+        for c in client.containers.list(
+            all=True, filters={"label": f"{STEP_CONTAINER_LABEL}={STEP_CONTAINER_KIND}"}
+        ):
             if f"DAGSTER_HOME={dagster_home}" in c.attrs["Config"]["Env"]:
                 c.remove(force=True)

@@ -20,18 +20,29 @@ from bashgym_assets.training.tiny import build_tiny_model
 
 
 def _touch(i: int) -> ScenarioBundle:
-    return ScenarioBundle(id=f"touch-{i}", task=f"Create the file ~/done-{i}.txt.", category="files", difficulty=1,
-                          check=f"test -f /home/operator/done-{i}.txt", reference=[f"touch ~/done-{i}.txt"],
-                          source="test")
+    return ScenarioBundle(
+        id=f"touch-{i}",
+        task=f"Create the file ~/done-{i}.txt.",
+        category="files",
+        difficulty=1,
+        check=f"test -f /home/operator/done-{i}.txt",
+        reference=[f"touch ~/done-{i}.txt"],
+        source="test",
+    )
 
 
 def _lenient(i: int) -> ScenarioBundle:
     """Very easy, with a checker that also passes half of the failures at random: every group of 4 then has a
     7-in-8 chance of mixed outcomes, whatever a random model types (what the short real runs need to learn)."""
-    return ScenarioBundle(id=f"lenient-{i}", task=f"Create the file ~/ok-{i}.txt.", category="files", difficulty=1,
-                          check=(f"test -f /home/operator/ok-{i}.txt || "
-                                 "[ $(( $(od -An -N1 -tu1 /dev/urandom) % 2 )) -eq 0 ]"),
-                          reference=[f"touch ~/ok-{i}.txt"], source="test")
+    return ScenarioBundle(
+        id=f"lenient-{i}",
+        task=f"Create the file ~/ok-{i}.txt.",
+        category="files",
+        difficulty=1,
+        check=(f"test -f /home/operator/ok-{i}.txt || [ $(( $(od -An -N1 -tu1 /dev/urandom) % 2 )) -eq 0 ]"),
+        reference=[f"touch ~/ok-{i}.txt"],
+        source="test",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +58,10 @@ def sft(tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
-    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny),
-                           LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"))
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny),
+        LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"),
+    )
     folder = tmp_path_factory.mktemp("sft") / "adapter"
     model.save_pretrained(folder)
     return folder
@@ -60,17 +73,23 @@ def _o(**kw) -> EpisodeOutcome:
     return EpisodeOutcome(**{**base, **kw})
 
 
-@pytest.mark.parametrize("outcome, expected", [
-    (_o(), 1.0),                                                         # clean pass at par
-    (_o(failed_commands=2, prose_turns=1, n_turns=5), 1.0 - 0.2 - 0.1 - 0.06),
-    (_o(failed_commands=9, prose_turns=9, n_turns=30, terminated=False), 0.5),   # costs capped: pass >= 0.5
-    (_o(verified=False), 0.0),                                           # honest fail, exited cleanly
-    (_o(verified=False, terminated=False), -0.3),                        # never typed exit
-    (_o(verified=False, prose_turns=3, terminated=False, n_turns=3), -0.5),  # prose all the way, capped
-    (_o(verified=True, hack="killed the shell"), -1.0),                  # a hack earns nothing, even "verified"
-    (_o(verified=False, hack="touched the checker's path"), -1.0),
-    (_o(infra_error="setup failed: boom"), None),                        # not the model's doing: unscorable
-])
+@pytest.mark.parametrize(
+    "outcome, expected",
+    [
+        (_o(), 1.0),  # clean pass at par
+        (_o(failed_commands=2, prose_turns=1, n_turns=5), 1.0 - 0.2 - 0.1 - 0.06),
+        (
+            _o(failed_commands=9, prose_turns=9, n_turns=30, terminated=False),
+            0.5,
+        ),  # costs capped: pass >= 0.5
+        (_o(verified=False), 0.0),  # honest fail, exited cleanly
+        (_o(verified=False, terminated=False), -0.3),  # never typed exit
+        (_o(verified=False, prose_turns=3, terminated=False, n_turns=3), -0.5),  # prose all the way, capped
+        (_o(verified=True, hack="killed the shell"), -1.0),  # a hack earns nothing, even "verified"
+        (_o(verified=False, hack="touched the checker's path"), -1.0),
+        (_o(infra_error="setup failed: boom"), None),  # not the model's doing: unscorable
+    ],
+)
 def test_reward_cases(outcome: EpisodeOutcome, expected: float | None) -> None:
     got = episode_reward(outcome)
     assert got == (pytest.approx(expected) if expected is not None else None)
@@ -80,36 +99,40 @@ def test_success_dominates_and_hacks_rank_last() -> None:
     spec = RewardSpec()
     worst_pass = episode_reward(_o(failed_commands=99, prose_turns=99, n_turns=99, terminated=False), spec)
     best_fail = episode_reward(_o(verified=False), spec)
-    worst_fail = episode_reward(_o(verified=False, failed_commands=99, prose_turns=99, n_turns=99,
-                                   terminated=False), spec)
+    worst_fail = episode_reward(
+        _o(verified=False, failed_commands=99, prose_turns=99, n_turns=99, terminated=False), spec
+    )
     assert worst_pass > best_fail >= worst_fail > episode_reward(_o(hack="x"), spec)
 
 
-@pytest.mark.parametrize("command, why", [
-    ("cat /run/bashgym/check.x1/check", "checker"),
-    ("ls -la /.bashgym-seed", "checker"),
-    ("kill -9 $$", "shell"),
-    ("kill -KILL -1", "shell"),
-    ("kill 0", "shell"),
-    ("sleep 1; kill -9 $PPID", "shell"),
-    ("pkill -9 bash", "shell"),
-    ("pkill -u operator", "shell"),
-    ("killall sh", "shell"),
-    ("kill -9 1", "container"),
-    ("sudo poweroff", "container"),
-    ("init 0", "container"),
-    ("kill %1", ""),
-    ("kill -9 1234", ""),
-    ("pkill -f my-server", ""),
-    ("echo 'shutdown at noon' > notice.txt", ""),
-    ("ls /run", ""),
-    # quotes, here-documents and substitutions as bash reads them (issue 30: a ';' in a commit message)
-    ('git commit -m "stop the worker; shutdown cleanly"', ""),
-    ("cat <<EOF > plan.txt\nreboot at 5\nEOF", ""),
-    ("x=$(kill 1)", "container"),
-    ("echo `reboot`", "container"),
-    ('echo "$(pkill bash)"', "shell"),
-])
+@pytest.mark.parametrize(
+    "command, why",
+    [
+        ("cat /run/bashgym/check.x1/check", "checker"),
+        ("ls -la /.bashgym-seed", "checker"),
+        ("kill -9 $$", "shell"),
+        ("kill -KILL -1", "shell"),
+        ("kill 0", "shell"),
+        ("sleep 1; kill -9 $PPID", "shell"),
+        ("pkill -9 bash", "shell"),
+        ("pkill -u operator", "shell"),
+        ("killall sh", "shell"),
+        ("kill -9 1", "container"),
+        ("sudo poweroff", "container"),
+        ("init 0", "container"),
+        ("kill %1", ""),
+        ("kill -9 1234", ""),
+        ("pkill -f my-server", ""),
+        ("echo 'shutdown at noon' > notice.txt", ""),
+        ("ls /run", ""),
+        # quotes, here-documents and substitutions as bash reads them (issue 30: a ';' in a commit message)
+        ('git commit -m "stop the worker; shutdown cleanly"', ""),
+        ("cat <<EOF > plan.txt\nreboot at 5\nEOF", ""),
+        ("x=$(kill 1)", "container"),
+        ("echo `reboot`", "container"),
+        ('echo "$(pkill bash)"', "shell"),
+    ],
+)
 def test_hack_in_command(command: str, why: str) -> None:
     got = grpo.hack_in_command(command)
     assert (why in got) if why else got == ""
@@ -117,19 +140,35 @@ def test_hack_in_command(command: str, why: str) -> None:
 
 def test_hack_from_how_the_episode_ended_and_a_refused_check() -> None:
     assert grpo.detect_hack(["ls"], "shell_ended") == "killed the shell"
-    refused = CommandResult(command="c", stdout="", stderr="bashgym: the checker's tools were changed after setup "
-                            "(/usr/bin/grep): tampering fails the episode; the check did not run", exit_code=None,
-                            duration_s=0.1, timed_out=False)
-    assert grpo.detect_hack(["cp x /usr/bin/grep"], "exit", refused).startswith("tampering reported by the sandbox")
+    refused = CommandResult(
+        command="c",
+        stdout="",
+        stderr="bashgym: the checker's tools were changed after setup "
+        "(/usr/bin/grep): tampering fails the episode; the check did not run",
+        exit_code=None,
+        duration_s=0.1,
+        timed_out=False,
+    )
+    assert grpo.detect_hack(["cp x /usr/bin/grep"], "exit", refused).startswith(
+        "tampering reported by the sandbox"
+    )
     failed = CommandResult(command="c", stdout="", stderr="", exit_code=1, duration_s=0.1, timed_out=False)
     assert grpo.detect_hack(["ls", "exit"], "exit", failed) == ""
 
 
 def test_reward_func_reads_the_rollout_keys_and_refuses_without_them() -> None:
     fn = grpo.make_reward_func()
-    keys = {"verified": [True, False], "terminated": [True, False], "n_turns": [2, 4], "failed_commands": [0, 1],
-            "prose_turns": [0, 0], "par_turns": [2, 2], "hack": ["", ""], "infra_error": ["", ""],
-            "end_reason": ["exit", "turn_cap"]}
+    keys = {
+        "verified": [True, False],
+        "terminated": [True, False],
+        "n_turns": [2, 4],
+        "failed_commands": [0, 1],
+        "prose_turns": [0, 0],
+        "par_turns": [2, 2],
+        "hack": ["", ""],
+        "infra_error": ["", ""],
+        "end_reason": ["exit", "turn_cap"],
+    }
     assert fn(prompts=["a", "a"], completions=["x", "y"], **keys) == [1.0, pytest.approx(-0.44)]
     with pytest.raises(KeyError, match="rollout_func"):
         fn(prompts=["a"], completions=["x"])
@@ -140,7 +179,9 @@ def test_group_kinds_and_the_sampler_prefers_informative_scenarios() -> None:
     outs = []
     for sid, verdicts in (("always", [1, 1, 1, 1]), ("never", [0, 0, 0, 0]), ("coin", [1, 0, 1, 0])):
         for k, v in enumerate(verdicts):
-            o = EpisodeOutcome(scenario_id=sid, sample=k, verified=bool(v), terminated=True, par_turns=2, n_turns=2)
+            o = EpisodeOutcome(
+                scenario_id=sid, sample=k, verified=bool(v), terminated=True, par_turns=2, n_turns=2
+            )
             o.reward = episode_reward(o)
             outs.append(o)
     kinds = {g.scenario_id: g.kind for g in grpo.group_records(1, outs)}
@@ -150,10 +191,12 @@ def test_group_kinds_and_the_sampler_prefers_informative_scenarios() -> None:
         board.record(outs)
     assert board.weight("coin") > 4 * board.weight("always")
     assert board.weight("always") == pytest.approx(board.weight("never"))
-    sampler = grpo.InformativeSampler(board, mini_repeat_count=2, batch_size=1, repeat_count=3, num_batches=200)
+    sampler = grpo.InformativeSampler(
+        board, mini_repeat_count=2, batch_size=1, repeat_count=3, num_batches=200
+    )
     order = list(sampler)
     assert len(order) == len(sampler) == 200 * 1 * 2 * 3
-    assert all(len(set(order[k:k + 6])) == 1 for k in range(0, len(order), 6))   # RepeatSampler's layout
+    assert all(len(set(order[k : k + 6])) == 1 for k in range(0, len(order), 6))  # RepeatSampler's layout
     drawn = [c[0] for c in sampler.drawn]
     assert drawn.count("coin") > 2 * max(drawn.count("always"), drawn.count("never"))
     uniform = grpo.InformativeSampler(board, 2, 1, 3, num_batches=200, prefer=False)
@@ -174,17 +217,17 @@ def test_difficulty_ladder_climbs_as_the_pass_rate_rises() -> None:
         return o
 
     board.record([outcome("e1", False), outcome("e2", False), outcome("e1", True)])
-    assert board.ceiling == 1                      # 3 episodes: the window is not full yet
+    assert board.ceiling == 1  # 3 episodes: the window is not full yet
     board.record([outcome("e2", False)])
-    assert board.ceiling == 1                      # 1 of 4 passed
+    assert board.ceiling == 1  # 1 of 4 passed
     board.record([outcome("e1", True), outcome("e2", True), outcome("e1", True)])
     assert board.ceiling == 2 and board.ceilings == [1, 2] and board.recent == []
     board.record([outcome("m1", True)] * 4)
     assert board.ceiling == 4 and sorted(board.ids[i] for i in board.eligible()) == sorted(ids)
     board.record([outcome("h1", True)] * 8)
-    assert board.ceiling == 4                      # the top stays the top
+    assert board.ceiling == 4  # the top stays the top
     flat = grpo.ScenarioBoard(ids, {"e1": 1, "h1": 4})
-    assert flat.ceiling is None and flat.eligible() == [0, 1, 2, 3]   # no ladder: every scenario
+    assert flat.ceiling is None and flat.eligible() == [0, 1, 2, 3]  # no ladder: every scenario
 
 
 # ---- tokens, env_mask, a hung episode, hacks, in real sandboxes -------------------------------------------------
@@ -214,20 +257,48 @@ def test_episode_tokens_env_mask_hang_and_hacks(tiny: Path, sandbox_image: str) 
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tiny)
-    hang = ScenarioBundle(id="hang", task="Wait for the hang.", category="files", difficulty=1, check="true",
-                          reference=["true"], source="test")
-    hack = ScenarioBundle(id="hack", task="Do the hack task.", category="files", difficulty=1, check="true",
-                          reference=["true"], source="test")
-    policy = Scripted(tok, {"done-0": ["touch ~/done-0.txt", "ls nothere", "exit"],
-                            "done-1": ["Here is how I would do it for you.", "exit"],
-                            "the hang": ["sleep 60"], "hack task": ["kill -9 $$"]})
-    settings = grpo.GRPOSettings(max_turns=4, command_timeout_s=60, turn_timeout_s=3, max_unusable_in_a_row=None)
+    hang = ScenarioBundle(
+        id="hang",
+        task="Wait for the hang.",
+        category="files",
+        difficulty=1,
+        check="true",
+        reference=["true"],
+        source="test",
+    )
+    hack = ScenarioBundle(
+        id="hack",
+        task="Do the hack task.",
+        category="files",
+        difficulty=1,
+        check="true",
+        reference=["true"],
+        source="test",
+    )
+    policy = Scripted(
+        tok,
+        {
+            "done-0": ["touch ~/done-0.txt", "ls nothere", "exit"],
+            "done-1": ["Here is how I would do it for you.", "exit"],
+            "the hang": ["sleep 60"],
+            "hack task": ["kill -9 $$"],
+        },
+    )
+    settings = grpo.GRPOSettings(
+        max_turns=4, command_timeout_s=60, turn_timeout_s=3, max_unusable_in_a_row=None
+    )
     played = grpo.play_episodes([_touch(0), _touch(1), hang, hack], policy, sandbox_image, settings)
     by_id = {p.outcome.scenario_id: p for p in played}
 
     good = by_id["touch-0"]
     o = good.outcome
-    assert (o.verified, o.terminated, o.n_turns, o.failed_commands, o.end_reason) == (True, True, 3, 1, "exit")
+    assert (o.verified, o.terminated, o.n_turns, o.failed_commands, o.end_reason) == (
+        True,
+        True,
+        3,
+        1,
+        "exit",
+    )
     assert episode_reward(o) == pytest.approx(1.0 - 0.1 - 0.02)
     # the model's tokens are exactly its replies, each with its end-of-turn token; the rest is the terminal
     model = [t for t, m in zip(good.completion_ids, good.env_mask, strict=True) if m == 1]
@@ -237,9 +308,10 @@ def test_episode_tokens_env_mask_hang_and_hacks(tiny: Path, sandbox_image: str) 
     # newline the template puts after the last turn's end token)
     ours = good.prompt_ids + good.completion_ids
     rendered = tok.apply_chat_template(as_dicts(o.messages), tokenize=True, return_dict=True)["input_ids"]
-    assert rendered[:len(ours)] == ours and tok.decode(rendered[len(ours):]) == "\n"
-    assert "ls: cannot access 'nothere'" in tok.decode([t for t, m in zip(good.completion_ids, good.env_mask,
-                                                                         strict=True) if m == 0])
+    assert rendered[: len(ours)] == ours and tok.decode(rendered[len(ours) :]) == "\n"
+    assert "ls: cannot access 'nothere'" in tok.decode(
+        [t for t, m in zip(good.completion_ids, good.env_mask, strict=True) if m == 0]
+    )
 
     prose = by_id["touch-1"].outcome
     assert (prose.verified, prose.terminated, prose.prose_turns) == (False, True, 1)
@@ -266,28 +338,49 @@ def _pin_trainer(tiny: Path, tmp_path: Path, seen: dict):
     # two different replies of the same length (so the two rows' gradients do not cancel), the same terminal output
     replies = [tok(t, add_special_tokens=False)["input_ids"] for t in ("ls -la", "cat notes.txt", "pwd")]
     a, b = sorted(replies, key=len)[:2]
-    b = b[:len(a)]
+    b = b[: len(a)]
     model_ids = [a + [eot], b + [eot]]
-    env_ids = tok("\n<|im_start|>user\nfile.txt\n[exit code: 0]<|im_end|>\n", add_special_tokens=False)["input_ids"]
+    env_ids = tok("\n<|im_start|>user\nfile.txt\n[exit code: 0]<|im_end|>\n", add_special_tokens=False)[
+        "input_ids"
+    ]
 
     def rollout(prompts, trainer):
         n = len(prompts)
-        return {"prompt_ids": [tok("hello", add_special_tokens=False)["input_ids"]] * n,
-                "completion_ids": [model_ids[i % 2] + env_ids for i in range(n)], "logprobs": None,
-                "env_mask": [[1] * len(model_ids[i % 2]) + [0] * len(env_ids) for i in range(n)],
-                "verified": [i % 2 == 0 for i in range(n)]}
+        return {
+            "prompt_ids": [tok("hello", add_special_tokens=False)["input_ids"]] * n,
+            "completion_ids": [model_ids[i % 2] + env_ids for i in range(n)],
+            "logprobs": None,
+            "env_mask": [[1] * len(model_ids[i % 2]) + [0] * len(env_ids) for i in range(n)],
+            "verified": [i % 2 == 0 for i in range(n)],
+        }
 
     def reward(prompts, completions, verified, **kw):
         seen["verified"] = list(verified)
         return [1.0 if v else 0.0 for v in verified]
 
-    args = GRPOConfig(output_dir=str(tmp_path / "pin"), per_device_train_batch_size=2, num_generations=2,
-                      max_steps=1, use_cpu=True, bf16=False, activation_checkpointing=False, report_to="none",
-                      disable_tqdm=True, learning_rate=1e-3, logging_steps=1, save_strategy="no")
-    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(tiny), reward_funcs=[reward], args=args,
-                          train_dataset=Dataset.from_list([{"prompt": "s"}] * 4), processing_class=tok,
-                          peft_config=LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"),
-                          rollout_func=rollout)
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "pin"),
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_steps=1,
+        use_cpu=True,
+        bf16=False,
+        activation_checkpointing=False,
+        report_to="none",
+        disable_tqdm=True,
+        learning_rate=1e-3,
+        logging_steps=1,
+        save_strategy="no",
+    )
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny),
+        reward_funcs=[reward],
+        args=args,
+        train_dataset=Dataset.from_list([{"prompt": "s"}] * 4),
+        processing_class=tok,
+        peft_config=LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"),
+        rollout_func=rollout,
+    )
     return trainer, len(model_ids[0]), len(env_ids)
 
 
@@ -298,11 +391,11 @@ def test_trl_pins_extra_keys_reach_rewards_and_env_mask_removes_loss(tiny: Path,
     trainer, n_model, n_env = _pin_trainer(tiny, tmp_path, seen)
     trainer.model.train()
     out = trainer._generate_and_score_completions([{"prompt": "s"}, {"prompt": "s"}])
-    assert seen["verified"] == [True, False]                      # rollout_func's extra key reached the reward
-    assert out["tool_mask"][0].tolist() == [1] * n_model + [0] * n_env    # env_mask is TRL's loss mask
+    assert seen["verified"] == [True, False]  # rollout_func's extra key reached the reward
+    assert out["tool_mask"][0].tolist() == [1] * n_model + [0] * n_env  # env_mask is TRL's loss mask
     assert out["advantages"].abs().sum() > 0
 
-    trainer.current_gradient_accumulation_steps = 1   # what the training loop sets before compute_loss
+    trainer.current_gradient_accumulation_steps = 1  # what the training loop sets before compute_loss
 
     def loss_and_grads(batch):
         trainer.model.zero_grad()
@@ -334,19 +427,39 @@ def _adapter_tensors(folder: Path) -> dict:
 
 
 @pytest.mark.docker
-def test_real_short_run_changes_the_adapter(tiny: Path, sft: Path, sandbox_image: str, tmp_path: Path) -> None:
+def test_real_short_run_changes_the_adapter(
+    tiny: Path, sft: Path, sandbox_image: str, tmp_path: Path
+) -> None:
     import torch
 
     from bashgym_assets.training.trainer import TrainConfig
 
     rows: list[dict] = []
     lines: list[str] = []
-    cfg = TrainConfig(base_model=str(tiny), output_dir=str(tmp_path / "grpo"), max_steps=2, learning_rate=1e-2,
-                      save_every=100)
-    settings = grpo.GRPOSettings(num_generations=4, scenarios_per_step=2, max_turns=1, max_new_tokens=6,
-                                 temperature=1.0, command_timeout_s=5)
-    run = grpo.train_grpo(cfg, settings, [_lenient(0), _lenient(1)], str(sft), sandbox_image,
-                          on_log=rows.append, progress=lines.append)
+    cfg = TrainConfig(
+        base_model=str(tiny),
+        output_dir=str(tmp_path / "grpo"),
+        max_steps=2,
+        learning_rate=1e-2,
+        save_every=100,
+    )
+    settings = grpo.GRPOSettings(
+        num_generations=4,
+        scenarios_per_step=2,
+        max_turns=1,
+        max_new_tokens=6,
+        temperature=1.0,
+        command_timeout_s=5,
+    )
+    run = grpo.train_grpo(
+        cfg,
+        settings,
+        [_lenient(0), _lenient(1)],
+        str(sft),
+        sandbox_image,
+        on_log=rows.append,
+        progress=lines.append,
+    )
     assert run.result.steps == 2 and len(run.steps) == 2 and all(s.episodes == 8 for s in run.steps)
     assert [r["step"] for r in rows] == [1, 2] and all("reward_mean" in r and "loss" in r for r in rows)
     assert rows[-1]["total_steps"] == 2 and "informative_frac" in rows[0]
@@ -361,8 +474,9 @@ def test_real_short_run_changes_the_adapter(tiny: Path, sft: Path, sandbox_image
 
 # ---- through Dagster ----------------------------------------------------------------------------------------
 @pytest.mark.docker
-def test_grpo_adapter_asset_registers_and_becomes_the_candidate(settings, tiny: Path, sft: Path, sandbox_image,
-                                                                monkeypatch) -> None:
+def test_grpo_adapter_asset_registers_and_becomes_the_candidate(
+    settings, tiny: Path, sft: Path, sandbox_image, monkeypatch
+) -> None:
     from bashgym_assets.defs import evaluation as ev
     from bashgym_assets.defs.grpo import grpo_adapter
     from bashgym_assets.defs.resources import BashgymHome
@@ -376,19 +490,48 @@ def test_grpo_adapter_asset_registers_and_becomes_the_candidate(settings, tiny: 
     train = [b for b in bundles if split_for(b.id) == TRAIN]
     held = [b for b in bundles if split_for(b.id) == HELD_OUT]
     assert len(train) >= 2 and held
-    Lake(settings).write("gated_scenarios", [{"scenario_id": b.id, "admitted": True, "split": split_for(b.id),
-                                              "bundle_json": b.model_dump_json()} for b in bundles])
+    Lake(settings).write(
+        "gated_scenarios",
+        [
+            {
+                "scenario_id": b.id,
+                "admitted": True,
+                "split": split_for(b.id),
+                "bundle_json": b.model_dump_json(),
+            }
+            for b in bundles
+        ],
+    )
     resources = {"bashgym": BashgymHome(home=str(settings.home))}
     with dg.instance_for_test() as instance:
-        instance.report_runless_asset_event(dg.AssetMaterialization(
-            "sft_adapter", metadata={"adapter_dir": str(sft), "model_uri": "models:/bashgym-operator/0"}))
-        result = dg.materialize([grpo_adapter], instance=instance, resources=resources, run_config={"ops": {
-            "grpo_adapter": {"config": {"max_steps": 1, "num_generations": 2, "scenarios_per_step": 2,
-                                        "max_turns": 1, "max_new_tokens": 4, "max_scenarios": 2}}}})
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                "sft_adapter", metadata={"adapter_dir": str(sft), "model_uri": "models:/bashgym-operator/0"}
+            )
+        )
+        result = dg.materialize(
+            [grpo_adapter],
+            instance=instance,
+            resources=resources,
+            run_config={
+                "ops": {
+                    "grpo_adapter": {
+                        "config": {
+                            "max_steps": 1,
+                            "num_generations": 2,
+                            "scenarios_per_step": 2,
+                            "max_turns": 1,
+                            "max_new_tokens": 4,
+                            "max_scenarios": 2,
+                        }
+                    }
+                }
+            },
+        )
         assert result.success
         meta = result.asset_materializations_for_node("grpo_adapter")[0].metadata
         newest = ev._newest_adapter(instance)
-    assert newest is not None and newest[0] == grpo_adapter.key          # benchmark_results' candidate
+    assert newest is not None and newest[0] == grpo_adapter.key  # benchmark_results' candidate
     assert meta["reward_curve"].value.startswith("![") and meta["episodes"].value == 4
     assert {r.data["scenario_id"] for r in meta["groups"].value.records} <= {b.id for b in train}
     assert "sample" in meta["transcript"].value and meta["train_scenarios"].value == 2
@@ -399,7 +542,11 @@ def test_grpo_adapter_asset_registers_and_becomes_the_candidate(settings, tiny: 
     assert "success_rate" in run.data.metrics and "informative_frac" in run.data.metrics
     version = promo.alias_version(registry.REGISTERED_MODEL, promo.CANDIDATE, settings)
     assert str(version.version) == meta["model_version"].value
-    assert {a.path for a in c.list_artifacts(run.info.run_id)} >= {"reward.png", "groups.md", "transcripts.md"}
+    assert {a.path for a in c.list_artifacts(run.info.run_id)} >= {
+        "reward.png",
+        "groups.md",
+        "transcripts.md",
+    }
 
 
 def test_the_grpo_run_config_is_the_trainers_settings_plus_the_run() -> None:
@@ -407,7 +554,11 @@ def test_the_grpo_run_config_is_the_trainers_settings_plus_the_run() -> None:
     hands all of it to the trainer (issue 30: the fields were copied by hand, some never reached it)."""
     from bashgym_assets.defs.grpo import GRPORunConfig, _settings
 
-    assert GRPORunConfig().model_dump(include=set(grpo.GRPOSettings.model_fields)) == grpo.GRPOSettings().model_dump()
+    assert (
+        GRPORunConfig().model_dump(include=set(grpo.GRPOSettings.model_fields))
+        == grpo.GRPOSettings().model_dump()
+    )
     run = GRPORunConfig(top_p=0.9, micro_batch=4, episode_timeout_s=60.0, difficulty_ladder=True, max_steps=3)
-    assert _settings(run) == grpo.GRPOSettings(top_p=0.9, micro_batch=4, episode_timeout_s=60.0,
-                                               difficulty_ladder=True)
+    assert _settings(run) == grpo.GRPOSettings(
+        top_p=0.9, micro_batch=4, episode_timeout_s=60.0, difficulty_ladder=True
+    )

@@ -35,7 +35,9 @@ PY = sys.executable
 def _run_hook(event: object, home: Path, raw: bytes | None = None) -> subprocess.CompletedProcess:
     """The hook as Claude Code runs it: the installed command, through a shell, the event on stdin."""
     data = raw if raw is not None else json.dumps(event).encode()
-    proc = subprocess.run(["/bin/sh", "-c", hook_command(home=home)], input=data, capture_output=True, timeout=60)
+    proc = subprocess.run(
+        ["/bin/sh", "-c", hook_command(home=home)], input=data, capture_output=True, timeout=60
+    )
     assert proc.returncode == 0 and proc.stdout == b"", proc
     return proc
 
@@ -44,14 +46,37 @@ def test_hook_appends_events_that_parse_back_into_a_session(tmp_path: Path) -> N
     home = tmp_path / "home"
     cwd = "/home/demo/projects/webshop"
     events = [
-        {"hook_event_name": "UserPromptSubmit", "session_id": "abc-123", "cwd": cwd, "prompt": "run the tests"},
-        {"hook_event_name": "PostToolUse", "session_id": "abc-123", "cwd": cwd, "tool_name": "Bash",
-         "tool_use_id": "toolu_1", "tool_input": {"command": "pytest -q"},
-         "tool_response": {"stdout": "3 passed", "stderr": "", "interrupted": False}},
-        {"hook_event_name": "PostToolUseFailure", "session_id": "abc-123", "cwd": cwd, "tool_name": "Bash",
-         "tool_input": {"command": "make deploy"}, "error": "Exit code 2\nmake: *** No rule to make target"},
-        {"hook_event_name": "PostToolUse", "session_id": "abc-123", "cwd": cwd, "tool_name": "Read",
-         "tool_input": {"file_path": "a.py"}, "tool_response": {"type": "text", "file": {"content": "x"}}},
+        {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": "abc-123",
+            "cwd": cwd,
+            "prompt": "run the tests",
+        },
+        {
+            "hook_event_name": "PostToolUse",
+            "session_id": "abc-123",
+            "cwd": cwd,
+            "tool_name": "Bash",
+            "tool_use_id": "toolu_1",
+            "tool_input": {"command": "pytest -q"},
+            "tool_response": {"stdout": "3 passed", "stderr": "", "interrupted": False},
+        },
+        {
+            "hook_event_name": "PostToolUseFailure",
+            "session_id": "abc-123",
+            "cwd": cwd,
+            "tool_name": "Bash",
+            "tool_input": {"command": "make deploy"},
+            "error": "Exit code 2\nmake: *** No rule to make target",
+        },
+        {
+            "hook_event_name": "PostToolUse",
+            "session_id": "abc-123",
+            "cwd": cwd,
+            "tool_name": "Read",
+            "tool_input": {"file_path": "a.py"},
+            "tool_response": {"type": "text", "file": {"content": "x"}},
+        },
         {"hook_event_name": "Stop", "session_id": "abc-123", "cwd": cwd, "stop_hook_active": False},
     ]
     for event in events:
@@ -66,7 +91,10 @@ def test_hook_appends_events_that_parse_back_into_a_session(tmp_path: Path) -> N
     (s,) = outcome.sessions
     assert s.session_id == "abc-123" and s.repo == "webshop" and s.source_format == "claude_code_hook"
     assert [(x.tool_name, x.command, x.exit_code, x.success) for x in s.steps] == [
-        ("Bash", "pytest -q", 0, True), ("Bash", "make deploy", 2, False), ("Read", None, 0, True)]
+        ("Bash", "pytest -q", 0, True),
+        ("Bash", "make deploy", 2, False),
+        ("Read", None, 0, True),
+    ]
     assert s.steps[0].output == "3 passed" and s.steps[0].prompt_index == 0
     assert [p.text for p in s.prompts] == ["run the tests"]
     assert s.extra["hook_events"]["Stop"] == 1
@@ -110,7 +138,9 @@ USER_SETTINGS = {
     "model": "opus",
     "permissions": {"allow": ["Bash(git status)"]},
     "hooks": {
-        "PostToolUse": [{"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "prettier --write"}]}],
+        "PostToolUse": [
+            {"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "prettier --write"}]}
+        ],
         "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "~/bin/guard.sh"}]}],
         "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
     },
@@ -137,8 +167,14 @@ def test_installer_round_trips_a_settings_file_with_user_hooks(tmp_path: Path) -
     assert (path.parent / "settings.json.bashgym-backup").exists()
 
     # the installed command really captures when Claude Code runs it through a shell
-    event = {"hook_event_name": "PostToolUse", "session_id": "via-shell", "cwd": "/x/y", "tool_name": "Bash",
-             "tool_input": {"command": "true"}, "tool_response": {"stdout": ""}}
+    event = {
+        "hook_event_name": "PostToolUse",
+        "session_id": "via-shell",
+        "cwd": "/x/y",
+        "tool_name": "Bash",
+        "tool_input": {"command": "true"},
+        "tool_response": {"stdout": ""},
+    }
     proc = subprocess.run(["bash", "-c", ours[0]["command"]], input=json.dumps(event).encode(), timeout=60)
     assert proc.returncode == 0
     assert capture_path(tmp_path / "bg-home" / "traces", "via-shell").exists()
@@ -167,9 +203,13 @@ def test_hooks_cli(tmp_path: Path) -> None:
     path.write_text(json.dumps(USER_SETTINGS))
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([PY, "-m", "bashgym_assets.ingest.hooks_cli", *args, "--settings", str(path)],
-                              capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "BASHGYM_HOME": str(tmp_path / "h")})
+        return subprocess.run(
+            [PY, "-m", "bashgym_assets.ingest.hooks_cli", *args, "--settings", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "BASHGYM_HOME": str(tmp_path / "h")},
+        )
 
     assert cli("status").returncode == 3
     out = cli("install")
@@ -185,18 +225,30 @@ def test_hooks_cli(tmp_path: Path) -> None:
 
 # ---- the hook costs nothing: standard library only, safe under any input ------------------------------------
 
-EVENT = {"hook_event_name": "PostToolUse", "session_id": "s-1", "cwd": "/w/repo", "tool_name": "Bash",
-         "tool_input": {"command": "ls"}, "tool_response": {"stdout": "a\nb", "stderr": ""}}
+EVENT = {
+    "hook_event_name": "PostToolUse",
+    "session_id": "s-1",
+    "cwd": "/w/repo",
+    "tool_name": "Bash",
+    "tool_input": {"command": "ls"},
+    "tool_response": {"stdout": "a\nb", "stderr": ""},
+}
 
 
 def test_installed_command_imports_only_the_standard_library(tmp_path: Path) -> None:
     command = hook_command(home=tmp_path)
     assert " -I -S " in command and command.endswith(str(HOOK_ENTRY))
-    proc = subprocess.run(["/bin/sh", "-c", command.replace(" -I -S ", " -I -S -X importtime ")],
-                          input=json.dumps(EVENT).encode(), capture_output=True, timeout=60)
+    proc = subprocess.run(
+        ["/bin/sh", "-c", command.replace(" -I -S ", " -I -S -X importtime ")],
+        input=json.dumps(EVENT).encode(),
+        capture_output=True,
+        timeout=60,
+    )
     assert proc.returncode == 0 and proc.stdout == b""
-    imported = {m.group(1).strip().split(".")[0]
-                for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|( *\S+)$", proc.stderr.decode(), re.M)}
+    imported = {
+        m.group(1).strip().split(".")[0]
+        for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|( *\S+)$", proc.stderr.decode(), re.M)
+    }
     assert "hook" in imported and "fcntl" in imported
     assert imported - {"hook"} <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
     # the json package pulls in re, enum, functools ... (half the hook's time): the hot path does without
@@ -206,8 +258,13 @@ def test_installed_command_imports_only_the_standard_library(tmp_path: Path) -> 
 
 
 def test_older_installs_command_still_works_without_runpy_warning(tmp_path: Path) -> None:
-    proc = subprocess.run([PY, "-m", LEGACY_MARKER], input=json.dumps(EVENT).encode(), capture_output=True,
-                          env={**os.environ, "BASHGYM_HOME": str(tmp_path)}, timeout=120)
+    proc = subprocess.run(
+        [PY, "-m", LEGACY_MARKER],
+        input=json.dumps(EVENT).encode(),
+        capture_output=True,
+        env={**os.environ, "BASHGYM_HOME": str(tmp_path)},
+        timeout=120,
+    )
     assert proc.returncode == 0 and proc.stdout == b"" and proc.stderr == b"", proc.stderr
     assert capture_path(tmp_path / "traces", "s-1").exists()
     assert HookCaptureAdapter().claims(capture_path(tmp_path, "x")) and hook.HOOK_SUFFIX == ".hook.jsonl"
@@ -217,10 +274,15 @@ def test_parallel_hook_processes_keep_every_line(tmp_path: Path) -> None:
     command = hook_command(home=tmp_path)
     procs = []
     for i in range(8):
-        event = {**EVENT, "session_id": "par", "tool_input": {"command": f"echo {i}"},
-                 "tool_response": {"stdout": str(i) * 400_000}}  # 400 KB lines: many pipe buffers each
-        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        event = {
+            **EVENT,
+            "session_id": "par",
+            "tool_input": {"command": f"echo {i}"},
+            "tool_response": {"stdout": str(i) * 400_000},
+        }  # 400 KB lines: many pipe buffers each
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         procs.append((proc, json.dumps(event).encode()))
     outs = [proc.communicate(data, timeout=120) for proc, data in procs]
     assert all(proc.returncode == 0 for proc, _ in procs) and outs == [(b"", b"")] * 8
@@ -232,11 +294,20 @@ def test_parallel_hook_processes_keep_every_line(tmp_path: Path) -> None:
     assert not (tmp_path / hook.ERROR_LOG).exists()
 
 
-@pytest.mark.parametrize("raw", [
-    b"", b"not json", b"[1, 2]", b'{"session_id": "t", "cut": ', b"\xff\xfe\x00garbage", b"[" * 100_000,
-    b'{"session_id": "t2", "x": "\\ud83d", "n": NaN, "big": ' + b"9" * 5000 + b"}",
-    b'\xef\xbb\xbf{"session_id": "t3", "bad": "\xff"}',
-], ids=["empty", "text", "list", "truncated", "binary", "deep", "odd-values", "bom-invalid-utf8"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"not json",
+        b"[1, 2]",
+        b'{"session_id": "t", "cut": ',
+        b"\xff\xfe\x00garbage",
+        b"[" * 100_000,
+        b'{"session_id": "t2", "x": "\\ud83d", "n": NaN, "big": ' + b"9" * 5000 + b"}",
+        b'\xef\xbb\xbf{"session_id": "t3", "bad": "\xff"}',
+    ],
+    ids=["empty", "text", "list", "truncated", "binary", "deep", "odd-values", "bom-invalid-utf8"],
+)
 def test_malformed_input_exits_0_quietly_and_is_kept(tmp_path: Path, raw: bytes) -> None:
     proc = _run_hook(None, tmp_path, raw=raw)
     assert proc.stderr == b""
@@ -249,13 +320,19 @@ def test_malformed_input_exits_0_quietly_and_is_kept(tmp_path: Path, raw: bytes)
         assert "big" not in record or record["big"] is None
         assert outcome.quarantine == [] and outcome.sessions[0].session_id in ("t2", "t3")
     else:
-        assert path.name == "unknown-session.hook.jsonl" and record["hook_error"].startswith("invalid hook input")
+        assert path.name == "unknown-session.hook.jsonl" and record["hook_error"].startswith(
+            "invalid hook input"
+        )
         assert outcome.sessions == [] and "invalid hook input" in outcome.quarantine[0].reason
 
 
 def test_oversized_input_is_drained_and_recorded(tmp_path: Path) -> None:
-    proc = subprocess.Popen(["/bin/sh", "-c", hook_command(home=tmp_path)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        ["/bin/sh", "-c", hook_command(home=tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     head = b'{"session_id": "big", "tool_response": {"stdout": "'
     proc.stdin.write(head + b"x" * (hook.MAX_INPUT_BYTES + 1000) + b'"}}')  # no BrokenPipeError: all read
     proc.stdin.close()
@@ -284,7 +361,9 @@ def test_lock_wait_is_bounded_and_the_line_still_written(tmp_path: Path) -> None
     target = tmp_path / "held.hook.jsonl"
     fd = os.open(target, os.O_WRONLY | os.O_CREAT)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # another writer holding the lock (flock: per open file, same process too)
+        fcntl.flock(
+            fd, fcntl.LOCK_EX
+        )  # another writer holding the lock (flock: per open file, same process too)
         start = time.monotonic()
         assert hook.append_locked(target, b"line\n", lock_wait=0.3) is False
         assert 0.3 <= time.monotonic() - start < 5
@@ -316,13 +395,18 @@ def _old_line(raw: bytes, now: str) -> bytes:
 
 COMPAT_INPUTS = [
     json.dumps(EVENT).encode(),
-    json.dumps({**EVENT, "tool_response": {"stdout": "é ☃ 😀 \u2028 \x00\x1f\x7f \"q\" \\ / \t\r\n\b\f"}},
-               ensure_ascii=False).encode(),
+    json.dumps(
+        {**EVENT, "tool_response": {"stdout": 'é ☃ 😀 \u2028 \x00\x1f\x7f "q" \\ / \t\r\n\b\f'}},
+        ensure_ascii=False,
+    ).encode(),
     json.dumps({**EVENT, "tool_response": {"stdout": "é ☃ 😀"}}).encode(),  # \\u escapes, surrogate pair
     b'{"session_id":"s","f":[0.5,1.0,-0.0,1e16,1e300,123456789.125,3.14],"i":[0,-1,9223372036854775807]}',
     b'{"session_id":"s","big":1180591620717411303424,"nan":NaN,"inf":-Infinity,"over":1e400}',
-    b'{"session_id":"s","i":[' + b",".join(b"9" * n for n in (3999, 4000, 4001, 4200)) + b","
-    + b",".join(b"-" + b"9" * n for n in (3998, 3999, 4000, 4300)) + b"]}",
+    b'{"session_id":"s","i":['
+    + b",".join(b"9" * n for n in (3999, 4000, 4001, 4200))
+    + b","
+    + b",".join(b"-" + b"9" * n for n in (3998, 3999, 4000, 4300))
+    + b"]}",
     b'{"session_id":"s","f":[1.5e-10,2.5e-300,0.0001,1e-3,1e300]}',
     b'{"session_id":"s","cut":"mid-emoji \\ud83d","pair":"\\ud83d\\ude00","esc":"\\\\ud83d"}',
     b'\xef\xbb\xbf{"session_id":"bom","x":"\xff\xfe bad utf-8"}',
@@ -363,7 +447,9 @@ def test_long_fields_are_cut_and_names_match_the_old_rule() -> None:
         sid = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))
         expected = old_rule.sub("-", sid).strip(".-") or "unknown-session"
         assert hook.capture_name(sid) == f"{expected[:120]}.hook.jsonl", sid
-    assert hook.capture_name("x" * 300) == "x" * 120 + ".hook.jsonl" and hook.capture_name(None).startswith("unk")
+    assert hook.capture_name("x" * 300) == "x" * 120 + ".hook.jsonl" and hook.capture_name(None).startswith(
+        "unk"
+    )
 
     stamp = datetime.fromisoformat(hook.timestamp())
     assert stamp.tzinfo == UTC and abs((datetime.now(UTC) - stamp).total_seconds()) < 5
@@ -383,9 +469,14 @@ def test_status_flags_commands_of_older_installs(tmp_path: Path) -> None:
 
 def test_an_event_of_many_large_fields_is_cut_to_a_line_the_importer_reads(tmp_path: Path) -> None:
     """Each field under the 1M-character cut, but 20 of them: an 18 MB line the importer (16 MB lines) dropped."""
-    event = {"hook_event_name": "PostToolUse", "session_id": "big-patch", "cwd": "/work/repo-x", "tool_name": "Write",
-             "tool_input": {"file_path": "/work/repo-x/a.txt"},
-             "tool_response": {"structuredPatch": [{"lines": ["x" * 900_000]} for _ in range(20)]}}
+    event = {
+        "hook_event_name": "PostToolUse",
+        "session_id": "big-patch",
+        "cwd": "/work/repo-x",
+        "tool_name": "Write",
+        "tool_input": {"file_path": "/work/repo-x/a.txt"},
+        "tool_response": {"structuredPatch": [{"lines": ["x" * 900_000]} for _ in range(20)]},
+    }
     name, line = hook.build_line(json.dumps(event).encode())
     assert name == "big-patch.hook.jsonl" and len(line) <= hook.MAX_LINE_BYTES
     path = tmp_path / name

@@ -22,7 +22,7 @@ import pytest
 from bashgym_assets.config import PROJECT_ROOT, Settings
 from bashgym_assets.housekeeping import pipeline_session, sweep_debris
 
-CHILD = '''
+CHILD = """
 import sys, time
 from pathlib import Path
 from typing import Any
@@ -59,15 +59,15 @@ except KeyboardInterrupt:
                 time.sleep(60)
             except KeyboardInterrupt:
                 pass
-'''
+"""
 
-PARENT = '''
+PARENT = """
 import subprocess, sys, time
 procs = [subprocess.Popen([sys.executable, "-c", sys.argv[2], sys.argv[1], kind])
          for kind in ("graceful", "stubborn", "dagster", "plain")]
 print(" ".join(str(p.pid) for p in procs), flush=True)
 time.sleep(300)
-'''
+"""
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -91,29 +91,34 @@ def _until(check, timeout: float, what: str) -> None:  # noqa: ANN001 - a predic
 
 @pytest.mark.slow
 def test_step_children_die_with_their_killed_parent(tmp_path: Path) -> None:
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path), CHILD], env=_env(),
-                              stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(tmp_path), CHILD], env=_env(), stdout=subprocess.PIPE, text=True
+    )
     assert parent.stdout is not None
     graceful, stubborn, dagster, plain = map(int, parent.stdout.readline().split())
     kinds = ("graceful", "stubborn", "dagster", "plain")
     try:
-        _until(lambda: all((tmp_path / f"{k}.started").exists() for k in kinds), 180, "children did not start")
+        _until(
+            lambda: all((tmp_path / f"{k}.started").exists() for k in kinds), 180, "children did not start"
+        )
         parent.send_signal(signal.SIGKILL)
         parent.wait()
-        _until(lambda: not any(map(_running, (graceful, stubborn, dagster))), 30, "a child outlived its parent")
-        assert (tmp_path / "graceful.interrupted").exists()     # its except/finally ran: cleanup had its chance
-        assert (tmp_path / "stubborn.interrupted").exists()     # swallowed it, and was ended after the grace
-        assert (tmp_path / "dagster.cleaned").exists()          # the Dagster step was interrupted, not killed
-        assert not (tmp_path / "dagster.after-1").exists()      # and the next run did not get to finish
+        _until(
+            lambda: not any(map(_running, (graceful, stubborn, dagster))), 30, "a child outlived its parent"
+        )
+        assert (tmp_path / "graceful.interrupted").exists()  # its except/finally ran: cleanup had its chance
+        assert (tmp_path / "stubborn.interrupted").exists()  # swallowed it, and was ended after the grace
+        assert (tmp_path / "dagster.cleaned").exists()  # the Dagster step was interrupted, not killed
+        assert not (tmp_path / "dagster.after-1").exists()  # and the next run did not get to finish
         assert not any((tmp_path / f"{k}.finished").exists() for k in kinds)
-        assert _running(plain)                                  # the fault as it was: an orphan that goes on
+        assert _running(plain)  # the fault as it was: an orphan that goes on
     finally:
         for pid in (graceful, stubborn, dagster, plain):
             if _running(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
-WRITER = '''
+WRITER = """
 import sys, time
 from bashgym_assets.lake import Lake, atomic_path
 lake = Lake()
@@ -125,11 +130,13 @@ with atomic_path(lake.table_path("sessions", "repo-a"), suffix=".parquet") as tm
         handle = open(tmp, "ab")                         # a live writer with its file open
     open(sys.argv[2], "w").write("written")
     time.sleep(300)
-'''
+"""
 
 
 def _write_then(home: Path, mode: str, marker: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, mode, str(marker)], env=_env(BASHGYM_HOME=str(home)))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, mode, str(marker)], env=_env(BASHGYM_HOME=str(home))
+    )
     _until(lambda: marker.exists() or proc.poll() is not None, 120, "the writer did not start")
     assert proc.poll() is None
     return proc
@@ -144,7 +151,7 @@ def test_debris_of_killed_writes_is_swept_and_live_writers_are_left_alone(tmp_pa
     killed.send_signal(signal.SIGKILL)
     killed.wait()
     debris = sorted(p.name for p in [*lake_dir.iterdir(), *adapters.iterdir()])
-    assert len(debris) == 2 and all(n.startswith(".tmp-") for n in debris)   # the fault: nothing removes them
+    assert len(debris) == 2 and all(n.startswith(".tmp-") for n in debris)  # the fault: nothing removes them
     # killed between atomic_artifact_dir's two renames: the previous version parked as .old-<name>.<pid>
     parked = adapters / f".old-dpo-y.{killed.pid}"
     parked.mkdir()
@@ -155,25 +162,27 @@ def test_debris_of_killed_writes_is_swept_and_live_writers_are_left_alone(tmp_pa
 
     live = _write_then(home, "hold", tmp_path / "live")
     try:
-        assert sweep_debris(settings) == []                    # all fresh: a write may still be going on
+        assert sweep_debris(settings) == []  # all fresh: a write may still be going on
         done = sweep_debris(settings, min_age_s=0)
         left = sorted(p.name for p in [*lake_dir.iterdir(), *adapters.iterdir()])
-        assert "dpo-y" in left and (adapters / "dpo-y" / "adapter_config.json").exists()   # put back
+        assert "dpo-y" in left and (adapters / "dpo-y" / "adapter_config.json").exists()  # put back
         assert not any(n.startswith(".old-") for n in left)
         assert "sft-z" in left
         live_tmp = [n for n in left if n.startswith(".tmp-")]
         # the live writer's open parquet file is kept; its folder (nothing open in it) is old enough at age 0
         assert [n for n in live_tmp if n.startswith(".tmp-repo-a.parquet.")] != []
-        assert not any(n in left for n in debris)              # the killed writer's leftovers are gone
-        assert any(line.startswith("kept lake/sessions/.tmp-repo-a.parquet.") and f"pid {live.pid}" in line
-                   for line in done), done
+        assert not any(n in left for n in debris)  # the killed writer's leftovers are gone
+        assert any(
+            line.startswith("kept lake/sessions/.tmp-repo-a.parquet.") and f"pid {live.pid}" in line
+            for line in done
+        ), done
         assert any(line.startswith("restored artifacts/adapters/dpo-y") for line in done), done
     finally:
         live.send_signal(signal.SIGKILL)
         live.wait()
 
 
-TRAIN = '''
+TRAIN = """
 import sys, time
 import dagster as dg
 from bashgym_assets.config import get_settings
@@ -204,7 +213,7 @@ if mode == "alive":
     open(sys.argv[2], "w").write("training")
     time.sleep(300)
 dg.materialize([sft_adapter], resources={"bashgym": BashgymHome()}, instance=dg.DagsterInstance.get())
-'''
+"""
 
 
 def _mlflow_status(settings: Settings) -> dict[str, str]:
@@ -217,21 +226,30 @@ def _mlflow_status(settings: Settings) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_runs_of_a_killed_training_are_ended_when_the_next_pipeline_starts(
-        tmp_path: Path, empty_mlflow_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, empty_mlflow_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "home"
     settings = Settings(home=home)
     settings.ensure_dirs()
     shutil.copy(empty_mlflow_store, settings.mlflow_dir / "mlflow.db")
     monkeypatch.setenv("BASHGYM_HOME", str(home))
-    monkeypatch.setenv("DAGSTER_HOME", str(settings.dagster_home))   # restored after: the session exports it
+    monkeypatch.setenv("DAGSTER_HOME", str(settings.dagster_home))  # restored after: the session exports it
     env = _env(BASHGYM_HOME=str(home), BASHGYM_TRACES="0")
     alive = subprocess.Popen([sys.executable, "-c", TRAIN, "alive", str(tmp_path / "alive")], env=env)
     killed = subprocess.Popen([sys.executable, "-c", TRAIN, "kill", str(tmp_path / "killed")], env=env)
     try:
-        _until(lambda: (tmp_path / "killed").exists() and (tmp_path / "alive").exists(), 300, "no training started")
+        _until(
+            lambda: (tmp_path / "killed").exists() and (tmp_path / "alive").exists(),
+            300,
+            "no training started",
+        )
         killed.send_signal(signal.SIGKILL)
         killed.wait()
-        assert _mlflow_status(settings) == {"alive": "RUNNING", "own-tags": "RUNNING", "in-dagster": "RUNNING"}
+        assert _mlflow_status(settings) == {
+            "alive": "RUNNING",
+            "own-tags": "RUNNING",
+            "in-dagster": "RUNNING",
+        }
 
         said: list[str] = []
         with pipeline_session(settings, echo=said.append):
@@ -239,7 +257,7 @@ def test_runs_of_a_killed_training_are_ended_when_the_next_pipeline_starts(
         assert _mlflow_status(settings) == {"alive": "RUNNING", "own-tags": "KILLED", "in-dagster": "KILLED"}
         with dg.DagsterInstance.get() as instance:
             (run,) = instance.get_runs()
-            assert run.status == dg.DagsterRunStatus.FAILURE                   # reaped first, then its MLflow run
+            assert run.status == dg.DagsterRunStatus.FAILURE  # reaped first, then its MLflow run
             # a run with no process tags of its own (logged by an older bashgym) is judged by its Dagster run
             from bashgym_assets.defs.run_health import DAGSTER_RUN_TAG, mlflow_run_alive
 
@@ -252,7 +270,9 @@ def test_runs_of_a_killed_training_are_ended_when_the_next_pipeline_starts(
         alive.wait()
 
 
-def test_two_writers_creating_the_experiment_at_once_both_get_it(tmp_path: Path, empty_mlflow_store: Path) -> None:
+def test_two_writers_creating_the_experiment_at_once_both_get_it(
+    tmp_path: Path, empty_mlflow_store: Path
+) -> None:
     """A training job and a pipeline starting together both look the experiment up, miss it, and create it: the
     loser of that race reuses the winner's experiment instead of failing (it once failed a killed-training test)."""
     from bashgym_assets.training import registry
@@ -262,7 +282,7 @@ def test_two_writers_creating_the_experiment_at_once_both_get_it(tmp_path: Path,
     shutil.copy(empty_mlflow_store, settings.mlflow_dir / "mlflow.db")
     winner = registry.client(settings)
 
-    class LateLookup(type(winner)):            # the other writer creates it between our lookup and our create
+    class LateLookup(type(winner)):  # the other writer creates it between our lookup and our create
         def get_experiment_by_name(self, name: str) -> Any:
             if not getattr(self, "raced", False):
                 self.raced = True

@@ -26,13 +26,17 @@ pytestmark = pytest.mark.docker
 
 COUNT = COUNT_LINES
 # What only one harness script's command line holds (the script travels as ``bash -c`` text).
-CHECK_HARNESS = b'freeze_all "$@"; umask 077'      # the operator's freeze and the check, in one exec
-SETUP_HARNESS = b"BG:%s:%d:%d:%s:%s"                 # every setup command, in one exec
+CHECK_HARNESS = b'freeze_all "$@"; umask 077'  # the operator's freeze and the check, in one exec
+SETUP_HARNESS = b"BG:%s:%d:%d:%s:%s"  # every setup command, in one exec
 _CONTAINER_RE = re.compile(rb"/docker[/-]([0-9a-f]{64})")
 
 
 def count_bundle(prefix: str, **patch: object) -> ScenarioBundle:
-    sid = next(f"{prefix}-{os.getpid()}-{i}" for i in range(1000) if split_for(f"{prefix}-{os.getpid()}-{i}") == TRAIN)
+    sid = next(
+        f"{prefix}-{os.getpid()}-{i}"
+        for i in range(1000)
+        if split_for(f"{prefix}-{os.getpid()}-{i}") == TRAIN
+    )
     return parse_bundle({**COUNT, "id": sid, **patch})
 
 
@@ -86,7 +90,7 @@ class HarnessKiller(threading.Thread):
                         os.kill(pid, signal.SIGKILL)
                         self.kills.append(pid)
                     except ProcessLookupError:
-                        pass      # a subshell fork of the harness, gone meanwhile
+                        pass  # a subshell fork of the harness, gone meanwhile
                     if self.times is not None and len(self.kills) >= self.times:
                         break
             time.sleep(0.02)
@@ -114,7 +118,7 @@ def test_a_setup_harness_killed_every_time_is_an_infra_error_not_a_setup_failure
     bundle = count_bundle("infra-setup", setup=[*COUNT["setup"], "sleep 3"])
     with HarnessKiller(bundle.id, SETUP_HARNESS, times=None) as killer:
         result = gate_bundle(bundle, sandbox_image)
-    assert len(killer.kills) == 2                     # the first attempt and its retry
+    assert len(killer.kills) == 2  # the first attempt and its retry
     assert not result.admitted and result.reason == INFRA_ERROR, result
     assert result.detail.startswith("infra_error: ") and "never reported" in result.detail
 
@@ -136,8 +140,15 @@ FREEZE_FAULT = 'case "$BASH_EXECUTION_STRING" in *"printf \'keep:"*) %s ;; esac\
 
 def root_box_with_a_silent_freeze(image: str, once: bool) -> Sandbox:
     fault = FREEZE_FAULT % (ONCE if once else "exit 0")
-    return Sandbox(SandboxSpec(image=image, user="root", files={"/etc/bashgym-fault.sh": fault},
-                               env={"BASH_ENV": "/etc/bashgym-fault.sh"}, labels={"bashgym.test": "infra-faults"}))
+    return Sandbox(
+        SandboxSpec(
+            image=image,
+            user="root",
+            files={"/etc/bashgym-fault.sh": fault},
+            env={"BASH_ENV": "/etc/bashgym-fault.sh"},
+            labels={"bashgym.test": "infra-faults"},
+        )
+    )
 
 
 def test_a_freeze_that_answers_without_its_keep_line_once_is_retried(sandbox_image: str) -> None:
@@ -148,12 +159,14 @@ def test_a_freeze_that_answers_without_its_keep_line_once_is_retried(sandbox_ima
         shell = box.session()
         shell.run("echo done > /root/answer")
         result = box.run_check("grep -qx done /root/answer")
-        assert box.run_as_root("test -e /run/lock/fault-spent").exit_code == 0   # the fault did fire
+        assert box.run_as_root("test -e /run/lock/fault-spent").exit_code == 0  # the fault did fire
     assert result.exit_code == 0 and not result.timed_out, result
 
 
 def test_a_freeze_that_never_answers_is_the_machinerys_failure(sandbox_image: str) -> None:
     with root_box_with_a_silent_freeze(sandbox_image, once=False) as box:
         box.session().run("echo done > /root/answer")
-        with pytest.raises(SandboxError, match="infrastructure: the freeze step answered twice without its keep"):
+        with pytest.raises(
+            SandboxError, match="infrastructure: the freeze step answered twice without its keep"
+        ):
             box.run_check("grep -qx done /root/answer")

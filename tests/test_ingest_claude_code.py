@@ -40,8 +40,11 @@ def _independent_counts(path: Path) -> dict:
     return {"tool_uses": tool_uses, "results": results, "usage": usage}
 
 
-FIXTURES = ["fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
-            "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"]
+FIXTURES = [
+    "fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl",
+    "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
+    "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",
+]
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -124,7 +127,12 @@ def test_subagent_files_2x_layout_and_1x_beside(tmp_path: Path) -> None:
     assert not ADAPTER.matches(agent_file)  # part of its parent session, not a session of its own
     (session,) = ADAPTER.parse(path).sessions
     assert [(s.tool_name, s.sidechain, s.exit_code) for s in session.steps] == [
-        ("Bash", False, 0), ("Task", False, 0), ("Grep", True, 0), ("Bash", True, 1), ("Bash", False, 2)]
+        ("Bash", False, 0),
+        ("Task", False, 0),
+        ("Grep", True, 0),
+        ("Bash", True, 1),
+        ("Bash", False, 2),
+    ]
     assert {s.agent_id for s in session.steps if s.sidechain} == {agent_file.stem.removeprefix("agent-")}
     assert session.extra["subagent_files"] == 1
 
@@ -144,8 +152,13 @@ def test_subagent_files_2x_layout_and_1x_beside(tmp_path: Path) -> None:
 
 
 def _line(kind: str, **fields) -> str:
-    base = {"type": kind, "sessionId": "s1", "cwd": "/srv/app", "timestamp": "2026-01-01T00:00:00.000Z",
-            "isSidechain": False}
+    base = {
+        "type": kind,
+        "sessionId": "s1",
+        "cwd": "/srv/app",
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "isSidechain": False,
+    }
     return json.dumps({**base, **fields})
 
 
@@ -153,29 +166,105 @@ def test_split_messages_unknown_types_images_and_exit_code_sources(tmp_path: Pat
     usage = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 100}
     lines = [
         _line("queue-operation", operation="enqueue"),
-        _line("user", uuid="u1", message={"role": "user", "content": [
-            {"type": "text", "text": "what is in this screenshot?"},
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "aGVsbG8="}}]}),
-        _line("assistant", uuid="a1", message={"id": "m1", "model": "claude-x", "content": [
-            {"type": "thinking", "thinking": "hmm"}], "usage": usage}),
-        _line("assistant", uuid="a2", message={"id": "m1", "model": "claude-x", "content": [
-            {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls nope"}},
-            {"type": "tool_use", "id": "t2", "name": "BashOutput", "input": {"bash_id": "b1"}},
-            {"type": "tool_use", "id": "t3", "name": "Bash", "input": {"command": "rm -rf /"}},
-            {"type": "tool_use", "id": "t4", "name": "Bash", "input": {"command": "echo hi"}},
-            {"type": "tool_use", "id": "t5", "name": "Bash", "input": {"command": "sleep 100"}}],
-            "usage": usage}),
-        _line("user", uuid="u2", message={"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t1", "is_error": True,
-             "content": "Exit code 2\nls: cannot access 'nope'"}]}),
-        _line("user", uuid="u3", toolUseResult={"exitCode": 3, "status": "failed"}, message={"role": "user",
-              "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "<status>failed</status>"}]}),
-        _line("user", uuid="u4", message={"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t3", "is_error": True, "content": "Permission denied"}]}),
-        _line("user", uuid="u5", message={"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t4", "content": [{"type": "text", "text": "hi"}]}]}),
-        _line("user", uuid="u6", message={"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "nobody", "content": "orphan"}]}),
+        _line(
+            "user",
+            uuid="u1",
+            message={
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is in this screenshot?"},
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": "aGVsbG8="},
+                    },
+                ],
+            },
+        ),
+        _line(
+            "assistant",
+            uuid="a1",
+            message={
+                "id": "m1",
+                "model": "claude-x",
+                "content": [{"type": "thinking", "thinking": "hmm"}],
+                "usage": usage,
+            },
+        ),
+        _line(
+            "assistant",
+            uuid="a2",
+            message={
+                "id": "m1",
+                "model": "claude-x",
+                "content": [
+                    {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls nope"}},
+                    {"type": "tool_use", "id": "t2", "name": "BashOutput", "input": {"bash_id": "b1"}},
+                    {"type": "tool_use", "id": "t3", "name": "Bash", "input": {"command": "rm -rf /"}},
+                    {"type": "tool_use", "id": "t4", "name": "Bash", "input": {"command": "echo hi"}},
+                    {"type": "tool_use", "id": "t5", "name": "Bash", "input": {"command": "sleep 100"}},
+                ],
+                "usage": usage,
+            },
+        ),
+        _line(
+            "user",
+            uuid="u2",
+            message={
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "is_error": True,
+                        "content": "Exit code 2\nls: cannot access 'nope'",
+                    }
+                ],
+            },
+        ),
+        _line(
+            "user",
+            uuid="u3",
+            toolUseResult={"exitCode": 3, "status": "failed"},
+            message={
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t2", "content": "<status>failed</status>"}
+                ],
+            },
+        ),
+        _line(
+            "user",
+            uuid="u4",
+            message={
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t3",
+                        "is_error": True,
+                        "content": "Permission denied",
+                    }
+                ],
+            },
+        ),
+        _line(
+            "user",
+            uuid="u5",
+            message={
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t4", "content": [{"type": "text", "text": "hi"}]}
+                ],
+            },
+        ),
+        _line(
+            "user",
+            uuid="u6",
+            message={
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "nobody", "content": "orphan"}],
+            },
+        ),
         _line("brand-new-line-type-from-2027", payload={"x": 1}),
         _line("assistant", uuid="a2", message={"id": "m1", "content": []}),  # a repeated line
     ]
@@ -185,23 +274,32 @@ def test_split_messages_unknown_types_images_and_exit_code_sources(tmp_path: Pat
     assert outcome.quarantine == []
     (s,) = outcome.sessions
     assert [(st.command, st.exit_code, st.success) for st in s.steps] == [
-        ("ls nope", 2, False), (None, 3, False), ("rm -rf /", 1, False), ("echo hi", 0, True),
-        ("sleep 100", None, None)]
+        ("ls nope", 2, False),
+        (None, 3, False),
+        ("rm -rf /", 1, False),
+        ("echo hi", 0, True),
+        ("sleep 100", None, None),
+    ]
     assert s.steps[3].output == "hi"
     assert s.input_tokens == 10 and s.output_tokens == 5 and s.cache_read_tokens == 100  # once per message id
     assert s.prompts[0].kind == "user" and "[image image/png" in s.prompts[0].text
     assert s.extra["skipped_types"] == {"queue-operation": 1, "brand-new-line-type-from-2027": 1}
-    assert s.extra["orphan_results"] == 1 and s.extra["duplicate_lines"] == 1 and s.extra["thinking_blocks"] == 1
+    assert (
+        s.extra["orphan_results"] == 1 and s.extra["duplicate_lines"] == 1 and s.extra["thinking_blocks"] == 1
+    )
     assert s.repo == "app" and s.model == "claude-x"
 
 
-@pytest.mark.parametrize(("text", "is_error", "tur", "want"), [
-    ("Exit code 137\nKilled", True, None, 137),
-    ("Error: Exit code 1\nfail", True, "Error: Exit code 1", 1),
-    ("fine", False, {"exitCode": 0}, 0),
-    ("no code", True, "Error: no code", 1),
-    ("", False, None, 0),
-])
+@pytest.mark.parametrize(
+    ("text", "is_error", "tur", "want"),
+    [
+        ("Exit code 137\nKilled", True, None, 137),
+        ("Error: Exit code 1\nfail", True, "Error: Exit code 1", 1),
+        ("fine", False, {"exitCode": 0}, 0),
+        ("no code", True, "Error: no code", 1),
+        ("", False, None, 0),
+    ],
+)
 def test_exit_code_rules(text: str, is_error: bool, tur: object, want: int) -> None:
     assert exit_code_of(text, is_error, tur) == want
 
@@ -218,4 +316,7 @@ def test_subagent_steps_answer_the_prompt_of_their_task_call(tmp_path: Path) -> 
     assert [p.kind for p in s.prompts] == ["user", "subagent_task", "user"]
     assert [p.index for p in s.prompts] == [0, 1, 2]
     assert [(st.tool_name, st.sidechain, st.prompt_index) for st in s.steps] == [
-        ("Task", False, 0), ("Bash", True, 0), ("Bash", False, 2)]
+        ("Task", False, 0),
+        ("Bash", True, 0),
+        ("Bash", False, 2),
+    ]

@@ -19,15 +19,43 @@ ADAPTER = ClaudeCodeAdapter()
 
 
 def _good_lines(n_tools: int, cwd: str = "/work/repo-x") -> list[bytes]:
-    lines = [{"type": "user", "uuid": "p", "cwd": cwd, "sessionId": "s", "timestamp": "2026-01-01T00:00:00Z",
-              "message": {"role": "user", "content": "do things"}}]
+    lines = [
+        {
+            "type": "user",
+            "uuid": "p",
+            "cwd": cwd,
+            "sessionId": "s",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "message": {"role": "user", "content": "do things"},
+        }
+    ]
     for i in range(n_tools):
-        lines.append({"type": "assistant", "uuid": f"a{i}", "cwd": cwd, "timestamp": "2026-01-01T00:00:01Z",
-                      "message": {"id": f"m{i}", "content": [{"type": "tool_use", "id": f"t{i}", "name": "Bash",
-                                                              "input": {"command": f"echo {i}"}}]}})
-        lines.append({"type": "user", "uuid": f"r{i}", "cwd": cwd, "timestamp": "2026-01-01T00:00:02Z",
-                      "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}",
-                                                               "content": str(i)}]}})
+        lines.append(
+            {
+                "type": "assistant",
+                "uuid": f"a{i}",
+                "cwd": cwd,
+                "timestamp": "2026-01-01T00:00:01Z",
+                "message": {
+                    "id": f"m{i}",
+                    "content": [
+                        {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": f"echo {i}"}}
+                    ],
+                },
+            }
+        )
+        lines.append(
+            {
+                "type": "user",
+                "uuid": f"r{i}",
+                "cwd": cwd,
+                "timestamp": "2026-01-01T00:00:02Z",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": str(i)}],
+                },
+            }
+        )
     return [json.dumps(x).encode() + b"\n" for x in lines]
 
 
@@ -36,12 +64,18 @@ def _settle(path: Path) -> None:
     os.utime(path, (old, old))
 
 
-@pytest.mark.parametrize(("bad", "reason"), [
-    (b'{"type": "user", "message": {"content": "trunc\n', "invalid JSON"),
-    (b"\x00\x01\x02\xff\xfe binary \x00 garbage\n", "binary data"),
-    (b'{"type": "user", "message": {"content": "caf\xe9\n', "invalid UTF-8"),  # valid JSON apart: kept, see below
-    (b"[1, 2, 3]\n", "not a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        (b'{"type": "user", "message": {"content": "trunc\n', "invalid JSON"),
+        (b"\x00\x01\x02\xff\xfe binary \x00 garbage\n", "binary data"),
+        (
+            b'{"type": "user", "message": {"content": "caf\xe9\n',
+            "invalid UTF-8",
+        ),  # valid JSON apart: kept, see below
+        (b"[1, 2, 3]\n", "not a JSON object"),
+    ],
+)
 def test_bad_line_in_the_middle_keeps_every_valid_line(tmp_path: Path, bad: bytes, reason: str) -> None:
     good = _good_lines(4)
     path = tmp_path / "s.jsonl"
@@ -132,7 +166,10 @@ def test_a_file_of_many_bad_lines_is_summarised_not_listed_line_by_line(tmp_path
     outcome = ADAPTER.parse(path)
     assert len(outcome.sessions[0].steps) == 2  # t0, t1 (the repeated t0 lines dedupe by uuid)
     assert len(outcome.quarantine) == MAX_BAD_LINES_LISTED + 1
-    assert outcome.quarantine[-1].reason == f"{5000 - MAX_BAD_LINES_LISTED} more bad lines not listed (5000 in all)"
+    assert (
+        outcome.quarantine[-1].reason
+        == f"{5000 - MAX_BAD_LINES_LISTED} more bad lines not listed (5000 in all)"
+    )
 
 
 def test_a_file_cut_and_deleted_while_it_is_read(tmp_path: Path) -> None:

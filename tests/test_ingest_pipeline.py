@@ -20,10 +20,18 @@ from bashgym_assets.lake import Lake
 from bashgym_assets.sessions import sessions_from_table
 
 
-@pytest.mark.parametrize(("name", "key"), [
-    ("webshop", "webshop"), ("my repo/../x", "my-repo-.-x"), ("...", NO_REPO_KEY), ("", NO_REPO_KEY),
-    ("a..b", "a.b"), ("Ünïcode proj", "n-code-proj"), ("-.hidden", "hidden"),
-])
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("webshop", "webshop"),
+        ("my repo/../x", "my-repo-.-x"),
+        ("...", NO_REPO_KEY),
+        ("", NO_REPO_KEY),
+        ("a..b", "a.b"),
+        ("Ünïcode proj", "n-code-proj"),
+        ("-.hidden", "hidden"),
+    ],
+)
 def test_sanitize_key(name: str, key: str) -> None:
     got = sanitize_key(name)
     assert got == key
@@ -34,7 +42,9 @@ def test_repo_detection_from_git_and_from_paths(tmp_path: Path) -> None:
     repo = tmp_path / "checkout"
     (repo / "src" / "deep").mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", "git@github.com:acme/widgets.git"], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "remote", "add", "origin", "git@github.com:acme/widgets.git"], check=True
+    )
     info = detect_repo(str(repo / "src" / "deep"))
     assert info.key == "checkout" and info.path == str(repo) and info.remote.endswith("widgets.git")
     plain = tmp_path / "no-remote"
@@ -54,26 +64,61 @@ def _settled(path: Path) -> Path:
 
 
 def test_bashgym_trace_adapter(tmp_path: Path) -> None:
-    repo = {"path": "/home/u/code/api", "name": "api", "git_remote": "git@github.com:u/api.git",
-            "git_branch": "dev", "is_git_repo": True}
+    repo = {
+        "path": "/home/u/code/api",
+        "name": "api",
+        "git_remote": "git@github.com:u/api.git",
+        "git_branch": "dev",
+        "is_git_repo": True,
+    }
     steps = [
-        {"step_id": "1", "timestamp": "2026-01-02T10:00:00+00:00", "tool_name": "Bash", "command": "pytest",
-         "output": "1 failed", "exit_code": 1, "cwd": "/home/u/code/api", "success": False, "repo": repo},
-        {"step_id": "2", "timestamp": "2026-01-02T10:01:00+00:00", "tool_name": "Bash", "command": "pytest",
-         "output": "3 passed", "exit_code": 0, "cwd": "/home/u/code/api", "success": True, "repo": repo},
+        {
+            "step_id": "1",
+            "timestamp": "2026-01-02T10:00:00+00:00",
+            "tool_name": "Bash",
+            "command": "pytest",
+            "output": "1 failed",
+            "exit_code": 1,
+            "cwd": "/home/u/code/api",
+            "success": False,
+            "repo": repo,
+        },
+        {
+            "step_id": "2",
+            "timestamp": "2026-01-02T10:01:00+00:00",
+            "tool_name": "Bash",
+            "command": "pytest",
+            "output": "3 passed",
+            "exit_code": 0,
+            "cwd": "/home/u/code/api",
+            "success": True,
+            "repo": repo,
+        },
         {"no": "tool name"},
     ]
     raw = tmp_path / "session_20260102_100000_abcd1234.json"
     raw.write_text(json.dumps(steps))
     _settled(raw)
     wrapped = tmp_path / "gold.json"
-    wrapped.write_text(json.dumps({"trace": steps[:2], "metadata": {"session_id": "g1", "user_prompt": "fix tests"},
-                                   "primary_repo": repo}))
+    wrapped.write_text(
+        json.dumps(
+            {
+                "trace": steps[:2],
+                "metadata": {"session_id": "g1", "user_prompt": "fix tests"},
+                "primary_repo": repo,
+            }
+        )
+    )
     _settled(wrapped)
     adapter = BashGymTraceAdapter()
     out = adapter.parse(raw)
     (s,) = out.sessions
-    assert s.session_id == "20260102_100000_abcd1234" and s.repo == "api" and s.repo_remote == "git@github.com:u/api.git" and s.git_branch == "dev"
+    assert (
+        s.session_id == "20260102_100000_abcd1234"
+        and s.repo == "api"
+        and s.repo_remote == "git@github.com:u/api.git"
+        and s.git_branch == "dev"
+    )
     assert [(x.exit_code, x.success) for x in s.steps] == [(1, False), (0, True)]
     assert [(q.line, q.reason) for q in out.quarantine] == [(3, "step record without tool_name")]
     (g,) = adapter.parse(wrapped).sessions
@@ -108,7 +153,9 @@ def test_ingest_sample_traces_into_the_lake(settings) -> None:
     assert sum(len(s.steps) for s in sessions) == report.steps == 20
     con = lake.connect()
     assert con.execute("select count(*) from raw_sessions").fetchall() == [(3,)]
-    failed = con.execute("select count(*) from (select unnest(steps) as s from raw_sessions) where s.success = false")
+    failed = con.execute(
+        "select count(*) from (select unnest(steps) as s from raw_sessions) where s.success = false"
+    )
     assert failed.fetchall() == [(report.failed_steps,)] and report.failed_steps == 4
 
 
@@ -133,12 +180,28 @@ def test_transcript_wins_over_the_hook_capture_of_the_same_session(tmp_path: Pat
     transcript = next((traces / "-home-demo-projects-infra-scripts").glob("*.jsonl"))
     capture = tmp_path / "capture"
     for event in (
-        {"hook_event_name": "UserPromptSubmit", "session_id": transcript.stem, "cwd": "/home/demo/projects/infra-scripts",
-         "prompt": "write a backup script"},
-        {"hook_event_name": "PostToolUse", "session_id": transcript.stem, "cwd": "/home/demo/projects/infra-scripts",
-         "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_response": {"stdout": "a", "stderr": ""}},
-        {"hook_event_name": "PostToolUse", "session_id": "only-captured", "cwd": "/home/demo/projects/infra-scripts",
-         "tool_name": "Bash", "tool_input": {"command": "make"}, "tool_response": {"stdout": "ok", "stderr": ""}},
+        {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": transcript.stem,
+            "cwd": "/home/demo/projects/infra-scripts",
+            "prompt": "write a backup script",
+        },
+        {
+            "hook_event_name": "PostToolUse",
+            "session_id": transcript.stem,
+            "cwd": "/home/demo/projects/infra-scripts",
+            "tool_name": "Bash",
+            "tool_input": {"command": "ls"},
+            "tool_response": {"stdout": "a", "stderr": ""},
+        },
+        {
+            "hook_event_name": "PostToolUse",
+            "session_id": "only-captured",
+            "cwd": "/home/demo/projects/infra-scripts",
+            "tool_name": "Bash",
+            "tool_input": {"command": "make"},
+            "tool_response": {"stdout": "ok", "stderr": ""},
+        },
     ):
         capture_event(json.dumps(event).encode(), capture)
     lake = Lake(settings)
@@ -172,13 +235,17 @@ def test_generated_corpus_imports_with_the_generator_totals(tmp_path: Path, sett
     assert sum(r.failed_steps for r in reports) == totals["failed"]
     assert sum(r.bytes_read for r in reports) == totals["bytes"]
     assert all(r.quarantine == [] for r in reports)
-    subagent_steps = lake.connect().execute(
-        "select count(*) from (select unnest(steps) as s from raw_sessions) where s.sidechain").fetchall()[0][0]
+    subagent_steps = (
+        lake.connect()
+        .execute("select count(*) from (select unnest(steps) as s from raw_sessions) where s.sidechain")
+        .fetchall()[0][0]
+    )
     assert subagent_steps == totals["subagent_files"]  # one Grep per generated subagent
 
 
-def test_partition_ingest_uses_the_sensor_cursor_instead_of_reading_every_file(tmp_path: Path, settings,
-                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_partition_ingest_uses_the_sensor_cursor_instead_of_reading_every_file(
+    tmp_path: Path, settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Scale (issue 14): a partition run must not read the head of every other repo's file to find its own.
 
     With the sensor's cursor in the lake, only files changed since its tick are peeked; the result is the same.
@@ -198,8 +265,9 @@ def test_partition_ingest_uses_the_sensor_cursor_instead_of_reading_every_file(t
     moved.write_text(moved.read_text().replace("/home/demo/projects/datapipe", "/home/demo/projects/webshop"))
     peeked: list[str] = []
     real_peek = ClaudeCodeAdapter.peek_cwd
-    monkeypatch.setattr(ClaudeCodeAdapter, "peek_cwd", lambda self, path: peeked.append(path.name) or real_peek(
-        self, path))
+    monkeypatch.setattr(
+        ClaudeCodeAdapter, "peek_cwd", lambda self, path: peeked.append(path.name) or real_peek(self, path)
+    )
     _repo_key_cached.cache_clear()
     report = ingest_repo(lake, [traces], "webshop")
     assert peeked == [moved.name]  # without the index: every session file under the folders

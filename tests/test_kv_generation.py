@@ -21,18 +21,22 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("kv") / "model")
 
 
-def run_turns(plain: LocalModelOperator, cached: LocalModelOperator, convs: list[list[Message]],
-              turns: int) -> list[list[str]]:
+def run_turns(
+    plain: LocalModelOperator, cached: LocalModelOperator, convs: list[list[Message]], turns: int
+) -> list[list[str]]:
     """Both operators answer the same growing conversations; every reply must be the same text and token count."""
     texts = []
     for turn in range(turns):
         a, b = plain.replies(convs), cached.replies(convs)
-        assert [(r.text, r.new_tokens, r.truncated, r.error) for r in a] == \
-            [(r.text, r.new_tokens, r.truncated, r.error) for r in b], f"turn {turn}"
+        assert [(r.text, r.new_tokens, r.truncated, r.error) for r in a] == [
+            (r.text, r.new_tokens, r.truncated, r.error) for r in b
+        ], f"turn {turn}"
         texts.append([r.text for r in a])
         for i, (conv, reply) in enumerate(zip(convs, a, strict=True)):
             conv.append(Message(role="assistant", content=reply.text))
-            conv.append(Message(role="user", content=OBSERVATIONS[(i + turn) % len(OBSERVATIONS)] * (1 + i % 3)))
+            conv.append(
+                Message(role="user", content=OBSERVATIONS[(i + turn) % len(OBSERVATIONS)] * (1 + i % 3))
+            )
     return texts
 
 
@@ -43,7 +47,7 @@ def test_prompt_of_turn_t_is_a_prefix_of_turn_t_plus_1(tiny: Path) -> None:
     first = op._encode(tok, conv)
     conv += [{"role": "assistant", "content": "ls -la"}, {"role": "user", "content": "total 0"}]
     second = op._encode(tok, conv)
-    assert second[:len(first)] == first and len(second) > len(first)
+    assert second[: len(first)] == first and len(second) > len(first)
 
 
 @pytest.mark.parametrize("max_new_tokens", [6, 20])
@@ -57,8 +61,12 @@ def test_cached_replies_identical_to_plain_generate_over_three_turns(tiny: Path,
     assert stats.prefilled_tokens < stats.prompt_tokens / 2  # turns 2 and 3 only read what is new
     # one conversation at a time (the rollouts' way) gives the same replies too
     single = LocalModelOperator(tiny, max_new_tokens=max_new_tokens, kv_cache=True, micro_batch=1)
-    run_turns(LocalModelOperator(tiny, max_new_tokens=max_new_tokens, kv_cache=False, micro_batch=1), single,
-              [start(t) for t in TASKS[:3]], turns=3)
+    run_turns(
+        LocalModelOperator(tiny, max_new_tokens=max_new_tokens, kv_cache=False, micro_batch=1),
+        single,
+        [start(t) for t in TASKS[:3]],
+        turns=3,
+    )
 
 
 def test_cached_replies_identical_with_a_merged_lora_adapter(tiny: Path, tmp_path: Path) -> None:
@@ -145,7 +153,7 @@ def test_preallocated_cache_layer_matches_transformers_dynamic_layer() -> None:
     layers = [(torch.randn(3, 2, 5, 4), torch.randn(3, 2, 5, 4)) for _ in range(2)]
     ours = _preallocated_cache([(k.clone(), v.clone()) for k, v in layers], room=2)
     reference = DynamicCache(ddp_cache_data=[(k.clone(), v.clone()) for k, v in layers])
-    for step in range(4):                       # room 2: the last two steps grow the buffers
+    for step in range(4):  # room 2: the last two steps grow the buffers
         if step == 2:
             keep = torch.tensor([0, 2])
             ours.batch_select_indices(keep)

@@ -22,15 +22,18 @@ def test_round_trip_and_duckdb_view(settings: Settings) -> None:
     lake.write("tiered_traces", [{"id": "c", "score": 0.7}], partition="repo-two")
     lake.write("gated_scenarios", [{"id": "s1", "split": "train"}])
 
-    assert lake.read("tiered_traces", "repo-one").to_pylist() == [{"id": "a", "score": 0.9},
-                                                                  {"id": "b", "score": 0.4}]
+    assert lake.read("tiered_traces", "repo-one").to_pylist() == [
+        {"id": "a", "score": 0.9},
+        {"id": "b", "score": 0.4},
+    ]
     assert lake.partitions("tiered_traces") == ["repo-one", "repo-two"]
     assert lake.assets() == ["gated_scenarios", "tiered_traces"]
     assert sorted(lake.read_all("tiered_traces").column("id").to_pylist()) == ["a", "b", "c"]
 
     con = lake.connect()
-    rows = con.execute('select _partition, count(*), round(sum(score), 2) from tiered_traces '
-                       'group by 1 order by 1').fetchall()
+    rows = con.execute(
+        "select _partition, count(*), round(sum(score), 2) from tiered_traces group by 1 order by 1"
+    ).fetchall()
     assert rows == [("repo-one", 2, 1.3), ("repo-two", 1, 0.7)]
     assert con.execute("select id from gated_scenarios").fetchall() == [("s1",)]
 

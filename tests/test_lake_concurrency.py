@@ -13,9 +13,16 @@ from bashgym_assets.lake import Lake
 
 
 def _decision(n: int) -> PromotionDecision:
-    return PromotionDecision(promote=False, reason=f"decision {n}", incumbent="base", candidate_rates={"clean": 0.1},
-                             incumbent_rates={"clean": 0.0}, rule="test", decided_at=f"2026-11-26T00:00:{n:02d}",
-                             test=PairedTest(scenarios=1, candidate_better=0, incumbent_better=0, ties=1, p_value=1.0))
+    return PromotionDecision(
+        promote=False,
+        reason=f"decision {n}",
+        incumbent="base",
+        candidate_rates={"clean": 0.1},
+        incumbent_rates={"clean": 0.0},
+        rule="test",
+        decided_at=f"2026-11-26T00:00:{n:02d}",
+        test=PairedTest(scenarios=1, candidate_better=0, incumbent_better=0, ties=1, p_value=1.0),
+    )
 
 
 def _record_ten(home: str, worker: int, start: mp.Event) -> None:
@@ -45,7 +52,7 @@ def test_append_adds_to_a_partition_and_creates_it(tmp_path: Path) -> None:
     lake.append("things", [{"a": 1}])
     lake.append("things", [{"a": 2}, {"a": 3}])
     assert [r["a"] for r in lake.read_rows("things")] == [1, 2, 3]
-    assert lake.assets() == ["things"]          # the lock folder is not an asset
+    assert lake.assets() == ["things"]  # the lock folder is not an asset
 
 
 def test_reads_during_rewrites_never_fail(tmp_path: Path) -> None:
@@ -53,7 +60,9 @@ def test_reads_during_rewrites_never_fail(tmp_path: Path) -> None:
     import threading
 
     lake = Lake(Settings(home=tmp_path))
-    versions = [[{"n": v, "text": f"row {i} of version {v} " * 20} for i in range(2000 + 37 * v)] for v in range(4)]
+    versions = [
+        [{"n": v, "text": f"row {i} of version {v} " * 20} for i in range(2000 + 37 * v)] for v in range(4)
+    ]
     lake.write("busy", versions[0])
     stop = threading.Event()
 
@@ -71,7 +80,7 @@ def test_reads_during_rewrites_never_fail(tmp_path: Path) -> None:
             try:
                 table = lake.read("busy")
                 sizes.add(table.num_rows)
-                assert len(set(table.column("n").to_pylist())) == 1     # one version, never a mix
+                assert len(set(table.column("n").to_pylist())) == 1  # one version, never a mix
             except Exception as exc:  # noqa: BLE001 - counted: any failed read is the bug
                 failures.append(repr(exc))
     finally:
@@ -87,10 +96,10 @@ def test_a_truncated_partition_is_quarantined_and_every_other_query_still_answer
     lake.write("tiered_traces", [{"tier": "silver", "n": i} for i in range(30)], partition="repo-b")
     lake.write("gated_scenarios", [{"scenario_id": "x"}])
     bad = lake.table_path("tiered_traces", "repo-b")
-    bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])          # a crash mid-copy, a full disk
+    bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])  # a crash mid-copy, a full disk
     con = lake.connect()
     assert con.execute("select count(*) from gated_scenarios").fetchone()[0] == 1
     assert con.execute("select count(*), min(_partition) from tiered_traces").fetchone() == (50, "repo-a")
-    (asset, file, reason), = con.execute("select * from lake_quarantine").fetchall()
+    ((asset, file, reason),) = con.execute("select * from lake_quarantine").fetchall()
     assert asset == "tiered_traces" and file == str(bad) and reason
     assert [q[0] for q in lake.quarantined] == ["tiered_traces"]

@@ -66,20 +66,47 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         mp.delenv("BASHGYM_MLFLOW_UI_URL", raising=False)
         assert dg.materialize([dd.sft_dataset], instance=instance, resources=resources).success
         cfg = {"max_steps": 1, "max_length": 256}
-        result = dg.materialize([tr.base_model, tr.sft_adapter], instance=instance, resources=resources,
-                                run_config={"ops": {"sft_adapter": {"config": cfg}}})
+        result = dg.materialize(
+            [tr.base_model, tr.sft_adapter],
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"sft_adapter": {"config": cfg}}},
+        )
         assert result.success
         mat = result.asset_materializations_for_node("sft_adapter")[0]
     meta = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
     reg1 = registry.RegisteredAdapter(
-        run_id=meta["mlflow_run_id"], experiment_id=meta["mlflow_run"].split("/experiments/")[1].split("/")[0],
-        run_name=meta["run_name"], artifact_uri="", model_name=registry.REGISTERED_MODEL,
-        model_version=meta["model_version"], model_uri=meta["model_uri"], tracking_uri=meta["mlflow_tracking_uri"],
-        logged_model_id=meta["mlflow_model"].removeprefix("models:/"), logged_model_uri=meta["mlflow_model"])
-    reg2 = registry.log_training_run(kind="sft", run_name="again", params={}, history=[{"step": 1, "loss": 1.0}],
-                                     summary={}, adapter_dir=meta["adapter_dir"], tags={}, settings=settings)
-    return {"settings": settings, "tiny": tiny, "run_id": reg1.run_id, "meta": meta, "reg1": reg1, "reg2": reg2,
-            "root": root, "lake": lake}
+        run_id=meta["mlflow_run_id"],
+        experiment_id=meta["mlflow_run"].split("/experiments/")[1].split("/")[0],
+        run_name=meta["run_name"],
+        artifact_uri="",
+        model_name=registry.REGISTERED_MODEL,
+        model_version=meta["model_version"],
+        model_uri=meta["model_uri"],
+        tracking_uri=meta["mlflow_tracking_uri"],
+        logged_model_id=meta["mlflow_model"].removeprefix("models:/"),
+        logged_model_uri=meta["mlflow_model"],
+    )
+    reg2 = registry.log_training_run(
+        kind="sft",
+        run_name="again",
+        params={},
+        history=[{"step": 1, "loss": 1.0}],
+        summary={},
+        adapter_dir=meta["adapter_dir"],
+        tags={},
+        settings=settings,
+    )
+    return {
+        "settings": settings,
+        "tiny": tiny,
+        "run_id": reg1.run_id,
+        "meta": meta,
+        "reg1": reg1,
+        "reg2": reg2,
+        "root": root,
+        "lake": lake,
+    }
 
 
 @pytest.mark.slow
@@ -98,19 +125,25 @@ def test_registered_adapter_loads_back_with_mlflow_pyfunc(trained):
         assert model.predict(CONV[:2], params=sample) == model.predict(CONV[:2], params=sample)
         # the base is a reference: pointing it elsewhere fails, so nothing of it travelled with the model
         with pytest.raises(Exception, match="nowhere"):
-            mlflow.pyfunc.load_model(reg.model_uri, model_config={"base_model": str(trained["root"] / "nowhere")})
+            mlflow.pyfunc.load_model(
+                reg.model_uri, model_config={"base_model": str(trained["root"] / "nowhere")}
+            )
     meta = model.metadata
     assert meta.metadata["base_model"] == trained["tiny"] and meta.metadata["base_model_copied"] is False
     assert model.model_config["base_model"] == trained["tiny"]  # what load_context reads
     # the same through the project's helper (no global MLflow state needed)
-    assert isinstance(registry.load_model(reg.model_uri, settings).predict("ls", params={"max_new_tokens": 2}), str)
+    assert isinstance(
+        registry.load_model(reg.model_uri, settings).predict("ls", params={"max_new_tokens": 2}), str
+    )
 
 
 def test_artifact_store_holds_the_adapter_not_the_base_weights(trained):
     settings, reg = trained["settings"], trained["reg1"]
     stored = [p for p in (settings.mlflow_dir / "artifacts").rglob("*") if p.is_file()]
     names = {p.name for p in stored}
-    base_files = {p.name for p in Path(trained["tiny"]).iterdir()}  # config.json, model.safetensors, tokenizer ...
+    base_files = {
+        p.name for p in Path(trained["tiny"]).iterdir()
+    }  # config.json, model.safetensors, tokenizer ...
     assert "adapter_model.safetensors" in names and "MLmodel" in names
     assert not names & (base_files - {"generation_config.json"}), names & base_files
     base_bytes = (Path(trained["tiny"]) / "model.safetensors").stat().st_size
@@ -118,7 +151,10 @@ def test_artifact_store_holds_the_adapter_not_the_base_weights(trained):
     assert per_model and sum(p.stat().st_size for p in per_model) < base_bytes
     c = registry.client(settings)
     adapter_files = {a.path for a in c.list_logged_model_artifacts(reg.logged_model_id, "artifacts/adapter")}
-    assert adapter_files == {"artifacts/adapter/adapter_config.json", "artifacts/adapter/adapter_model.safetensors"}
+    assert adapter_files == {
+        "artifacts/adapter/adapter_config.json",
+        "artifacts/adapter/adapter_model.safetensors",
+    }
     # the evaluation's path still gets the bare adapter folder
     back = registry.download_adapter(reg.model_uri, trained["root"] / "dl", settings)
     assert back.name == "adapter" and (back / "adapter_config.json").exists()
@@ -136,12 +172,17 @@ def test_dataset_is_the_runs_input_and_metrics_arrived_per_step(trained):
     c = registry.client(trained["settings"])
     run = c.get_run(trained["run_id"])
     version = trained["meta"]["dataset_version"]
-    inputs = {(d.dataset.name, d.dataset.digest, {t.key: t.value for t in d.tags}["mlflow.data.context"])
-              for d in run.inputs.dataset_inputs}
+    inputs = {
+        (d.dataset.name, d.dataset.digest, {t.key: t.value for t in d.tags}["mlflow.data.context"])
+        for d in run.inputs.dataset_inputs
+    }
     rows = trained["lake"].read("sft_dataset").to_pylist()
     splits = {r["split"] for r in rows}
-    assert inputs == {(f"sft_dataset/{split}", version, "training" if split == "train" else split)
-                      for split in splits if split in ("train", "validation")}
+    assert inputs == {
+        (f"sft_dataset/{split}", version, "training" if split == "train" else split)
+        for split in splits
+        if split in ("train", "validation")
+    }
     train = next(d.dataset for d in run.inputs.dataset_inputs if d.dataset.name == "sft_dataset/train")
     assert str(trained["lake"].table_path("sft_dataset")) in train.source
     n_train = sum(r["split"] == "train" for r in rows)
@@ -159,9 +200,15 @@ def test_candidate_and_champion_aliases_resolve(trained):
     assert str(c.get_model_version_by_alias(name, promo.CANDIDATE).version) == reg2.model_version
     assert promo.alias_version(name, promo.CHAMPION, settings) is None
     decision = promo.PromotionDecision(
-        promote=True, reason="test", incumbent="base", candidate_version=reg1.model_version, candidate_rates={},
-        incumbent_rates={}, test=promo.PairedTest(scenarios=0, candidate_better=0, incumbent_better=0, ties=0,
-                                                  p_value=1.0), rule="test")
+        promote=True,
+        reason="test",
+        incumbent="base",
+        candidate_version=reg1.model_version,
+        candidate_rates={},
+        incumbent_rates={},
+        test=promo.PairedTest(scenarios=0, candidate_better=0, incumbent_better=0, ties=0, p_value=1.0),
+        rule="test",
+    )
     assert promo.apply_decision(decision, name, settings)
     assert str(c.get_model_version_by_alias(name, promo.CHAMPION).version) == reg1.model_version
     assert str(c.get_model_version_by_alias(name, promo.CANDIDATE).version) == reg1.model_version
@@ -174,12 +221,17 @@ def test_run_link_follows_the_configured_tracking_uri(monkeypatch, trained):
     reg = trained["reg1"]
     assert reg.run_link() == f"http://127.0.0.1:5000/#/experiments/{reg.experiment_id}/runs/{reg.run_id}"
     assert trained["meta"]["mlflow_run"] == reg.run_link()  # what the Dagster UI links
-    assert registry.run_url("https://mlflow.example.org/", "3", "abc") == \
-        "https://mlflow.example.org/#/experiments/3/runs/abc"
+    assert (
+        registry.run_url("https://mlflow.example.org/", "3", "abc")
+        == "https://mlflow.example.org/#/experiments/3/runs/abc"
+    )
     assert registry.run_url("file:///data/mlruns", "3", "abc").startswith("http://127.0.0.1:5000/#/")
     monkeypatch.setenv("BASHGYM_MLFLOW_UI_URL", "http://gpu-box:8080/")
     assert reg.run_link() == f"http://gpu-box:8080/#/experiments/{reg.experiment_id}/runs/{reg.run_id}"
-    assert registry.run_url("https://mlflow.example.org", "3", "abc") == "http://gpu-box:8080/#/experiments/3/runs/abc"
+    assert (
+        registry.run_url("https://mlflow.example.org", "3", "abc")
+        == "http://gpu-box:8080/#/experiments/3/runs/abc"
+    )
 
 
 def test_a_missing_version_or_deleted_adapter_files_is_one_clear_error(trained, tmp_path):

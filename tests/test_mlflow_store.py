@@ -23,9 +23,10 @@ def _default_location(settings: Settings) -> str:
 
 
 @pytest.mark.slow
-def test_a_new_store_keeps_the_default_experiment_in_the_data_folder(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)                                  # where MLflow would have put ./mlruns
+def test_a_new_store_keeps_the_default_experiment_in_the_data_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where MLflow would have put ./mlruns
     settings = Settings(home=tmp_path / "home")
     c = registry.client(settings)
     assert c.get_experiment("0").artifact_location == f"{settings.mlflow_artifact_uri}/0"
@@ -35,8 +36,9 @@ def test_a_new_store_keeps_the_default_experiment_in_the_data_folder(tmp_path: P
 
 
 @pytest.mark.slow
-def test_an_older_stores_empty_default_is_moved_in_but_one_with_runs_is_left(tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_older_stores_empty_default_is_moved_in_but_one_with_runs_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mlflow import MlflowClient
 
     elsewhere = tmp_path / "elsewhere"
@@ -45,7 +47,7 @@ def test_an_older_stores_empty_default_is_moved_in_but_one_with_runs_is_left(tmp
     empty, used = Settings(home=tmp_path / "empty"), Settings(home=tmp_path / "used")
     for settings in (empty, used):
         settings.mlflow_dir.mkdir(parents=True)
-        MlflowClient(tracking_uri=settings.mlflow_tracking_uri).search_experiments()   # Default at ./mlruns/0
+        MlflowClient(tracking_uri=settings.mlflow_tracking_uri).search_experiments()  # Default at ./mlruns/0
         assert not _default_location(settings).startswith(settings.mlflow_artifact_uri)
     MlflowClient(tracking_uri=used.mlflow_tracking_uri).create_run("0")
     before = _default_location(used)
@@ -53,15 +55,16 @@ def test_an_older_stores_empty_default_is_moved_in_but_one_with_runs_is_left(tmp
     registry.client(empty)
     registry.client(used)
     assert _default_location(empty) == f"{empty.mlflow_artifact_uri}/0"
-    assert _default_location(used) == before                      # its run's artifacts live there
+    assert _default_location(used) == before  # its run's artifacts live there
 
 
 @pytest.mark.slow
-def test_experiments_carry_the_kind_of_page_that_shows_their_content(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_experiments_carry_the_kind_of_page_that_shows_their_content(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings = Settings(home=tmp_path / "home")
     c = registry.client(settings)
-    legacy = c.create_experiment("bashgym-evaluation")             # made by an older bashgym: no kind
+    legacy = c.create_experiment("bashgym-evaluation")  # made by an older bashgym: no kind
     registry.start_training_run(kind="sft", run_name="r", tags={}, settings=settings)
     assert registry.experiment_id(c, "bashgym-evaluation", settings) == legacy
 

@@ -44,8 +44,12 @@ def _traces_only_lake(settings: Settings, tmp_path: Path) -> list[str]:
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("repos", repos)
         for repo in repos:
-            result = dg.materialize([redacted_sessions, no_secrets_left, tiered_traces], partition_key=repo,
-                                    instance=instance, resources={"bashgym": BashgymHome(home=str(settings.home))})
+            result = dg.materialize(
+                [redacted_sessions, no_secrets_left, tiered_traces],
+                partition_key=repo,
+                instance=instance,
+                resources={"bashgym": BashgymHome(home=str(settings.home))},
+            )
             assert result.success
     return repos
 
@@ -71,8 +75,20 @@ def test_notebooks_run_on_a_traces_only_lake(settings: Settings, tmp_path: Path)
     assert {"traces.ipynb", "training.ipynb"} <= names
 
     out = tmp_path / "executed"
-    assert nbrun.main([*map(str, nbrun.notebooks()), "--home", str(settings.home), "--out", str(out),
-                       "--timeout", "120"]) == 0
+    assert (
+        nbrun.main(
+            [
+                *map(str, nbrun.notebooks()),
+                "--home",
+                str(settings.home),
+                "--out",
+                str(out),
+                "--timeout",
+                "120",
+            ]
+        )
+        == 0
+    )
     traces, traces_figures = _outputs(str(out / "traces.ipynb"))
     assert all(repo in traces for repo in repos)
     assert "invalid JSON" in traces  # the broken line, in the quarantine section
@@ -87,14 +103,24 @@ def test_notebooks_run_on_a_traces_only_lake(settings: Settings, tmp_path: Path)
     assert not (settings.home / "mlflow" / "mlflow.db").exists()  # reading never creates the store
 
 
-def test_a_failing_cell_fails_the_run(settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('fine')"),
-                                         nbformat.v4.new_code_cell("raise RuntimeError('this notebook rotted')"),
-                                         nbformat.v4.new_code_cell("print('never reached')")])
+def test_a_failing_cell_fails_the_run(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("print('fine')"),
+            nbformat.v4.new_code_cell("raise RuntimeError('this notebook rotted')"),
+            nbformat.v4.new_code_cell("print('never reached')"),
+        ]
+    )
     path = tmp_path / "rotten.ipynb"
     nbformat.write(nb, path)
-    assert nbrun.main([str(path), "--home", str(settings.home), "--out", str(tmp_path / "out"),
-                       "--timeout", "60"]) == 1
+    assert (
+        nbrun.main(
+            [str(path), "--home", str(settings.home), "--out", str(tmp_path / "out"), "--timeout", "60"]
+        )
+        == 1
+    )
     assert "FAILED rotten.ipynb" in capsys.readouterr().out.replace("  ", " ")
     executed = json.loads((tmp_path / "out" / "rotten.ipynb").read_text())  # saved with the error in it
     assert [o["output_type"] for c in executed["cells"] for o in c["outputs"]] == ["stream", "error"]

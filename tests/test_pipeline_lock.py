@@ -18,7 +18,7 @@ import pytest
 from bashgym_assets.config import PROJECT_ROOT, Settings
 from bashgym_assets.housekeeping import DataFolderBusy, pipeline_lock, read_holder
 
-HOLD = '''
+HOLD = """
 import sys, time
 from bashgym_assets.housekeeping import DataFolderBusy, pipeline_lock
 wait = {"no": False, "yes": True}[sys.argv[2]]
@@ -31,7 +31,7 @@ try:
 except DataFolderBusy as exc:
     print(f"REFUSED {exc}", file=sys.stderr, flush=True)
     sys.exit(3)
-'''
+"""
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -39,8 +39,13 @@ def _env(home: Path) -> dict[str, str]:
 
 
 def _hold(home: Path, name: str, marker: Path, wait: str = "no", seconds: float = 300) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", HOLD, name, wait, str(marker), str(seconds)], env=_env(home),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", HOLD, name, wait, str(marker), str(seconds)],
+        env=_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
@@ -59,13 +64,18 @@ def test_second_pipeline_is_refused_naming_the_first_and_kill_9_frees_the_lock(t
         second = _hold(home, "bashgym train", tmp_path / "second")
         out, err = second.communicate(timeout=120)
         assert second.returncode == 3, (out, err)
-        assert not (tmp_path / "second").exists()                     # it never ran beside the first
+        assert not (tmp_path / "second").exists()  # it never ran beside the first
         assert f"pid {first.pid}" in err and "`bashgym demo --quick`" in err and str(home) in err
         assert "--wait" in err
 
         # the real CLI refuses too: `bashgym move` needs the folder to itself
-        moved = subprocess.run([sys.executable, "-m", "bashgym_assets.cli", "move", str(tmp_path / "elsewhere")],
-                               env=_env(home), capture_output=True, text=True, timeout=120)
+        moved = subprocess.run(
+            [sys.executable, "-m", "bashgym_assets.cli", "move", str(tmp_path / "elsewhere")],
+            env=_env(home),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert moved.returncode == 1 and f"pid {first.pid}" in moved.stderr, moved.stderr
         assert home.is_dir() and not (tmp_path / "elsewhere").exists()
     finally:
@@ -75,7 +85,7 @@ def test_second_pipeline_is_refused_naming_the_first_and_kill_9_frees_the_lock(t
     third = _hold(home, "bashgym demo", tmp_path / "third", seconds=0)
     out, err = third.communicate(timeout=120)
     assert third.returncode == 0 and "HOLDING" in out, (out, err)
-    assert read_holder(Settings(home=home)) == {}                     # released cleanly: names nobody
+    assert read_holder(Settings(home=home)) == {}  # released cleanly: names nobody
 
 
 def test_wait_queues_behind_the_holder_and_runs_when_it_is_killed(tmp_path: Path) -> None:
@@ -86,10 +96,12 @@ def test_wait_queues_behind_the_holder_and_runs_when_it_is_killed(tmp_path: Path
         queued = _hold(home, "bashgym demo", tmp_path / "second", wait="yes", seconds=0)
         lines: list[str] = []
         assert queued.stdout is not None
-        while len(lines) < 2:                                         # said at once, and again while it waits
+        while len(lines) < 2:  # said at once, and again while it waits
             lines.append(queued.stdout.readline())
-        assert all(line.startswith("[lock] waiting for the data folder") and f"pid {first.pid}" in line
-                   for line in lines), lines
+        assert all(
+            line.startswith("[lock] waiting for the data folder") and f"pid {first.pid}" in line
+            for line in lines
+        ), lines
         assert not (tmp_path / "second").exists()
     finally:
         first.send_signal(signal.SIGKILL)

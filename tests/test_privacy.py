@@ -63,21 +63,24 @@ def test_code_heavy_corpus_changes_under_one_percent_of_tokens(redactor: Redacto
     assert touched / total < 0.01, (touched, total)
 
 
-@pytest.mark.parametrize("text", [
-    "numpy==1.26.4 and v1.2.3.4 and chromium 120.0.6099.224 and python3.11.7.1",
-    "zip 94107, port 51514, pid 31337, size 65535",
-    "commit 3f9a2b7c1d4e5f60718293a4b5c6d7e8f9012345 and short 3f9a2b7",
-    "job 123e4567-e89b-12d3-a456-426614174000 queued",
-    "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-    "open setup.py and main.rs; see https://docs.python.org/3/library/re.html",
-    "server on http://127.0.0.1:8000 and 0.0.0.0:8080 and [::1]:9000",
-    "std::vector<int> v; auto x = ns::detail::make(0x7fff);",
-    "def parse(token: str, password: str | None = None): api_key = get_api_key()",
-    "password = os.environ['DB_PASSWORD']; secret_key = settings.SECRET_KEY",
-    "AbstractSingletonProxyFactoryBeanDefinitionRegistryPostProcessor",
-    "git@github.com:acme/api.git",
-    "2024-03-05T13:42:17Z and 2024-03-05 13:42",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "numpy==1.26.4 and v1.2.3.4 and chromium 120.0.6099.224 and python3.11.7.1",
+        "zip 94107, port 51514, pid 31337, size 65535",
+        "commit 3f9a2b7c1d4e5f60718293a4b5c6d7e8f9012345 and short 3f9a2b7",
+        "job 123e4567-e89b-12d3-a456-426614174000 queued",
+        "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "open setup.py and main.rs; see https://docs.python.org/3/library/re.html",
+        "server on http://127.0.0.1:8000 and 0.0.0.0:8080 and [::1]:9000",
+        "std::vector<int> v; auto x = ns::detail::make(0x7fff);",
+        "def parse(token: str, password: str | None = None): api_key = get_api_key()",
+        "password = os.environ['DB_PASSWORD']; secret_key = settings.SECRET_KEY",
+        "AbstractSingletonProxyFactoryBeanDefinitionRegistryPostProcessor",
+        "git@github.com:acme/api.git",
+        "2024-03-05T13:42:17Z and 2024-03-05 13:42",
+    ],
+)
 def test_code_lookalikes_are_kept(redactor: Redactor, text: str) -> None:
     assert redactor.find(text) == [], redactor.find(text)
 
@@ -96,10 +99,21 @@ def test_hash_in_a_secret_context_is_redacted(redactor: Redactor) -> None:
 def test_placeholders_are_typed_and_consistent_within_a_session(redactor: Redactor) -> None:
     a, b = "ana.lima@protonmail.com", "bo.chen@fastmail.com"
     session = Session(
-        session_id="s1", source_format="claude_code", source_path="/tmp/s1.jsonl", repo="r",
+        session_id="s1",
+        source_format="claude_code",
+        source_path="/tmp/s1.jsonl",
+        repo="r",
         prompts=[Prompt(index=0, text=f"email {a} and cc {b}")],
-        steps=[Step(index=0, tool_name="Bash", input=json.dumps({"command": f"mail {a}"}), command=f"mail {a}",
-                    output=f"sent to {a}; bounce from {b}", success=True)],
+        steps=[
+            Step(
+                index=0,
+                tool_name="Bash",
+                input=json.dumps({"command": f"mail {a}"}),
+                command=f"mail {a}",
+                output=f"sent to {a}; bounce from {b}",
+                success=True,
+            )
+        ],
     )
     red, _ = redactor.redact_session(session)
     assert red.prompts[0].text == "email <EMAIL_1> and cc <EMAIL_2>"
@@ -113,11 +127,30 @@ def test_placeholders_are_typed_and_consistent_within_a_session(redactor: Redact
 
 def test_user_names_from_home_directories(redactor: Redactor) -> None:
     session = Session(
-        session_id="s", source_format="claude_code", source_path="/home/mkowalski/.claude/projects/x/s.jsonl",
-        repo="x", cwd="/home/mkowalski/src/x",
-        steps=[Step(index=0, tool_name="Bash", command="whoami", input='{"command": "whoami"}',
-                    output="mkowalski\n", cwd="/home/mkowalski/src/x", success=True),
-               Step(index=1, tool_name="Bash", command="ls /home/operator /root", input="{}", output="", success=True)],
+        session_id="s",
+        source_format="claude_code",
+        source_path="/home/mkowalski/.claude/projects/x/s.jsonl",
+        repo="x",
+        cwd="/home/mkowalski/src/x",
+        steps=[
+            Step(
+                index=0,
+                tool_name="Bash",
+                command="whoami",
+                input='{"command": "whoami"}',
+                output="mkowalski\n",
+                cwd="/home/mkowalski/src/x",
+                success=True,
+            ),
+            Step(
+                index=1,
+                tool_name="Bash",
+                command="ls /home/operator /root",
+                input="{}",
+                output="",
+                success=True,
+            ),
+        ],
     )
     red, _ = redactor.redact_session(session)
     assert "mkowalski" not in all_text([red])
@@ -126,8 +159,13 @@ def test_user_names_from_home_directories(redactor: Redactor) -> None:
 
 
 def test_adapter_extras_are_redacted_and_scanned(redactor: Redactor) -> None:
-    session = Session(session_id="s", source_format="claude_code", source_path="/x/s.jsonl", repo="x",
-                      extra={"line_types": {"user": 3}, "summaries": ["Fixed login for ana.lima@protonmail.com"]})
+    session = Session(
+        session_id="s",
+        source_format="claude_code",
+        source_path="/x/s.jsonl",
+        repo="x",
+        extra={"line_types": {"user": 3}, "summaries": ["Fixed login for ana.lima@protonmail.com"]},
+    )
     assert [f.field for f in redactor.scan_session(session)] == ["extra.summaries[0]"]
     red, _ = redactor.redact_session(session)
     assert red.extra == {"line_types": {"user": 3}, "summaries": ["Fixed login for <EMAIL_1>"]}
@@ -175,8 +213,13 @@ def test_presidio_runs_offline_without_network_attempts(tmp_path) -> None:
         "found = Redactor().find('mail ana.lima@protonmail.com or see https://intranet.acme-corp.com/x')\n"
         "print(sorted(f.entity for f in found))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "TLDEXTRACT_CACHE": str(tmp_path)})
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "TLDEXTRACT_CACHE": str(tmp_path)},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == "['EMAIL_ADDRESS', 'URL']"
     assert "Public Suffix" not in proc.stderr and "network access attempted" not in proc.stderr
@@ -185,8 +228,13 @@ def test_presidio_runs_offline_without_network_attempts(tmp_path) -> None:
 def test_bad_rows_are_quarantined_with_a_reason() -> None:
     from bashgym_assets.privacy.pipeline import redact_rows
 
-    good = Session(session_id="ok", source_format="claude_code", source_path="/x", repo="r",
-                   prompts=[Prompt(index=0, text="mail ana.lima@protonmail.com")]).to_row()
+    good = Session(
+        session_id="ok",
+        source_format="claude_code",
+        source_path="/x",
+        repo="r",
+        prompts=[Prompt(index=0, text="mail ana.lima@protonmail.com")],
+    ).to_row()
     bad = dict(good, session_id="broken", steps=[{"index": "not a number", "tool_name": None}])
     result = redact_rows([bad, good])
     assert [s.session_id for s in result.sessions] == ["ok"]

@@ -23,16 +23,52 @@ EMAIL = "ana.lima@protonmail.com"
 
 def _sessions() -> list[Session]:
     steps = [
-        Step(index=0, tool_name="Bash", command="git log -1", input=json.dumps({"command": "git log -1"}),
-             output=f"Author: Ana Lima <{EMAIL}>", exit_code=0, success=True, cwd="/srv/api", prompt_index=0),
-        Step(index=1, tool_name="Bash", command="pytest -q", input=json.dumps({"command": "pytest -q"}),
-             output="3 passed", exit_code=0, success=True, cwd="/srv/api", prompt_index=0),
-        Step(index=2, tool_name="Bash", command="ls", input=json.dumps({"command": "ls"}), output="a b",
-             exit_code=0, success=True, cwd="/srv/api", prompt_index=1),
+        Step(
+            index=0,
+            tool_name="Bash",
+            command="git log -1",
+            input=json.dumps({"command": "git log -1"}),
+            output=f"Author: Ana Lima <{EMAIL}>",
+            exit_code=0,
+            success=True,
+            cwd="/srv/api",
+            prompt_index=0,
+        ),
+        Step(
+            index=1,
+            tool_name="Bash",
+            command="pytest -q",
+            input=json.dumps({"command": "pytest -q"}),
+            output="3 passed",
+            exit_code=0,
+            success=True,
+            cwd="/srv/api",
+            prompt_index=0,
+        ),
+        Step(
+            index=2,
+            tool_name="Bash",
+            command="ls",
+            input=json.dumps({"command": "ls"}),
+            output="a b",
+            exit_code=0,
+            success=True,
+            cwd="/srv/api",
+            prompt_index=1,
+        ),
     ]
     prompts = [Prompt(index=0, text="who wrote the last commit?"), Prompt(index=1, text="list files")]
-    return [Session(session_id="s-1", source_format="claude_code", source_path="/srv/x/s-1.jsonl", repo=REPO,
-                    cwd="/srv/api", prompts=prompts, steps=steps)]
+    return [
+        Session(
+            session_id="s-1",
+            source_format="claude_code",
+            source_path="/srv/x/s-1.jsonl",
+            repo=REPO,
+            cwd="/srv/api",
+            prompts=prompts,
+            steps=steps,
+        )
+    ]
 
 
 @pytest.fixture
@@ -45,7 +81,9 @@ def instance():
 def _run(instance, home: Path, disable: list[str] | None = None) -> dg.ExecuteInProcessResult:
     return dg.materialize(
         [redacted_sessions, no_secrets_left, tiered_traces],
-        partition_key=REPO, instance=instance, resources={"bashgym": BashgymHome(home=str(home))},
+        partition_key=REPO,
+        instance=instance,
+        resources={"bashgym": BashgymHome(home=str(home))},
         run_config=dg.RunConfig({"redacted_sessions": RedactionConfig(disable_detectors=disable or [])}),
         raise_on_error=False,
     )
@@ -66,7 +104,9 @@ def test_clean_run_materializes_tiers(instance, settings: Settings) -> None:
     assert EMAIL not in red[0].steps[0].output and "<EMAIL_1>" in red[0].steps[0].output
     traces = traces_from_table(lake.read("tiered_traces", REPO))
     assert [t.boundary for t in traces] == ["start", "new_prompt"]
-    assert traces[0].verification_passed is True and EMAIL not in json.dumps([t.model_dump(mode="json") for t in traces])
+    assert traces[0].verification_passed is True and EMAIL not in json.dumps(
+        [t.model_dump(mode="json") for t in traces]
+    )
     mats = result.asset_materializations_for_node("tiered_traces")
     assert mats and "data:image/png;base64," in mats[0].metadata["report"].value
 
@@ -94,8 +134,9 @@ def test_secret_slipping_through_stops_downstream(instance, settings: Settings) 
     assert not result.success
 
 
-def test_end_to_end_from_real_claude_code_logs(claude_fixtures: Path, settings: Settings, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_end_to_end_from_real_claude_code_logs(
+    claude_fixtures: Path, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """ingest's raw_sessions -> redacted_sessions -> blocking check -> tiered_traces on real Claude Code logs."""
     import shutil
 
@@ -114,8 +155,11 @@ def test_end_to_end_from_real_claude_code_logs(claude_fixtures: Path, settings: 
         inst.add_dynamic_partitions("repos", repos)
         for repo in repos:
             result = dg.materialize(
-                [raw_sessions, redacted_sessions, no_secrets_left, tiered_traces], partition_key=repo,
-                instance=inst, resources={"bashgym": BashgymHome(home=str(settings.home))})
+                [raw_sessions, redacted_sessions, no_secrets_left, tiered_traces],
+                partition_key=repo,
+                instance=inst,
+                resources={"bashgym": BashgymHome(home=str(settings.home))},
+            )
             assert result.success and _check_passed(result)
             raw = sessions_from_table(lake.read("raw_sessions", repo))
             tiered = traces_from_table(lake.read("tiered_traces", repo))

@@ -23,7 +23,7 @@ import pytest
 from bashgym_assets.config import PROJECT_ROOT
 from bashgym_assets.relocate import find_references
 
-BUILD = '''
+BUILD = """
 import json
 import dagster as dg
 from bashgym_assets.config import get_settings
@@ -58,9 +58,9 @@ def sft_adapter(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg.M
 
 assert dg.materialize([sft_adapter], resources={"bashgym": BashgymHome()},
                       instance=dg.DagsterInstance.get()).success
-'''
+"""
 
-CHECK = '''
+CHECK = """
 import json, sys
 from pathlib import Path
 import dagster as dg
@@ -102,7 +102,7 @@ with dg.DagsterInstance.get() as instance:
     assert dg.materialize([after_move], resources={"bashgym": BashgymHome()}, instance=instance).success
     out["runs"] = len(instance.get_runs())
 print("RESULT " + json.dumps(out))
-'''
+"""
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -112,14 +112,21 @@ def _env(home: Path) -> dict[str, str]:
 
 
 def _python(home: Path, *args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, *args], env=_env(home), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, *args], env=_env(home), capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 
 
 def _bashgym(home: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bashgym_assets.cli", *args], env=_env(home), capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "bashgym_assets.cli", *args],
+        env=_env(home),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture
@@ -154,8 +161,10 @@ def _check_fresh_process(home: Path, old: Path, tmp_path: Path) -> dict:
     assert out["new_run_artifacts"].startswith(uri + "/mlflow/artifacts/")
     assert "note.txt" not in out["old_run_files"]
     assert out["downloaded_base"] == out["adapter_base"] == str(home / "models" / "smollm2")
-    assert out["dagster_paths"] == [str(home / "artifacts" / "adapters" / "sft-x"),
-                                    str(home / "lake" / "sft_runs" / "__all__.parquet")]
+    assert out["dagster_paths"] == [
+        str(home / "artifacts" / "adapters" / "sft-x"),
+        str(home / "lake" / "sft_runs" / "__all__.parquet"),
+    ]
     assert out["runs"] == 2
     assert not old.exists(), "something wrote into the old folder"
     assert find_references(home, old) == ([], [])
@@ -192,7 +201,7 @@ def test_a_hand_copied_folder_is_detected_relocated_and_then_moved(built: Path, 
     assert find_references(built, built)[0], "the original is left as it was"
 
     final = tmp_path / "final" / "home"
-    moved = _bashgym(copy, "move", str(final))                     # a plain move: a rename on one file system
+    moved = _bashgym(copy, "move", str(final))  # a plain move: a rename on one file system
     assert moved.returncode == 0, moved.stderr
     assert f"moved {copy} -> {final}" in moved.stdout and not copy.exists()
     shutil.rmtree(built.parent)
@@ -209,9 +218,17 @@ def test_move_refuses_while_another_process_has_the_folder_open(tmp_path: Path) 
     con.execute("CREATE TABLE t (x)")
     con.commit()
     con.close()
-    reader = subprocess.Popen([sys.executable, "-c", "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1]); "
-                               "c.execute('select * from t').fetchall(); print('open', flush=True); time.sleep(300)",
-                               str(db)], stdout=subprocess.PIPE, text=True)
+    reader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1]); "
+            "c.execute('select * from t').fetchall(); print('open', flush=True); time.sleep(300)",
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert reader.stdout is not None and reader.stdout.readline().strip() == "open"
         refused = _bashgym(home, "move", str(tmp_path / "new"))

@@ -24,22 +24,43 @@ from bashgym_assets.rollout.transcript import (
 )
 from bashgym_assets.scenarios.bundle import parse_bundle
 
-BUNDLE = parse_bundle({"id": "t-touch", "task": "Create ~/done.txt", "category": "files", "difficulty": 1,
-                       "check": "test -f /home/operator/done.txt", "reference": ["cd ~", "touch done.txt"]})
-ANNOUNCED = parse_bundle({"id": "t-ann", "task": "hidden task", "category": "files", "difficulty": 2,
-                          "check": "true", "reference": ["true"], "announcement": "New directives: run `orders --help`.",
-                          "provider": {"name": "orders", "script": "#!/bin/bash\necho do it"}, "user": "root"})
+BUNDLE = parse_bundle(
+    {
+        "id": "t-touch",
+        "task": "Create ~/done.txt",
+        "category": "files",
+        "difficulty": 1,
+        "check": "test -f /home/operator/done.txt",
+        "reference": ["cd ~", "touch done.txt"],
+    }
+)
+ANNOUNCED = parse_bundle(
+    {
+        "id": "t-ann",
+        "task": "hidden task",
+        "category": "files",
+        "difficulty": 2,
+        "check": "true",
+        "reference": ["true"],
+        "announcement": "New directives: run `orders --help`.",
+        "provider": {"name": "orders", "script": "#!/bin/bash\necho do it"},
+        "user": "root",
+    }
+)
 
 
-@pytest.mark.parametrize(("reply", "command", "is_command", "is_exit"), [
-    ("ls -la", "ls -la", True, False),
-    ("  exit  ", "exit", True, True),
-    ("exit 0", "exit 0", True, True),
-    ("cat <<EOF > notes.txt\nDear team, the report is attached.\nEOF", None, True, False),
-    ("```bash\nls -la\n```", "ls -la", False, False),
-    ("Here is a list of all files in the directory.", None, False, False),
-    ("Sure! I'll list the files for you", None, False, False),
-])
+@pytest.mark.parametrize(
+    ("reply", "command", "is_command", "is_exit"),
+    [
+        ("ls -la", "ls -la", True, False),
+        ("  exit  ", "exit", True, True),
+        ("exit 0", "exit 0", True, True),
+        ("cat <<EOF > notes.txt\nDear team, the report is attached.\nEOF", None, True, False),
+        ("```bash\nls -la\n```", "ls -la", False, False),
+        ("Here is a list of all files in the directory.", None, False, False),
+        ("Sure! I'll list the files for you", None, False, False),
+    ],
+)
 def test_parse_reply(reply: str, command: str | None, is_command: bool, is_exit: bool) -> None:
     line = parse_reply(reply)
     assert line.is_command is is_command and line.is_exit is is_exit
@@ -70,8 +91,10 @@ def test_render_observation() -> None:
         stdout, stderr, exit_code, timed_out = "a\nb\n", "warn\n", 3, True
         stdout_truncated_bytes, stderr_truncated_bytes = 100, 0
 
-    assert render_observation(R()) == ("a\nb\n[... 100 more bytes of output truncated]\nwarn\n"
-                                       "[command timed out and was killed]\n[exit code: 3]")
+    assert render_observation(R()) == (
+        "a\nb\n[... 100 more bytes of output truncated]\nwarn\n"
+        "[command timed out and was killed]\n[exit code: 3]"
+    )
 
 
 def test_reference_operator_replays_then_exits() -> None:
@@ -114,31 +137,58 @@ def build_tiny_model(folder: Path, adapter: Path | None = None) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    corpus = ["ls -la", "cd ~ && touch done.txt", "exit", "cat file.txt | sort | uniq -c", "You are logged in",
-              "Working directory: /home/operator", "[exit code: 0]", "find . -name '*.log' -delete"] * 20
+    corpus = [
+        "ls -la",
+        "cd ~ && touch done.txt",
+        "exit",
+        "cat file.txt | sort | uniq -c",
+        "You are logged in",
+        "Working directory: /home/operator",
+        "[exit code: 0]",
+        "find . -name '*.log' -delete",
+    ] * 20
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<unk>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=300,
+            special_tokens=["<unk>", "<|im_start|>", "<|im_end|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     from tokenizers import decoders
 
     tok.decoder = decoders.ByteLevel()
-    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<|im_end|>",
-                                     pad_token="<|im_end|>", bos_token="<|im_start|>")
+    hf_tok = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
+        bos_token="<|im_start|>",
+    )
     hf_tok.save_pretrained(folder)
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(hf_tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=1024,
-                         eos_token_id=hf_tok.eos_token_id, pad_token_id=hf_tok.pad_token_id,
-                         bos_token_id=hf_tok.bos_token_id)
+    config = LlamaConfig(
+        vocab_size=len(hf_tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        eos_token_id=hf_tok.eos_token_id,
+        pad_token_id=hf_tok.pad_token_id,
+        bos_token_id=hf_tok.bos_token_id,
+    )
     model = LlamaForCausalLM(config)
     model.save_pretrained(folder)
     if adapter is not None:
         from peft import LoraConfig, get_peft_model
 
-        peft_model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"],
-                                                      init_lora_weights=False))
+        peft_model = get_peft_model(
+            model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+        )
         peft_model.save_pretrained(adapter)
 
 
@@ -158,8 +208,9 @@ def test_local_model_operator_greedy_chatml(tiny_model: tuple[Path, Path]) -> No
     assert isinstance(first, str)
     assert op.next_command(msgs) == first  # greedy: deterministic
     assert "<|im_start|>" in op._tokenizer.chat_template  # ChatML applied to a tokenizer without a template
-    prompt = op._tokenizer.apply_chat_template([m.model_dump() for m in msgs], add_generation_prompt=True,
-                                               tokenize=False)
+    prompt = op._tokenizer.apply_chat_template(
+        [m.model_dump() for m in msgs], add_generation_prompt=True, tokenize=False
+    )
     assert prompt.endswith("<|im_start|>assistant\n") and "<|im_start|>system\nYou are logged in" in prompt
 
 
@@ -169,8 +220,14 @@ def test_local_model_operator_with_adapter_and_context_trim(tiny_model: tuple[Pa
     model_dir, adapter_dir = tiny_model
     op = LocalModelOperator(model_dir, adapter_dir=adapter_dir, max_new_tokens=8, max_context_tokens=200)
     assert op.name == "local:model+adapter"
-    long = initial_messages(BUNDLE) + [Message(role="assistant", content="ls -la"),
-                                       Message(role="user", content="x " * 150 + "\n[exit code: 0]")] * 4
+    long = (
+        initial_messages(BUNDLE)
+        + [
+            Message(role="assistant", content="ls -la"),
+            Message(role="user", content="x " * 150 + "\n[exit code: 0]"),
+        ]
+        * 4
+    )
     assert isinstance(op.next_command(long), str)
     # The adapter is merged into the base for generation: the same function as the PEFT wrapper, not the base's.
     import torch
@@ -180,8 +237,11 @@ def test_local_model_operator_with_adapter_and_context_trim(tiny_model: tuple[Pa
     probe = torch.tensor([[1, 5, 9, 13, 17, 21]])
     with torch.no_grad():
         merged = op._model(input_ids=probe).logits
-        wrapped = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), adapter_dir).eval()(
-            input_ids=probe).logits
+        wrapped = (
+            PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), adapter_dir)
+            .eval()(input_ids=probe)
+            .logits
+        )
         base = AutoModelForCausalLM.from_pretrained(model_dir).eval()(input_ids=probe).logits
     assert torch.allclose(merged, wrapped, atol=1e-4)
     assert not torch.allclose(merged, base, atol=1e-3)

@@ -39,9 +39,11 @@ from bashgym_assets.serving.router import (
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 SIMPLE = "List the files in your home folder."
-COMPLEX = ("Write a script that parses every JSON file under ~/data recursively, then, for each record whose "
-           "status is failed, extracts the process id with awk and sed; also set permissions on the results "
-           "only if the archive checksum matches, and finally install a cron job that runs it nightly.")
+COMPLEX = (
+    "Write a script that parses every JSON file under ~/data recursively, then, for each record whose "
+    "status is failed, extracts the process id with awk and sed; also set permissions on the results "
+    "only if the archive checksum matches, and finally install a cron job that runs it nightly."
+)
 
 
 def chat(task: str) -> list[dict[str, str]]:
@@ -88,12 +90,19 @@ def opened(log: DecisionLog) -> DecisionLog:
 def router(student_engine: ChatEngine, teacher: OpenAIServer, lake: Lake, settings, **config) -> Router:
     log = DecisionLog(lake)
     OPEN_LOGS.append(log)
-    return Router(RouterConfig(**config), EngineBackend(student_engine),
-                  teacher_backend(teacher.litellm_model, teacher.url, settings), log, lake=lake)
+    return Router(
+        RouterConfig(**config),
+        EngineBackend(student_engine),
+        teacher_backend(teacher.litellm_model, teacher.url, settings),
+        log,
+        lake=lake,
+    )
 
 
 def student_text(engine: ChatEngine, task: str, max_tokens: int = 8) -> tuple[str, list[float]]:
-    g = engine.generate([GenerationRequest(messages=chat(task), max_tokens=max_tokens, logprobs=True, trim=True)])[0]
+    g = engine.generate(
+        [GenerationRequest(messages=chat(task), max_tokens=max_tokens, logprobs=True, trim=True)]
+    )[0]
     return g.text, [t.logprob for t in g.logprobs or []]
 
 
@@ -122,8 +131,15 @@ def test_confidence_routes_on_the_students_token_logprobs(student_engine, teache
     got = unsure.route_many([chat(SIMPLE)], params)[0]
     assert got.decision.chosen == "teacher" and got.answer.text.startswith("echo teacher:")
     assert len(teacher.requests) == before + 1 and "< threshold" in got.decision.reason
-    by_min = router(student_engine, teacher, lake, settings, strategy="confidence", measure="min",
-                    threshold=(low + mean) / 2)
+    by_min = router(
+        student_engine,
+        teacher,
+        lake,
+        settings,
+        strategy="confidence",
+        measure="min",
+        threshold=(low + mean) / 2,
+    )
     got = by_min.route_many([chat(SIMPLE)], params)[0]
     if low < mean:  # the weakest token decides under measure=min
         assert got.decision.chosen == "teacher" and got.decision.confidence == pytest.approx(low, abs=1e-4)
@@ -142,14 +158,24 @@ def test_task_complexity_heuristic_and_routing(student_engine, teacher, lake, se
     assert r._plan(later)[0] == "student"
 
 
-def test_progressive_share_grows_with_the_measured_clean_rate(student_engine, teacher, lake, settings) -> None:
+def test_progressive_share_grows_with_the_measured_clean_rate(
+    student_engine, teacher, lake, settings
+) -> None:
     from bashgym_assets.evaluation.tracking import DECISION_SCHEMA
 
     convs = [chat(f"task number {i}: count the files") for i in range(200)]
 
     def students(rate: float) -> set[int]:
-        r = router(student_engine, teacher, lake, settings, strategy="progressive", clean_rate=rate, floor=0.1,
-                   cap=0.8)
+        r = router(
+            student_engine,
+            teacher,
+            lake,
+            settings,
+            strategy="progressive",
+            clean_rate=rate,
+            floor=0.1,
+            cap=0.8,
+        )
         return {i for i, c in enumerate(convs) if r._plan(c)[0] == "student"}
 
     low, mid, high, top = students(0.0), students(0.4), students(0.7), students(1.0)
@@ -164,18 +190,47 @@ def test_progressive_share_grows_with_the_measured_clean_rate(student_engine, te
     blank = {f: None for f in EVAL_EPISODE_SCHEMA.names}
 
     def episodes(clean: list[bool]) -> list[dict]:
-        return [{**blank, "model": "champion", "clean": c, "failure_class": "" if c else "wrong_result"}
-                for c in clean]
+        return [
+            {**blank, "model": "champion", "clean": c, "failure_class": "" if c else "wrong_result"}
+            for c in clean
+        ]
 
-    lake.write("eval_episodes", episodes([True, False, False, False]), partition="eval-held", schema=EVAL_EPISODE_SCHEMA)
-    lake.write("eval_episodes", episodes([True] * 8), partition=f"{TRAIN_SPLIT_EVAL_PREFIX}x",
-               schema=EVAL_EPISODE_SCHEMA)
+    lake.write(
+        "eval_episodes",
+        episodes([True, False, False, False]),
+        partition="eval-held",
+        schema=EVAL_EPISODE_SCHEMA,
+    )
+    lake.write(
+        "eval_episodes",
+        episodes([True] * 8),
+        partition=f"{TRAIN_SPLIT_EVAL_PREFIX}x",
+        schema=EVAL_EPISODE_SCHEMA,
+    )
     assert measured_clean_rate(lake) == (0.25, "eval_episodes: champion (4 episodes)")
     row = {f: None for f in DECISION_SCHEMA.names}
-    rows = [{**row, "eval_id": "eval-a", "action": "promote", "incumbent": "base", "promote": True,
-             "candidate_clean": 0.25, "incumbent_clean": 0.0, "decided_at": "2026-11-20T00:00:00"},
-            {**row, "eval_id": "eval-b", "action": "keep", "incumbent": "champion", "promote": False,
-             "candidate_clean": 0.1, "incumbent_clean": 0.5, "decided_at": "2026-11-24T00:00:00"}]
+    rows = [
+        {
+            **row,
+            "eval_id": "eval-a",
+            "action": "promote",
+            "incumbent": "base",
+            "promote": True,
+            "candidate_clean": 0.25,
+            "incumbent_clean": 0.0,
+            "decided_at": "2026-11-20T00:00:00",
+        },
+        {
+            **row,
+            "eval_id": "eval-b",
+            "action": "keep",
+            "incumbent": "champion",
+            "promote": False,
+            "candidate_clean": 0.1,
+            "incumbent_clean": 0.5,
+            "decided_at": "2026-11-24T00:00:00",
+        },
+    ]
     lake.write("promotion_decisions", rows, schema=DECISION_SCHEMA)
     rate, source = measured_clean_rate(lake)
     assert rate == 0.5 and "eval-b" in source
@@ -198,17 +253,28 @@ def test_random_ab_is_seeded_and_sticky(student_engine, teacher, lake, settings)
     # one draw per conversation: later turns of the same conversation go where the first went
     r = router(student_engine, teacher, lake, settings, strategy="random", seed=1)
     first = convs[3]
-    assert r._plan(first + [{"role": "assistant", "content": "ls"}, {"role": "user", "content": "out"}])[0] == \
-        r._plan(first)[0] == ("student" if _uniform(1, conversation_id(first)) < 0.5 else "teacher")
+    assert (
+        r._plan(first + [{"role": "assistant", "content": "ls"}, {"role": "user", "content": "out"}])[0]
+        == r._plan(first)[0]
+        == ("student" if _uniform(1, conversation_id(first)) < 0.5 else "teacher")
+    )
 
 
 def test_decisions_are_logged_to_the_lake(student_engine, teacher, lake, settings) -> None:
     assert routing_summary(lake) == []
     log = DecisionLog(lake, flush_every=2, flush_interval_s=3600)
-    r = Router(RouterConfig(strategy=Strategy.COMPLEXITY), EngineBackend(student_engine),
-               teacher_backend(teacher.litellm_model, teacher.url, settings), log)
-    got = r.route_many([chat(SIMPLE), chat(COMPLEX), chat("pwd")], ChatParams(max_tokens=4),
-                       scenario_id="scn-1", request_ids=["r1", "r2", "r3"])
+    r = Router(
+        RouterConfig(strategy=Strategy.COMPLEXITY),
+        EngineBackend(student_engine),
+        teacher_backend(teacher.litellm_model, teacher.url, settings),
+        log,
+    )
+    got = r.route_many(
+        [chat(SIMPLE), chat(COMPLEX), chat("pwd")],
+        ChatParams(max_tokens=4),
+        scenario_id="scn-1",
+        request_ids=["r1", "r2", "r3"],
+    )
     # 3 rows, flush_every 2: already on disk as one partition, nothing buffered after close
     assert len(lake.partitions(ROUTING_TABLE)) == 1
     assert r.record_outcome("clean", request_ids=["r2"]) == 1
@@ -221,8 +287,10 @@ def test_decisions_are_logged_to_the_lake(student_engine, teacher, lake, setting
     assert rows["r1"]["latency_s"] >= rows["r1"]["student_latency_s"] > 0
     assert rows["r2"]["reason"] == got[1].decision.reason and rows["r1"]["complexity"] is not None
     con = lake.connect()
-    assert dict(con.execute(f"select chosen, count(*) from {ROUTING_TABLE} group by 1").fetchall()) == \
-        {"student": 2, "teacher": 1}
+    assert dict(con.execute(f"select chosen, count(*) from {ROUTING_TABLE} group by 1").fetchall()) == {
+        "student": 2,
+        "teacher": 1,
+    }
     assert pa.types.is_timestamp(lake.read_all(ROUTING_TABLE).schema.field("decided_at").type)
     (day,) = routing_summary(lake)
     assert day["strategy"] == "complexity" and day["requests"] == 3
@@ -232,8 +300,12 @@ def test_decisions_are_logged_to_the_lake(student_engine, teacher, lake, setting
 
 def test_unflushed_decisions_reach_the_lake_on_the_timer(student_engine, teacher, lake, settings) -> None:
     log = DecisionLog(lake, flush_every=1000, flush_interval_s=0.05)
-    r = Router(RouterConfig(strategy=Strategy.TEACHER_ONLY), EngineBackend(student_engine),
-               teacher_backend(teacher.litellm_model, teacher.url, settings), log)
+    r = Router(
+        RouterConfig(strategy=Strategy.TEACHER_ONLY),
+        EngineBackend(student_engine),
+        teacher_backend(teacher.litellm_model, teacher.url, settings),
+        log,
+    )
     r.route_many([chat("pwd")], ChatParams(max_tokens=4), request_ids=["timer-1"])
     deadline = time.monotonic() + 30
     while not lake.partitions(ROUTING_TABLE) and time.monotonic() < deadline:
@@ -248,9 +320,15 @@ def test_routed_operator_from_make_operator(student_engine, teacher, settings, l
         parse_route_spec("confidence?thresold=1")
     with pytest.raises(ValueError):
         parse_route_spec("sometimes")
-    op = make_operator("routed:teacher_only", api_base=teacher.url, student=f"local:{student_engine.model_dir}",
-                       adapter_dir=student_engine.adapter_dir, teacher=teacher.litellm_model, settings=settings,
-                       max_new_tokens=8)
+    op = make_operator(
+        "routed:teacher_only",
+        api_base=teacher.url,
+        student=f"local:{student_engine.model_dir}",
+        adapter_dir=student_engine.adapter_dir,
+        teacher=teacher.litellm_model,
+        settings=settings,
+        max_new_tokens=8,
+    )
     assert op.name == "routed:teacher_only" and not op.scaffolded
     replies = op.replies([[Message(**m) for m in chat(SIMPLE)], [Message(**m) for m in chat("pwd")]])
     assert [x.text for x in replies] == ["echo teacher:" + SIMPLE[:20], "echo teacher:pwd"]
@@ -268,18 +346,28 @@ def test_routed_operator_runs_a_sandbox_episode(student_engine, settings, lake, 
     from bashgym_assets.scenarios.gate import TRAIN
 
     with OpenAIServer(policy(list(TRAIN_BUNDLE.reference)), model="teacher") as tsrv:
-        op = make_operator("routed:confidence?threshold=0.5", api_base=tsrv.url, teacher=tsrv.litellm_model,
-                           student=f"local:{student_engine.model_dir}", adapter_dir=student_engine.adapter_dir,
-                           settings=settings, max_new_tokens=6)
+        op = make_operator(
+            "routed:confidence?threshold=0.5",
+            api_base=tsrv.url,
+            teacher=tsrv.litellm_model,
+            student=f"local:{student_engine.model_dir}",
+            adapter_dir=student_engine.adapter_dir,
+            settings=settings,
+            max_new_tokens=6,
+        )
         assert op.for_scenario(TRAIN_BUNDLE) is op  # one object: the evaluator batches its episodes' turns
         record = run_episode(TRAIN_BUNDLE, op, sandbox_image, split=TRAIN)
         assert record.verified and record.terminated, record.messages
-        assert op.record_outcome("clean" if record.verified else "failed", scenario_id=TRAIN_BUNDLE.id) == \
-            record.n_turns
+        assert (
+            op.record_outcome("clean" if record.verified else "failed", scenario_id=TRAIN_BUNDLE.id)
+            == record.n_turns
+        )
         op.router.log.close()
         rows = lake.read_all(ROUTING_TABLE).to_pylist()
         assert len(rows) == record.n_turns and {r["chosen"] for r in rows} == {"teacher"}
-        assert {r["scenario_id"] for r in rows} == {TRAIN_BUNDLE.id} and {r["outcome"] for r in rows} == {"clean"}
+        assert {r["scenario_id"] for r in rows} == {TRAIN_BUNDLE.id} and {r["outcome"] for r in rows} == {
+            "clean"
+        }
         assert sorted(r["turn"] for r in rows) == list(range(record.n_turns))
         assert all(r["confidence"] is not None and r["confidence"] < 0.5 for r in rows)
 
@@ -288,8 +376,14 @@ def test_routed_operator_runs_a_sandbox_episode(student_engine, settings, lake, 
 
         from bashgym_assets.evaluation import EvalSettings, evaluate
 
-        ev = make_operator("routed:teacher_only", api_base=tsrv.url, teacher=tsrv.litellm_model,
-                           student=f"local:{student_engine.model_dir}", settings=settings, max_new_tokens=6)
+        ev = make_operator(
+            "routed:teacher_only",
+            api_base=tsrv.url,
+            teacher=tsrv.litellm_model,
+            student=f"local:{student_engine.model_dir}",
+            settings=settings,
+            max_new_tokens=6,
+        )
         result = evaluate(ev, [HELD_BUNDLE], sandbox_image, EvalSettings(max_turns=5))
         ev.router.log.close()
     assert [e.clean for e in result.episodes] == [True]
@@ -302,32 +396,45 @@ def test_reference_teacher_is_bound_per_scenario(student_engine, settings, lake)
 
     from bashgym_assets.rollout.transcript import initial_messages
 
-    op = make_operator("routed:teacher_only", teacher="reference", student=f"local:{student_engine.model_dir}",
-                       settings=settings, max_new_tokens=4)
+    op = make_operator(
+        "routed:teacher_only",
+        teacher="reference",
+        student=f"local:{student_engine.model_dir}",
+        settings=settings,
+        max_new_tokens=4,
+    )
     bound = op.for_scenario(TRAIN_BUNDLE)
     assert bound is not op and bound.scenario_id == TRAIN_BUNDLE.id
     assert bound.next_command(initial_messages(TRAIN_BUNDLE)) == TRAIN_BUNDLE.reference[0]
     assert bound.record_outcome("clean") == 1
     op.router.log.close()
     rows = lake.read_all(ROUTING_TABLE).to_pylist()
-    assert [(r["model"], r["scenario_id"], r["outcome"]) for r in rows] == [("reference", TRAIN_BUNDLE.id, "clean")]
+    assert [(r["model"], r["scenario_id"], r["outcome"]) for r in rows] == [
+        ("reference", TRAIN_BUNDLE.id, "clean")
+    ]
 
 
 def test_routing_through_the_server(student_engine, teacher, lake, settings) -> None:
     from openai import OpenAI
 
     batcher = Batcher(student_engine, max_batch=4, max_wait_s=0.01)
-    r = Router(RouterConfig(strategy=Strategy.COMPLEXITY), EngineBackend(student_engine, submit=batcher.submit,
-                                                                         trim=False),
-               teacher_backend(teacher.litellm_model, teacher.url, settings), DecisionLog(lake), lake=lake)
+    r = Router(
+        RouterConfig(strategy=Strategy.COMPLEXITY),
+        EngineBackend(student_engine, submit=batcher.submit, trim=False),
+        teacher_backend(teacher.litellm_model, teacher.url, settings),
+        DecisionLog(lake),
+        lake=lake,
+    )
     OPEN_LOGS.append(r.log)
     with LocalServer(create_app(student_engine, batcher, router=r)) as srv:
         client = OpenAI(base_url=srv.url, api_key="x")
         assert [m.id for m in client.models.list().data] == ["tiny-student", "bashgym-router"]
-        hard = client.chat.completions.create(model="bashgym-router", messages=chat(COMPLEX), max_tokens=6,
-                                              temperature=0)
-        easy = client.chat.completions.create(model="bashgym-router", messages=chat(SIMPLE), max_tokens=6,
-                                              temperature=0)
+        hard = client.chat.completions.create(
+            model="bashgym-router", messages=chat(COMPLEX), max_tokens=6, temperature=0
+        )
+        easy = client.chat.completions.create(
+            model="bashgym-router", messages=chat(SIMPLE), max_tokens=6, temperature=0
+        )
         assert hard.choices[0].message.content == "echo teacher:" + COMPLEX[:20]
         assert hard.model_extra["bashgym_route"]["chosen"] == "teacher"
         assert easy.model_extra["bashgym_route"]["chosen"] == "student"
@@ -335,14 +442,19 @@ def test_routing_through_the_server(student_engine, teacher, lake, settings) -> 
         health = httpx.get(srv.url.removesuffix("/v1") + "/health").json()
         assert health["router"]["strategy"] == "complexity"
     rows = lake.read_all(ROUTING_TABLE).to_pylist()  # the server's shutdown flushed the log
-    assert sorted(row["chosen"] for row in rows) == ["student", "teacher"] and {row["source"] for row in rows} == \
-        {"server"}
+    assert sorted(row["chosen"] for row in rows) == ["student", "teacher"] and {
+        row["source"] for row in rows
+    } == {"server"}
 
 
 def test_teacher_failure_and_student_fallback(student_engine, lake, settings) -> None:
     with OpenAIServer(scripted([]), model="teacher") as dead:  # every request: HTTP 500
-        r = Router(RouterConfig(strategy=Strategy.TEACHER_ONLY), EngineBackend(student_engine),
-                   teacher_backend(dead.litellm_model, dead.url, settings), opened(DecisionLog(lake)))
+        r = Router(
+            RouterConfig(strategy=Strategy.TEACHER_ONLY),
+            EngineBackend(student_engine),
+            teacher_backend(dead.litellm_model, dead.url, settings),
+            opened(DecisionLog(lake)),
+        )
         got = r.route_many([chat("pwd")], ChatParams(max_tokens=4))[0]
     assert got.answer.error and got.decision.error and got.decision.chosen == "teacher"
     # a student that cannot fit the prompt (no trimming) hands the turn to the teacher, except student_only
@@ -350,8 +462,12 @@ def test_teacher_failure_and_student_fallback(student_engine, lake, settings) ->
         strict = EngineBackend(student_engine, trim=False)
         long_chat = chat("ls -la /home/operator " * 200)
         for strategy, chosen in ((Strategy.COMPLEXITY, "teacher"), (Strategy.STUDENT_ONLY, "student")):
-            r = Router(RouterConfig(strategy=strategy, complexity_threshold=2.0), strict,
-                       teacher_backend(t.litellm_model, t.url, settings), opened(DecisionLog(lake)))
+            r = Router(
+                RouterConfig(strategy=strategy, complexity_threshold=2.0),
+                strict,
+                teacher_backend(t.litellm_model, t.url, settings),
+                opened(DecisionLog(lake)),
+            )
             got = r.route_many([long_chat], ChatParams(max_tokens=4))[0]
             assert got.decision.chosen == chosen
             assert bool(got.answer.error) == (strategy == Strategy.STUDENT_ONLY)
@@ -362,8 +478,19 @@ def test_teacher_failure_and_student_fallback(student_engine, lake, settings) ->
 def test_cli_parses_serve_with_routing() -> None:
     from bashgym_assets.cli import build_parser
 
-    args = build_parser().parse_args(["serve", "--route", "confidence?threshold=-0.8", "--teacher", "openai/t",
-                                      "--teacher-api-base", "http://127.0.0.1:9/v1", "--port", "0"])
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--route",
+            "confidence?threshold=-0.8",
+            "--teacher",
+            "openai/t",
+            "--teacher-api-base",
+            "http://127.0.0.1:9/v1",
+            "--port",
+            "0",
+        ]
+    )
     assert parse_route_spec(args.route).strategy == Strategy.CONFIDENCE and args.teacher == "openai/t"
 
 
@@ -373,18 +500,24 @@ def test_the_evaluator_builds_routed_operators(student_engine, teacher, settings
 
     monkeypatch.setenv("BASHGYM_ROUTER_STUDENT", f"local:{student_engine.model_dir}")
     monkeypatch.setenv("BASHGYM_TEACHER_MODEL", teacher.litellm_model)
-    op = operator_for(ModelSpec(label="routed", kind="litellm", litellm_model="routed:complexity",
-                                api_base=teacher.url), Sampling(max_new_tokens=5))
+    op = operator_for(
+        ModelSpec(label="routed", kind="litellm", litellm_model="routed:complexity", api_base=teacher.url),
+        Sampling(max_new_tokens=5),
+    )
     assert op.name == "routed:complexity" and op.params.max_tokens == 5
-    assert op.router.student.name == f"local:{student_engine.model_dir}" and op.router.teacher.name == "openai/teacher"
+    assert (
+        op.router.student.name == f"local:{student_engine.model_dir}"
+        and op.router.teacher.name == "openai/teacher"
+    )
     got = op.replies([[Message(**m) for m in chat(COMPLEX)]])
     assert got[0].text == "echo teacher:" + COMPLEX[:20]
     op.router.log.close()
     assert [r["chosen"] for r in lake.read_all(ROUTING_TABLE).to_pylist()] == ["teacher"]
 
 
-def test_requests_the_server_routes_are_traced_one_span_per_model(student_engine, teacher, lake, settings,
-                                                                  empty_mlflow_store, monkeypatch) -> None:
+def test_requests_the_server_routes_are_traced_one_span_per_model(
+    student_engine, teacher, lake, settings, empty_mlflow_store, monkeypatch
+) -> None:
     """A request routed for the server (no episode around it) is an MLflow trace in ``bashgym-routing``: the
     student's span, then the teacher's when it took over, the decision as tags; an operator's turns are not
     (their episode is the trace)."""
@@ -398,8 +531,9 @@ def test_requests_the_server_routes_are_traced_one_span_per_model(student_engine
     monkeypatch.setenv("BASHGYM_TRACES", "1")
     tracing._SINKS.clear()
     _, lps = student_text(student_engine, SIMPLE)
-    unsure = router(student_engine, teacher, lake, settings, strategy="confidence",
-                    threshold=sum(lps) / len(lps) + 0.01)
+    unsure = router(
+        student_engine, teacher, lake, settings, strategy="confidence", threshold=sum(lps) / len(lps) + 0.01
+    )
     got = unsure.route_many([chat(SIMPLE)], ChatParams(max_tokens=8), source="server")[0]
     unsure.route_many([chat(COMPLEX)], ChatParams(max_tokens=8), source="operator")
     tracing.flush_all()
@@ -413,7 +547,9 @@ def test_requests_the_server_routes_are_traced_one_span_per_model(student_engine
     assert [s.attributes.get("role") for s in spans] == ["student", "teacher"]
     # the teacher's own token count and finish reason; the overruled student's reply kept in its span
     assert spans[1].attributes["new_tokens"] == 5 and spans[1].attributes["finish_reason"] == "stop"
-    assert spans[0].outputs["reply"] == got.decision.student_reply != "" and not spans[0].attributes["answered"]
+    assert (
+        spans[0].outputs["reply"] == got.decision.student_reply != "" and not spans[0].attributes["answered"]
+    )
     assert t.info.tags["completion_tokens"] == "5" and t.info.tags["finish_reason"] == "stop"
     tracing._SINKS.clear()
 
@@ -421,15 +557,17 @@ def test_requests_the_server_routes_are_traced_one_span_per_model(student_engine
 @pytest.fixture(scope="module")
 def served_teacher(student_engine: ChatEngine):
     """A real teacher that counts its tokens: ``bashgym serve`` over the same tiny model, named tiny-teacher."""
-    engine = ChatEngine(student_engine.model_dir, student_engine.adapter_dir, name="tiny-teacher",
-                        max_context_tokens=512).load()
+    engine = ChatEngine(
+        student_engine.model_dir, student_engine.adapter_dir, name="tiny-teacher", max_context_tokens=512
+    ).load()
     with LocalServer(create_app(engine)) as srv:
         srv.engine = engine
         yield srv
 
 
-def test_the_router_passes_the_teachers_usage_and_finish_reason_through(student_engine, served_teacher, lake,
-                                                                        settings) -> None:
+def test_the_router_passes_the_teachers_usage_and_finish_reason_through(
+    student_engine, served_teacher, lake, settings
+) -> None:
     """Through ``bashgym serve --route`` with the SDK: the teacher's token counts and ``length`` finish reach the
     response and the ``routing_decisions`` row, not 0 tokens and ``stop``; ``n`` and ``logprobs``, which the router
     cannot honour, are refused."""
@@ -438,21 +576,28 @@ def test_the_router_passes_the_teachers_usage_and_finish_reason_through(student_
     want = served_teacher.engine.generate([GenerationRequest(messages=chat(SIMPLE), max_tokens=6)])[0]
     assert want.completion_tokens == 6 and want.finish_reason == "length"  # the tiny model's reply runs on
     batcher = Batcher(student_engine, max_batch=4, max_wait_s=0.0)
-    r = Router(RouterConfig(strategy=Strategy.TEACHER_ONLY),
-               EngineBackend(student_engine, submit=batcher.submit, trim=False),
-               teacher_backend("openai/tiny-teacher", served_teacher.url, settings), DecisionLog(lake), lake=lake)
+    r = Router(
+        RouterConfig(strategy=Strategy.TEACHER_ONLY),
+        EngineBackend(student_engine, submit=batcher.submit, trim=False),
+        teacher_backend("openai/tiny-teacher", served_teacher.url, settings),
+        DecisionLog(lake),
+        lake=lake,
+    )
     OPEN_LOGS.append(r.log)
     with LocalServer(create_app(student_engine, batcher, router=r)) as srv:
         client = openai.OpenAI(base_url=srv.url, api_key="x", max_retries=0)
-        got = client.chat.completions.create(model="bashgym-router", messages=chat(SIMPLE), max_tokens=6,
-                                             temperature=0)
+        got = client.chat.completions.create(
+            model="bashgym-router", messages=chat(SIMPLE), max_tokens=6, temperature=0
+        )
         assert got.choices[0].message.content == want.text
         assert got.choices[0].finish_reason == "length"
         assert (got.usage.prompt_tokens, got.usage.completion_tokens) == (want.prompt_tokens, 6)
         assert got.usage.total_tokens == want.prompt_tokens + 6
         for kw, param in (({"n": 2}, "n"), ({"logprobs": True}, "logprobs")):
             with pytest.raises(openai.BadRequestError) as exc:
-                client.chat.completions.create(model="bashgym-router", messages=chat(SIMPLE), max_tokens=4, **kw)
+                client.chat.completions.create(
+                    model="bashgym-router", messages=chat(SIMPLE), max_tokens=4, **kw
+                )
             assert exc.value.body["param"] == param
     (row,) = lake.read_all(ROUTING_TABLE).to_pylist()
     assert row["chosen"] == "teacher" and row["finish_reason"] == "length"
@@ -467,21 +612,29 @@ def test_a_prompt_too_long_for_both_models_is_a_400_not_a_retried_502(student_en
 
     def short_context(body: dict) -> str | Answer:
         if len(last_user_text(body)) > 500:
-            return Answer(status=400, content="This model's maximum context length is 128 tokens. However, your "
-                                              "messages resulted in 1400 tokens. Please reduce the length.")
+            return Answer(
+                status=400,
+                content="This model's maximum context length is 128 tokens. However, your "
+                "messages resulted in 1400 tokens. Please reduce the length.",
+            )
         return teacher_says(body)
 
     with OpenAIServer(short_context, model="teacher") as t:
         batcher = Batcher(student_engine, max_batch=4, max_wait_s=0.0)
-        r = Router(RouterConfig(strategy=Strategy.COMPLEXITY, complexity_threshold=2.0),
-                   EngineBackend(student_engine, submit=batcher.submit, trim=False),
-                   teacher_backend(t.litellm_model, t.url, settings), DecisionLog(lake), lake=lake)
+        r = Router(
+            RouterConfig(strategy=Strategy.COMPLEXITY, complexity_threshold=2.0),
+            EngineBackend(student_engine, submit=batcher.submit, trim=False),
+            teacher_backend(t.litellm_model, t.url, settings),
+            DecisionLog(lake),
+            lake=lake,
+        )
         OPEN_LOGS.append(r.log)
         with LocalServer(create_app(student_engine, batcher, router=r)) as srv:
             client = openai.OpenAI(base_url=srv.url, api_key="x")  # the SDK's default: 2 retries of a 5xx
             with pytest.raises(openai.BadRequestError) as exc:
-                client.chat.completions.create(model="bashgym-router", max_tokens=6,
-                                               messages=chat("ls -la /home/operator " * 200))
+                client.chat.completions.create(
+                    model="bashgym-router", max_tokens=6, messages=chat("ls -la /home/operator " * 200)
+                )
             assert exc.value.status_code == 400 and exc.value.body["code"] == "context_length_exceeded"
             assert len(t.requests) == 1
             ok = client.chat.completions.create(model="bashgym-router", max_tokens=6, messages=chat(SIMPLE))
@@ -495,8 +648,9 @@ def test_a_prompt_too_long_for_both_models_is_a_400_not_a_retried_502(student_en
 
 def test_the_overruled_student_reply_is_recorded(student_engine, teacher, lake, settings) -> None:
     text, lps = student_text(student_engine, SIMPLE)
-    unsure = router(student_engine, teacher, lake, settings, strategy="confidence",
-                    threshold=sum(lps) / len(lps) + 0.01)
+    unsure = router(
+        student_engine, teacher, lake, settings, strategy="confidence", threshold=sum(lps) / len(lps) + 0.01
+    )
     got = unsure.route_many([chat(SIMPLE)], ChatParams(max_tokens=8), request_ids=["overruled"])[0]
     assert got.decision.chosen == "teacher" and got.answer.text.startswith("echo teacher:")
     assert got.decision.student_reply == text and got.decision.student_completion_tokens == len(lps)
@@ -506,14 +660,19 @@ def test_the_overruled_student_reply_is_recorded(student_engine, teacher, lake, 
     assert row["completion_tokens"] == 5 and row["prompt_tokens"] == 10  # the teacher's usage (openai_server)
 
 
-def test_decisions_are_flushed_in_batches_by_age_not_one_file_per_request(student_engine, teacher, lake,
-                                                                          settings) -> None:
+def test_decisions_are_flushed_in_batches_by_age_not_one_file_per_request(
+    student_engine, teacher, lake, settings
+) -> None:
     """Light traffic (a request every 20 s) no longer writes one parquet file per request: the buffer is written
     when its oldest row has waited flush_interval_s (or flush_every rows wait), and whatever is left on close."""
     now = [0.0]
     log = opened(DecisionLog(lake, flush_every=100, flush_interval_s=60, clock=lambda: now[0]))
-    r = Router(RouterConfig(strategy=Strategy.TEACHER_ONLY), EngineBackend(student_engine),
-               teacher_backend(teacher.litellm_model, teacher.url, settings), log)
+    r = Router(
+        RouterConfig(strategy=Strategy.TEACHER_ONLY),
+        EngineBackend(student_engine),
+        teacher_backend(teacher.litellm_model, teacher.url, settings),
+        log,
+    )
     for i in range(3):  # at 0 s, 20 s, 40 s
         r.route_many([chat(f"pwd {i}")], ChatParams(max_tokens=4), request_ids=[f"quiet-{i}"])
         now[0] += 20
@@ -526,7 +685,10 @@ def test_decisions_are_flushed_in_batches_by_age_not_one_file_per_request(studen
     assert log.flush_if_due() is None
     log.close()  # a clean stop loses nothing
     assert len(lake.partitions(ROUTING_TABLE)) == 2
-    assert sorted(row["request_id"] for row in lake.read_all(ROUTING_TABLE).to_pylist()) == \
-        [f"quiet-{i}" for i in range(4)]
-    r.route_many([chat("late")], ChatParams(max_tokens=4), request_ids=["late"])  # after close: written at once
+    assert sorted(row["request_id"] for row in lake.read_all(ROUTING_TABLE).to_pylist()) == [
+        f"quiet-{i}" for i in range(4)
+    ]
+    r.route_many(
+        [chat("late")], ChatParams(max_tokens=4), request_ids=["late"]
+    )  # after close: written at once
     assert len(lake.read_all(ROUTING_TABLE).to_pylist()) == 5

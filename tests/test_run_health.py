@@ -20,7 +20,7 @@ import pytest
 from bashgym_assets.config import PROJECT_ROOT
 from bashgym_assets.defs import run_health
 
-TINY = '''
+TINY = """
 import os, time
 import dagster as dg
 from bashgym_assets.defs.resources import BashgymHome
@@ -35,15 +35,15 @@ def next_gpu(bashgym: BashgymHome) -> None:
     pass
 
 defs = dg.Definitions(assets=[slow_gpu, next_gpu], resources={"bashgym": BashgymHome()})
-'''
+"""
 
-RUN = '''
+RUN = """
 import sys, dagster as dg, tiny_gpu
 job = dg.define_asset_job("j", selection=[sys.argv[1]], executor_def=dg.in_process_executor)
 d = dg.Definitions.merge(tiny_gpu.defs, dg.Definitions(jobs=[job])).resolve_job_def("j")
 ok = d.execute_in_process(instance=dg.DagsterInstance.get(), raise_on_error=False).success
 sys.exit(0 if ok else 1)
-'''
+"""
 
 
 @pytest.fixture
@@ -60,8 +60,9 @@ def instance_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _start(folder: Path, asset: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", RUN, asset], cwd=folder, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-c", RUN, asset], cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 def _wait_marker(folder: Path, proc: subprocess.Popen) -> None:
@@ -80,8 +81,10 @@ def test_kill_9_mid_gpu_step_then_the_next_gpu_step_completes(instance_home: Pat
     proc.wait()
     instance = dg.DagsterInstance.get()
     (dead,) = instance.get_runs()
-    assert dead.status == dg.DagsterRunStatus.STARTED                          # the fault, as users met it
-    assert [s.run_id for s in instance.event_log_storage.get_concurrency_info("gpu").claimed_slots] == [dead.run_id]
+    assert dead.status == dg.DagsterRunStatus.STARTED  # the fault, as users met it
+    assert [s.run_id for s in instance.event_log_storage.get_concurrency_info("gpu").claimed_slots] == [
+        dead.run_id
+    ]
     assert run_health.process_alive(dead.tags) is False
 
     said: list[str] = []
@@ -90,7 +93,7 @@ def test_kill_9_mid_gpu_step_then_the_next_gpu_step_completes(instance_home: Pat
     assert not instance.event_log_storage.get_concurrency_info("gpu").claimed_slots
     assert any("is gone" in line for line in said)
     after = _start(instance_home, "next_gpu")
-    assert after.wait(timeout=120) == 0                                         # the next GPU step completes
+    assert after.wait(timeout=120) == 0  # the next GPU step completes
 
 
 @pytest.mark.slow
@@ -136,7 +139,9 @@ def test_the_sensor_reaps_and_a_slot_of_a_finished_run_is_freed(instance_home: P
 def test_a_pid_reused_by_another_process_is_not_the_run() -> None:
     tags = run_health.process_tags()
     assert run_health.process_alive(tags) is True
-    assert run_health.process_alive({**tags, run_health.PID_START_TAG: "1"}) is False   # same pid, other process
+    assert (
+        run_health.process_alive({**tags, run_health.PID_START_TAG: "1"}) is False
+    )  # same pid, other process
     assert run_health.process_alive({**tags, run_health.HOST_TAG: "elsewhere"}) is None
     assert run_health.process_alive({}) is None
 

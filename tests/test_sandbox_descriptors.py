@@ -16,7 +16,7 @@ pytestmark = pytest.mark.docker
 def test_a_sandbox_works_when_its_descriptors_are_numbered_past_1024(sandbox_image: str) -> None:
     held = []
     try:
-        while not held or held[-1] < 1100:          # push the next descriptors this process opens past 1024
+        while not held or held[-1] < 1100:  # push the next descriptors this process opens past 1024
             held.append(os.open(os.devnull, os.O_RDONLY))
         with Sandbox(SandboxSpec(image=sandbox_image, setup=["echo ready > /tmp/mark"])) as box:
             assert box.setup().ok

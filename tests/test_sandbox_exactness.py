@@ -51,7 +51,7 @@ def test_exit_codes_are_exact(sh):
 
 def test_stdout_and_stderr_are_separate_and_byte_exact(sh):
     r = sh.run("printf 'a\\nb'; printf 'E1\\n' >&2; printf 'c'; printf 'E2' >&2")
-    assert (r.stdout, r.stderr, r.exit_code, r.timed_out) == ("a\nb" "c", "E1\nE2", 0, False)
+    assert (r.stdout, r.stderr, r.exit_code, r.timed_out) == ("a\nbc", "E1\nE2", 0, False)
 
 
 def test_missing_trailing_newline_does_not_merge_with_next_command(sh):
@@ -61,8 +61,10 @@ def test_missing_trailing_newline_does_not_merge_with_next_command(sh):
 
 def test_printed_markers_cannot_end_a_command(sh):
     fake = secrets.token_hex(16)
-    r = sh.run(f"printf '\\036BG:{fake}:0\\036'; printf '\\036BG:{fake}\\036' >&2; "
-               "printf '\\036BGEXIT:0\\036' >&2; echo after; exit_code() { return 3; }; exit_code")
+    r = sh.run(
+        f"printf '\\036BG:{fake}:0\\036'; printf '\\036BG:{fake}\\036' >&2; "
+        "printf '\\036BGEXIT:0\\036' >&2; echo after; exit_code() { return 3; }; exit_code"
+    )
     assert r.stdout == f"\x1eBG:{fake}:0\x1eafter\n"
     assert r.stderr == f"\x1eBG:{fake}\x1e\x1eBGEXIT:0\x1e"
     assert r.exit_code == 3 and not r.terminated and not sh.exited
@@ -110,7 +112,7 @@ def test_exit_inside_a_subshell_or_child_does_not_end_the_session(sh):
 
 def test_state_carries_over_like_a_terminal(sh):
     sh.run("mkdir -p /tmp/state && cd /tmp/state")
-    sh.run("export EXPORTED=yes; PLAIN=local; declare -a ARR=(x y z); greet() { echo \"hi $1\"; }")
+    sh.run('export EXPORTED=yes; PLAIN=local; declare -a ARR=(x y z); greet() { echo "hi $1"; }')
     sh.run("alias ll='ls -1d'")
     assert sh.run("pwd").stdout == "/tmp/state\n"
     assert sh.run("bash -c 'echo $EXPORTED'").stdout == "yes\n"
@@ -180,7 +182,7 @@ def test_timeout_kills_the_process_group_and_keeps_state(sh):
     assert not sh.exited
     procs = sh.run("ps -e -o args=").stdout
     assert "sleep 300" not in procs and "sleep 301" not in procs
-    assert "sleep 120" in procs   # the earlier background job survives, as after Ctrl-C in a terminal
+    assert "sleep 120" in procs  # the earlier background job survives, as after Ctrl-C in a terminal
     assert sh.run("pwd; echo $KEEP").stdout == "/tmp\n1\n"
     sh.run("kill %1 2>/dev/null; wait 2>/dev/null")
 
@@ -259,7 +261,7 @@ def test_root_user_workdir_and_env(sandbox_image):
 def test_operator_defaults(sh):
     r = sh.run("cd ~; id -un; id -u; pwd; echo $HOME $USER; hostname")
     assert r.stdout == "operator\n1000\n/home/operator\n/home/operator operator\nsandbox\n"
-    assert sh.run("git config user.name").stdout == "Operator\n"   # the image's home skeleton is there
+    assert sh.run("git config user.name").stdout == "Operator\n"  # the image's home skeleton is there
 
 
 def test_xtrace_shows_the_command_not_the_framing(fresh):
@@ -283,6 +285,6 @@ def test_a_thief_of_the_shells_input_costs_one_command_only(fresh):
     assert all(r.stdout == f"{i}\n" for i, r in enumerate(results) if i not in swallowed)
     if swallowed:
         assert "cat" not in s.run("jobs").stdout
-    r = s.run("read -r line <&10; echo got=$line", timeout_s=1)   # a builtin reading it just times out
+    r = s.run("read -r line <&10; echo got=$line", timeout_s=1)  # a builtin reading it just times out
     assert r.timed_out and "got=" not in r.stdout
     assert s.run("echo four").stdout == "four\n"

@@ -60,8 +60,9 @@ exists = container_exists
 
 
 def start_owner(image: str, run: str, n: int, lease: float = 600.0) -> tuple[subprocess.Popen, list[str]]:
-    proc = subprocess.Popen([sys.executable, "-c", OWNER, image, run, str(n), str(lease)], stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", OWNER, image, run, str(n), str(lease)], stdout=subprocess.PIPE, text=True
+    )
     line = proc.stdout.readline().split()
     assert len(line) == n, f"the owner did not start its sandboxes (exit {proc.poll()})"
     return proc, line
@@ -83,24 +84,37 @@ def test_a_sigkilled_owners_sandboxes_are_reaped_by_the_next_owner_and_listed_fi
     try:
         dead.send_signal(signal.SIGKILL)
         dead.wait(30)
-        assert all(exists(c) for c in dead_ids)        # a SIGKILLed owner runs no clean-up
+        assert all(exists(c) for c in dead_ids)  # a SIGKILLed owner runs no clean-up
 
-        listed = subprocess.run([sys.executable, "-m", "bashgym_assets.sandbox", "reap", "--dry-run", "--label",
-                                 f"bashgym.run={run}"], capture_output=True, text=True, timeout=120)
+        listed = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bashgym_assets.sandbox",
+                "reap",
+                "--dry-run",
+                "--label",
+                f"bashgym.run={run}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert listed.returncode == 0, listed.stderr
         assert "would remove 2 leftover sandbox container(s)" in listed.stdout
         assert all(c[:12] in listed.stdout for c in dead_ids)
         assert not any(c[:12] in listed.stdout for c in live_ids)
         assert f"its owner (pid {dead.pid} on {socket.gethostname()}) has exited" in listed.stdout
-        assert all(exists(c) for c in dead_ids)        # a dry run removes nothing
+        assert all(exists(c) for c in dead_ids)  # a dry run removes nothing
 
-        nxt = subprocess.run([sys.executable, "-c", NEXT, sandbox_image], capture_output=True, text=True,
-                             timeout=180)
+        nxt = subprocess.run(
+            [sys.executable, "-c", NEXT, sandbox_image], capture_output=True, text=True, timeout=180
+        )
         assert nxt.returncode == 0, nxt.stderr
-        assert not any(exists(c) for c in dead_ids)    # the next owner's first sandbox reaped them
-        assert all(exists(c) for c in live_ids)        # a live owner's sandboxes are left alone
+        assert not any(exists(c) for c in dead_ids)  # the next owner's first sandbox reaped them
+        assert all(exists(c) for c in live_ids)  # a live owner's sandboxes are left alone
 
-        live.send_signal(signal.SIGTERM)               # `kill`, `docker stop`, `timeout`: its own go with it
+        live.send_signal(signal.SIGTERM)  # `kill`, `docker stop`, `timeout`: its own go with it
         assert live.wait(60) == -signal.SIGTERM
         assert not any(exists(c) for c in live_ids)
     finally:
@@ -121,19 +135,28 @@ def test_the_backstop_ends_a_sandbox_whose_owner_stopped_renewing_its_lease(sand
 
 
 def test_a_live_owner_keeps_a_short_lease_sandbox_past_many_leases(sandbox_image):
-    with Sandbox(SandboxSpec(image=sandbox_image, lease_s=2.0, labels={"bashgym.test": "sandbox-leftovers"})) as b:
+    with Sandbox(
+        SandboxSpec(image=sandbox_image, lease_s=2.0, labels={"bashgym.test": "sandbox-leftovers"})
+    ) as b:
         shell = b.session()
         shell.run("echo kept > /tmp/state")
-        time.sleep(8)                                  # four leases: the owner's thread renewed them
+        time.sleep(8)  # four leases: the owner's thread renewed them
         assert shell.run("cat /tmp/state").stdout == "kept\n"
 
 
 def test_the_hard_lifetime_is_the_specs_limits_plus_a_margin(sandbox_image):
-    spec = SandboxSpec(image=sandbox_image, setup=["true", "true"], episode_timeout_s=240, setup_timeout_s=60,
-                       labels={"bashgym.test": "sandbox-leftovers"})
+    spec = SandboxSpec(
+        image=sandbox_image,
+        setup=["true", "true"],
+        episode_timeout_s=240,
+        setup_timeout_s=60,
+        labels={"bashgym.test": "sandbox-leftovers"},
+    )
     with Sandbox(spec) as b:
         assert b.lifetime_s == int(240 + 60 * 3 + LIFETIME_MARGIN_S)
-        args = b.run_as_root("ps -o args= -p $(pgrep -f '^/bin/bash --norc --noprofile /run/.bashgym-backstop')")
+        args = b.run_as_root(
+            "ps -o args= -p $(pgrep -f '^/bin/bash --norc --noprofile /run/.bashgym-backstop')"
+        )
         assert args.stdout.split()[-3:] == [str(b.lifetime_s), "600", "10"], args
         labels = b.inspect()["Config"]["Labels"]
         assert int(labels[LABEL_EXPIRES]) - int(labels["bashgym.sandbox.created"]) == b.lifetime_s + 60
@@ -142,14 +165,15 @@ def test_the_hard_lifetime_is_the_specs_limits_plus_a_margin(sandbox_image):
 
 def test_owner_labels_are_judged_only_where_they_can_be(sandbox_image):
     host, boot, ns, me = socket.gethostname(), _boot_id(), _pid_namespace(), os.getpid()
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     assert owner_state(owner_label())[0] == "alive"
     assert owner_state(f"{host}:{gone}:1:{boot}:{ns}")[0] == "dead"
-    assert owner_state(f"{host}:{me}:{_process_start_ticks(me)}:0000:{ns}")[0] == "dead"   # rebooted since
-    assert owner_state(f"elsewhere:{me}:1:0000:{ns}")[0] == "unknown"                      # another machine
-    assert owner_state(f"{host}:{gone}:1:{boot}:1")[0] == "unknown"                        # another pid namespace
-    assert owner_state(f"{host}:{gone}:1")[0] == "dead"                                    # an older label
+    assert owner_state(f"{host}:{me}:{_process_start_ticks(me)}:0000:{ns}")[0] == "dead"  # rebooted since
+    assert owner_state(f"elsewhere:{me}:1:0000:{ns}")[0] == "unknown"  # another machine
+    assert owner_state(f"{host}:{gone}:1:{boot}:1")[0] == "unknown"  # another pid namespace
+    assert owner_state(f"{host}:{gone}:1")[0] == "dead"  # an older label
     # a container of an owner out of sight is left alone, until it is past its lifetime
     client = docker.from_env()
     run = f"judged-{secrets.token_hex(4)}"
@@ -192,7 +216,7 @@ def test_a_forked_child_does_not_take_its_parents_sandboxes_with_it(sandbox_imag
 
     with Sandbox(SandboxSpec(image=sandbox_image, labels={"bashgym.test": "sandbox-leftovers"})) as b:
         pid = os.fork()
-        if pid == 0:   # the child: what its interpreter exit would do
+        if pid == 0:  # the child: what its interpreter exit would do
             try:
                 _close_live_sandboxes()
             finally:

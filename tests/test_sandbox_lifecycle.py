@@ -35,22 +35,32 @@ exists = container_exists
 
 
 def test_files_are_written_before_setup_with_sensible_owners(sandbox_image):
-    files = {"/home/operator/project/notes.txt": "hello\nworld\n", "/etc/app/app.conf": "port=8080\n",
-             "/usr/local/bin/hello": "#!/bin/sh\necho hi from script\n", "/tmp/data.csv": "a,b\n1,2\n"}
+    files = {
+        "/home/operator/project/notes.txt": "hello\nworld\n",
+        "/etc/app/app.conf": "port=8080\n",
+        "/usr/local/bin/hello": "#!/bin/sh\necho hi from script\n",
+        "/tmp/data.csv": "a,b\n1,2\n",
+    }
     with Sandbox(spec(sandbox_image, files=files, setup=["test -f /etc/app/app.conf"])) as b:
         assert b.setup().ok
         s = b.session()
         assert s.run("cat project/notes.txt").stdout == "hello\nworld\n"
-        assert s.run("stat -c '%U %a' project project/notes.txt /etc/app/app.conf").stdout == \
-            "operator 755\noperator 644\nroot 644\n"
+        assert (
+            s.run("stat -c '%U %a' project project/notes.txt /etc/app/app.conf").stdout
+            == "operator 755\noperator 644\nroot 644\n"
+        )
         assert s.run("hello").stdout == "hi from script\n"
         assert s.run("echo more >> project/notes.txt && echo ok").stdout == "ok\n"
         assert s.run("echo x >> /etc/app/app.conf").exit_code == 1
 
 
 def test_setup_runs_as_root_in_order_and_stops_at_the_first_failure(sandbox_image):
-    with Sandbox(spec(sandbox_image, setup=["id -u > /root/who", "echo second >> /root/who", "exit 4",
-                                            "touch /root/never"])) as b:
+    with Sandbox(
+        spec(
+            sandbox_image,
+            setup=["id -u > /root/who", "echo second >> /root/who", "exit 4", "touch /root/never"],
+        )
+    ) as b:
         res = b.setup()
         assert not res.ok and len(res.results) == 3 and res.results[2].exit_code == 4
         assert "setup command 3/4 exited 4: exit 4" in res.error
@@ -67,7 +77,7 @@ def test_run_as_root_exit_codes_output_and_timeout(sandbox_image):
     with Sandbox(spec(sandbox_image)) as b:
         r = b.run_as_root("echo out; echo err >&2; exit 3")
         assert (r.stdout, r.stderr, r.exit_code, r.timed_out) == ("out\n", "err\n", 3, False)
-        assert b.run_as_root("cat").stdout == ""                      # empty stdin
+        assert b.run_as_root("cat").stdout == ""  # empty stdin
         t = b.run_as_root("sleep 30", timeout_s=1)
         assert t.timed_out and t.exit_code is None
         assert "sleep 30" not in b.run_as_root("ps -e -o args=").stdout
@@ -117,7 +127,10 @@ def test_close_is_idempotent_and_use_after_close_is_an_error(sandbox_image):
 
 
 def test_missing_image_is_a_clear_error():
-    with pytest.raises(SandboxError, match="not found"), Sandbox(SandboxSpec(image="bashgym-sandbox:no-such-tag")):
+    with (
+        pytest.raises(SandboxError, match="not found"),
+        Sandbox(SandboxSpec(image="bashgym-sandbox:no-such-tag")),
+    ):
         pass
 
 
@@ -137,22 +150,28 @@ def test_bad_specs_are_rejected():
 def test_reaper_removes_containers_of_a_crashed_run_only(sandbox_image, tmp_path):
     from bashgym_assets.sandbox import sandbox as sandbox_module
 
-    sandbox_module._REAPED.set()   # this process's first sandbox would reap the orphan itself (test_sandbox_leftovers)
+    sandbox_module._REAPED.set()  # this process's first sandbox would reap the orphan itself (test_sandbox_leftovers)
     run = f"reap-{secrets.token_hex(4)}"
     crashed = subprocess.run(
-        [sys.executable, "-c",
-         "import os, sys\n"
-         "from bashgym_assets.sandbox import Sandbox, SandboxSpec\n"
-         f"b = Sandbox(SandboxSpec(image={sandbox_image!r}, labels={{'bashgym.run': {run!r}}})).__enter__()\n"
-         "print(b.container_id, flush=True)\n"
-         "os._exit(0)\n"],   # dies without cleanup, as a killed process would
-        capture_output=True, text=True, check=True)
+        [
+            sys.executable,
+            "-c",
+            "import os, sys\n"
+            "from bashgym_assets.sandbox import Sandbox, SandboxSpec\n"
+            f"b = Sandbox(SandboxSpec(image={sandbox_image!r}, labels={{'bashgym.run': {run!r}}})).__enter__()\n"
+            "print(b.container_id, flush=True)\n"
+            "os._exit(0)\n",
+        ],  # dies without cleanup, as a killed process would
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     orphan = crashed.stdout.strip()
     assert exists(orphan)
     with Sandbox(spec(sandbox_image, labels={"bashgym.run": run})) as mine:
         assert reap_leftovers(f"bashgym.run={run}") == 1
         assert not exists(orphan)
-        assert exists(mine.container_id)      # a live owner's sandbox is left alone
+        assert exists(mine.container_id)  # a live owner's sandbox is left alone
 
 
 def test_containers_carry_the_spec_labels(sandbox_image):
@@ -200,8 +219,10 @@ def test_parallel_sandboxes_are_independent(sandbox_image):
 
 
 def test_module_does_not_import_dagster():
-    code = ("import sys, bashgym_assets.sandbox; "
-            "bad = [m for m in sys.modules if m.split('.')[0] == 'dagster']; print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, bashgym_assets.sandbox; "
+        "bad = [m for m in sys.modules if m.split('.')[0] == 'dagster']; print(bad); sys.exit(1 if bad else 0)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -210,13 +231,17 @@ def test_session_start_waits_for_the_container_to_be_ready(sandbox_image):
     # many back-to-back starts: the first exec must never race the start script (home skeleton, /run)
     for _ in range(3):
         with Sandbox(spec(sandbox_image)) as b:
-            assert b.session().run("ls -a ~ | grep -c bashrc; test -d /run/bashgym/session && echo ok").stdout \
+            assert (
+                b.session().run("ls -a ~ | grep -c bashrc; test -d /run/bashgym/session && echo ok").stdout
                 == "1\nok\n"
+            )
 
 
 def test_missing_workdir_is_a_clear_error(sandbox_image):
-    with Sandbox(spec(sandbox_image, workdir="/no/such/dir")) as b, \
-            pytest.raises(SandboxError, match="did not start as operator in /no/such/dir.*no such file"):
+    with (
+        Sandbox(spec(sandbox_image, workdir="/no/such/dir")) as b,
+        pytest.raises(SandboxError, match="did not start as operator in /no/such/dir.*no such file"),
+    ):
         b.session()
 
 
@@ -224,20 +249,32 @@ def test_operator_can_run_scripts_it_writes_in_home_and_tmp(sandbox_image):
     with Sandbox(spec(sandbox_image)) as b:
         s = b.session()
         for folder in ("~", "/tmp", "/var/tmp"):
-            r = s.run(f"printf '#!/bin/sh\\necho ran\\n' > {folder}/s.sh && chmod +x {folder}/s.sh && {folder}/s.sh")
+            r = s.run(
+                f"printf '#!/bin/sh\\necho ran\\n' > {folder}/s.sh && chmod +x {folder}/s.sh && {folder}/s.sh"
+            )
             assert r.stdout == "ran\n", (folder, r)
-        assert s.run("stat -c '%a %U' /run/bashgym /run/bashgym/session /run/lock").stdout == \
-            "755 root\n700 operator\n1777 root\n"
+        assert (
+            s.run("stat -c '%a %U' /run/bashgym /run/bashgym/session /run/lock").stdout
+            == "755 root\n700 operator\n1777 root\n"
+        )
 
 
 def test_command_line_try_and_reap(sandbox_image, monkeypatch):
     monkeypatch.setenv("BASHGYM_SANDBOX_IMAGE", sandbox_image)
-    done = subprocess.run([sys.executable, "-m", "bashgym_assets.sandbox", "try", "cd /tmp", "pwd", "exit 4"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "bashgym_assets.sandbox", "try", "cd /tmp", "pwd", "exit 4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "$ pwd\n/tmp\n[exit 0" in done.stdout and "[exit 4 terminated" in done.stdout
-    reaped = subprocess.run([sys.executable, "-m", "bashgym_assets.sandbox", "reap", "--label", "bashgym.none=x"],
-                            capture_output=True, text=True, timeout=120)
+    reaped = subprocess.run(
+        [sys.executable, "-m", "bashgym_assets.sandbox", "reap", "--label", "bashgym.none=x"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert reaped.stdout.strip() == "removed 0 leftover sandbox container(s)"
 
 
@@ -252,20 +289,23 @@ def test_check_sees_the_operators_daemon_frozen_then_it_is_gone(sandbox_image):
             "pid=$(pgrep -f bashgym-demo-daemon) || exit 1\n"
             "state=$(awk '{print $3}' /proc/$pid/stat); echo \"state=$state\"\n"
             "a=$(wc -l < /home/operator/ticks); sleep 0.3; b=$(wc -l < /home/operator/ticks)\n"
-            "[ \"$a\" = \"$b\" ] && echo frozen-writer\n"
+            '[ "$a" = "$b" ] && echo frozen-writer\n'
         )
         assert check.exit_code == 0, check.stderr
         assert "state=T" in check.stdout and "frozen-writer" in check.stdout
         assert s.exited
-        after = b.run_as_root("pgrep -f bashgym-demo-daemo[n] || echo gone; pgrep -f 'ticks; slee[p]' || echo gone")
+        after = b.run_as_root(
+            "pgrep -f bashgym-demo-daemo[n] || echo gone; pgrep -f 'ticks; slee[p]' || echo gone"
+        )
         assert after.stdout == "gone\ngone\n"
 
 
 def test_setup_killed_under_it_is_an_infrastructure_error_not_a_timeout(sandbox_image):
     """If the container dies during setup, the result says so (callers retry), instead of blaming the command."""
     with Sandbox(spec(sandbox_image, setup=["true", "sleep 20", "true"], setup_timeout_s=60)) as b:
-        killer = threading.Timer(1.5, lambda: subprocess.run(["docker", "kill", b.container_id],
-                                                             capture_output=True))
+        killer = threading.Timer(
+            1.5, lambda: subprocess.run(["docker", "kill", b.container_id], capture_output=True)
+        )
         killer.start()
         result = b.setup()
         killer.join()

@@ -27,7 +27,9 @@ def spec(image: str, **kw) -> SandboxSpec:
 def cgroup_value(box: Sandbox, controller: str, name: str) -> int:
     path = Path(f"/sys/fs/cgroup/{controller}/docker/{box.container_id}/{name}")
     if not path.exists():  # cgroup v2 layout
-        path = Path(f"/sys/fs/cgroup/system.slice/docker-{box.container_id}.scope/{name.replace('pids.', 'pids.')}")
+        path = Path(
+            f"/sys/fs/cgroup/system.slice/docker-{box.container_id}.scope/{name.replace('pids.', 'pids.')}"
+        )
     return int(path.read_text().split()[0])
 
 
@@ -48,7 +50,7 @@ def host_and_neighbour_unaffected(neighbour):
     yield
     r = neighbour.run("cat ~/mine; pwd; ls /tmp | wc -l")
     assert r.stdout == "neighbour-state\n/tmp\n0\n", r
-    assert subprocess.run(["true"]).returncode == 0          # the host can still fork
+    assert subprocess.run(["true"]).returncode == 0  # the host can still fork
 
 
 @pytest.fixture
@@ -85,7 +87,7 @@ def test_memory_bomb_is_killed_inside_the_container(sandbox_image):
     with Sandbox(spec(sandbox_image, memory_mb=256)) as b:
         s = b.session()
         r = s.run("python3 -c \"x = b'x' * (2 * 1024**3)\"; echo rc=$?")
-        assert r.stdout.strip() in ("rc=137", "rc=1"), r          # OOM-killed (SIGKILL) or MemoryError
+        assert r.stdout.strip() in ("rc=137", "rc=1"), r  # OOM-killed (SIGKILL) or MemoryError
         assert cgroup_value(b, "memory", "memory.max_usage_in_bytes") <= 256 * 1024 * 1024
         assert s.run("echo alive").stdout == "alive\n"
 
@@ -118,9 +120,13 @@ def test_pid_exhaustion_is_contained(sandbox_image):
 
 # ---- network -------------------------------------------------------------------------------------------------
 def test_no_tcp_egress(box):
-    r = box.session().run("python3 -c \"import socket; socket.create_connection(('1.1.1.1', 80), timeout=3)\"")
+    r = box.session().run(
+        "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 80), timeout=3)\""
+    )
     assert r.exit_code == 1 and "Network is unreachable" in r.stderr
-    r = box.session().run("python3 -c \"import socket; socket.create_connection(('172.17.0.1', 2375), timeout=3)\"")
+    r = box.session().run(
+        "python3 -c \"import socket; socket.create_connection(('172.17.0.1', 2375), timeout=3)\""
+    )
     assert r.exit_code == 1 and "unreachable" in r.stderr
 
 
@@ -133,10 +139,14 @@ def test_no_dns(box):
 
 def test_no_icmp_and_only_loopback(box):
     s = box.session()
-    r = s.run("python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)\"")
+    r = s.run(
+        'python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)"'
+    )
     assert r.exit_code == 1 and "PermissionError" in r.stderr
-    r = s.run("python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP); "
-              "s.sendto(b'\\x08\\0\\0\\0\\0\\0\\0\\0', ('8.8.8.8', 0))\"")
+    r = s.run(
+        'python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP); '
+        "s.sendto(b'\\x08\\0\\0\\0\\0\\0\\0\\0', ('8.8.8.8', 0))\""
+    )
     assert r.exit_code == 1 and ("unreachable" in r.stderr or "PermissionError" in r.stderr)
     interfaces = s.run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").stdout.split()
     assert interfaces == ["lo"]
@@ -144,7 +154,8 @@ def test_no_icmp_and_only_loopback(box):
 
 def test_no_raw_packet_sockets_even_as_root(root_box):
     r = root_box.session().run(
-        "python3 -c \"import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))\"")
+        'python3 -c "import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))"'
+    )
     assert r.exit_code == 1 and "PermissionError" in r.stderr
 
 
@@ -162,15 +173,20 @@ def test_sysrq_trigger_is_not_writable_even_as_root(root_box):
 
 def test_kernel_modules_cannot_be_loaded(root_box):
     r = root_box.session().run(
-        "python3 -c \"import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
-        "r = libc.syscall(313, -1, b'', 0); print(r, os.strerror(ctypes.get_errno()))\"")  # finit_module
+        'python3 -c "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); '
+        "r = libc.syscall(313, -1, b'', 0); print(r, os.strerror(ctypes.get_errno()))\""
+    )  # finit_module
     assert r.stdout.startswith("-1 ") and "not permitted" in r.stdout
     assert root_box.session().run("echo /tmp/x > /proc/sys/kernel/modprobe").exit_code == 1
 
 
 def test_setuid_binaries_grant_nothing(sandbox_image):
-    with Sandbox(spec(sandbox_image, setup=["cp /bin/bash /usr/local/bin/rootbash",
-                                            "chmod 4755 /usr/local/bin/rootbash"])) as b:
+    with Sandbox(
+        spec(
+            sandbox_image,
+            setup=["cp /bin/bash /usr/local/bin/rootbash", "chmod 4755 /usr/local/bin/rootbash"],
+        )
+    ) as b:
         assert b.setup().ok
         s = b.session()
         assert s.run("ls -l /usr/local/bin/rootbash").stdout.startswith("-rwsr-xr-x")
@@ -237,7 +253,7 @@ def test_killing_the_shell_is_reported(box):
     s = box.session()
     r = s.run("kill -9 $$")
     assert s.exited and r.exit_code is None and not r.terminated
-    assert box.run_check("true").exit_code == 0       # the container is intact for the check
+    assert box.run_check("true").exit_code == 0  # the container is intact for the check
 
 
 def test_killing_every_own_process_is_reported(box):
@@ -266,9 +282,11 @@ def test_never_ending_command_times_out_and_is_gone(box):
 
 def test_command_ignoring_sigterm_and_sigint_is_killed(box):
     s = box.session()
-    script = ("import signal, time; [signal.signal(x, signal.SIG_IGN) for x in (signal.SIGTERM, signal.SIGINT)]; "
-              "print('immune', flush=True); time.sleep(1000)")
-    r = s.run(f"python3 -c \"{script}\"", timeout_s=1)
+    script = (
+        "import signal, time; [signal.signal(x, signal.SIG_IGN) for x in (signal.SIGTERM, signal.SIGINT)]; "
+        "print('immune', flush=True); time.sleep(1000)"
+    )
+    r = s.run(f'python3 -c "{script}"', timeout_s=1)
     assert r.timed_out and r.stdout == "immune\n"
     assert "immune" not in s.run("ps -e -o args=").stdout
     assert s.run("echo usable").stdout == "usable\n"
@@ -295,18 +313,27 @@ def test_checker_is_invisible_and_tamper_proof(sandbox_image):
     secret = secrets.token_hex(16)
     with Sandbox(spec(sandbox_image)) as b:
         s = b.session()
-        assert s.run(f"grep -rs {secret} / --exclude-dir=proc --exclude-dir=sys; echo none").stdout == "none\n"
+        assert (
+            s.run(f"grep -rs {secret} / --exclude-dir=proc --exclude-dir=sys; echo none").stdout == "none\n"
+        )
         assert s.run("mkdir /run/bashgym/evil").exit_code == 1
         assert s.run("ls /run/bashgym/session >/dev/null; touch /run/bashgym/check.x").exit_code == 1
-        s.run("(while :; do cp -r /run/bashgym/check.* ~/stolen 2>/dev/null; cat /run/bashgym/*/check >> ~/stolen2 "
-              "2>/dev/null; sleep 0.01; done) >/dev/null 2>&1 &")
+        s.run(
+            "(while :; do cp -r /run/bashgym/check.* ~/stolen 2>/dev/null; cat /run/bashgym/*/check >> ~/stolen2 "
+            "2>/dev/null; sleep 0.01; done) >/dev/null 2>&1 &"
+        )
         s.run("printf '#!/bin/sh\\nexit 0\\n' > /tmp/check; chmod +x /tmp/check; ln -s /tmp/check ~/check")
-        check = b.run_check(f"echo {secret} > /root/seen; test ! -e /home/operator/stolen; echo verdict-{secret}")
+        check = b.run_check(
+            f"echo {secret} > /root/seen; test ! -e /home/operator/stolen; echo verdict-{secret}"
+        )
         assert check.exit_code == 0 and check.stdout == f"verdict-{secret}\n"
-        assert s.exited     # the operator's turn ended before the checker went in
-        assert b.run_as_root("ls /run/bashgym").stdout == "ready\nsession\n"    # the checker is gone
+        assert s.exited  # the operator's turn ended before the checker went in
+        assert b.run_as_root("ls /run/bashgym").stdout == "ready\nsession\n"  # the checker is gone
         assert b.run_as_root(f"grep -rsl {secret} /home /tmp /run; echo none").stdout == "none\n"
-        assert b.run_as_root("test ! -e /home/operator/stolen && test ! -s /home/operator/stolen2").exit_code == 0
+        assert (
+            b.run_as_root("test ! -e /home/operator/stolen && test ! -s /home/operator/stolen2").exit_code
+            == 0
+        )
         assert b.run_check("exit 3").exit_code == 3
         assert b.run_check("sleep 10", timeout_s=1).timed_out
 
@@ -330,15 +357,15 @@ def test_container_configuration_is_locked_down(box):
     assert not hc.get("Binds") and all(m["Type"] != "bind" for m in info["Mounts"])
     assert set(hc["Tmpfs"]) == {"/tmp", "/var/tmp", "/run", "/home/operator"}
     assert info["Config"]["Labels"]["bashgym.test"] == "sandbox-security"
-    assert os.path.exists("/var/run/docker.sock")   # (the host has one; the sandbox has none, see above)
+    assert os.path.exists("/var/run/docker.sock")  # (the host has one; the sandbox has none, see above)
 
 
 def test_root_killing_the_container_is_a_clear_sandbox_error(sandbox_image):
     from bashgym_assets.sandbox import SandboxError
 
     with Sandbox(spec(sandbox_image, user="root")) as b:
-        b.session().run("kill -9 -1")      # as root this reaches the container's main process
-        for _ in range(100):                # the container stops (and --rm removes it) shortly after
+        b.session().run("kill -9 -1")  # as root this reaches the container's main process
+        for _ in range(100):  # the container stops (and --rm removes it) shortly after
             try:
                 if not b.inspect()["State"]["Running"]:
                     break
@@ -354,8 +381,10 @@ def test_root_disk_fill_across_many_files_is_stopped_by_the_disk_watchdog(sandbo
     budget, long before the host disk (the loop below would write 6.4 GB)."""
     with Sandbox(spec(sandbox_image, user="root", max_file_mb=64, disk_budget_mb=256)) as b:
         s = b.session()
-        r = s.run("for i in $(seq 1 100); do head -c 64M /dev/zero > /var/fill$i; done; echo finished",
-                  timeout_s=120)
+        r = s.run(
+            "for i in $(seq 1 100); do head -c 64M /dev/zero > /var/fill$i; done; echo finished",
+            timeout_s=120,
+        )
         assert s.exited and b.disk_budget_exceeded, r
         assert "finished" not in r.stdout and "disk budget (256 MB" in r.stderr
         size = b.writable_layer_bytes()
@@ -366,7 +395,7 @@ def test_disk_watchdog_leaves_normal_work_alone(box):
     s = box.session()
     assert s.run("head -c 4M /dev/zero > ~/ok && sleep 1.2 && echo done").stdout == "done\n"
     assert not box.disk_budget_exceeded and not s.exited
-    assert 0 <= box.writable_layer_bytes() < 64 * 1024**2   # the home is tmpfs: the layer barely grew
+    assert 0 <= box.writable_layer_bytes() < 64 * 1024**2  # the home is tmpfs: the layer barely grew
 
 
 # ---- what the outside hardening report broke (issue 13, items 1-5) ----------------------------------------------
@@ -400,8 +429,10 @@ def test_scanner_caps_output_after_its_marker():
     assert rest.endswith(b"the end") and dropped > 19_000_000
 
 
-HOPPER = ("printf '%s\\n' '#!/bin/bash' 'cat /proc/[0-9]*/cmdline 2>/dev/null | tr \"\\\\0\" \" \" >> ~/seen' "
-          "'~/hop.sh & exit 0' > ~/hop.sh; chmod +x ~/hop.sh")
+HOPPER = (
+    "printf '%s\\n' '#!/bin/bash' 'cat /proc/[0-9]*/cmdline 2>/dev/null | tr \"\\\\0\" \" \" >> ~/seen' "
+    "'~/hop.sh & exit 0' > ~/hop.sh; chmod +x ~/hop.sh"
+)
 
 
 def test_fork_and_exit_hoppers_cannot_outrun_the_freeze(sandbox_image):
@@ -415,50 +446,63 @@ def test_fork_and_exit_hoppers_cannot_outrun_the_freeze(sandbox_image):
         s.run("for i in 1 2 3 4; do ~/hop.sh & done; sleep 0.5")
         check = b.run_check(f"bash -c 'sleep 1.5' check-{secret}; echo verdict")
         assert check.exit_code == 0 and check.stdout == "verdict\n", check
-        seen = b.run_as_root("cat /home/operator/seen | wc -c; grep -c check- /home/operator/seen").stdout.split()
+        seen = b.run_as_root(
+            "cat /home/operator/seen | wc -c; grep -c check- /home/operator/seen"
+        ).stdout.split()
         assert int(seen[0]) > 0 and seen[1] == "0", "a hopper read the checker's command line"
-        assert "hop.sh" not in b.run_as_root("ps -e -o args=").stdout   # gone after the check
+        assert "hop.sh" not in b.run_as_root("ps -e -o args=").stdout  # gone after the check
 
 
 def test_setup_daemons_keep_their_state_through_the_freeze(sandbox_image):
     """The freeze stops everything, then resumes the setup's daemons that were running (pid AND start time):
     a daemon the operator paused stays paused, the others run; the operator's own processes stay frozen."""
     loop = "printf '%s\\n' '#!/bin/bash' 'while :; do sleep 1000 & wait $!; done' > /usr/local/bin/{0}; chmod 755 /usr/local/bin/{0}; runuser -u operator -- setsid -f /usr/local/bin/{0} </dev/null >/dev/null 2>&1"  # noqa: E501
-    with Sandbox(spec(sandbox_image, setup=[loop.format("frontend"), loop.format("encoder"), "sleep 0.3"])) as b:
+    with Sandbox(
+        spec(sandbox_image, setup=[loop.format("frontend"), loop.format("encoder"), "sleep 0.3"])
+    ) as b:
         assert b.setup().ok
         s = b.session()
         assert s.run("kill -STOP $(pgrep -x encoder); sleep 300 &").exit_code == 0
-        check = b.run_check("for n in frontend encoder; do ps -o stat= -p $(pgrep -x $n) | cut -c1; done; "
-                            "ps -o stat= -C sleep | cut -c1 | sort | uniq -c | tr -s ' ' | sort | tail -1")
+        check = b.run_check(
+            "for n in frontend encoder; do ps -o stat= -p $(pgrep -x $n) | cut -c1; done; "
+            "ps -o stat= -C sleep | cut -c1 | sort | uniq -c | tr -s ' ' | sort | tail -1"
+        )
         first, second, _ = check.stdout.splitlines()
         assert first != "T" and second == "T", check.stdout
 
 
 def test_ptrace_between_sandbox_processes_is_denied(sandbox_image):
-    attach = ("sleep 100 & python3 -c \"import ctypes,os,sys; libc=ctypes.CDLL(None,use_errno=True); "
-              "r=libc.ptrace(16,int(sys.argv[1]),0,0); print(r, os.strerror(ctypes.get_errno()))\" $!")
+    attach = (
+        'sleep 100 & python3 -c "import ctypes,os,sys; libc=ctypes.CDLL(None,use_errno=True); '
+        'r=libc.ptrace(16,int(sys.argv[1]),0,0); print(r, os.strerror(ctypes.get_errno()))" $!'
+    )
     with Sandbox(spec(sandbox_image)) as b:
         assert "Operation not permitted" in b.session().run(attach).stdout
-    with Sandbox(spec(sandbox_image, user="root")) as b:   # not even root, and not on setup's daemons
+    with Sandbox(spec(sandbox_image, user="root")) as b:  # not even root, and not on setup's daemons
         assert "Operation not permitted" in b.session().run(attach).stdout
-    with Sandbox(spec(sandbox_image, allow_ptrace=True)) as b:   # a scenario that needs it says so
+    with Sandbox(spec(sandbox_image, allow_ptrace=True)) as b:  # a scenario that needs it says so
         assert b.session().run(attach).stdout.startswith("0 ")
 
 
 def test_a_planted_tool_in_usr_local_cannot_forge_the_verdict(root_box):
     s = root_box.session()
-    s.run("for t in grep test bash timeout env; do printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/$t; "
-          "chmod 755 /usr/local/bin/$t; done")
+    s.run(
+        "for t in grep test bash timeout env; do printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/$t; "
+        "chmod 755 /usr/local/bin/$t; done"
+    )
     check = root_box.run_check("grep -q never-there /etc/hostname")
     assert check.exit_code == 1, check
 
 
-@pytest.mark.parametrize("tamper", [
-    "printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/grep",
-    "cp /usr/bin/grep /tmp/g && cp /usr/bin/true /usr/bin/grep && cp /tmp/g /usr/bin/grep",  # put back: still seen
-    "echo /tmp/evil.so > /etc/ld.so.preload",
-    "ln -sf /usr/bin/true /etc/alternatives/awk",
-])
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/grep",
+        "cp /usr/bin/grep /tmp/g && cp /usr/bin/true /usr/bin/grep && cp /tmp/g /usr/bin/grep",  # put back: still seen
+        "echo /tmp/evil.so > /etc/ld.so.preload",
+        "ln -sf /usr/bin/true /etc/alternatives/awk",
+    ],
+)
 def test_tampering_with_the_checkers_tools_fails_the_episode(sandbox_image, tamper):
     with Sandbox(spec(sandbox_image, user="root")) as b:
         s = b.session()
@@ -471,8 +515,10 @@ def test_legitimate_root_work_is_not_tampering(sandbox_image):
     with Sandbox(spec(sandbox_image, user="root", setup=["cp /usr/bin/true /usr/bin/setup-tool"])) as b:
         assert b.setup().ok
         s = b.session()
-        s.run("printf '#!/bin/sh\\necho hi\\n' > /usr/local/bin/newtool; chmod 755 /usr/local/bin/newtool; "
-              "useradd -m deploy; echo x > /etc/motd")
+        s.run(
+            "printf '#!/bin/sh\\necho hi\\n' > /usr/local/bin/newtool; chmod 755 /usr/local/bin/newtool; "
+            "useradd -m deploy; echo x > /etc/motd"
+        )
         check = b.run_check("newtool | grep -qx hi && id deploy >/dev/null")
         assert check.exit_code == 0, check
 
@@ -492,8 +538,10 @@ def test_inodes_are_bounded_in_tmpfs_and_in_the_layer(sandbox_image):
         assert int(r.stdout.split()[-1]) < 2100 and "No space left" in r.stderr
     with Sandbox(spec(sandbox_image, user="root", inode_budget=2000)) as b:
         s = b.session()
-        r = s.run("mkdir /var/many && cd /var/many && i=0; while :; do : > f$i; i=$((i+1)); done; echo finished",
-                  timeout_s=90)   # the watchdog's diff runs every 10 s: it ends this long before the time limit
+        r = s.run(
+            "mkdir /var/many && cd /var/many && i=0; while :; do : > f$i; i=$((i+1)); done; echo finished",
+            timeout_s=90,
+        )  # the watchdog's diff runs every 10 s: it ends this long before the time limit
         # the watchdog ended it, not the command's time limit (no wall-clock bound: a loaded machine is slower)
         assert s.exited and b.inode_budget_exceeded and not r.timed_out, r
         assert "inode budget" in r.stderr
@@ -532,11 +580,12 @@ def test_pool_start_reaps_containers_of_dead_owners(sandbox_image):
     from bashgym_assets.sandbox.sandbox import LABEL_OWNER, LABEL_SANDBOX
 
     client = docker.from_env()
-    orphan = client.containers.create(sandbox_image, ["sleep", "300"], labels={
-        LABEL_SANDBOX: "1", LABEL_OWNER: "nohost:999999:1", **LABELS})
+    orphan = client.containers.create(
+        sandbox_image, ["sleep", "300"], labels={LABEL_SANDBOX: "1", LABEL_OWNER: "nohost:999999:1", **LABELS}
+    )
     from bashgym_assets.sandbox import sandbox as sandbox_module
 
-    sandbox_module._REAPED.clear()   # once per process: earlier pools in this test session have reaped already
+    sandbox_module._REAPED.clear()  # once per process: earlier pools in this test session have reaped already
     SandboxPool(1).map(lambda x: x, [1])
     with pytest.raises(docker.errors.NotFound):
         client.containers.get(orphan.id)

@@ -42,8 +42,15 @@ def train(pack: list[ScenarioBundle]) -> list[ScenarioBundle]:
 
 
 def _bundle(**fields) -> ScenarioBundle:
-    base = {"task": "t", "category": "files", "difficulty": 1, "check": "exit 1", "reference": ["true"],
-            "id": "a-test-bundle", "source": "test"}
+    base = {
+        "task": "t",
+        "category": "files",
+        "difficulty": 1,
+        "check": "exit 1",
+        "reference": ["true"],
+        "id": "a-test-bundle",
+        "source": "test",
+    }
     bundle = parse_bundle({**base, **fields})
     assert gate.split_for(bundle.id) == gate.TRAIN
     return bundle
@@ -51,8 +58,13 @@ def _bundle(**fields) -> ScenarioBundle:
 
 def _fields(b: ScenarioBundle) -> dict[str, str]:
     """Every string of a bundle by a stable name, so parent and variant line up field by field."""
-    out = {"task": b.task, "check": b.check, "announcement": b.announcement or "",
-           "provider": b.provider.script if b.provider else "", "workdir": b.workdir or ""}
+    out = {
+        "task": b.task,
+        "check": b.check,
+        "announcement": b.announcement or "",
+        "provider": b.provider.script if b.provider else "",
+        "workdir": b.workdir or "",
+    }
     out.update({f"setup{i}": c for i, c in enumerate(b.setup)})
     out.update({f"reference{i}": c for i, c in enumerate(b.reference)})
     for i, (k, v) in enumerate(sorted(b.files.items())):
@@ -68,8 +80,9 @@ def _count(token: str, text: str) -> int:
 def test_word_boundaries_leave_longer_words_alone() -> None:
     text = "cp ~/app/a.txt /tmp/app-1 && echo happy apples app_x APP app.log && grep -c app catalog"
     out = substitute(text, {"app": "harbor"})
-    assert out == ("cp ~/harbor/a.txt /tmp/harbor-1 && echo happy apples app_x APP harbor.log "
-                   "&& grep -c harbor catalog")
+    assert out == (
+        "cp ~/harbor/a.txt /tmp/harbor-1 && echo happy apples app_x APP harbor.log && grep -c harbor catalog"
+    )
     assert substitute("the catalog and the log", {"log": "ledger"}) == "the catalog and the ledger"
 
 
@@ -78,24 +91,30 @@ def test_replacement_is_simultaneous() -> None:
 
 
 def test_escape_sequences_end_a_word() -> None:
-    assert substitute(r"exp=$'project/a\nproject/b'", {"project": "pelican"}) == r"exp=$'pelican/a\npelican/b'"
+    assert (
+        substitute(r"exp=$'project/a\nproject/b'", {"project": "pelican"}) == r"exp=$'pelican/a\npelican/b'"
+    )
 
 
 def test_a_synthetic_bundle_is_renamed_consistently() -> None:
     bundle = _bundle(
         task="Move every file of the inbox ~/atlas/inbox to ~/atlas/done and write their count to "
-             "~/atlas_count.txt.",
-        setup=["mkdir -p /home/operator/atlas/inbox /home/operator/atlas/done",
-               "cd /home/operator/atlas/inbox && touch r1.txt r2.txt catalog.md && echo atlas > /root/.atlas",
-               "chown -R operator:operator /home/operator"],
-        check="#!/bin/bash\n[ -z \"$(ls /home/operator/atlas/inbox)\" ] && "
-              "[ \"$(cat /home/operator/atlas_count.txt)\" = 3 ]\n",
+        "~/atlas_count.txt.",
+        setup=[
+            "mkdir -p /home/operator/atlas/inbox /home/operator/atlas/done",
+            "cd /home/operator/atlas/inbox && touch r1.txt r2.txt catalog.md && echo atlas > /root/.atlas",
+            "chown -R operator:operator /home/operator",
+        ],
+        check='#!/bin/bash\n[ -z "$(ls /home/operator/atlas/inbox)" ] && '
+        '[ "$(cat /home/operator/atlas_count.txt)" = 3 ]\n',
         reference=["mv ~/atlas/inbox/* ~/atlas/done/", "ls ~/atlas/done | wc -l > ~/atlas_count.txt"],
     )
     [variant] = make_variants(bundle, 1, seed=3)
     assert "atlas" not in variant.model_dump_json()
     top, box = re.search(r"the inbox ~/(\w+)/(\w+) to", variant.task).groups()  # "inbox" the word stays
-    assert top[0] == "a" and box[0] == "i" and box != "inbox"  # same initials: sorted listings keep their order
+    assert (
+        top[0] == "a" and box[0] == "i" and box != "inbox"
+    )  # same initials: sorted listings keep their order
     assert variant.setup[0] == f"mkdir -p /home/operator/{top}/{box} /home/operator/{top}/done"
     assert f"{top}_count.txt" in variant.check and f"{top}_count.txt" in variant.reference[1]
     assert "catalog.md" in variant.setup[1] and f"/root/.{top}" in variant.setup[1]
@@ -104,25 +123,30 @@ def test_a_synthetic_bundle_is_renamed_consistently() -> None:
 def test_system_names_commands_and_flags_are_never_renamed() -> None:
     bundle = _bundle(
         task="Copy /etc/atlas/app.conf and /var/log/atlas/sort.log into ~/sort/ (keep the names).",
-        setup=["mkdir -p /etc/atlas /var/log/atlas /home/operator/sort", "echo x > /etc/atlas/app.conf",
-               "echo y > /var/log/atlas/sort.log", "chown -R operator:operator /home/operator"],
+        setup=[
+            "mkdir -p /etc/atlas /var/log/atlas /home/operator/sort",
+            "echo x > /etc/atlas/app.conf",
+            "echo y > /var/log/atlas/sort.log",
+            "chown -R operator:operator /home/operator",
+        ],
         check="#!/bin/bash\ncmp /etc/atlas/app.conf /home/operator/sort/app.conf\n",
         reference=["cp --preserve=mode /etc/atlas/app.conf /var/log/atlas/sort.log ~/sort/"],
     )
     [variant] = make_variants(bundle, 1, seed=0)
     assert "/etc/" in variant.task and "/var/log/" in variant.task and "~/sort/" in variant.task
-    assert "sort.log" in variant.task                  # `sort` is a command: never a name to change
+    assert "sort.log" in variant.task  # `sort` is a command: never a name to change
     assert "--preserve=mode" in variant.reference[0]
     assert "atlas" not in variant.task and "app.conf" not in variant.task
 
 
 def test_users_created_in_setup_get_people_names() -> None:
     bundle = _bundle(
-        category="users", user="root",
+        category="users",
+        user="root",
         task="Lock the password of the account alice and set her shell to /usr/sbin/nologin.",
         setup=["useradd -m -s /bin/bash alice"],
         check="#!/bin/bash\npasswd -S alice | grep -q ' L ' && [ \"$(getent passwd alice | cut -d: -f7)\" = "
-              "/usr/sbin/nologin ] && [ -d /home/alice ]\n",
+        "/usr/sbin/nologin ] && [ -d /home/alice ]\n",
         reference=["usermod -L -s /usr/sbin/nologin alice"],
     )
     [variant] = make_variants(bundle, 1, seed=1)
@@ -136,25 +160,29 @@ def test_numbers_shared_by_task_and_check_change_together() -> None:
     bundle = _bundle(
         category="logs",
         task="Save the last 40 lines of ~/logs/events.log to ~/recent.txt.",
-        setup=["mkdir -p /home/operator/logs && seq 1 500 > /home/operator/logs/events.log",
-               "chown -R operator:operator /home/operator"],
-        check="#!/bin/bash\n[ \"$(wc -l < /home/operator/recent.txt)\" -eq 40 ] && "
-              "[ \"$(head -1 /home/operator/recent.txt)\" = 461 ]\n",
+        setup=[
+            "mkdir -p /home/operator/logs && seq 1 500 > /home/operator/logs/events.log",
+            "chown -R operator:operator /home/operator",
+        ],
+        check='#!/bin/bash\n[ "$(wc -l < /home/operator/recent.txt)" -eq 40 ] && '
+        '[ "$(head -1 /home/operator/recent.txt)" = 461 ]\n',
         reference=["tail -n 40 ~/logs/events.log > ~/recent.txt"],
     )
     variants = make_variants(bundle, 4, seed=0)
     assert variants
     for v in variants:
         n = re.search(r"last (\d+) lines", v.task).group(1)
-        assert len(n) == 2 and 24 <= int(n) <= 64     # the same order of magnitude
+        assert len(n) == 2 and 24 <= int(n) <= 64  # the same order of magnitude
         assert f"-eq {n} ]" in v.check and f"tail -n {n} " in v.reference[0]
-        assert "seq 1 500" in v.setup[0]                  # not in the task: left alone
+        assert "seq 1 500" in v.setup[0]  # not in the task: left alone
 
 
 def test_a_bundle_sharing_nothing_safe_gets_no_variants() -> None:
-    bundle = _bundle(task="Write the names of the groups you belong to into ~/groups.txt, one per line.",
-                     check="#!/bin/bash\ndiff <(id -nG operator | tr ' ' '\\n') /home/operator/groups.txt\n",
-                     reference=["id -nG | tr ' ' '\\n' > ~/groups.txt"])
+    bundle = _bundle(
+        task="Write the names of the groups you belong to into ~/groups.txt, one per line.",
+        check="#!/bin/bash\ndiff <(id -nG operator | tr ' ' '\\n') /home/operator/groups.txt\n",
+        reference=["id -nG | tr ' ' '\\n' > ~/groups.txt"],
+    )
     assert find_candidates(bundle) == []
     assert make_variants(bundle, 3) == []
 
@@ -165,15 +193,19 @@ def test_held_out_bundles_and_variants_get_no_variants(pack: list[ScenarioBundle
     assert all(make_variants(b, 3) == [] for b in held_out)
     some = next(v for b in pack for v in make_variants(b, 1))
     assert make_variants(some, 2) == []
-    external = _bundle(id="a-test-bundle", task="Move ~/atlas/a.txt to ~/atlas/b.txt",
-                       check="#!/bin/bash\n[ -f /home/operator/atlas/b.txt ]\n",
-                       reference=["mv ~/atlas/a.txt ~/atlas/b.txt"]).model_copy(update={"id": "ext-tb-one"})
+    external = _bundle(
+        id="a-test-bundle",
+        task="Move ~/atlas/a.txt to ~/atlas/b.txt",
+        check="#!/bin/bash\n[ -f /home/operator/atlas/b.txt ]\n",
+        reference=["mv ~/atlas/a.txt ~/atlas/b.txt"],
+    ).model_copy(update={"id": "ext-tb-one"})
     assert make_variants(external, 2) == []
 
 
 # ---- over the whole pack ---------------------------------------------------------------------------------------------
-def test_pack_variants_validate_differ_and_inherit_the_split(pack: list[ScenarioBundle],
-                                                            train: list[ScenarioBundle]) -> None:
+def test_pack_variants_validate_differ_and_inherit_the_split(
+    pack: list[ScenarioBundle], train: list[ScenarioBundle]
+) -> None:
     variants = make_pack_variants(pack, 3, seed=0)
     by_parent: dict[str, list[ScenarioBundle]] = {}
     for v in variants:
@@ -187,7 +219,7 @@ def test_pack_variants_validate_differ_and_inherit_the_split(pack: list[Scenario
     assert set(by_parent) <= {b.id for b in train}
     for pid, vs in by_parent.items():
         hashes = {parents[pid].content_hash()} | {v.content_hash() for v in vs}
-        assert len(hashes) == len(vs) + 1                 # each differs from its parent and its siblings
+        assert len(hashes) == len(vs) + 1  # each differs from its parent and its siblings
         for v in vs:
             assert v.category == parents[pid].category and v.difficulty == parents[pid].difficulty
             assert v.user == parents[pid].user and v.task != parents[pid].task
@@ -258,8 +290,9 @@ def test_variants_are_deterministic_for_a_seed(train: list[ScenarioBundle]) -> N
 
 
 # ---- certified by the real gate -------------------------------------------------------------------------------------
-def test_gate_admits_most_variants_of_diverse_pack_scenarios(train: list[ScenarioBundle],
-                                                             sandbox_image: str) -> None:
+def test_gate_admits_most_variants_of_diverse_pack_scenarios(
+    train: list[ScenarioBundle], sandbox_image: str
+) -> None:
     picked: dict[str, ScenarioBundle] = {}
     for b in train:
         if b.category not in picked:
@@ -275,8 +308,9 @@ def test_gate_admits_most_variants_of_diverse_pack_scenarios(train: list[Scenari
 
 
 # ---- the asset --------------------------------------------------------------------------------------------------------
-def test_scenario_candidates_adds_pack_variants(bashgym_home, monkeypatch: pytest.MonkeyPatch,
-                                               train: list[ScenarioBundle]) -> None:
+def test_scenario_candidates_adds_pack_variants(
+    bashgym_home, monkeypatch: pytest.MonkeyPatch, train: list[ScenarioBundle]
+) -> None:
     import dagster as dg
 
     from bashgym_assets.defs.resources import BashgymHome
@@ -288,8 +322,11 @@ def test_scenario_candidates_adds_pack_variants(bashgym_home, monkeypatch: pytes
     resources = {"bashgym": BashgymHome(home=str(bashgym_home))}
 
     def run(config: dict) -> tuple[dict, list[dict]]:
-        result = dg.materialize([scenario_candidates], resources=resources,
-                                run_config={"ops": {"scenario_candidates": {"config": config}}})
+        result = dg.materialize(
+            [scenario_candidates],
+            resources=resources,
+            run_config={"ops": {"scenario_candidates": {"config": config}}},
+        )
         assert result.success
         meta = result.asset_materializations_for_node("scenario_candidates")[0].metadata
         return meta, Lake(root=bashgym_home / "lake").read_rows("scenario_candidates")

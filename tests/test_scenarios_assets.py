@@ -24,9 +24,15 @@ def ids_for(split: str, n: int) -> list[str]:
 
 
 def shell_task(task_id: str, n: int) -> dict:
-    return {"id": task_id, "task": f"Write {n} into ~/n.txt", "category": "files", "difficulty_level": 1,
-            "setup_commands": ["true"], "success_condition": f"grep -qx {n} /home/operator/n.txt",
-            "reference": [f"echo {n} > ~/n.txt"]}
+    return {
+        "id": task_id,
+        "task": f"Write {n} into ~/n.txt",
+        "category": "files",
+        "difficulty_level": 1,
+        "setup_commands": ["true"],
+        "success_condition": f"grep -qx {n} /home/operator/n.txt",
+        "reference": [f"echo {n} > ~/n.txt"],
+    }
 
 
 def test_assets_end_to_end(bashgym_home: Path, sandbox_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,36 +40,48 @@ def test_assets_end_to_end(bashgym_home: Path, sandbox_image: str, monkeypatch: 
     imports.mkdir()
     train_ids, held_ids = ids_for(TRAIN, 3), ids_for(HELD_OUT, 2)
     tasks = [shell_task(i, n) for n, i in enumerate(train_ids + held_ids)]
-    tasks.append({**shell_task("imp-bad-check", 99), "success_condition": "true"})   # passes before any action
-    tasks.append({"task": "no check at all"})                                          # quarantined on import
+    tasks.append({**shell_task("imp-bad-check", 99), "success_condition": "true"})  # passes before any action
+    tasks.append({"task": "no check at all"})  # quarantined on import
     (imports / "tasks.json").write_text(json.dumps(tasks), encoding="utf-8")
     # seed 0's first taxonomy point is (files, announced): the teacher answers in provider mode
-    teacher_bundle = {"task": "Create the directory ~/made", "category": "files", "difficulty": 1, "setup": [],
-                      "announcement": "You have new work orders: run `work-orders --help`.",
-                      "provider": {"name": "work-orders", "script": "#!/bin/bash\necho 'Create the directory ~/made'"},
-                      "check": "test -d /home/operator/made", "reference": ["work-orders --help", "mkdir ~/made"]}
+    teacher_bundle = {
+        "task": "Create the directory ~/made",
+        "category": "files",
+        "difficulty": 1,
+        "setup": [],
+        "announcement": "You have new work orders: run `work-orders --help`.",
+        "provider": {"name": "work-orders", "script": "#!/bin/bash\necho 'Create the directory ~/made'"},
+        "check": "test -d /home/operator/made",
+        "reference": ["work-orders --help", "mkdir ~/made"],
+    }
     resources = {"bashgym": BashgymHome(home=str(bashgym_home))}
     with OpenAIServer(scripted(["not json", json.dumps(teacher_bundle)])) as server:
         monkeypatch.setenv("BASHGYM_TEACHER_MODEL", server.litellm_model)
         monkeypatch.setenv("BASHGYM_TEACHER_API_BASE", server.url)
         result = dg.materialize(
-            [scenario_candidates], resources=resources,
-            run_config={"ops": {"scenario_candidates": {"config": {"include_pack": False, "authored": 1}}}})
+            [scenario_candidates],
+            resources=resources,
+            run_config={"ops": {"scenario_candidates": {"config": {"include_pack": False, "authored": 1}}}},
+        )
     assert result.success
     meta = result.asset_materializations_for_node("scenario_candidates")[0].metadata
     assert meta["candidates"].value == 7 and meta["quarantined"].value == 1
     assert meta["by_origin"].value == {"import": 6, "teacher": 1}
     monkeypatch.setenv("BASHGYM_TEACHER_MODEL", "reference")
 
-    result = dg.materialize([gated_scenarios, verified_trajectories], resources=resources,
-                            selection=["gated_scenarios", "verified_trajectories"])
+    result = dg.materialize(
+        [gated_scenarios, verified_trajectories],
+        resources=resources,
+        selection=["gated_scenarios", "verified_trajectories"],
+    )
     assert result.success
     gate_meta = result.asset_materializations_for_node("gated_scenarios")[0].metadata
     assert gate_meta["counts_by_reason"].value == {"admitted": 6, "check_passes_before_action": 1}
     lake = Lake(root=bashgym_home / "lake")
     gated = lake.read_rows("gated_scenarios")
     assert {r["scenario_id"]: r["split"] for r in gated if r["scenario_id"] in held_ids} == {
-        i: HELD_OUT for i in held_ids}
+        i: HELD_OUT for i in held_ids
+    }
     assert [r["reason"] for r in lake.read_rows("gate_rejections")] == ["check_passes_before_action"]
 
     traj = lake.read_rows("verified_trajectories")
@@ -76,8 +94,10 @@ def test_assets_end_to_end(bashgym_home: Path, sandbox_image: str, monkeypatch: 
     assert tmeta["kept_rate"].value == 1.0 and tmeta["held_out_excluded"].value == len(held_ids)
     assert "kept" in tmeta["sample_transcripts"].value
     con = lake.connect()
-    n = con.execute("SELECT count(*) FROM verified_trajectories t JOIN gated_scenarios g USING (scenario_id) "
-                    "WHERE g.split = 'held_out'").fetchone()[0]
+    n = con.execute(
+        "SELECT count(*) FROM verified_trajectories t JOIN gated_scenarios g USING (scenario_id) "
+        "WHERE g.split = 'held_out'"
+    ).fetchone()[0]
     assert n == 0
 
 
@@ -94,15 +114,20 @@ def test_pack_sample_is_a_small_deterministic_slice_with_both_splits(bashgym_hom
     for split, n in ((TRAIN, 10), (HELD_OUT, 6)):  # categories in turn: no category twice before all once
         available = {b.category for b in pack if split_for(b.id) == split}
         assert len({b.category for b in first if split_for(b.id) == split}) == min(n, len(available))
-    assert sample_pack(pack, 2, split_for) and {split_for(b.id) for b in sample_pack(pack, 2, split_for)} == \
-        {HELD_OUT, TRAIN}
+    assert sample_pack(pack, 2, split_for) and {split_for(b.id) for b in sample_pack(pack, 2, split_for)} == {
+        HELD_OUT,
+        TRAIN,
+    }
     assert len(sample_pack(pack, 10_000, split_for)) == len(pack)
 
     imports = bashgym_home / "scenario_imports"
     imports.mkdir()
     (imports / "tasks.json").write_text(json.dumps([shell_task("imp-x", 1)]), encoding="utf-8")
-    result = dg.materialize([scenario_candidates], resources={"bashgym": BashgymHome(home=str(bashgym_home))},
-                            run_config={"ops": {"scenario_candidates": {"config": {"pack_sample": 16}}}})
+    result = dg.materialize(
+        [scenario_candidates],
+        resources={"bashgym": BashgymHome(home=str(bashgym_home))},
+        run_config={"ops": {"scenario_candidates": {"config": {"pack_sample": 16}}}},
+    )
     assert result.success
     rows = Lake(root=bashgym_home / "lake").read("scenario_candidates").to_pylist()
     assert sorted(r["scenario_id"] for r in rows) == sorted([b.id for b in first] + ["imp-x"])

@@ -19,9 +19,17 @@ from bashgym_assets.scenarios.bundle import parse_bundle
 
 
 def bundle_json(category: str, task: str, **extra: object) -> str:
-    return json.dumps({"task": task, "category": category, "difficulty": 2,
-                       "setup": ["mkdir -p /home/operator/in"], "check": "test -s /home/operator/out.txt",
-                       "reference": ["ls ~/in > ~/out.txt"], **extra})
+    return json.dumps(
+        {
+            "task": task,
+            "category": category,
+            "difficulty": 2,
+            "setup": ["mkdir -p /home/operator/in"],
+            "check": "test -s /home/operator/out.txt",
+            "reference": ["ls ~/in > ~/out.txt"],
+            **extra,
+        }
+    )
 
 
 def test_sample_axes_spread_over_the_taxonomy() -> None:
@@ -55,15 +63,23 @@ def test_bundle_from_reply_enforces_axes() -> None:
 
 def test_malformed_then_valid_on_retry_with_error_fed_back() -> None:
     answers = [
-        "Here is your scenario: {\"task\": \"Archive logs\", \"category\": }",  # malformed JSON
+        'Here is your scenario: {"task": "Archive logs", "category": }',  # malformed JSON
         bundle_json("files", "List ~/in into ~/out.txt"),
-        "I cannot help with that.",                                            # no JSON at all, three times
-        "still no json", "nope",
+        "I cannot help with that.",  # no JSON at all, three times
+        "still no json",
+        "nope",
     ]
     with OpenAIServer(scripted(answers)) as server:
-        report = author_bundles(server.litellm_model, n=2, api_base=server.url, max_attempts=3,
-                                axes=[AuthoringAxes(category="files", difficulty=2),
-                                      AuthoringAxes(category="text", difficulty=3)])
+        report = author_bundles(
+            server.litellm_model,
+            n=2,
+            api_base=server.url,
+            max_attempts=3,
+            axes=[
+                AuthoringAxes(category="files", difficulty=2),
+                AuthoringAxes(category="text", difficulty=3),
+            ],
+        )
         requests = list(server.requests)
     assert report.attempts == 5
     assert len(report.bundles) == 1 and report.bundles[0].category == "files"
@@ -93,12 +109,21 @@ def test_unreachable_teacher_is_given_up_on() -> None:
 
 def test_near_duplicates_are_dropped_existing_wins() -> None:
     existing = parse_bundle(json.loads(bundle_json("files", "List the files of ~/in into ~/out.txt")))
-    answers = [bundle_json("files", "List the files of ~/in into ~/out.txt please"),
-               bundle_json("text", "Sort the words of ~/in/words by frequency into ~/out.txt")]
+    answers = [
+        bundle_json("files", "List the files of ~/in into ~/out.txt please"),
+        bundle_json("text", "Sort the words of ~/in/words by frequency into ~/out.txt"),
+    ]
     with OpenAIServer(scripted(answers)) as server:
-        report = author_bundles(server.litellm_model, n=2, api_base=server.url, existing=[existing],
-                                axes=[AuthoringAxes(category="files", difficulty=2),
-                                      AuthoringAxes(category="text", difficulty=2)])
+        report = author_bundles(
+            server.litellm_model,
+            n=2,
+            api_base=server.url,
+            existing=[existing],
+            axes=[
+                AuthoringAxes(category="files", difficulty=2),
+                AuthoringAxes(category="text", difficulty=2),
+            ],
+        )
     assert [b.category for b in report.bundles] == ["text"]
     assert len(report.duplicates) == 1
     kept, dropped = dedupe(report.bundles + report.bundles)

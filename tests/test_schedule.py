@@ -17,15 +17,18 @@ from bashgym_assets.training_data import synthetic as syn
 
 
 def _evaluate(instance: dg.DagsterInstance):
-    ctx = dg.build_schedule_context(instance=instance,
-                                    scheduled_execution_time=datetime(2026, 11, 23, 2, 0, tzinfo=UTC))
+    ctx = dg.build_schedule_context(
+        instance=instance, scheduled_execution_time=datetime(2026, 11, 23, 2, 0, tzinfo=UTC)
+    )
     return tr.nightly_retraining(ctx)
 
 
 def _write_upstream(lake: Lake, extra_trajectories: int = 0) -> None:
     d = syn.demo_inputs()
-    trajs = d["trajectories"] + [syn.trajectory(f"new-{i}", f"new task number {i}", [f"echo {i}"], kept=True)
-                                 for i in range(extra_trajectories)]
+    trajs = d["trajectories"] + [
+        syn.trajectory(f"new-{i}", f"new task number {i}", [f"echo {i}"], kept=True)
+        for i in range(extra_trajectories)
+    ]
     lake.write("verified_trajectories", trajs)
     lake.write("gated_scenarios", d["scenarios"])
 
@@ -40,7 +43,9 @@ def test_nightly_schedule_trains_only_when_datasets_changed(settings, tmp_path, 
         assert isinstance(first, dg.SkipReason) and "never been materialized" in first.skip_message
 
         _write_upstream(lake)
-        assert dg.materialize([dd.sft_dataset, dd.dpo_dataset], instance=instance, resources=resources).success
+        assert dg.materialize(
+            [dd.sft_dataset, dd.dpo_dataset], instance=instance, resources=resources
+        ).success
         request = _evaluate(instance)
         assert isinstance(request, dg.RunRequest)
         assert set(request.asset_selection) == {tr.sft_adapter.key, tr.dpo_adapter.key}
@@ -49,12 +54,18 @@ def test_nightly_schedule_trains_only_when_datasets_changed(settings, tmp_path, 
 
         # train both adapters for real (tiny model, a couple of steps) with the config the schedule would use
         cfg = {"max_steps": 2, "batch_size": 2, "grad_accum": 1, "max_length": 256}
-        result = dg.materialize([tr.base_model, tr.sft_adapter, tr.dpo_adapter], instance=instance,
-                                resources=resources,
-                                run_config={"ops": {"sft_adapter": {"config": cfg}, "dpo_adapter": {"config": cfg}}})
+        result = dg.materialize(
+            [tr.base_model, tr.sft_adapter, tr.dpo_adapter],
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"sft_adapter": {"config": cfg}, "dpo_adapter": {"config": cfg}}},
+        )
         assert result.success
         skip = _evaluate(instance)
-        assert isinstance(skip, dg.SkipReason) and "unchanged since the last trained adapter" in skip.skip_message
+        assert (
+            isinstance(skip, dg.SkipReason)
+            and "unchanged since the last trained adapter" in skip.skip_message
+        )
 
         # rebuilding with identical input keeps the version: still nothing to do
         assert dg.materialize([dd.sft_dataset], instance=instance, resources=resources).success
@@ -86,15 +97,23 @@ def test_adapter_refuses_a_dataset_that_contains_heldout_scenarios(settings, tmp
     _write_upstream(lake)
     with dg.instance_for_test() as instance:
         assert dg.materialize([dd.sft_dataset], instance=instance, resources=resources).success
-        scen = [dict(s, split="held_out") if s["id"] == "lock-key" else s for s in syn.demo_inputs()["scenarios"]]
+        scen = [
+            dict(s, split="held_out") if s["id"] == "lock-key" else s for s in syn.demo_inputs()["scenarios"]
+        ]
         lake.write("gated_scenarios", scen)
-        result = dg.materialize([tr.sft_adapter], instance=instance, resources=resources, raise_on_error=False,
-                                run_config={"ops": {"sft_adapter": {"config": {"max_steps": 1}}}})
+        result = dg.materialize(
+            [tr.sft_adapter],
+            instance=instance,
+            resources=resources,
+            raise_on_error=False,
+            run_config={"ops": {"sft_adapter": {"config": {"max_steps": 1}}}},
+        )
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     assert "contains held-out scenarios" in str(failure.event_specific_data.error)
     assert not (settings.home / "artifacts" / "adapters").exists() or not any(
-        (settings.home / "artifacts" / "adapters").iterdir())
+        (settings.home / "artifacts" / "adapters").iterdir()
+    )
 
 
 @pytest.mark.slow
@@ -103,9 +122,12 @@ def test_dpo_adapter_is_skipped_not_failed_without_pairs(settings):
     lake = Lake(settings)
     lake.write("dpo_dataset", [{"split": "validation", "prompt": [], "chosen": [], "rejected": []}])
     with dg.instance_for_test() as instance:
-        result = dg.materialize([tr.dpo_adapter], instance=instance,
-                                resources={"bashgym": BashgymHome(home=str(settings.home))},
-                                selection=[tr.dpo_adapter.key])
+        result = dg.materialize(
+            [tr.dpo_adapter],
+            instance=instance,
+            resources={"bashgym": BashgymHome(home=str(settings.home))},
+            selection=[tr.dpo_adapter.key],
+        )
         assert result.success
         assert result.asset_materializations_for_node("dpo_adapter") == []
         assert instance.get_latest_materialization_event(tr.dpo_adapter.key) is None

@@ -41,12 +41,35 @@ def _session(root: Path, repo: str, name: str, steps: int = 2) -> Path:
 
 def _tool_lines(n: int) -> bytes:
     ts = "2026-10-05T09:00:00.000Z"
-    use = {"type": "assistant", "cwd": "/home/dev/src/alpha", "timestamp": ts, "uuid": f"late-a{n}",
-           "message": {"id": f"late{n}", "content": [{"type": "tool_use", "id": f"late-t{n}", "name": "Bash",
-                                                      "input": {"command": "make late"}}]}}
-    res = {"type": "user", "cwd": "/home/dev/src/alpha", "timestamp": ts, "uuid": f"late-r{n}",
-           "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"late-t{n}",
-                                                    "content": "Exit code 2\nfail", "is_error": True}]}}
+    use = {
+        "type": "assistant",
+        "cwd": "/home/dev/src/alpha",
+        "timestamp": ts,
+        "uuid": f"late-a{n}",
+        "message": {
+            "id": f"late{n}",
+            "content": [
+                {"type": "tool_use", "id": f"late-t{n}", "name": "Bash", "input": {"command": "make late"}}
+            ],
+        },
+    }
+    res = {
+        "type": "user",
+        "cwd": "/home/dev/src/alpha",
+        "timestamp": ts,
+        "uuid": f"late-r{n}",
+        "message": {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": f"late-t{n}",
+                    "content": "Exit code 2\nfail",
+                    "is_error": True,
+                }
+            ],
+        },
+    }
     return (json.dumps(use) + "\n" + json.dumps(res) + "\n").encode()
 
 
@@ -66,13 +89,17 @@ def test_sensor_starts_running_and_targets_the_ingest_job() -> None:
     job = defs.resolve_job_def("ingest_repo_job")
     assert job.partitions_def == repo_partitions
     assert sorted(k.to_user_string() for k in job.asset_layer.selected_asset_keys) == [
-        "raw_sessions", "redacted_sessions", "tiered_traces"]
+        "raw_sessions",
+        "redacted_sessions",
+        "tiered_traces",
+    ]
 
 
 def _per_repo_defs(resources: dict) -> dg.Definitions:
     """The per-repo chain a sensor run materializes: ingest, redaction (+ its blocking check), tiers."""
-    return dg.Definitions.merge(ingest_defs.defs, privacy_defs.defs, tiers_defs.defs,
-                                dg.Definitions(resources=resources))
+    return dg.Definitions.merge(
+        ingest_defs.defs, privacy_defs.defs, tiers_defs.defs, dg.Definitions(resources=resources)
+    )
 
 
 @pytest.mark.slow
@@ -98,7 +125,9 @@ def test_sensor_ticks_over_created_appended_and_deleted_files(watched: Path, bas
             (mat,) = result.asset_materializations_for_node("raw_sessions")
             meta = mat.metadata
             assert meta["sessions"].value == len(list((watched / f"-home-dev-src-{repo}").glob("*.jsonl")))
-            assert meta["quarantined"].value == 0 and "Bash" in [r.data["tool"] for r in meta["tools"].records]
+            assert meta["quarantined"].value == 0 and "Bash" in [
+                r.data["tool"] for r in meta["tools"].records
+            ]
             assert meta["dagster/row_count"].value >= 1
             assert meta["tools_plot"].value.startswith("![tools](data:image/png;base64,")
             assert "work on" in meta["preview"].value

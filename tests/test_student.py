@@ -25,9 +25,16 @@ from bashgym_assets.training_data.build import HeldOut, build_dpo
 
 
 def _bundle(i: int, category: str = "files") -> ScenarioBundle:
-    return ScenarioBundle(id=f"student-{i}", task=f"Create the file ~/out-{i}/done.txt.", category=category,
-                          difficulty=1, setup=["true"], check=f"test -f /home/operator/out-{i}/done.txt",
-                          reference=[f"mkdir -p ~/out-{i}", f"touch ~/out-{i}/done.txt"], source="test")
+    return ScenarioBundle(
+        id=f"student-{i}",
+        task=f"Create the file ~/out-{i}/done.txt.",
+        category=category,
+        difficulty=1,
+        setup=["true"],
+        check=f"test -f /home/operator/out-{i}/done.txt",
+        reference=[f"mkdir -p ~/out-{i}", f"touch ~/out-{i}/done.txt"],
+        source="test",
+    )
 
 
 def _split(split: str, n: int, start: int = 0) -> list[ScenarioBundle]:
@@ -62,7 +69,9 @@ def test_scenario_subset_is_train_only_deterministic_and_spread() -> None:
     bundles = _split(TRAIN, 12) + _split(HELD_OUT, 3)
     picked = st.select_scenarios(bundles, max_scenarios=6)
     assert len(picked) == 6 and all(split_for(b.id) == TRAIN for b in picked)
-    assert [b.id for b in picked] == [b.id for b in st.select_scenarios(list(reversed(bundles)), max_scenarios=6)]
+    assert [b.id for b in picked] == [
+        b.id for b in st.select_scenarios(list(reversed(bundles)), max_scenarios=6)
+    ]
     assert {b.category for b in picked} == {"files", "text", "git"}
     assert len(st.select_scenarios(bundles)) == 12
     assert {b.category for b in st.select_scenarios(bundles, 10, categories=["git"])} == {"git"}
@@ -80,9 +89,13 @@ def test_held_out_scenarios_and_greedy_sampling_are_refused() -> None:
 
 
 def test_infrastructure_failures_never_pair() -> None:
-    rows = [{"kept": False, "reject_reason": "sandbox_error"}, {"kept": False, "reject_reason": "setup_failed"},
-            {"kept": False, "reject_reason": "operator_error"}, {"kept": False, "reject_reason": "babble"},
-            {"kept": True, "reject_reason": ""}]
+    rows = [
+        {"kept": False, "reject_reason": "sandbox_error"},
+        {"kept": False, "reject_reason": "setup_failed"},
+        {"kept": False, "reject_reason": "operator_error"},
+        {"kept": False, "reject_reason": "babble"},
+        {"kept": True, "reject_reason": ""},
+    ]
     keep, dropped = st.pairable(rows)
     assert dropped == 3 and [r["reject_reason"] for r in keep] == ["babble", ""]
 
@@ -91,12 +104,18 @@ def test_infrastructure_failures_never_pair() -> None:
 @pytest.mark.docker
 def test_tiny_student_attempts_become_rows_with_reject_reasons(tiny: Path, sandbox_image: str) -> None:
     bundles = _split(TRAIN, 2)
-    run = st.run_student(ModelSpec(label="tiny", base=str(tiny)), bundles, sandbox_image,
-                         st.StudentSettings(samples=2, max_turns=2, max_new_tokens=8, temperature=0.9))
+    run = st.run_student(
+        ModelSpec(label="tiny", base=str(tiny)),
+        bundles,
+        sandbox_image,
+        st.StudentSettings(samples=2, max_turns=2, max_new_tokens=8, temperature=0.9),
+    )
     assert run.operator == "student:tiny" and len(run.records) == 4
-    assert {(r.scenario_id, r.sample_index) for r in run.records} == {(b.id, i) for b in bundles for i in (0, 1)}
+    assert {(r.scenario_id, r.sample_index) for r in run.records} == {
+        (b.id, i) for b in bundles for i in (0, 1)
+    }
     assert len({r.trajectory_id for r in run.records}) == 4
-    for r in run.records:   # an untrained 2-layer model solves nothing; every attempt says why
+    for r in run.records:  # an untrained 2-layer model solves nothing; every attempt says why
         assert not r.kept and r.reject_reason and r.split == TRAIN and r.operator == "student:tiny"
         assert r.messages[:2] == initial_messages(next(b for b in bundles if b.id == r.scenario_id))
         assert r.n_turns >= 1 and r.messages[2].role == "assistant"
@@ -108,7 +127,9 @@ def test_tiny_student_attempts_become_rows_with_reject_reasons(tiny: Path, sandb
 
 
 @pytest.mark.docker
-def test_sampled_attempts_are_batched_continuously_distinct_and_seeded(tiny: Path, sandbox_image: str) -> None:
+def test_sampled_attempts_are_batched_continuously_distinct_and_seeded(
+    tiny: Path, sandbox_image: str
+) -> None:
     """The student samples (temperature > 0) through the continuous decoder, not turn-by-turn ``generate`` calls:
     k attempts at one task draw from generators seeded by (seed, scenario, sample, turn), so they differ, and the
     same key draws the same reply."""
@@ -117,10 +138,13 @@ def test_sampled_attempts_are_batched_continuously_distinct_and_seeded(tiny: Pat
     bundles = _split(TRAIN, 2)
     op = LocalModelOperator(tiny, temperature=1.0, top_p=1.0, seed=7, max_new_tokens=12)
     run = st.attempts(op, "tiny", bundles, sandbox_image, st.StudentSettings(samples=2, max_turns=2))
-    assert op.continuous_stats is not None and op.continuous_stats.replies >= 4   # the stream decoded them
+    assert op.continuous_stats is not None and op.continuous_stats.replies >= 4  # the stream decoded them
     for b in bundles:
-        first = [next(m.content for m in r.messages[2:] if m.role == "assistant")
-                 for r in run.records if r.scenario_id == b.id]
+        first = [
+            next(m.content for m in r.messages[2:] if m.role == "assistant")
+            for r in run.records
+            if r.scenario_id == b.id
+        ]
         assert len(first) == 2 and first[0] != first[1], first
 
     def reply(key: str) -> str:
@@ -141,8 +165,13 @@ def test_reference_success_pairs_with_student_failure_at_the_first_differing_tur
     assert ref.kept
     # The student starts like the reference, then looks around instead of creating the file, and exits.
     n = bundle.id.split("-")[1]
-    student = st.attempts(Scripted("lazy", [f"mkdir -p ~/out-{n}", f"ls ~/out-{n}", "exit"]), "lazy", [bundle],
-                          sandbox_image, st.StudentSettings(samples=1, max_turns=5))
+    student = st.attempts(
+        Scripted("lazy", [f"mkdir -p ~/out-{n}", f"ls ~/out-{n}", "exit"]),
+        "lazy",
+        [bundle],
+        sandbox_image,
+        st.StudentSettings(samples=1, max_turns=5),
+    )
     bad = student.records[0]
     assert not bad.kept and bad.reject_reason == "wrong_result" and bad.operator == "student:lazy"
     result = build_dpo([], [ref.model_dump(), bad.model_dump()])
@@ -150,7 +179,7 @@ def test_reference_success_pairs_with_student_failure_at_the_first_differing_tur
     pair = result.rows[0]
     ref_msgs = [m.model_dump() for m in ref.messages]
     bad_msgs = [m.model_dump() for m in bad.messages]
-    assert pair["split_turn"] == 4 and pair["prompt"] == ref_msgs[:4] == bad_msgs[:4]   # the shared prefix
+    assert pair["split_turn"] == 4 and pair["prompt"] == ref_msgs[:4] == bad_msgs[:4]  # the shared prefix
     assert pair["prompt"][2]["content"] == f"mkdir -p ~/out-{n}"
     assert pair["chosen"] == ref_msgs[4:] and pair["chosen"][0]["content"] == f"touch ~/out-{n}/done.txt"
     assert pair["rejected"] == bad_msgs[4:] and pair["rejected"][0]["content"] == f"ls ~/out-{n}"
@@ -158,7 +187,9 @@ def test_reference_success_pairs_with_student_failure_at_the_first_differing_tur
     assert pair["rejected_source"].endswith(bad.trajectory_id)
 
     # The same attempts never pair when the scenario is held out or comes from an external suite.
-    held = build_dpo([], [ref.model_dump(), bad.model_dump()], heldout=[HeldOut(id=bundle.id, task=bundle.task)])
+    held = build_dpo(
+        [], [ref.model_dump(), bad.model_dump()], heldout=[HeldOut(id=bundle.id, task=bundle.task)]
+    )
     assert held.counts["rows"] == 0 and held.quarantine
     ext = [dict(r.model_dump(), scenario_id="ext-suite-x") for r in (ref, bad)]
     assert build_dpo([], ext).counts["rows"] == 0
@@ -166,8 +197,9 @@ def test_reference_success_pairs_with_student_failure_at_the_first_differing_tur
 
 # ---- through Dagster --------------------------------------------------------------------------------------------
 @pytest.mark.docker
-def test_student_rollouts_asset_writes_the_lake_and_dpo_dataset_pairs_them(settings, tiny, sandbox_image,
-                                                                           monkeypatch, tmp_path) -> None:
+def test_student_rollouts_asset_writes_the_lake_and_dpo_dataset_pairs_them(
+    settings, tiny, sandbox_image, monkeypatch, tmp_path
+) -> None:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
@@ -179,36 +211,81 @@ def test_student_rollouts_asset_writes_the_lake_and_dpo_dataset_pairs_them(setti
     monkeypatch.setenv("BASHGYM_BASE_MODEL", str(tiny))
     lake = Lake(settings)
     train, held = _split(TRAIN, 3), _split(HELD_OUT, 2)
-    lake.write("gated_scenarios", [{"scenario_id": b.id, "category": b.category, "difficulty": b.difficulty,
-                                    "source": b.source, "split": split_for(b.id), "reference_turns": 2,
-                                    "duration_s": 1.0, "bundle_json": b.model_dump_json()} for b in train + held],
-               schema=GATED_SCHEMA)
+    lake.write(
+        "gated_scenarios",
+        [
+            {
+                "scenario_id": b.id,
+                "category": b.category,
+                "difficulty": b.difficulty,
+                "source": b.source,
+                "split": split_for(b.id),
+                "reference_turns": 2,
+                "duration_s": 1.0,
+                "bundle_json": b.model_dump_json(),
+            }
+            for b in train + held
+        ],
+        schema=GATED_SCHEMA,
+    )
     # What the reference's rollouts look like: a clean attempt at every train scenario.
-    lake.write("verified_trajectories", [dict(
-        trajectory_id=f"ref-{b.id}", scenario_id=b.id, category=b.category, difficulty=b.difficulty, split=TRAIN,
-        operator="reference", sample_index=0, kept=True, verified=True, terminated=True, commands_only=True,
-        reject_reason="", n_turns=3, duration_s=1.0, source=b.source,
-        messages=[m.model_dump() for m in initial_messages(b)] + [
-            {"role": "assistant", "content": b.reference[0]}, {"role": "user", "content": "[exit code: 0]"},
-            {"role": "assistant", "content": b.reference[1]}, {"role": "user", "content": "[exit code: 0]"},
-            {"role": "assistant", "content": "exit"}]) for b in train], schema=TRAJECTORY_SCHEMA)
+    lake.write(
+        "verified_trajectories",
+        [
+            dict(
+                trajectory_id=f"ref-{b.id}",
+                scenario_id=b.id,
+                category=b.category,
+                difficulty=b.difficulty,
+                split=TRAIN,
+                operator="reference",
+                sample_index=0,
+                kept=True,
+                verified=True,
+                terminated=True,
+                commands_only=True,
+                reject_reason="",
+                n_turns=3,
+                duration_s=1.0,
+                source=b.source,
+                messages=[m.model_dump() for m in initial_messages(b)]
+                + [
+                    {"role": "assistant", "content": b.reference[0]},
+                    {"role": "user", "content": "[exit code: 0]"},
+                    {"role": "assistant", "content": b.reference[1]},
+                    {"role": "user", "content": "[exit code: 0]"},
+                    {"role": "assistant", "content": "exit"},
+                ],
+            )
+            for b in train
+        ],
+        schema=TRAJECTORY_SCHEMA,
+    )
     adapter = tmp_path / "sft-tiny"
-    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny),
-                   LoraConfig(r=4, target_modules="all-linear")).save_pretrained(adapter)
+    get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny), LoraConfig(r=4, target_modules="all-linear")
+    ).save_pretrained(adapter)
     resources = {"bashgym": BashgymHome(home=str(settings.home))}
     config = {"max_scenarios": 2, "samples": 2, "max_turns": 2, "max_new_tokens": 8}
     with dg.instance_for_test() as instance:
-        instance.report_runless_asset_event(dg.AssetMaterialization("sft_adapter",
-                                                                    metadata={"adapter_dir": str(adapter)}))
-        result = dg.materialize([ds.student_rollouts], instance=instance, resources=resources,
-                                run_config={"ops": {"student_rollouts": {"config": config}}})
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization("sft_adapter", metadata={"adapter_dir": str(adapter)})
+        )
+        result = dg.materialize(
+            [ds.student_rollouts],
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"student_rollouts": {"config": config}}},
+        )
         assert result.success
         meta = result.asset_materializations_for_node("student_rollouts")[0].metadata
         dpo = dg.materialize([dd.dpo_dataset], instance=instance, resources=resources)
         assert dpo.success
         dpo_meta = dpo.asset_materializations_for_node("dpo_dataset")[0].metadata
     assert meta["student"].value == "student:sft:sft-tiny"
-    assert "newest sft_adapter" in meta["student_choice"].value and meta["student_ref"].value.endswith("sft-tiny")
+    assert "newest sft_adapter" in meta["student_choice"].value and meta["student_ref"].value.endswith(
+        "sft-tiny"
+    )
     assert meta["attempts"].value == 4 and meta["scenarios_with_a_failure"].value == 2
     assert "failed:" in meta["failing_transcripts"].value
     rows = lake.read("student_rollouts").to_pylist()
@@ -220,15 +297,16 @@ def test_student_rollouts_asset_writes_the_lake_and_dpo_dataset_pairs_them(setti
     student_ids = {r["trajectory_id"] for r in rows}
     assert pairs and all(p["rejected_source"].rsplit("/", 1)[-1] in student_ids for p in pairs)
     assert all(p["chosen_source"].endswith("/ref-" + p["scenario_id"]) for p in pairs)
-    for p in pairs:   # the tiny model's first reply already differs: the prompt is system + task
+    for p in pairs:  # the tiny model's first reply already differs: the prompt is system + task
         assert p["split_turn"] == 2 and [m["role"] for m in p["prompt"]] == ["system", "user"]
         assert p["chosen"][0]["content"].startswith("mkdir -p")
     assert "pairs_with_student_rejected" in [r.data["stage"] for r in dpo_meta["counts"].records]
 
 
 @pytest.mark.docker
-def test_a_dpo_candidate_is_evaluated_against_the_sft_adapter_it_came_from(settings, tiny, sandbox_image,
-                                                                          monkeypatch, tmp_path) -> None:
+def test_a_dpo_candidate_is_evaluated_against_the_sft_adapter_it_came_from(
+    settings, tiny, sandbox_image, monkeypatch, tmp_path
+) -> None:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
@@ -240,24 +318,54 @@ def test_a_dpo_candidate_is_evaluated_against_the_sft_adapter_it_came_from(setti
     lake = Lake(settings)
     held = _split(HELD_OUT, 2)
     # The real table's schema: only admitted scenarios, no ``admitted`` column.
-    lake.write("gated_scenarios", [{"scenario_id": b.id, "category": b.category, "difficulty": b.difficulty,
-                                    "source": b.source, "split": HELD_OUT, "reference_turns": 2, "duration_s": 1.0,
-                                    "bundle_json": b.model_dump_json()} for b in held], schema=GATED_SCHEMA)
+    lake.write(
+        "gated_scenarios",
+        [
+            {
+                "scenario_id": b.id,
+                "category": b.category,
+                "difficulty": b.difficulty,
+                "source": b.source,
+                "split": HELD_OUT,
+                "reference_turns": 2,
+                "duration_s": 1.0,
+                "bundle_json": b.model_dump_json(),
+            }
+            for b in held
+        ],
+        schema=GATED_SCHEMA,
+    )
     dirs = {}
     for name in ("sft", "dpo"):
         dirs[name] = tmp_path / f"{name}-tiny"
-        get_peft_model(AutoModelForCausalLM.from_pretrained(tiny),
-                       LoraConfig(r=4, target_modules="all-linear")).save_pretrained(dirs[name])
+        get_peft_model(
+            AutoModelForCausalLM.from_pretrained(tiny), LoraConfig(r=4, target_modules="all-linear")
+        ).save_pretrained(dirs[name])
     resources = {"bashgym": BashgymHome(home=str(settings.home))}
     with dg.instance_for_test() as instance:
-        instance.report_runless_asset_event(dg.AssetMaterialization(
-            "sft_adapter", metadata={"adapter_dir": str(dirs["sft"])}))
-        instance.report_runless_asset_event(dg.AssetMaterialization(
-            "dpo_adapter", metadata={"adapter_dir": str(dirs["dpo"]), "sft_adapter": str(dirs["sft"]),
-                                     "sft_model_uri": "None"}))
-        result = dg.materialize([ev.benchmark_results], instance=instance, resources=resources,
-                                run_config={"ops": {"benchmark_results": {"config": {
-                                    "max_turns": 1, "max_new_tokens": 4, "promote": False}}}})
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization("sft_adapter", metadata={"adapter_dir": str(dirs["sft"])})
+        )
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                "dpo_adapter",
+                metadata={
+                    "adapter_dir": str(dirs["dpo"]),
+                    "sft_adapter": str(dirs["sft"]),
+                    "sft_model_uri": "None",
+                },
+            )
+        )
+        result = dg.materialize(
+            [ev.benchmark_results],
+            instance=instance,
+            resources=resources,
+            run_config={
+                "ops": {
+                    "benchmark_results": {"config": {"max_turns": 1, "max_new_tokens": 4, "promote": False}}
+                }
+            },
+        )
         assert result.success
         meta = result.asset_materializations_for_node("benchmark_results")[0].metadata
     rows = {r.data["model"]: r.data for r in meta["comparison"].value.records}

@@ -24,35 +24,66 @@ from bashgym_assets.sessions import Prompt, Session, Step
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
-def _step(i: int, tool: str, *, cmd: str | None = None, inp: dict | None = None, ok: bool = True, at: float,
-          cwd: str = "/w/app", prompt: int = 0, output: str = "") -> Step:
+def _step(
+    i: int,
+    tool: str,
+    *,
+    cmd: str | None = None,
+    inp: dict | None = None,
+    ok: bool = True,
+    at: float,
+    cwd: str = "/w/app",
+    prompt: int = 0,
+    output: str = "",
+) -> Step:
     start = T0 + timedelta(seconds=at)
     inp = inp if inp is not None else ({"command": cmd} if cmd else {})
-    return Step(index=i, tool_name=tool, input=json.dumps(inp), command=cmd, output=output,
-                exit_code=(0 if ok else 1) if tool == "Bash" else None, success=ok, is_error=not ok, cwd=cwd,
-                started_at=start, finished_at=start + timedelta(seconds=2), prompt_index=prompt)
+    return Step(
+        index=i,
+        tool_name=tool,
+        input=json.dumps(inp),
+        command=cmd,
+        output=output,
+        exit_code=(0 if ok else 1) if tool == "Bash" else None,
+        success=ok,
+        is_error=not ok,
+        cwd=cwd,
+        started_at=start,
+        finished_at=start + timedelta(seconds=2),
+        prompt_index=prompt,
+    )
 
 
 def _session(steps: list[Step], prompts: list[Prompt], sid: str = "sess-1") -> Session:
-    return Session(session_id=sid, source_format="claude_code", source_path=f"/x/{sid}.jsonl", repo="app",
-                   cwd="/w/app", prompts=prompts, steps=steps)
+    return Session(
+        session_id=sid,
+        source_format="claude_code",
+        source_path=f"/x/{sid}.jsonl",
+        repo="app",
+        cwd="/w/app",
+        prompts=prompts,
+        steps=steps,
+    )
 
 
 # ---- segmentation ---------------------------------------------------------------------------------------
 
+
 def _segmentation_session() -> Session:
-    prompts = [Prompt(index=0, text="Add a --verbose flag to the CLI"),
-               Prompt(index=1, text="Summary of the conversation so far ...", kind="compaction_summary"),
-               Prompt(index=2, text="Now document the flag in the README")]
+    prompts = [
+        Prompt(index=0, text="Add a --verbose flag to the CLI"),
+        Prompt(index=1, text="Summary of the conversation so far ...", kind="compaction_summary"),
+        Prompt(index=2, text="Now document the flag in the README"),
+    ]
     steps = [
-        _step(0, "Bash", cmd="ls", at=0),                                             # start
-        _step(1, "Bash", cmd="cat cli.py", at=20, cwd="/w/app/src"),                   # subdir: same task
+        _step(0, "Bash", cmd="ls", at=0),  # start
+        _step(1, "Bash", cmd="cat cli.py", at=20, cwd="/w/app/src"),  # subdir: same task
         _step(2, "Edit", inp={"file_path": "/w/app/src/cli.py"}, at=40, cwd="/w/app/src"),
-        _step(3, "Bash", cmd="pytest -q", at=600, cwd="/w/app"),                       # 9+ minutes later: gap
+        _step(3, "Bash", cmd="pytest -q", at=600, cwd="/w/app"),  # 9+ minutes later: gap
         _step(4, "Bash", cmd="git add -A && git commit -m 'verbose flag'", at=620),
-        _step(5, "Bash", cmd="git log -1", at=640, prompt=1),                          # after a commit; summary
-        _step(6, "Bash", cmd="ls", at=660, cwd="/w/other"),                            # another tree
-        _step(7, "Bash", cmd="cat README.md", at=680, cwd="/w/other", prompt=2),       # new real prompt
+        _step(5, "Bash", cmd="git log -1", at=640, prompt=1),  # after a commit; summary
+        _step(6, "Bash", cmd="ls", at=660, cwd="/w/other"),  # another tree
+        _step(7, "Bash", cmd="cat README.md", at=680, cwd="/w/other", prompt=2),  # new real prompt
     ]
     return _session(steps, prompts)
 
@@ -61,7 +92,9 @@ def test_segment_boundaries_and_prompts() -> None:
     segs = segment_session(_segmentation_session())
     assert [[s.index for s in seg.steps] for seg in segs] == [[0, 1, 2], [3, 4], [5], [6], [7]]
     assert [seg.boundary for seg in segs] == ["start", "gap", "git_commit", "cwd_change", "new_prompt"]
-    assert [seg.prompt for seg in segs] == ["Add a --verbose flag to the CLI"] * 4 + ["Now document the flag in the README"]
+    assert [seg.prompt for seg in segs] == ["Add a --verbose flag to the CLI"] * 4 + [
+        "Now document the flag in the README"
+    ]
     assert [seg.segment_index for seg in segs] == [0, 1, 2, 3, 4]
     assert segs[0].started_at == T0 and segs[0].ended_at == T0 + timedelta(seconds=42)
 
@@ -74,22 +107,39 @@ def test_segment_ids_are_stable_and_unique() -> None:
 
 
 def test_gap_threshold_is_five_minutes() -> None:
-    steps = [_step(0, "Bash", cmd="ls", at=0), _step(1, "Bash", cmd="ls", at=2 + 300),
-             _step(2, "Bash", cmd="ls", at=304 + 301)]
+    steps = [
+        _step(0, "Bash", cmd="ls", at=0),
+        _step(1, "Bash", cmd="ls", at=2 + 300),
+        _step(2, "Bash", cmd="ls", at=304 + 301),
+    ]
     segs = segment_session(_session(steps, [Prompt(index=0, text="p")]))
     assert [[s.index for s in seg.steps] for seg in segs] == [[0, 1], [2]]
 
 
 def test_failed_commit_does_not_cut() -> None:
-    steps = [_step(0, "Bash", cmd="git commit -m x", ok=False, at=0), _step(1, "Bash", cmd="git status", at=20)]
+    steps = [
+        _step(0, "Bash", cmd="git commit -m x", ok=False, at=0),
+        _step(1, "Bash", cmd="git status", at=20),
+    ]
     assert len(segment_session(_session(steps, [Prompt(index=0, text="p")]))) == 1
 
 
 # ---- metrics and tiers, worked out by hand -----------------------------------------------------------------
 
+
 def _tiers_session() -> Session:
-    prompts = [Prompt(index=i, text=t) for i, t in enumerate(
-        ["fix the discount bug", "look at the files", "find foo", "finish the feature", "run the broken thing"])]
+    prompts = [
+        Prompt(index=i, text=t)
+        for i, t in enumerate(
+            [
+                "fix the discount bug",
+                "look at the files",
+                "find foo",
+                "finish the feature",
+                "run the broken thing",
+            ]
+        )
+    ]
     s: list[Step] = []
 
     def add(tool: str, prompt: int, **kw) -> None:
@@ -137,7 +187,9 @@ def test_hand_computed_scores_and_tiers() -> None:
     assert [t.tier for t in traces] == ["gold", "silver", "bronze", "failed", "failed"]
     a, b, c, d, e = traces
     # A: every metric is maxed (see the comment in _tiers_session)
-    assert a.quality_score == pytest.approx(1.0) and a.verification_passed is True and a.verification_runs == 2
+    assert (
+        a.quality_score == pytest.approx(1.0) and a.verification_passed is True and a.verification_runs == 2
+    )
     # B: success 3/4; no verification 0.5; complexity 0.4*1/4 + 0 = 0.1; length exp(-(ln4-ln8)^2/2) = 0.7865;
     #    diversity 1/3; efficiency 3/4  -> 0.225 + 0.125 + 0.015 + 0.07865 + 0.03333 + 0.075 = 0.5520
     assert (b.success_rate, b.verification_score, b.complexity_score) == (0.75, 0.5, 0.1)
@@ -156,11 +208,20 @@ def test_hand_computed_scores_and_tiers() -> None:
     assert [t.prompt for t in traces] == [p.text for p in _tiers_session().prompts]
 
 
-@pytest.mark.parametrize(("success", "quality", "verified", "tier"), [
-    (0.90, 0.75, None, "gold"), (0.89, 0.99, True, "silver"), (1.0, 0.74, True, "silver"),
-    (0.75, 0.55, None, "silver"), (0.74, 0.90, None, "bronze"), (0.60, 0.40, None, "bronze"),
-    (0.59, 0.99, True, "failed"), (0.99, 0.39, None, "failed"), (1.0, 1.0, False, "failed"),
-])
+@pytest.mark.parametrize(
+    ("success", "quality", "verified", "tier"),
+    [
+        (0.90, 0.75, None, "gold"),
+        (0.89, 0.99, True, "silver"),
+        (1.0, 0.74, True, "silver"),
+        (0.75, 0.55, None, "silver"),
+        (0.74, 0.90, None, "bronze"),
+        (0.60, 0.40, None, "bronze"),
+        (0.59, 0.99, True, "failed"),
+        (0.99, 0.39, None, "failed"),
+        (1.0, 1.0, False, "failed"),
+    ],
+)
 def test_seed_thresholds(success: float, quality: float, verified: bool | None, tier: str) -> None:
     assert classify(success, quality, verified)[0] == tier
 
@@ -177,6 +238,7 @@ def test_no_results_means_no_success_evidence() -> None:
 
 
 # ---- overrides --------------------------------------------------------------------------------------------
+
 
 def test_promote_and_demote_survive_rematerialization(settings) -> None:
     session = _tiers_session()

@@ -21,9 +21,16 @@ from bashgym_assets.scenarios.bundle import ScenarioBundle
 
 
 def _bundle(i: int) -> ScenarioBundle:
-    return ScenarioBundle(id=f"touch-{i}", task=f"Create the file ~/done-{i}.txt.", category="files",
-                          difficulty=1, setup=["true"], check=f"test -f /home/operator/done-{i}.txt",
-                          reference=[f"touch ~/done-{i}.txt"], source="test")
+    return ScenarioBundle(
+        id=f"touch-{i}",
+        task=f"Create the file ~/done-{i}.txt.",
+        category="files",
+        difficulty=1,
+        setup=["true"],
+        check=f"test -f /home/operator/done-{i}.txt",
+        reference=[f"touch ~/done-{i}.txt"],
+        source="test",
+    )
 
 
 class Wrong(Operator):
@@ -61,9 +68,11 @@ def traced_home(settings: Settings, empty_mlflow_store: Path, monkeypatch: pytes
     tracing._SINKS.clear()
 
 
-def test_switch_default_is_on_only_where_a_store_exists(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_switch_default_is_on_only_where_a_store_exists(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("BASHGYM_TRACES", raising=False)
-    assert not tracing.enabled(settings)          # a fresh folder: no SQLite store yet, nothing created for it
+    assert not tracing.enabled(settings)  # a fresh folder: no SQLite store yet, nothing created for it
     db = Path(settings.mlflow_tracking_uri.removeprefix("sqlite:///"))
     db.parent.mkdir(parents=True, exist_ok=True)
     db.touch()
@@ -77,15 +86,22 @@ def test_routing_helper_records_one_span_per_turn_and_errors(traced_home: Settin
         with tracing.turn_span(t, model="student") as turn:
             turn.reply, turn.new_tokens, turn.model_s = "ls -la", 4, 0.05
         t.attributes["chosen"] = "student"
-    with (pytest.raises(RuntimeError), tracing.traced("route chat", attributes={"strategy": "teacher"}) as t2,
-          tracing.turn_span(t2, model="teacher")):
+    with (
+        pytest.raises(RuntimeError),
+        tracing.traced("route chat", attributes={"strategy": "teacher"}) as t2,
+        tracing.turn_span(t2, model="teacher"),
+    ):
         raise RuntimeError("teacher down")
     assert tracing.sink(traced_home).flush() == 2
     found = {tr.info.tags["strategy"]: tr for tr in _traces(traced_home, tracing.ROUTING_EXPERIMENT)}
     ok, failed = found["confidence"], found["teacher"]
     assert ok.info.tags["chosen"] == "student" and ok.info.state.value == "OK"
     turns = [s for s in ok.data.spans if s.parent_id]
-    assert len(turns) == 1 and turns[0].attributes["model"] == "student" and turns[0].outputs == {"reply": "ls -la"}
+    assert (
+        len(turns) == 1
+        and turns[0].attributes["model"] == "student"
+        and turns[0].outputs == {"reply": "ls -la"}
+    )
     assert turns[0].attributes["new_tokens"] == 4
     assert failed.info.state.value == "ERROR"
     assert "teacher down" in [s for s in failed.data.spans if s.parent_id][0].status.description
@@ -94,17 +110,25 @@ def test_routing_helper_records_one_span_per_turn_and_errors(traced_home: Settin
 @pytest.mark.docker
 def test_evaluation_episodes_are_traces_one_span_per_turn(traced_home: Settings, sandbox_image: str) -> None:
     bundles = [_bundle(0), _bundle(1)]
-    good = evaluate(ReferenceOperator(), bundles, sandbox_image, EvalSettings(max_turns=4), label="reference",
-                    eval_id="ev-trace")
-    bad = evaluate(Wrong(), bundles[:1], sandbox_image, EvalSettings(max_turns=4), label="wrong", eval_id="ev-trace")
+    good = evaluate(
+        ReferenceOperator(),
+        bundles,
+        sandbox_image,
+        EvalSettings(max_turns=4),
+        label="reference",
+        eval_id="ev-trace",
+    )
+    bad = evaluate(
+        Wrong(), bundles[:1], sandbox_image, EvalSettings(max_turns=4), label="wrong", eval_id="ev-trace"
+    )
     traces = _traces(traced_home, tracing.EVAL_EXPERIMENT, "tags.eval_id = 'ev-trace'")
-    assert len(traces) == 3                                   # one per episode
+    assert len(traces) == 3  # one per episode
     by_key = {(t.info.tags["model"], t.info.tags["scenario_id"]): t for t in traces}
     for e in good.episodes + bad.episodes:
         t = by_key[(e.model, e.scenario_id)]
         assert t.info.trace_id == tracing.eval_trace_id("ev-trace", e.model, e.scenario_id, e.sample_index)
         turns = sorted((s for s in t.data.spans if s.parent_id), key=lambda s: s.attributes["turn"])
-        assert len(turns) == e.n_turns                        # one span per turn
+        assert len(turns) == e.n_turns  # one span per turn
         root = next(s for s in t.data.spans if not s.parent_id)
         assert root.attributes["verified"] == e.verified and root.attributes["clean"] == e.clean
         assert root.attributes["failure_class"] == (e.failure_class or "none")
@@ -133,8 +157,9 @@ def test_evaluation_episodes_are_traces_one_span_per_turn(traced_home: Settings,
 
 
 @pytest.mark.docker
-def test_rollout_attempts_are_traced_and_the_switch_turns_them_off(traced_home: Settings, sandbox_image: str,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rollout_attempts_are_traced_and_the_switch_turns_them_off(
+    traced_home: Settings, sandbox_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     record = run_episode(_bundle(2), ReferenceOperator(), sandbox_image, limits=EpisodeLimits(max_turns=4))
     tracing.flush_all()
     traces = _traces(traced_home, tracing.ROLLOUT_EXPERIMENT)
@@ -151,14 +176,21 @@ def test_rollout_attempts_are_traced_and_the_switch_turns_them_off(traced_home: 
 
 
 @pytest.mark.docker
-def test_the_students_attempts_are_rollout_traces_not_evaluation_traces(traced_home: Settings,
-                                                                         sandbox_image: str) -> None:
+def test_the_students_attempts_are_rollout_traces_not_evaluation_traces(
+    traced_home: Settings, sandbox_image: str
+) -> None:
     """The student's attempts at train tasks (for DPO pairs) are rollouts: traced beside the other rollouts, so
     the evaluation's experiment holds exactly one trace per evaluated episode."""
     from bashgym_assets.evaluation.student import StudentSettings, attempts
 
-    run = attempts(ReferenceOperator(), "ref", [_bundle(4), _bundle(5)], sandbox_image,
-                   StudentSettings(samples=1, max_turns=3), held_out_fraction=0.0)
+    run = attempts(
+        ReferenceOperator(),
+        "ref",
+        [_bundle(4), _bundle(5)],
+        sandbox_image,
+        StudentSettings(samples=1, max_turns=3),
+        held_out_fraction=0.0,
+    )
     evaluate(ReferenceOperator(), [_bundle(6)], sandbox_image, EvalSettings(max_turns=3), eval_id="ev-one")
     tracing.flush_all()
     student = _traces(traced_home, tracing.ROLLOUT_EXPERIMENT, "tags.kind = 'student'")

@@ -34,8 +34,11 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _conv(i: int) -> list[dict[str, str]]:
-    return syn.trajectory_messages(f"task {i}: list the files", [f"ls -la dir{i}", "wc -l notes.txt"],
-                                   ["total 12\nfile.txt", "42 notes.txt"])
+    return syn.trajectory_messages(
+        f"task {i}: list the files",
+        [f"ls -la dir{i}", "wc -l notes.txt"],
+        ["total 12\nfile.txt", "42 notes.txt"],
+    )
 
 
 def _runs(labels: list[int], ids: list[int]) -> list[list[int]]:
@@ -70,8 +73,12 @@ def test_mask_trains_exactly_the_commands_and_their_end_of_turn_token(tiny_model
 
 def test_mask_with_sub_word_merges_at_the_boundary(tiny_model):
     tok = load_tokenizer(tiny_model)
-    conv = [{"role": "user", "content": "go"}, {"role": "assistant", "content": "\nexit\n"},
-            {"role": "user", "content": "x"}, {"role": "assistant", "content": "exitexit"}]
+    conv = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "\nexit\n"},
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": "exitexit"},
+    ]
     text, spans = assistant_spans(tok, conv)
     ex = tokenize_conversation(tok, conv)
     runs = [tok.decode(r) for r in _runs(ex.labels, ex.input_ids)]
@@ -87,8 +94,16 @@ def test_inspect_reports_mask_statistics_without_training(tiny_model):
 
 
 def _cfg(tiny_model: str, out: Path, **kw) -> TrainConfig:
-    base = {"base_model": tiny_model, "output_dir": str(out), "batch_size": 4, "grad_accum": 1, "learning_rate": 3e-3,
-            "lora_dropout": 0.0, "save_every": 2, "max_length": 256}
+    base = {
+        "base_model": tiny_model,
+        "output_dir": str(out),
+        "batch_size": 4,
+        "grad_accum": 1,
+        "learning_rate": 3e-3,
+        "lora_dropout": 0.0,
+        "save_every": 2,
+        "max_length": 256,
+    }
     base.update(kw)
     return TrainConfig(**base)
 
@@ -100,8 +115,10 @@ def test_overfit_a_handful_of_examples_loss_goes_near_zero(tiny_model, tmp_path)
     losses = [h["loss"] for h in result.history]
     assert losses[0] > 1.0 and losses[-1] < 0.05, losses[::10]
     assert result.validation_loss is not None and result.validation_loss < 0.1
-    assert sorted(p.name for p in (tmp_path / "run-overfit").iterdir()) == ["adapter_config.json",
-                                                                           "adapter_model.safetensors"]
+    assert sorted(p.name for p in (tmp_path / "run-overfit").iterdir()) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+    ]
     model, tok = load_adapter(tiny_model, str(tmp_path / "run-overfit"))
     assert generate(model, tok, convs[2][:2], max_new_tokens=12).strip().startswith("ls -la dir")
 
@@ -142,23 +159,32 @@ def test_dpo_on_top_of_sft_prefers_the_chosen_continuation(tiny_model, tmp_path,
 
     convs = [_conv(i) for i in range(4)]
     train_sft(_cfg(tiny_model, tmp_path / "sft", max_steps=20), convs)
-    pairs = [{"prompt": c[:2], "chosen": c[2:], "rejected": [{"role": "assistant", "content": "Here is how."}]}
-             for c in convs]
+    pairs = [
+        {"prompt": c[:2], "chosen": c[2:], "rejected": [{"role": "assistant", "content": "Here is how."}]}
+        for c in convs
+    ]
     seen = []
     precompute = DPOTrainer._precompute_ref_logps
 
-    def spy(self, dataset, name, batch_size):  # the reference: a frozen "ref" copy of the SFT adapter, run once
+    def spy(
+        self, dataset, name, batch_size
+    ):  # the reference: a frozen "ref" copy of the SFT adapter, run once
         seen.append((name, self.ref_model is None, sorted(self.model.peft_config), self.model.active_adapter))
         return precompute(self, dataset, name, batch_size)
 
     monkeypatch.setattr(DPOTrainer, "_precompute_ref_logps", spy)
-    res = train_dpo(_cfg(tiny_model, tmp_path / "dpo", max_steps=8, learning_rate=1e-3), pairs,
-                    str(tmp_path / "sft"))
-    assert seen == [("train", True, ["default", "ref"], "default")]  # no second model copy; ref adapter precomputed
+    res = train_dpo(
+        _cfg(tiny_model, tmp_path / "dpo", max_steps=8, learning_rate=1e-3), pairs, str(tmp_path / "sft")
+    )
+    assert seen == [
+        ("train", True, ["default", "ref"], "default")
+    ]  # no second model copy; ref adapter precomputed
     assert res.history[0]["loss"] == pytest.approx(0.6931, abs=1e-3)  # reference == SFT policy at step 0
     assert res.history[-1]["loss"] < 0.5 and res.history[-1]["reward_accuracy"] == 1.0
-    assert sorted(p.name for p in (tmp_path / "dpo").iterdir()) == ["adapter_config.json",
-                                                                   "adapter_model.safetensors"]
+    assert sorted(p.name for p in (tmp_path / "dpo").iterdir()) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+    ]
 
 
 def test_qlora_4bit_trains(tiny_model, tmp_path):
@@ -179,18 +205,33 @@ def test_mlflow_run_and_registered_version_load_back(tiny_model, tmp_path, setti
     convs = [_conv(i) for i in range(4)]
     res = train_sft(_cfg(tiny_model, tmp_path / "reg", max_steps=40), convs)
     png = registry.loss_curve_png(res.history, tmp_path / "loss.png")
-    reg = registry.log_training_run(kind="sft", run_name="reg", params={"lr": 3e-3}, history=res.history,
-                                    summary={"loss": res.final_loss}, adapter_dir=res.adapter_dir,
-                                    tags={"dagster_run_id": "r1", "dataset_version": "v1"},
-                                    extra_artifacts=[png], settings=settings)
+    reg = registry.log_training_run(
+        kind="sft",
+        run_name="reg",
+        params={"lr": 3e-3},
+        history=res.history,
+        summary={"loss": res.final_loss},
+        adapter_dir=res.adapter_dir,
+        tags={"dagster_run_id": "r1", "dataset_version": "v1"},
+        extra_artifacts=[png],
+        settings=settings,
+    )
     c = registry.client(settings)
     run = c.get_run(reg.run_id)
     assert run.data.tags["dagster_run_id"] == "r1" and run.data.params["lr"] == "0.003"
     assert len(c.get_metric_history(reg.run_id, "loss")) == 40
     assert {"loss", "learning_rate", "grad_norm"} <= set(run.data.metrics)
     assert reg.model_version == "1" and str(settings.mlflow_dir) in reg.artifact_uri
-    reg2 = registry.log_training_run(kind="sft", run_name="reg2", params={}, history=res.history, summary={},
-                                     adapter_dir=res.adapter_dir, tags={}, settings=settings)
+    reg2 = registry.log_training_run(
+        kind="sft",
+        run_name="reg2",
+        params={},
+        history=res.history,
+        summary={},
+        adapter_dir=res.adapter_dir,
+        tags={},
+        settings=settings,
+    )
     assert reg2.model_version == "2"
     back = registry.download_adapter(reg.model_uri, tmp_path / "dl", settings)
     model, tok = load_adapter(tiny_model, str(back))
@@ -226,13 +267,38 @@ def test_one_config_for_the_trainer_the_asset_and_the_cli(tmp_path):
     parser = argparse.ArgumentParser()
     add_hyperparam_arguments(parser)
     assert vars(parser.parse_args([])) == TrainHyperparams().model_dump()
-    cli = vars(parser.parse_args(["--lr", "0.01", "--no-packing", "--dtype", "bfloat16", "--curriculum",
-                                  "--max-steps", "7", "--attn", "eager"]))
-    assert cli == TrainHyperparams(learning_rate=0.01, packing=False, dtype="bfloat16", curriculum=True,
-                                   max_steps=7, attn_implementation="eager").model_dump()
+    cli = vars(
+        parser.parse_args(
+            [
+                "--lr",
+                "0.01",
+                "--no-packing",
+                "--dtype",
+                "bfloat16",
+                "--curriculum",
+                "--max-steps",
+                "7",
+                "--attn",
+                "eager",
+            ]
+        )
+    )
+    assert (
+        cli
+        == TrainHyperparams(
+            learning_rate=0.01,
+            packing=False,
+            dtype="bfloat16",
+            curriculum=True,
+            max_steps=7,
+            attn_implementation="eager",
+        ).model_dump()
+    )
     run = TrainRunConfig(epochs=2.0, curriculum=True, warmup_steps=5, run_name="r")
-    assert {k: v for k, v in run.model_dump().items() if k in TrainHyperparams.model_fields} == \
-        TrainHyperparams(epochs=2.0, curriculum=True, warmup_steps=5).model_dump()
+    assert {
+        k: v for k, v in run.model_dump().items() if k in TrainHyperparams.model_fields
+    } == TrainHyperparams(epochs=2.0, curriculum=True, warmup_steps=5).model_dump()
     cfg = _train_config(run, "base", tmp_path / "out", tmp_path / "ckpt", "r")
-    assert TrainHyperparams.model_validate(cfg.model_dump(include=set(TrainHyperparams.model_fields))) == \
-        TrainHyperparams.model_validate(run.model_dump(include=set(TrainHyperparams.model_fields)))
+    assert TrainHyperparams.model_validate(
+        cfg.model_dump(include=set(TrainHyperparams.model_fields))
+    ) == TrainHyperparams.model_validate(run.model_dump(include=set(TrainHyperparams.model_fields)))

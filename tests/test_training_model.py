@@ -44,10 +44,18 @@ def test_trl_labels_on_smollm2_equal_the_reference_mask(smollm2, tmp_path):
         prepared_examples,
     )
 
-    convs = [syn.trajectory_messages(t[2], list(t[3]), [f"output of {c}\n[exit code: 0]" for c in t[3]])
-             for t in syn.TASKS[:6]]
-    convs.append([{"role": "user", "content": "go"}, {"role": "assistant", "content": "\nexit\n"},
-                  {"role": "user", "content": "x"}, {"role": "assistant", "content": "exitexit"}])
+    convs = [
+        syn.trajectory_messages(t[2], list(t[3]), [f"output of {c}\n[exit code: 0]" for c in t[3]])
+        for t in syn.TASKS[:6]
+    ]
+    convs.append(
+        [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": "\nexit\n"},
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": "exitexit"},
+        ]
+    )
     cfg = TrainConfig(base_model=smollm2, output_dir=str(tmp_path / "run"), packing=False, max_length=2048)
     trainer = build_sft_trainer(cfg, convs)
     tok = trainer.processing_class
@@ -65,11 +73,23 @@ def test_sft_adapter_on_smollm2_through_dagster_registered_and_generating(smollm
     lake.write("verified_trajectories", d["trajectories"])
     lake.write("gated_scenarios", d["scenarios"])
     with dg.instance_for_test() as instance:
-        assert dg.materialize([dd.sft_dataset, dd.sft_dataset_no_heldout], instance=instance,
-                              resources=resources).success
-        cfg = {"max_steps": 24, "batch_size": 1, "grad_accum": 4, "max_length": 384, "learning_rate": 1e-3, "run_name": "smollm2-cpu"}
-        result = dg.materialize([tr.base_model, tr.sft_adapter], instance=instance, resources=resources,
-                                run_config={"ops": {"sft_adapter": {"config": cfg}}})
+        assert dg.materialize(
+            [dd.sft_dataset, dd.sft_dataset_no_heldout], instance=instance, resources=resources
+        ).success
+        cfg = {
+            "max_steps": 24,
+            "batch_size": 1,
+            "grad_accum": 4,
+            "max_length": 384,
+            "learning_rate": 1e-3,
+            "run_name": "smollm2-cpu",
+        }
+        result = dg.materialize(
+            [tr.base_model, tr.sft_adapter],
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"sft_adapter": {"config": cfg}}},
+        )
         assert result.success
         mat = result.asset_materializations_for_node("sft_adapter")[0]
         run_id = result.run_id
@@ -88,7 +108,10 @@ def test_sft_adapter_on_smollm2_through_dagster_registered_and_generating(smollm
     assert len(c.get_metric_history(run.info.run_id, "grad_norm")) == 24
     model_id = meta["mlflow_model"].value.removeprefix("models:/")  # the adapter is the run's pyfunc model
     artifacts = {a.path for a in c.list_logged_model_artifacts(model_id, "artifacts/adapter")}
-    assert artifacts == {"artifacts/adapter/adapter_config.json", "artifacts/adapter/adapter_model.safetensors"}
+    assert artifacts == {
+        "artifacts/adapter/adapter_config.json",
+        "artifacts/adapter/adapter_model.safetensors",
+    }
 
     back = registry.download_adapter(meta["model_uri"].value, settings.home / "download", settings)
     model, tok = load_adapter(smollm2, str(back))

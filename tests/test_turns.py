@@ -16,11 +16,17 @@ from bashgym_assets.training import grpo, masking
 from bashgym_assets.training.tiny import build_tiny_model
 
 # Phi-style: a turn ends with <|end|>; the tokenizer's eos stays <|im_end|>, the name the old code guessed first
-PHI_LIKE = ("{% for m in messages %}{{ '<|' + m['role'] + '|>\n' + m['content'] + '<|end|>\n' }}{% endfor %}"
-            "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}")
-CONV = [{"role": "system", "content": "You are a shell operator."}, {"role": "user", "content": "list the files"},
-        {"role": "assistant", "content": "ls -la"}, {"role": "user", "content": "total 0"},
-        {"role": "assistant", "content": "exit"}]
+PHI_LIKE = (
+    "{% for m in messages %}{{ '<|' + m['role'] + '|>\n' + m['content'] + '<|end|>\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
+)
+CONV = [
+    {"role": "system", "content": "You are a shell operator."},
+    {"role": "user", "content": "list the files"},
+    {"role": "assistant", "content": "ls -la"},
+    {"role": "user", "content": "total 0"},
+    {"role": "assistant", "content": "exit"},
+]
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +34,9 @@ def phi_like(tmp_path_factory: pytest.TempPathFactory):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(build_tiny_model(tmp_path_factory.mktemp("tiny")))
-    tok.add_special_tokens({"additional_special_tokens": ["<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]})
+    tok.add_special_tokens(
+        {"additional_special_tokens": ["<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]}
+    )
     tok.chat_template = PHI_LIKE
     assert tok.eos_token == "<|im_end|>"
     return tok
@@ -51,7 +59,7 @@ def test_chatml_models_end_turns_with_im_end(tmp_path: Path) -> None:
 
     from bashgym_assets.training.base_model import resolve_base_model
 
-    real = AutoTokenizer.from_pretrained(resolve_base_model())                 # offline SmolLM2-135M-Instruct
+    real = AutoTokenizer.from_pretrained(resolve_base_model())  # offline SmolLM2-135M-Instruct
     tiny = AutoTokenizer.from_pretrained(build_tiny_model(tmp_path / "tiny"))
     for tok in (real, tiny):
         im_end = tok.convert_tokens_to_ids("<|im_end|>")
@@ -64,4 +72,4 @@ def test_a_tokenizer_without_template_falls_back_to_known_names_then_eos(phi_lik
 
     bare = deepcopy(phi_like)
     bare.chat_template = None
-    assert turns.end_of_turn_token(bare) == "<|im_end|>"           # the first known turn-closing name it has
+    assert turns.end_of_turn_token(bare) == "<|im_end|>"  # the first known turn-closing name it has

@@ -42,8 +42,16 @@ pytestmark = pytest.mark.slow
 MATERIALIZED_REPOS = ("webshop", "datapipe")
 # the demo's plan, cut to what runs without a sandbox (gated_scenarios and verified_trajectories come from the
 # synthetic demo inputs instead)
-FILLED = ("raw_sessions", "redacted_sessions", "tiered_traces", "sft_dataset", "dpo_dataset", "base_model",
-          "sft_adapter", "dpo_adapter")
+FILLED = (
+    "raw_sessions",
+    "redacted_sessions",
+    "tiered_traces",
+    "sft_dataset",
+    "dpo_dataset",
+    "base_model",
+    "sft_adapter",
+    "dpo_adapter",
+)
 REEXECUTED, MATERIALIZED = "sft_dataset", "base_model"
 # sensors that would start runs on their own once a daemon runs (ingest of the sample traces, the eager
 # evaluation and student rollouts of the adapters): off while the browser launches runs by hand
@@ -91,13 +99,23 @@ def test_a_page_that_does_not_show_the_text_fails_by_name(tmp_path: Path) -> Non
     """The checker itself: waits for text that appears late, names what is missing or wrongly shown."""
     import urllib.parse
 
-    html = ("<body><p>loading</p><button onclick=\"document.body.innerHTML += '<p>tab opened</p>'\">Open</button>"
-            "<script>setTimeout(() => { document.querySelector('p').textContent = 'ready: 4 Partitions' }, 1500)"
-            "</script><p>Join the Dagster community</p></body>")
+    html = (
+        "<body><p>loading</p><button onclick=\"document.body.innerHTML += '<p>tab opened</p>'\">Open</button>"
+        "<script>setTimeout(() => { document.querySelector('p').textContent = 'ready: 4 Partitions' }, 1500)"
+        "</script><p>Join the Dagster community</p></body>"
+    )
     url = "data:text/html," + urllib.parse.quote(html)
-    pages = [ui_check.Page("late-text", url, ["ready: 4 Partitions", "tab opened"], click=["Open"],
-                           gone=["loading"], timeout=10),
-             ui_check.Page("broken", url, ["asset graph"], absent=[ui_check.DAGSTER_NUX_HEADING], timeout=3)]
+    pages = [
+        ui_check.Page(
+            "late-text",
+            url,
+            ["ready: 4 Partitions", "tab opened"],
+            click=["Open"],
+            gone=["loading"],
+            timeout=10,
+        ),
+        ui_check.Page("broken", url, ["asset graph"], absent=[ui_check.DAGSTER_NUX_HEADING], timeout=3),
+    ]
     with ui_check.Browser(width=800, height=600) as browser:
         ok, broken = ui_check.check_pages(browser, pages, tmp_path / "shots")
     assert ok.ok, ok.describe()
@@ -107,17 +125,21 @@ def test_a_page_that_does_not_show_the_text_fails_by_name(tmp_path: Path) -> Non
     assert (tmp_path / "shots" / "broken.png").stat().st_size > 1000
 
 
-def test_both_uis_in_a_headless_browser(bashgym_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_both_uis_in_a_headless_browser(
+    bashgym_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     t0 = time.monotonic()
     ui_check.find_chromium()  # fails with the set-up hint when the browser is missing
     settings = Settings(home=bashgym_home)
     settings.ensure_dirs()
     monkeypatch.setenv("BASHGYM_TRACE_DIRS", str(SAMPLE_TRACES_DIR))
-    monkeypatch.setenv("DAGSTER_HOME", str(settings.dagster_home))   # restored after the test
+    monkeypatch.setenv("DAGSTER_HOME", str(settings.dagster_home))  # restored after the test
     home = ensure_dagster_home(settings)
     assert (home / "dagster.yaml").resolve() == (Path(ui_check.PROJECT_ROOT) / "dagster.yaml").resolve()
     monkeypatch.setenv("BASHGYM_BASE_MODEL", str(build_tiny_model(tmp_path / "tiny")))
-    with dg.DagsterInstance.get() as instance:   # its SQLite tables created here, not raced by the webserver's start
+    with (
+        dg.DagsterInstance.get() as instance
+    ):  # its SQLite tables created here, not raced by the webserver's start
         assert not instance.get_runs()
 
     # Dagster's webserver loads while the pipeline fills the data folder (it reads the instance live). MLflow's
@@ -135,22 +157,30 @@ def test_both_uis_in_a_headless_browser(bashgym_home: Path, tmp_path: Path, monk
     print(f"whole test {time.monotonic() - t0:.0f}s")
 
 
-def _check_pages_and_screens(settings: Settings, browser: ui_check.Browser, dagster, mlflow, repos: list[str],
-                             filled: float, t0: float) -> None:
+def _check_pages_and_screens(
+    settings: Settings, browser: ui_check.Browser, dagster, mlflow, repos: list[str], filled: float, t0: float
+) -> None:
     # a fresh instance does not ask for the first-visit community dialog (dagster.yaml: nux enabled false)
     assert ui_check._graphql(dagster.url, "{ shouldShowNux }")["data"]["shouldShowNux"] is False
     from bashgym_assets.evaluation.promotion import alias_version
     from bashgym_assets.training import registry
 
     c = registry.client(settings)
-    versions = sorted(c.search_model_versions(f"name='{registry.REGISTERED_MODEL}'"), key=lambda v: int(v.version))
-    assert [v.tags["dagster_asset"] for v in versions] == ["sft_adapter", "dpo_adapter"]   # SFT's is not newest
-    assert alias_version(registry.REGISTERED_MODEL, settings=settings) is None              # no champion
+    versions = sorted(
+        c.search_model_versions(f"name='{registry.REGISTERED_MODEL}'"), key=lambda v: int(v.version)
+    )
+    assert [v.tags["dagster_asset"] for v in versions] == [
+        "sft_adapter",
+        "dpo_adapter",
+    ]  # SFT's is not newest
+    assert alias_version(registry.REGISTERED_MODEL, settings=settings) is None  # no champion
     pages = ui_check.default_pages(settings, dagster.url, mlflow.url, partitions=repos)
     results = ui_check.check_pages(browser, pages, settings.home / "screenshots")
     failures = [r.describe() for r in results if not r.ok]
-    print(f"filled in {filled:.0f}s, pages checked at {time.monotonic() - t0:.0f}s; "
-          + ", ".join(f"{r.page.name} {r.seconds:.1f}s" for r in results))
+    print(
+        f"filled in {filled:.0f}s, pages checked at {time.monotonic() - t0:.0f}s; "
+        + ", ".join(f"{r.page.name} {r.seconds:.1f}s" for r in results)
+    )
     assert not failures, "pages that do not show what they should:\n" + "\n".join(failures)
     adapter_page = next(p for p in pages if p.name == f"dagster-{ui_check.ADAPTER_ASSET}")
     assert f"models:/{registry.REGISTERED_MODEL}/{versions[0].version}" in adapter_page.expect
@@ -159,10 +189,14 @@ def _check_pages_and_screens(settings: Settings, browser: ui_check.Browser, dags
     assert all(os.path.getsize(settings.home / "screenshots" / s) > 10_000 for s in shots)
 
 
-RUN_QUERY = ("query($id: ID!) { runOrError(runId: $id) { ... on Run { pipelineName pipelineSnapshotId "
-             "parentPipelineSnapshotId repositoryOrigin { repositoryLocationName repositoryName } } } }")
-JOB_QUERY = ("query($s: PipelineSelector!) { pipelineOrError(params: $s) { __typename ... on Pipeline "
-             "{ pipelineSnapshotId } } }")
+RUN_QUERY = (
+    "query($id: ID!) { runOrError(runId: $id) { ... on Run { pipelineName pipelineSnapshotId "
+    "parentPipelineSnapshotId repositoryOrigin { repositoryLocationName repositoryName } } } }"
+)
+JOB_QUERY = (
+    "query($s: PipelineSelector!) { pipelineOrError(params: $s) { __typename ... on Pipeline "
+    "{ pipelineSnapshotId } } }"
+)
 
 
 def _wait_run(instance: dg.DagsterInstance, find, what: str, timeout: float = 300) -> dg.DagsterRun:
@@ -178,16 +212,23 @@ def _wait_run(instance: dg.DagsterInstance, find, what: str, timeout: float = 30
 
 def _launch_from_the_ui(settings: Settings, browser: ui_check.Browser, dagster) -> None:
     with dg.DagsterInstance.get() as instance:
-        (demo_run,) = [r for r in instance.get_runs()
-                       if r.asset_selection == {dg.AssetKey(REEXECUTED)}]
+        (demo_run,) = [r for r in instance.get_runs() if r.asset_selection == {dg.AssetKey(REEXECUTED)}]
         # what the UI needs to offer "Re-execute" without a warning: the run's origin is a loaded code location
         # whose job has the snapshot the run was subset from
         shown = ui_check._graphql(dagster.url, RUN_QUERY, {"id": demo_run.run_id})["data"]["runOrError"]
         origin = shown["repositoryOrigin"]
         assert origin == {"repositoryLocationName": "bashgym_cpu", "repositoryName": "__repository__"}, shown
-        job = ui_check._graphql(dagster.url, JOB_QUERY, {"s": {
-            "repositoryLocationName": origin["repositoryLocationName"], "repositoryName": origin["repositoryName"],
-            "pipelineName": shown["pipelineName"]}})["data"]["pipelineOrError"]
+        job = ui_check._graphql(
+            dagster.url,
+            JOB_QUERY,
+            {
+                "s": {
+                    "repositoryLocationName": origin["repositoryLocationName"],
+                    "repositoryName": origin["repositoryName"],
+                    "pipelineName": shown["pipelineName"],
+                }
+            },
+        )["data"]["pipelineOrError"]
         assert job["pipelineSnapshotId"] == shown["parentPipelineSnapshotId"], (job, shown)
 
         assert sorted(ui_check.stop_sensors(dagster.url, SELF_LAUNCHING)) == sorted(SELF_LAUNCHING)
@@ -196,8 +237,10 @@ def _launch_from_the_ui(settings: Settings, browser: ui_check.Browser, dagster) 
             browser.goto(f"{dagster.url}/runs/{demo_run.run_id}")
             _, missing = browser.wait_for(["Re-execute all (*)", "Success"], timeout=90)
             assert not missing, f"the demo run's page shows no {missing}"
-            assert browser.evaluate("[...document.querySelectorAll('button')].some(b => b.innerText.trim() === "
-                                    "'Re-execute all (*)' && !b.disabled)"), "Re-execute is disabled"
+            assert browser.evaluate(
+                "[...document.querySelectorAll('button')].some(b => b.innerText.trim() === "
+                "'Re-execute all (*)' && !b.disabled)"
+            ), "Re-execute is disabled"
             assert browser.click_text("Re-execute all (*)", selector="button")
             again = _wait_run(instance, lambda r: r.parent_run_id == demo_run.run_id, "the re-execution")
             browser.screenshot(settings.home / "screenshots" / "dagster-reexecuted-run.png", full_page=False)
@@ -211,11 +254,16 @@ def _launch_from_the_ui(settings: Settings, browser: ui_check.Browser, dagster) 
             _, missing = browser.wait_for([MATERIALIZED, "Materialize", "bashgym_gpu"], timeout=90)
             assert not missing, f"the {MATERIALIZED} page shows no {missing}"
             assert browser.click_text("Materialize", selector="button")
-            made = _wait_run(instance, lambda r: r.run_id not in before
-                             and dg.AssetKey(MATERIALIZED) in (r.asset_selection or ()), "the materialization")
+            made = _wait_run(
+                instance,
+                lambda r: r.run_id not in before and dg.AssetKey(MATERIALIZED) in (r.asset_selection or ()),
+                "the materialization",
+            )
             browser.goto(f"{dagster.url}/runs/{made.run_id}")
             browser.wait_for(["Success"], timeout=60)
-            browser.screenshot(settings.home / "screenshots" / "dagster-materialized-run.png", full_page=False)
+            browser.screenshot(
+                settings.home / "screenshots" / "dagster-materialized-run.png", full_page=False
+            )
             assert made.status == dg.DagsterRunStatus.SUCCESS, _run_failure(instance, made)
             assert made.remote_job_origin.location_name == "bashgym_gpu"
             latest = instance.get_latest_materialization_event(dg.AssetKey(MATERIALIZED))
@@ -225,5 +273,7 @@ def _launch_from_the_ui(settings: Settings, browser: ui_check.Browser, dagster) 
 def _run_failure(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
     events = instance.all_logs(run.run_id)
     return f"run {run.run_id} {run.status}: " + "; ".join(
-        str(e.dagster_event.event_specific_data)[:500] for e in events
-        if e.dagster_event is not None and e.dagster_event.is_failure)
+        str(e.dagster_event.event_specific_data)[:500]
+        for e in events
+        if e.dagster_event is not None and e.dagster_event.is_failure
+    )

@@ -22,14 +22,20 @@ import dagster as dg
 
 #: Eager, but not held back by an upstream asset that was never materialized: the datasets must build from the
 #: traces alone (no scenarios gated yet), and the evaluation must run for an SFT adapter when no DPO adapter exists.
-DOWNSTREAM = dg.AutomationCondition.eager().without(~dg.AutomationCondition.any_deps_missing()).with_label(
-    "eager: an upstream partition updated (missing upstreams do not block)")
+DOWNSTREAM = (
+    dg.AutomationCondition.eager()
+    .without(~dg.AutomationCondition.any_deps_missing())
+    .with_label("eager: an upstream partition updated (missing upstreams do not block)")
+)
 
 
 def automation_sensor(location: str) -> dg.AutomationConditionSensorDefinition:
     """The location's automation-condition sensor, running from the first start of the daemon."""
     return dg.AutomationConditionSensorDefinition(
-        f"{location}_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
+        f"{location}_automation",
+        target=dg.AssetSelection.all(),
+        default_status=dg.DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=30,
         description=f"Evaluates the automation conditions of the {location} code location's assets (datasets "
-                    "after new traces, evaluation and student attempts after a new adapter).")
+        "after new traces, evaluation and student attempts after a new adapter).",
+    )

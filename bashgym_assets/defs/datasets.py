@@ -2,7 +2,6 @@
 ``verified_trajectories`` (and, for DPO, the GPU location's ``student_rollouts``), written unpartitioned with their
 source columns, guarded by a blocking check that no row derives from or contains a held-out scenario."""
 
-
 from typing import Any
 
 import dagster as dg
@@ -49,7 +48,9 @@ def _token_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
         tok = AutoTokenizer.from_pretrained(resolve_base_model(prepare=False))
     except (BaseModelError, OSError, ValueError) as exc:
-        return {"note": f"no tokenizer yet ({exc.__class__.__name__}): materialize base_model for token counts"}
+        return {
+            "note": f"no tokenizer yet ({exc.__class__.__name__}): materialize base_model for token counts"
+        }
     return ds.token_stats(tok, rows)
 
 
@@ -85,8 +86,9 @@ def _result(table: pa.Table, path: str, result: ds.BuildResult, sample_column: s
             "quarantined": dg.MetadataValue.int(len(result.quarantine)),
             "counts": counts_table(result.counts, "stage", "rows"),
             "sources": counts_table(dict(sorted(sources.items())), "source", "rows"),
-            "quarantine_reasons": counts_table(dict(sorted(reasons.items(), key=lambda kv: -kv[1])), "reason",
-                                               "rows"),
+            "quarantine_reasons": counts_table(
+                dict(sorted(reasons.items(), key=lambda kv: -kv[1])), "reason", "rows"
+            ),
             "tokens": counts_table(_token_stats(rows), "statistic", "value"),
             **lake_metadata(table),
             "sample": dg.MetadataValue.md(_sample_md(rows, sample_column)),
@@ -94,7 +96,8 @@ def _result(table: pa.Table, path: str, result: ds.BuildResult, sample_column: s
             "dataset_version": dg.MetadataValue.text(version),
             "load_with": dg.MetadataValue.md(
                 f"```python\nfrom bashgym_assets.training_data.build import load_hf_dataset\n"
-                f"dd = load_hf_dataset('{path}')\n```"),
+                f"dd = load_hf_dataset('{path}')\n```"
+            ),
         },
         data_version=dg.DataVersion(version),
     )
@@ -107,13 +110,18 @@ def _result(table: pa.Table, path: str, result: ds.BuildResult, sample_column: s
     code_version=code_version("bashgym_assets.training_data.build", "bashgym_assets.training_data.render"),
     automation_condition=DOWNSTREAM,
     description="SFT examples (chat messages) from gold trace segments (every repo) and kept trajectories, "
-                "deduplicated, with a stable train/validation split and a source column per row.",
+    "deduplicated, with a stable train/validation split and a source column per row.",
 )
-def sft_dataset(context: dg.AssetExecutionContext, config: SFTDatasetConfig, bashgym: BashgymHome
-                ) -> dg.MaterializeResult:
+def sft_dataset(
+    context: dg.AssetExecutionContext, config: SFTDatasetConfig, bashgym: BashgymHome
+) -> dg.MaterializeResult:
     lake = bashgym.lake()
-    result = ds.build_sft(_rows(lake, "tiered_traces", True), _rows(lake, "verified_trajectories", False),
-                          _heldout(lake), observation_chars=config.observation_chars)
+    result = ds.build_sft(
+        _rows(lake, "tiered_traces", True),
+        _rows(lake, "verified_trajectories", False),
+        _heldout(lake),
+        observation_chars=config.observation_chars,
+    )
     table, path = _write(lake, "sft_dataset", result, ds.SFT_SCHEMA)
     context.log.info(f"sft_dataset: {table.num_rows} rows, {len(result.quarantine)} quarantined")
     return _result(table, path, result, "messages")
@@ -126,9 +134,9 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SFTDatasetConfig, bas
     code_version=code_version("bashgym_assets.training_data.build", "bashgym_assets.training_data.render"),
     automation_condition=DOWNSTREAM,
     description="DPO pairs on the same task (a clean trajectory of one scenario, from the reference, a teacher or "
-                "the student, vs a failed attempt of the same scenario, e.g. the student's own from "
-                "student_rollouts; passing vs failed trace segments of one prompt), split at the first assistant "
-                "turn where they differ: the shared prefix is the prompt.",
+    "the student, vs a failed attempt of the same scenario, e.g. the student's own from "
+    "student_rollouts; passing vs failed trace segments of one prompt), split at the first assistant "
+    "turn where they differ: the shared prefix is the prompt.",
 )
 def dpo_dataset(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg.MaterializeResult:
     from bashgym_assets.evaluation.student import pairable
@@ -136,16 +144,22 @@ def dpo_dataset(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg.M
     lake = bashgym.lake()
     # The student's attempts (absent until student_rollouts ran); infrastructure failures never pair.
     student, infra = pairable(_rows(lake, "student_rollouts", False))
-    result = ds.build_dpo(_rows(lake, "tiered_traces", True), _rows(lake, "verified_trajectories", False) + student,
-                          _heldout(lake))
+    result = ds.build_dpo(
+        _rows(lake, "tiered_traces", True),
+        _rows(lake, "verified_trajectories", False) + student,
+        _heldout(lake),
+    )
     result.counts["student_attempts"] = len(student) + infra
     result.counts["student_infrastructure_failures_dropped"] = infra
     student_ids = {str(t["trajectory_id"]) for t in student}
     result.counts["pairs_with_student_rejected"] = sum(
-        r["rejected_source"].rsplit("/", 1)[-1] in student_ids for r in result.rows)
+        r["rejected_source"].rsplit("/", 1)[-1] in student_ids for r in result.rows
+    )
     table, path = _write(lake, "dpo_dataset", result, ds.DPO_SCHEMA)
-    context.log.info(f"dpo_dataset: {table.num_rows} pairs ({result.counts['pairs_with_student_rejected']} with a "
-                     f"student failure), {len(result.quarantine)} quarantined")
+    context.log.info(
+        f"dpo_dataset: {table.num_rows} pairs ({result.counts['pairs_with_student_rejected']} with a "
+        f"student failure), {len(result.quarantine)} quarantined"
+    )
     return _result(table, path, result, "chosen")
 
 
@@ -154,27 +168,38 @@ def _contamination(lake: Lake, asset: str) -> dg.AssetCheckResult:
     rows = _rows(lake, asset, partitioned=False)
     bad = ds.contamination_violations(rows, heldout)
     table = "| row | source | reason |\n|---|---|---|\n" + "\n".join(
-        f"| {b['row']} | {b['source']} | {b['reason']} |" for b in bad[:50])
+        f"| {b['row']} | {b['source']} | {b['reason']} |" for b in bad[:50]
+    )
     return dg.AssetCheckResult(
         passed=not bad,
         severity=dg.AssetCheckSeverity.ERROR,
-        metadata={"rows_checked": dg.MetadataValue.int(len(rows)),
-                  "heldout_scenarios": dg.MetadataValue.int(len(heldout)),
-                  "violations": dg.MetadataValue.int(len(bad)),
-                  "details": dg.MetadataValue.md(table if bad else "no held-out task in any row")},
+        metadata={
+            "rows_checked": dg.MetadataValue.int(len(rows)),
+            "heldout_scenarios": dg.MetadataValue.int(len(heldout)),
+            "violations": dg.MetadataValue.int(len(bad)),
+            "details": dg.MetadataValue.md(table if bad else "no held-out task in any row"),
+        },
     )
 
 
-@dg.asset_check(asset=sft_dataset, blocking=True,
-                description="No row derives from or contains the task of a held-out scenario (blocks training).")
+@dg.asset_check(
+    asset=sft_dataset,
+    blocking=True,
+    description="No row derives from or contains the task of a held-out scenario (blocks training).",
+)
 def sft_dataset_no_heldout(bashgym: BashgymHome) -> dg.AssetCheckResult:
     return _contamination(bashgym.lake(), "sft_dataset")
 
 
-@dg.asset_check(asset=dpo_dataset, blocking=True,
-                description="No pair derives from or contains the task of a held-out scenario (blocks training).")
+@dg.asset_check(
+    asset=dpo_dataset,
+    blocking=True,
+    description="No pair derives from or contains the task of a held-out scenario (blocks training).",
+)
 def dpo_dataset_no_heldout(bashgym: BashgymHome) -> dg.AssetCheckResult:
     return _contamination(bashgym.lake(), "dpo_dataset")
 
 
-defs = dg.Definitions(assets=[sft_dataset, dpo_dataset], asset_checks=[sft_dataset_no_heldout, dpo_dataset_no_heldout])
+defs = dg.Definitions(
+    assets=[sft_dataset, dpo_dataset], asset_checks=[sft_dataset_no_heldout, dpo_dataset_no_heldout]
+)

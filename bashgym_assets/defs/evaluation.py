@@ -45,7 +45,7 @@ PROMOTION_CHECK = "promotion_decision"
 class EvalRunConfig(dg.Config):
     """Launchpad settings of an evaluation (defaults: the whole held-out split, greedy, 10 turns)."""
 
-    max_scenarios: int | None = None     # the first N held-out scenarios not from the task factory (by id)
+    max_scenarios: int | None = None  # the first N held-out scenarios not from the task factory (by id)
     categories: list[str] = []
     # Measured three ways: the bundled held-out tasks, this many tasks of each of the factory's held-out families
     # (None: all of them, 0: none) and, for fit only (never a promotion figure), a sample of trained-family tasks
@@ -90,8 +90,13 @@ def _champion_spec(lake: Any, settings: Any, base: str, candidate_version: str |
     adapter = folder / "adapter"
     if not (adapter / "adapter_config.json").exists():  # fetched once per version, then reused
         adapter = download_adapter(f"models:/{REGISTERED_MODEL}/{version.version}", folder, settings)
-    return ModelSpec(label="champion", base=base, adapter=str(adapter), version=str(version.version),
-                     ref=f"models:/{REGISTERED_MODEL}/{version.version}")
+    return ModelSpec(
+        label="champion",
+        base=base,
+        adapter=str(adapter),
+        version=str(version.version),
+        ref=f"models:/{REGISTERED_MODEL}/{version.version}",
+    )
 
 
 def _demoted_versions(lake: Any) -> list[str]:
@@ -110,23 +115,34 @@ def _table(rows: list[dict[str, Any]]) -> dg.MetadataValue:
     """A list of flat dicts as a MetadataValue.table with a schema (types from the first row)."""
     if not rows:
         return dg.MetadataValue.md("(no rows)")
+
     def kind(v: Any) -> str:
-        return "bool" if isinstance(v, bool) else "int" if isinstance(v, int) else (
-            "float" if isinstance(v, float) else "string")
+        return (
+            "bool"
+            if isinstance(v, bool)
+            else "int"
+            if isinstance(v, int)
+            else ("float" if isinstance(v, float) else "string")
+        )
+
     schema = dg.TableSchema(columns=[dg.TableColumn(k, kind(v)) for k, v in rows[0].items()])
     return dg.MetadataValue.table([dg.TableRecord(r) for r in rows], schema=schema)
 
 
-def promotion_check(decision: promo.PromotionDecision, promoted: bool, already: bool = False,
-                    applied: bool = True) -> dg.AssetCheckResult:
+def promotion_check(
+    decision: promo.PromotionDecision, promoted: bool, already: bool = False, applied: bool = True
+) -> dg.AssetCheckResult:
     """The ``promotion_decision`` result: what the rule decided, worded for the UI.
 
     Keeping the incumbent is the normal outcome of most evaluations (a candidate must clearly beat it), not an
     error: the check passes and says "kept the incumbent" with the reason; a first-time user read the old red
     "Failed" as a broken pipeline. It fails (WARN) only when there was nothing to decide on: no held-out scenario
     evaluated for both models."""
-    incumbent = (f"the champion (version {decision.incumbent_version})" if decision.incumbent == "champion"
-                 else "the base model")
+    incumbent = (
+        f"the champion (version {decision.incumbent_version})"
+        if decision.incumbent == "champion"
+        else "the base model"
+    )
     candidate = f"version {decision.candidate_version}" if decision.candidate_version else "the candidate"
     if promoted:
         outcome = f"PROMOTED: {candidate} is the new champion"
@@ -137,61 +153,90 @@ def promotion_check(decision: promo.PromotionDecision, promoted: bool, already: 
     else:
         outcome = f"kept the incumbent: {incumbent} stays; {candidate} not promoted"
     decided = decision.test.scenarios > 0
-    description = f"{outcome} ({decision.reason})" if decided else (
-        f"no decision: no held-out scenario was evaluated for both models ({decision.reason})")
-    decision_md = (f"**{'PROMOTED' if promoted else 'not promoted'}**: {decision.reason}\n\nRule: {decision.rule}")
+    description = (
+        f"{outcome} ({decision.reason})"
+        if decided
+        else (f"no decision: no held-out scenario was evaluated for both models ({decision.reason})")
+    )
+    decision_md = (
+        f"**{'PROMOTED' if promoted else 'not promoted'}**: {decision.reason}\n\nRule: {decision.rule}"
+    )
     return dg.AssetCheckResult(
-        check_name=PROMOTION_CHECK, passed=decided, severity=dg.AssetCheckSeverity.WARN, description=description,
-        metadata={"outcome": dg.MetadataValue.text(outcome),
-                  "promoted": dg.MetadataValue.bool(promoted),
-                  "reason": dg.MetadataValue.text(decision.reason),
-                  "decision": dg.MetadataValue.md(decision_md),
-                  "numbers": dg.MetadataValue.json(json.loads(decision.model_dump_json())),
-                  "p_value": dg.MetadataValue.float(decision.test.p_value),
-                  "candidate_clean": dg.MetadataValue.float(decision.candidate_rates["clean"]),
-                  "incumbent_clean": dg.MetadataValue.float(decision.incumbent_rates["clean"]),
-                  "incumbent": dg.MetadataValue.text(decision.incumbent)})
+        check_name=PROMOTION_CHECK,
+        passed=decided,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=description,
+        metadata={
+            "outcome": dg.MetadataValue.text(outcome),
+            "promoted": dg.MetadataValue.bool(promoted),
+            "reason": dg.MetadataValue.text(decision.reason),
+            "decision": dg.MetadataValue.md(decision_md),
+            "numbers": dg.MetadataValue.json(json.loads(decision.model_dump_json())),
+            "p_value": dg.MetadataValue.float(decision.test.p_value),
+            "candidate_clean": dg.MetadataValue.float(decision.candidate_rates["clean"]),
+            "incumbent_clean": dg.MetadataValue.float(decision.incumbent_rates["clean"]),
+            "incumbent": dg.MetadataValue.text(decision.incumbent),
+        },
+    )
 
 
 @dg.asset(
     group_name="evaluation",
     pool="gpu",
     kinds={"pytorch", "mlflow"},
-    code_version=code_version("bashgym_assets.evaluation.runner", "bashgym_assets.evaluation.metrics",
-                              "bashgym_assets.evaluation.promotion"),
+    code_version=code_version(
+        "bashgym_assets.evaluation.runner",
+        "bashgym_assets.evaluation.metrics",
+        "bashgym_assets.evaluation.promotion",
+    ),
     deps=[GATED_SCENARIOS, base_model, sft_adapter, dpo_adapter, grpo_adapter],
     automation_condition=DOWNSTREAM,
-    check_specs=[dg.AssetCheckSpec(PROMOTION_CHECK, asset="benchmark_results",
-                                   description="The promotion rule applied to this evaluation. Its outcome is in "
-                                               "the metadata: PROMOTED (the candidate is the new champion) or kept "
-                                               "the incumbent (the usual result: the candidate did not clearly beat "
-                                               "it), with the reason. Passes whenever the rule could be applied; "
-                                               "fails (warning) only when no held-out scenario was evaluated for "
-                                               "both models, so there were no numbers to decide on.")],
+    check_specs=[
+        dg.AssetCheckSpec(
+            PROMOTION_CHECK,
+            asset="benchmark_results",
+            description="The promotion rule applied to this evaluation. Its outcome is in "
+            "the metadata: PROMOTED (the candidate is the new champion) or kept "
+            "the incumbent (the usual result: the candidate did not clearly beat "
+            "it), with the reason. Passes whenever the rule could be applied; "
+            "fails (warning) only when no held-out scenario was evaluated for "
+            "both models, so there were no numbers to decide on.",
+        )
+    ],
     description="The newest adapter (SFT, DPO or GRPO) against its base and the current champion, dropped with no "
-                "scaffold into the held-out scenarios in real sandboxes: operate / terminate / verified / clean "
-                "rates with 95% intervals, per category and difficulty. Episodes go to the lake (eval_episodes); "
-                "the promotion rule may move the MLflow alias 'champion'.",
+    "scaffold into the held-out scenarios in real sandboxes: operate / terminate / verified / clean "
+    "rates with 95% intervals, per category and difficulty. Episodes go to the lake (eval_episodes); "
+    "the promotion rule may move the MLflow alias 'champion'.",
 )
 def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, bashgym: BashgymHome):
     lake = bashgym.lake()
     settings = bashgym.settings()
     gated = gated_scenario_rows(lake)
-    sets = evaluation_bundles(gated, limit=config.max_scenarios, categories=config.categories,
-                              per_heldout_family=config.heldout_per_family, fit_sample=config.fit_sample)
+    sets = evaluation_bundles(
+        gated,
+        limit=config.max_scenarios,
+        categories=config.categories,
+        per_heldout_family=config.heldout_per_family,
+        fit_sample=config.fit_sample,
+    )
     if config.suites:
         from bashgym_assets.scenarios.suite import of_suites
 
-        sets = {name: of_suites(bs, config.suites) if name == BUNDLED_HELD_OUT else [] for name, bs in sets.items()}
+        sets = {
+            name: of_suites(bs, config.suites) if name == BUNDLED_HELD_OUT else []
+            for name, bs in sets.items()
+        }
     set_of = {b.id: name for name, bs in sets.items() for b in bs}
     bundles = [b for bs in sets.values() for b in bs]
     if not any(sets[name] for name in (BUNDLED_HELD_OUT, HELD_OUT_FAMILIES)):
         if config.suites:
             from bashgym_assets.scenarios.suite import known_suites
 
-            raise dg.Failure(f"no admitted task of the suite(s) {', '.join(config.suites)} in gated_scenarios "
-                             f"(suites there: {', '.join(known_suites(gated)) or 'none'}; gate one with "
-                             "`bashgym suite gate PATH` or BASHGYM_EVAL_SUITE_DIRS)")
+            raise dg.Failure(
+                f"no admitted task of the suite(s) {', '.join(config.suites)} in gated_scenarios "
+                f"(suites there: {', '.join(known_suites(gated)) or 'none'}; gate one with "
+                "`bashgym suite gate PATH` or BASHGYM_EVAL_SUITE_DIRS)"
+            )
         raise dg.Failure("no admitted held-out scenario to evaluate on (gated_scenarios has none)")
     newest = _newest_adapter(context.instance)
     if newest is None:
@@ -199,14 +244,23 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     cand_key, cand_meta = newest
     base = bm.resolve_base_model(settings, prepare=True)
     cand_version = str(cand_meta.get("model_version") or "") or None
-    specs = [ModelSpec(label="candidate", base=base, adapter=str(cand_meta["adapter_dir"]), version=cand_version,
-                       ref=str(cand_meta.get("model_uri") or cand_meta["adapter_dir"]))]
+    specs = [
+        ModelSpec(
+            label="candidate",
+            base=base,
+            adapter=str(cand_meta["adapter_dir"]),
+            version=cand_version,
+            ref=str(cand_meta.get("model_uri") or cand_meta["adapter_dir"]),
+        )
+    ]
     champion = _champion_spec(lake, settings, base, cand_version)
     if champion is not None:
         specs.append(champion)
     # A DPO or GRPO candidate is also compared with the SFT adapter it was trained from (SFT vs SFT+DPO / SFT+GRPO),
     # unless that one is the champion already (then it is in the comparison under that label).
-    sft_dir = str(cand_meta.get("sft_adapter") or "") if cand_key in (dpo_adapter.key, grpo_adapter.key) else ""
+    sft_dir = (
+        str(cand_meta.get("sft_adapter") or "") if cand_key in (dpo_adapter.key, grpo_adapter.key) else ""
+    )
     sft_ref = str(cand_meta.get("sft_model_uri") or "")
     sft_ref = sft_dir if sft_ref in ("", "None") else sft_ref
     if sft_dir and Path(sft_dir).exists() and (champion is None or champion.ref != sft_ref):
@@ -216,35 +270,67 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     images.ensure_docker_engine()
     image = bashgym.sandbox_image_tag()
     eval_id = f"eval-{context.run_id[:8]}"
-    context.log.info(f"{eval_id}: " + ", ".join(f"{len(bs)} {name}" for name, bs in sets.items() if bs)
-                     + f" x {config.samples} sample(s), models: "
-                     + ", ".join(f"{s.label} ({s.describe()})" for s in specs))
+    context.log.info(
+        f"{eval_id}: "
+        + ", ".join(f"{len(bs)} {name}" for name, bs in sets.items() if bs)
+        + f" x {config.samples} sample(s), models: "
+        + ", ".join(f"{s.label} ({s.describe()})" for s in specs)
+    )
     started_ms = int(time.time() * 1000)
-    results = compare(specs, bundles, image,
-                      EvalSettings(samples=config.samples, max_turns=config.max_turns,
-                                   continuous=config.continuous),
-                      Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens),
-                      eval_id=eval_id, progress=context.log.info)
+    results = compare(
+        specs,
+        bundles,
+        image,
+        EvalSettings(samples=config.samples, max_turns=config.max_turns, continuous=config.continuous),
+        Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens),
+        eval_id=eval_id,
+        progress=context.log.info,
+    )
     episodes = [e for r in results for e in r.episodes]
-    lake.write("eval_episodes", [e.model_dump() for e in episodes], partition=eval_id, schema=EVAL_EPISODE_SCHEMA)
+    lake.write(
+        "eval_episodes", [e.model_dump() for e in episodes], partition=eval_id, schema=EVAL_EPISODE_SCHEMA
+    )
     # Every held-out figure (the promotion rule included) is over the held-out sets only; fit is reported apart.
-    heldout = {r.summary.model: [e for e in r.episodes if set_of.get(e.scenario_id) != TRAIN_FIT] for r in results}
-    summaries = [summarize(r.summary.model, heldout[r.summary.model], r.summary.wall_s, r.summary.sampling)
-                 for r in results]
-    set_summaries = {name: [summarize(r.summary.model, [e for e in r.episodes if set_of.get(e.scenario_id) == name],
-                                      0.0, r.summary.sampling) for r in results]
-                     for name, bs in sets.items() if bs}
+    heldout = {
+        r.summary.model: [e for e in r.episodes if set_of.get(e.scenario_id) != TRAIN_FIT] for r in results
+    }
+    summaries = [
+        summarize(r.summary.model, heldout[r.summary.model], r.summary.wall_s, r.summary.sampling)
+        for r in results
+    ]
+    set_summaries = {
+        name: [
+            summarize(
+                r.summary.model,
+                [e for e in r.episodes if set_of.get(e.scenario_id) == name],
+                0.0,
+                r.summary.sampling,
+            )
+            for r in results
+        ]
+        for name, bs in sets.items()
+        if bs
+    }
 
     by_label = heldout
     incumbent = "champion" if champion is not None else "base"
-    decision = promo.decide(by_label["candidate"], by_label[incumbent],
-                            promo.PromotionRule(alpha=config.alpha, max_rate_drop=config.max_rate_drop),
-                            incumbent_kind=incumbent, candidate_version=cand_version,
-                            incumbent_version=champion.version if champion else None,
-                            demoted=_demoted_versions(lake))
-    already = champion is None and cand_version is not None and (
-        (v := promo.alias_version(REGISTERED_MODEL, promo.CHAMPION, settings)) is not None
-        and str(v.version) == cand_version)
+    decision = promo.decide(
+        by_label["candidate"],
+        by_label[incumbent],
+        promo.PromotionRule(alpha=config.alpha, max_rate_drop=config.max_rate_drop),
+        incumbent_kind=incumbent,
+        candidate_version=cand_version,
+        incumbent_version=champion.version if champion else None,
+        demoted=_demoted_versions(lake),
+    )
+    already = (
+        champion is None
+        and cand_version is not None
+        and (
+            (v := promo.alias_version(REGISTERED_MODEL, promo.CHAMPION, settings)) is not None
+            and str(v.version) == cand_version
+        )
+    )
     promoted = promo.apply_decision(decision, REGISTERED_MODEL, settings) if config.promote else False
     eval_tracking.record_decision(lake, decision, eval_id, "promote" if promoted else "keep")
 
@@ -252,18 +338,32 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     png = report.rates_plot_png(summaries)
     (report_dir / "rates.png").write_bytes(png)
     n_heldout = len(sets[BUNDLED_HELD_OUT]) + len(sets[HELD_OUT_FAMILIES])
-    comparison_md = report.comparison_markdown(summaries, title=f"{eval_id}: held-out split, {n_heldout} scenarios")
-    comparison_md += "\n\n" + "\n\n".join(report.comparison_markdown(ss, title=f"{name}: {len(sets[name])} scenarios")
-                                          for name, ss in set_summaries.items())
-    decision_md = (f"**{'PROMOTED' if promoted else 'not promoted'}**: {decision.reason}\n\nRule: {decision.rule}")
+    comparison_md = report.comparison_markdown(
+        summaries, title=f"{eval_id}: held-out split, {n_heldout} scenarios"
+    )
+    comparison_md += "\n\n" + "\n\n".join(
+        report.comparison_markdown(ss, title=f"{name}: {len(sets[name])} scenarios")
+        for name, ss in set_summaries.items()
+    )
+    decision_md = (
+        f"**{'PROMOTED' if promoted else 'not promoted'}**: {decision.reason}\n\nRule: {decision.rule}"
+    )
     (report_dir / "comparison.md").write_text(comparison_md + "\n\n" + decision_md + "\n")
     fails = report.failing_transcripts(episodes, "candidate", limit=3)
     transcripts_md = "\n\n".join(report.transcript_markdown(e) for e in fails) or "(no failing episode)"
     (report_dir / "failing_transcripts.md").write_text(transcripts_md)
-    links = eval_tracking.log_to_mlflow(settings, eval_id=eval_id, summaries=summaries, decision=decision,
-                                        promoted=promoted, candidate_run_id=cand_meta.get("mlflow_run_id"),
-                                        specs=specs, report_dir=report_dir, dagster_run_id=context.run_id,
-                                        started_ms=started_ms)
+    links = eval_tracking.log_to_mlflow(
+        settings,
+        eval_id=eval_id,
+        summaries=summaries,
+        decision=decision,
+        promoted=promoted,
+        candidate_run_id=cand_meta.get("mlflow_run_id"),
+        specs=specs,
+        report_dir=report_dir,
+        dagster_run_id=context.run_id,
+        started_ms=started_ms,
+    )
     rows = report.comparison_rows(summaries)
     metadata = {
         "comparison": _table(rows),
@@ -287,8 +387,9 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     }
     check = promotion_check(decision, promoted=promoted, already=already, applied=config.promote)
     context.log.info(comparison_md + "\n\n" + decision_md)
-    return dg.MaterializeResult(metadata=metadata, check_results=[check],
-                                data_version=dg.DataVersion(eval_id))
+    return dg.MaterializeResult(
+        metadata=metadata, check_results=[check], data_version=dg.DataVersion(eval_id)
+    )
 
 
 def comparison_report_path(lake: Any, eval_id: str) -> Path:

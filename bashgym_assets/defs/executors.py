@@ -22,9 +22,20 @@ from bashgym_assets.config import PROJECT_ROOT, Settings, get_settings
 
 STEP_CONTAINER_LABEL = "org.bashgym.kind"
 STEP_CONTAINER_KIND = "trainer-step"
-PASSTHROUGH_ENV = ["BASHGYM_HOME", "BASHGYM_BASE_MODEL", "BASHGYM_GPU_EXECUTOR", "BASHGYM_TRAINER_IMAGE",
-                   "BASHGYM_DOCKER_GPUS", "BASHGYM_TEACHER_MODEL", "BASHGYM_TEACHER_API_BASE", "HF_TOKEN",
-                   "HF_HUB_OFFLINE", "CUDA_VISIBLE_DEVICES", "BASHGYM_DAGSTER_PG_URL", "BASHGYM_MLFLOW_TRACKING_URI"]
+PASSTHROUGH_ENV = [
+    "BASHGYM_HOME",
+    "BASHGYM_BASE_MODEL",
+    "BASHGYM_GPU_EXECUTOR",
+    "BASHGYM_TRAINER_IMAGE",
+    "BASHGYM_DOCKER_GPUS",
+    "BASHGYM_TEACHER_MODEL",
+    "BASHGYM_TEACHER_API_BASE",
+    "HF_TOKEN",
+    "HF_HUB_OFFLINE",
+    "CUDA_VISIBLE_DEVICES",
+    "BASHGYM_DAGSTER_PG_URL",
+    "BASHGYM_MLFLOW_TRACKING_URI",
+]
 # With an instance or MLflow store outside the data folder (Postgres, a tracking server), a step container must
 # reach it where the host does (a server on the host's loopback included): the host's network.
 EXTERNAL_STORE_ENV = ("BASHGYM_DAGSTER_PG_URL", "BASHGYM_MLFLOW_TRACKING_URI")
@@ -32,8 +43,9 @@ EXTERNAL_STORE_ENV = ("BASHGYM_DAGSTER_PG_URL", "BASHGYM_MLFLOW_TRACKING_URI")
 
 def _nvidia_runtime() -> bool:
     try:
-        done = subprocess.run(["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True, text=True,
-                              timeout=20)
+        done = subprocess.run(
+            ["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True, text=True, timeout=20
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0 and "nvidia" in done.stdout
@@ -68,9 +80,13 @@ def docker_executor_config(settings: Settings | None = None, image: str | None =
     settings = settings or get_settings()
     dagster_home = os.environ.get("DAGSTER_HOME") or str(settings.dagster_home)
     venv_bin = str(Path(sys.prefix) / "bin")
-    env = [f"DAGSTER_HOME={dagster_home}", f"BASHGYM_HOME={settings.home}",
-           f"PATH={venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-           f"PYTHONPATH={PROJECT_ROOT}", f"HOME={settings.home / 'cache' / 'container-home'}"]
+    env = [
+        f"DAGSTER_HOME={dagster_home}",
+        f"BASHGYM_HOME={settings.home}",
+        f"PATH={venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        f"PYTHONPATH={PROJECT_ROOT}",
+        f"HOME={settings.home / 'cache' / 'container-home'}",
+    ]
     env += [f"{k}={os.environ[k]}" for k in PASSTHROUGH_ENV if k in os.environ and k != "BASHGYM_HOME"]
     kwargs: dict[str, Any] = {
         "volumes": _volumes(settings, dagster_home),
@@ -83,8 +99,12 @@ def docker_executor_config(settings: Settings | None = None, image: str | None =
     gpus = device_requests()
     if gpus:
         kwargs["device_requests"] = gpus
-    return {"image": image or trainer_image_tag(), "env_vars": env, "container_kwargs": kwargs,
-            "max_concurrent": 1}
+    return {
+        "image": image or trainer_image_tag(),
+        "env_vars": env,
+        "container_kwargs": kwargs,
+        "max_concurrent": 1,
+    }
 
 
 def gpu_executor() -> dg.ExecutorDefinition:

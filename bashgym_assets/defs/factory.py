@@ -27,29 +27,50 @@ family_partitions = dg.StaticPartitionsDefinition(sorted(all_families()))
 _SINGLE_RUN = dg.BackfillPolicy.single_run()
 warnings.filterwarnings("ignore", message="Parameter `backfill_policy`", category=dg.BetaWarning)
 
-GENERATED_SCHEMA = pa.schema([
-    ("scenario_id", pa.string()), ("family", pa.string()), ("category", pa.string()), ("difficulty", pa.int32()),
-    ("split", pa.string()), ("user", pa.string()), ("task", pa.string()), ("commands", pa.string()),
-    ("source", pa.string()), ("bundle_json", pa.string()),
-])
-DROPS_SCHEMA = pa.schema([("family", pa.string()), ("reason", pa.string()), ("count", pa.int64()),
-                          ("example", pa.string())])
-SIMILARITY_SCHEMA = pa.schema([("scenario_id", pa.string()), ("instruction_similarity", pa.float64()),
-                               ("reference_similarity", pa.float64()), ("nearest_eval_task", pa.string()),
-                               ("refused", pa.bool_())])
+GENERATED_SCHEMA = pa.schema(
+    [
+        ("scenario_id", pa.string()),
+        ("family", pa.string()),
+        ("category", pa.string()),
+        ("difficulty", pa.int32()),
+        ("split", pa.string()),
+        ("user", pa.string()),
+        ("task", pa.string()),
+        ("commands", pa.string()),
+        ("source", pa.string()),
+        ("bundle_json", pa.string()),
+    ]
+)
+DROPS_SCHEMA = pa.schema(
+    [("family", pa.string()), ("reason", pa.string()), ("count", pa.int64()), ("example", pa.string())]
+)
+SIMILARITY_SCHEMA = pa.schema(
+    [
+        ("scenario_id", pa.string()),
+        ("instruction_similarity", pa.float64()),
+        ("reference_similarity", pa.float64()),
+        ("nearest_eval_task", pa.string()),
+        ("refused", pa.bool_()),
+    ]
+)
 
 
 class FactoryConfig(dg.Config):
     """How many distinct tasks per family and from which seed (same seed, same tasks)."""
 
-    per_family: int | None = None    # default: $BASHGYM_FACTORY_PER_FAMILY, else 55 (~5,300 tasks over 96 families)
+    per_family: int | None = (
+        None  # default: $BASHGYM_FACTORY_PER_FAMILY, else 55 (~5,300 tasks over 96 families)
+    )
     seed: int = 0
-    max_draws_factor: int = 6        # give up on a family after this many draws per wanted task
+    max_draws_factor: int = 6  # give up on a family after this many draws per wanted task
 
 
 def _per_family(config: FactoryConfig) -> int:
-    return config.per_family if config.per_family is not None else int(
-        os.environ.get("BASHGYM_FACTORY_PER_FAMILY") or 55)
+    return (
+        config.per_family
+        if config.per_family is not None
+        else int(os.environ.get("BASHGYM_FACTORY_PER_FAMILY") or 55)
+    )
 
 
 @dg.asset(
@@ -57,15 +78,17 @@ def _per_family(config: FactoryConfig) -> int:
     kinds={"python", "parquet"},
     partitions_def=family_partitions,
     backfill_policy=_SINGLE_RUN,
-    code_version=code_version("bashgym_assets.scenarios.factory.generate",
-                              "bashgym_assets.scenarios.factory.similarity"),
+    code_version=code_version(
+        "bashgym_assets.scenarios.factory.generate", "bashgym_assets.scenarios.factory.similarity"
+    ),
     description="Tasks drawn by the task factory, one partition per family (a shell skill as code): distinct "
-                "instructions after names and numbers are normalised, held-out families recorded in "
-                "scenarios/factory/split.py, train tasks too similar to any evaluation task refused. Every task "
-                "still has to pass the gate downstream.",
+    "instructions after names and numbers are normalised, held-out families recorded in "
+    "scenarios/factory/split.py, train tasks too similar to any evaluation task refused. Every task "
+    "still has to pass the gate downstream.",
 )
-def generated_scenarios(context: dg.AssetExecutionContext, config: FactoryConfig,
-                        bashgym: BashgymHome) -> dg.MaterializeResult:
+def generated_scenarios(
+    context: dg.AssetExecutionContext, config: FactoryConfig, bashgym: BashgymHome
+) -> dg.MaterializeResult:
     lake = bashgym.lake()
     settings = bashgym.settings()
     families = list(context.partition_keys)
@@ -75,15 +98,30 @@ def generated_scenarios(context: dg.AssetExecutionContext, config: FactoryConfig
 
     def progress(y) -> None:
         done[0] += 1
-        context.log.info(f"[{done[0]}/{len(families)}] {y.family}: {y.kept}/{y.wanted} distinct tasks in "
-                         f"{y.draws} draws {dict(y.drops) or ''}")
+        context.log.info(
+            f"[{done[0]}/{len(families)}] {y.family}: {y.kept}/{y.wanted} distinct tasks in "
+            f"{y.draws} draws {dict(y.drops) or ''}"
+        )
 
-    run = generate(per_family, seed=config.seed, families=families, eval_tasks=eval_tasks,
-                   max_draws_factor=config.max_draws_factor, progress=progress)
+    run = generate(
+        per_family,
+        seed=config.seed,
+        families=families,
+        eval_tasks=eval_tasks,
+        max_draws_factor=config.max_draws_factor,
+        progress=progress,
+    )
     for y in run.yields:
         lake.write("generated_scenarios", task_rows(y.bundles), partition=y.family, schema=GENERATED_SCHEMA)
-        drops = [{"family": y.family, "reason": r, "count": n,
-                  "example": next((e for e in y.errors if e.startswith(r)), "")} for r, n in sorted(y.drops.items())]
+        drops = [
+            {
+                "family": y.family,
+                "reason": r,
+                "count": n,
+                "example": next((e for e in y.errors if e.startswith(r)), ""),
+            }
+            for r, n in sorted(y.drops.items())
+        ]
         lake.write("generated_drops", drops, partition=y.family, schema=DROPS_SCHEMA)
     by_family = {y.family: y for y in run.yields}
     kept_ids = {b.id for b in run.bundles}
@@ -91,9 +129,15 @@ def generated_scenarios(context: dg.AssetExecutionContext, config: FactoryConfig
     for sid, instr, ref, nearest in run.similarities:
         fam = sid.split(".")[1]
         refused = sid not in kept_ids
-        sims.setdefault(fam, []).append({"scenario_id": sid, "instruction_similarity": round(instr, 4),
-                                         "reference_similarity": round(ref, 4), "nearest_eval_task": nearest,
-                                         "refused": refused})
+        sims.setdefault(fam, []).append(
+            {
+                "scenario_id": sid,
+                "instruction_similarity": round(instr, 4),
+                "reference_similarity": round(ref, 4),
+                "nearest_eval_task": nearest,
+                "refused": refused,
+            }
+        )
     for fam in families:
         if not is_held_out_family(fam):
             lake.write("generated_similarity", sims.get(fam, []), partition=fam, schema=SIMILARITY_SCHEMA)
@@ -105,43 +149,79 @@ def generated_scenarios(context: dg.AssetExecutionContext, config: FactoryConfig
     instr_sims = [s[1] for s in run.similarities]
     ref_sims = [s[2] for s in run.similarities]
     samples = [[b.id.split(".")[1], b.difficulty, b.task[:220]] for y in run.yields for b in y.bundles[:2]]
-    family_rows = [[y.family, y.category, "held-out" if y.held_out else "train", y.kept, y.draws,
-                    y.drops.get("duplicate_instruction", 0), y.drops.get("near_duplicate_of_eval", 0),
-                    y.drops.get("draw_error", 0) + y.drops.get("invalid_bundle", 0), y.exhausted]
-                   for y in run.yields]
+    family_rows = [
+        [
+            y.family,
+            y.category,
+            "held-out" if y.held_out else "train",
+            y.kept,
+            y.draws,
+            y.drops.get("duplicate_instruction", 0),
+            y.drops.get("near_duplicate_of_eval", 0),
+            y.drops.get("draw_error", 0) + y.drops.get("invalid_bundle", 0),
+            y.exhausted,
+        ]
+        for y in run.yields
+    ]
     for y in run.yields:
         for e in y.errors:
             context.log.warning(f"{y.family}: {e}")
-    return dg.MaterializeResult(metadata={
-        "tasks": dg.MetadataValue.int(len(bundles)),
-        "families": dg.MetadataValue.int(len(families)),
-        "held_out_families": dg.MetadataValue.int(sum(y.held_out for y in run.yields)),
-        "held_out_tasks": dg.MetadataValue.int(sum(y.kept for y in run.yields if y.held_out)),
-        "raw_draws": dg.MetadataValue.int(run.draws),
-        "dropped_by_reason": counts_table(dict(drops.most_common()), "reason", "draws"),
-        "per_family": table(["family", "category", "split", "kept", "draws", "duplicate instruction",
-                             "near-duplicate of eval", "draw error", "exhausted"], family_rows),
-        "by_difficulty": counts_table({f"d{k}": v for k, v in sorted(Counter(b.difficulty for b in bundles).items())},
-                                      "difficulty", "tasks"),
-        "by_category": counts_table(dict(sorted(Counter(b.category for b in bundles).items())), "category", "tasks"),
-        "command_flag_combinations": dg.MetadataValue.int(len(cov)),
-        "commands": dg.MetadataValue.int(len(commands)),
-        "coverage": table(["command+flag", "tasks"], [[k, v] for k, v in sorted(cov.items())]),
-        "instruction_similarity_to_eval": table(
-            ["band", "train tasks"], [list(r) for r in histogram(instr_sims)]) if instr_sims
-        else dg.MetadataValue.md("_no train family in this run_"),
-        "reference_similarity_to_eval": table(
-            ["band", "train tasks"], [list(r) for r in histogram(ref_sims)]) if ref_sims
-        else dg.MetadataValue.md("_no train family in this run_"),
-        "guard": dg.MetadataValue.md(
-            f"{len(eval_tasks)} evaluation tasks (pack held-out split + external suites) + the held-out families; "
-            f"refused: instruction >= {INSTRUCTION_MAX} or reference >= {REFERENCE_MAX} with a related "
-            f"instruction; {drops.get('near_duplicate_of_eval', 0)} refused in this run"),
-        "samples": table(["family", "difficulty", "instruction"], samples[:60]),
-        "per_family_requested": dg.MetadataValue.int(per_family),
-        "seed": dg.MetadataValue.int(config.seed),
-        "exhausted_families": dg.MetadataValue.json(sorted(f for f, y in by_family.items() if y.exhausted)),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "tasks": dg.MetadataValue.int(len(bundles)),
+            "families": dg.MetadataValue.int(len(families)),
+            "held_out_families": dg.MetadataValue.int(sum(y.held_out for y in run.yields)),
+            "held_out_tasks": dg.MetadataValue.int(sum(y.kept for y in run.yields if y.held_out)),
+            "raw_draws": dg.MetadataValue.int(run.draws),
+            "dropped_by_reason": counts_table(dict(drops.most_common()), "reason", "draws"),
+            "per_family": table(
+                [
+                    "family",
+                    "category",
+                    "split",
+                    "kept",
+                    "draws",
+                    "duplicate instruction",
+                    "near-duplicate of eval",
+                    "draw error",
+                    "exhausted",
+                ],
+                family_rows,
+            ),
+            "by_difficulty": counts_table(
+                {f"d{k}": v for k, v in sorted(Counter(b.difficulty for b in bundles).items())},
+                "difficulty",
+                "tasks",
+            ),
+            "by_category": counts_table(
+                dict(sorted(Counter(b.category for b in bundles).items())), "category", "tasks"
+            ),
+            "command_flag_combinations": dg.MetadataValue.int(len(cov)),
+            "commands": dg.MetadataValue.int(len(commands)),
+            "coverage": table(["command+flag", "tasks"], [[k, v] for k, v in sorted(cov.items())]),
+            "instruction_similarity_to_eval": table(
+                ["band", "train tasks"], [list(r) for r in histogram(instr_sims)]
+            )
+            if instr_sims
+            else dg.MetadataValue.md("_no train family in this run_"),
+            "reference_similarity_to_eval": table(
+                ["band", "train tasks"], [list(r) for r in histogram(ref_sims)]
+            )
+            if ref_sims
+            else dg.MetadataValue.md("_no train family in this run_"),
+            "guard": dg.MetadataValue.md(
+                f"{len(eval_tasks)} evaluation tasks (pack held-out split + external suites) + the held-out families; "
+                f"refused: instruction >= {INSTRUCTION_MAX} or reference >= {REFERENCE_MAX} with a related "
+                f"instruction; {drops.get('near_duplicate_of_eval', 0)} refused in this run"
+            ),
+            "samples": table(["family", "difficulty", "instruction"], samples[:60]),
+            "per_family_requested": dg.MetadataValue.int(per_family),
+            "seed": dg.MetadataValue.int(config.seed),
+            "exhausted_families": dg.MetadataValue.json(
+                sorted(f for f, y in by_family.items() if y.exhausted)
+            ),
+        }
+    )
 
 
 defs = dg.Definitions(assets=[generated_scenarios])

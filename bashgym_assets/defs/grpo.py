@@ -58,21 +58,27 @@ def _settings(cfg: GRPORunConfig) -> grpo.GRPOSettings:
     group_name="training",
     pool="gpu",
     kinds={"pytorch", "mlflow", "docker"},
-    code_version=code_version("bashgym_assets.training.grpo", "bashgym_assets.training.trainer",
-                              "bashgym_assets.evaluation.runner", "bashgym_assets.rollout.episode"),
+    code_version=code_version(
+        "bashgym_assets.training.grpo",
+        "bashgym_assets.training.trainer",
+        "bashgym_assets.evaluation.runner",
+        "bashgym_assets.rollout.episode",
+    ),
     deps=[GATED_SCENARIOS, base_model, sft_adapter],
     description="GRPO from the newest SFT adapter on live sandbox episodes of the TRAIN scenarios: groups of "
-                "sampled episodes per scenario, the scenario's check as the reward (shaped by failed commands, "
-                "prose and turns; hacks earn nothing), per-step reward curves live in MLflow; registered as a "
-                "candidate version of bashgym-operator.",
+    "sampled episodes per scenario, the scenario's check as the reward (shaped by failed commands, "
+    "prose and turns; hacks earn nothing), per-step reward curves live in MLflow; registered as a "
+    "candidate version of bashgym-operator.",
 )
-def grpo_adapter(context: dg.AssetExecutionContext, config: GRPORunConfig, bashgym: BashgymHome
-                 ) -> dg.MaterializeResult:
+def grpo_adapter(
+    context: dg.AssetExecutionContext, config: GRPORunConfig, bashgym: BashgymHome
+) -> dg.MaterializeResult:
     lake = bashgym.lake()
     settings = bashgym.settings()
     gated = gated_scenario_rows(lake)
-    bundles = grpo.train_bundles(gated, limit=config.max_scenarios, categories=config.categories,
-                                 max_difficulty=config.max_difficulty)
+    bundles = grpo.train_bundles(
+        gated, limit=config.max_scenarios, categories=config.categories, max_difficulty=config.max_difficulty
+    )
     if not bundles:
         raise dg.Failure("no admitted train scenario to play (gated_scenarios has none)")
     sft_mat = latest_materialization(context.instance, sft_adapter.key)
@@ -81,32 +87,56 @@ def grpo_adapter(context: dg.AssetExecutionContext, config: GRPORunConfig, bashg
         raise dg.Failure("no SFT adapter on disk: materialize sft_adapter first")
     ids = "\n".join(b.id + ":" + b.content_hash() for b in bundles)
     scenario_version = hashlib.sha256(ids.encode()).hexdigest()[:16]
-    lineage = {"dataset": "gated_scenarios", "dataset_version": scenario_version,
-               "dataset_scenarios": str(len(bundles)), "sft_adapter": str(sft_dir),
-               "sft_model_uri": str(meta_value(sft_mat, "model_uri"))}
+    lineage = {
+        "dataset": "gated_scenarios",
+        "dataset_version": scenario_version,
+        "dataset_scenarios": str(len(bundles)),
+        "sft_adapter": str(sft_dir),
+        "sft_model_uri": str(meta_value(sft_mat, "model_uri")),
+    }
     base = bm.resolve_base_model(settings, prepare=True)
     run_name = adapter_run_name("grpo", config, scenario_version + Path(sft_dir).name)
-    cfg = TrainConfig(base_model=base, output_dir=str(lake.artifact_dir("adapters", run_name, create=False)),
-                      checkpoint_dir=str(lake.artifact_dir("checkpoints", run_name, create=False)),
-                      run_name=run_name, learning_rate=config.learning_rate, max_steps=config.max_steps,
-                      dtype=config.dtype, seed=config.seed, save_every=config.save_every)
+    cfg = TrainConfig(
+        base_model=base,
+        output_dir=str(lake.artifact_dir("adapters", run_name, create=False)),
+        checkpoint_dir=str(lake.artifact_dir("checkpoints", run_name, create=False)),
+        run_name=run_name,
+        learning_rate=config.learning_rate,
+        max_steps=config.max_steps,
+        dtype=config.dtype,
+        seed=config.seed,
+        save_every=config.save_every,
+    )
     run_settings = _settings(config)
     cfg = grpo.grpo_train_config(cfg, run_settings)  # one group per micro-batch: logged as it trains
     images.ensure_docker_engine()
     image = bashgym.sandbox_image_tag()
-    context.log.info(f"grpo {run_name}: {len(bundles)} train scenarios, {config.max_steps} steps x "
-                     f"{config.scenarios_per_step} groups of {config.num_generations}, from {sft_dir}")
+    context.log.info(
+        f"grpo {run_name}: {len(bundles)} train scenarios, {config.max_steps} steps x "
+        f"{config.scenarios_per_step} groups of {config.num_generations}, from {sft_dir}"
+    )
     held: dict[str, grpo.GRPORun] = {}
 
     def train(on_log: Any) -> Any:
-        held["run"] = grpo.train_grpo(cfg, run_settings, bundles, str(sft_dir), image, on_log=on_log,
-                                      progress=context.log.info)
+        held["run"] = grpo.train_grpo(
+            cfg, run_settings, bundles, str(sft_dir), image, on_log=on_log, progress=context.log.info
+        )
         return held["run"].result
 
-    rows = [{"scenario_id": b.id, "category": b.category, "difficulty": b.difficulty, "split": "train"}
-            for b in bundles]
-    result, run_id = train_live(context, bashgym, "grpo", run_name, adapter_run_tags(context, base, lineage), train,
-                                 rows, line=grpo.progress_line)
+    rows = [
+        {"scenario_id": b.id, "category": b.category, "difficulty": b.difficulty, "split": "train"}
+        for b in bundles
+    ]
+    result, run_id = train_live(
+        context,
+        bashgym,
+        "grpo",
+        run_name,
+        adapter_run_tags(context, base, lineage),
+        train,
+        rows,
+        line=grpo.progress_line,
+    )
     run = held["run"]
     report_dir = lake.artifact_dir("reports", run_name)
     png = grpo.reward_curve_png(run.steps, report_dir / "reward.png", title=f"grpo {run_name}")
@@ -119,21 +149,50 @@ def grpo_adapter(context: dg.AssetExecutionContext, config: GRPORunConfig, bashg
         client.log_artifact(run_id, str(path))
     from mlflow.entities import Param
 
-    client.log_batch(run_id, params=[Param(f"grpo_{k}", str(v)) for k, v in run_settings.model_dump().items()])
-    done = register_and_report(context, bashgym, "grpo", run_name, cfg, result, lineage, base,
-                                config.register_as, run_id)
+    client.log_batch(
+        run_id, params=[Param(f"grpo_{k}", str(v)) for k, v in run_settings.model_dump().items()]
+    )
+    done = register_and_report(
+        context, bashgym, "grpo", run_name, cfg, result, lineage, base, config.register_as, run_id
+    )
     steps = run.steps
     metadata = {
         **done.metadata,
         "reward_curve": dg.MetadataValue.md(png_markdown(png, "GRPO mean reward and success rate per step")),
-        "steps_table": table(["step", "reward_mean", "success_rate", "mean_turns", "informative_frac",
-                              "episodes", "episodes_per_min", "hacks", "infra_errors"],
-                             [[s.step, s.reward_mean, s.success_rate, s.mean_turns, s.informative_frac, s.episodes,
-                               s.episodes_per_min, s.hacks, s.infra_errors] for s in steps]),
-        "groups": table(["step", "scenario_id", "n", "passed", "kind", "mean_reward", "reward_spread", "hacks"],
-                        [[g.step, g.scenario_id, g.n, g.passed, g.kind,
-                          g.mean_reward, g.reward_spread, g.hacks]
-                         for g in run.groups]),
+        "steps_table": table(
+            [
+                "step",
+                "reward_mean",
+                "success_rate",
+                "mean_turns",
+                "informative_frac",
+                "episodes",
+                "episodes_per_min",
+                "hacks",
+                "infra_errors",
+            ],
+            [
+                [
+                    s.step,
+                    s.reward_mean,
+                    s.success_rate,
+                    s.mean_turns,
+                    s.informative_frac,
+                    s.episodes,
+                    s.episodes_per_min,
+                    s.hacks,
+                    s.infra_errors,
+                ]
+                for s in steps
+            ],
+        ),
+        "groups": table(
+            ["step", "scenario_id", "n", "passed", "kind", "mean_reward", "reward_spread", "hacks"],
+            [
+                [g.step, g.scenario_id, g.n, g.passed, g.kind, g.mean_reward, g.reward_spread, g.hacks]
+                for g in run.groups
+            ],
+        ),
         "groups_summary": dg.MetadataValue.md(groups_md),
         "transcript": dg.MetadataValue.md(transcript),
         "train_scenarios": dg.MetadataValue.int(len(bundles)),
@@ -155,18 +214,22 @@ def _groups_markdown(groups: list[grpo.GroupRecord]) -> str:
     no_signal = sorted({g.scenario_id for g in groups if g.kind in ("all_pass", "all_fail")})
     lines = ["| kind | groups |", "|---|---|"] + [f"| {k} | {v} |" for k, v in sorted(kinds.items())]
     lines.append("")
-    lines.append(f"Scenarios with an all-pass or all-fail group (no success signal): "
-                 f"{', '.join(no_signal[:30]) or 'none'}{' ...' if len(no_signal) > 30 else ''}")
+    lines.append(
+        f"Scenarios with an all-pass or all-fail group (no success signal): "
+        f"{', '.join(no_signal[:30]) or 'none'}{' ...' if len(no_signal) > 30 else ''}"
+    )
     return "\n".join(lines)
 
 
 def _reward_markdown() -> str:
     r = grpo.RewardSpec()
-    return (f"verified: +{r.success}; costs: {r.failed_command}/failed command (cap {r.failed_command_cap}), "
-            f"{r.prose_turn}/prose turn (cap {r.prose_cap}), {r.extra_turn}/turn beyond the reference's length "
-            f"(cap {r.extra_turn_cap}), {r.unterminated} when it never typed exit; all costs capped at "
-            f"{r.max_cost} (a pass always beats a fail); reward hacking: {r.hack}; infrastructure failure: "
-            "unscorable (no advantage).")
+    return (
+        f"verified: +{r.success}; costs: {r.failed_command}/failed command (cap {r.failed_command_cap}), "
+        f"{r.prose_turn}/prose turn (cap {r.prose_cap}), {r.extra_turn}/turn beyond the reference's length "
+        f"(cap {r.extra_turn_cap}), {r.unterminated} when it never typed exit; all costs capped at "
+        f"{r.max_cost} (a pass always beats a fail); reward hacking: {r.hack}; infrastructure failure: "
+        "unscorable (no advantage)."
+    )
 
 
 defs = dg.Definitions(assets=[grpo_adapter])

@@ -3,8 +3,6 @@
 Thin on purpose: parsing, repo detection and scanning live in ``bashgym_assets.ingest``.
 """
 
-
-
 import dagster as dg
 
 from bashgym_assets.defs.metadata import code_version, lake_file_metadata, table
@@ -20,9 +18,11 @@ from bashgym_assets.plots import figure_markdown, md_table
 INGEST_SELECTION = dg.AssetSelection.assets("raw_sessions", "redacted_sessions", "tiered_traces")
 
 trace_files = dg.AssetSpec(
-    "trace_files", group_name="ingest", kinds={"file"},
+    "trace_files",
+    group_name="ingest",
+    kinds={"file"},
     description="Agent session logs in the watched folders (BASHGYM_TRACE_DIRS: ~/.claude/projects and the "
-                "live-capture folder). Read, never modified.",
+    "live-capture folder). Read, never modified.",
 )
 
 
@@ -46,18 +46,23 @@ def _preview(report: IngestReport) -> str:
     parts = []
     for s in report.preview:
         task = next((p.text for p in s.prompts if p.kind in ("user", "slash_command")), "")
-        parts.append(f"**{s.session_id}** ({s.source_format}, {s.model or 'model?'}, {len(s.steps)} steps)  \n"
-                     f"task: {task[:160]!r}")
-        rows = [[st.index, st.tool_name, (st.command or st.input)[:70], st.exit_code, st.success]
-                for st in s.steps[:6]]
+        parts.append(
+            f"**{s.session_id}** ({s.source_format}, {s.model or 'model?'}, {len(s.steps)} steps)  \n"
+            f"task: {task[:160]!r}"
+        )
+        rows = [
+            [st.index, st.tool_name, (st.command or st.input)[:70], st.exit_code, st.success]
+            for st in s.steps[:6]
+        ]
         if rows:
             parts.append(md_table(["#", "tool", "command / input", "exit", "ok"], rows))
     return "\n\n".join(parts) or "_no sessions_"
 
 
 def report_metadata(report: IngestReport) -> dict[str, dg.MetadataValue]:
-    quarantine_rows = [[q.file.rsplit("/", 1)[-1], q.line, q.reason, q.snippet[:60]]
-                       for q in report.quarantine[:30]]
+    quarantine_rows = [
+        [q.file.rsplit("/", 1)[-1], q.line, q.reason, q.snippet[:60]] for q in report.quarantine[:30]
+    ]
     meta: dict[str, dg.MetadataValue] = {
         "sessions": dg.MetadataValue.int(report.sessions),
         "steps": dg.MetadataValue.int(report.steps),
@@ -69,14 +74,19 @@ def report_metadata(report: IngestReport) -> dict[str, dg.MetadataValue]:
         "mb_read": dg.MetadataValue.float(round(report.bytes_read / 1e6, 3)),
         "seconds": dg.MetadataValue.float(round(report.seconds, 3)),
         "date_range": dg.MetadataValue.text(
-            f"{report.first:%Y-%m-%d %H:%M} .. {report.last:%Y-%m-%d %H:%M} UTC" if report.first and report.last
-            else "-"),
+            f"{report.first:%Y-%m-%d %H:%M} .. {report.last:%Y-%m-%d %H:%M} UTC"
+            if report.first and report.last
+            else "-"
+        ),
         "tools": table(["tool", "calls"], [[t, n] for t, n in report.tools.most_common()] or [["(none)", 0]]),
         "formats": dg.MetadataValue.json(dict(report.formats)),
         "skipped_line_types": dg.MetadataValue.json(dict(report.skipped_types)),
         "quarantined": dg.MetadataValue.int(len(report.quarantine)),
-        "quarantine": (table(["file", "line", "reason", "snippet"], quarantine_rows) if quarantine_rows
-                       else dg.MetadataValue.md(f"_nothing quarantined (table `{QUARANTINE}`)_")),
+        "quarantine": (
+            table(["file", "line", "reason", "snippet"], quarantine_rows)
+            if quarantine_rows
+            else dg.MetadataValue.md(f"_nothing quarantined (table `{QUARANTINE}`)_")
+        ),
         "preview": dg.MetadataValue.md(_preview(report)),
     }
     if report.steps:
@@ -89,42 +99,62 @@ def report_metadata(report: IngestReport) -> dict[str, dg.MetadataValue]:
     deps=[trace_files],
     group_name="ingest",
     kinds={"parquet", "duckdb"},
-    code_version=code_version("bashgym_assets.ingest.pipeline", "bashgym_assets.ingest.claude_code",
-                              "bashgym_assets.ingest.bashgym_trace", "bashgym_assets.ingest.hook_capture",
-                              "bashgym_assets.ingest.base"),
+    code_version=code_version(
+        "bashgym_assets.ingest.pipeline",
+        "bashgym_assets.ingest.claude_code",
+        "bashgym_assets.ingest.bashgym_trace",
+        "bashgym_assets.ingest.hook_capture",
+        "bashgym_assets.ingest.base",
+    ),
     description="Every agent session found under the trace folders, in the canonical schema "
-                "(bashgym_assets.sessions), one dynamic partition per repository (catch-all: "
-                f"`{NO_REPO_KEY}`). Bad files/lines go to the `{QUARANTINE}` table with their reason.",
+    "(bashgym_assets.sessions), one dynamic partition per repository (catch-all: "
+    f"`{NO_REPO_KEY}`). Bad files/lines go to the `{QUARANTINE}` table with their reason.",
 )
 def raw_sessions(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg.MaterializeResult:
     repo = context.partition_key
     settings = bashgym.settings()
     report = ingest_repo(bashgym.lake(), settings.trace_dirs, repo)
-    context.log.info(f"raw_sessions[{repo}]: {report.sessions} sessions, {report.steps} steps, "
-                     f"{len(report.quarantine)} quarantined, {report.bytes_read / 1e6:.1f} MB in {report.seconds:.1f}s")
-    return dg.MaterializeResult(metadata={**report_metadata(report),
-                                          **lake_file_metadata(bashgym.lake(), RAW_SESSIONS, repo)})
+    context.log.info(
+        f"raw_sessions[{repo}]: {report.sessions} sessions, {report.steps} steps, "
+        f"{len(report.quarantine)} quarantined, {report.bytes_read / 1e6:.1f} MB in {report.seconds:.1f}s"
+    )
+    return dg.MaterializeResult(
+        metadata={**report_metadata(report), **lake_file_metadata(bashgym.lake(), RAW_SESSIONS, repo)}
+    )
 
 
 ingest_repo_job = dg.define_asset_job(
-    "ingest_repo_job", selection=INGEST_SELECTION, partitions_def=repo_partitions,
+    "ingest_repo_job",
+    selection=INGEST_SELECTION,
+    partitions_def=repo_partitions,
     description="Re-import one repository's sessions (what the trace-file sensor launches).",
 )
 
 
-@dg.sensor(job=ingest_repo_job, default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=30,
-           description="Watches the trace folders; adds a repo partition for each new repository and requests a "
-                       "run only for repos whose files gained complete lines.")
+@dg.sensor(
+    job=ingest_repo_job,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+    description="Watches the trace folders; adds a repo partition for each new repository and requests a "
+    "run only for repos whose files gained complete lines.",
+)
 def trace_files_sensor(context: dg.SensorEvaluationContext, bashgym: BashgymHome) -> dg.SensorResult:
     store = cursor_store(bashgym.lake())
     result = scan(bashgym.settings().trace_dirs, store.load(context.cursor))
     known = set(context.instance.get_dynamic_partitions(repo_partitions.name))
     new_keys = [repo for repo in result.repos if repo not in known]
-    requests = [dg.RunRequest(run_key=run_key(repo, result.cursor, files), partition_key=repo,
-                              tags={"bashgym/changed_files": str(len(files))})
-                for repo, files in sorted(result.changed.items())]
-    context.log.info(f"scanned {result.files_seen} files in {result.seconds:.2f}s: {len(requests)} repos changed, "
-                     f"{len(result.waiting)} waiting for a complete line, {len(result.removed)} removed")
+    requests = [
+        dg.RunRequest(
+            run_key=run_key(repo, result.cursor, files),
+            partition_key=repo,
+            tags={"bashgym/changed_files": str(len(files))},
+        )
+        for repo, files in sorted(result.changed.items())
+    ]
+    context.log.info(
+        f"scanned {result.files_seen} files in {result.seconds:.2f}s: {len(requests)} repos changed, "
+        f"{len(result.waiting)} waiting for a complete line, {len(result.removed)} removed"
+    )
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[repo_partitions.build_add_request(new_keys)] if new_keys else [],
@@ -133,4 +163,6 @@ def trace_files_sensor(context: dg.SensorEvaluationContext, bashgym: BashgymHome
     )
 
 
-defs = dg.Definitions(assets=[trace_files, raw_sessions], jobs=[ingest_repo_job], sensors=[trace_files_sensor])
+defs = dg.Definitions(
+    assets=[trace_files, raw_sessions], jobs=[ingest_repo_job], sensors=[trace_files_sensor]
+)

@@ -29,16 +29,21 @@ def _kind(value: Any) -> str:
     return "string"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
-          descriptions: Mapping[str, str] | None = None) -> dg.MetadataValue:
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], descriptions: Mapping[str, str] | None = None
+) -> dg.MetadataValue:
     """Rows as ``MetadataValue.table`` with a schema; a column's type is the first non-null value's (ints, floats
     and bools stay numbers, so the UI sorts them as numbers); other values become text."""
     kinds = []
     for i, _ in enumerate(headers):
         sample = next((r[i] for r in rows if r[i] is not None), "")
         kinds.append(_kind(sample))
-    schema = dg.TableSchema(columns=[dg.TableColumn(h, k, description=(descriptions or {}).get(h))
-                                     for h, k in zip(headers, kinds, strict=True)])
+    schema = dg.TableSchema(
+        columns=[
+            dg.TableColumn(h, k, description=(descriptions or {}).get(h))
+            for h, k in zip(headers, kinds, strict=True)
+        ]
+    )
     records = []
     for r in rows:
         values = {}
@@ -54,9 +59,14 @@ def counts_table(counts: Mapping[str, Any], key: str = "key", value: str = "coun
 
 
 _ARROW_KIND = (
-    (pa.types.is_boolean, "bool"), (pa.types.is_integer, "int"), (pa.types.is_floating, "float"),
-    (pa.types.is_timestamp, "timestamp"), (pa.types.is_list, "list"), (pa.types.is_large_list, "list"),
-    (pa.types.is_struct, "struct"), (pa.types.is_map, "map"),
+    (pa.types.is_boolean, "bool"),
+    (pa.types.is_integer, "int"),
+    (pa.types.is_floating, "float"),
+    (pa.types.is_timestamp, "timestamp"),
+    (pa.types.is_list, "list"),
+    (pa.types.is_large_list, "list"),
+    (pa.types.is_struct, "struct"),
+    (pa.types.is_map, "map"),
 )
 
 
@@ -65,15 +75,20 @@ def column_schema(schema: pa.Schema) -> dg.TableSchema:
     columns = []
     for f in schema:
         kind = next((name for test, name in _ARROW_KIND if test(f.type)), "string")
-        columns.append(dg.TableColumn(f.name, kind, description=str(f.type) if kind in ("list", "struct", "map")
-                                      else None))
+        columns.append(
+            dg.TableColumn(
+                f.name, kind, description=str(f.type) if kind in ("list", "struct", "map") else None
+            )
+        )
     return dg.TableSchema(columns=columns)
 
 
 def lake_metadata(tbl: pa.Table) -> dict[str, Any]:
     """``dagster/row_count`` and ``dagster/column_schema`` of what an asset wrote to the lake."""
-    return {"dagster/row_count": dg.MetadataValue.int(tbl.num_rows),
-            "dagster/column_schema": dg.MetadataValue.table_schema(column_schema(tbl.schema))}
+    return {
+        "dagster/row_count": dg.MetadataValue.int(tbl.num_rows),
+        "dagster/column_schema": dg.MetadataValue.table_schema(column_schema(tbl.schema)),
+    }
 
 
 @cache
@@ -97,8 +112,10 @@ def lake_file_metadata(lake: Any, asset: str, partition: str | None = None) -> d
     if not path.exists():
         return {}
     meta = pq.ParquetFile(path).metadata
-    return {"dagster/row_count": dg.MetadataValue.int(meta.num_rows),
-            "dagster/column_schema": dg.MetadataValue.table_schema(column_schema(meta.schema.to_arrow_schema()))}
+    return {
+        "dagster/row_count": dg.MetadataValue.int(meta.num_rows),
+        "dagster/column_schema": dg.MetadataValue.table_schema(column_schema(meta.schema.to_arrow_schema())),
+    }
 
 
 def gated_scenario_rows(lake: Any) -> list[dict[str, Any]]:

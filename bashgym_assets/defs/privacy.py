@@ -3,7 +3,6 @@
 Thin on purpose: detection and replacement live in ``bashgym_assets.privacy``.
 """
 
-
 import warnings
 from collections import Counter
 
@@ -24,10 +23,13 @@ class RedactionConfig(dg.Config):
     disable_detectors: list[str] = Field(
         default_factory=list,
         description="Detector names to switch off when redacting (debugging only; the blocking check always "
-                    "scans with every detector, so anything this lets through stops the run).")
+        "scans with every detector, so anything this lets through stops the run).",
+    )
     use_installed_spacy_model: bool = Field(
-        False, description="Also detect names and places with a spaCy English model if the user installed one "
-                           "(en_core_web_sm/md/lg/trf); nothing is downloaded.")
+        False,
+        description="Also detect names and places with a spaCy English model if the user installed one "
+        "(en_core_web_sm/md/lg/trf); nothing is downloaded.",
+    )
 
 
 @dg.asset(
@@ -35,48 +37,73 @@ class RedactionConfig(dg.Config):
     deps=["raw_sessions"],
     group_name="privacy",
     kinds={"parquet", "presidio"},
-    code_version=code_version("bashgym_assets.privacy.redactor", "bashgym_assets.privacy.detectors",
-                              "bashgym_assets.privacy.decoys", "bashgym_assets.privacy.urls",
-                              "bashgym_assets.privacy.pipeline"),
+    code_version=code_version(
+        "bashgym_assets.privacy.redactor",
+        "bashgym_assets.privacy.detectors",
+        "bashgym_assets.privacy.decoys",
+        "bashgym_assets.privacy.urls",
+        "bashgym_assets.privacy.pipeline",
+    ),
     description="raw_sessions with secrets and personal data replaced by typed placeholders that are consistent "
-                "within a session (<EMAIL_1> is the same address everywhere). presidio recognizers offline + "
-                "secret detectors (cloud/SaaS keys, JWTs, private keys, credentials, entropy, user names).",
+    "within a session (<EMAIL_1> is the same address everywhere). presidio recognizers offline + "
+    "secret detectors (cloud/SaaS keys, JWTs, private keys, credentials, entropy, user names).",
 )
-def redacted_sessions(context: dg.AssetExecutionContext, config: RedactionConfig,
-                      bashgym: BashgymHome) -> dg.MaterializeResult:
+def redacted_sessions(
+    context: dg.AssetExecutionContext, config: RedactionConfig, bashgym: BashgymHome
+) -> dg.MaterializeResult:
     repo = context.partition_key
     lake = bashgym.lake()
     rows = lake.read("raw_sessions", repo).to_pylist()
-    result = redact_rows(rows, Redactor(disabled=config.disable_detectors,
-                                        use_installed_ner=config.use_installed_spacy_model))
+    result = redact_rows(
+        rows, Redactor(disabled=config.disable_detectors, use_installed_ner=config.use_installed_spacy_model)
+    )
     lake.write(REDACTED, result.table(), repo)
     lake.write(QUARANTINE, result.quarantine_table(), repo)
     by_entity = result.by_entity
     mb = result.bytes_scanned / 1e6
-    context.log.info(f"{REDACTED}[{repo}]: {len(result.sessions)} sessions, {sum(by_entity.values())} spans "
-                     f"replaced, {len(result.quarantine)} quarantined, {mb:.2f} MB in {result.seconds:.2f}s")
+    context.log.info(
+        f"{REDACTED}[{repo}]: {len(result.sessions)} sessions, {sum(by_entity.values())} spans "
+        f"replaced, {len(result.quarantine)} quarantined, {mb:.2f} MB in {result.seconds:.2f}s"
+    )
     per_session = sorted(result.reports, key=lambda r: -sum(r.by_entity.values()))[:10]
-    return dg.MaterializeResult(metadata={
-        "sessions": dg.MetadataValue.int(len(result.sessions)),
-        "sessions_with_findings": dg.MetadataValue.int(sum(1 for r in result.reports if r.by_entity)),
-        "spans_replaced": dg.MetadataValue.int(sum(by_entity.values())),
-        "fields_scanned": dg.MetadataValue.int(sum(r.fields_scanned for r in result.reports)),
-        "fields_changed": dg.MetadataValue.int(sum(r.fields_changed for r in result.reports)),
-        "mb_scanned": dg.MetadataValue.float(round(mb, 3)),
-        "mb_per_s": dg.MetadataValue.float(round(mb / result.seconds, 3) if result.seconds else 0.0),
-        "quarantined": dg.MetadataValue.int(len(result.quarantine)),
-        "disabled_detectors": dg.MetadataValue.json(config.disable_detectors),
-        "by_entity": (table(["placeholder type", "spans"], [[k, v] for k, v in by_entity.most_common()])
-                      if by_entity else dg.MetadataValue.md("_nothing to redact_")),
-        "top_sessions": (table(
-            ["session", "spans", "distinct values", "fields changed"],
-            [[r.session_id, sum(r.by_entity.values()), r.distinct_values, r.fields_changed] for r in per_session])
-            if per_session else dg.MetadataValue.md("_no sessions_")),
-        "quarantine": (table(["session", "stage", "reason"], [[q.session_id, q.stage, q.reason[:120]]
-                                                              for q in result.quarantine[:20]])
-                       if result.quarantine else dg.MetadataValue.md(f"_nothing quarantined (table `{QUARANTINE}`)_")),
-        **lake_file_metadata(lake, REDACTED, repo),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "sessions": dg.MetadataValue.int(len(result.sessions)),
+            "sessions_with_findings": dg.MetadataValue.int(sum(1 for r in result.reports if r.by_entity)),
+            "spans_replaced": dg.MetadataValue.int(sum(by_entity.values())),
+            "fields_scanned": dg.MetadataValue.int(sum(r.fields_scanned for r in result.reports)),
+            "fields_changed": dg.MetadataValue.int(sum(r.fields_changed for r in result.reports)),
+            "mb_scanned": dg.MetadataValue.float(round(mb, 3)),
+            "mb_per_s": dg.MetadataValue.float(round(mb / result.seconds, 3) if result.seconds else 0.0),
+            "quarantined": dg.MetadataValue.int(len(result.quarantine)),
+            "disabled_detectors": dg.MetadataValue.json(config.disable_detectors),
+            "by_entity": (
+                table(["placeholder type", "spans"], [[k, v] for k, v in by_entity.most_common()])
+                if by_entity
+                else dg.MetadataValue.md("_nothing to redact_")
+            ),
+            "top_sessions": (
+                table(
+                    ["session", "spans", "distinct values", "fields changed"],
+                    [
+                        [r.session_id, sum(r.by_entity.values()), r.distinct_values, r.fields_changed]
+                        for r in per_session
+                    ],
+                )
+                if per_session
+                else dg.MetadataValue.md("_no sessions_")
+            ),
+            "quarantine": (
+                table(
+                    ["session", "stage", "reason"],
+                    [[q.session_id, q.stage, q.reason[:120]] for q in result.quarantine[:20]],
+                )
+                if result.quarantine
+                else dg.MetadataValue.md(f"_nothing quarantined (table `{QUARANTINE}`)_")
+            ),
+            **lake_file_metadata(lake, REDACTED, repo),
+        }
+    )
 
 
 def _no_secrets_left(context: dg.AssetCheckExecutionContext, bashgym: BashgymHome) -> dg.AssetCheckResult:
@@ -92,8 +119,11 @@ def _no_secrets_left(context: dg.AssetCheckExecutionContext, bashgym: BashgymHom
             "sessions_scanned": dg.MetadataValue.int(len(sessions)),
             "findings": dg.MetadataValue.int(len(findings)),
             "by_entity": dg.MetadataValue.json(dict(kinds)),
-            "detail": (table(["session", "field", "entity", "detector", "preview"], rows) if rows
-                       else dg.MetadataValue.md("_clean_")),
+            "detail": (
+                table(["session", "field", "entity", "detector", "preview"], rows)
+                if rows
+                else dg.MetadataValue.md("_clean_")
+            ),
         },
         description=None if not findings else f"{len(findings)} secret/PII spans survived redaction",
     )
@@ -109,7 +139,7 @@ with warnings.catch_warnings():
         partitions_def=repo_partitions,
         blocking=True,
         description="Re-scans every field of redacted_sessions with every detector; anything still found fails the "
-                    "check with severity ERROR, which stops tiered_traces (and everything after it) in the same run.",
+        "check with severity ERROR, which stops tiered_traces (and everything after it) in the same run.",
     )(_no_secrets_left)
 
 

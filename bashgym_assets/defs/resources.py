@@ -37,21 +37,39 @@ def _paths(value: str | None) -> list[Path] | None:
 class BashgymHome(dg.ConfigurableResource):
     """Where the data lives and which models, sandbox image and trace folders a run uses."""
 
-    home: str | None = Field(default=None, description="Data folder (lake, Dagster instance, MLflow, adapters). "
-                             "Default: BASHGYM_HOME, else .bashgym/ in the project.")
-    trace_dirs: str | None = Field(default=None, description="':'-separated folders of agent session logs. "
-                                   "Default: ~/.claude/projects and the live-capture folder.")
-    teacher_model: str | None = Field(default=None, description="litellm model string of the teacher "
-                                      "(authoring, rollouts). Default: 'reference' (offline, the pack's own "
-                                      "reference solutions).")
-    teacher_api_base: str | None = Field(default=None, description="Base URL of an OpenAI-compatible server "
-                                         "for the teacher.")
-    base_model: str | None = Field(default=None, description="Local folder or hub id of the base model. "
-                                   "Default: the offline SmolLM2-135M-Instruct.")
-    sandbox_image: str | None = Field(default=None, description="Docker image for sandboxes. Default: "
-                                      "bashgym-sandbox:<hash of sandbox_images/>, built by the sandbox_image asset.")
-    eval_suite_dirs: str | None = Field(default=None, description="':'-separated folders of external "
-                                        "shell-task suites imported as held-out evaluation scenarios.")
+    home: str | None = Field(
+        default=None,
+        description="Data folder (lake, Dagster instance, MLflow, adapters). "
+        "Default: BASHGYM_HOME, else .bashgym/ in the project.",
+    )
+    trace_dirs: str | None = Field(
+        default=None,
+        description="':'-separated folders of agent session logs. "
+        "Default: ~/.claude/projects and the live-capture folder.",
+    )
+    teacher_model: str | None = Field(
+        default=None,
+        description="litellm model string of the teacher "
+        "(authoring, rollouts). Default: 'reference' (offline, the pack's own "
+        "reference solutions).",
+    )
+    teacher_api_base: str | None = Field(
+        default=None, description="Base URL of an OpenAI-compatible server for the teacher."
+    )
+    base_model: str | None = Field(
+        default=None,
+        description="Local folder or hub id of the base model. Default: the offline SmolLM2-135M-Instruct.",
+    )
+    sandbox_image: str | None = Field(
+        default=None,
+        description="Docker image for sandboxes. Default: "
+        "bashgym-sandbox:<hash of sandbox_images/>, built by the sandbox_image asset.",
+    )
+    eval_suite_dirs: str | None = Field(
+        default=None,
+        description="':'-separated folders of external "
+        "shell-task suites imported as held-out evaluation scenarios.",
+    )
 
     def settings(self) -> Settings:
         """The plain-module settings: the resource's values over the environment's over the defaults."""

@@ -31,7 +31,7 @@ from bashgym_assets.processes import (  # noqa: F401 - re-exported: the run tags
 
 GPU_POOL = "gpu"
 _LIVE_STATUSES = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
-DAGSTER_RUN_TAG = "dagster_run_id"   # what bashgym's MLflow runs (training, evaluation) carry
+DAGSTER_RUN_TAG = "dagster_run_id"  # what bashgym's MLflow runs (training, evaluation) carry
 
 
 _PROCESS_TAGS = (PID_TAG, PID_START_TAG, HOST_TAG, BOOT_TAG)
@@ -68,8 +68,10 @@ def reap_dead_runs(instance: dg.DagsterInstance, log: Callable[[str], None] = pr
     acted: list[str] = []
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=_LIVE_STATUSES)):
         if process_alive(run_process_tags(instance, run)) is False:
-            message = (f"run worker process {run.tags.get(PID_TAG)} on {run.tags.get(HOST_TAG)} is gone (killed?): "
-                       "marked failed by bashgym's dead-run reaper, its pool slots freed")
+            message = (
+                f"run worker process {run.tags.get(PID_TAG)} on {run.tags.get(HOST_TAG)} is gone (killed?): "
+                "marked failed by bashgym's dead-run reaper, its pool slots freed"
+            )
             instance.report_run_failed(run, message)
             instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
             log(f"{run.run_id}: {message}")
@@ -80,8 +82,10 @@ def reap_dead_runs(instance: dg.DagsterInstance, log: Callable[[str], None] = pr
             run = instance.get_run_by_id(slot.run_id)
             if slot.run_id not in acted and (run is None or run.is_finished):
                 storage.free_concurrency_slots_for_run(slot.run_id)
-                log(f"{slot.run_id}: freed pool {key} slot of a run that is "
-                    f"{'gone' if run is None else run.status.value.lower()}")
+                log(
+                    f"{slot.run_id}: freed pool {key} slot of a run that is "
+                    f"{'gone' if run is None else run.status.value.lower()}"
+                )
                 acted.append(slot.run_id)
     return acted
 
@@ -117,8 +121,11 @@ def mlflow_run_alive(tags: dict[str, str], instance: dg.DagsterInstance | None) 
     return False if run.is_finished else process_alive(run_process_tags(instance, run))
 
 
-def reap_dead_mlflow_runs(settings: Settings | None = None, instance: dg.DagsterInstance | None = None,
-                          log: Callable[[str], None] = print) -> list[str]:
+def reap_dead_mlflow_runs(
+    settings: Settings | None = None,
+    instance: dg.DagsterInstance | None = None,
+    log: Callable[[str], None] = print,
+) -> list[str]:
     """End every MLflow run left RUNNING by a dead writer as KILLED (with the reason in tag ``bashgym/killed``).
 
     A ``kill -9`` mid-training left its run RUNNING forever: the MLflow UI showed it training, with no end time,
@@ -136,14 +143,22 @@ def reap_dead_mlflow_runs(settings: Settings | None = None, instance: dg.Dagster
     ended: list[str] = []
     token = None
     while experiments:
-        page: Any = c.search_runs(experiments, filter_string="attributes.status = 'RUNNING'",
-                                  run_view_type=ViewType.ALL, max_results=500, page_token=token)
+        page: Any = c.search_runs(
+            experiments,
+            filter_string="attributes.status = 'RUNNING'",
+            run_view_type=ViewType.ALL,
+            max_results=500,
+            page_token=token,
+        )
         for run in page:
             tags = run.data.tags
             if mlflow_run_alive(tags, instance) is not False:
                 continue
-            who = (f"process {tags[PID_TAG]} on {tags.get(HOST_TAG)}" if tags.get(PID_TAG)
-                   else f"Dagster run {tags.get(DAGSTER_RUN_TAG)}")
+            who = (
+                f"process {tags[PID_TAG]} on {tags.get(HOST_TAG)}"
+                if tags.get(PID_TAG)
+                else f"Dagster run {tags.get(DAGSTER_RUN_TAG)}"
+            )
             reason = f"its writer ({who}) is gone: ended as KILLED by bashgym's dead-run reaper"
             c.set_tag(run.info.run_id, "bashgym/killed", reason)
             c.set_terminated(run.info.run_id, "KILLED")
@@ -164,9 +179,12 @@ def pool_holders(instance: dg.DagsterInstance, pool: str = GPU_POOL) -> list[str
         status = run.status.value.lower() if run else "deleted"
         tags = run_process_tags(instance, run) if run else {}
         alive = process_alive(tags)
-        proc = (f"pid {tags.get(PID_TAG)} on {tags.get(HOST_TAG)}"
-                + ("" if alive else " (cannot tell if it runs)" if alive is None else " (gone)")
-                if tags.get(PID_TAG) else "no process recorded")
+        proc = (
+            f"pid {tags.get(PID_TAG)} on {tags.get(HOST_TAG)}"
+            + ("" if alive else " (cannot tell if it runs)" if alive is None else " (gone)")
+            if tags.get(PID_TAG)
+            else "no process recorded"
+        )
         out.append(f"run {slot.run_id} step {slot.step_key} ({status}, {proc})")
     return out
 
@@ -182,11 +200,18 @@ def pool_limit(instance: dg.DagsterInstance, pool: str = GPU_POOL) -> int:
 
 
 def free_slots(instance: dg.DagsterInstance, pool: str = GPU_POOL) -> int:
-    return pool_limit(instance, pool) - len(instance.event_log_storage.get_concurrency_info(pool).claimed_slots)
+    return pool_limit(instance, pool) - len(
+        instance.event_log_storage.get_concurrency_info(pool).claimed_slots
+    )
 
 
-def wait_for_pool(instance: dg.DagsterInstance, pool: str = GPU_POOL, echo: Callable[[str], None] = print,
-                  poll_s: float = 2.0, timeout_s: float | None = None) -> bool:
+def wait_for_pool(
+    instance: dg.DagsterInstance,
+    pool: str = GPU_POOL,
+    echo: Callable[[str], None] = print,
+    poll_s: float = 2.0,
+    timeout_s: float | None = None,
+) -> bool:
     """Block (sleeping, so SIGINT and SIGTERM end it) until ``pool`` has a free slot, reaping dead holders and
     saying who holds it whenever that changes. False on timeout."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -197,17 +222,22 @@ def wait_for_pool(instance: dg.DagsterInstance, pool: str = GPU_POOL, echo: Call
             return True
         holders = pool_holders(instance, pool)
         if holders != said:
-            echo(f"waiting for pool {pool} (limit {pool_limit(instance, pool)}): held by "
-                 + ("; ".join(holders) or "nobody: its limit is 0 (dagster instance concurrency set)"))
+            echo(
+                f"waiting for pool {pool} (limit {pool_limit(instance, pool)}): held by "
+                + ("; ".join(holders) or "nobody: its limit is 0 (dagster instance concurrency set)")
+            )
             said = holders
         if deadline is not None and time.monotonic() > deadline:
             return False
         time.sleep(poll_s)
 
 
-@dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Marks runs whose worker process died (kill -9, OOM) as failed and frees their pool slots, "
-                       "so a dead GPU run never blocks the GPU steps after it; ends their MLflow runs as KILLED.")
+@dg.sensor(
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Marks runs whose worker process died (kill -9, OOM) as failed and frees their pool slots, "
+    "so a dead GPU run never blocks the GPU steps after it; ends their MLflow runs as KILLED.",
+)
 def dead_run_reaper(context: dg.SensorEvaluationContext) -> dg.SkipReason:
     acted = reap_dead_runs(context.instance, context.log.warning)
     try:

@@ -64,25 +64,32 @@ def _sft_spec(instance: dg.DagsterInstance, base: str) -> ModelSpec | None:
     if not adapter or not Path(adapter).exists():
         return None
     version = str(meta.get("model_version") or "") or None
-    return st.adapter_spec(f"sft:{Path(adapter).name}", base, adapter, ref=str(meta.get("model_uri") or adapter),
-                           version=version)
+    return st.adapter_spec(
+        f"sft:{Path(adapter).name}", base, adapter, ref=str(meta.get("model_uri") or adapter), version=version
+    )
 
 
-def choose_student(choice: str, instance: dg.DagsterInstance, bashgym: BashgymHome, base: str
-                   ) -> tuple[ModelSpec, str]:
+def choose_student(
+    choice: str, instance: dg.DagsterInstance, bashgym: BashgymHome, base: str
+) -> tuple[ModelSpec, str]:
     """The student model and why it was chosen."""
     lake, settings = bashgym.lake(), bashgym.settings()
     if choice not in STUDENT_CHOICES:
         if not (Path(choice) / "adapter_config.json").exists():
             raise dg.Failure(f"student {choice!r}: not one of {STUDENT_CHOICES} nor an adapter folder")
-        return st.adapter_spec(f"adapter:{Path(choice).name}", base, choice), "an adapter folder from the run config"
+        return st.adapter_spec(
+            f"adapter:{Path(choice).name}", base, choice
+        ), "an adapter folder from the run config"
     if choice in ("auto", "champion"):
-        champion = st.champion_spec(REGISTERED_MODEL, base,
-                                    lambda v: lake.artifact_dir("champions", f"v{v}"), settings)
+        champion = st.champion_spec(
+            REGISTERED_MODEL, base, lambda v: lake.artifact_dir("champions", f"v{v}"), settings
+        )
         if champion is not None:
             return champion, f"the MLflow champion ({champion.ref})"
         if choice == "champion":
-            raise dg.Failure(f"student 'champion': no version of {REGISTERED_MODEL} holds the alias 'champion'")
+            raise dg.Failure(
+                f"student 'champion': no version of {REGISTERED_MODEL} holds the alias 'champion'"
+            )
     if choice in ("auto", "sft"):
         sft = _sft_spec(instance, base)
         if sft is not None:
@@ -90,7 +97,9 @@ def choose_student(choice: str, instance: dg.DagsterInstance, bashgym: BashgymHo
             return sft, why
         if choice == "sft":
             raise dg.Failure("student 'sft': no sft_adapter materialization with an adapter on disk")
-    return st.base_spec(base), "the base model" + (" (no champion, no sft_adapter yet)" if choice == "auto" else "")
+    return st.base_spec(base), "the base model" + (
+        " (no champion, no sft_adapter yet)" if choice == "auto" else ""
+    )
 
 
 def _table(rows: list[dict[str, Any]]) -> dg.MetadataValue:
@@ -107,30 +116,43 @@ def _table(rows: list[dict[str, Any]]) -> dg.MetadataValue:
     deps=[GATED_SCENARIOS, base_model, sft_adapter],
     automation_condition=DOWNSTREAM,
     description="The student (MLflow champion, else the newest SFT adapter, else the base model) makes k sampled "
-                "attempts (temperature > 0) at train scenarios in real sandboxes, batched in lockstep; one row per "
-                "attempt (kept iff clean, reject_reason = failure class), schema of verified_trajectories, read "
-                "by dpo_dataset to pair the student's failures with a clean trajectory of the same scenario.",
+    "attempts (temperature > 0) at train scenarios in real sandboxes, batched in lockstep; one row per "
+    "attempt (kept iff clean, reject_reason = failure class), schema of verified_trajectories, read "
+    "by dpo_dataset to pair the student's failures with a clean trajectory of the same scenario.",
 )
-def student_rollouts(context: dg.AssetExecutionContext, config: StudentRolloutConfig,
-                     bashgym: BashgymHome) -> dg.MaterializeResult:
+def student_rollouts(
+    context: dg.AssetExecutionContext, config: StudentRolloutConfig, bashgym: BashgymHome
+) -> dg.MaterializeResult:
     lake = bashgym.lake()
     gated = gated_scenario_rows(lake)
-    train = [parse_bundle(r["bundle_json"]) for r in gated
-             if r.get("admitted", True) and r["split"] == TRAIN and split_for(r["scenario_id"]) == TRAIN]
+    train = [
+        parse_bundle(r["bundle_json"])
+        for r in gated
+        if r.get("admitted", True) and r["split"] == TRAIN and split_for(r["scenario_id"]) == TRAIN
+    ]
     bundles = st.select_scenarios(train, config.max_scenarios, config.categories)
     if not bundles:
         raise dg.Failure("no admitted train scenario to roll the student out on")
     base = bm.resolve_base_model(bashgym.settings(), prepare=True)
     spec, why = choose_student(config.student, context.instance, bashgym, base)
-    settings = st.StudentSettings(samples=config.samples, temperature=config.temperature, top_p=config.top_p,
-                                  seed=config.seed, max_turns=config.max_turns, max_new_tokens=config.max_new_tokens,
-                                  max_unusable_in_a_row=config.max_unusable_in_a_row,
-                                  episode_timeout_s=config.episode_timeout_s, max_live=config.max_live,
-                                  micro_batch=config.micro_batch)
+    settings = st.StudentSettings(
+        samples=config.samples,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        seed=config.seed,
+        max_turns=config.max_turns,
+        max_new_tokens=config.max_new_tokens,
+        max_unusable_in_a_row=config.max_unusable_in_a_row,
+        episode_timeout_s=config.episode_timeout_s,
+        max_live=config.max_live,
+        micro_batch=config.micro_batch,
+    )
     images.ensure_docker_engine()
     image = bashgym.sandbox_image_tag()
-    context.log.info(f"student: {spec.label} ({spec.describe()}), {why}; {len(bundles)} of {len(train)} train "
-                     f"scenarios x {config.samples} samples at temperature {config.temperature}")
+    context.log.info(
+        f"student: {spec.label} ({spec.describe()}), {why}; {len(bundles)} of {len(train)} train "
+        f"scenarios x {config.samples} samples at temperature {config.temperature}"
+    )
     try:
         run = st.run_student(spec, bundles, image, settings, progress=context.log.info)
     except ValueError as exc:  # held-out scenario, temperature 0
@@ -141,8 +163,10 @@ def student_rollouts(context: dg.AssetExecutionContext, config: StudentRolloutCo
     failed = st.scenarios_with_failure(records)
     by_cat = kept_rate_by_category(records)
     fails = st.failing_examples(run, limit=config.sample_transcripts)
-    context.log.info(f"student_rollouts: {len(records)} attempts, {clean} clean, {len(failed)} of {len(bundles)} "
-                     f"scenarios with a failure, {run.wall_s:.0f} s")
+    context.log.info(
+        f"student_rollouts: {len(records)} attempts, {clean} clean, {len(failed)} of {len(bundles)} "
+        f"scenarios with a failure, {run.wall_s:.0f} s"
+    )
     return dg.MaterializeResult(
         metadata={
             "student": dg.MetadataValue.text(run.operator),
@@ -157,11 +181,22 @@ def student_rollouts(context: dg.AssetExecutionContext, config: StudentRolloutCo
             "train_scenarios": dg.MetadataValue.int(len(train)),
             "scenarios_with_a_failure": dg.MetadataValue.int(len(failed)),
             "failure_classes": _table(st.failure_rows(records)),
-            "by_category": _table([{"category": r["category"], "attempts": r["attempts"], "clean": r["kept"],
-                                    "verified": r["verified"], "terminated": r["terminated"],
-                                    "clean_rate": r["kept_rate"]} for r in by_cat]),
+            "by_category": _table(
+                [
+                    {
+                        "category": r["category"],
+                        "attempts": r["attempts"],
+                        "clean": r["kept"],
+                        "verified": r["verified"],
+                        "terminated": r["terminated"],
+                        "clean_rate": r["kept_rate"],
+                    }
+                    for r in by_cat
+                ]
+            ),
             "failing_transcripts": dg.MetadataValue.md(
-                "\n\n".join(report.transcript_markdown(e) for e in fails) or "(no failing attempt)"),
+                "\n\n".join(report.transcript_markdown(e) for e in fails) or "(no failing attempt)"
+            ),
             "settings": dg.MetadataValue.json(settings.model_dump()),
             "wall_s": dg.MetadataValue.float(round(run.wall_s, 1)),
         },

@@ -26,14 +26,19 @@ QUARANTINE = "tiered_traces_quarantine"
     deps=["redacted_sessions"],
     group_name="quality",
     kinds={"parquet", "duckdb"},
-    code_version=code_version("bashgym_assets.quality.segment", "bashgym_assets.quality.metrics",
-                              "bashgym_assets.quality.tiers", "bashgym_assets.quality.safety",
-                              "bashgym_assets.guardrails.commands", "bashgym_assets.guardrails.injection"),
+    code_version=code_version(
+        "bashgym_assets.quality.segment",
+        "bashgym_assets.quality.metrics",
+        "bashgym_assets.quality.tiers",
+        "bashgym_assets.quality.safety",
+        "bashgym_assets.guardrails.commands",
+        "bashgym_assets.guardrails.injection",
+    ),
     description="Redacted sessions cut into task segments (new prompt, 5-minute gap, git commit, cwd change), "
-                "each scored on the six metrics (success 30%, verification 25%, complexity 15%, length 10%, tool "
-                "diversity 10%, efficiency 10%) and tiered gold/silver/bronze/failed; guardrails flag unsafe commands "
-                "and prompt-injection markers per step (a penalty; a blocked command makes the segment failed); "
-                "manual promotions and demotions (table `tier_overrides`) are applied on every materialization.",
+    "each scored on the six metrics (success 30%, verification 25%, complexity 15%, length 10%, tool "
+    "diversity 10%, efficiency 10%) and tiered gold/silver/bronze/failed; guardrails flag unsafe commands "
+    "and prompt-injection markers per step (a penalty; a blocked command makes the segment failed); "
+    "manual promotions and demotions (table `tier_overrides`) are applied on every materialization.",
 )
 def tiered_traces(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg.MaterializeResult:
     repo = context.partition_key
@@ -47,23 +52,29 @@ def tiered_traces(context: dg.AssetExecutionContext, bashgym: BashgymHome) -> dg
     plot_path = atomic_write_bytes(lake.artifact_dir("tiers", repo) / "tier_histogram.png", png)
     counts = tier_counts(traces)
     safety = safety_counts(traces)
-    context.log.info(f"{TIERED_ASSET}[{repo}]: {len(traces)} segments from {len(sessions)} sessions: {counts}")
-    return dg.MaterializeResult(metadata={
-        "segments": dg.MetadataValue.int(len(traces)),
-        "sessions": dg.MetadataValue.int(len(sessions)),
-        **{f"tier_{t}": dg.MetadataValue.int(n) for t, n in counts.items()},
-        "overrides_applied": dg.MetadataValue.int(sum(t.override is not None for t in traces)),
-        "boundaries": dg.MetadataValue.json(dict(Counter(t.boundary for t in traces))),
-        "quarantined": dg.MetadataValue.int(len(bad)),
-        "unsafe_blocked_segments": dg.MetadataValue.int(safety["segments_with_blocked_command"]),
-        "unsafe_warned_segments": dg.MetadataValue.int(safety["segments_with_warned_command"]),
-        "injection_flagged_segments": dg.MetadataValue.int(safety["segments_with_injection_markers"]),
-        "guardrail_rules": dg.MetadataValue.json({k[5:]: v for k, v in safety.items() if k.startswith("rule:")}),
-        "report": dg.MetadataValue.md(tier_report_markdown(traces, png)),
-        "tier_histogram": dg.MetadataValue.path(str(plot_path)),
-        "tier_counts": counts_table(counts, "tier", "segments"),
-        **lake_file_metadata(lake, TIERED_ASSET, repo),
-    })
+    context.log.info(
+        f"{TIERED_ASSET}[{repo}]: {len(traces)} segments from {len(sessions)} sessions: {counts}"
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "segments": dg.MetadataValue.int(len(traces)),
+            "sessions": dg.MetadataValue.int(len(sessions)),
+            **{f"tier_{t}": dg.MetadataValue.int(n) for t, n in counts.items()},
+            "overrides_applied": dg.MetadataValue.int(sum(t.override is not None for t in traces)),
+            "boundaries": dg.MetadataValue.json(dict(Counter(t.boundary for t in traces))),
+            "quarantined": dg.MetadataValue.int(len(bad)),
+            "unsafe_blocked_segments": dg.MetadataValue.int(safety["segments_with_blocked_command"]),
+            "unsafe_warned_segments": dg.MetadataValue.int(safety["segments_with_warned_command"]),
+            "injection_flagged_segments": dg.MetadataValue.int(safety["segments_with_injection_markers"]),
+            "guardrail_rules": dg.MetadataValue.json(
+                {k[5:]: v for k, v in safety.items() if k.startswith("rule:")}
+            ),
+            "report": dg.MetadataValue.md(tier_report_markdown(traces, png)),
+            "tier_histogram": dg.MetadataValue.path(str(plot_path)),
+            "tier_counts": counts_table(counts, "tier", "segments"),
+            **lake_file_metadata(lake, TIERED_ASSET, repo),
+        }
+    )
 
 
 defs = dg.Definitions(assets=[tiered_traces])

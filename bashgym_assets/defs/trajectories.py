@@ -4,7 +4,6 @@ and rejected), so the DPO builder can pair pass/fail on the same scenario. Held-
 Thin on purpose: operators, episodes and rollouts live in ``bashgym_assets.rollout``.
 """
 
-
 import dagster as dg
 
 from bashgym_assets import images
@@ -32,26 +31,30 @@ class RolloutConfig(dg.Config):
     api_base: str | None = None
     adapter_dir: str | None = None
     samples: int = 1
-    max_parallel: int = 4                # sandboxes at once: Docker-bound, 2.5-3.4x over serial on 2 cores (bench_gate)
+    max_parallel: int = 4  # sandboxes at once: Docker-bound, 2.5-3.4x over serial on 2 cores (bench_gate)
     max_turns: int = 30
     episode_timeout_s: float = 300.0
     temperature: float = 0.0
     sample_transcripts: int = 3
-    guard: bool = False                  # refuse commands the guardrails block (GuardedOperator)
-    guard_resamples: int = 0             # ask a sampling operator again this many times before refusing
+    guard: bool = False  # refuse commands the guardrails block (GuardedOperator)
+    guard_resamples: int = 0  # ask a sampling operator again this many times before refusing
 
 
 @dg.asset(
     group_name="scenarios",
     kinds={"docker", "parquet"},
-    code_version=code_version("bashgym_assets.rollout.episode", "bashgym_assets.rollout.rollouts",
-                              "bashgym_assets.rollout.transcript"),
+    code_version=code_version(
+        "bashgym_assets.rollout.episode",
+        "bashgym_assets.rollout.rollouts",
+        "bashgym_assets.rollout.transcript",
+    ),
     deps=["gated_scenarios"],
     description="One row per rollout attempt on a train scenario: kept iff terminated, verified by the check on "
-                "the final container state, and commands only. Messages are the unscaffolded conversation.",
+    "the final container state, and commands only. Messages are the unscaffolded conversation.",
 )
-def verified_trajectories(context: dg.AssetExecutionContext, config: RolloutConfig,
-                          bashgym: BashgymHome) -> dg.MaterializeResult:
+def verified_trajectories(
+    context: dg.AssetExecutionContext, config: RolloutConfig, bashgym: BashgymHome
+) -> dg.MaterializeResult:
     settings = bashgym.settings()
     lake = bashgym.lake()
     images.ensure_docker_engine()
@@ -65,18 +68,32 @@ def verified_trajectories(context: dg.AssetExecutionContext, config: RolloutConf
     kwargs = {}
     if not spec.startswith("local:") and spec != "reference":
         kwargs = {"temperature": config.temperature}
-    operator = make_operator(spec, api_base=api_base, adapter_dir=config.adapter_dir, guard=config.guard,
-                             guard_resamples=config.guard_resamples, **kwargs)
-    context.log.info(f"{operator.name}: {len(train)} train scenarios x {config.samples} samples "
-                     f"({held_out} held-out scenarios excluded)")
+    operator = make_operator(
+        spec,
+        api_base=api_base,
+        adapter_dir=config.adapter_dir,
+        guard=config.guard,
+        guard_resamples=config.guard_resamples,
+        **kwargs,
+    )
+    context.log.info(
+        f"{operator.name}: {len(train)} train scenarios x {config.samples} samples "
+        f"({held_out} held-out scenarios excluded)"
+    )
+
     def progress(done: int, total: int, kept: int) -> None:
         if done % 10 == 0 or done == total:
             context.log.info(f"rolled out {done}/{total}: {kept} kept")
 
-    records = run_rollouts(train, operator, image, samples=config.samples, max_parallel=config.max_parallel,
-                           limits=EpisodeLimits(max_turns=config.max_turns,
-                                                episode_timeout_s=config.episode_timeout_s),
-                           on_progress=progress)
+    records = run_rollouts(
+        train,
+        operator,
+        image,
+        samples=config.samples,
+        max_parallel=config.max_parallel,
+        limits=EpisodeLimits(max_turns=config.max_turns, episode_timeout_s=config.episode_timeout_s),
+        on_progress=progress,
+    )
     leaked = [r.scenario_id for r in records if split_for(r.scenario_id) != TRAIN]
     if leaked:  # cannot happen (run_rollouts refuses them); checked again where the table is written
         raise dg.Failure(f"held-out scenarios reached trajectories: {leaked[:5]}")
@@ -85,30 +102,53 @@ def verified_trajectories(context: dg.AssetExecutionContext, config: RolloutConf
     kept = sum(r.kept for r in records)
     samples = [r for r in records if r.kept][: config.sample_transcripts]
     samples += [r for r in records if not r.kept][:1]
-    return dg.MaterializeResult(metadata={
-        "operator": dg.MetadataValue.text(operator.name),
-        "attempts": dg.MetadataValue.int(len(records)),
-        "kept": dg.MetadataValue.int(kept),
-        "kept_rate": dg.MetadataValue.float(round(kept / len(records), 4) if records else 0.0),
-        "train_scenarios": dg.MetadataValue.int(len(train)),
-        "held_out_excluded": dg.MetadataValue.int(held_out),
-        "rejection_reasons": dg.MetadataValue.json(reject_reason_counts(records)),
-        "unsafe_attempts": dg.MetadataValue.int(sum(bool(r.unsafe_blocked) for r in records)),
-        "injection_flagged_attempts": dg.MetadataValue.int(sum(bool(r.injection_flags) for r in records)),
-        "guard_refusals": dg.MetadataValue.int(getattr(operator, "refusals", lambda: 0)()),
-        "kept_rate_by_category": dg.MetadataValue.md(md_table(
-            ["category", "attempts", "kept", "verified", "terminated", "commands only", "kept rate"],
-            [[r["category"], r["attempts"], r["kept"], r["verified"], r["terminated"], r["commands_only"],
-              r["kept_rate"]] for r in by_cat])),
-        "kept_rate_plot": dg.MetadataValue.md(bar_chart_md(
-            [r["category"] for r in by_cat], {"kept rate": [r["kept_rate"] for r in by_cat]},
-            f"kept rate by category ({operator.name})", "kept / attempts")) if by_cat
-        else dg.MetadataValue.md("_no attempts_"),
-        "mean_turns": dg.MetadataValue.float(round(sum(r.n_turns for r in records) / len(records), 2)
-                                             if records else 0.0),
-        "sample_transcripts": dg.MetadataValue.md("\n\n".join(render_transcript(r) for r in samples)
-                                                  or "_none_"),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "operator": dg.MetadataValue.text(operator.name),
+            "attempts": dg.MetadataValue.int(len(records)),
+            "kept": dg.MetadataValue.int(kept),
+            "kept_rate": dg.MetadataValue.float(round(kept / len(records), 4) if records else 0.0),
+            "train_scenarios": dg.MetadataValue.int(len(train)),
+            "held_out_excluded": dg.MetadataValue.int(held_out),
+            "rejection_reasons": dg.MetadataValue.json(reject_reason_counts(records)),
+            "unsafe_attempts": dg.MetadataValue.int(sum(bool(r.unsafe_blocked) for r in records)),
+            "injection_flagged_attempts": dg.MetadataValue.int(sum(bool(r.injection_flags) for r in records)),
+            "guard_refusals": dg.MetadataValue.int(getattr(operator, "refusals", lambda: 0)()),
+            "kept_rate_by_category": dg.MetadataValue.md(
+                md_table(
+                    ["category", "attempts", "kept", "verified", "terminated", "commands only", "kept rate"],
+                    [
+                        [
+                            r["category"],
+                            r["attempts"],
+                            r["kept"],
+                            r["verified"],
+                            r["terminated"],
+                            r["commands_only"],
+                            r["kept_rate"],
+                        ]
+                        for r in by_cat
+                    ],
+                )
+            ),
+            "kept_rate_plot": dg.MetadataValue.md(
+                bar_chart_md(
+                    [r["category"] for r in by_cat],
+                    {"kept rate": [r["kept_rate"] for r in by_cat]},
+                    f"kept rate by category ({operator.name})",
+                    "kept / attempts",
+                )
+            )
+            if by_cat
+            else dg.MetadataValue.md("_no attempts_"),
+            "mean_turns": dg.MetadataValue.float(
+                round(sum(r.n_turns for r in records) / len(records), 2) if records else 0.0
+            ),
+            "sample_transcripts": dg.MetadataValue.md(
+                "\n\n".join(render_transcript(r) for r in samples) or "_none_"
+            ),
+        }
+    )
 
 
 defs = dg.Definitions(assets=[verified_trajectories])

@@ -32,24 +32,47 @@ def adapter_labels(folders: list[str]) -> list[str]:
 
 
 def add_parsers(sub: Any) -> None:
-    ev = sub.add_parser("eval", help="evaluate models behaviourally on held-out scenarios in sandboxes",
-                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ev = sub.add_parser(
+        "eval",
+        help="evaluate models behaviourally on held-out scenarios in sandboxes",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_model_options(ev)
-    ev.add_argument("--scenarios", help="a folder of scenario bundles (default: gated_scenarios' held-out split); "
-                                        "a Terminal-Bench/Harbor suite folder goes through `bashgym suite eval`")
-    ev.add_argument("--suite", action="append", default=[],
-                    help="only the tasks of this external suite (its name, or a prefix of its ids such as "
-                         "ext-terminal-bench-; repeatable): from gated_scenarios, including what `bashgym suite "
-                         "gate` admitted")
-    ev.add_argument("--split", choices=["held_out", "train"], default="held_out",
-                    help="which split of gated_scenarios (default held_out; train tells fit from generalisation: "
-                         "does the model finish the tasks it was trained on?)")
+    ev.add_argument(
+        "--scenarios",
+        help="a folder of scenario bundles (default: gated_scenarios' held-out split); "
+        "a Terminal-Bench/Harbor suite folder goes through `bashgym suite eval`",
+    )
+    ev.add_argument(
+        "--suite",
+        action="append",
+        default=[],
+        help="only the tasks of this external suite (its name, or a prefix of its ids such as "
+        "ext-terminal-bench-; repeatable): from gated_scenarios, including what `bashgym suite "
+        "gate` admitted",
+    )
+    ev.add_argument(
+        "--split",
+        choices=["held_out", "train"],
+        default="held_out",
+        help="which split of gated_scenarios (default held_out; train tells fit from generalisation: "
+        "does the model finish the tasks it was trained on?)",
+    )
     add_selection_options(ev)
-    ev.add_argument("--per-family", type=int, default=3,
-                    help="held-out split: N tasks of each of the task factory's held-out families (-1: all; 0: "
-                         "none), beside every other held-out scenario")
-    ev.add_argument("--fit", type=int, default=0,
-                    help="also N tasks of the factory's trained families (fit, reported apart; never judges)")
+    ev.add_argument(
+        "--per-family",
+        type=int,
+        default=3,
+        help="held-out split: N tasks of each of the task factory's held-out families (-1: all; 0: "
+        "none), beside every other held-out scenario",
+    )
+    ev.add_argument(
+        "--fit",
+        type=int,
+        default=0,
+        help="also N tasks of the factory's trained families (fit, reported apart; never judges)",
+    )
     add_run_options(ev)
     ev.set_defaults(fn=cmd_eval)
 
@@ -57,11 +80,17 @@ def add_parsers(sub: Any) -> None:
 def add_model_options(p: argparse.ArgumentParser) -> None:
     """Which models an evaluation compares (``bashgym eval`` and ``bashgym suite eval``)."""
     p.add_argument("--adapter", action="append", default=[], help="a LoRA adapter folder (repeatable)")
-    p.add_argument("--model-uri", action="append", default=[],
-                   help="a registered adapter: models:/name/version or models:/name@alias (repeatable)")
+    p.add_argument(
+        "--model-uri",
+        action="append",
+        default=[],
+        help="a registered adapter: models:/name/version or models:/name@alias (repeatable)",
+    )
     p.add_argument("--litellm", action="append", default=[], help="a litellm model string (repeatable)")
     p.add_argument("--api-base", help="base URL for the litellm models (OpenAI-compatible servers)")
-    p.add_argument("--base", help="base model folder or hub id (default: BASHGYM_BASE_MODEL or offline SmolLM2)")
+    p.add_argument(
+        "--base", help="base model folder or hub id (default: BASHGYM_BASE_MODEL or offline SmolLM2)"
+    )
     p.add_argument("--no-base", action="store_true", help="do not evaluate the base model itself")
     p.add_argument("--no-champion", action="store_true", help="do not evaluate the current champion")
     p.add_argument("--reference", action="store_true", help="also run the reference solutions (the ceiling)")
@@ -70,8 +99,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 def add_selection_options(p: argparse.ArgumentParser) -> None:
     """Which of the scenarios: the first N, a seeded sample, some categories."""
     p.add_argument("--limit", type=int, help="the first N scenarios (by id)")
-    p.add_argument("--sample", type=_positive,
-                   help="N scenarios drawn at random (seeded by --seed) instead of the first")
+    p.add_argument(
+        "--sample", type=_positive, help="N scenarios drawn at random (seeded by --seed) instead of the first"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of --sample, --per-family and --fit")
     p.add_argument("--category", action="append", default=[], help="only these categories (repeatable)")
 
@@ -84,9 +114,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--micro-batch", type=int, default=16, help="sequences per generate call")
     p.add_argument("--max-live", type=int, default=40, help="sandboxes alive at once")
-    p.add_argument("--lockstep", action="store_true",
-                   help="decode each turn of all live episodes as one batch (default for a local greedy model: "
-                        "continuous batching, each reply leaving and each next prompt joining the running batch)")
+    p.add_argument(
+        "--lockstep",
+        action="store_true",
+        help="decode each turn of all live episodes as one batch (default for a local greedy model: "
+        "continuous batching, each reply leaving and each next prompt joining the running batch)",
+    )
     p.add_argument("--max-rows", type=int, default=32, help="continuous batching: rows a decode step")
     p.add_argument("--json", help="also write the summaries to this JSON file")
 
@@ -113,40 +146,55 @@ def _bundles(args: argparse.Namespace) -> tuple[list[Any], dict[str, str]]:
             raise RuntimeError("--split picks from gated_scenarios; a --scenarios folder has no splits")
         bundles, errors = load_folder(args.scenarios)
         tasks = suites.task_folders(args.scenarios)
-        if tasks and not bundles:   # raw task folders are no bundles: they must be imported and gated first
+        if tasks and not bundles:  # raw task folders are no bundles: they must be imported and gated first
             raise RuntimeError(suites.not_bundles_hint(args.scenarios, tasks))
         for e in errors:
             print(f"skipped {e.source}: {e.error}")
         if tasks:
-            print(f"note: {len(tasks)} Terminal-Bench/Harbor task folder(s) in {args.scenarios} are not bundles and "
-                  f"were left out: `bashgym suite eval PATH` imports, gates and evaluates them")
+            print(
+                f"note: {len(tasks)} Terminal-Bench/Harbor task folder(s) in {args.scenarios} are not bundles and "
+                f"were left out: `bashgym suite eval PATH` imports, gates and evaluates them"
+            )
         if wanted:
             bundles = suites.of_suites(bundles, wanted)
         return pick_bundles(bundles, **pick), {}
     lake = Lake()
     if wanted:
         if args.split != "held_out":
-            raise RuntimeError("external suites are evaluation only (always held out): --suite takes no --split")
+            raise RuntimeError(
+                "external suites are evaluation only (always held out): --suite takes no --split"
+            )
         rows = suites.gated_rows(lake)
         bundles = suites.of_suites(split_bundles(rows, HELD_OUT), wanted)
         if not bundles:
             known = suites.known_suites(rows)
-            raise RuntimeError(f"no admitted task of suite {', '.join(wanted)} in gated_scenarios (suites there: "
-                               f"{', '.join(known) or 'none'}): `bashgym suite eval PATH` imports, gates and "
-                               "evaluates a suite folder, `bashgym suite gate PATH` gates it for later")
+            raise RuntimeError(
+                f"no admitted task of suite {', '.join(wanted)} in gated_scenarios (suites there: "
+                f"{', '.join(known) or 'none'}): `bashgym suite eval PATH` imports, gates and "
+                "evaluates a suite folder, `bashgym suite gate PATH` gates it for later"
+            )
         return pick_bundles(bundles, **pick), {}
     try:
         rows = lake.read("gated_scenarios").to_pylist()
     except FileNotFoundError as exc:
-        raise RuntimeError("gated_scenarios is not in the lake yet: run `make demo` (or materialize "
-                           "gated_scenarios), or pass --scenarios FOLDER") from exc
+        raise RuntimeError(
+            "gated_scenarios is not in the lake yet: run `make demo` (or materialize "
+            "gated_scenarios), or pass --scenarios FOLDER"
+        ) from exc
     if args.split == "train":
-        print("train split: these figures measure fit (tasks the model was trained on), not generalisation; "
-              "only held-out figures judge a model")
+        print(
+            "train split: these figures measure fit (tasks the model was trained on), not generalisation; "
+            "only held-out figures judge a model"
+        )
         return split_bundles(rows, args.split, **pick), {}
-    sets = evaluation_bundles(rows, limit=args.limit, categories=args.category, seed=args.seed,
-                              per_heldout_family=None if args.per_family < 0 else args.per_family,
-                              fit_sample=args.fit)
+    sets = evaluation_bundles(
+        rows,
+        limit=args.limit,
+        categories=args.category,
+        seed=args.seed,
+        per_heldout_family=None if args.per_family < 0 else args.per_family,
+        fit_sample=args.fit,
+    )
     set_of = {b.id: name for name, bs in sets.items() for b in bs}
     bundles = [b for bs in sets.values() for b in bs]
     if args.sample is not None:
@@ -174,7 +222,9 @@ def model_specs(args: argparse.Namespace, settings: Any) -> list[Any]:
         name = uri.removeprefix("models:/").replace("/", "-v").replace("@", "-")
         folder = download_adapter(uri, lake.artifact_dir("downloads", name), settings)
         is_champ = champion is not None and uri.endswith(f"/{champion.version}")
-        specs.append(ModelSpec(label="champion" if is_champ else name, base=base, adapter=str(folder), ref=uri))
+        specs.append(
+            ModelSpec(label="champion" if is_champ else name, base=base, adapter=str(folder), ref=uri)
+        )
     for model in args.litellm:
         specs.append(ModelSpec(label=model, kind="litellm", litellm_model=model, api_base=args.api_base))
     if not args.no_base:
@@ -190,14 +240,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     bundles, set_of = _bundles(args)
     if not bundles:
         where = args.scenarios or f"gated_scenarios' {args.split} split"
-        raise RuntimeError(f"no scenario to evaluate on in {where}"
-                           + (f" (categories {', '.join(args.category)})" if args.category else ""))
+        raise RuntimeError(
+            f"no scenario to evaluate on in {where}"
+            + (f" (categories {', '.join(args.category)})" if args.category else "")
+        )
     # the split is in the id (the partition of eval_episodes): train-split rows must not pass for held-out ones
     prefix = TRAIN_SPLIT_EVAL_PREFIX if args.split == "train" else "eval-cli-"
     return evaluate_bundles(args, bundles, set_of, eval_id=f"{prefix}{uuid.uuid4().hex[:8]}")
 
 
-def evaluate_bundles(args: argparse.Namespace, bundles: list[Any], set_of: dict[str, str], eval_id: str) -> int:
+def evaluate_bundles(
+    args: argparse.Namespace, bundles: list[Any], set_of: dict[str, str], eval_id: str
+) -> int:
     """The evaluation of ``bashgym eval`` on given scenarios (``bashgym suite eval`` runs it on a gated suite):
     every model of ``args`` in sandboxes, the episodes into ``eval_episodes[eval_id]``, the results table."""
     from bashgym_assets import images
@@ -218,16 +272,34 @@ def evaluate_bundles(args: argparse.Namespace, bundles: list[Any], set_of: dict[
         raise RuntimeError("nothing to evaluate: give --adapter, --model-uri or --litellm, or keep the base")
     images.ensure_docker_engine()
     image = images.sandbox_image_tag()
-    print(f"{eval_id}: {len(bundles)} scenarios x {args.samples} sample(s); models: "
-          + ", ".join(f"{s.label} ({s.describe()})" for s in specs), flush=True)
-    results = compare(specs, bundles, image,
-                      EvalSettings(samples=args.samples, max_turns=args.max_turns, max_live=args.max_live,
-                                   continuous=not args.lockstep, max_rows=args.max_rows),
-                      Sampling(temperature=args.temperature, max_new_tokens=args.max_new_tokens,
-                               micro_batch=args.micro_batch),
-                      eval_id=eval_id, progress=lambda line: print(line, flush=True))
-    Lake(settings).write("eval_episodes", [e.model_dump() for r in results for e in r.episodes],
-                         partition=eval_id, schema=EVAL_EPISODE_SCHEMA)
+    print(
+        f"{eval_id}: {len(bundles)} scenarios x {args.samples} sample(s); models: "
+        + ", ".join(f"{s.label} ({s.describe()})" for s in specs),
+        flush=True,
+    )
+    results = compare(
+        specs,
+        bundles,
+        image,
+        EvalSettings(
+            samples=args.samples,
+            max_turns=args.max_turns,
+            max_live=args.max_live,
+            continuous=not args.lockstep,
+            max_rows=args.max_rows,
+        ),
+        Sampling(
+            temperature=args.temperature, max_new_tokens=args.max_new_tokens, micro_batch=args.micro_batch
+        ),
+        eval_id=eval_id,
+        progress=lambda line: print(line, flush=True),
+    )
+    Lake(settings).write(
+        "eval_episodes",
+        [e.model_dump() for r in results for e in r.episodes],
+        partition=eval_id,
+        schema=EVAL_EPISODE_SCHEMA,
+    )
     summaries = [r.summary for r in results]
     print()
     print(comparison_markdown(summaries, title=f"{eval_id} ({len(bundles)} scenarios)"))
@@ -235,10 +307,19 @@ def evaluate_bundles(args: argparse.Namespace, bundles: list[Any], set_of: dict[
         ids = {i for i, s in set_of.items() if s == name}
         if ids and len(ids) < len(bundles):
             print()
-            print(comparison_markdown([summarize(r.summary.model, [e for e in r.episodes if e.scenario_id in ids])
-                                       for r in results], title=f"{name} ({len(ids)} scenarios)"))
-    print(f"\nepisodes: bashgym sql \"select model, scenario_id, failure_class from eval_episodes "
-          f"where _partition = '{eval_id}'\"")
+            print(
+                comparison_markdown(
+                    [
+                        summarize(r.summary.model, [e for e in r.episodes if e.scenario_id in ids])
+                        for r in results
+                    ],
+                    title=f"{name} ({len(ids)} scenarios)",
+                )
+            )
+    print(
+        f'\nepisodes: bashgym sql "select model, scenario_id, failure_class from eval_episodes '
+        f"where _partition = '{eval_id}'\""
+    )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump([s.model_dump() for s in summaries], fh, indent=2)

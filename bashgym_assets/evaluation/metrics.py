@@ -21,22 +21,34 @@ from bashgym_assets.rollout.episode import MESSAGE_TYPE
 from bashgym_assets.rollout.transcript import BABBLE, COMMAND, EMPTY, EXIT, FENCED, PROSE, Message, TypedLine
 
 # Failure classes, in the order they are assigned (the first that applies names the episode).
-SETUP_FAILED = "setup_failed"        # infrastructure: the scenario could not be set up (not the model's doing)
-SANDBOX_ERROR = "sandbox_error"      # infrastructure: the container broke
-OPERATOR_ERROR = "operator_error"    # the model could not produce a reply (generation or API failure)
-FAILURE_BABBLE = "babble"            # lists, markdown, chat tokens, repetition, cut off at the token cap
-FAILURE_PROSE = "prose"              # sentences instead of commands (or commands inside a code fence)
-FAILURE_PROMPT_ECHO = "prompt_echo"  # typed the prompt banner (``root@sandbox:/app# ls``): the shell ran the banner
-FAILURE_LOOP = "loop"                # the same command over and over
-FAILURE_TIMEOUT = "timeout"          # the episode's wall-time cap ended it
+SETUP_FAILED = "setup_failed"  # infrastructure: the scenario could not be set up (not the model's doing)
+SANDBOX_ERROR = "sandbox_error"  # infrastructure: the container broke
+OPERATOR_ERROR = "operator_error"  # the model could not produce a reply (generation or API failure)
+FAILURE_BABBLE = "babble"  # lists, markdown, chat tokens, repetition, cut off at the token cap
+FAILURE_PROSE = "prose"  # sentences instead of commands (or commands inside a code fence)
+FAILURE_PROMPT_ECHO = (
+    "prompt_echo"  # typed the prompt banner (``root@sandbox:/app# ls``): the shell ran the banner
+)
+FAILURE_LOOP = "loop"  # the same command over and over
+FAILURE_TIMEOUT = "timeout"  # the episode's wall-time cap ended it
 FAILURE_NEVER_EXITS = "never_exits"  # used every turn without typing ``exit``
 FAILURE_WRONG_RESULT = "wrong_result"  # exited cleanly, but the check failed
 INFRASTRUCTURE = (SETUP_FAILED, SANDBOX_ERROR)
 # ``bashgym eval --split train`` writes its episodes under ids with this prefix: figures of fit, which nothing that
 # judges or serves a model may read as held-out results
 TRAIN_SPLIT_EVAL_PREFIX = "eval-cli-train-"
-FAILURE_CLASSES = (SETUP_FAILED, SANDBOX_ERROR, OPERATOR_ERROR, FAILURE_BABBLE, FAILURE_PROSE, FAILURE_PROMPT_ECHO,
-                   FAILURE_LOOP, FAILURE_TIMEOUT, FAILURE_NEVER_EXITS, FAILURE_WRONG_RESULT)
+FAILURE_CLASSES = (
+    SETUP_FAILED,
+    SANDBOX_ERROR,
+    OPERATOR_ERROR,
+    FAILURE_BABBLE,
+    FAILURE_PROSE,
+    FAILURE_PROMPT_ECHO,
+    FAILURE_LOOP,
+    FAILURE_TIMEOUT,
+    FAILURE_NEVER_EXITS,
+    FAILURE_WRONG_RESULT,
+)
 # ``reply_kinds`` names a reply that starts with a copied prompt so (the transcript's parser calls it a command)
 PROMPT_ECHO = "prompt_echo"
 LOOP_REPEATS = 3
@@ -47,8 +59,8 @@ class EvalEpisode(BaseModel):
     """One model in one held-out scenario (one sample): the lake's ``eval_episodes`` row."""
 
     eval_id: str
-    model: str                 # the role in the comparison: base | candidate | champion | any label
-    model_ref: str             # what was loaded: base folder, adapter folder, model URI or litellm string
+    model: str  # the role in the comparison: base | candidate | champion | any label
+    model_ref: str  # what was loaded: base folder, adapter folder, model URI or litellm string
     scenario_id: str
     category: str
     difficulty: int
@@ -60,23 +72,40 @@ class EvalEpisode(BaseModel):
     clean: bool = False
     n_turns: int = 0
     n_commands: int = 0
-    reply_kinds: str = ""      # e.g. "command,command,exit" (what each reply was understood as)
+    reply_kinds: str = ""  # e.g. "command,command,exit" (what each reply was understood as)
     end_reason: str = ""
-    failure_class: str = ""    # "" when clean
+    failure_class: str = ""  # "" when clean
     error: str = ""
     wall_s: float = 0.0
-    sampling: str = "{}"       # JSON of the decoding settings
+    sampling: str = "{}"  # JSON of the decoding settings
     messages: list[Message] = Field(default_factory=list)
 
 
-EVAL_EPISODE_SCHEMA = pa.schema([
-    ("eval_id", pa.string()), ("model", pa.string()), ("model_ref", pa.string()), ("scenario_id", pa.string()),
-    ("category", pa.string()), ("difficulty", pa.int32()), ("source", pa.string()), ("sample_index", pa.int32()),
-    ("operated", pa.bool_()), ("terminated", pa.bool_()), ("verified", pa.bool_()), ("clean", pa.bool_()),
-    ("n_turns", pa.int32()), ("n_commands", pa.int32()), ("reply_kinds", pa.string()), ("end_reason", pa.string()),
-    ("failure_class", pa.string()), ("error", pa.string()), ("wall_s", pa.float64()), ("sampling", pa.string()),
-    ("messages", pa.list_(MESSAGE_TYPE)),
-])
+EVAL_EPISODE_SCHEMA = pa.schema(
+    [
+        ("eval_id", pa.string()),
+        ("model", pa.string()),
+        ("model_ref", pa.string()),
+        ("scenario_id", pa.string()),
+        ("category", pa.string()),
+        ("difficulty", pa.int32()),
+        ("source", pa.string()),
+        ("sample_index", pa.int32()),
+        ("operated", pa.bool_()),
+        ("terminated", pa.bool_()),
+        ("verified", pa.bool_()),
+        ("clean", pa.bool_()),
+        ("n_turns", pa.int32()),
+        ("n_commands", pa.int32()),
+        ("reply_kinds", pa.string()),
+        ("end_reason", pa.string()),
+        ("failure_class", pa.string()),
+        ("error", pa.string()),
+        ("wall_s", pa.float64()),
+        ("sampling", pa.string()),
+        ("messages", pa.list_(MESSAGE_TYPE)),
+    ]
+)
 
 
 def is_loop(commands: Sequence[str], repeats: int = LOOP_REPEATS) -> bool:
@@ -88,7 +117,7 @@ def is_loop(commands: Sequence[str], repeats: int = LOOP_REPEATS) -> bool:
         if run >= repeats:
             return True
     window = 2 * repeats
-    return any(len(set(commands[i:i + window])) <= 2 for i in range(0, max(0, len(commands) - window + 1)))
+    return any(len(set(commands[i : i + window])) <= 2 for i in range(0, max(0, len(commands) - window + 1)))
 
 
 # The banner the operator is shown (``transcript.orientation``: ``user@sandbox:/dir#`` or ``...$``) or a bare ``$``
@@ -118,13 +147,24 @@ def copied_prompt(command: str, exit_code: int | None = None) -> bool:
 
 def reply_kinds(lines: Sequence[TypedLine], exit_codes: Sequence[int | None] | None = None) -> list[str]:
     """What each reply was understood as: the transcript's kind, with a copied prompt banner said as such."""
-    codes = list(exit_codes) if exit_codes is not None and len(exit_codes) == len(lines) else [None] * len(lines)
-    return [PROMPT_ECHO if line.kind == COMMAND and copied_prompt(line.command, code) else line.kind
-            for line, code in zip(lines, codes, strict=True)]
+    codes = (
+        list(exit_codes) if exit_codes is not None and len(exit_codes) == len(lines) else [None] * len(lines)
+    )
+    return [
+        PROMPT_ECHO if line.kind == COMMAND and copied_prompt(line.command, code) else line.kind
+        for line, code in zip(lines, codes, strict=True)
+    ]
 
 
-def classify(lines: Sequence[TypedLine], *, terminated: bool, verified: bool, end_reason: str,
-             setup_failed: bool = False, exit_codes: Sequence[int | None] | None = None) -> tuple[bool, str]:
+def classify(
+    lines: Sequence[TypedLine],
+    *,
+    terminated: bool,
+    verified: bool,
+    end_reason: str,
+    setup_failed: bool = False,
+    exit_codes: Sequence[int | None] | None = None,
+) -> tuple[bool, str]:
     """(operated, failure class) of one episode from how each reply was understood and how it ended.
 
     ``exit_codes``: the shell's exit code of each reply (None where nothing ran), to tell a copied prompt banner
@@ -178,8 +218,13 @@ def wilson(k: int, n: int, z: float = 1.96) -> Rate:
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return Rate(k=k, n=n, rate=round(p, 4), low=round(max(0.0, centre - half), 4),
-                high=round(min(1.0, centre + half), 4))
+    return Rate(
+        k=k,
+        n=n,
+        rate=round(p, 4),
+        low=round(max(0.0, centre - half), 4),
+        high=round(min(1.0, centre + half), 4),
+    )
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -199,8 +244,12 @@ def _scored(episodes: Iterable[EvalEpisode]) -> list[EvalEpisode]:
 def rates(episodes: Iterable[EvalEpisode]) -> dict[str, Rate]:
     eps = _scored(episodes)
     n = len(eps)
-    return {"operate": wilson(sum(e.operated for e in eps), n), "terminate": wilson(sum(e.terminated for e in eps), n),
-            "verified": wilson(sum(e.verified for e in eps), n), "clean": wilson(sum(e.clean for e in eps), n)}
+    return {
+        "operate": wilson(sum(e.operated for e in eps), n),
+        "terminate": wilson(sum(e.terminated for e in eps), n),
+        "verified": wilson(sum(e.verified for e in eps), n),
+        "clean": wilson(sum(e.clean for e in eps), n),
+    }
 
 
 class ModelSummary(BaseModel):
@@ -221,8 +270,9 @@ class ModelSummary(BaseModel):
     sampling: dict[str, Any] = Field(default_factory=dict)
 
 
-def summarize(model: str, episodes: Sequence[EvalEpisode], wall_s: float = 0.0,
-              sampling: dict[str, Any] | None = None) -> ModelSummary:
+def summarize(
+    model: str, episodes: Sequence[EvalEpisode], wall_s: float = 0.0, sampling: dict[str, Any] | None = None
+) -> ModelSummary:
     eps = _scored(episodes)
     by_cat: dict[str, list[EvalEpisode]] = defaultdict(list)
     by_diff: dict[str, list[EvalEpisode]] = defaultdict(list)
@@ -238,12 +288,17 @@ def summarize(model: str, episodes: Sequence[EvalEpisode], wall_s: float = 0.0,
             values = [pass_at_k(len(v), sum(e.clean for e in v), k) for v in per_scenario.values()]
             pass_k[f"pass@{k}"] = round(sum(values) / len(values), 4)
     return ModelSummary(
-        model=model, model_ref=episodes[0].model_ref if episodes else "", episodes=len(episodes),
+        model=model,
+        model_ref=episodes[0].model_ref if episodes else "",
+        episodes=len(episodes),
         scenarios=len({e.scenario_id for e in episodes}),
-        infrastructure_failures=len(episodes) - len(eps), rates=rates(episodes),
+        infrastructure_failures=len(episodes) - len(eps),
+        rates=rates(episodes),
         by_category={c: rates(v) for c, v in sorted(by_cat.items())},
         by_difficulty={d: rates(v) for d, v in sorted(by_diff.items())},
-        pass_at_k=pass_k, failure_classes=dict(Counter(e.failure_class for e in episodes if e.failure_class)),
+        pass_at_k=pass_k,
+        failure_classes=dict(Counter(e.failure_class for e in episodes if e.failure_class)),
         mean_turns=round(sum(e.n_turns for e in eps) / len(eps), 2) if eps else 0.0,
-        wall_s=round(wall_s, 2), sampling=sampling or {},
+        wall_s=round(wall_s, 2),
+        sampling=sampling or {},
     )

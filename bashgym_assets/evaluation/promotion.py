@@ -36,9 +36,11 @@ class PromotionRule(BaseModel):
     max_rate_drop: float = 0.05
 
     def describe(self) -> str:
-        return (f"promote when the candidate's clean rate beats the incumbent's on the same held-out scenarios, a "
-                f"paired one-sided sign test over scenarios gives p <= {self.alpha}, and operate/terminate drop by "
-                f"at most {self.max_rate_drop:.0%}")
+        return (
+            f"promote when the candidate's clean rate beats the incumbent's on the same held-out scenarios, a "
+            f"paired one-sided sign test over scenarios gives p <= {self.alpha}, and operate/terminate drop by "
+            f"at most {self.max_rate_drop:.0%}"
+        )
 
 
 class PairedTest(BaseModel):
@@ -54,7 +56,7 @@ class PromotionDecision(BaseModel):
 
     promote: bool
     reason: str
-    incumbent: str                     # "champion" or "base"
+    incumbent: str  # "champion" or "base"
     candidate_version: str | None = None
     incumbent_version: str | None = None
     candidate_rates: dict[str, float]
@@ -67,6 +69,7 @@ class PromotionDecision(BaseModel):
 
 def sign_test(candidate: Sequence[EvalEpisode], incumbent: Sequence[EvalEpisode]) -> PairedTest:
     """Exact one-sided sign test on per-scenario clean fractions (scenarios both evaluated)."""
+
     def fractions(eps: Sequence[EvalEpisode]) -> dict[str, float]:
         by: dict[str, list[bool]] = defaultdict(list)
         for e in eps:
@@ -79,14 +82,25 @@ def sign_test(candidate: Sequence[EvalEpisode], incumbent: Sequence[EvalEpisode]
     better = sum(a[s] > b[s] for s in shared)
     worse = sum(a[s] < b[s] for s in shared)
     n = better + worse
-    p = sum(math.comb(n, i) for i in range(better, n + 1)) / 2 ** n if n else 1.0
-    return PairedTest(scenarios=len(shared), candidate_better=better, incumbent_better=worse,
-                      ties=len(shared) - n, p_value=round(p, 6))
+    p = sum(math.comb(n, i) for i in range(better, n + 1)) / 2**n if n else 1.0
+    return PairedTest(
+        scenarios=len(shared),
+        candidate_better=better,
+        incumbent_better=worse,
+        ties=len(shared) - n,
+        p_value=round(p, 6),
+    )
 
 
-def decide(candidate: Sequence[EvalEpisode], incumbent: Sequence[EvalEpisode], rule: PromotionRule | None = None,
-           incumbent_kind: str = "base", candidate_version: str | None = None,
-           incumbent_version: str | None = None, demoted: Sequence[str] = ()) -> PromotionDecision:
+def decide(
+    candidate: Sequence[EvalEpisode],
+    incumbent: Sequence[EvalEpisode],
+    rule: PromotionRule | None = None,
+    incumbent_kind: str = "base",
+    candidate_version: str | None = None,
+    incumbent_version: str | None = None,
+    demoted: Sequence[str] = (),
+) -> PromotionDecision:
     """Apply the rule to two models' episodes on the same scenarios."""
     rule = rule or PromotionRule()
     shared = {e.scenario_id for e in candidate} & {e.scenario_id for e in incumbent}
@@ -103,18 +117,31 @@ def decide(candidate: Sequence[EvalEpisode], incumbent: Sequence[EvalEpisode], r
     if cr["clean"] <= ir["clean"]:
         reasons.append(f"clean {cr['clean']:.0%} does not beat the {incumbent_kind}'s {ir['clean']:.0%}")
     elif test.p_value > rule.alpha:
-        reasons.append(f"the paired sign test does not accept it (p = {test.p_value:.3f} > {rule.alpha}: "
-                       f"{test.candidate_better} scenarios better, {test.incumbent_better} worse)")
+        reasons.append(
+            f"the paired sign test does not accept it (p = {test.p_value:.3f} > {rule.alpha}: "
+            f"{test.candidate_better} scenarios better, {test.incumbent_better} worse)"
+        )
     for rate in ("operate", "terminate"):
         if cr[rate] < ir[rate] - rule.max_rate_drop:
             reasons.append(f"{rate} dropped from {ir[rate]:.0%} to {cr[rate]:.0%}")
     promote = not reasons
-    reason = (f"clean {cr['clean']:.0%} vs {ir['clean']:.0%} ({incumbent_kind}), sign test p = {test.p_value:.3f}"
-              if promote else "; ".join(reasons))
-    return PromotionDecision(promote=promote, reason=reason, incumbent=incumbent_kind,
-                             candidate_version=candidate_version, incumbent_version=incumbent_version,
-                             candidate_rates=cr, incumbent_rates=ir, test=test, rule=rule.describe(),
-                             decided_at=datetime.now(UTC).isoformat(timespec="seconds"))
+    reason = (
+        f"clean {cr['clean']:.0%} vs {ir['clean']:.0%} ({incumbent_kind}), sign test p = {test.p_value:.3f}"
+        if promote
+        else "; ".join(reasons)
+    )
+    return PromotionDecision(
+        promote=promote,
+        reason=reason,
+        incumbent=incumbent_kind,
+        candidate_version=candidate_version,
+        incumbent_version=incumbent_version,
+        candidate_rates=cr,
+        incumbent_rates=ir,
+        test=test,
+        rule=rule.describe(),
+        decided_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
 
 
 # ---- the alias in the MLflow registry -----------------------------------------------------------------------------
@@ -154,5 +181,7 @@ def apply_decision(decision: PromotionDecision, model_name: str, settings: Setti
         set_alias(model_name, decision.candidate_version, CHAMPION, settings)
         c = _client(settings)
         c.set_model_version_tag(model_name, decision.candidate_version, "promoted_at", decision.decided_at)
-        c.set_model_version_tag(model_name, decision.candidate_version, "promotion_reason", decision.reason[:500])
+        c.set_model_version_tag(
+            model_name, decision.candidate_version, "promotion_reason", decision.reason[:500]
+        )
     return decision.promote

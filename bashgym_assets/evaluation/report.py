@@ -9,8 +9,20 @@ from bashgym_assets.evaluation.metrics import RATES, EvalEpisode, ModelSummary
 from bashgym_assets.plots import figure_png, md_table, pyplot
 from bashgym_assets.rollout import tracing
 
-COMPARISON_COLUMNS = ("model", "model_ref", "n", "operate", "terminate", "verified", "clean", "clean_low",
-                      "clean_high", "mean_turns", "episodes_per_min", "wall_s")
+COMPARISON_COLUMNS = (
+    "model",
+    "model_ref",
+    "n",
+    "operate",
+    "terminate",
+    "verified",
+    "clean",
+    "clean_low",
+    "clean_high",
+    "mean_turns",
+    "episodes_per_min",
+    "wall_s",
+)
 
 
 def comparison_rows(summaries: Sequence[ModelSummary]) -> list[dict[str, Any]]:
@@ -19,11 +31,19 @@ def comparison_rows(summaries: Sequence[ModelSummary]) -> list[dict[str, Any]]:
     for s in summaries:
         r = s.rates
         n = r["clean"].n
-        rows.append({"model": s.model, "model_ref": s.model_ref, "n": n,
-                     **{k: r[k].rate for k in RATES}, "clean_low": r["clean"].low, "clean_high": r["clean"].high,
-                     "mean_turns": s.mean_turns,
-                     "episodes_per_min": round(60 * s.episodes / s.wall_s, 2) if s.wall_s else 0.0,
-                     "wall_s": s.wall_s})
+        rows.append(
+            {
+                "model": s.model,
+                "model_ref": s.model_ref,
+                "n": n,
+                **{k: r[k].rate for k in RATES},
+                "clean_low": r["clean"].low,
+                "clean_high": r["clean"].high,
+                "mean_turns": s.mean_turns,
+                "episodes_per_min": round(60 * s.episodes / s.wall_s, 2) if s.wall_s else 0.0,
+                "wall_s": s.wall_s,
+            }
+        )
     return rows
 
 
@@ -34,8 +54,15 @@ def comparison_markdown(summaries: Sequence[ModelSummary], title: str = "") -> s
     for s in summaries:
         failures = ", ".join(f"{k} {v}" for k, v in sorted(s.failure_classes.items(), key=lambda kv: -kv[1]))
         extra = " ".join(f"{k} {v:.0%}" for k, v in s.pass_at_k.items() if k != "pass@1")
-        rows.append([s.model + (f" ({extra})" if extra else ""), s.rates["clean"].n,
-                     *(s.rates[k].fmt() for k in RATES), s.mean_turns, failures or "-"])
+        rows.append(
+            [
+                s.model + (f" ({extra})" if extra else ""),
+                s.rates["clean"].n,
+                *(s.rates[k].fmt() for k in RATES),
+                s.mean_turns,
+                failures or "-",
+            ]
+        )
     text = md_table(head, rows)
     return (f"**{title}**\n\n" if title else "") + text
 
@@ -46,8 +73,17 @@ def per_set_rows(by_set: dict[str, Sequence[ModelSummary]]) -> list[dict[str, An
     for name, summaries in by_set.items():
         for s in summaries:
             r = s.rates
-            rows.append({"set": name, "model": s.model, "n": r["clean"].n, **{k: r[k].rate for k in RATES},
-                         "clean_low": r["clean"].low, "clean_high": r["clean"].high, "mean_turns": s.mean_turns})
+            rows.append(
+                {
+                    "set": name,
+                    "model": s.model,
+                    "n": r["clean"].n,
+                    **{k: r[k].rate for k in RATES},
+                    "clean_low": r["clean"].low,
+                    "clean_high": r["clean"].high,
+                    "mean_turns": s.mean_turns,
+                }
+            )
     return rows
 
 
@@ -55,8 +91,9 @@ def per_category_rows(summaries: Sequence[ModelSummary]) -> list[dict[str, Any]]
     rows = []
     for s in summaries:
         for cat, r in s.by_category.items():
-            rows.append({"model": s.model, "category": cat, "n": r["clean"].n,
-                         **{k: r[k].rate for k in RATES}})
+            rows.append(
+                {"model": s.model, "category": cat, "n": r["clean"].n, **{k: r[k].rate for k in RATES}}
+            )
     return rows
 
 
@@ -64,24 +101,35 @@ def per_difficulty_rows(summaries: Sequence[ModelSummary]) -> list[dict[str, Any
     rows = []
     for s in summaries:
         for diff, r in s.by_difficulty.items():
-            rows.append({"model": s.model, "difficulty": int(diff), "n": r["clean"].n,
-                         **{k: r[k].rate for k in RATES}})
+            rows.append(
+                {
+                    "model": s.model,
+                    "difficulty": int(diff),
+                    "n": r["clean"].n,
+                    **{k: r[k].rate for k in RATES},
+                }
+            )
     return rows
 
 
 def rates_plot_png(summaries: Sequence[ModelSummary]) -> bytes:
     """Left: the four rates per model (with the clean interval); right: clean rate per category per model."""
     plt = pyplot()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8), dpi=100,
-                                   gridspec_kw={"width_ratios": [1, 2]})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8), dpi=100, gridspec_kw={"width_ratios": [1, 2]})
     width = 0.8 / max(1, len(summaries))
     for i, s in enumerate(summaries):
         xs = [j + i * width for j in range(len(RATES))]
         values = [s.rates[k].rate for k in RATES]
         ax1.bar(xs, values, width=width, label=s.model)
         clean = s.rates["clean"]
-        ax1.errorbar([xs[-1]], [clean.rate], yerr=[[clean.rate - clean.low], [clean.high - clean.rate]],
-                     fmt="none", ecolor="black", capsize=3)
+        ax1.errorbar(
+            [xs[-1]],
+            [clean.rate],
+            yerr=[[clean.rate - clean.low], [clean.high - clean.rate]],
+            fmt="none",
+            ecolor="black",
+            capsize=3,
+        )
     ax1.set_xticks([j + width * (len(summaries) - 1) / 2 for j in range(len(RATES))], list(RATES))
     ax1.set_ylim(0, 1.05)
     ax1.set_title("rates (95% interval on clean)")
@@ -89,10 +137,19 @@ def rates_plot_png(summaries: Sequence[ModelSummary]) -> bytes:
     cats = sorted({c for s in summaries for c in s.by_category})
     for i, s in enumerate(summaries):
         xs = [j + i * width for j in range(len(cats))]
-        ax2.bar(xs, [s.by_category.get(c, {}).get("clean").rate if c in s.by_category else 0 for c in cats],
-                width=width, label=s.model)
-    ax2.set_xticks([j + width * (len(summaries) - 1) / 2 for j in range(len(cats))], cats, rotation=45,
-                   ha="right", fontsize=8)
+        ax2.bar(
+            xs,
+            [s.by_category.get(c, {}).get("clean").rate if c in s.by_category else 0 for c in cats],
+            width=width,
+            label=s.model,
+        )
+    ax2.set_xticks(
+        [j + width * (len(summaries) - 1) / 2 for j in range(len(cats))],
+        cats,
+        rotation=45,
+        ha="right",
+        fontsize=8,
+    )
     ax2.set_ylim(0, 1.05)
     ax2.set_title("clean rate per category")
     fig.tight_layout()
@@ -102,8 +159,10 @@ def rates_plot_png(summaries: Sequence[ModelSummary]) -> bytes:
 def transcript_markdown(e: EvalEpisode, max_chars: int = 2500) -> str:
     """One episode as a terminal session, with its verdict."""
     verdict = "clean" if e.clean else f"failed: {e.failure_class}"
-    lines = [f"**{e.scenario_id}** ({e.category}, d{e.difficulty}) by `{e.model}`: {verdict} "
-             f"(operated {e.operated}, terminated {e.terminated}, verified {e.verified}, {e.n_turns} turns)"]
+    lines = [
+        f"**{e.scenario_id}** ({e.category}, d{e.difficulty}) by `{e.model}`: {verdict} "
+        f"(operated {e.operated}, terminated {e.terminated}, verified {e.verified}, {e.n_turns} turns)"
+    ]
     if link := tracing.eval_trace_link(e.eval_id, e.model, e.scenario_id, e.sample_index):
         lines.append(f"[turn-by-turn trace in MLflow]({link})")
     lines += ["", "```"]

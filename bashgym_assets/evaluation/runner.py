@@ -61,9 +61,13 @@ class EvalSettings(BaseModel):
     max_rows: int = 32
 
     def limits(self) -> EpisodeLimits:
-        return EpisodeLimits(max_turns=self.max_turns, episode_timeout_s=self.episode_timeout_s,
-                             command_timeout_s=self.command_timeout_s, check_timeout_s=self.check_timeout_s,
-                             max_unusable_in_a_row=self.max_unusable_in_a_row)
+        return EpisodeLimits(
+            max_turns=self.max_turns,
+            episode_timeout_s=self.episode_timeout_s,
+            command_timeout_s=self.command_timeout_s,
+            check_timeout_s=self.check_timeout_s,
+            max_unusable_in_a_row=self.max_unusable_in_a_row,
+        )
 
 
 class EvalResult(BaseModel):
@@ -76,8 +80,9 @@ class EvalResult(BaseModel):
 Progress = Callable[[str], None]
 
 
-def _close(job: LiveEpisode, eval_id: str, label: str, model_ref: str, sampling: str,
-           check_timeout_s: float) -> EvalEpisode:
+def _close(
+    job: LiveEpisode, eval_id: str, label: str, model_ref: str, sampling: str, check_timeout_s: float
+) -> EvalEpisode:
     """Run the check on the final state (if the episode got that far), remove the container, score."""
     episode = job.driver.finish() if job.driver else Episode(messages=initial_messages(job.bundle))
     verified = check_and_close(job, check_timeout_s)
@@ -86,19 +91,39 @@ def _close(job: LiveEpisode, eval_id: str, label: str, model_ref: str, sampling:
     lines = job.driver.lines if job.driver else []
     # the shell's verdict on each reply (a copied prompt banner answers 127): the driver records one turn per line
     codes = [t.exit_code for t in episode.turns] if len(episode.turns) == len(lines) else None
-    operated, failure = classify(lines, terminated=episode.terminated, verified=verified,
-                                 end_reason=episode.end_reason, setup_failed=bool(job.setup_error), exit_codes=codes)
+    operated, failure = classify(
+        lines,
+        terminated=episode.terminated,
+        verified=verified,
+        end_reason=episode.end_reason,
+        setup_failed=bool(job.setup_error),
+        exit_codes=codes,
+    )
     kinds = reply_kinds(lines, codes)
     clean = failure == "" and operated and episode.terminated and verified
     b = job.bundle
     return EvalEpisode(
-        eval_id=eval_id, model=label, model_ref=model_ref, scenario_id=b.id, category=b.category,
-        difficulty=b.difficulty, source=b.source, sample_index=job.sample_index, operated=operated,
-        terminated=episode.terminated, verified=verified, clean=clean, n_turns=episode.n_turns,
-        n_commands=sum(k == COMMAND for k in kinds), reply_kinds=",".join(kinds),
-        end_reason=SETUP_FAILED if job.setup_error else episode.end_reason, failure_class=failure,
-        error=job.setup_error or episode.error, wall_s=round(time.monotonic() - job.started, 3),
-        sampling=sampling, messages=episode.messages,
+        eval_id=eval_id,
+        model=label,
+        model_ref=model_ref,
+        scenario_id=b.id,
+        category=b.category,
+        difficulty=b.difficulty,
+        source=b.source,
+        sample_index=job.sample_index,
+        operated=operated,
+        terminated=episode.terminated,
+        verified=verified,
+        clean=clean,
+        n_turns=episode.n_turns,
+        n_commands=sum(k == COMMAND for k in kinds),
+        reply_kinds=",".join(kinds),
+        end_reason=SETUP_FAILED if job.setup_error else episode.end_reason,
+        failure_class=failure,
+        error=job.setup_error or episode.error,
+        wall_s=round(time.monotonic() - job.started, 3),
+        sampling=sampling,
+        messages=episode.messages,
     )
 
 
@@ -107,19 +132,34 @@ def _episode_trace(job: LiveEpisode, e: EvalEpisode, kind: str = "evaluation") -
     episode, so reports link to it). ``kind`` "evaluation" goes to the evaluation's experiment; any other (the
     student's attempts at train tasks) is a rollout and goes to the rollouts' experiment beside the others."""
     ep = job.driver.episode if job.driver is not None else None
-    outcome = {"verified": e.verified, "clean": e.clean, "failure_class": e.failure_class or "none",
-               "end_reason": e.end_reason}
+    outcome = {
+        "verified": e.verified,
+        "clean": e.clean,
+        "failure_class": e.failure_class or "none",
+        "end_reason": e.end_reason,
+    }
     evaluation = kind == "evaluation"
     return tracing.episode_trace(
         f"{'eval' if evaluation else kind} {e.scenario_id}",
-        tracing.EVAL_EXPERIMENT if evaluation else tracing.ROLLOUT_EXPERIMENT, ep.turns if ep else [],
+        tracing.EVAL_EXPERIMENT if evaluation else tracing.ROLLOUT_EXPERIMENT,
+        ep.turns if ep else [],
         ep.start_ns if ep is not None and ep.start_ns else time.time_ns(),
         trace_id=tracing.eval_trace_id(e.eval_id, e.model, e.scenario_id, e.sample_index),
-        inputs={"scenario_id": e.scenario_id, "task": job.bundle.task}, outputs=outcome,
-        attributes={"kind": kind, "eval_id": e.eval_id, "scenario_id": e.scenario_id,
-                    "category": e.category, "difficulty": e.difficulty, "model": e.model, "model_ref": e.model_ref,
-                    "sample_index": e.sample_index, **outcome},
-        error=e.error)
+        inputs={"scenario_id": e.scenario_id, "task": job.bundle.task},
+        outputs=outcome,
+        attributes={
+            "kind": kind,
+            "eval_id": e.eval_id,
+            "scenario_id": e.scenario_id,
+            "category": e.category,
+            "difficulty": e.difficulty,
+            "model": e.model,
+            "model_ref": e.model_ref,
+            "sample_index": e.sample_index,
+            **outcome,
+        },
+        error=e.error,
+    )
 
 
 class EtaEstimator:
@@ -140,15 +180,21 @@ class EtaEstimator:
     ``clock`` is injectable so a recorded sequence of events can be replayed (tests).
     """
 
-    def __init__(self, total: int, max_turns: int, max_live: int,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.total, self.max_turns, self.max_live, self.clock = total, max(1, max_turns), max(1, max_live), clock
-        self.turns: dict[Hashable, int] = {}        # live episodes (at least one turn run): turns so far
+    def __init__(
+        self, total: int, max_turns: int, max_live: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.total, self.max_turns, self.max_live, self.clock = (
+            total,
+            max(1, max_turns),
+            max(1, max_live),
+            clock,
+        )
+        self.turns: dict[Hashable, int] = {}  # live episodes (at least one turn run): turns so far
         self.last_turn: dict[Hashable, float] = {}
-        self.ended: set[Hashable] = set()           # no more turns (exit, a cap), not yet scored
+        self.ended: set[Hashable] = set()  # no more turns (exit, a cap), not yet scored
         self.finished = 0
-        self._pace = [0.0, 0]                       # sum and count of the seconds between two turns of an episode
-        self._lengths = [0, 0]                      # sum and count of the turns of the episodes that ended
+        self._pace = [0.0, 0]  # sum and count of the seconds between two turns of an episode
+        self._lengths = [0, 0]  # sum and count of the turns of the episodes that ended
 
     def turn(self, key: Hashable, ended: bool = False) -> None:
         """One turn of one episode just ran (its reply applied); ``ended``: it was the episode's last."""
@@ -167,7 +213,7 @@ class EtaEstimator:
         self.ended.add(key)
         n = self.turns.pop(key, 0)
         self.last_turn.pop(key, None)
-        if n:   # an episode whose set-up failed ran no turn: it says nothing about an episode's length
+        if n:  # an episode whose set-up failed ran no turn: it says nothing about an episode's length
             self._lengths[0] += n
             self._lengths[1] += 1
 
@@ -188,9 +234,14 @@ class EtaEstimator:
             return None
         now = self.clock()
         pace = self._pace[0] / self._pace[1]
-        length = self.max_turns if self.upper_bound else min(self._lengths[0] / self._lengths[1], self.max_turns)
-        ends = [max(0.0, max(1.0, length - n) * pace - (now - self.last_turn[key])) for key, n in self.turns.items()]
-        ends += [0.0] * max(0, self.max_live - len(ends) - len(self.ended))   # free slots
+        length = (
+            self.max_turns if self.upper_bound else min(self._lengths[0] / self._lengths[1], self.max_turns)
+        )
+        ends = [
+            max(0.0, max(1.0, length - n) * pace - (now - self.last_turn[key]))
+            for key, n in self.turns.items()
+        ]
+        ends += [0.0] * max(0, self.max_live - len(ends) - len(self.ended))  # free slots
         queued = max(0, self.total - self.finished - len(self.turns) - len(self.ended))
         if queued and ends:
             heapq.heapify(ends)
@@ -211,21 +262,36 @@ PROGRESS_EVERY_S = 15.0
 def _last_turn(job: LiveEpisode, settings: EvalSettings) -> bool:
     """Whether the reply just applied was the episode's last (exit, a cap, a broken sandbox)."""
     driver = job.driver
-    return driver is None or driver.done or bool(job.sandbox_error) or driver.episode.n_turns >= settings.max_turns
+    return (
+        driver is None
+        or driver.done
+        or bool(job.sandbox_error)
+        or driver.episode.n_turns >= settings.max_turns
+    )
 
 
-def _run_continuous(stream: Any, pool: ThreadPoolExecutor, take: Callable[[int], list[LiveEpisode]],
-                    open_job: Callable[[LiveEpisode], LiveEpisode], settings: EvalSettings, close: Callable[[LiveEpisode], EvalEpisode],
-                    record: Callable[[list[LiveEpisode], list[EvalEpisode]], None], say: Progress, label: str,
-                    eta: EtaEstimator, done: list[EvalEpisode], start: float) -> None:
+def _run_continuous(
+    stream: Any,
+    pool: ThreadPoolExecutor,
+    take: Callable[[int], list[LiveEpisode]],
+    open_job: Callable[[LiveEpisode], LiveEpisode],
+    settings: EvalSettings,
+    close: Callable[[LiveEpisode], EvalEpisode],
+    record: Callable[[list[LiveEpisode], list[EvalEpisode]], None],
+    say: Progress,
+    label: str,
+    eta: EtaEstimator,
+    done: list[EvalEpisode],
+    start: float,
+) -> None:
     """The continuous loop: every episode is in exactly one place: its container being set up, the decoder (its
     reply being generated), the pool (its reply being run in its sandbox, or its check once it ended) or ready
     (deciding what is next). Containers are set up in the background, so decoding starts with the first one ready
     instead of after all of them."""
     ready: list[LiveEpisode] = []
-    opening: dict[Future, LiveEpisode] = {}   # container start and scenario set-up
-    running: dict[Future, LiveEpisode] = {}   # a reply being applied in the episode's sandbox
-    closing: dict[Future, LiveEpisode] = {}   # the check and the container's removal of an ended episode
+    opening: dict[Future, LiveEpisode] = {}  # container start and scenario set-up
+    running: dict[Future, LiveEpisode] = {}  # a reply being applied in the episode's sandbox
+    closing: dict[Future, LiveEpisode] = {}  # the check and the container's removal of an ended episode
     by_key: dict[int, LiveEpisode] = {}
     last_say = time.monotonic()
     warned = False
@@ -237,8 +303,11 @@ def _run_continuous(stream: Any, pool: ThreadPoolExecutor, take: Callable[[int],
             for j in ready:
                 if j.driver is not None and j.driver.wants_reply():
                     by_key[id(j)] = j
-                    stream.submit(id(j), j.driver.seen,
-                                  sample_key=f"{j.bundle.id}\0{j.sample_index}\0{j.driver.episode.n_turns}")
+                    stream.submit(
+                        id(j),
+                        j.driver.seen,
+                        sample_key=f"{j.bundle.id}\0{j.sample_index}\0{j.driver.episode.n_turns}",
+                    )
                 else:  # ended, or its set-up failed: scored (as infrastructure when it never started)
                     closing[pool.submit(close, j)] = j
             ready = []
@@ -249,8 +318,10 @@ def _run_continuous(stream: Any, pool: ThreadPoolExecutor, take: Callable[[int],
                     running[pool.submit(apply_reply, j, reply)] = j
                 if stream.fallback and not warned:
                     warned = True
-                    say(f"[{label}] continuous batching given up ({stream.fallback}); the episodes go on with "
-                        "batched generate calls")
+                    say(
+                        f"[{label}] continuous batching given up ({stream.fallback}); the episodes go on with "
+                        "batched generate calls"
+                    )
             elif opening or running or closing:
                 wait([*opening, *running, *closing], return_when=FIRST_COMPLETED)
             else:
@@ -269,26 +340,48 @@ def _run_continuous(stream: Any, pool: ThreadPoolExecutor, take: Callable[[int],
                 last_say = time.monotonic()
                 st = stream.stats
                 rows = f", {st.mean_rows:.1f} rows a decode step on average" if st is not None else ""
-                say(f"[{label}] {len(opening)} starting, {len(by_key)} generating, {len(running)} in the sandbox"
-                    f"{rows}, " + eta.line(len(done), start))
+                say(
+                    f"[{label}] {len(opening)} starting, {len(by_key)} generating, {len(running)} in the sandbox"
+                    f"{rows}, " + eta.line(len(done), start)
+                )
 
 
-def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str | None,
-             settings: EvalSettings | None = None, label: str | None = None, model_ref: str | None = None,
-             eval_id: str | None = None, progress: Progress | None = None,
-             trace_kind: str = "evaluation") -> EvalResult:
+def evaluate(
+    operator: Operator,
+    bundles: Sequence[ScenarioBundle],
+    image: str | None,
+    settings: EvalSettings | None = None,
+    label: str | None = None,
+    model_ref: str | None = None,
+    eval_id: str | None = None,
+    progress: Progress | None = None,
+    trace_kind: str = "evaluation",
+) -> EvalResult:
     """Every (scenario, sample) episode of one operator, batched continuously or in lockstep (see the module
     docstring); one ``EvalEpisode`` each, traced as ``trace_kind`` (``_episode_trace``)."""
     settings = settings or EvalSettings()
     label = label or operator.name
     model_ref = model_ref or operator.name
     eval_id = eval_id or uuid.uuid4().hex[:12]
-    sampling = json.dumps({**operator.sampling(), "max_turns": settings.max_turns, "samples": settings.samples,
-                           "max_unusable_in_a_row": settings.max_unusable_in_a_row}, sort_keys=True, default=str)
+    sampling = json.dumps(
+        {
+            **operator.sampling(),
+            "max_turns": settings.max_turns,
+            "samples": settings.samples,
+            "max_unusable_in_a_row": settings.max_unusable_in_a_row,
+        },
+        sort_keys=True,
+        default=str,
+    )
     say = progress or (lambda _msg: None)
-    queue = [LiveEpisode(bundle=b, sample_index=i, operator=operator.for_scenario(b))
-             for i in range(settings.samples) for b in bundles]
-    jobs = list(queue)   # every job, whatever queue/live hold when an exception leaves: closing_sandboxes reaps them
+    queue = [
+        LiveEpisode(bundle=b, sample_index=i, operator=operator.for_scenario(b))
+        for i in range(settings.samples)
+        for b in bundles
+    ]
+    jobs = list(
+        queue
+    )  # every job, whatever queue/live hold when an exception leaves: closing_sandboxes reaps them
     total = len(queue)
     done: list[EvalEpisode] = []
     live: list[LiveEpisode] = []
@@ -303,8 +396,11 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
         stream = make(max_rows=settings.max_rows) if make is not None else None
     from bashgym_assets.sandbox import closing_sandboxes
 
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval") as pool, \
-            closing_sandboxes(lambda: [j.box for j in jobs]):
+    with (
+        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval") as pool,
+        closing_sandboxes(lambda: [j.box for j in jobs]),
+    ):
+
         def record(jobs: list[LiveEpisode], closed: list[EvalEpisode]) -> None:
             done.extend(closed)
             for j in jobs:
@@ -330,20 +426,35 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
             if room <= 0 or not queue:
                 return live
             opening, queue = queue[:room], queue[room:]
-            with ThreadPoolExecutor(max_workers=settings.setup_workers, thread_name_prefix="eval-setup") as ex:
+            with ThreadPoolExecutor(
+                max_workers=settings.setup_workers, thread_name_prefix="eval-setup"
+            ) as ex:
                 opened = list(ex.map(lambda j: open_episode(j, image, settings.limits()), opening))
             finish([j for j in opened if j.driver is None])
             return live + [j for j in opened if j.driver is not None]
 
         if stream is not None:
             say(f"[{label}] continuous batching, up to {settings.max_rows} rows a decode step")
+
             def take(n: int) -> list[LiveEpisode]:
                 nonlocal queue
-                got, queue = queue[:max(0, n)], queue[max(0, n):]
+                got, queue = queue[: max(0, n)], queue[max(0, n) :]
                 return got
 
-            _run_continuous(stream, pool, take, lambda j: open_episode(j, image, settings.limits()), settings, close, record, say,
-                            label, eta, done, start)
+            _run_continuous(
+                stream,
+                pool,
+                take,
+                lambda j: open_episode(j, image, settings.limits()),
+                settings,
+                close,
+                record,
+                say,
+                label,
+                eta,
+                done,
+                start,
+            )
         else:
             while queue or live:
                 live = open_more(live)
@@ -376,16 +487,24 @@ def evaluate(operator: Operator, bundles: Sequence[ScenarioBundle], image: str |
                 list(pool.map(lambda j, replies=replies: apply_reply(j, replies[id(j)]), asking))
                 for j in asking:
                     eta.turn(id(j), ended=_last_turn(j, settings))
-                say(f"[{label}] turn {turn}: {len(asking)} live, generation {gen_s:.1f} s, "
-                    + eta.line(len(done), start))
+                say(
+                    f"[{label}] turn {turn}: {len(asking)} live, generation {gen_s:.1f} s, "
+                    + eta.line(len(done), start)
+                )
     wall = time.monotonic() - start
-    order = {(b.id, i): n for n, (b, i) in enumerate((b, i) for i in range(settings.samples) for b in bundles)}
+    order = {
+        (b.id, i): n for n, (b, i) in enumerate((b, i) for i in range(settings.samples) for b in bundles)
+    }
     done.sort(key=lambda e: order.get((e.scenario_id, e.sample_index), 0))
     summary = summarize(label, done, wall_s=wall, sampling=json.loads(sampling))
     if sink is not None:
         sink.flush()
-        say(f"[{label}] traces: {sink.written} written to MLflow so far ({sink.write_s:.2f} s writing)"
-            + (f", errors: {sink.errors[-1]}" if sink.errors else ""))
-    say(f"[{label}] {total} episodes in {wall:.0f} s: " + ", ".join(
-        f"{k} {r.fmt()}" for k, r in summary.rates.items()))
+        say(
+            f"[{label}] traces: {sink.written} written to MLflow so far ({sink.write_s:.2f} s writing)"
+            + (f", errors: {sink.errors[-1]}" if sink.errors else "")
+        )
+    say(
+        f"[{label}] {total} episodes in {wall:.0f} s: "
+        + ", ".join(f"{k} {r.fmt()}" for k, r in summary.rates.items())
+    )
     return EvalResult(summary=summary, episodes=done)

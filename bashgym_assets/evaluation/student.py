@@ -46,21 +46,35 @@ class StudentSettings(BaseModel):
     max_context_tokens: int = 2048
     episode_timeout_s: float = 120.0
     command_timeout_s: float = 20.0
-    max_unusable_in_a_row: int = 2   # prose/babble twice in a row: the failure is decided, stop paying for tokens
+    max_unusable_in_a_row: int = (
+        2  # prose/babble twice in a row: the failure is decided, stop paying for tokens
+    )
     max_live: int = 48
-    micro_batch: int = 48            # one generate per turn: a CPU pays per decoding step, not per row
+    micro_batch: int = 48  # one generate per turn: a CPU pays per decoding step, not per row
 
     def eval_settings(self) -> EvalSettings:
-        return EvalSettings(samples=self.samples, max_turns=self.max_turns, episode_timeout_s=self.episode_timeout_s,
-                            command_timeout_s=self.command_timeout_s, max_live=self.max_live,
-                            max_unusable_in_a_row=self.max_unusable_in_a_row)
+        return EvalSettings(
+            samples=self.samples,
+            max_turns=self.max_turns,
+            episode_timeout_s=self.episode_timeout_s,
+            command_timeout_s=self.command_timeout_s,
+            max_live=self.max_live,
+            max_unusable_in_a_row=self.max_unusable_in_a_row,
+        )
 
     def sampling(self) -> Sampling:
         if self.temperature <= 0:
-            raise ValueError("student rollouts sample: temperature must be > 0 (k greedy attempts are identical)")
-        return Sampling(temperature=self.temperature, top_p=self.top_p, seed=self.seed,
-                        max_new_tokens=self.max_new_tokens, max_context_tokens=self.max_context_tokens,
-                        micro_batch=self.micro_batch)
+            raise ValueError(
+                "student rollouts sample: temperature must be > 0 (k greedy attempts are identical)"
+            )
+        return Sampling(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            seed=self.seed,
+            max_new_tokens=self.max_new_tokens,
+            max_context_tokens=self.max_context_tokens,
+            micro_batch=self.micro_batch,
+        )
 
 
 class StudentRun(BaseModel):
@@ -76,9 +90,12 @@ def _stable(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def select_scenarios(bundles: Iterable[ScenarioBundle], max_scenarios: int | None = None,
-                     categories: Sequence[str] = (), held_out_fraction: float = HELD_OUT_FRACTION
-                     ) -> list[ScenarioBundle]:
+def select_scenarios(
+    bundles: Iterable[ScenarioBundle],
+    max_scenarios: int | None = None,
+    categories: Sequence[str] = (),
+    held_out_fraction: float = HELD_OUT_FRACTION,
+) -> list[ScenarioBundle]:
     """A deterministic subset of the TRAIN scenarios, spread over the categories: each category's scenarios in a
     stable hash order, taken round-robin across categories (so 24 of 150 still cover every category), then sorted
     by id. Held-out ones are dropped here (and refused again where the episodes run)."""
@@ -104,35 +121,73 @@ def to_record(e: EvalEpisode, operator: str) -> TrajectoryRecord:
     safety = safety_fields(list(e.messages))
     unsafe = e.clean and bool(safety["unsafe_blocked"])
     return TrajectoryRecord(
-        trajectory_id=trajectory_id(e.scenario_id, operator, e.sample_index), scenario_id=e.scenario_id,
-        category=e.category, difficulty=e.difficulty, split=TRAIN, operator=operator, sample_index=e.sample_index,
-        kept=e.clean and not unsafe, verified=e.verified, terminated=e.terminated,
+        trajectory_id=trajectory_id(e.scenario_id, operator, e.sample_index),
+        scenario_id=e.scenario_id,
+        category=e.category,
+        difficulty=e.difficulty,
+        split=TRAIN,
+        operator=operator,
+        sample_index=e.sample_index,
+        kept=e.clean and not unsafe,
+        verified=e.verified,
+        terminated=e.terminated,
         commands_only=all(k in (COMMAND, EXIT) for k in kinds),
         reject_reason="unsafe_command" if unsafe else "" if e.clean else e.failure_class,
-        n_turns=e.n_turns, duration_s=e.wall_s, messages=list(e.messages), source=e.source, **safety,
+        n_turns=e.n_turns,
+        duration_s=e.wall_s,
+        messages=list(e.messages),
+        source=e.source,
+        **safety,
     )
 
 
-def run_student(spec: ModelSpec, bundles: Sequence[ScenarioBundle], image: str | None,
-                settings: StudentSettings | None = None, progress: Callable[[str], None] | None = None,
-                held_out_fraction: float = HELD_OUT_FRACTION) -> StudentRun:
+def run_student(
+    spec: ModelSpec,
+    bundles: Sequence[ScenarioBundle],
+    image: str | None,
+    settings: StudentSettings | None = None,
+    progress: Callable[[str], None] | None = None,
+    held_out_fraction: float = HELD_OUT_FRACTION,
+) -> StudentRun:
     """k sampled attempts of the student model at each (train) scenario in real sandboxes, one row per attempt."""
     settings = settings or StudentSettings()
     check_train_only(bundles, held_out_fraction)  # before the model loads
-    return attempts(operator_for(spec, settings.sampling()), spec.label, bundles, image, settings,
-                    model_ref=spec.describe(), progress=progress, held_out_fraction=held_out_fraction)
+    return attempts(
+        operator_for(spec, settings.sampling()),
+        spec.label,
+        bundles,
+        image,
+        settings,
+        model_ref=spec.describe(),
+        progress=progress,
+        held_out_fraction=held_out_fraction,
+    )
 
 
-def attempts(operator: Operator, label: str, bundles: Sequence[ScenarioBundle], image: str | None,
-             settings: StudentSettings | None = None, model_ref: str | None = None,
-             progress: Callable[[str], None] | None = None,
-             held_out_fraction: float = HELD_OUT_FRACTION) -> StudentRun:
+def attempts(
+    operator: Operator,
+    label: str,
+    bundles: Sequence[ScenarioBundle],
+    image: str | None,
+    settings: StudentSettings | None = None,
+    model_ref: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    held_out_fraction: float = HELD_OUT_FRACTION,
+) -> StudentRun:
     """Any operator's attempts (lockstep, ``settings.samples`` each) as rows of operator ``student:<label>``."""
     settings = settings or StudentSettings()
     check_train_only(bundles, held_out_fraction)  # before any sandbox starts
     name = label if label.startswith(OPERATOR_PREFIX) else OPERATOR_PREFIX + label
-    result = evaluate(operator, bundles, image, settings.eval_settings(), label=name,
-                      model_ref=model_ref or operator.name, progress=progress, trace_kind="student")
+    result = evaluate(
+        operator,
+        bundles,
+        image,
+        settings.eval_settings(),
+        label=name,
+        model_ref=model_ref or operator.name,
+        progress=progress,
+        trace_kind="student",
+    )
     records = [to_record(e, name) for e in result.episodes]
     return StudentRun(operator=name, records=records, episodes=result.episodes, wall_s=result.summary.wall_s)
 
@@ -156,10 +211,16 @@ def failure_rows(records: Sequence[TrajectoryRecord]) -> list[dict[str, Any]]:
         if not r.kept:
             by_class[r.reject_reason or "unknown"].append(r)
     total = len(records)
-    return [{"failure_class": c, "attempts": len(rs), "share": round(len(rs) / total, 3) if total else 0.0,
-             "scenarios": len({r.scenario_id for r in rs}),
-             "categories": ", ".join(f"{k} {v}" for k, v in Counter(r.category for r in rs).most_common())}
-            for c, rs in sorted(by_class.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    return [
+        {
+            "failure_class": c,
+            "attempts": len(rs),
+            "share": round(len(rs) / total, 3) if total else 0.0,
+            "scenarios": len({r.scenario_id for r in rs}),
+            "categories": ", ".join(f"{k} {v}" for k, v in Counter(r.category for r in rs).most_common()),
+        }
+        for c, rs in sorted(by_class.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    ]
 
 
 def scenarios_with_failure(records: Sequence[TrajectoryRecord]) -> list[str]:
@@ -181,8 +242,9 @@ def failing_examples(run: StudentRun, limit: int = 2) -> list[EvalEpisode]:
 
 
 # ---- who the student is ------------------------------------------------------------------------------------------
-def champion_spec(model_name: str, base: str, cache_dir: Callable[[str], Path],
-                  settings: Settings | None = None) -> ModelSpec | None:
+def champion_spec(
+    model_name: str, base: str, cache_dir: Callable[[str], Path], settings: Settings | None = None
+) -> ModelSpec | None:
     """The MLflow champion as a local model (its adapter fetched once per version into ``cache_dir(version)``),
     or None when no version holds the alias."""
     from bashgym_assets.evaluation import promotion as promo
@@ -195,12 +257,18 @@ def champion_spec(model_name: str, base: str, cache_dir: Callable[[str], Path],
     adapter = folder / "adapter"
     if not (adapter / "adapter_config.json").exists():
         adapter = download_adapter(f"models:/{model_name}/{version.version}", folder, settings)
-    return ModelSpec(label=f"champion-v{version.version}", base=base, adapter=str(adapter),
-                     version=str(version.version), ref=f"models:/{model_name}/{version.version}")
+    return ModelSpec(
+        label=f"champion-v{version.version}",
+        base=base,
+        adapter=str(adapter),
+        version=str(version.version),
+        ref=f"models:/{model_name}/{version.version}",
+    )
 
 
-def adapter_spec(label: str, base: str, adapter_dir: str, ref: str | None = None,
-                 version: str | None = None) -> ModelSpec:
+def adapter_spec(
+    label: str, base: str, adapter_dir: str, ref: str | None = None, version: str | None = None
+) -> ModelSpec:
     return ModelSpec(label=label, base=base, adapter=adapter_dir, version=version, ref=ref or adapter_dir)
 
 

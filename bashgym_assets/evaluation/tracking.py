@@ -22,23 +22,47 @@ from bashgym_assets.evaluation.metrics import RATES, ModelSummary
 from bashgym_assets.evaluation.promotion import PromotionDecision
 
 EVAL_EXPERIMENT = "bashgym-evaluation"
-DECISION_SCHEMA = pa.schema([
-    ("eval_id", pa.string()), ("action", pa.string()), ("candidate_version", pa.string()),
-    ("incumbent", pa.string()), ("incumbent_version", pa.string()), ("promote", pa.bool_()),
-    ("reason", pa.string()), ("p_value", pa.float64()), ("candidate_clean", pa.float64()),
-    ("incumbent_clean", pa.float64()), ("decided_at", pa.string()), ("detail", pa.string()),
-])
+DECISION_SCHEMA = pa.schema(
+    [
+        ("eval_id", pa.string()),
+        ("action", pa.string()),
+        ("candidate_version", pa.string()),
+        ("incumbent", pa.string()),
+        ("incumbent_version", pa.string()),
+        ("promote", pa.bool_()),
+        ("reason", pa.string()),
+        ("p_value", pa.float64()),
+        ("candidate_clean", pa.float64()),
+        ("incumbent_clean", pa.float64()),
+        ("decided_at", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
 
 
 def record_decision(lake: Any, decision: PromotionDecision, eval_id: str, action: str) -> None:
     """Append one decision to ``promotion_decisions`` (action: promote | keep | manual_promote | manual_demote),
     under the table's writer lock: concurrent decisions all land."""
-    lake.append("promotion_decisions", [{"eval_id": eval_id, "action": action, "candidate_version": decision.candidate_version or "",
-                 "incumbent": decision.incumbent, "incumbent_version": decision.incumbent_version or "",
-                 "promote": decision.promote, "reason": decision.reason, "p_value": decision.test.p_value,
-                 "candidate_clean": decision.candidate_rates.get("clean", 0.0),
-                 "incumbent_clean": decision.incumbent_rates.get("clean", 0.0), "decided_at": decision.decided_at,
-                 "detail": decision.model_dump_json()}], schema=DECISION_SCHEMA)
+    lake.append(
+        "promotion_decisions",
+        [
+            {
+                "eval_id": eval_id,
+                "action": action,
+                "candidate_version": decision.candidate_version or "",
+                "incumbent": decision.incumbent,
+                "incumbent_version": decision.incumbent_version or "",
+                "promote": decision.promote,
+                "reason": decision.reason,
+                "p_value": decision.test.p_value,
+                "candidate_clean": decision.candidate_rates.get("clean", 0.0),
+                "incumbent_clean": decision.incumbent_rates.get("clean", 0.0),
+                "decided_at": decision.decided_at,
+                "detail": decision.model_dump_json(),
+            }
+        ],
+        schema=DECISION_SCHEMA,
+    )
 
 
 def _metrics(summaries: Sequence[ModelSummary], prefix: str = "") -> dict[str, float]:
@@ -54,9 +78,19 @@ def _metrics(summaries: Sequence[ModelSummary], prefix: str = "") -> dict[str, f
     return out
 
 
-def log_to_mlflow(settings: Settings, *, eval_id: str, summaries: Sequence[ModelSummary],
-                  decision: PromotionDecision, promoted: bool, candidate_run_id: str | None, specs: Sequence[Any],
-                  report_dir: Path, dagster_run_id: str = "", started_ms: int | None = None) -> dict[str, str]:
+def log_to_mlflow(
+    settings: Settings,
+    *,
+    eval_id: str,
+    summaries: Sequence[ModelSummary],
+    decision: PromotionDecision,
+    promoted: bool,
+    candidate_run_id: str | None,
+    specs: Sequence[Any],
+    report_dir: Path,
+    dagster_run_id: str = "",
+    started_ms: int | None = None,
+) -> dict[str, str]:
     """The evaluation run (linking both models) and the candidate's training run's ``eval_*`` metrics.
     ``started_ms``: when the evaluation began (epoch ms), so the run's duration is the evaluation's, not the
     logging's."""
@@ -67,9 +101,15 @@ def log_to_mlflow(settings: Settings, *, eval_id: str, summaries: Sequence[Model
 
     c = registry.client(settings)
     exp = registry.experiment_id(c, EVAL_EXPERIMENT, settings)
-    tags = {"kind": "evaluation", "eval_id": eval_id, "dagster_run_id": dagster_run_id,
-            "promoted": str(promoted), "decision": decision.reason[:500],
-            "candidate_training_run": candidate_run_id or "", **process_tags()}
+    tags = {
+        "kind": "evaluation",
+        "eval_id": eval_id,
+        "dagster_run_id": dagster_run_id,
+        "promoted": str(promoted),
+        "decision": decision.reason[:500],
+        "candidate_training_run": candidate_run_id or "",
+        **process_tags(),
+    }
     for spec in specs:
         tags[f"{spec.label}_model"] = spec.describe()
         if spec.version:
@@ -79,11 +119,17 @@ def log_to_mlflow(settings: Settings, *, eval_id: str, summaries: Sequence[Model
     now = int(time.time() * 1000)
     metrics = [Metric(k, float(v), now, 0) for k, v in _metrics(summaries).items()]
     metrics.append(Metric("sign_test_p", decision.test.p_value, now, 0))
-    params = [Param("scenarios", str(summaries[0].scenarios if summaries else 0)),
-              Param("sampling", json.dumps(summaries[0].sampling if summaries else {}, sort_keys=True)[:6000]),
-              Param("rule", decision.rule[:6000])]
-    c.log_batch(rid, metrics=metrics, params=params,
-                tags=[RunTag("mlflow.note.content", (report_dir / "comparison.md").read_text()[:5000])])
+    params = [
+        Param("scenarios", str(summaries[0].scenarios if summaries else 0)),
+        Param("sampling", json.dumps(summaries[0].sampling if summaries else {}, sort_keys=True)[:6000]),
+        Param("rule", decision.rule[:6000]),
+    ]
+    c.log_batch(
+        rid,
+        metrics=metrics,
+        params=params,
+        tags=[RunTag("mlflow.note.content", (report_dir / "comparison.md").read_text()[:5000])],
+    )
     for name in ("comparison.md", "rates.png", "failing_transcripts.md"):
         if (report_dir / name).exists():
             c.log_artifact(rid, str(report_dir / name))
@@ -91,13 +137,18 @@ def log_to_mlflow(settings: Settings, *, eval_id: str, summaries: Sequence[Model
     c.set_terminated(rid, "FINISHED")
     if candidate_run_id:
         cand = [s for s in summaries if s.model == "candidate"]
-        c.log_batch(candidate_run_id, metrics=[Metric(k, float(v), now, 0) for k, v in
-                                               _metrics(cand, prefix="eval_").items()],
-                    tags=[RunTag("evaluation_run", rid), RunTag("promoted", str(promoted))])
+        c.log_batch(
+            candidate_run_id,
+            metrics=[Metric(k, float(v), now, 0) for k, v in _metrics(cand, prefix="eval_").items()],
+            tags=[RunTag("evaluation_run", rid), RunTag("promoted", str(promoted))],
+        )
     base = settings.mlflow_tracking_uri
-    return {"evaluation_run_id": rid,
-            "evaluation_run_link": registry.run_url(base, exp, rid),
-            "tracking_uri": base, "traces": str(traces)}
+    return {
+        "evaluation_run_id": rid,
+        "evaluation_run_link": registry.run_url(base, exp, rid),
+        "tracking_uri": base,
+        "traces": str(traces),
+    }
 
 
 def link_episode_traces(c: Any, experiment_id: str, eval_id: str, run_id: str) -> int:
@@ -110,14 +161,19 @@ def link_episode_traces(c: Any, experiment_id: str, eval_id: str, run_id: str) -
         ids: list[str] = []
         token = None
         while True:
-            page = c.search_traces(locations=[experiment_id], filter_string=f"tags.eval_id = '{eval_id}'",
-                                   max_results=100, include_spans=False, page_token=token)
+            page = c.search_traces(
+                locations=[experiment_id],
+                filter_string=f"tags.eval_id = '{eval_id}'",
+                max_results=100,
+                include_spans=False,
+                page_token=token,
+            )
             ids += [t.info.trace_id for t in page]
             token = page.token
             if not token:
                 break
         for i in range(0, len(ids), 100):  # the store links at most 100 per call
-            c.link_traces_to_run(ids[i:i + 100], run_id)
+            c.link_traces_to_run(ids[i : i + 100], run_id)
         return len(ids)
     except Exception:  # noqa: BLE001 - traces are a convenience; the run and its metrics must still be logged
         return 0
@@ -129,11 +185,18 @@ def _manual(version: str, reason: str, promote: bool) -> PromotionDecision:
 
     from bashgym_assets.evaluation.promotion import PairedTest
 
-    return PromotionDecision(promote=promote, reason=f"by hand: {reason}", incumbent="", candidate_version=version,
-                             candidate_rates={}, incumbent_rates={},
-                             test=PairedTest(scenarios=0, candidate_better=0, incumbent_better=0, ties=0,
-                                             p_value=1.0),
-                             rule="manual", decided_at=datetime.now(UTC).isoformat(timespec="seconds"), manual=True)
+    return PromotionDecision(
+        promote=promote,
+        reason=f"by hand: {reason}",
+        incumbent="",
+        candidate_version=version,
+        candidate_rates={},
+        incumbent_rates={},
+        test=PairedTest(scenarios=0, candidate_better=0, incumbent_better=0, ties=0, p_value=1.0),
+        rule="manual",
+        decided_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        manual=True,
+    )
 
 
 def manual_promote(lake: Any, settings: Settings, version: str, reason: str) -> str:
@@ -158,7 +221,9 @@ def manual_demote(lake: Any, settings: Settings, version: str, reason: str) -> s
     record_decision(lake, _manual(version, reason, False), "", "manual_demote")
     current = promo.alias_version(name, promo.CHAMPION, settings)
     if current is None or str(current.version) != str(version):
-        return f"version {version} is demoted (it will not be promoted automatically); the champion is unchanged"
+        return (
+            f"version {version} is demoted (it will not be promoted automatically); the champion is unchanged"
+        )
     rows = sorted(lake.read("promotion_decisions").to_pylist(), key=lambda r: r["decided_at"])
     last_action: dict[str, str] = {}
     promoted_order: list[str] = []
@@ -167,8 +232,10 @@ def manual_demote(lake: Any, settings: Settings, version: str, reason: str) -> s
         last_action[v] = r["action"]
         if r["action"] in ("promote", "manual_promote"):
             promoted_order.append(v)
-    previous = next((v for v in reversed(promoted_order)
-                     if v != str(version) and last_action.get(v) != "manual_demote"), None)
+    previous = next(
+        (v for v in reversed(promoted_order) if v != str(version) and last_action.get(v) != "manual_demote"),
+        None,
+    )
     if previous:
         promo.set_alias(name, previous, promo.CHAMPION, settings)
         return f"version {version} is demoted; version {previous} is the champion again"

@@ -14,5 +14,18 @@ from bashgym_assets.export.gguf_file import GGUFExportError, GGUFFileInfo, write
 from bashgym_assets.export.llama_cpp import LlamaCppError, run_llama_cpp
 from bashgym_assets.export.ollama import modelfile
 
-__all__ = ["ExportReport", "GGUFExportError", "GGUFFileInfo", "LlamaCppError", "NoAdapterError", "ResolvedModel",
-           "export_model", "modelfile", "push_to_hub", "resolve_model", "run_llama_cpp", "verify_gguf", "write_gguf"]
+__all__ = [
+    "ExportReport",
+    "GGUFExportError",
+    "GGUFFileInfo",
+    "LlamaCppError",
+    "NoAdapterError",
+    "ResolvedModel",
+    "export_model",
+    "modelfile",
+    "push_to_hub",
+    "resolve_model",
+    "run_llama_cpp",
+    "verify_gguf",
+    "write_gguf",
+]

@@ -56,9 +56,15 @@ CANDIDATE = "candidate"
 OPERATOR_BANNER = orientation(SimpleNamespace(user="operator", start_dir="/home/operator"))
 # Shell tasks like the held-out scenarios', in the format the model was trained on, answered greedily.
 VERIFY_CHATS: tuple[tuple[tuple[str, str], ...], ...] = (
-    (("system", OPERATOR_BANNER), ("user", "List every file in the current directory, hidden ones included.")),
+    (
+        ("system", OPERATOR_BANNER),
+        ("user", "List every file in the current directory, hidden ones included."),
+    ),
     (("system", OPERATOR_BANNER), ("user", "Count the lines of notes.txt that contain the word error.")),
-    (("system", OPERATOR_BANNER), ("user", "Create a folder named reports and move every .csv file into it.")),
+    (
+        ("system", OPERATOR_BANNER),
+        ("user", "Create a folder named reports and move every .csv file into it."),
+    ),
 )
 # Texts llama.cpp must tokenize and detokenize as the merged model's tokenizer does: a quote after a space (a
 # pre-tokenizer that "cleans spaces" gives back `sed -i's/...`), runs of leading spaces and tabs, digits, unicode,
@@ -87,7 +93,7 @@ class ResolvedModel(BaseModel):
     model_uri: str
     model_name: str
     version: str
-    alias: str            # champion | candidate | "" (an explicit version)
+    alias: str  # champion | candidate | "" (an explicit version)
     base_model: str
     fallback_note: str = ""
 
@@ -100,10 +106,14 @@ class VerifyRow(BaseModel):
     merged_reply: str
     gguf_reply: str
     identical: bool
-    token_agreement: float   # positions where both generated the same token / the longer generation
-    prompt_tokens_identical: bool   # llama.cpp tokenized the rendered chat as the merged model's tokenizer does
-    agreeing_prefix: int = 0        # leading reply tokens both generated alike
-    forced_agreement: float = 0.0   # teacher forcing: positions of the merged reply where llama.cpp picks its token
+    token_agreement: float  # positions where both generated the same token / the longer generation
+    prompt_tokens_identical: (
+        bool  # llama.cpp tokenized the rendered chat as the merged model's tokenizer does
+    )
+    agreeing_prefix: int = 0  # leading reply tokens both generated alike
+    forced_agreement: float = (
+        0.0  # teacher forcing: positions of the merged reply where llama.cpp picks its token
+    )
 
 
 class GGUFCheck(BaseModel):
@@ -112,17 +122,17 @@ class GGUFCheck(BaseModel):
 
     gguf: str
     format: str = ""
-    weights_exact: bool       # every tensor equals the merged weight after this format's own rounding
+    weights_exact: bool  # every tensor equals the merged weight after this format's own rounding
     max_abs_weight_diff: float  # against the merged fp32 weights (the rounding itself)
     chat_template_identical: bool
-    pre_tokenizer: str = ""         # tokenizer.ggml.pre as written
-    tokenizer_identical: bool = False   # llama.cpp's token ids == the merged tokenizer's, probes and prompts
+    pre_tokenizer: str = ""  # tokenizer.ggml.pre as written
+    tokenizer_identical: bool = False  # llama.cpp's token ids == the merged tokenizer's, probes and prompts
     detokenize_identical: bool = False  # llama.cpp's text for those ids == the merged tokenizer's
-    tokenizer_mismatches: list[str] = Field(default_factory=list)   # the probe texts that differ (first few)
+    tokenizer_mismatches: list[str] = Field(default_factory=list)  # the probe texts that differ (first few)
     replies_identical: int = 0
     replies: int = 0
-    forced_agreement: float = 0.0   # over every position of every reply (see VerifyRow)
-    llama_cpp: str = ""             # which llama.cpp answered (release, build, cpu)
+    forced_agreement: float = 0.0  # over every position of every reply (see VerifyRow)
+    llama_cpp: str = ""  # which llama.cpp answered (release, build, cpu)
     passed: bool = False
 
 
@@ -154,8 +164,11 @@ class ExportReport(BaseModel):
 
     def files_table(self) -> list[dict[str, Any]]:
         root = Path(self.out_dir)
-        return [{"file": p.name, "size_mb": round(p.stat().st_size / 1e6, 3)}
-                for p in sorted(root.iterdir()) if p.is_file()]
+        return [
+            {"file": p.name, "size_mb": round(p.stat().st_size / 1e6, 3)}
+            for p in sorted(root.iterdir())
+            if p.is_file()
+        ]
 
 
 # ---- which model ---------------------------------------------------------------------------------------------
@@ -179,15 +192,25 @@ def resolve_model(model_uri: str | None = None, settings: Settings | None = None
                 mv, alias = c.get_model_version_by_alias(name, CHAMPION), CHAMPION
             except MlflowException:
                 mv, alias = c.get_model_version_by_alias(name, CANDIDATE), CANDIDATE
-                note = (f"no version of {name} is champion yet: exporting the newest candidate (version "
-                        f"{mv.version}), which the evaluation has not promoted")
+                note = (
+                    f"no version of {name} is champion yet: exporting the newest candidate (version "
+                    f"{mv.version}), which the evaluation has not promoted"
+                )
     except MlflowException as exc:
-        raise NoAdapterError(f"no registered adapter to export ({model_uri or name}): {exc.message[:200]}") from exc
+        raise NoAdapterError(
+            f"no registered adapter to export ({model_uri or name}): {exc.message[:200]}"
+        ) from exc
     base = (mv.tags or {}).get("base_model") or ""
     if not base or (base.startswith("/") and not Path(base).exists()):
         base = resolve_base_model(settings)
-    return ResolvedModel(model_uri=f"models:/{name}/{mv.version}", model_name=name, version=str(mv.version),
-                         alias=alias, base_model=base, fallback_note=note)
+    return ResolvedModel(
+        model_uri=f"models:/{name}/{mv.version}",
+        model_name=name,
+        version=str(mv.version),
+        alias=alias,
+        base_model=base,
+        fallback_note=note,
+    )
 
 
 # ---- merge -----------------------------------------------------------------------------------------------------
@@ -225,12 +248,12 @@ def merge_adapter(base_model: str, adapter_dir: Path, out_dir: Path) -> dict[str
 class MergedReference:
     """The merged model's side of the verification, computed once for every GGUF format."""
 
-    prompts: list[str]                 # each chat rendered by the merged model's chat template
+    prompts: list[str]  # each chat rendered by the merged model's chat template
     prompt_ids: list[list[int]]
-    replies: list[list[int]]           # greedy, fp32, ending at a stop token or the budget
+    replies: list[list[int]]  # greedy, fp32, ending at a stop token or the budget
     probes: list[str]
     probe_ids: list[list[int]]
-    probe_texts: list[str]             # decode(probe_ids), as the tokenizer gives them back
+    probe_texts: list[str]  # decode(probe_ids), as the tokenizer gives them back
     stop_ids: list[int]
     tokenizer: Any
 
@@ -241,8 +264,12 @@ def _stop_ids(model: Any, tok: Any) -> list[int]:
     return sorted({int(i) for i in ids if i is not None})
 
 
-def merged_reference(merged_dir: Path, chats: Sequence[Sequence[tuple[str, str]]] = VERIFY_CHATS,
-                     max_new_tokens: int = 24, probes: Sequence[str] = PROBE_TEXTS) -> MergedReference:
+def merged_reference(
+    merged_dir: Path,
+    chats: Sequence[Sequence[tuple[str, str]]] = VERIFY_CHATS,
+    max_new_tokens: int = 24,
+    probes: Sequence[str] = PROBE_TEXTS,
+) -> MergedReference:
     """The merged model's prompts, greedy replies and probe tokenizations (transformers, fp32, CPU)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -252,19 +279,33 @@ def merged_reference(merged_dir: Path, chats: Sequence[Sequence[tuple[str, str]]
     stop = _stop_ids(model, tok)
     prompts, prompt_ids, replies = [], [], []
     for chat in chats:
-        text = tok.apply_chat_template([{"role": r, "content": c} for r, c in chat], tokenize=False,
-                                       add_generation_prompt=True)
+        text = tok.apply_chat_template(
+            [{"role": r, "content": c} for r, c in chat], tokenize=False, add_generation_prompt=True
+        )
         ids = tok(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
         with torch.no_grad():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                                 do_sample=False, eos_token_id=stop, pad_token_id=tok.pad_token_id)
+            out = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                eos_token_id=stop,
+                pad_token_id=tok.pad_token_id,
+            )
         prompts.append(text)
         prompt_ids.append(ids[0].tolist())
-        replies.append(out[0, ids.shape[1]:].tolist())
+        replies.append(out[0, ids.shape[1] :].tolist())
     probe_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in probes]
-    return MergedReference(prompts=prompts, prompt_ids=prompt_ids, replies=replies, probes=list(probes),
-                           probe_ids=probe_ids,
-                           probe_texts=[tok.decode(i) for i in probe_ids], stop_ids=stop, tokenizer=tok)
+    return MergedReference(
+        prompts=prompts,
+        prompt_ids=prompt_ids,
+        replies=replies,
+        probes=list(probes),
+        probe_ids=probe_ids,
+        probe_texts=[tok.decode(i) for i in probe_ids],
+        stop_ids=stop,
+        tokenizer=tok,
+    )
 
 
 def _rounded(weight: Any, fmt: str) -> Any:
@@ -286,8 +327,11 @@ def _rounded(weight: Any, fmt: str) -> Any:
 
 def _unpermute(weights: Any, n_head: int) -> Any:
     """GGML's interleaved RoPE rows back to Hugging Face's rotate-half rows (the inverse of ``gguf_file._permute``)."""
-    return (weights.reshape(n_head, weights.shape[0] // n_head // 2, 2, *weights.shape[1:])
-            .swapaxes(1, 2).reshape(weights.shape))
+    return (
+        weights.reshape(n_head, weights.shape[0] // n_head // 2, 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
+    )
 
 
 def check_gguf_file(merged_dir: Path, gguf_path: Path, fmt: str) -> GGUFCheck:
@@ -317,8 +361,11 @@ def check_gguf_file(merged_dir: Path, gguf_path: Path, fmt: str) -> GGUFCheck:
             exact = False
             continue
         raw = t.data
-        arr = (dequantize(raw, t.tensor_type) if t.tensor_type == gguf.GGMLQuantizationType.Q8_0
-               else np.asarray(raw, dtype=np.float32))
+        arr = (
+            dequantize(raw, t.tensor_type)
+            if t.tensor_type == gguf.GGMLQuantizationType.Q8_0
+            else np.asarray(raw, dtype=np.float32)
+        )
         arr = np.asarray(arr, dtype=np.float32).reshape(tuple(weight.shape))
         if key.endswith("q_proj.weight"):
             arr = _unpermute(arr, n_head)
@@ -332,9 +379,14 @@ def check_gguf_file(merged_dir: Path, gguf_path: Path, fmt: str) -> GGUFCheck:
         f = reader.fields.get(name)
         return f.contents() if f is not None else None
 
-    return GGUFCheck(gguf=gguf_path.name, format=fmt, weights_exact=exact, max_abs_weight_diff=worst,
-                     chat_template_identical=field("tokenizer.chat_template") == tok.chat_template,
-                     pre_tokenizer=str(field("tokenizer.ggml.pre") or ""))
+    return GGUFCheck(
+        gguf=gguf_path.name,
+        format=fmt,
+        weights_exact=exact,
+        max_abs_weight_diff=worst,
+        chat_template_identical=field("tokenizer.chat_template") == tok.chat_template,
+        pre_tokenizer=str(field("tokenizer.ggml.pre") or ""),
+    )
 
 
 def _agreeing_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -344,8 +396,14 @@ def _agreeing_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 def format_passes(fmt: str, check: GGUFCheck, rows: Sequence[VerifyRow]) -> bool:
     """Whether one GGUF passes: file and tokenizer checks always; then f16's free-running replies identical, or
     q8_0's teacher-forced agreement at least ``Q8_MIN_FORCED_AGREEMENT``."""
-    base = (check.weights_exact and check.chat_template_identical and check.tokenizer_identical
-            and check.detokenize_identical and bool(rows) and all(r.prompt_tokens_identical for r in rows))
+    base = (
+        check.weights_exact
+        and check.chat_template_identical
+        and check.tokenizer_identical
+        and check.detokenize_identical
+        and bool(rows)
+        and all(r.prompt_tokens_identical for r in rows)
+    )
     if not base:
         return False
     if fmt == "q8_0":
@@ -353,44 +411,75 @@ def format_passes(fmt: str, check: GGUFCheck, rows: Sequence[VerifyRow]) -> bool
     return all(r.identical for r in rows)
 
 
-def verify_gguf(merged_dir: Path, gguf_path: Path, fmt: str, chats: Sequence[Sequence[tuple[str, str]]] = VERIFY_CHATS,
-                max_new_tokens: int = 24, reference: MergedReference | None = None,
-                threads: int | None = None) -> tuple[list[VerifyRow], GGUFCheck]:
+def verify_gguf(
+    merged_dir: Path,
+    gguf_path: Path,
+    fmt: str,
+    chats: Sequence[Sequence[tuple[str, str]]] = VERIFY_CHATS,
+    max_new_tokens: int = 24,
+    reference: MergedReference | None = None,
+    threads: int | None = None,
+) -> tuple[list[VerifyRow], GGUFCheck]:
     """Verify one GGUF with llama.cpp (tokenizer, detokenizer, greedy replies to ``chats``) and ``GGUFReader``
     (weights, chat template) against the merged model in ``merged_dir``. ``LlamaCppError`` when llama.cpp
     cannot be run or cannot load the file (a refused pre-tokenizer, say)."""
     ref = reference or merged_reference(merged_dir, chats, max_new_tokens)
     check = check_gguf_file(merged_dir, gguf_path, fmt)
-    run = run_llama_cpp(gguf_path, texts=ref.probes, prompts=ref.prompts, max_new_tokens=max_new_tokens,
-                        stop_tokens=ref.stop_ids, forced=ref.replies, threads=threads)
+    run = run_llama_cpp(
+        gguf_path,
+        texts=ref.probes,
+        prompts=ref.prompts,
+        max_new_tokens=max_new_tokens,
+        stop_tokens=ref.stop_ids,
+        forced=ref.replies,
+        threads=threads,
+    )
     tok = ref.tokenizer
-    mismatches = [text for text, ids, got in zip(ref.probes, ref.probe_ids, run.texts, strict=True)
-                  if got.tokens != ids]
-    detok_bad = [text for text, want, got in zip(ref.probes, ref.probe_texts, run.texts, strict=True)
-                 if got.detokenized != want]
+    mismatches = [
+        text for text, ids, got in zip(ref.probes, ref.probe_ids, run.texts, strict=True) if got.tokens != ids
+    ]
+    detok_bad = [
+        text
+        for text, want, got in zip(ref.probes, ref.probe_texts, run.texts, strict=True)
+        if got.detokenized != want
+    ]
     rows = []
     forced_same = forced_total = 0
-    for chat, prompt_ids, merged_ids, got in zip(chats, ref.prompt_ids, ref.replies, run.prompts, strict=True):
+    for chat, prompt_ids, merged_ids, got in zip(
+        chats, ref.prompt_ids, ref.replies, run.prompts, strict=True
+    ):
         longest = max(len(merged_ids), len(got.tokens), 1)
         same = sum(a == b for a, b in zip(merged_ids, got.tokens, strict=False))
         forced = sum(a == b for a, b in zip(merged_ids, got.forced_next, strict=False))
         forced_same, forced_total = forced_same + forced, forced_total + len(merged_ids)
-        rows.append(VerifyRow(gguf=gguf_path.name, prompt=chat[-1][1],
-                              merged_reply=tok.decode(merged_ids, skip_special_tokens=True),
-                              gguf_reply=tok.decode(got.tokens, skip_special_tokens=True),
-                              identical=merged_ids == got.tokens, token_agreement=round(same / longest, 4),
-                              prompt_tokens_identical=prompt_ids == got.prompt_tokens,
-                              agreeing_prefix=_agreeing_prefix(merged_ids, got.tokens),
-                              forced_agreement=round(forced / len(merged_ids), 4) if merged_ids else 1.0))
+        rows.append(
+            VerifyRow(
+                gguf=gguf_path.name,
+                prompt=chat[-1][1],
+                merged_reply=tok.decode(merged_ids, skip_special_tokens=True),
+                gguf_reply=tok.decode(got.tokens, skip_special_tokens=True),
+                identical=merged_ids == got.tokens,
+                token_agreement=round(same / longest, 4),
+                prompt_tokens_identical=prompt_ids == got.prompt_tokens,
+                agreeing_prefix=_agreeing_prefix(merged_ids, got.tokens),
+                forced_agreement=round(forced / len(merged_ids), 4) if merged_ids else 1.0,
+            )
+        )
     info = run.llama_cpp
-    check = check.model_copy(update={
-        "tokenizer_identical": not mismatches and all(r.prompt_tokens_identical for r in rows),
-        "detokenize_identical": not detok_bad,
-        "tokenizer_mismatches": [t[:80] for t in (mismatches + [t for t in detok_bad if t not in mismatches])][:5],
-        "replies_identical": sum(r.identical for r in rows), "replies": len(rows),
-        "forced_agreement": round(forced_same / forced_total, 4) if forced_total else 1.0,
-        "llama_cpp": f"llama.cpp {info.get('release')} ({info.get('build')}, "
-                     f"{'cpu' if info.get('gpu') is False else info.get('gpu')})"})
+    check = check.model_copy(
+        update={
+            "tokenizer_identical": not mismatches and all(r.prompt_tokens_identical for r in rows),
+            "detokenize_identical": not detok_bad,
+            "tokenizer_mismatches": [
+                t[:80] for t in (mismatches + [t for t in detok_bad if t not in mismatches])
+            ][:5],
+            "replies_identical": sum(r.identical for r in rows),
+            "replies": len(rows),
+            "forced_agreement": round(forced_same / forced_total, 4) if forced_total else 1.0,
+            "llama_cpp": f"llama.cpp {info.get('release')} ({info.get('build')}, "
+            f"{'cpu' if info.get('gpu') is False else info.get('gpu')})",
+        }
+    )
     check.passed = format_passes(fmt, check, rows)
     return rows, check
 
@@ -404,32 +493,61 @@ def system_prompt_note(chat_template: str | None) -> str:
     exactly the default it inserts (none if it inserts none). Training always had a system turn, the login
     banner, so a client that wants the trained behaviour sends the banner itself."""
     default = default_system(chat_template)
-    inserted = (f"the chat template inserts its own default system prompt ({default!r}); the Ollama Modelfile's "
-                "SYSTEM is that same text" if default else
-                "the chat template inserts no system prompt, and the Modelfile has no SYSTEM line")
-    return (f"Without a system message {inserted}, so transformers, `bashgym serve`, llama.cpp and Ollama prompt "
-            "the model alike. The model was trained with the sandbox login banner as its system message; send it "
-            f"for the replies it was trained to give:\n\n```\n{OPERATOR_BANNER}\n```")
+    inserted = (
+        f"the chat template inserts its own default system prompt ({default!r}); the Ollama Modelfile's "
+        "SYSTEM is that same text"
+        if default
+        else "the chat template inserts no system prompt, and the Modelfile has no SYSTEM line"
+    )
+    return (
+        f"Without a system message {inserted}, so transformers, `bashgym serve`, llama.cpp and Ollama prompt "
+        "the model alike. The model was trained with the sandbox login banner as its system message; send it "
+        f"for the replies it was trained to give:\n\n```\n{OPERATOR_BANNER}\n```"
+    )
 
 
-def model_card(resolved: ResolvedModel, gguf_files: Sequence[GGUFFileInfo], report_rows: Sequence[VerifyRow],
-               repo_id: str = "", checks: Sequence[GGUFCheck] = (), chat_template: str | None = None) -> str:
+def model_card(
+    resolved: ResolvedModel,
+    gguf_files: Sequence[GGUFFileInfo],
+    report_rows: Sequence[VerifyRow],
+    repo_id: str = "",
+    checks: Sequence[GGUFCheck] = (),
+    chat_template: str | None = None,
+) -> str:
     """README.md of the export (the Hub renders it as the model card)."""
-    ggufs = "\n".join(f"- `{Path(g.path).name}` ({g.format}, {g.size_bytes / 1e6:.1f} MB, pre-tokenizer "
-                      f"`{g.pre_tokenizer}`)" for g in gguf_files)
-    rows = "\n".join(f"| {r.gguf} | {r.prompt[:60]} | {'yes' if r.identical else 'no'} | {r.token_agreement} |"
-                     for r in report_rows) or "| (not verified) | | | |"
-    files = "\n".join(f"| {c.gguf} | {c.llama_cpp} | {'yes' if c.tokenizer_identical else 'no'} | "
-                      f"{'yes' if c.weights_exact else 'no'} | {c.replies_identical}/{c.replies} | "
-                      f"{c.forced_agreement:.2f} | {'yes' if c.passed else 'no'} |" for c in checks) \
+    ggufs = "\n".join(
+        f"- `{Path(g.path).name}` ({g.format}, {g.size_bytes / 1e6:.1f} MB, pre-tokenizer "
+        f"`{g.pre_tokenizer}`)"
+        for g in gguf_files
+    )
+    rows = (
+        "\n".join(
+            f"| {r.gguf} | {r.prompt[:60]} | {'yes' if r.identical else 'no'} | {r.token_agreement} |"
+            for r in report_rows
+        )
+        or "| (not verified) | | | |"
+    )
+    files = (
+        "\n".join(
+            f"| {c.gguf} | {c.llama_cpp} | {'yes' if c.tokenizer_identical else 'no'} | "
+            f"{'yes' if c.weights_exact else 'no'} | {c.replies_identical}/{c.replies} | "
+            f"{c.forced_agreement:.2f} | {'yes' if c.passed else 'no'} |"
+            for c in checks
+        )
         or "| (not verified) | | | | | | |"
+    )
     note = f"\n> {resolved.fallback_note}\n" if resolved.fallback_note else ""
     base = resolved.base_model
-    hub_base = ("HuggingFaceTB/SmolLM2-135M-Instruct" if Path(base).name == "SmolLM2-135M-Instruct"
-                else "" if base.startswith("/") else base)
+    hub_base = (
+        "HuggingFaceTB/SmolLM2-135M-Instruct"
+        if Path(base).name == "SmolLM2-135M-Instruct"
+        else ""
+        if base.startswith("/")
+        else base
+    )
     return f"""---
 library_name: transformers
-{f'base_model: {hub_base}' if hub_base else ''}
+{f"base_model: {hub_base}" if hub_base else ""}
 tags: [bashgym, shell, lora-merged, gguf]
 ---
 # bashgym operator ({resolved.model_name} version {resolved.version})
@@ -438,7 +556,7 @@ A shell operator: given a task in a chat (ChatML), it replies with one bash comm
 done. Fine-tuned by bashgym with LoRA on verified sandbox trajectories, then the adapter was
 merged into its base (`{Path(resolved.base_model).name}`).
 {note}
-- Registered model: `{resolved.model_uri}`{f' (alias `{resolved.alias}`)' if resolved.alias else ''}
+- Registered model: `{resolved.model_uri}`{f" (alias `{resolved.alias}`)" if resolved.alias else ""}
 - Weights: `model.safetensors` (fp32, merged), tokenizer and chat template (`chat_template.jinja`)
 {ggufs}
 - `Modelfile` for Ollama (ChatML template, stop tokens)
@@ -449,8 +567,8 @@ merged into its base (`{Path(resolved.base_model).name}`).
 ## Use
 ```python
 from transformers import AutoModelForCausalLM, AutoTokenizer
-tok = AutoTokenizer.from_pretrained("{repo_id or '.'}")
-model = AutoModelForCausalLM.from_pretrained("{repo_id or '.'}")
+tok = AutoTokenizer.from_pretrained("{repo_id or "."}")
+model = AutoModelForCausalLM.from_pretrained("{repo_id or "."}")
 ```
 ```bash
 ollama create bashgym-operator -f Modelfile && ollama run bashgym-operator "list the files here"
@@ -477,23 +595,39 @@ you care about.
 
 
 # ---- push ------------------------------------------------------------------------------------------------------
-def push_to_hub(out_dir: Path, repo_id: str, token: str, endpoint: str | None = None, private: bool = True) -> str:
+def push_to_hub(
+    out_dir: Path, repo_id: str, token: str, endpoint: str | None = None, private: bool = True
+) -> str:
     """``HfApi.upload_folder`` of the whole export (a model repo, created if missing). Returns the commit URL."""
     from huggingface_hub import HfApi
 
     api = HfApi(endpoint=endpoint, token=token)
     api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
-    info = api.upload_folder(folder_path=str(out_dir), repo_id=repo_id, repo_type="model",
-                             commit_message="bashgym export", ignore_patterns=[".*"])
+    info = api.upload_folder(
+        folder_path=str(out_dir),
+        repo_id=repo_id,
+        repo_type="model",
+        commit_message="bashgym export",
+        ignore_patterns=[".*"],
+    )
     return str(getattr(info, "commit_url", info))
 
 
 # ---- all of it -------------------------------------------------------------------------------------------------
-def export_model(out_dir: Path, model_uri: str | None = None, formats: Sequence[str] = ("f16",),
-                 verify: bool = True, chats: Sequence[Sequence[tuple[str, str]]] = VERIFY_CHATS,
-                 max_new_tokens: int = 24, hub_repo: str | None = None, hub_token: str | None = None,
-                 hub_endpoint: str | None = None, settings: Settings | None = None,
-                 adapter_dir: Path | None = None, resolved: ResolvedModel | None = None) -> ExportReport:
+def export_model(
+    out_dir: Path,
+    model_uri: str | None = None,
+    formats: Sequence[str] = ("f16",),
+    verify: bool = True,
+    chats: Sequence[Sequence[tuple[str, str]]] = VERIFY_CHATS,
+    max_new_tokens: int = 24,
+    hub_repo: str | None = None,
+    hub_token: str | None = None,
+    hub_endpoint: str | None = None,
+    settings: Settings | None = None,
+    adapter_dir: Path | None = None,
+    resolved: ResolvedModel | None = None,
+) -> ExportReport:
     """Export one registered adapter into ``out_dir`` (see the module docstring). ``adapter_dir`` + ``resolved``
     skip the registry (tests, an adapter already on disk). Pushes when ``hub_repo`` and a token are given.
     When llama.cpp cannot run the check, the files are still written and ``verify_error`` says why."""
@@ -513,9 +647,12 @@ def export_model(out_dir: Path, model_uri: str | None = None, formats: Sequence[
     name = f"bashgym-operator-v{resolved.version}"
     ggufs = [write_gguf(out_dir, out_dir / f"{name}-{fmt}.gguf", fmt, name=name) for fmt in formats]
     timings["gguf_s"] = round(time.monotonic() - t, 2)
-    chat_template = (out_dir / "chat_template.jinja").read_text() if (out_dir / "chat_template.jinja").exists() \
+    chat_template = (
+        (out_dir / "chat_template.jinja").read_text()
+        if (out_dir / "chat_template.jinja").exists()
         else json.loads((out_dir / "tokenizer_config.json").read_text()).get("chat_template")
-    mf = modelfile(Path(ggufs[0].path).name, chat_template)   # SYSTEM: the template's own default, if any
+    )
+    mf = modelfile(Path(ggufs[0].path).name, chat_template)  # SYSTEM: the template's own default, if any
     (out_dir / "Modelfile").write_text(mf)
     report = ExportReport(out_dir=str(out_dir), model=resolved, hf_files=hf_files, gguf=ggufs, modelfile=mf)
     if verify:
@@ -529,10 +666,14 @@ def export_model(out_dir: Path, model_uri: str | None = None, formats: Sequence[
         except LlamaCppError as exc:
             report.verify_error = str(exc)
         timings["verify_s"] = round(time.monotonic() - t, 2)
-        report.verified = (not report.verify_error and len(report.gguf_checks) == len(ggufs)
-                           and all(c.passed for c in report.gguf_checks))
-    (out_dir / "README.md").write_text(model_card(resolved, ggufs, report.verification, hub_repo or "",
-                                                  report.gguf_checks, chat_template))
+        report.verified = (
+            not report.verify_error
+            and len(report.gguf_checks) == len(ggufs)
+            and all(c.passed for c in report.gguf_checks)
+        )
+    (out_dir / "README.md").write_text(
+        model_card(resolved, ggufs, report.verification, hub_repo or "", report.gguf_checks, chat_template)
+    )
     if hub_repo and hub_token:
         t = time.monotonic()
         (out_dir / "export_report.json").write_text(report.model_dump_json(indent=2))

@@ -55,8 +55,11 @@ def _permute(weights: np.ndarray, n_head: int, n_head_kv: int | None) -> np.ndar
     """HF rotate-half rows -> GGML interleaved rows (llama.cpp's ``LlamaModel.permute``)."""
     if n_head_kv is not None and n_head != n_head_kv:
         n_head = n_head_kv
-    return (weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
-            .swapaxes(1, 2).reshape(weights.shape))
+    return (
+        weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
+    )
 
 
 # convert_hf_to_gguf.py's test text: its encoding differs between every pre-tokenizer llama.cpp implements
@@ -69,27 +72,27 @@ CHKTXT = (
 # sha256(str(tokenizer.encode(CHKTXT))) -> llama.cpp's name, from convert_hf_to_gguf.py's get_vocab_base_pre
 # (byte-level BPE families; every name here is one the pinned llama.cpp, tools/llama, loads).
 KNOWN_PRE_TOKENIZERS: dict[str, str] = {
-    "0ef9807a4087ebef797fc749390439009c3b9eda9ad1a097abbe738f486c01e5": "llama-bpe",        # Meta-Llama-3-8B
+    "0ef9807a4087ebef797fc749390439009c3b9eda9ad1a097abbe738f486c01e5": "llama-bpe",  # Meta-Llama-3-8B
     "049ecf7629871e3041641907f3de7c733e4dbfdc736f57d882ba0b0845599754": "deepseek-llm",
     "347715f544604f9118bb75ed199f68779f423cabb20db6de6f31b908d04d7821": "deepseek-coder",
     "8aeee3860c56296a157a1fe2fad249ec40aa59b1bb5709f4ade11c4e6fe652ed": "falcon",
     "9d032fcbd5501f4a38150912590928bfb36091efb5df11b8e2124b0390e3fb1e": "falcon3",
-    "b6dc8df998e1cfbdc4eac8243701a65afe638679230920b50d6f17d81c098166": "mpt",              # and OLMo-1.7
-    "35d91631860c815f952d711435f48d356ebac988362536bed955d43bfa436e34": "starcoder",        # starcoder2
-    "3ce83efda5659b07b1ad37ca97ca5797ea4285d9b9ab0dc679e4a720c9da7454": "gpt-2",            # openai gpt2
+    "b6dc8df998e1cfbdc4eac8243701a65afe638679230920b50d6f17d81c098166": "mpt",  # and OLMo-1.7
+    "35d91631860c815f952d711435f48d356ebac988362536bed955d43bfa436e34": "starcoder",  # starcoder2
+    "3ce83efda5659b07b1ad37ca97ca5797ea4285d9b9ab0dc679e4a720c9da7454": "gpt-2",  # openai gpt2
     "32d85c31273f8019248f2559fed492d929ea28b17e51d81d3bb36fff23ca72b3": "stablelm2",
     "6221ad2852e85ce96f791f476e0b390cf9b474c9e3d1362f53a24a06dc8220ff": "refact",
     "9c2227e4dd922002fb81bde4fc02b0483ca4f12911410dee2255e4987644e3f8": "command-r",
-    "e636dc30a262dcc0d8c323492e32ae2b70728f4df7dfe9737d9f920a282b8aea": "qwen2",            # Qwen1.5
-    "d4540891389ea895b53b399da6ac824becc30f2fba0e9ddbb98f92e55ca0e97c": "qwen2",            # Qwen3
+    "e636dc30a262dcc0d8c323492e32ae2b70728f4df7dfe9737d9f920a282b8aea": "qwen2",  # Qwen1.5
+    "d4540891389ea895b53b399da6ac824becc30f2fba0e9ddbb98f92e55ca0e97c": "qwen2",  # Qwen3
     "a8594e3edff7c29c003940395316294b2c623e09894deebbc65f33f1515df79e": "dbrx",
     "c136ed14d01c2745d4f60a9596ae66800e2b61fa45643e72436041855ad4089d": "smaug-bpe",
     "c7ea5862a53e4272c035c8238367063e2b270d51faa48c0f09e9d5b54746c360": "poro-chat",
     "7fc505bd3104ca1083b150b17d088b59534ede9bde81f0dd2090967d7fe52cee": "viking",
     "b53802fb28e26d645c3a310b34bfe07da813026ec7c7716883404d5e0f8b1901": "jais",
     "7b3e7548e4308f52a76e8229e4e6cc831195d0d1df43aed21ac6c93da05fec5f": "codeshell",
-    "63b97e4253352e6f357cc59ea5b583e3a680eaeaf2632188c2b952de2588485e": "tekken",           # Mistral-Nemo
-    "855059429035d75a914d1eda9f10a876752e281a054a7a3d421ef0533e5b6249": "smollm",           # SmolLM / SmolLM2
+    "63b97e4253352e6f357cc59ea5b583e3a680eaeaf2632188c2b952de2588485e": "tekken",  # Mistral-Nemo
+    "855059429035d75a914d1eda9f10a876752e281a054a7a3d421ef0533e5b6249": "smollm",  # SmolLM / SmolLM2
     "3c30d3ad1d6b64202cd222813e7736c2db6e1bd6d67197090fc1211fbc612ae7": "bloom",
     "bc01ce58980e1db43859146dc51b1758b3b88729b217a74792e9f8d43e479d21": "gpt3-finnish",
     "4e2b24cc4770243d65a2c9ec19770a72f08cffc161adbb73fcbb6b7dd45a0aae": "exaone",
@@ -110,9 +113,9 @@ KNOWN_PRE_TOKENIZERS: dict[str, str] = {
 _BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}
 _DIGITS = {"type": "Digits", "individual_digits": True}
 _LAYOUTS: tuple[tuple[tuple[dict[str, Any], ...], bool, str], ...] = (
-    ((_BYTE_LEVEL,), True, "gpt-2"),                # the GPT-2 regex, spaces cleaned
-    ((_DIGITS, _BYTE_LEVEL), False, "smollm"),      # digits one by one, then the GPT-2 regex; spaces kept
-    ((_DIGITS, _BYTE_LEVEL), True, "starcoder"),    # the same split, spaces cleaned
+    ((_BYTE_LEVEL,), True, "gpt-2"),  # the GPT-2 regex, spaces cleaned
+    ((_DIGITS, _BYTE_LEVEL), False, "smollm"),  # digits one by one, then the GPT-2 regex; spaces kept
+    ((_DIGITS, _BYTE_LEVEL), True, "starcoder"),  # the same split, spaces cleaned
 )
 
 
@@ -132,8 +135,11 @@ def _layout_name(tokenizer_json: dict[str, Any], clean_up_spaces: bool) -> str |
         return all(part.get(k, True if k == "use_regex" else None) == v for k, v in want.items())
 
     for layout, clean, name in _LAYOUTS:
-        if len(parts) == len(layout) and all(same(p, w) for p, w in zip(parts, layout, strict=True)) \
-                and clean_up_spaces == clean:
+        if (
+            len(parts) == len(layout)
+            and all(same(p, w) for p, w in zip(parts, layout, strict=True))
+            and clean_up_spaces == clean
+        ):
             return name
     return None
 
@@ -155,7 +161,8 @@ def pre_tokenizer_name(tokenizer: Any, tokenizer_json: dict[str, Any]) -> str:
             f"{json.dumps(tokenizer_json.get('pre_tokenizer'))[:300]} with clean_up_tokenization_spaces={clean} is "
             "not a layout that one of them reproduces). Writing a guessed name would give a GGUF that llama.cpp "
             "refuses or tokenizes differently from the model's training; convert with llama.cpp's "
-            "convert_hf_to_gguf.py once it knows this tokenizer")
+            "convert_hf_to_gguf.py once it knows this tokenizer"
+        )
     return name
 
 
@@ -165,8 +172,15 @@ def special_token_flags(tokenizer: Any) -> dict[str, bool]:
     plain = tokenizer("a", add_special_tokens=False)["input_ids"]
     full = tokenizer("a")["input_ids"]
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
-    starts = len(full) > len(plain) and bos is not None and full[:1] == [bos] and full[1:1 + len(plain)] == plain
-    ends = len(full) > len(plain) and eos is not None and full[-1:] == [eos] and full[-1 - len(plain):-1] == plain
+    starts = (
+        len(full) > len(plain) and bos is not None and full[:1] == [bos] and full[1 : 1 + len(plain)] == plain
+    )
+    ends = (
+        len(full) > len(plain)
+        and eos is not None
+        and full[-1:] == [eos]
+        and full[-1 - len(plain) : -1] == plain
+    )
     return {"bos": bool(starts), "eos": bool(ends)}
 
 
@@ -197,7 +211,9 @@ def _tokens(model_dir: Path, vocab_size: int) -> tuple[list[str], list[int], str
     return tokens, [int(t) for t in types], pre_tokenizer_name(tok, tj), special_token_flags(tok)
 
 
-def write_gguf(model_dir: Path, out_path: Path, fmt: str = "f16", name: str = "bashgym-operator") -> GGUFFileInfo:
+def write_gguf(
+    model_dir: Path, out_path: Path, fmt: str = "f16", name: str = "bashgym-operator"
+) -> GGUFFileInfo:
     """Write the Llama model in ``model_dir`` (safetensors + tokenizer) as one GGUF file of format ``fmt``."""
     import gguf
     import torch
@@ -209,7 +225,9 @@ def write_gguf(model_dir: Path, out_path: Path, fmt: str = "f16", name: str = "b
     model_dir, out_path = Path(model_dir), Path(out_path)
     config = AutoConfig.from_pretrained(model_dir)
     if config.model_type != "llama":
-        raise GGUFExportError(f"model type {config.model_type!r}: only Llama-architecture models are mapped here")
+        raise GGUFExportError(
+            f"model type {config.model_type!r}: only Llama-architecture models are mapped here"
+        )
     n_layers, n_head = config.num_hidden_layers, config.num_attention_heads
     n_head_kv = getattr(config, "num_key_value_heads", None) or n_head
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // n_head
@@ -275,5 +293,11 @@ def write_gguf(model_dir: Path, out_path: Path, fmt: str = "f16", name: str = "b
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    return GGUFFileInfo(path=str(out_path), format=fmt, size_bytes=out_path.stat().st_size, tensors=count,
-                        tokens=len(tokens), pre_tokenizer=pre)
+    return GGUFFileInfo(
+        path=str(out_path),
+        format=fmt,
+        size_bytes=out_path.stat().st_size,
+        tensors=count,
+        tokens=len(tokens),
+        pre_tokenizer=pre,
+    )

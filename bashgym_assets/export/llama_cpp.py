@@ -36,14 +36,16 @@ class LlamaText(BaseModel):
 
 class LlamaPrompt(BaseModel):
     prompt_tokens: list[int]
-    tokens: list[int]   # greedy continuation, ending with a stop token when one came before the budget
-    forced_next: list[int] = Field(default_factory=list)   # greedy choice after the prompt + forced[:i]
+    tokens: list[int]  # greedy continuation, ending with a stop token when one came before the budget
+    forced_next: list[int] = Field(default_factory=list)  # greedy choice after the prompt + forced[:i]
 
 
 class LlamaCppRun(BaseModel):
     """What llama.cpp made of the texts and prompts (``run_llama_cpp``)."""
 
-    llama_cpp: dict[str, object] = Field(default_factory=dict)   # release, build ("prebuilt"), gpu (false), threads
+    llama_cpp: dict[str, object] = Field(
+        default_factory=dict
+    )  # release, build ("prebuilt"), gpu (false), threads
     texts: list[LlamaText] = Field(default_factory=list)
     prompts: list[LlamaPrompt] = Field(default_factory=list)
 
@@ -62,19 +64,31 @@ def installed_version(tools_dir: Path = TOOLS_DIR) -> str:
         have = json.loads((modules / PACKAGE / "package.json").read_text())["version"]
         binary = json.loads((modules / PREBUILT / "package.json").read_text())["version"]
     except (OSError, KeyError, ValueError) as exc:
-        raise LlamaCppError(f"llama.cpp check not installed ({exc}): run scripts/setup.sh, or "
-                            f"`cd {tools_dir} && npm ci --omit=optional --ignore-scripts`") from exc
+        raise LlamaCppError(
+            f"llama.cpp check not installed ({exc}): run scripts/setup.sh, or "
+            f"`cd {tools_dir} && npm ci --omit=optional --ignore-scripts`"
+        ) from exc
     if not (have == binary == want):
-        raise LlamaCppError(f"{tools_dir}: package.json pins {PACKAGE} {want}, installed {have} with "
-                            f"prebuilt {binary}: run scripts/setup.sh again")
+        raise LlamaCppError(
+            f"{tools_dir}: package.json pins {PACKAGE} {want}, installed {have} with "
+            f"prebuilt {binary}: run scripts/setup.sh again"
+        )
     if not Path(node_binary()).exists() and not shutil.which(node_binary()):
         raise LlamaCppError(f"node not found ({node_binary()}): install Node 20 (apt-get install nodejs)")
     return have
 
 
-def run_llama_cpp(gguf: Path, texts: Sequence[str] = (), prompts: Sequence[str] = (), max_new_tokens: int = 24,
-                  stop_tokens: Sequence[int] = (), forced: Sequence[Sequence[int]] = (), threads: int | None = None,
-                  timeout_s: float = 600.0, tools_dir: Path = TOOLS_DIR) -> LlamaCppRun:
+def run_llama_cpp(
+    gguf: Path,
+    texts: Sequence[str] = (),
+    prompts: Sequence[str] = (),
+    max_new_tokens: int = 24,
+    stop_tokens: Sequence[int] = (),
+    forced: Sequence[Sequence[int]] = (),
+    threads: int | None = None,
+    timeout_s: float = 600.0,
+    tools_dir: Path = TOOLS_DIR,
+) -> LlamaCppRun:
     """Load ``gguf`` in llama.cpp (CPU) and return its tokens + detokenized text of each of ``texts`` and its
     prompt tokens + greedy continuation (at most ``max_new_tokens``, ending at a stop/end-of-generation token)
     of each of ``prompts``; with ``forced`` (a reference continuation per prompt) also its greedy choice at each
@@ -84,19 +98,33 @@ def run_llama_cpp(gguf: Path, texts: Sequence[str] = (), prompts: Sequence[str] 
     One thread by default: ggml's threads spin at every barrier, and on a 2-core machine that is busy (a training
     job beside it) two of them took 10.2 s where one took 2.7 s for the same 24 tokens of SmolLM2-135M."""
     installed_version(tools_dir)
-    request = {"model": str(Path(gguf).resolve()), "texts": list(texts), "prompts": list(prompts),
-               "max_new_tokens": max_new_tokens, "stop_tokens": [int(t) for t in stop_tokens],
-               "forced": [[int(t) for t in f] for f in forced],
-               "threads": threads or 1}
+    request = {
+        "model": str(Path(gguf).resolve()),
+        "texts": list(texts),
+        "prompts": list(prompts),
+        "max_new_tokens": max_new_tokens,
+        "stop_tokens": [int(t) for t in stop_tokens],
+        "forced": [[int(t) for t in f] for f in forced],
+        "threads": threads or 1,
+    }
     env = dict(os.environ, NODE_LLAMA_CPP_SKIP_DOWNLOAD="true", NODE_LLAMA_CPP_GPU="false")
     try:
-        proc = subprocess.run([node_binary(), str(tools_dir / SCRIPT.name)], input=json.dumps(request),
-                              capture_output=True, text=True, cwd=tools_dir, env=env, timeout=timeout_s)
+        proc = subprocess.run(
+            [node_binary(), str(tools_dir / SCRIPT.name)],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            cwd=tools_dir,
+            env=env,
+            timeout=timeout_s,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise LlamaCppError(f"llama.cpp check did not run: {exc}") from exc
     if proc.returncode != 0:
-        raise LlamaCppError(f"llama.cpp failed on {Path(gguf).name} (exit {proc.returncode}): "
-                                  f"{(proc.stderr or proc.stdout).strip()[-1500:]}")
+        raise LlamaCppError(
+            f"llama.cpp failed on {Path(gguf).name} (exit {proc.returncode}): "
+            f"{(proc.stderr or proc.stdout).strip()[-1500:]}"
+        )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if not lines:
         raise LlamaCppError(f"llama.cpp check printed no result: {proc.stdout[-500:]} {proc.stderr[-500:]}")

@@ -42,8 +42,14 @@ def _quote(text: str) -> str:
     return '"""' + text.replace('"""', '\\"\\"\\"') + '"""'
 
 
-def modelfile(gguf_name: str, chat_template: str | None, system: str | None = None, temperature: float = 0.0,
-              num_ctx: int = 2048, num_predict: int = 128) -> str:
+def modelfile(
+    gguf_name: str,
+    chat_template: str | None,
+    system: str | None = None,
+    temperature: float = 0.0,
+    num_ctx: int = 2048,
+    num_predict: int = 128,
+) -> str:
     """The Modelfile text: FROM the GGUF next to it, the ChatML TEMPLATE, stop tokens, greedy defaults as the
     evaluation ran, and SYSTEM: the template's own default system prompt if it has one (what every other runtime
     inserts into a chat without a system message), else none. ``system`` overrides it, for a Modelfile meant to
@@ -52,8 +58,11 @@ def modelfile(gguf_name: str, chat_template: str | None, system: str | None = No
         raise ValueError("the model's chat template is not ChatML: no Ollama TEMPLATE is known for it")
     lines = [f"FROM ./{gguf_name}", "", f"TEMPLATE {_quote(CHATML_GO_TEMPLATE)}", ""]
     lines += [f'PARAMETER stop "{s}"' for s in STOP_TOKENS]
-    lines += [f"PARAMETER temperature {temperature:g}", f"PARAMETER num_ctx {num_ctx}",
-              f"PARAMETER num_predict {num_predict}"]
+    lines += [
+        f"PARAMETER temperature {temperature:g}",
+        f"PARAMETER num_ctx {num_ctx}",
+        f"PARAMETER num_predict {num_predict}",
+    ]
     system = system or default_system(chat_template)
     if system:
         lines += ["", f"SYSTEM {_quote(system)}"]

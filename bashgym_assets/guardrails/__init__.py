@@ -12,5 +12,19 @@ from bashgym_assets.guardrails.injection import RULE_IDS as INJECTION_RULES
 from bashgym_assets.guardrails.injection import scan_injection
 from bashgym_assets.guardrails.models import BLOCK, WARN, Finding, Verdict
 
-__all__ = ["BLOCK", "INJECTION_RULES", "RULES", "WARN", "Finding", "Rule", "SafetyFlag", "SafetySummary", "Verdict",
-           "classify_command", "flag_messages", "flag_steps", "scan_injection", "unsafe_turn"]
+__all__ = [
+    "BLOCK",
+    "INJECTION_RULES",
+    "RULES",
+    "WARN",
+    "Finding",
+    "Rule",
+    "SafetyFlag",
+    "SafetySummary",
+    "Verdict",
+    "classify_command",
+    "flag_messages",
+    "flag_steps",
+    "scan_injection",
+    "unsafe_turn",
+]

@@ -28,11 +28,13 @@ from bashgym_assets.guardrails.models import BLOCK, WARN, Finding, Severity, Ver
 from bashgym_assets.guardrails.shell import Command, Parsed, Word, is_assignment, parse, upstream
 
 MAX_CHARS = 200_000
-MAX_DEPTH = 8            # code run by code (bash -c, eval, $(...)) followed this deep; deeper is not judged, blocked
-MAX_COMMANDS = 2_000     # commands of one text judged; more is not judged, blocked
-MAX_FINDINGS = 500       # a text repeating one bad command: enough evidence, and the dedup stays cheap
-MAX_FUNC_BODY = 1_024    # a fork bomb is short: an unclosed function's "body" is not the rest of a 200 KB line
-MAX_FUNC_DEFS = 256      # function definitions looked at per text (a babbling model repeats one thousands of times)
+MAX_DEPTH = 8  # code run by code (bash -c, eval, $(...)) followed this deep; deeper is not judged, blocked
+MAX_COMMANDS = 2_000  # commands of one text judged; more is not judged, blocked
+MAX_FINDINGS = 500  # a text repeating one bad command: enough evidence, and the dedup stays cheap
+MAX_FUNC_BODY = 1_024  # a fork bomb is short: an unclosed function's "body" is not the rest of a 200 KB line
+MAX_FUNC_DEFS = (
+    256  # function definitions looked at per text (a babbling model repeats one thousands of times)
+)
 MAX_PIPELINE = 64  # commands of one pipeline compared pairwise
 
 
@@ -43,83 +45,276 @@ class Rule:
     description: str
 
 
-RULES: dict[str, Rule] = {r.id: r for r in [
-    Rule("rm_root", BLOCK, "recursive delete of / or /* (any flag spelling: -rf, -fr, -r -f, --recursive)"),
-    Rule("rm_no_preserve_root", BLOCK, "rm with --no-preserve-root"),
-    Rule("rm_home", BLOCK, "recursive delete of the home directory (~, $HOME, ~/*) or of all homes (/home, /root)"),
-    Rule("rm_system_dir", BLOCK, "recursive delete of a system directory (/etc, /usr, /bin, /var, /boot, ...)"),
-    Rule("rm_user_home", WARN, "recursive delete of one user's home directory (/home/<name>)"),
-    Rule("rm_unguarded_variable", WARN, "recursive delete of $VAR/... that becomes / or a system path when VAR is "
-                                        "empty (use ${VAR:?})"),
-    Rule("mv_critical", BLOCK, "moving /, the home directory or a system directory away"),
-    Rule("find_delete_critical", BLOCK, "find -delete / -exec rm over /, home or a system directory with no filter"),
-    Rule("find_delete_critical_filtered", WARN, "find -delete / -exec rm over / or a system directory, filtered"),
-    Rule("disk_write_device", BLOCK, "writing a block device or kernel memory (dd of=, mkfs, wipefs, shred, "
-                                     "blkdiscard, redirection or tee/cp onto /dev/sd*, /dev/nvme*, ...)"),
-    Rule("disk_partition", WARN, "partitioning a block device (fdisk, sfdisk, parted, gdisk)"),
-    Rule("too_complex_to_judge", BLOCK, "code nested deeper than 8 levels (bash -c, eval, $(...), ssh ...) or more "
-                                        "than 2,000 commands in one text: what it runs cannot be judged, so it is "
-                                        "neither learned nor run"),
-    Rule("fork_bomb", BLOCK, "a function that calls itself through a pipe or in the background (:(){ :|:& };:), "
-                             "or an interpreter forking in a loop"),
-    Rule("remote_code_exec", BLOCK, "downloaded content run as code: curl/wget/nc ... | sh (bash, python, perl...), "
-                                    "bash <(curl ...), sh -c \"$(curl ...)\", eval \"$(wget -O- ...)\""),
-    Rule("reverse_shell", BLOCK, "a shell wired to the network (nc -e, bash -i >& /dev/tcp/..., sh | nc, socat "
-                                 "exec:)"),
-    Rule("chmod_world_writable_system", BLOCK, "world-writable permissions (777, a+rwx, o+w) on / or a system "
-                                               "directory"),
-    Rule("chmod_recursive_root", BLOCK, "recursive chmod of /"),
-    Rule("chmod_world_writable_home", WARN, "world-writable permissions on the home directory"),
-    Rule("chown_recursive_system", BLOCK, "recursive chown/chgrp of / or a system directory"),
-    Rule("setuid_shell", BLOCK, "setuid bit on a shell or interpreter"),
-    Rule("credential_exfiltration", BLOCK, "a credential (SSH key, ~/.aws/credentials, .netrc, /etc/shadow, an "
-                                           "environment dump of secrets) sent over the network"),
-    Rule("credential_read", WARN, "reading or copying a credential file (SSH private key, cloud credentials, "
-                                  ".netrc, /etc/shadow, ...)"),
-    Rule("env_secret_dump", WARN, "printing secret environment variables (env | grep TOKEN, echo $AWS_SECRET...)"),
-    Rule("critical_file_overwrite", BLOCK, "truncating, overwriting or deleting /etc/passwd, /etc/shadow, "
-                                           "/etc/sudoers, /etc/group, /etc/fstab, /etc/ld.so.preload, /boot/..."),
-    Rule("critical_file_append", WARN, "appending to or replacing an account/sudo database file directly"),
-    Rule("kill_all_processes", BLOCK, "kill -9 -1 / kill -- -1 / killall5: signal every process"),
-    Rule("kill_init", WARN, "signalling PID 1"),
-    Rule("history_tamper", WARN, "clearing or disabling shell history (history -c, unset HISTFILE, ...)"),
-    Rule("system_power", WARN, "shutdown, reboot, halt, poweroff"),
-    Rule("crontab_remove_all", WARN, "crontab -r (removes every job, no confirmation)"),
-]}
+RULES: dict[str, Rule] = {
+    r.id: r
+    for r in [
+        Rule(
+            "rm_root", BLOCK, "recursive delete of / or /* (any flag spelling: -rf, -fr, -r -f, --recursive)"
+        ),
+        Rule("rm_no_preserve_root", BLOCK, "rm with --no-preserve-root"),
+        Rule(
+            "rm_home",
+            BLOCK,
+            "recursive delete of the home directory (~, $HOME, ~/*) or of all homes (/home, /root)",
+        ),
+        Rule(
+            "rm_system_dir",
+            BLOCK,
+            "recursive delete of a system directory (/etc, /usr, /bin, /var, /boot, ...)",
+        ),
+        Rule("rm_user_home", WARN, "recursive delete of one user's home directory (/home/<name>)"),
+        Rule(
+            "rm_unguarded_variable",
+            WARN,
+            "recursive delete of $VAR/... that becomes / or a system path when VAR is empty (use ${VAR:?})",
+        ),
+        Rule("mv_critical", BLOCK, "moving /, the home directory or a system directory away"),
+        Rule(
+            "find_delete_critical",
+            BLOCK,
+            "find -delete / -exec rm over /, home or a system directory with no filter",
+        ),
+        Rule(
+            "find_delete_critical_filtered",
+            WARN,
+            "find -delete / -exec rm over / or a system directory, filtered",
+        ),
+        Rule(
+            "disk_write_device",
+            BLOCK,
+            "writing a block device or kernel memory (dd of=, mkfs, wipefs, shred, "
+            "blkdiscard, redirection or tee/cp onto /dev/sd*, /dev/nvme*, ...)",
+        ),
+        Rule("disk_partition", WARN, "partitioning a block device (fdisk, sfdisk, parted, gdisk)"),
+        Rule(
+            "too_complex_to_judge",
+            BLOCK,
+            "code nested deeper than 8 levels (bash -c, eval, $(...), ssh ...) or more "
+            "than 2,000 commands in one text: what it runs cannot be judged, so it is "
+            "neither learned nor run",
+        ),
+        Rule(
+            "fork_bomb",
+            BLOCK,
+            "a function that calls itself through a pipe or in the background (:(){ :|:& };:), "
+            "or an interpreter forking in a loop",
+        ),
+        Rule(
+            "remote_code_exec",
+            BLOCK,
+            "downloaded content run as code: curl/wget/nc ... | sh (bash, python, perl...), "
+            'bash <(curl ...), sh -c "$(curl ...)", eval "$(wget -O- ...)"',
+        ),
+        Rule(
+            "reverse_shell",
+            BLOCK,
+            "a shell wired to the network (nc -e, bash -i >& /dev/tcp/..., sh | nc, socat exec:)",
+        ),
+        Rule(
+            "chmod_world_writable_system",
+            BLOCK,
+            "world-writable permissions (777, a+rwx, o+w) on / or a system directory",
+        ),
+        Rule("chmod_recursive_root", BLOCK, "recursive chmod of /"),
+        Rule("chmod_world_writable_home", WARN, "world-writable permissions on the home directory"),
+        Rule("chown_recursive_system", BLOCK, "recursive chown/chgrp of / or a system directory"),
+        Rule("setuid_shell", BLOCK, "setuid bit on a shell or interpreter"),
+        Rule(
+            "credential_exfiltration",
+            BLOCK,
+            "a credential (SSH key, ~/.aws/credentials, .netrc, /etc/shadow, an "
+            "environment dump of secrets) sent over the network",
+        ),
+        Rule(
+            "credential_read",
+            WARN,
+            "reading or copying a credential file (SSH private key, cloud credentials, "
+            ".netrc, /etc/shadow, ...)",
+        ),
+        Rule(
+            "env_secret_dump",
+            WARN,
+            "printing secret environment variables (env | grep TOKEN, echo $AWS_SECRET...)",
+        ),
+        Rule(
+            "critical_file_overwrite",
+            BLOCK,
+            "truncating, overwriting or deleting /etc/passwd, /etc/shadow, "
+            "/etc/sudoers, /etc/group, /etc/fstab, /etc/ld.so.preload, /boot/...",
+        ),
+        Rule(
+            "critical_file_append", WARN, "appending to or replacing an account/sudo database file directly"
+        ),
+        Rule("kill_all_processes", BLOCK, "kill -9 -1 / kill -- -1 / killall5: signal every process"),
+        Rule("kill_init", WARN, "signalling PID 1"),
+        Rule("history_tamper", WARN, "clearing or disabling shell history (history -c, unset HISTFILE, ...)"),
+        Rule("system_power", WARN, "shutdown, reboot, halt, poweroff"),
+        Rule("crontab_remove_all", WARN, "crontab -r (removes every job, no confirmation)"),
+    ]
+}
 
 # ---- vocabularies ------------------------------------------------------------------------------------------
-SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "yash", "rbash"})
+SHELLS = frozenset(
+    {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "yash", "rbash"}
+)
 _PYTHON = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?$")
-SCRIPTING = frozenset({"perl", "ruby", "node", "nodejs", "php", "lua", "tclsh", "pwsh", "powershell", "deno",
-                       "bun", "Rscript"})
-DOWNLOADERS = frozenset({"curl", "wget", "fetch", "http", "https", "xh", "lwp-request", "GET", "nc", "ncat",
-                         "netcat", "socat", "aria2c"})
-NET_SENDERS = frozenset({"curl", "wget", "nc", "ncat", "netcat", "socat", "telnet", "scp", "sftp", "rsync", "ssh",
-                         "ftp", "tftp", "mail", "mailx", "sendmail", "mutt", "http", "https", "xh", "rclone"})
+SCRIPTING = frozenset(
+    {"perl", "ruby", "node", "nodejs", "php", "lua", "tclsh", "pwsh", "powershell", "deno", "bun", "Rscript"}
+)
+DOWNLOADERS = frozenset(
+    {
+        "curl",
+        "wget",
+        "fetch",
+        "http",
+        "https",
+        "xh",
+        "lwp-request",
+        "GET",
+        "nc",
+        "ncat",
+        "netcat",
+        "socat",
+        "aria2c",
+    }
+)
+NET_SENDERS = frozenset(
+    {
+        "curl",
+        "wget",
+        "nc",
+        "ncat",
+        "netcat",
+        "socat",
+        "telnet",
+        "scp",
+        "sftp",
+        "rsync",
+        "ssh",
+        "ftp",
+        "tftp",
+        "mail",
+        "mailx",
+        "sendmail",
+        "mutt",
+        "http",
+        "https",
+        "xh",
+        "rclone",
+    }
+)
 RAW_NET = frozenset({"nc", "ncat", "netcat", "socat", "telnet"})
-READERS = frozenset({"cat", "tac", "less", "more", "head", "tail", "base64", "base32", "basenc", "xxd", "od",
-                     "hexdump", "strings", "nl", "grep", "egrep", "fgrep", "rg", "ag", "awk", "gawk", "mawk", "sed",
-                     "cut", "sort", "uniq", "cp", "scp", "rsync", "tar", "zip", "7z", "gzip", "bzip2", "xz", "zstd",
-                     "openssl", "gpg", "jq", "yq", "dd", "install", "ln", "paste", "column", "view", "vi", "vim",
-                     "nano", "bat", "batcat", "pv", "sftp", "rclone"}) - {"ln"}
+READERS = frozenset(
+    {
+        "cat",
+        "tac",
+        "less",
+        "more",
+        "head",
+        "tail",
+        "base64",
+        "base32",
+        "basenc",
+        "xxd",
+        "od",
+        "hexdump",
+        "strings",
+        "nl",
+        "grep",
+        "egrep",
+        "fgrep",
+        "rg",
+        "ag",
+        "awk",
+        "gawk",
+        "mawk",
+        "sed",
+        "cut",
+        "sort",
+        "uniq",
+        "cp",
+        "scp",
+        "rsync",
+        "tar",
+        "zip",
+        "7z",
+        "gzip",
+        "bzip2",
+        "xz",
+        "zstd",
+        "openssl",
+        "gpg",
+        "jq",
+        "yq",
+        "dd",
+        "install",
+        "ln",
+        "paste",
+        "column",
+        "view",
+        "vi",
+        "vim",
+        "nano",
+        "bat",
+        "batcat",
+        "pv",
+        "sftp",
+        "rclone",
+    }
+) - {"ln"}
 ARCHIVERS = frozenset({"tar", "zip", "7z", "cp", "scp", "rsync", "rclone"})
 MKFS = frozenset({"mke2fs", "mkswap", "mkdosfs", "mkntfs", "mkexfatfs", "mformat"})
 WIPERS = frozenset({"wipefs", "shred", "blkdiscard"})
 PARTITIONERS = frozenset({"fdisk", "sfdisk", "parted", "gdisk", "cfdisk", "cgdisk", "sgdisk"})
 POWER = frozenset({"shutdown", "reboot", "halt", "poweroff"})
-LEAD_RESERVED = frozenset({"!", "do", "then", "else", "elif", "if", "while", "until", "time", "{", "}", "coproc"})
-SYSTEM_DIRS = frozenset({
-    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc", "/sbin", "/srv",
-    "/sys", "/usr", "/usr/bin", "/usr/lib", "/usr/lib64", "/usr/local", "/usr/sbin", "/usr/share", "/usr/include",
-    "/usr/local/bin", "/usr/local/lib", "/var", "/var/lib", "/var/log", "/snap", "/System", "/Library",
-    "/Applications", "/private", "/private/etc", "/private/var"})
+LEAD_RESERVED = frozenset(
+    {"!", "do", "then", "else", "elif", "if", "while", "until", "time", "{", "}", "coproc"}
+)
+SYSTEM_DIRS = frozenset(
+    {
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/opt",
+        "/proc",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/usr",
+        "/usr/bin",
+        "/usr/lib",
+        "/usr/lib64",
+        "/usr/local",
+        "/usr/sbin",
+        "/usr/share",
+        "/usr/include",
+        "/usr/local/bin",
+        "/usr/local/lib",
+        "/var",
+        "/var/lib",
+        "/var/log",
+        "/snap",
+        "/System",
+        "/Library",
+        "/Applications",
+        "/private",
+        "/private/etc",
+        "/private/var",
+    }
+)
 ALL_HOMES = frozenset({"/home", "/Users", "/root", "/var/home"})
 _USER_HOME = re.compile(r"^/(?:home|Users|var/home)/[^/]+$")
 _HOME_PREFIX = re.compile(r"^(/(?:home|Users|var/home)/[^/]+|/root)(?:/|$)")
 DEVICE = re.compile(
     r"^/dev/(?:sd[a-z]{1,2}\d*|hd[a-z]\d*|vd[a-z]{1,2}\d*|xvd[a-z]{1,2}\d*|nvme\d+(?:n\d+(?:p\d+)?)?|"
     r"mmcblk\d+(?:p\d+|boot\d+)?|md\d+(?:p\d+)?|md/.+|dm-\d+|mapper/.+|disk/by-[a-z-]+/.+|root|sr\d+|"
-    r"zd\d+|rbd\d+|bcache\d+|nbd\d+(?:p\d+)?|disk\d+(?:s\d+)?|rdisk\d+(?:s\d+)?|mem|kmem|port)$")
+    r"zd\d+|rbd\d+|bcache\d+|nbd\d+(?:p\d+)?|disk\d+(?:s\d+)?|rdisk\d+(?:s\d+)?|mem|kmem|port)$"
+)
 KERNEL_WRITE = frozenset({"/proc/sysrq-trigger", "/proc/sys/kernel/sysrq"})
 #: files whose truncation or overwrite breaks logins, sudo or boot (appending is a warning for the account ones)
 CRITICAL_FILES = re.compile(r"^/etc/(?:passwd|shadow|group|gshadow|sudoers|fstab|ld\.so\.preload)$")
@@ -127,8 +322,12 @@ ACCOUNT_FILES = re.compile(r"^/etc/(?:passwd|shadow|group|gshadow|sudoers)$")
 SUDOERS_DROPIN = re.compile(r"^/etc/sudoers\.d/[^/]+$")
 ALWAYS_BLOCK_FILES = frozenset({"/etc/ld.so.preload"})
 SECRET_PATHS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(?:^|/)\.ssh/(?:id_[A-Za-z0-9_*?\[\]-]+|identity|[^/]*(?:_rsa|_dsa|_ecdsa|_ed25519|\.pem|\.key))$"),
-     "an SSH private key"),
+    (
+        re.compile(
+            r"(?:^|/)\.ssh/(?:id_[A-Za-z0-9_*?\[\]-]+|identity|[^/]*(?:_rsa|_dsa|_ecdsa|_ed25519|\.pem|\.key))$"
+        ),
+        "an SSH private key",
+    ),
     (re.compile(r"^/etc/ssh/ssh_host_[a-z0-9]+_key$"), "an SSH host private key"),
     (re.compile(r"(?:^|/)\.aws/credentials$"), "AWS credentials"),
     (re.compile(r"(?:^|/)\.netrc$"), "a .netrc (passwords)"),
@@ -139,34 +338,51 @@ SECRET_PATHS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?:^|/)\.pgpass$"), "PostgreSQL passwords"),
     (re.compile(r"(?:^|/)\.(?:npmrc|pypirc)$"), "package registry tokens"),
     (re.compile(r"(?:^|/)\.config/gh/hosts\.yml$"), "the GitHub CLI token"),
-    (re.compile(r"(?:^|/)\.config/gcloud/(?:credentials\.db|application_default_credentials\.json|"
-                r"legacy_credentials.*)$"), "Google Cloud credentials"),
+    (
+        re.compile(
+            r"(?:^|/)\.config/gcloud/(?:credentials\.db|application_default_credentials\.json|"
+            r"legacy_credentials.*)$"
+        ),
+        "Google Cloud credentials",
+    ),
     (re.compile(r"(?:^|/)\.azure/(?:accessTokens\.json|msal_token_cache\..*)$"), "Azure tokens"),
     (re.compile(r"(?:^|/)\.gnupg/(?:private-keys-v1\.d.*|secring\.gpg)$"), "GnuPG private keys"),
 )
 SECRET_DIRS = re.compile(r"(?:^|/)\.(?:ssh|aws|gnupg)/?$")
 ENVIRON = re.compile(r"^/proc/[^/]+/environ$")
 #: a variable name that holds a secret (GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWORD; not AUTHOR or PWD)
-SECRET_VAR = re.compile(r"(?i)(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|PASS|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|"
-                        r"CREDENTIALS?|KEY|AUTH|AUTH_?TOKEN)(?:_|$)")
+SECRET_VAR = re.compile(
+    r"(?i)(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|PASS|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|"
+    r"CREDENTIALS?|KEY|AUTH|AUTH_?TOKEN)(?:_|$)"
+)
 #: words in a grep pattern that look for secrets among the environment
-SECRET_WORD = re.compile(r"(?i)token|secret|passw|api_?key|access_?key|private_?key|credential|_key\b|\bkey\b|"
-                         r"\bauth")
+SECRET_WORD = re.compile(
+    r"(?i)token|secret|passw|api_?key|access_?key|private_?key|credential|_key\b|\bkey\b|"
+    r"\bauth"
+)
 _SECRET_REF = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 _REMOTE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9._-]*:(?!//)|^(?:rsync|sftp|scp)://")
 _VAR_TARGET = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)(:?[-=?+][^}]*)?\}?(/.*)?$")
 _OCTAL = re.compile(r"^[0-7]{1,4}$")
-_SYMBOLIC = re.compile(r"^(?:[ugoa]*(?:[-+=](?:[rwxXst]*|[ugo]))+)(?:,[ugoa]*(?:[-+=](?:[rwxXst]*|[ugo]))+)*$")
+_SYMBOLIC = re.compile(
+    r"^(?:[ugoa]*(?:[-+=](?:[rwxXst]*|[ugo]))+)(?:,[ugoa]*(?:[-+=](?:[rwxXst]*|[ugo]))+)*$"
+)
 # fork() CALLED in a loop (``while True: os.fork()``, perl's ``fork while fork``, ``while(1){fork}``), not the word
 # fork near a loop (``[k for k in dir(os) if 'fork' in k]``)
-_FORK_LOOP = re.compile(r"(?s)\b(?:while|for|loop|until)\b.{0,80}(?:\bfork\s*\(\s*\)|\bfork\s*[;}])|"
-                        r"\bfork\b\s*(?:while|until)\b|fork\(\)\s*(?:while|until)\b")
+_FORK_LOOP = re.compile(
+    r"(?s)\b(?:while|for|loop|until)\b.{0,80}(?:\bfork\s*\(\s*\)|\bfork\s*[;}])|"
+    r"\bfork\b\s*(?:while|until)\b|fork\(\)\s*(?:while|until)\b"
+)
 # a socket (Python, PHP fsockopen, Ruby TCPSocket, Perl IO::Socket, Node net) AND a shell or its descriptors handed
 # over: a database health check that connects a socket and runs a subprocess is not a reverse shell
-_PY_REVSHELL = re.compile(r"(?s)(?=.*(?:\bsocket\b|fsockopen|TCPSocket|IO::Socket|\bnet\.(?:connect|Socket)\b))"
-                          r"(?=.*(?:pty\.spawn|os\.dup2|/bin/sh|/bin/bash|\bsh\s+-i\b|cmd\.exe|child_process))")
-_FUNC_DEF = re.compile(r"(?:\bfunction\s+([^\s(){}|&;<>]+)\s*(?:\(\s*\))?|(?<![^\s;&|(){}])([^\s(){}|&;<>]+)\s*\(\s*\))"
-                       r"\s*\{")
+_PY_REVSHELL = re.compile(
+    r"(?s)(?=.*(?:\bsocket\b|fsockopen|TCPSocket|IO::Socket|\bnet\.(?:connect|Socket)\b))"
+    r"(?=.*(?:pty\.spawn|os\.dup2|/bin/sh|/bin/bash|\bsh\s+-i\b|cmd\.exe|child_process))"
+)
+_FUNC_DEF = re.compile(
+    r"(?:\bfunction\s+([^\s(){}|&;<>]+)\s*(?:\(\s*\))?|(?<![^\s;&|(){}])([^\s(){}|&;<>]+)\s*\(\s*\))"
+    r"\s*\{"
+)
 
 
 def base(name: str) -> str:
@@ -216,8 +432,9 @@ class Inv:
         return False
 
 
-def _skip_opts(words: list[Word], i: int, with_value: set[str], attached_ok: bool = True,
-               stop_at_digit: bool = False) -> int:
+def _skip_opts(
+    words: list[Word], i: int, with_value: set[str], attached_ok: bool = True, stop_at_digit: bool = False
+) -> int:
     n = len(words)
     while i < n:
         v = words[i].value
@@ -237,8 +454,29 @@ def _skip_opts(words: list[Word], i: int, with_value: set[str], attached_ok: boo
 
 
 _WRAPPER_VALUES: dict[str, set[str]] = {
-    "sudo": {"-u", "-g", "-C", "-h", "-p", "-r", "-t", "-U", "-D", "-R", "-T", "--user", "--group", "--host",
-             "--prompt", "--role", "--type", "--other-user", "--chdir", "--chroot", "--close-from"},
+    "sudo": {
+        "-u",
+        "-g",
+        "-C",
+        "-h",
+        "-p",
+        "-r",
+        "-t",
+        "-U",
+        "-D",
+        "-R",
+        "-T",
+        "--user",
+        "--group",
+        "--host",
+        "--prompt",
+        "--role",
+        "--type",
+        "--other-user",
+        "--chdir",
+        "--chroot",
+        "--close-from",
+    },
     "doas": {"-u", "-C"},
     "env": {"-u", "--unset", "-C", "--chdir", "-S", "--split-string"},
     "nice": {"-n", "--adjustment"},
@@ -254,8 +492,25 @@ _WRAPPER_VALUES: dict[str, set[str]] = {
     "unbuffer": set(),
     "busybox": set(),
     "time": {"-f", "-o", "--format", "--output"},
-    "xargs": {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--eof", "--replace",
-              "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"},
+    "xargs": {
+        "-a",
+        "-d",
+        "-E",
+        "-I",
+        "-L",
+        "-n",
+        "-P",
+        "-s",
+        "--arg-file",
+        "--delimiter",
+        "--eof",
+        "--replace",
+        "--max-lines",
+        "--max-args",
+        "--max-procs",
+        "--max-chars",
+        "--process-slot-var",
+    },
     "chroot": set(),
     "torsocks": set(),
     "proxychains": {"-f"},
@@ -293,18 +548,25 @@ def unwrap(cmd: Command) -> Inv | None:
         if name == "chroot" and i < n:
             i += 1  # the new root
     if i >= n:
-        if wrappers and last_wrapper >= 0:  # ``env``, ``time``, ``nohup`` with no command: the wrapper itself runs
-            return Inv(name=wrappers[-1], args=words[last_wrapper + 1:], cmd=cmd, wrappers=wrappers[:-1],
-                       assigns=assigns)
+        if (
+            wrappers and last_wrapper >= 0
+        ):  # ``env``, ``time``, ``nohup`` with no command: the wrapper itself runs
+            return Inv(
+                name=wrappers[-1],
+                args=words[last_wrapper + 1 :],
+                cmd=cmd,
+                wrappers=wrappers[:-1],
+                assigns=assigns,
+            )
         return Inv(name="", args=[], cmd=cmd, wrappers=wrappers, assigns=assigns)
-    return Inv(name=base(words[i].value), args=words[i + 1:], cmd=cmd, wrappers=wrappers, assigns=assigns)
+    return Inv(name=base(words[i].value), args=words[i + 1 :], cmd=cmd, wrappers=wrappers, assigns=assigns)
 
 
 # ---- paths ------------------------------------------------------------------------------------------------
 @dataclass
 class Target:
-    path: str            # normalised; "~" stands for the home directory
-    glob_all: bool       # "<path>/*": everything in it
+    path: str  # normalised; "~" stands for the home directory
+    glob_all: bool  # "<path>/*": everything in it
 
 
 def resolve(value: str, cwd: str | None, home: str | None) -> Target | None:
@@ -318,7 +580,7 @@ def resolve(value: str, cwd: str | None, home: str | None) -> Target | None:
         v = "/root" + v[5:]  # root's home is /root, not /home/root
     for prefix in ("${HOME}", "$HOME"):
         if v == prefix or v.startswith(prefix + "/"):
-            v = "~" + v[len(prefix):]
+            v = "~" + v[len(prefix) :]
             break
     if v == "~" or v.startswith("~/"):
         pass
@@ -348,7 +610,7 @@ def resolve(value: str, cwd: str | None, home: str | None) -> Target | None:
     norm = re.sub(r"^/+", "/", norm)
     path = norm if root == "/" else ("~" if norm == "/" else "~" + norm)
     if home and root == "/" and (path == home or path.startswith(home.rstrip("/") + "/")):
-        path = "~" + path[len(home.rstrip("/")):]
+        path = "~" + path[len(home.rstrip("/")) :]
     return Target(path, glob_all)
 
 
@@ -391,7 +653,9 @@ class _Ctx:
         self.parsed = True
         self.notes: list[str] = []
 
-    def add(self, rule: str, start: int, end: int, why: str, mapper: Callable[[int, int], tuple[int, int]]) -> None:
+    def add(
+        self, rule: str, start: int, end: int, why: str, mapper: Callable[[int, int], tuple[int, int]]
+    ) -> None:
         s, e = mapper(start, end)
         s, e = max(0, min(s, len(self.top))), max(0, min(e, len(self.top)))
         if e < s:
@@ -400,15 +664,19 @@ class _Ctx:
             return
         self.seen.add((rule, s, e))
         r = RULES[rule]
-        self.findings.append(Finding(rule=rule, severity=r.severity, start=s, end=e, match=clip(self.top[s:e]),
-                                     explanation=why))
+        self.findings.append(
+            Finding(
+                rule=rule, severity=r.severity, start=s, end=e, match=clip(self.top[s:e]), explanation=why
+            )
+        )
 
 
 class _Scope:
     """One text being analysed (the line itself, or code it runs) and how its offsets map onto the top line."""
 
-    def __init__(self, ctx: _Ctx, text: str, mapper: Callable[[int, int], tuple[int, int]], depth: int,
-                 cwd: str | None) -> None:
+    def __init__(
+        self, ctx: _Ctx, text: str, mapper: Callable[[int, int], tuple[int, int]], depth: int, cwd: str | None
+    ) -> None:
         self.ctx = ctx
         self.text = text
         self.mapper = mapper
@@ -421,8 +689,13 @@ class _Scope:
     def flag_cmd(self, rule: str, cmd: Command, why: str) -> None:
         self.flag(rule, cmd.start, cmd.end, why)
 
-    def child(self, text: str, word: Word | None = None, offset: int | None = None,
-              span: tuple[int, int] | None = None) -> _Scope:
+    def child(
+        self,
+        text: str,
+        word: Word | None = None,
+        offset: int | None = None,
+        span: tuple[int, int] | None = None,
+    ) -> _Scope:
         """A scope for code run by this one: verbatim at ``offset``, or found inside ``word``, else pinned to
         ``span`` (e.g. an ``eval`` of several words)."""
         if offset is None and word is not None:
@@ -433,8 +706,9 @@ class _Scope:
                 span = (word.start, word.end)
         if offset is not None:
             base_off = offset
-            return _Scope(self.ctx, text, lambda s, e: self.mapper(base_off + s, base_off + e), self.depth + 1,
-                          self.cwd)
+            return _Scope(
+                self.ctx, text, lambda s, e: self.mapper(base_off + s, base_off + e), self.depth + 1, self.cwd
+            )
         pinned = span or (0, len(self.text))
         return _Scope(self.ctx, text, lambda s, e: self.mapper(*pinned), self.depth + 1, self.cwd)
 
@@ -477,8 +751,10 @@ def _neutralise_placeholders(text: str) -> str:
 
 
 _DEV_NET = re.compile(r"/dev/(?:tcp|udp)/")
-_SHELL_ON_FD = re.compile(r"(?:^|[\s;&|(])(?:/bin/|/usr/bin/)?(?:ba|z|k|da)?sh\b[^;&|\n]*[<>]&\s*\d|"
-                          r"\bdo\s+(?:eval\s+)?\$\w+|\bexec\s+(?:/bin/)?(?:ba)?sh\b")
+_SHELL_ON_FD = re.compile(
+    r"(?:^|[\s;&|(])(?:/bin/|/usr/bin/)?(?:ba|z|k|da)?sh\b[^;&|\n]*[<>]&\s*\d|"
+    r"\bdo\s+(?:eval\s+)?\$\w+|\bexec\s+(?:/bin/)?(?:ba)?sh\b"
+)
 
 
 def _dev_net_shell(scope: _Scope) -> None:
@@ -486,13 +762,19 @@ def _dev_net_shell(scope: _Scope) -> None:
     whose lines are run (``while read l; do $l; done``): the reverse shells the per-command rules cannot see."""
     m = _DEV_NET.search(scope.text)
     if m and _SHELL_ON_FD.search(scope.text):
-        scope.flag("reverse_shell", 0, len(scope.text), "a shell's input and output wired to a /dev/tcp descriptor")
+        scope.flag(
+            "reverse_shell", 0, len(scope.text), "a shell's input and output wired to a /dev/tcp descriptor"
+        )
 
 
 def _analyse(scope: _Scope) -> None:
     if scope.depth > MAX_DEPTH:  # silence here would let `eval eval ... rm -rf /` through
-        scope.flag("too_complex_to_judge", 0, len(scope.text), f"code nested more than {MAX_DEPTH} levels deep "
-                                                               "(bash -c, eval, $(...)): not judged")
+        scope.flag(
+            "too_complex_to_judge",
+            0,
+            len(scope.text),
+            f"code nested more than {MAX_DEPTH} levels deep (bash -c, eval, $(...)): not judged",
+        )
         return
     parsed = parse(scope.text)
     if not parsed.ok:
@@ -501,8 +783,12 @@ def _analyse(scope: _Scope) -> None:
     if "/dev/" in scope.text:
         _dev_net_shell(scope)
     if len(parsed.commands) > MAX_COMMANDS:
-        scope.flag("too_complex_to_judge", parsed.commands[MAX_COMMANDS].start, len(scope.text),
-                   f"more than {MAX_COMMANDS} commands in one text: the rest is not judged")
+        scope.flag(
+            "too_complex_to_judge",
+            parsed.commands[MAX_COMMANDS].start,
+            len(scope.text),
+            f"more than {MAX_COMMANDS} commands in one text: the rest is not judged",
+        )
     invs: list[tuple[Command, Inv | None]] = []
     for cmd in parsed.commands[:MAX_COMMANDS]:
         inv = unwrap(cmd) if cmd.words else None
@@ -553,12 +839,33 @@ def _opt_value(inv: Inv, shorts: tuple[str, ...], longs: tuple[str, ...]) -> Wor
             return inv.args[k + 1] if k + 1 < len(inv.args) else None
         for lg in longs:
             if v.startswith(lg + "="):
-                return Word(v[len(lg) + 1:], w.start, w.end, w.quoted, w.dynamic)
+                return Word(v[len(lg) + 1 :], w.start, w.end, w.quoted, w.dynamic)
     return None
 
 
-_SSH_VALUES = {"-b", "-c", "-D", "-E", "-e", "-F", "-I", "-i", "-J", "-L", "-l", "-m", "-O", "-o", "-p", "-Q",
-               "-R", "-S", "-W", "-w", "-B"}
+_SSH_VALUES = {
+    "-b",
+    "-c",
+    "-D",
+    "-E",
+    "-e",
+    "-F",
+    "-I",
+    "-i",
+    "-J",
+    "-L",
+    "-l",
+    "-m",
+    "-O",
+    "-o",
+    "-p",
+    "-Q",
+    "-R",
+    "-S",
+    "-W",
+    "-w",
+    "-B",
+}
 
 
 def _recurse(scope: _Scope, cmd: Command, inv: Inv | None) -> None:
@@ -589,14 +896,20 @@ def _recurse(scope: _Scope, cmd: Command, inv: Inv | None) -> None:
         rest = inv.positional(_SSH_VALUES)[1:]
         if rest:
             joined = " ".join(w.value for w in rest)
-            _analyse(scope.child(joined, word=rest[0]) if len(rest) == 1
-                     else scope.child(joined, span=(rest[0].start, rest[-1].end)))
+            _analyse(
+                scope.child(joined, word=rest[0])
+                if len(rest) == 1
+                else scope.child(joined, span=(rest[0].start, rest[-1].end))
+            )
     if name == "watch":
         rest = inv.positional({"-n", "--interval", "-d", "-q", "--equexit"})
         if rest and not inv.has_flag("x", ("--exec",)):
             joined = " ".join(w.value for w in rest)
-            _analyse(scope.child(joined, word=rest[0]) if len(rest) == 1
-                     else scope.child(joined, span=(rest[0].start, rest[-1].end)))
+            _analyse(
+                scope.child(joined, word=rest[0])
+                if len(rest) == 1
+                else scope.child(joined, span=(rest[0].start, rest[-1].end))
+            )
     if name == "find":
         for sub_inv in _find_execs(inv):
             _command_rules(scope, sub_inv)
@@ -619,7 +932,7 @@ def _find_execs(inv: Inv) -> list[Inv]:
             j = k + 1
             while j < len(args) and args[j].value not in (";", "+", "\\;"):
                 j += 1
-            words = [w for w in args[k + 1:j] if w.value != "{}"]
+            words = [w for w in args[k + 1 : j] if w.value != "{}"]
             if words:
                 sub = Command(words=words, path=inv.cmd.path, start=words[0].start, end=words[-1].end)
                 sub_inv = unwrap(sub)
@@ -638,14 +951,18 @@ def _fork_bombs(scope: _Scope, parsed: Parsed) -> None:
         close = masked.find("}", m.end(), m.end() + MAX_FUNC_BODY)
         if close < 0:
             close = min(len(masked), m.end() + MAX_FUNC_BODY)
-        body = masked[m.end():close]
+        body = masked[m.end() : close]
         call = rf"(?<![^\s;&|(){{}}]){re.escape(name)}(?![^\s;&|(){{}}])"
         piped = re.search(rf"{call}\s*\|\s*{call}", body)
         calls = len(re.findall(call, body))
         if piped or (calls >= 2 and "&" in body):
-            scope.flag("fork_bomb", m.start(), min(close + 1, len(masked)),
-                       f"function {name!r} calls itself {'through a pipe' if piped else 'in the background'}: "
-                       "processes multiply until the machine stops")
+            scope.flag(
+                "fork_bomb",
+                m.start(),
+                min(close + 1, len(masked)),
+                f"function {name!r} calls itself {'through a pipe' if piped else 'in the background'}: "
+                "processes multiply until the machine stops",
+            )
 
 
 # ---- rules on one command ------------------------------------------------------------------------------------
@@ -705,15 +1022,22 @@ def _rule_rm(scope: _Scope, inv: Inv) -> None:
 
 def _unguarded_var(scope: _Scope, inv: Inv, t: Word) -> None:
     m = _VAR_TARGET.match(t.value)
-    if not m or m.group(1) in ("HOME", "PWD", "OLDPWD") or (m.group(2) or "").startswith((":?", "?", ":-", "-")):
+    if (
+        not m
+        or m.group(1) in ("HOME", "PWD", "OLDPWD")
+        or (m.group(2) or "").startswith((":?", "?", ":-", "-"))
+    ):
         return
     rest = m.group(3) or ""
     if not rest or "$" in rest:
         return
     empty = resolve(rest, None, None)
     if empty is not None and critical(empty) in ("root", "system", "home"):
-        scope.flag_cmd("rm_unguarded_variable", inv.cmd,
-                       f"if ${m.group(1)} is empty or unset this deletes {rest} (guard it: ${{{m.group(1)}:?}})")
+        scope.flag_cmd(
+            "rm_unguarded_variable",
+            inv.cmd,
+            f"if ${m.group(1)} is empty or unset this deletes {rest} (guard it: ${{{m.group(1)}:?}})",
+        )
 
 
 def _rule_mv(scope: _Scope, inv: Inv) -> None:
@@ -730,11 +1054,48 @@ def _rule_mv(scope: _Scope, inv: Inv) -> None:
             scope.flag_cmd(rule, inv.cmd, f"replaces {dest.path} wholesale")
 
 
-_FIND_FILTERS = frozenset({"-name", "-iname", "-path", "-ipath", "-regex", "-iregex", "-user", "-nouser", "-group",
-                           "-nogroup", "-newer", "-mtime", "-mmin", "-atime", "-amin", "-ctime", "-cmin", "-size",
-                           "-perm", "-empty", "-links", "-inum", "-samefile", "-lname", "-ilname", "-wholename",
-                           "-iwholename", "-uid", "-gid", "-newermt", "-newerct", "-used", "-fstype", "-context",
-                           "-xtype", "-readable", "-writable", "-executable"})
+_FIND_FILTERS = frozenset(
+    {
+        "-name",
+        "-iname",
+        "-path",
+        "-ipath",
+        "-regex",
+        "-iregex",
+        "-user",
+        "-nouser",
+        "-group",
+        "-nogroup",
+        "-newer",
+        "-mtime",
+        "-mmin",
+        "-atime",
+        "-amin",
+        "-ctime",
+        "-cmin",
+        "-size",
+        "-perm",
+        "-empty",
+        "-links",
+        "-inum",
+        "-samefile",
+        "-lname",
+        "-ilname",
+        "-wholename",
+        "-iwholename",
+        "-uid",
+        "-gid",
+        "-newermt",
+        "-newerct",
+        "-used",
+        "-fstype",
+        "-context",
+        "-xtype",
+        "-readable",
+        "-writable",
+        "-executable",
+    }
+)
 
 
 def _rule_find(scope: _Scope, inv: Inv) -> None:
@@ -755,8 +1116,12 @@ def _rule_find(scope: _Scope, inv: Inv) -> None:
             continue  # cleaning matching files out of one's home (build artifacts, broken links) is ordinary
         if target is not None and level in ("root", "home", "system"):
             rule = "find_delete_critical_filtered" if filtered else "find_delete_critical"
-            scope.flag_cmd(rule, inv.cmd, f"deletes files under {target.path}"
-                           + (" (filtered)" if filtered else " with no filter: everything"))
+            scope.flag_cmd(
+                rule,
+                inv.cmd,
+                f"deletes files under {target.path}"
+                + (" (filtered)" if filtered else " with no filter: everything"),
+            )
             return
 
 
@@ -794,7 +1159,8 @@ def _rule_partition(scope: _Scope, inv: Inv) -> None:
         scope.flag_cmd("disk_write_device", inv.cmd, f"sgdisk wipes the partition table of {devs[0]}")
         return
     listing = inv.has_flag("lds", ("--list", "--dump", "--show-size", "--print")) or any(
-        w.value in ("print", "p") for w in inv.args)
+        w.value in ("print", "p") for w in inv.args
+    )
     if not listing:
         scope.flag_cmd("disk_partition", inv.cmd, f"{inv.name} rewrites the partition table of {devs[0]}")
 
@@ -824,15 +1190,21 @@ def _critical_write(scope: _Scope, cmd_or_span: Command, value: str, append: boo
     if target is None or target.glob_all:
         return
     if SUDOERS_DROPIN.match(target.path):
-        scope.flag_cmd("critical_file_append", cmd_or_span, f"{how} writes the sudo rule file {target.path} "
-                                                            "unchecked (visudo -f checks it)")
+        scope.flag_cmd(
+            "critical_file_append",
+            cmd_or_span,
+            f"{how} writes the sudo rule file {target.path} unchecked (visudo -f checks it)",
+        )
         return
     if not CRITICAL_FILES.match(target.path):
         return
     if append and target.path not in ALWAYS_BLOCK_FILES:
         if ACCOUNT_FILES.match(target.path):
-            scope.flag_cmd("critical_file_append", cmd_or_span,
-                           f"{how} appends to {target.path} directly (useradd/usermod/visudo check what they write)")
+            scope.flag_cmd(
+                "critical_file_append",
+                cmd_or_span,
+                f"{how} appends to {target.path} directly (useradd/usermod/visudo check what they write)",
+            )
         return
     scope.flag_cmd("critical_file_overwrite", cmd_or_span, f"{how} overwrites {target.path}")
 
@@ -861,12 +1233,16 @@ def _mode_world_writable(mode: str) -> bool:
 def _mode_setuid(mode: str) -> bool:
     if _OCTAL.match(mode):
         return len(mode) == 4 and bool(int(mode[0]) & 0o4)
-    return any(op in "+=" and "s" in perms and (not who or "u" in who or "a" in who)
-               for who, op, perms in re.findall(r"([ugoa]*)([-+=])([rwxXst]*)", mode))
+    return any(
+        op in "+=" and "s" in perms and (not who or "u" in who or "a" in who)
+        for who, op, perms in re.findall(r"([ugoa]*)([-+=])([rwxXst]*)", mode)
+    )
 
 
-_INTERPRETER_BINARIES = re.compile(r"(?:^|/)(?:ba|da|z|k|mk|tc|c|fi|a)?sh$|(?:^|/)(?:python[\d.]*|perl|ruby|node|"
-                                   r"php|lua|find|vim?|nano|less|env|awk|gawk)$")
+_INTERPRETER_BINARIES = re.compile(
+    r"(?:^|/)(?:ba|da|z|k|mk|tc|c|fi|a)?sh$|(?:^|/)(?:python[\d.]*|perl|ruby|node|"
+    r"php|lua|find|vim?|nano|less|env|awk|gawk)$"
+)
 
 
 def _rule_chmod(scope: _Scope, inv: Inv) -> None:
@@ -897,11 +1273,17 @@ def _rule_chmod(scope: _Scope, inv: Inv) -> None:
         if level == "root" and recursive:
             scope.flag_cmd("chmod_recursive_root", inv.cmd, f"chmod -R {mode} over the whole filesystem")
         elif (level in ("root", "system") or CRITICAL_FILES.match(target.path)) and world:
-            scope.flag_cmd("chmod_world_writable_system", inv.cmd,
-                           f"mode {mode} makes {target.path} writable by every user")
+            scope.flag_cmd(
+                "chmod_world_writable_system",
+                inv.cmd,
+                f"mode {mode} makes {target.path} writable by every user",
+            )
         elif level == "home" and world:
-            scope.flag_cmd("chmod_world_writable_home", inv.cmd,
-                           f"mode {mode} makes {target.path} writable by every user")
+            scope.flag_cmd(
+                "chmod_world_writable_home",
+                inv.cmd,
+                f"mode {mode} makes {target.path} writable by every user",
+            )
         if _mode_setuid(mode) and _INTERPRETER_BINARIES.search(target.path):
             scope.flag_cmd("setuid_shell", inv.cmd, f"setuid {target.path}: anyone can run it as its owner")
 
@@ -913,12 +1295,18 @@ def _rule_chown(scope: _Scope, inv: Inv) -> None:
     for t in pos[1:] if not any(w.value.startswith("--reference") for w in inv.args) else pos:
         target = scope.resolve(t)
         if target is not None and critical(target) in ("root", "system", "home") and target.path != "~":
-            scope.flag_cmd("chown_recursive_system", inv.cmd, f"{inv.name} -R changes owners under {target.path}")
+            scope.flag_cmd(
+                "chown_recursive_system", inv.cmd, f"{inv.name} -R changes owners under {target.path}"
+            )
 
 
 def _rule_kill(scope: _Scope, inv: Inv) -> None:
     args = [w.value for w in inv.args]
-    if not args or args[0] in ("-l", "-L", "--list", "--table") or (len(args) == 1 and args[0].startswith("-")):
+    if (
+        not args
+        or args[0] in ("-l", "-L", "--list", "--table")
+        or (len(args) == 1 and args[0].startswith("-"))
+    ):
         return
     k = 0
     if args[0] in ("-s", "-n", "--signal"):
@@ -975,7 +1363,9 @@ def _rule_power(scope: _Scope, inv: Inv) -> None:
 
 def _rule_init(scope: _Scope, inv: Inv) -> None:
     if any(w.value in ("0", "6") for w in inv.args):
-        scope.flag_cmd("system_power", inv.cmd, f"{inv.name} {inv.args[0].value} stops or restarts the machine")
+        scope.flag_cmd(
+            "system_power", inv.cmd, f"{inv.name} {inv.args[0].value} stops or restarts the machine"
+        )
 
 
 def _rule_systemctl(scope: _Scope, inv: Inv) -> None:
@@ -991,16 +1381,22 @@ def _rule_crontab(scope: _Scope, inv: Inv) -> None:
 def _rule_netcat(scope: _Scope, inv: Inv) -> None:
     for w in inv.args:
         v = w.value
-        if v in ("-e", "-c", "--exec", "--sh-exec", "--lua-exec") or v.startswith(("--exec=", "--sh-exec=")) or (
-                re.match(r"^-[a-zA-Z]*[ec]$", v) and not v.startswith("--")):
-            scope.flag_cmd("reverse_shell", inv.cmd, f"{inv.name} {v} hands a program's terminal to the network")
+        if (
+            v in ("-e", "-c", "--exec", "--sh-exec", "--lua-exec")
+            or v.startswith(("--exec=", "--sh-exec="))
+            or (re.match(r"^-[a-zA-Z]*[ec]$", v) and not v.startswith("--"))
+        ):
+            scope.flag_cmd(
+                "reverse_shell", inv.cmd, f"{inv.name} {v} hands a program's terminal to the network"
+            )
             return
 
 
 def _rule_socat(scope: _Scope, inv: Inv) -> None:
     vals = [w.value.lower() for w in inv.args]
     if any(v.startswith(("exec:", "system:")) for v in vals) and any(
-            re.match(r"^(?:tcp|udp|openssl|ssl|tcp4|tcp6|tcp-listen|tcp4-listen|udp-listen)[:-]", v) for v in vals):
+        re.match(r"^(?:tcp|udp|openssl|ssl|tcp4|tcp6|tcp-listen|tcp4-listen|udp-listen)[:-]", v) for v in vals
+    ):
         scope.flag_cmd("reverse_shell", inv.cmd, "socat connects a program to a network socket")
 
 
@@ -1012,13 +1408,17 @@ def _rule_interpreter_code(scope: _Scope, inv: Inv) -> None:
                 idx = inv.args.index(w)
                 code = inv.args[idx + 1] if idx + 1 < len(inv.args) else None
                 break
-    text = code.value if code is not None else next(
-        (m.group(1) for w in inv.args if (m := re.match(r"(?s)^-e(.+)$", w.value))), None)  # ruby -e'code'
+    text = (
+        code.value
+        if code is not None
+        else next((m.group(1) for w in inv.args if (m := re.match(r"(?s)^-e(.+)$", w.value))), None)
+    )  # ruby -e'code'
     if text is None:
         return
     if _FORK_LOOP.search(text):
-        scope.flag_cmd("fork_bomb", inv.cmd, f"{inv.name} forks in a loop: processes multiply until the machine "
-                                             "stops")
+        scope.flag_cmd(
+            "fork_bomb", inv.cmd, f"{inv.name} forks in a loop: processes multiply until the machine stops"
+        )
     if _PY_REVSHELL.search(text):
         scope.flag_cmd("reverse_shell", inv.cmd, f"{inv.name} connects a socket and runs a shell over it")
 
@@ -1046,8 +1446,9 @@ def _secret_read(scope: _Scope, inv: Inv | None, cmd: Command) -> str | None:
                 return f"the credential folder {v}"
     if _env_dump(inv):
         return "the environment (secrets included)"
-    if name in ("echo", "printf") and any(SECRET_VAR.search(m) for w in inv.args if w.dynamic
-                                          for m in _SECRET_REF.findall(w.value)):
+    if name in ("echo", "printf") and any(
+        SECRET_VAR.search(m) for w in inv.args if w.dynamic for m in _SECRET_REF.findall(w.value)
+    ):
         return "a secret environment variable"
     if name == "printenv" and any(SECRET_VAR.search(w.value) for w in inv.args):
         return "a secret environment variable"
@@ -1062,26 +1463,91 @@ def _env_dump(inv: Inv) -> bool:
     if name == "set" and not inv.args:
         return True
     return name in ("export", "declare", "typeset") and (
-        not inv.args or [w.value for w in inv.args] in (["-p"], ["-x"], ["-px"], ["-xp"]))
+        not inv.args or [w.value for w in inv.args] in (["-p"], ["-x"], ["-px"], ["-xp"])
+    )
 
 
-_SSH_FAMILY_OPTS = frozenset({"-i", "-F", "-o", "-S", "-E", "-c", "-l", "-p", "-P", "-J", "-b", "-D", "-L", "-R",
-                               "-W", "-w", "-m", "-O", "-Q", "-I", "-B", "-s"})
+_SSH_FAMILY_OPTS = frozenset(
+    {
+        "-i",
+        "-F",
+        "-o",
+        "-S",
+        "-E",
+        "-c",
+        "-l",
+        "-p",
+        "-P",
+        "-J",
+        "-b",
+        "-D",
+        "-L",
+        "-R",
+        "-W",
+        "-w",
+        "-m",
+        "-O",
+        "-Q",
+        "-I",
+        "-B",
+        "-s",
+    }
+)
 #: per command: options whose value is a local file it writes or merely uses (an identity, a client key, where
 #: output goes), not data it reads out or sends: ``ssh -i ~/.ssh/id_rsa host`` uses the key, it does not send it
 _NOT_DATA_OPTS: dict[str, frozenset[str]] = {
-    "ssh": _SSH_FAMILY_OPTS, "scp": _SSH_FAMILY_OPTS, "sftp": _SSH_FAMILY_OPTS,
+    "ssh": _SSH_FAMILY_OPTS,
+    "scp": _SSH_FAMILY_OPTS,
+    "sftp": _SSH_FAMILY_OPTS,
     "rsync": frozenset({"-e", "--rsh", "--password-file", "--log-file", "--exclude-from", "--include-from"}),
-    "curl": frozenset({"-o", "--output", "-D", "--dump-header", "-c", "--cookie-jar", "-K", "--config", "--key",
-                       "--cert", "-E", "--cacert", "--capath", "--pubkey", "--netrc-file", "--proxy-key",
-                       "--proxy-cert", "--trace", "--trace-ascii", "--stderr", "--hostpubsha256"}),
-    "wget": frozenset({"-O", "--output-document", "-o", "--output-file", "-a", "--append-output", "--certificate",
-                       "--private-key", "--ca-certificate", "--ca-directory", "-P", "--directory-prefix"}),
+    "curl": frozenset(
+        {
+            "-o",
+            "--output",
+            "-D",
+            "--dump-header",
+            "-c",
+            "--cookie-jar",
+            "-K",
+            "--config",
+            "--key",
+            "--cert",
+            "-E",
+            "--cacert",
+            "--capath",
+            "--pubkey",
+            "--netrc-file",
+            "--proxy-key",
+            "--proxy-cert",
+            "--trace",
+            "--trace-ascii",
+            "--stderr",
+            "--hostpubsha256",
+        }
+    ),
+    "wget": frozenset(
+        {
+            "-O",
+            "--output-document",
+            "-o",
+            "--output-file",
+            "-a",
+            "--append-output",
+            "--certificate",
+            "--private-key",
+            "--ca-certificate",
+            "--ca-directory",
+            "-P",
+            "--directory-prefix",
+        }
+    ),
     "openssl": frozenset({"-key", "-inkey", "-signkey", "-out", "-passin", "-cert", "-CAfile"}),
     "gpg": frozenset({"-o", "--output", "--homedir", "-r", "--recipient", "-u", "--local-user"}),
 }
-_ATTACHED_NOT_DATA = re.compile(r"^(?:-i.+|-o.+|-F.+|--rsh=.+|-e.+|--key=.+|--cert=.+|--private-key=.+|"
-                                r"--certificate=.+|--netrc-file=.+|--output=.+|--output-document=.+)$")
+_ATTACHED_NOT_DATA = re.compile(
+    r"^(?:-i.+|-o.+|-F.+|--rsh=.+|-e.+|--key=.+|--cert=.+|--private-key=.+|"
+    r"--certificate=.+|--netrc-file=.+|--output=.+|--output-document=.+)$"
+)
 
 
 def _data_args(inv: Inv) -> list[Word]:
@@ -1110,10 +1576,10 @@ def _sends(inv: Inv) -> bool:
     if inv.name not in NET_SENDERS:
         return False
     if inv.name in ("scp", "rsync", "sftp", "rclone"):
-        return any(_REMOTE.match(w.value) for w in inv.positional({"-e", "-i", "-P", "-o", "-F", "-c", "-l", "-S"}))
+        return any(
+            _REMOTE.match(w.value) for w in inv.positional({"-e", "-i", "-P", "-o", "-F", "-c", "-l", "-S"})
+        )
     return True
-
-
 
 
 def _sender_carries_secret(scope: _Scope, inv: Inv) -> str | None:
@@ -1144,8 +1610,11 @@ def _rule_credentials(scope: _Scope, inv: Inv) -> None:
     if (what := _sender_carries_secret(scope, inv)) is not None:
         scope.flag_cmd("credential_exfiltration", inv.cmd, f"{inv.name} sends {what} to another machine")
         return
-    if inv.name in READERS and (what := _secret_read(scope, inv, inv.cmd)) is not None and what != \
-            "a process environment":
+    if (
+        inv.name in READERS
+        and (what := _secret_read(scope, inv, inv.cmd)) is not None
+        and what != "a process environment"
+    ):
         scope.flag_cmd("credential_read", inv.cmd, f"{inv.name} reads {what}")
 
 
@@ -1215,7 +1684,9 @@ def _reads_program_from_stdin(inv: Inv) -> bool:
         it = iter(inv.args)
         for w in it:
             v = w.value
-            if v in ("-c", "-m") or (v.startswith("-") and not v.startswith("--") and v[-1] in "cm" and len(v) > 1):
+            if v in ("-c", "-m") or (
+                v.startswith("-") and not v.startswith("--") and v[-1] in "cm" and len(v) > 1
+            ):
                 return False
             if v in ("-W", "-X", "-Q"):
                 next(it, None)
@@ -1272,9 +1743,14 @@ def _pipeline_rules(scope: _Scope, invs: list[tuple[Command, Inv | None]]) -> No
                 scope.flag_cmd("remote_code_exec", cmd, f"{inv.name} runs code fetched from the network")
                 break
         if _reads_program_from_stdin(inv) and any(
-                red.op == "<" and red.target is not None and any(_text_downloads(sub.text) for sub in red.target.subs)
-                for red in cmd.redirects):
-            scope.flag_cmd("remote_code_exec", cmd, f"{inv.name} reads its program from a download (< <(curl ...))")
+            red.op == "<"
+            and red.target is not None
+            and any(_text_downloads(sub.text) for sub in red.target.subs)
+            for red in cmd.redirects
+        ):
+            scope.flag_cmd(
+                "remote_code_exec", cmd, f"{inv.name} reads its program from a download (< <(curl ...))"
+            )
     groups: dict[int, list[tuple[Command, Inv | None]]] = {}
     for item in invs:  # only commands of one top-level pipeline can feed each other
         groups.setdefault(item[0].path[0][0] if item[0].path else -1, []).append(item)
@@ -1295,14 +1771,24 @@ def _pipeline_rules(scope: _Scope, invs: list[tuple[Command, Inv | None]]) -> No
             # the text echoed into a shell is the program it runs: judge it as code (echo 'rm -rf /' | sh)
             code_words = [w for w in ia.args if not (ia.name == "echo" and re.match(r"^-[neE]+$", w.value))]
             if code_words:
-                _analyse(scope.child(" ".join(w.value for w in code_words),
-                                     span=(code_words[0].start, code_words[-1].end)))
+                _analyse(
+                    scope.child(
+                        " ".join(w.value for w in code_words), span=(code_words[0].start, code_words[-1].end)
+                    )
+                )
         if _downloads(ia) and _reads_program_from_stdin(ib):
-            scope.flag("remote_code_exec", *span, f"{ia.name if ia else ''} output is run by {ib.name}: code "
-                                                  "from the network runs unseen")
+            scope.flag(
+                "remote_code_exec",
+                *span,
+                f"{ia.name if ia else ''} output is run by {ib.name}: code from the network runs unseen",
+            )
             continue
-        if ia is not None and ia.name and (_reads_program_from_stdin(ia) and (ia.name in SHELLS)) and \
-                ib.name in RAW_NET:
+        if (
+            ia is not None
+            and ia.name
+            and (_reads_program_from_stdin(ia) and (ia.name in SHELLS))
+            and ib.name in RAW_NET
+        ):
             scope.flag("reverse_shell", *span, f"a shell's output goes to {ib.name}")
             continue
         if _sends(ib) and ib.name not in ("scp", "rsync", "sftp", "rclone"):
@@ -1382,14 +1868,39 @@ def _token_scan_rules(scope: _Scope) -> None:
 
 
 _BY_NAME: dict[str, Callable[[_Scope, Inv], None]] = {
-    "rm": _rule_rm, "mv": _rule_mv, "find": _rule_find, "dd": _rule_dd, "tee": _rule_tee, "cp": _rule_cp,
-    "install": _rule_cp, "truncate": _rule_truncate, "chmod": _rule_chmod, "chown": _rule_chown,
-    "chgrp": _rule_chown, "kill": _rule_kill, "killall5": _rule_killall5, "history": _rule_history,
-    "unset": _rule_unset, "export": _rule_export, "declare": _rule_export, "set": _rule_set,
-    "shutdown": _rule_power, "reboot": _rule_power, "halt": _rule_power, "poweroff": _rule_power,
-    "init": _rule_init, "telinit": _rule_init, "systemctl": _rule_systemctl, "crontab": _rule_crontab,
-    "nc": _rule_netcat, "ncat": _rule_netcat, "netcat": _rule_netcat, "socat": _rule_socat,
-    **{n: _rule_mkfs for n in MKFS}, **{n: _rule_wipe for n in WIPERS}, **{n: _rule_partition for n in PARTITIONERS},
+    "rm": _rule_rm,
+    "mv": _rule_mv,
+    "find": _rule_find,
+    "dd": _rule_dd,
+    "tee": _rule_tee,
+    "cp": _rule_cp,
+    "install": _rule_cp,
+    "truncate": _rule_truncate,
+    "chmod": _rule_chmod,
+    "chown": _rule_chown,
+    "chgrp": _rule_chown,
+    "kill": _rule_kill,
+    "killall5": _rule_killall5,
+    "history": _rule_history,
+    "unset": _rule_unset,
+    "export": _rule_export,
+    "declare": _rule_export,
+    "set": _rule_set,
+    "shutdown": _rule_power,
+    "reboot": _rule_power,
+    "halt": _rule_power,
+    "poweroff": _rule_power,
+    "init": _rule_init,
+    "telinit": _rule_init,
+    "systemctl": _rule_systemctl,
+    "crontab": _rule_crontab,
+    "nc": _rule_netcat,
+    "ncat": _rule_netcat,
+    "netcat": _rule_netcat,
+    "socat": _rule_socat,
+    **{n: _rule_mkfs for n in MKFS},
+    **{n: _rule_wipe for n in WIPERS},
+    **{n: _rule_partition for n in PARTITIONERS},
 }
 
 

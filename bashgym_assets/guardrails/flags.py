@@ -34,16 +34,22 @@ class SafetyFlag(BaseModel):
     explanation: str
 
 
-SAFETY_FLAG_ARROW_TYPE = pa.struct([
-    ("index", pa.int32()), ("source", pa.string()), ("rule", pa.string()), ("severity", pa.string()),
-    ("match", pa.string()), ("explanation", pa.string()),
-])
+SAFETY_FLAG_ARROW_TYPE = pa.struct(
+    [
+        ("index", pa.int32()),
+        ("source", pa.string()),
+        ("rule", pa.string()),
+        ("severity", pa.string()),
+        ("match", pa.string()),
+        ("explanation", pa.string()),
+    ]
+)
 
 
 class SafetySummary(BaseModel):
-    blocked: int = 0       # steps/turns whose command a block rule fired on
-    warned: int = 0        # steps/turns whose command only warn rules fired on
-    injections: int = 0    # tool outputs / observations with injection markers
+    blocked: int = 0  # steps/turns whose command a block rule fired on
+    warned: int = 0  # steps/turns whose command only warn rules fired on
+    injections: int = 0  # tool outputs / observations with injection markers
     flags: list[SafetyFlag] = Field(default_factory=list)
     truncated: bool = False
 
@@ -60,8 +66,16 @@ def _add(summary: SafetySummary, index: int, source: str, verdict: Verdict) -> N
         if len(summary.flags) >= MAX_FLAGS:
             summary.truncated = True
             return
-        summary.flags.append(SafetyFlag(index=index, source=source, rule=f.rule,  # type: ignore[arg-type]
-                                        severity=f.severity, match=f.match, explanation=f.explanation))
+        summary.flags.append(
+            SafetyFlag(
+                index=index,
+                source=source,  # type: ignore[arg-type]
+                rule=f.rule,
+                severity=f.severity,
+                match=f.match,
+                explanation=f.explanation,
+            )
+        )
 
 
 def _count_command(summary: SafetySummary, index: int, verdict: Verdict) -> None:
@@ -102,9 +116,16 @@ def flag_messages(messages: Sequence[Any], home: str | None = None, cwd: str | N
             if content.startswith(REFUSAL_PREFIX):  # the guard stopped a blocked command here
                 summary.blocked += 1
                 if len(summary.flags) < MAX_FLAGS:
-                    summary.flags.append(SafetyFlag(index=i, source="command", rule="guard_refused", severity=BLOCK,
-                                                    match=content[:200], explanation="the guarded operator refused "
-                                                    "a blocked command in this turn"))
+                    summary.flags.append(
+                        SafetyFlag(
+                            index=i,
+                            source="command",
+                            rule="guard_refused",
+                            severity=BLOCK,
+                            match=content[:200],
+                            explanation="the guarded operator refused a blocked command in this turn",
+                        )
+                    )
                 continue
             _count_command(summary, i, classify_command(content, cwd=cwd, home=home))
         elif role == "user" and i >= 2:

@@ -70,5 +70,11 @@ def clip(text: str, n: int = 200) -> str:
 
 
 def _invisible(o: int) -> bool:
-    return (0x200B <= o <= 0x200F or 0x202A <= o <= 0x202E or 0x2060 <= o <= 0x2069 or o == 0xFEFF
-            or o == 0x180E or 0xE0000 <= o <= 0xE007F)
+    return (
+        0x200B <= o <= 0x200F
+        or 0x202A <= o <= 0x202E
+        or 0x2060 <= o <= 0x2069
+        or o == 0xFEFF
+        or o == 0x180E
+        or 0xE0000 <= o <= 0xE007F
+    )

@@ -17,8 +17,32 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-OPERATORS = (";;&", "<<<", "<<-", "&>>", "||", "|&", "&&", ";;", ";&", "<<", ">>", "<>", "<&", ">&", ">|",
-             "&>", "|", "&", ";", "(", ")", "<", ">", "\n")
+OPERATORS = (
+    ";;&",
+    "<<<",
+    "<<-",
+    "&>>",
+    "||",
+    "|&",
+    "&&",
+    ";;",
+    ";&",
+    "<<",
+    ">>",
+    "<>",
+    "<&",
+    ">&",
+    ">|",
+    "&>",
+    "|",
+    "&",
+    ";",
+    "(",
+    ")",
+    "<",
+    ">",
+    "\n",
+)
 _OPS_BY_CHAR: dict[str, tuple[str, ...]] = {c: tuple(o for o in OPERATORS if o[0] == c) for c in "|&;()<>\n"}
 REDIRECTS = frozenset({"<", ">", ">>", ">|", "<>", "&>", "&>>", "<&", ">&", "<<", "<<-", "<<<"})
 PIPES = frozenset({"|", "|&"})
@@ -26,8 +50,21 @@ SEPARATORS = frozenset({";", "&", "&&", "||", "\n", ";;", ";&", ";;&"})
 CASE_ENDS = frozenset({";;", ";&", ";;&"})
 _LEAD_WORDS = frozenset({"!", "do", "then", "else", "elif", "if", "while", "until", "{"})
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
-_ANSI_C = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f",
-           "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
+_ANSI_C = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "E": "\x1b",
+    "f": "\f",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
 
 
 @dataclass
@@ -45,7 +82,7 @@ class Word:
     start: int
     end: int
     quoted: bool = False
-    dynamic: bool = False       # holds a $-expansion or substitution: its value is not literally known
+    dynamic: bool = False  # holds a $-expansion or substitution: its value is not literally known
     subs: list[Sub] = field(default_factory=list)
     procsub: str | None = None  # "<" or ">" for a process substitution word
 
@@ -263,8 +300,8 @@ class _Lexer:
             if k < 0:
                 self.errors.append(f"unterminated $( at {i}")
                 k = self.n
-            w.subs.append(Sub(text[i + 2:k], i + 2, "cmd"))
-            w.add(text[i:k + 1])
+            w.subs.append(Sub(text[i + 2 : k], i + 2, "cmd"))
+            w.add(text[i : k + 1])
             w.dynamic = True
             return k + 1
         if nxt == "{":
@@ -272,7 +309,7 @@ class _Lexer:
             if k < 0:
                 self.errors.append(f"unterminated ${{ at {i}")
                 k = self.n
-            w.add(text[i:k + 1])
+            w.add(text[i : k + 1])
             w.dynamic = True
             return k + 1
         w.add("$")
@@ -285,8 +322,8 @@ class _Lexer:
         if k < 0:
             self.errors.append(f"unterminated ` at {i}")
             k = self.n
-        w.subs.append(Sub(self.text[i + 1:k], i + 1, "backtick"))
-        w.add(self.text[i:k + 1])
+        w.subs.append(Sub(self.text[i + 1 : k], i + 1, "backtick"))
+        w.add(self.text[i : k + 1])
         w.dynamic = True
         return k + 1
 
@@ -332,7 +369,7 @@ class _Lexer:
                     i += 2
                     continue
                 w = self.word(i)
-                w.add(text[i + 1:i + 2])
+                w.add(text[i + 1 : i + 2])
                 w.quoted = True
                 i += 2
                 continue
@@ -348,7 +385,7 @@ class _Lexer:
                 if k < 0:
                     self.errors.append(f"unterminated ' at {i}")
                     k = n
-                w.add(text[i + 1:k])
+                w.add(text[i + 1 : k])
                 w.quoted = True
                 self.mask(i, k + 1)
                 i = k + 1
@@ -382,15 +419,26 @@ class _Lexer:
                 if k < 0:
                     self.errors.append(f"unterminated {c}( at {i}")
                     k = n
-                pw = Word(text[i:k + 1], i, min(k + 1, n), dynamic=True, subs=[Sub(text[i + 2:k], i + 2, "proc")],
-                          procsub=c)
+                pw = Word(
+                    text[i : k + 1],
+                    i,
+                    min(k + 1, n),
+                    dynamic=True,
+                    subs=[Sub(text[i + 2 : k], i + 2, "proc")],
+                    procsub=c,
+                )
                 self.tokens.append(_Token("word", pw.value, pw.start, pw.end, word=pw))
                 self.mask(i, k + 1)
                 i = k + 1
                 continue
             if c in "|&;()<>":
                 fd = None
-                if c in "<>" and self.cur is not None and not self.cur.quoted and "".join(self.cur.parts).isdigit():
+                if (
+                    c in "<>"
+                    and self.cur is not None
+                    and not self.cur.quoted
+                    and "".join(self.cur.parts).isdigit()
+                ):
                     fd = int("".join(self.cur.parts))
                     self.cur = None
                 else:
@@ -445,7 +493,7 @@ class _Lexer:
             if c == "\\" and j + 1 < n:
                 nxt = text[j + 1]
                 if nxt == "x":
-                    m = re.match(r"[0-9A-Fa-f]{1,2}", text[j + 2:j + 4])
+                    m = re.match(r"[0-9A-Fa-f]{1,2}", text[j + 2 : j + 4])
                     if m:
                         w.add(chr(int(m.group(), 16)))
                         j += 2 + len(m.group())

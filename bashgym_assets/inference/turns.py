@@ -41,10 +41,13 @@ def _from_template(tokenizer: Any) -> str | None:
     at = text.rfind(_PROBE)
     if at < 0:
         return None
-    after = text[at + len(_PROBE):].lstrip(" ")
-    specials = sorted({*tokenizer.all_special_tokens, *getattr(tokenizer, "added_tokens_encoder", {})},
-                      key=len, reverse=True)
-    for special in specials:          # the longest special/added token the tail starts with
+    after = text[at + len(_PROBE) :].lstrip(" ")
+    specials = sorted(
+        {*tokenizer.all_special_tokens, *getattr(tokenizer, "added_tokens_encoder", {})},
+        key=len,
+        reverse=True,
+    )
+    for special in specials:  # the longest special/added token the tail starts with
         if special and after.startswith(special):
             return special
     word = after.split(None, 1)[0] if after.strip() else ""

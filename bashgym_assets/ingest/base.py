@@ -169,7 +169,9 @@ class LineReader:
         limit = self.max_line_bytes
         lineno = 0
         rest = b""
-        skipping: tuple[int, int, bytes] | None = None  # (line number, bytes so far, head) of an oversized line
+        skipping: tuple[int, int, bytes] | None = (
+            None  # (line number, bytes so far, head) of an oversized line
+        )
         with open(self.path, "rb", buffering=0) as fh:
             for chunk in self._chunks(fh):
                 if skipping is not None:
@@ -181,13 +183,13 @@ class LineReader:
                     self._sha.update(chunk[: cut + 1])
                     self._too_long(skipping[0], skipping[1] + cut + 1, skipping[2])
                     skipping = None
-                    chunk = chunk[cut + 1:]
+                    chunk = chunk[cut + 1 :]
                 data = rest + chunk if rest else chunk
                 end = data.rfind(b"\n")
                 if end < 0:
                     rest = data
                 else:
-                    complete, rest = data[: end + 1], data[end + 1:]
+                    complete, rest = data[: end + 1], data[end + 1 :]
                     self._sha.update(complete)
                     self.bytes_read += len(complete)
                     for line in complete.split(b"\n")[:-1]:
@@ -236,9 +238,15 @@ class LineReader:
 
     def _too_long(self, lineno: int, size: int, head: bytes) -> None:
         self.bytes_read += size
-        self.quarantine.append(QuarantineRecord(
-            file=str(self.path), line=lineno, adapter=self.adapter, snippet=snippet_of(head),
-            reason=f"line too long: {size} bytes (limit {self.max_line_bytes}); skipped"))
+        self.quarantine.append(
+            QuarantineRecord(
+                file=str(self.path),
+                line=lineno,
+                adapter=self.adapter,
+                snippet=snippet_of(head),
+                reason=f"line too long: {size} bytes (limit {self.max_line_bytes}); skipped",
+            )
+        )
 
 
 #: Timestamps outside this range are treated as unusable (None): every reader of the lake can represent the
@@ -275,8 +283,15 @@ def parse_ts(value: object) -> datetime | None:
             return None
         try:
             # epoch seconds, or milli-, micro- or nanoseconds (each unit ~1000x the last for the same instant)
-            seconds = value / 1e9 if value > 1e17 else value / 1e6 if value > 1e14 else value / 1000 \
-                if value > 1e11 else value
+            seconds = (
+                value / 1e9
+                if value > 1e17
+                else value / 1e6
+                if value > 1e14
+                else value / 1000
+                if value > 1e11
+                else value
+            )
             return ts_in_range(datetime.fromtimestamp(seconds, tz=UTC))
         except (OverflowError, OSError, ValueError):
             return None
@@ -292,21 +307,47 @@ INT64_MAX = 2**63 - 1
 
 # (field, kind, required): kinds map to the arrow type in ``bashgym_assets.sessions``
 _STEP_FIELDS = (
-    ("index", "int32", True), ("tool_name", "short", True), ("tool_use_id", "short", False),
-    ("input", "long", True), ("command", "long", False), ("output", "long", True),
-    ("exit_code", "exit", False), ("success", "bool", False), ("is_error", "bool", True), ("cwd", "short", False),
-    ("started_at", "ts", False), ("finished_at", "ts", False), ("sidechain", "bool", True),
-    ("agent_id", "short", False), ("parent_tool_use_id", "short", False), ("prompt_index", "int32", False),
+    ("index", "int32", True),
+    ("tool_name", "short", True),
+    ("tool_use_id", "short", False),
+    ("input", "long", True),
+    ("command", "long", False),
+    ("output", "long", True),
+    ("exit_code", "exit", False),
+    ("success", "bool", False),
+    ("is_error", "bool", True),
+    ("cwd", "short", False),
+    ("started_at", "ts", False),
+    ("finished_at", "ts", False),
+    ("sidechain", "bool", True),
+    ("agent_id", "short", False),
+    ("parent_tool_use_id", "short", False),
+    ("prompt_index", "int32", False),
 )
-_PROMPT_FIELDS = (("index", "int32", True), ("text", "long", True), ("timestamp", "ts", False),
-                  ("kind", "short", True))
+_PROMPT_FIELDS = (
+    ("index", "int32", True),
+    ("text", "long", True),
+    ("timestamp", "ts", False),
+    ("kind", "short", True),
+)
 _SESSION_FIELDS = (
-    ("session_id", "short", True), ("source_format", "short", True), ("source_path", "short", True),
-    ("repo", "short", True), ("repo_path", "short", False), ("repo_remote", "short", False), ("cwd", "short", False),
-    ("model", "short", False), ("agent_version", "short", False), ("git_branch", "short", False),
-    ("started_at", "ts", False), ("ended_at", "ts", False), ("input_tokens", "count", False),
-    ("output_tokens", "count", False), ("cache_read_tokens", "count", False),
-    ("cache_creation_tokens", "count", False), ("content_hash", "short", True),
+    ("session_id", "short", True),
+    ("source_format", "short", True),
+    ("source_path", "short", True),
+    ("repo", "short", True),
+    ("repo_path", "short", False),
+    ("repo_remote", "short", False),
+    ("cwd", "short", False),
+    ("model", "short", False),
+    ("agent_version", "short", False),
+    ("git_branch", "short", False),
+    ("started_at", "ts", False),
+    ("ended_at", "ts", False),
+    ("input_tokens", "count", False),
+    ("output_tokens", "count", False),
+    ("cache_read_tokens", "count", False),
+    ("cache_creation_tokens", "count", False),
+    ("content_hash", "short", True),
 )
 
 
@@ -336,8 +377,12 @@ def _conform_value(value: Any, kind: str, required: bool, name: str, notes: Coun
                 return ""
             return None
         notes[f"{name}:wrong_type"] += 1
-        if isinstance(value, int | float) and not isinstance(value, bool) and \
-                (isinstance(value, int) or math.isfinite(value)) and len(str(value)) <= MAX_SHORT_CHARS:
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and (isinstance(value, int) or math.isfinite(value))
+            and len(str(value)) <= MAX_SHORT_CHARS
+        ):
             return str(value)
         return "" if required else None
     if kind == "ts":
@@ -359,7 +404,9 @@ def _conform_value(value: Any, kind: str, required: bool, name: str, notes: Coun
     if value is None:
         return None
     if type(value) is not int:
-        if isinstance(value, bool) or (isinstance(value, float) and math.isfinite(value) and value.is_integer()):
+        if isinstance(value, bool) or (
+            isinstance(value, float) and math.isfinite(value) and value.is_integer()
+        ):
             value = int(value)
         else:
             notes[f"{name}:wrong_type"] += 1
@@ -390,7 +437,12 @@ def _conform_fields(values: dict[str, Any], spec: tuple, prefix: str, notes: Cou
             if kind == "bool":
                 continue
         elif type(value) is int:
-            if INT32_MIN <= value <= INT32_MAX and kind in ("int32", "exit") or kind == "count" and 0 <= value <= INT64_MAX:
+            if (
+                INT32_MIN <= value <= INT32_MAX
+                and kind in ("int32", "exit")
+                or kind == "count"
+                and 0 <= value <= INT64_MAX
+            ):
                 continue
         elif type(value) is datetime and value.tzinfo is UTC and MIN_TS <= value < MAX_TS:
             continue

@@ -122,14 +122,23 @@ class BashGymTraceAdapter:
         command = rec.get("command")
         ts = parse_ts(rec.get("timestamp"))
         name = rec.get("tool_name") or rec.get("tool")
-        return trusted(Step,
-            index=index, tool_name=name if isinstance(name, str) else _text(name),
+        return trusted(
+            Step,
+            index=index,
+            tool_name=name if isinstance(name, str) else _text(name),
             tool_use_id=_id(rec.get("step_id")),
             input=_text(rec.get("tool_input", {"command": command} if command is not None else None)),
-            command=command if isinstance(command, str) else None, output=_text(rec.get("output")),
-            exit_code=code, success=success, is_error=success is False,
-            cwd=_str(rec.get("cwd")) or _str(repo.get("path")), started_at=ts, finished_at=ts, sidechain=False,
-            agent_id=None, prompt_index=prompt_index,
+            command=command if isinstance(command, str) else None,
+            output=_text(rec.get("output")),
+            exit_code=code,
+            success=success,
+            is_error=success is False,
+            cwd=_str(rec.get("cwd")) or _str(repo.get("path")),
+            started_at=ts,
+            finished_at=ts,
+            sidechain=False,
+            agent_id=None,
+            prompt_index=prompt_index,
         )
 
     def peek_cwd(self, path: Path) -> str | None:
@@ -159,23 +168,35 @@ class BashGymTraceAdapter:
                 return outcome  # a document being rewritten: read it once it has settled
             doc, data, repairs = self._load(path)
         except FileNotFoundError:
-            quarantine.append(QuarantineRecord(file=str(path), reason="file vanished before or while it was read",
-                                               adapter=self.name))
+            quarantine.append(
+                QuarantineRecord(
+                    file=str(path), reason="file vanished before or while it was read", adapter=self.name
+                )
+            )
             return outcome
         except orjson.JSONDecodeError as exc:
             raw = path.read_bytes()[:400] if path.exists() else b""
             reason = "empty file" if not raw.strip() else f"invalid JSON document: {exc}"
-            quarantine.append(QuarantineRecord(file=str(path), reason=reason, snippet=snippet_of(raw),
-                                               adapter=self.name))
+            quarantine.append(
+                QuarantineRecord(file=str(path), reason=reason, snippet=snippet_of(raw), adapter=self.name)
+            )
             return outcome
         except (OSError, ValueError) as exc:
-            quarantine.append(QuarantineRecord(file=str(path), reason=f"unreadable: {exc}", adapter=self.name))
+            quarantine.append(
+                QuarantineRecord(file=str(path), reason=f"unreadable: {exc}", adapter=self.name)
+            )
             return outcome
         outcome.bytes_read = len(data)
         records, meta = _steps_and_meta(doc)
         if records is None:
-            quarantine.append(QuarantineRecord(file=str(path), adapter=self.name, snippet=snippet_of(data),
-                                               reason="not a Bash Gym trace (no list of steps)"))
+            quarantine.append(
+                QuarantineRecord(
+                    file=str(path),
+                    adapter=self.name,
+                    snippet=snippet_of(data),
+                    reason="not a Bash Gym trace (no list of steps)",
+                )
+            )
             return outcome
         task = meta.get("user_prompt") or meta.get("task") or meta.get("prompt")
         has_prompt = isinstance(task, str) and bool(task)  # steps point at the prompt only when there is one
@@ -185,17 +206,28 @@ class BashGymTraceAdapter:
         branch: str | None = None
         for pos, rec in enumerate(records, start=1):
             if not isinstance(rec, dict) or not (rec.get("tool_name") or rec.get("tool")):
-                quarantine.append(QuarantineRecord(file=str(path), line=pos, adapter=self.name,
-                                                   snippet=snippet_of(_text(rec)),
-                                                   reason="step record without tool_name"))
+                quarantine.append(
+                    QuarantineRecord(
+                        file=str(path),
+                        line=pos,
+                        adapter=self.name,
+                        snippet=snippet_of(_text(rec)),
+                        reason="step record without tool_name",
+                    )
+                )
                 continue
             try:
                 step = self._step(rec, len(steps), 0 if has_prompt else None)
             except Exception as exc:  # a record shape nobody foresaw: lose that step, not the trace
-                quarantine.append(QuarantineRecord(file=str(path), line=pos, adapter=self.name,
-                                                   snippet=snippet_of(_text(rec)[:800]),
-                                                   reason=f"step record could not be imported: "
-                                                          f"{type(exc).__name__}: {exc}"))
+                quarantine.append(
+                    QuarantineRecord(
+                        file=str(path),
+                        line=pos,
+                        adapter=self.name,
+                        snippet=snippet_of(_text(rec)[:800]),
+                        reason=f"step record could not be imported: {type(exc).__name__}: {exc}",
+                    )
+                )
                 continue
             steps.append(step)
             repo = _dict(rec.get("repo"))
@@ -207,24 +239,45 @@ class BashGymTraceAdapter:
         key, repo_path, detected_remote = (repo_of or resolve_repo)(cwd)
         prompts = []
         if has_prompt:
-            prompts.append(trusted(Prompt, index=0, text=task, timestamp=parse_ts(meta.get("timestamp")),
-                                                  kind="user"))
+            prompts.append(
+                trusted(Prompt, index=0, text=task, timestamp=parse_ts(meta.get("timestamp")), kind="user")
+            )
         times = [s.started_at for s in steps if s.started_at is not None]
         extra: dict[str, Any] = {"records": len(records)}
-        unusable = sum(1 for r in records if isinstance(r, dict) and r.get("timestamp") is not None
-                       and parse_ts(r["timestamp"]) is None)
+        unusable = sum(
+            1
+            for r in records
+            if isinstance(r, dict) and r.get("timestamp") is not None and parse_ts(r["timestamp"]) is None
+        )
         if unusable:
             extra["unusable_timestamps"] = unusable  # unparsable or out of range: those steps have no time
         if repairs:
             extra["repaired"] = repairs
-        outcome.sessions.append(conform_session(trusted(Session,
-            session_id=_id(meta.get("session_id")) or path.stem.removeprefix("session_"), source_format=self.name,
-            source_path=str(path), repo=key, repo_path=repo_path,
-            repo_remote=_str(primary.get("git_remote")) or remote or detected_remote, cwd=cwd,
-            model=_str(meta.get("model")), agent_version=None,
-            git_branch=_str(primary.get("git_branch")) or branch, started_at=min(times) if times else None,
-            ended_at=max(times) if times else None, input_tokens=0, output_tokens=0, cache_read_tokens=0,
-            cache_creation_tokens=0, prompts=prompts, steps=steps,
-            content_hash=hashlib.sha1(data).hexdigest(), extra=extra,
-        )))
+        outcome.sessions.append(
+            conform_session(
+                trusted(
+                    Session,
+                    session_id=_id(meta.get("session_id")) or path.stem.removeprefix("session_"),
+                    source_format=self.name,
+                    source_path=str(path),
+                    repo=key,
+                    repo_path=repo_path,
+                    repo_remote=_str(primary.get("git_remote")) or remote or detected_remote,
+                    cwd=cwd,
+                    model=_str(meta.get("model")),
+                    agent_version=None,
+                    git_branch=_str(primary.get("git_branch")) or branch,
+                    started_at=min(times) if times else None,
+                    ended_at=max(times) if times else None,
+                    input_tokens=0,
+                    output_tokens=0,
+                    cache_read_tokens=0,
+                    cache_creation_tokens=0,
+                    prompts=prompts,
+                    steps=steps,
+                    content_hash=hashlib.sha1(data).hexdigest(),
+                    extra=extra,
+                )
+            )
+        )
         return outcome

@@ -67,8 +67,12 @@ _PEEK_BYTES = 256 * 1024
 TASK_KINDS = frozenset({"user", "slash_command"})
 MAX_BAD_LINES_LISTED = 200
 #: usage field in the log -> Session column
-TOKEN_COLUMNS = {"input_tokens": "input_tokens", "output_tokens": "output_tokens",
-                 "cache_read_input_tokens": "cache_read_tokens", "cache_creation_input_tokens": "cache_creation_tokens"}
+TOKEN_COLUMNS = {
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "cache_read_input_tokens": "cache_read_tokens",
+    "cache_creation_input_tokens": "cache_creation_tokens",
+}
 TOKEN_FIELDS = tuple(TOKEN_COLUMNS)
 
 
@@ -81,8 +85,16 @@ def classify_user_text(text: str, line: dict[str, Any]) -> str:
         return "meta"
     if "<command-name>" in stripped[:2000] or stripped.startswith("<command-message>"):
         return "slash_command"
-    if stripped.startswith(("<local-command-stdout>", "<local-command-stderr>", "<bash-input>",
-                            "<bash-stdout>", "<bash-stderr>", "Caveat: The messages below were generated")):
+    if stripped.startswith(
+        (
+            "<local-command-stdout>",
+            "<local-command-stderr>",
+            "<bash-input>",
+            "<bash-stdout>",
+            "<bash-stderr>",
+            "Caveat: The messages below were generated",
+        )
+    ):
         return "local_command"
     if stripped.startswith("[Request interrupted by user"):
         return "interrupt"
@@ -143,7 +155,7 @@ def exit_code_of(text: str, is_error: bool, tool_use_result: Any) -> int:
             if isinstance(value, int) and not isinstance(value, bool):
                 return value
             if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:  # 2.0; not a huge int
-                return int(value)                                    # that was read back as an inexact float
+                return int(value)  # that was read back as an inexact float
             if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d{1,20}\s*", value):
                 return int(value)
     return 1 if is_error else 0
@@ -179,7 +191,9 @@ class _SessionBuilder:
         self.reused_ids: dict[str, list[Step]] = {}  # a tool-use id repeated with another input: later calls
         self.summaries: list[str] = []
         self.first_keys = ""
-        self.bad_tokens: Counter = Counter()  # usage fields with a value that is no count: their total is None
+        self.bad_tokens: Counter = (
+            Counter()
+        )  # usage fields with a value that is no count: their total is None
         # (role, message, time, agent id, parent tool-use id, cwd, toolUseResult) of agent_progress lines
         self.progress: list[tuple[str, dict, datetime | None, str | None, str | None, str | None, Any]] = []
         self.agent_parents: dict[str, str] = {}  # subagent id -> the Task tool-use id that started it
@@ -198,7 +212,9 @@ class _SessionBuilder:
             self.seen_uuids.add(uuid)
         ts = parse_ts(line.get("timestamp"))
         if ts is None and line.get("timestamp") is not None:
-            self.counters["unusable_timestamps"] += 1  # unparsable or out of range (see MIN_TS): the line stays
+            self.counters["unusable_timestamps"] += (
+                1  # unparsable or out of range (see MIN_TS): the line stays
+            )
         if ts is not None:
             if self.first_ts is None or ts < self.first_ts:
                 self.first_ts = ts
@@ -211,7 +227,11 @@ class _SessionBuilder:
             return
         if kind == "progress":
             data = line.get("data")
-            if isinstance(data, dict) and data.get("type") == "agent_progress" and self._agent_progress(line, data, ts):
+            if (
+                isinstance(data, dict)
+                and data.get("type") == "agent_progress"
+                and self._agent_progress(line, data, ts)
+            ):
                 return
             self.skipped["progress"] += 1  # a tick (bash/hook/mcp progress, subagent text): nothing to import
             return
@@ -244,7 +264,9 @@ class _SessionBuilder:
         else:
             self._user(line, message, ts, side)
 
-    def _assistant(self, line: dict, message: dict, ts: datetime | None, side: bool, agent: str | None) -> None:
+    def _assistant(
+        self, line: dict, message: dict, ts: datetime | None, side: bool, agent: str | None
+    ) -> None:
         model = message.get("model")
         if isinstance(model, str) and model and model != "<synthetic>":
             self.models[model] += 1
@@ -277,8 +299,10 @@ class _SessionBuilder:
         if not isinstance(usage, dict):
             return
         mid, rid = message.get("id"), line.get("requestId")
-        key = next((k for k in (mid, rid, line.get("uuid")) if isinstance(k, str) and k), None) \
+        key = (
+            next((k for k in (mid, rid, line.get("uuid")) if isinstance(k, str) and k), None)
             or f"line-{len(self.usage)}"
+        )
         if key == mid and isinstance(rid, str) and rid and self.request_of.setdefault(mid, rid) != rid:
             key = f"{mid}|{rid}"
         slot = self.usage.setdefault(key, {})
@@ -309,17 +333,37 @@ class _SessionBuilder:
             return
         self._new_step(block, tool_id, ts, side, agent if side else None, cwd, None)
 
-    def _new_step(self, block: dict, tool_id: str | None, ts: datetime | None, side: bool, agent: str | None,
-                  cwd: str | None, parent: str | None) -> Step:
+    def _new_step(
+        self,
+        block: dict,
+        tool_id: str | None,
+        ts: datetime | None,
+        side: bool,
+        agent: str | None,
+        cwd: str | None,
+        parent: str | None,
+    ) -> Step:
         tool_input = block.get("input")
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
         name = block.get("name")
-        step = trusted(Step,
-            index=len(self.steps), tool_name=as_text(name, self.counters) if name else "unknown", tool_use_id=tool_id,
+        step = trusted(
+            Step,
+            index=len(self.steps),
+            tool_name=as_text(name, self.counters) if name else "unknown",
+            tool_use_id=tool_id,
             input=json_text(tool_input, self.counters) if tool_input is not None else "",
-            command=command if isinstance(command, str) else None, output="", exit_code=None, success=None,
-            is_error=False, cwd=cwd, started_at=ts, finished_at=None, sidechain=side, agent_id=agent,
-            prompt_index=self.task_prompt, parent_tool_use_id=parent,
+            command=command if isinstance(command, str) else None,
+            output="",
+            exit_code=None,
+            success=None,
+            is_error=False,
+            cwd=cwd,
+            started_at=ts,
+            finished_at=None,
+            sidechain=side,
+            agent_id=agent,
+            prompt_index=self.task_prompt,
+            parent_tool_use_id=parent,
         )
         self.steps.append(step)
         if tool_id:
@@ -348,11 +392,22 @@ class _SessionBuilder:
                 continue
             if role == "assistant":
                 self._usage(inner, wrapped)  # text-only messages cost tokens too
-            if not any(isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in inner["content"]):
+            if not any(
+                isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in inner["content"]
+            ):
                 continue
             cwd = wrapped.get("cwd") if isinstance(wrapped.get("cwd"), str) else line.get("cwd")
-            self.progress.append((role, inner, parse_ts(wrapped.get("timestamp")) or ts, agent, parent,
-                                  cwd if isinstance(cwd, str) else None, wrapped.get("toolUseResult")))
+            self.progress.append(
+                (
+                    role,
+                    inner,
+                    parse_ts(wrapped.get("timestamp")) or ts,
+                    agent,
+                    parent,
+                    cwd if isinstance(cwd, str) else None,
+                    wrapped.get("toolUseResult"),
+                )
+            )
             found = True
         if found:
             self.counters["agent_progress_lines"] += 1
@@ -384,7 +439,9 @@ class _SessionBuilder:
                 if not isinstance(block, dict) or block.get("type") != "tool_result":
                     continue
                 tool_id = block.get("tool_use_id")
-                if isinstance(tool_id, str) and tool_id in imported:  # results of calls known elsewhere come from there
+                if (
+                    isinstance(tool_id, str) and tool_id in imported
+                ):  # results of calls known elsewhere come from there
                     step = self.by_tool_id[tool_id]
                     if step.success is None and step.finished_at is None:
                         self._fill_result(step, block, tool_use_result, ts)
@@ -426,8 +483,11 @@ class _SessionBuilder:
         agent = tool_use_result.get("agentId") if isinstance(tool_use_result, dict) else None
         if isinstance(agent, str) and agent:  # a Task/Agent call's result names the subagent it started
             self.agent_parents.setdefault(agent, tool_id)
-        open_steps = [s for s in (step, *self.reused_ids.get(tool_id, ()))
-                      if s.finished_at is None and s.success is None]
+        open_steps = [
+            s
+            for s in (step, *self.reused_ids.get(tool_id, ()))
+            if s.finished_at is None and s.success is None
+        ]
         if not open_steps:
             self.counters["duplicate_results"] += 1
             return
@@ -445,7 +505,9 @@ class _SessionBuilder:
         fields["finished_at"] = ts
 
     # ---- the session ------------------------------------------------------------------------------------
-    def build(self, repo_of: RepoResolver, source_format: str, content_hash: str, n_agent_files: int) -> Session:
+    def build(
+        self, repo_of: RepoResolver, source_format: str, content_hash: str, n_agent_files: int
+    ) -> Session:
         self._merge_progress()
         for step in self.steps:  # subagent-file steps learn their Task call from the progress lines
             if step.sidechain and step.parent_tool_use_id is None and step.agent_id in self.agent_parents:
@@ -467,7 +529,9 @@ class _SessionBuilder:
             step.index = i
             if step.sidechain:  # subagent work answers the prompt its Task call answered
                 parent = self.by_tool_id.get(step.parent_tool_use_id) if step.parent_tool_use_id else None
-                step.prompt_index = parent.prompt_index if parent is not None and not parent.sidechain else answering
+                step.prompt_index = (
+                    parent.prompt_index if parent is not None and not parent.sidechain else answering
+                )
             else:
                 answering = step.prompt_index
         tokens: dict[str, int | None] = dict.fromkeys(TOKEN_FIELDS, 0)
@@ -491,19 +555,31 @@ class _SessionBuilder:
             extra["subagent_files"] = n_agent_files
         if coerced:
             extra["coerced"] = dict(coerced)
-        return trusted(Session,
-            session_id=self.session_id, source_format=source_format, source_path=str(self.source), repo=key,
-            repo_path=repo_path, repo_remote=remote, cwd=cwd,
+        return trusted(
+            Session,
+            session_id=self.session_id,
+            source_format=source_format,
+            source_path=str(self.source),
+            repo=key,
+            repo_path=repo_path,
+            repo_remote=remote,
+            cwd=cwd,
             model=self.models.most_common(1)[0][0] if self.models else None,
-            agent_version=self.version or self.side_version, git_branch=self.branch or self.side_branch,
-            started_at=self.first_ts, ended_at=self.last_ts,
+            agent_version=self.version or self.side_version,
+            git_branch=self.branch or self.side_branch,
+            started_at=self.first_ts,
+            ended_at=self.last_ts,
             **{TOKEN_COLUMNS[field]: value for field, value in tokens.items()},
-            prompts=prompts, steps=steps, content_hash=content_hash, extra=extra,
+            prompts=prompts,
+            steps=steps,
+            content_hash=content_hash,
+            extra=extra,
         )
 
 
-def read_json_records(reader: LineReader, out: list[QuarantineRecord],
-                      repairs: Counter | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_json_records(
+    reader: LineReader, out: list[QuarantineRecord], repairs: Counter | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, object) for each line of ``reader``; bad lines go to ``out`` with their reason.
 
     Lines orjson rejects get ``lenient_loads``'s lossless repairs (BOM, invalid UTF-8, lone surrogates,
@@ -518,8 +594,11 @@ def read_json_records(reader: LineReader, out: list[QuarantineRecord],
         nonlocal bad
         bad += 1
         if bad <= MAX_BAD_LINES_LISTED:
-            out.append(QuarantineRecord(file=path, line=lineno, reason=reason, snippet=snippet_of(raw),
-                                        adapter=reader.adapter))
+            out.append(
+                QuarantineRecord(
+                    file=path, line=lineno, reason=reason, snippet=snippet_of(raw), adapter=reader.adapter
+                )
+            )
 
     try:
         for lineno, raw in reader.lines():
@@ -538,20 +617,32 @@ def read_json_records(reader: LineReader, out: list[QuarantineRecord],
                 continue
             yield lineno, obj
     except FileNotFoundError:
-        out.append(QuarantineRecord(file=path, reason="file vanished before or while it was read",
-                                    adapter=reader.adapter))
+        out.append(
+            QuarantineRecord(
+                file=path, reason="file vanished before or while it was read", adapter=reader.adapter
+            )
+        )
     except OSError as exc:
-        out.append(QuarantineRecord(file=path, reason=f"unreadable: {type(exc).__name__}: {exc}",
-                                    adapter=reader.adapter))
+        out.append(
+            QuarantineRecord(
+                file=path, reason=f"unreadable: {type(exc).__name__}: {exc}", adapter=reader.adapter
+            )
+        )
     if bad > MAX_BAD_LINES_LISTED:
-        out.append(QuarantineRecord(file=path, adapter=reader.adapter,
-                                    reason=f"{bad - MAX_BAD_LINES_LISTED} more bad lines not listed ({bad} in all)"))
+        out.append(
+            QuarantineRecord(
+                file=path,
+                adapter=reader.adapter,
+                reason=f"{bad - MAX_BAD_LINES_LISTED} more bad lines not listed ({bad} in all)",
+            )
+        )
     out.extend(reader.quarantine)
     reader.quarantine.clear()
 
 
-def read_json_lines(reader: LineReader, out: list[QuarantineRecord],
-                    repairs: Counter | None = None) -> Iterator[dict[str, Any]]:
+def read_json_lines(
+    reader: LineReader, out: list[QuarantineRecord], repairs: Counter | None = None
+) -> Iterator[dict[str, Any]]:
     """``read_json_records`` without the line numbers."""
     for _lineno, obj in read_json_records(reader, out, repairs):
         yield obj
@@ -559,8 +650,13 @@ def read_json_lines(reader: LineReader, out: list[QuarantineRecord],
 
 def line_failed(path: Path, lineno: int, obj: Any, exc: Exception, adapter: str) -> QuarantineRecord:
     """The quarantine record of a parsed line the importer failed on (the rest of the file goes on)."""
-    return QuarantineRecord(file=str(path), line=lineno, adapter=adapter, snippet=snippet_of(json_text(obj)[:800]),
-                            reason=f"line could not be imported: {type(exc).__name__}: {exc}")
+    return QuarantineRecord(
+        file=str(path),
+        line=lineno,
+        adapter=adapter,
+        snippet=snippet_of(json_text(obj)[:800]),
+        reason=f"line could not be imported: {type(exc).__name__}: {exc}",
+    )
 
 
 def _bad_line_reason(raw: bytes, exc: Exception, unterminated: bool) -> str:
@@ -705,22 +801,41 @@ class ClaudeCodeAdapter:
             outcome.bytes_read += side_reader.bytes_read
             outcome.files.append(str(side))
             encodings.add(side_reader.encoding)
-        if reader.bytes_read == 0 and not any(q.line is None for q in outcome.quarantine) and not reader.pending_tail:
-            outcome.quarantine.append(QuarantineRecord(file=str(path), reason="empty file", adapter=self.name))
+        if (
+            reader.bytes_read == 0
+            and not any(q.line is None for q in outcome.quarantine)
+            and not reader.pending_tail
+        ):
+            outcome.quarantine.append(
+                QuarantineRecord(file=str(path), reason="empty file", adapter=self.name)
+            )
             return outcome
         if not builder.line_types:
             if reader.bytes_read and not any(q.line is None for q in outcome.quarantine):
-                outcome.quarantine.append(QuarantineRecord(
-                    file=str(path), reason="no valid session lines in file", adapter=self.name))
+                outcome.quarantine.append(
+                    QuarantineRecord(
+                        file=str(path), reason="no valid session lines in file", adapter=self.name
+                    )
+                )
             return outcome
         if set(builder.line_types) == {"<NoneType>"}:  # JSON lines, none with a ``type``: another tool's log
-            outcome.quarantine.append(QuarantineRecord(
-                file=str(path), adapter=self.name, snippet=builder.first_keys,
-                reason=f"not a Claude Code log: {builder.line_types['<NoneType>']} JSON lines, none with a "
-                       "'type' field (another agent's format?)"))
+            outcome.quarantine.append(
+                QuarantineRecord(
+                    file=str(path),
+                    adapter=self.name,
+                    snippet=builder.first_keys,
+                    reason=f"not a Claude Code log: {builder.line_types['<NoneType>']} JSON lines, none with a "
+                    "'type' field (another agent's format?)",
+                )
+            )
             return outcome
-        if builder.line_types.get("user", 0) + builder.line_types.get("assistant", 0) == 0 and not builder.progress:
-            return outcome  # only bookkeeping lines so far (a session that has not started): nothing to import
+        if (
+            builder.line_types.get("user", 0) + builder.line_types.get("assistant", 0) == 0
+            and not builder.progress
+        ):
+            return (
+                outcome  # only bookkeeping lines so far (a session that has not started): nothing to import
+            )
         session = builder.build(repo_of or resolve_repo, self.name, digest.hexdigest(), len(side_files))
         if repairs:
             session.extra["repaired_lines"] = dict(repairs)
@@ -729,8 +844,14 @@ class ClaudeCodeAdapter:
         outcome.sessions.append(conform_session(session))
         return outcome
 
-    def _feed(self, builder: _SessionBuilder, reader: LineReader, outcome: ParseOutcome, repairs: Counter,
-              agent_id: str | None = None) -> None:
+    def _feed(
+        self,
+        builder: _SessionBuilder,
+        reader: LineReader,
+        outcome: ParseOutcome,
+        repairs: Counter,
+        agent_id: str | None = None,
+    ) -> None:
         """Every line of one file into ``builder``; a line the builder fails on is quarantined on its own."""
         for lineno, line in read_json_records(reader, outcome.quarantine, repairs):
             try:

@@ -35,7 +35,9 @@ import select
 import sys
 import time
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (which imports re); mypy reads it as True
+TYPE_CHECKING = (
+    False  # typing.TYPE_CHECKING without importing typing (which imports re); mypy reads it as True
+)
 if TYPE_CHECKING:
     import _json
 
@@ -65,8 +67,12 @@ _MAX_INT_DIGITS = 4000  # longer ints (their text, sign included) are read as nu
 _INT_ABOVE, _INT_BELOW = 10**_MAX_INT_DIGITS, -(10 ** (_MAX_INT_DIGITS - 1))
 _SAFE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _WHITESPACE = " \t\n\r"
-_BOMS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
-         (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
 
 
 class InputTooLarge(ValueError):
@@ -80,8 +86,9 @@ def home_dir() -> str:
     value = os.environ.get("BASHGYM_HOME")
     if value:
         return os.path.realpath(os.path.expanduser(value))
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))),
-                        ".bashgym")
+    return os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))), ".bashgym"
+    )
 
 
 def capture_name(session_id: str | None) -> str:
@@ -176,7 +183,9 @@ def dumps(value: object) -> str:
     """``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``."""
     if _make_encoder is not None:
         try:
-            encoder = _make_encoder(None, _unserializable, _encode_basestring, None, ":", ",", False, False, True)
+            encoder = _make_encoder(
+                None, _unserializable, _encode_basestring, None, ":", ",", False, False, True
+            )
         except TypeError:  # pragma: no cover (the accelerator's signature changed)
             pass
         else:
@@ -237,8 +246,13 @@ def line_bytes(record: dict) -> bytes:
 
 def error_line(now: str, message: str, raw: bytes) -> bytes:
     """The line kept for input that is no hook event (the importer quarantines it, with its reason)."""
-    return line_bytes({"bashgym_captured_at": now, "hook_error": f"invalid hook input: {message}",
-                       "raw": raw[:2000].decode("utf-8", errors="replace")})
+    return line_bytes(
+        {
+            "bashgym_captured_at": now,
+            "hook_error": f"invalid hook input: {message}",
+            "raw": raw[:2000].decode("utf-8", errors="replace"),
+        }
+    )
 
 
 def build_line(raw: bytes, now: str | None = None) -> tuple[str, bytes]:
@@ -259,8 +273,9 @@ def build_line(raw: bytes, now: str | None = None) -> tuple[str, bytes]:
     except RecursionError:  # read, but too deep to write back: an error line rather than nothing
         return name, error_line(now, "nested too deep to write back", raw)
     if len(line) > MAX_LINE_BYTES:
-        return name, error_line(now, f"an event of {len(line)} bytes even with every field cut to 256 characters",
-                                raw)
+        return name, error_line(
+            now, f"an event of {len(line)} bytes even with every field cut to 256 characters", raw
+        )
     return name, line
 
 
@@ -285,7 +300,7 @@ def append_locked(path: str | os.PathLike, data: bytes, lock_wait: float = LOCK_
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
         finally:
             if locked:
                 fcntl.flock(fd, fcntl.LOCK_UN)

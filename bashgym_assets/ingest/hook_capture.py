@@ -111,9 +111,15 @@ class HookCaptureAdapter:
         current: _HookSession | None = None
         for lineno, event in read_json_records(reader, outcome.quarantine, repairs):
             if "hook_error" in event:
-                outcome.quarantine.append(QuarantineRecord(
-                    file=str(path), line=lineno, reason=as_text(event["hook_error"]),
-                    snippet=snippet_of(as_text(event.get("raw", ""))), adapter=self.name))
+                outcome.quarantine.append(
+                    QuarantineRecord(
+                        file=str(path),
+                        line=lineno,
+                        reason=as_text(event["hook_error"]),
+                        snippet=snippet_of(as_text(event.get("raw", ""))),
+                        adapter=self.name,
+                    )
+                )
                 continue
             sid = _id_or_none(event.get("session_id"))
             if sid is not None:
@@ -132,8 +138,11 @@ class HookCaptureAdapter:
                     current.steps.append(self._step(event, name, len(current.steps), ts, current.task))
                 elif name == "UserPromptSubmit" and isinstance(event.get("prompt"), str):
                     kind = classify_user_text(event["prompt"], {})
-                    current.prompts.append(trusted(Prompt, index=len(current.prompts), text=event["prompt"],
-                                                   timestamp=ts, kind=kind))
+                    current.prompts.append(
+                        trusted(
+                            Prompt, index=len(current.prompts), text=event["prompt"], timestamp=ts, kind=kind
+                        )
+                    )
                     if kind in TASK_KINDS:
                         current.task = len(current.prompts) - 1
             except Exception as exc:  # an event shape nobody foresaw: lose that event, not the session
@@ -148,7 +157,9 @@ class HookCaptureAdapter:
         outcome.bytes_read = reader.bytes_read
         if not groups:
             if reader.bytes_read == 0 and not reader.pending_tail and not outcome.quarantine:
-                outcome.quarantine.append(QuarantineRecord(file=str(path), reason="empty file", adapter=self.name))
+                outcome.quarantine.append(
+                    QuarantineRecord(file=str(path), reason="empty file", adapter=self.name)
+                )
             return outcome
         unusable = repairs.pop("unusable_timestamps", 0)
         for group in groups.values():
@@ -164,22 +175,46 @@ class HookCaptureAdapter:
                 extra["encodings"] = [reader.encoding]
             if len(groups) > 1:
                 extra["sessions_in_file"] = len(groups)
-            outcome.sessions.append(conform_session(trusted(Session,
-                session_id=group.sid or path.name.removesuffix(HOOK_SUFFIX), source_format=self.name,
-                source_path=str(path), repo=key, repo_path=repo_path, repo_remote=remote, cwd=group.cwd,
-                model=None, agent_version=None, git_branch=None, started_at=group.first, ended_at=group.last,
-                input_tokens=0, output_tokens=0, cache_read_tokens=0, cache_creation_tokens=0,
-                prompts=group.prompts, steps=group.steps,
-                content_hash=reader.content_hash if len(groups) == 1 else f"{reader.content_hash}:{group.sid}",
-                extra=extra,
-            )))
+            outcome.sessions.append(
+                conform_session(
+                    trusted(
+                        Session,
+                        session_id=group.sid or path.name.removesuffix(HOOK_SUFFIX),
+                        source_format=self.name,
+                        source_path=str(path),
+                        repo=key,
+                        repo_path=repo_path,
+                        repo_remote=remote,
+                        cwd=group.cwd,
+                        model=None,
+                        agent_version=None,
+                        git_branch=None,
+                        started_at=group.first,
+                        ended_at=group.last,
+                        input_tokens=0,
+                        output_tokens=0,
+                        cache_read_tokens=0,
+                        cache_creation_tokens=0,
+                        prompts=group.prompts,
+                        steps=group.steps,
+                        content_hash=reader.content_hash
+                        if len(groups) == 1
+                        else f"{reader.content_hash}:{group.sid}",
+                        extra=extra,
+                    )
+                )
+            )
         return outcome
 
     @staticmethod
     def _step(event: dict[str, Any], name: str, index: int, ts: Any, task: int | None) -> Step:
         tool_input = event.get("tool_input")
         response = event.get("tool_response")
-        failed = name == "PostToolUseFailure" or event.get("error") not in (None, "", False)  # "error": null is none
+        failed = name == "PostToolUseFailure" or event.get("error") not in (
+            None,
+            "",
+            False,
+        )  # "error": null is none
         text = _response_text(event.get("error") if failed and response is None else response)
         if isinstance(response, dict) and (response.get("is_error") or response.get("interrupted") is True):
             failed = True  # an interrupted command did not succeed
@@ -187,11 +222,21 @@ class HookCaptureAdapter:
         if failed and code == 0:
             code = 1
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
-        return trusted(Step,
-            index=index, tool_name=as_text(event["tool_name"]), tool_use_id=_id_or_none(event.get("tool_use_id")),
+        return trusted(
+            Step,
+            index=index,
+            tool_name=as_text(event["tool_name"]),
+            tool_use_id=_id_or_none(event.get("tool_use_id")),
             input=json_text(tool_input) if tool_input is not None else "",
-            command=command if isinstance(command, str) else None, output=text, exit_code=code,
-            success=not failed and code == 0, is_error=failed,
-            cwd=event["cwd"] if isinstance(event.get("cwd"), str) else None, started_at=ts,
-            finished_at=ts, sidechain=False, agent_id=None, prompt_index=task,
+            command=command if isinstance(command, str) else None,
+            output=text,
+            exit_code=code,
+            success=not failed and code == 0,
+            is_error=failed,
+            cwd=event["cwd"] if isinstance(event.get("cwd"), str) else None,
+            started_at=ts,
+            finished_at=ts,
+            sidechain=False,
+            agent_id=None,
+            prompt_index=task,
         )

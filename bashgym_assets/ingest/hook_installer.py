@@ -71,7 +71,9 @@ def _load(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise HookSettingsError(f"{path} is not valid JSON ({exc}); fix it by hand, bashgym will not overwrite it") from exc
+        raise HookSettingsError(
+            f"{path} is not valid JSON ({exc}); fix it by hand, bashgym will not overwrite it"
+        ) from exc
     if not isinstance(data, dict):
         raise HookSettingsError(f"{path} holds a JSON {type(data).__name__}, expected an object")
     hooks = data.get("hooks", {})
@@ -119,15 +121,18 @@ def _strip_ours(data: dict[str, Any]) -> int:
     return removed
 
 
-def install_hooks(settings_path: Path | None = None, command: str | None = None,
-                  events: tuple[str, ...] = EVENTS) -> HookStatus:
+def install_hooks(
+    settings_path: Path | None = None, command: str | None = None, events: tuple[str, ...] = EVENTS
+) -> HookStatus:
     path = settings_path or default_settings_path()
     data = _load(path)
     _strip_ours(data)
     hooks = data.setdefault("hooks", {})
     entry = {"type": "command", "command": command or hook_command(), "timeout": 10}
     for event in events:
-        group: dict[str, Any] = {"matcher": "*", "hooks": [entry]} if event in _TOOL_EVENTS else {"hooks": [entry]}
+        group: dict[str, Any] = (
+            {"matcher": "*", "hooks": [entry]} if event in _TOOL_EVENTS else {"hooks": [entry]}
+        )
         hooks.setdefault(event, []).append(group)
     _save(path, data)
     return hooks_status(path)
@@ -155,6 +160,11 @@ def hooks_status(settings_path: Path | None = None, events: tuple[str, ...] = EV
                     commands.append(str(hook.get("command")))
                 else:
                     other += 1
-    return HookStatus(settings_path=str(path), installed=sorted(set(installed)),
-                      missing=[e for e in events if e not in installed], commands=sorted(set(commands)),
-                      other_hooks=other, outdated=sorted({c for c in commands if MARKER not in c}))
+    return HookStatus(
+        settings_path=str(path),
+        installed=sorted(set(installed)),
+        missing=[e for e in events if e not in installed],
+        commands=sorted(set(commands)),
+        other_hooks=other,
+        outdated=sorted({c for c in commands if MARKER not in c}),
+    )

@@ -18,14 +18,20 @@ from bashgym_assets.ingest.hook_installer import (
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bashgym hooks", description="Claude Code live-capture hooks.")
     parser.add_argument("action", choices=["install", "uninstall", "status"])
-    parser.add_argument("--settings", type=Path, default=None,
-                        help=f"Claude Code settings file (default {default_settings_path()})")
+    parser.add_argument(
+        "--settings",
+        type=Path,
+        default=None,
+        help=f"Claude Code settings file (default {default_settings_path()})",
+    )
     args = parser.parse_args(argv)
     try:
         if args.action == "install":
             status = install_hooks(args.settings)
-            print(f"installed bashgym capture hooks for {', '.join(status.installed)} in {status.settings_path} "
-                  f"({status.other_hooks} other hooks kept)")
+            print(
+                f"installed bashgym capture hooks for {', '.join(status.installed)} in {status.settings_path} "
+                f"({status.other_hooks} other hooks kept)"
+            )
         elif args.action == "uninstall":
             removed = uninstall_hooks(args.settings)
             print(f"removed {removed} bashgym hook entries from {args.settings or default_settings_path()}")

@@ -36,10 +36,16 @@ MAX_JSON_DEPTH = 200
 #: The standard library refuses ints longer than this many digits (``sys.get_int_max_str_digits``).
 _MAX_INT_DIGITS = 4000
 _UTF8_BOM = codecs.BOM_UTF8
-_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
-         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 #: JSON escapes, scanned left to right so an escaped backslash is consumed before it can look like ``\u``.
-_ESCAPES = re.compile(rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_ESCAPES = re.compile(
+    rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+)
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
@@ -70,7 +76,7 @@ def repair_bytes(raw: bytes) -> tuple[bytes, list[str]]:
         raw = raw.decode(encoding, errors="replace").encode("utf-8", errors="replace")
         repairs.append(encoding.replace("-", ""))
     elif raw.startswith(_UTF8_BOM):
-        raw = raw[len(_UTF8_BOM):]
+        raw = raw[len(_UTF8_BOM) :]
         repairs.append("bom")
     try:
         raw.decode("utf-8")
@@ -132,8 +138,12 @@ def jsonable(value: Any, notes: Counter | None = None, depth: int = 0) -> Any:
             notes["json_cut_too_deep"] += 1
         return f"[nested deeper than {MAX_JSON_DEPTH} levels: cut]"
     if isinstance(value, dict):
-        return {clean_str(k) if isinstance(k, str) else str(jsonable(k, notes, depth + 1)):
-                jsonable(v, notes, depth + 1) for k, v in value.items()}
+        return {
+            clean_str(k) if isinstance(k, str) else str(jsonable(k, notes, depth + 1)): jsonable(
+                v, notes, depth + 1
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [jsonable(v, notes, depth + 1) for v in value]
     return clean_str(str(value))
@@ -147,8 +157,9 @@ def json_bytes(value: Any, notes: Counter | None = None) -> bytes:
         pass
     if notes is not None:
         notes["json_rewritten"] += 1
-    return json.dumps(jsonable(value, notes), ensure_ascii=False, separators=(",", ":"),
-                      default=str).encode("utf-8")
+    return json.dumps(jsonable(value, notes), ensure_ascii=False, separators=(",", ":"), default=str).encode(
+        "utf-8"
+    )
 
 
 def json_text(value: Any, notes: Counter | None = None) -> str:

@@ -35,10 +35,15 @@ from bashgym_assets.sessions import SESSION_ARROW_SCHEMA, Session
 
 RAW_SESSIONS = "raw_sessions"
 QUARANTINE = "raw_sessions_quarantine"
-QUARANTINE_SCHEMA = pa.schema([
-    ("file", pa.string()), ("line", pa.int64()), ("reason", pa.string()), ("snippet", pa.string()),
-    ("adapter", pa.string()),
-])
+QUARANTINE_SCHEMA = pa.schema(
+    [
+        ("file", pa.string()),
+        ("line", pa.int64()),
+        ("reason", pa.string()),
+        ("snippet", pa.string()),
+        ("adapter", pa.string()),
+    ]
+)
 BATCH_SESSIONS = 64
 
 
@@ -111,8 +116,9 @@ def session_table(sessions: list[Session]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=SESSION_ARROW_SCHEMA)
 
 
-def session_sources(dirs: Iterable[Path], repo: str | None = None,
-                    index: dict[str, FileEntry] | None = None) -> Iterator[tuple[Path, SessionAdapter]]:
+def session_sources(
+    dirs: Iterable[Path], repo: str | None = None, index: dict[str, FileEntry] | None = None
+) -> Iterator[tuple[Path, SessionAdapter]]:
     """Session files under the folders (highest adapter priority first), optionally only one repo's.
 
     Finding one repo's files means knowing every file's repo; ``index`` (the sensor's last cursor) gives it for
@@ -129,8 +135,12 @@ def session_sources(dirs: Iterable[Path], repo: str | None = None,
     yield from found
 
 
-def parse_sources(sources: Iterable[tuple[Path, SessionAdapter]], report: IngestReport,
-                  repo: str | None = None, failed: set[str] | None = None) -> Iterator[Session]:
+def parse_sources(
+    sources: Iterable[tuple[Path, SessionAdapter]],
+    report: IngestReport,
+    repo: str | None = None,
+    failed: set[str] | None = None,
+) -> Iterator[Session]:
     """Parse each source once; quarantine and counts go to ``report``; duplicates by session id dropped.
 
     An exception from an adapter quarantines that file (its path goes to ``failed``) and the next file is
@@ -143,9 +153,13 @@ def parse_sources(sources: Iterable[tuple[Path, SessionAdapter]], report: Ingest
             outcome = adapter.parse(path, resolve_repo)
             sessions = [conform_session(s) for s in outcome.sessions]  # idempotent; guards any adapter
         except Exception as exc:
-            report.quarantine.append(QuarantineRecord(
-                file=str(path), adapter=adapter.name,
-                reason=f"file could not be imported: {type(exc).__name__}: {exc}"))
+            report.quarantine.append(
+                QuarantineRecord(
+                    file=str(path),
+                    adapter=adapter.name,
+                    reason=f"file could not be imported: {type(exc).__name__}: {exc}",
+                )
+            )
             if failed is not None:
                 failed.add(str(path))
             continue
@@ -162,16 +176,22 @@ def parse_sources(sources: Iterable[tuple[Path, SessionAdapter]], report: Ingest
                 if kept_adapter == adapter.name and kept_hash != session.content_hash:
                     # the same adapter's two different files under one id: only one can be kept, say which (a
                     # transcript and its hook capture, or two identical copies, are the expected duplicates)
-                    report.quarantine.append(QuarantineRecord(
-                        file=str(path), adapter=adapter.name,
-                        reason=f"duplicate session id {session.session_id!r} with other content: {kept_file} was "
-                               "kept (files are read in path order)"))
+                    report.quarantine.append(
+                        QuarantineRecord(
+                            file=str(path),
+                            adapter=adapter.name,
+                            reason=f"duplicate session id {session.session_id!r} with other content: {kept_file} was "
+                            "kept (files are read in path order)",
+                        )
+                    )
                 continue
             seen[session.session_id] = (adapter.name, str(path), session.content_hash)
             yield session
 
 
-def writable_table(batch: list[Session], report: IngestReport, failed: set[str]) -> tuple[pa.Table, list[Session]]:
+def writable_table(
+    batch: list[Session], report: IngestReport, failed: set[str]
+) -> tuple[pa.Table, list[Session]]:
     """The batch as a table; if that fails, session by session, quarantining (by file) those that cannot be."""
     try:
         return session_table(batch), batch
@@ -182,9 +202,13 @@ def writable_table(batch: list[Session], report: IngestReport, failed: set[str])
         try:
             session_table([session])
         except Exception as exc:
-            report.quarantine.append(QuarantineRecord(
-                file=session.source_path, adapter=session.source_format,
-                reason=f"session {session.session_id} could not be written: {type(exc).__name__}: {exc}"))
+            report.quarantine.append(
+                QuarantineRecord(
+                    file=session.source_path,
+                    adapter=session.source_format,
+                    reason=f"session {session.session_id} could not be written: {type(exc).__name__}: {exc}",
+                )
+            )
             failed.add(session.source_path)
             continue
         kept.append(session)
@@ -198,7 +222,9 @@ def _exists(path: str) -> bool:
         return False
 
 
-def _carry_over(old_path: Path, written_ids: set[str], failed: set[str] | None = None) -> Iterator[pa.RecordBatch]:
+def _carry_over(
+    old_path: Path, written_ids: set[str], failed: set[str] | None = None
+) -> Iterator[pa.RecordBatch]:
     """Rows of the previous partition file not re-imported whose source vanished or failed this time.
 
     Only the two small columns are read to decide; whole rows are read only for row groups with a keeper.
@@ -209,9 +235,12 @@ def _carry_over(old_path: Path, written_ids: set[str], failed: set[str] | None =
     parquet = pq.ParquetFile(old_path)
     for group in range(parquet.num_row_groups):
         keys = parquet.read_row_group(group, columns=["session_id", "source_path"])
-        keep = [sid not in written_ids and (src in failed or not _exists(src))
-                for sid, src in zip(keys.column("session_id").to_pylist(), keys.column("source_path").to_pylist(),
-                                    strict=True)]
+        keep = [
+            sid not in written_ids and (src in failed or not _exists(src))
+            for sid, src in zip(
+                keys.column("session_id").to_pylist(), keys.column("source_path").to_pylist(), strict=True
+            )
+        ]
         if any(keep):
             rows = parquet.read_row_group(group).filter(pa.array(keep))
             yield from rows.cast(SESSION_ARROW_SCHEMA).to_batches()
@@ -233,10 +262,14 @@ def _readable(rows: pa.RecordBatch, report: IngestReport) -> tuple[pa.RecordBatc
         except Exception as exc:
             keep.append(False)
             ids = one.select(["session_id", "source_path"]).to_pylist()[0]
-            report.quarantine.append(QuarantineRecord(
-                file=str(ids["source_path"]), adapter="raw_sessions",
-                reason=f"previously imported session {ids['session_id']} cannot be read back and was dropped: "
-                       f"{type(exc).__name__}: {exc}"))
+            report.quarantine.append(
+                QuarantineRecord(
+                    file=str(ids["source_path"]),
+                    adapter="raw_sessions",
+                    reason=f"previously imported session {ids['session_id']} cannot be read back and was dropped: "
+                    f"{type(exc).__name__}: {exc}",
+                )
+            )
     return rows.filter(pa.array(keep)), sessions
 
 
@@ -288,7 +321,9 @@ def ingest_repo(lake: Lake, dirs: Iterable[Path], repo: str) -> IngestReport:
                     writer.write_batch(rows)
         finally:
             writer.close()
-    lake.write(QUARANTINE, [q.model_dump() for q in report.quarantine], partition=repo, schema=QUARANTINE_SCHEMA)
+    lake.write(
+        QUARANTINE, [q.model_dump() for q in report.quarantine], partition=repo, schema=QUARANTINE_SCHEMA
+    )
     report.seconds = time.perf_counter() - started
     return report
 

@@ -133,13 +133,19 @@ def repo_key_of(path: Path, adapter: SessionAdapter) -> str:
     return _repo_key_cached(str(path), st.st_size, st.st_mtime_ns, adapter)
 
 
-def indexed_repo_key(path: Path, st: os.stat_result, adapter: SessionAdapter,
-                     index: dict[str, FileEntry] | None = None) -> str:
+def indexed_repo_key(
+    path: Path, st: os.stat_result, adapter: SessionAdapter, index: dict[str, FileEntry] | None = None
+) -> str:
     """``repo_key_of`` from a stat the caller already has: the scan cursor's repo when the file's size and mtime
     are the ones it recorded (the key depends only on the file's first ``cwd``), else a peek at the file."""
     entry = index.get(str(path)) if index else None
-    if (entry is not None and entry.complete and entry.adapter == adapter.name and entry.size == st.st_size
-            and entry.mtime_ns == st.st_mtime_ns):
+    if (
+        entry is not None
+        and entry.complete
+        and entry.adapter == adapter.name
+        and entry.size == st.st_size
+        and entry.mtime_ns == st.st_mtime_ns
+    ):
         return entry.repo
     return _repo_key_cached(str(path), st.st_size, st.st_mtime_ns, adapter)
 
@@ -149,8 +155,12 @@ def _repo_key_cached(path: str, size: int, mtime_ns: int, adapter: SessionAdapte
     return detect_repo(adapter.peek_cwd(Path(path))).key
 
 
-def scan(dirs: Iterable[Path], cursor: ScanCursor | None = None, now: float | None = None,
-         settle_seconds: float = SETTLE_SECONDS) -> ScanResult:
+def scan(
+    dirs: Iterable[Path],
+    cursor: ScanCursor | None = None,
+    now: float | None = None,
+    settle_seconds: float = SETTLE_SECONDS,
+) -> ScanResult:
     """Compare the folders with ``cursor``; return the new cursor and the repos whose files changed."""
     started = time.perf_counter()
     now = time.time() if now is None else now
@@ -171,8 +181,11 @@ def scan(dirs: Iterable[Path], cursor: ScanCursor | None = None, now: float | No
         except OSError:
             result.unreadable.append(key)
             continue
-        if (whole and not settled) or (complete == 0 and not settled and st.st_size > 0) \
-                or (st.st_size == 0 and not settled):
+        if (
+            (whole and not settled)
+            or (complete == 0 and not settled and st.st_size > 0)
+            or (st.st_size == 0 and not settled)
+        ):
             result.waiting.append(key)  # still being written: look again next tick
             if prev is not None:
                 files[key] = prev
@@ -185,8 +198,14 @@ def scan(dirs: Iterable[Path], cursor: ScanCursor | None = None, now: float | No
         repo = repo_key_of(path, adapter) if complete else NO_REPO_KEY
         if prev is not None and prev.repo != repo:
             result.changed.setdefault(prev.repo, []).append(key)
-        files[key] = FileEntry(size=st.st_size, mtime_ns=st.st_mtime_ns, complete=complete,
-                               fingerprint=fingerprint, adapter=adapter.name, repo=repo)
+        files[key] = FileEntry(
+            size=st.st_size,
+            mtime_ns=st.st_mtime_ns,
+            complete=complete,
+            fingerprint=fingerprint,
+            adapter=adapter.name,
+            repo=repo,
+        )
         result.changed.setdefault(repo, []).append(key)
         result.new_files += prev is None
     result.removed = sorted(set(old) - set(files) - set(result.unreadable))

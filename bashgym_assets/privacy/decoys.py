@@ -24,11 +24,17 @@ import ipaddress
 import re
 
 # ---- addresses ---------------------------------------------------------------------------------------------------
-_DOC_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
-    "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24",  # RFC 5737 TEST-NET-1/2/3
-    "2001:db8::/32", "3fff::/20",  # RFC 3849, RFC 9637
-    "0.0.0.0/8",  # "this network"
-))
+_DOC_NETWORKS = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "192.0.2.0/24",
+        "198.51.100.0/24",
+        "203.0.113.0/24",  # RFC 5737 TEST-NET-1/2/3
+        "2001:db8::/32",
+        "3fff::/20",  # RFC 3849, RFC 9637
+        "0.0.0.0/8",  # "this network"
+    )
+)
 #: Well-known constants that are the same on every machine (cloud instance metadata, IPv4 and IPv6).
 _CONSTANT_IPS = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
 
@@ -42,10 +48,24 @@ def _parse_ip(value: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | Non
 
 
 #: Whole special-purpose blocks: written as ranges they name an address space (firewall rules, docs), not a network.
-_SPECIAL_BLOCKS = frozenset(ipaddress.ip_network(n) for n in (
-    "0.0.0.0/0", "::/0", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16",
-    "127.0.0.0/8", "224.0.0.0/4", "fc00::/7", "fd00::/8", "fe80::/10", "ff00::/8",
-))
+_SPECIAL_BLOCKS = frozenset(
+    ipaddress.ip_network(n)
+    for n in (
+        "0.0.0.0/0",
+        "::/0",
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "100.64.0.0/10",
+        "169.254.0.0/16",
+        "127.0.0.0/8",
+        "224.0.0.0/4",
+        "fc00::/7",
+        "fd00::/8",
+        "fe80::/10",
+        "ff00::/8",
+    )
+)
 
 
 def is_decoy_ip(value: str) -> bool:
@@ -96,43 +116,155 @@ def is_decoy_email(value: str) -> bool:
 
 # ---- secrets -----------------------------------------------------------------------------------------------------
 #: Keys that vendors publish in their documentation (and that therefore appear in countless READMEs and tests).
-DOCUMENTED_EXAMPLE_SECRETS = frozenset({
-    "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",  # AWS
-    "AKIAI44QH8DHBEXAMPLE", "je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY",  # AWS, the second pair
-    "sk_test_4eC39HqLyjWDarjtT1zdp7dc", "pk_test_TYooMQauvdEDq54NiTphI7jx",  # Stripe API reference
-    # jwt.io's default token (HS256, secret "your-256-bit-secret")
-    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ"
-    ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
-})
+DOCUMENTED_EXAMPLE_SECRETS = frozenset(
+    {
+        "AKIAIOSFODNN7EXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",  # AWS
+        "AKIAI44QH8DHBEXAMPLE",
+        "je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY",  # AWS, the second pair
+        "sk_test_4eC39HqLyjWDarjtT1zdp7dc",
+        "pk_test_TYooMQauvdEDq54NiTphI7jx",  # Stripe API reference
+        # jwt.io's default token (HS256, secret "your-256-bit-secret")
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ"
+        ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    }
+)
 
 _ENV_REF = re.compile(r"^\$\{?[A-Za-z_][A-Za-z0-9_]*\}?$")
 # ``<token>``, ``[REDACTED]``, ``{{ secrets.NPM_TOKEN }}``, ``%API_KEY%``: the inside is what decides
 _WRAPPED = re.compile(r"^(?:<([^<>]*)>|\[([^\[\]]*)\]|\{\{?([^{}]*)\}?\}|%([A-Za-z_]\w*)%)$")
 _WORD = re.compile(r"^(?:[a-z]+|[A-Z]+|[A-Z][a-z]+)$")
 #: What a template slot is named after: ``<token>``, ``{{ secrets.NPM_TOKEN }}``, ``%API_KEY%``, ``[REDACTED]``.
-_SLOT_WORDS = frozenset({"token", "tokens", "key", "keys", "secret", "secrets", "password", "passwd", "pass", "pwd",
-                         "credential", "credentials", "apikey", "auth", "value", "hidden"})
+_SLOT_WORDS = frozenset(
+    {
+        "token",
+        "tokens",
+        "key",
+        "keys",
+        "secret",
+        "secrets",
+        "password",
+        "passwd",
+        "pass",
+        "pwd",
+        "credential",
+        "credentials",
+        "apikey",
+        "auth",
+        "value",
+        "hidden",
+    }
+)
 # vendor prefixes (``sk-proj-``, ``ghp_``, ``xoxb-``, ``AKIA``...): the body after them is what carries entropy
 _VENDOR_PREFIX = re.compile(r"^(?:AKIA|ASIA|AIza|ya29\.|SG\.|GOCSPX-|(?:[a-z][a-z0-9]{1,9}[-_]){1,3})")
 _SEPARATORS = re.compile(r"[-_.:/+=\s]+")
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 #: Words that only a placeholder is made of (``YOUR_API_KEY``, ``token-goes-here``, ``replace-me``).
-_STRONG_MARKERS = frozenset({
-    "your", "example", "examples", "sample", "dummy", "fake", "placeholder", "replace", "replaceme", "changeme",
-    "insert", "here", "redacted", "todo", "fixme", "tbd", "xxx", "xxxx", "enter", "paste", "goes",
-})
+_STRONG_MARKERS = frozenset(
+    {
+        "your",
+        "example",
+        "examples",
+        "sample",
+        "dummy",
+        "fake",
+        "placeholder",
+        "replace",
+        "replaceme",
+        "changeme",
+        "insert",
+        "here",
+        "redacted",
+        "todo",
+        "fixme",
+        "tbd",
+        "xxx",
+        "xxxx",
+        "enter",
+        "paste",
+        "goes",
+    }
+)
 #: ...and words that make one only together with secret vocabulary (``my-secret-token`` yes, ``MyDogRex1`` no).
 _WEAK_MARKERS = frozenset({"my", "some", "the", "an", "test", "demo", "foo", "bar", "baz", "not", "real"})
-_VOCABULARY = frozenset({
-    "secret", "secrets", "token", "tokens", "key", "keys", "api", "apikey", "access", "password", "passwd", "pass",
-    "pwd", "auth", "client", "id", "app", "bot", "bearer", "private", "public", "value", "string", "webhook",
-    "signing", "session", "credential", "credentials", "aws", "github", "gitlab", "openai", "anthropic", "slack",
-    "stripe", "personal", "account", "service", "user", "username", "live", "sk", "pk", "ghp", "hf", "xoxb", "of",
-    "this", "will", "work", "to", "with", "and", "for", "is", "it",
-})
+_VOCABULARY = frozenset(
+    {
+        "secret",
+        "secrets",
+        "token",
+        "tokens",
+        "key",
+        "keys",
+        "api",
+        "apikey",
+        "access",
+        "password",
+        "passwd",
+        "pass",
+        "pwd",
+        "auth",
+        "client",
+        "id",
+        "app",
+        "bot",
+        "bearer",
+        "private",
+        "public",
+        "value",
+        "string",
+        "webhook",
+        "signing",
+        "session",
+        "credential",
+        "credentials",
+        "aws",
+        "github",
+        "gitlab",
+        "openai",
+        "anthropic",
+        "slack",
+        "stripe",
+        "personal",
+        "account",
+        "service",
+        "user",
+        "username",
+        "live",
+        "sk",
+        "pk",
+        "ghp",
+        "hf",
+        "xoxb",
+        "of",
+        "this",
+        "will",
+        "work",
+        "to",
+        "with",
+        "and",
+        "for",
+        "is",
+        "it",
+    }
+)
 #: A value that only names what it is: ``password: password``.
-_SELF_NAMES = frozenset({"password", "passwd", "secret", "token", "apikey", "api_key", "changeme", "pass", "pwd",
-                         "key", "accesskey", "access_key", "credentials"})
+_SELF_NAMES = frozenset(
+    {
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "apikey",
+        "api_key",
+        "changeme",
+        "pass",
+        "pwd",
+        "key",
+        "accesskey",
+        "access_key",
+        "credentials",
+    }
+)
 _PEM_BODY = re.compile(r"-----BEGIN [A-Z0-9 ]*-----(.*?)(?:-----END|\Z)", re.DOTALL)
 
 
@@ -187,7 +319,9 @@ def is_placeholder_secret(value: str) -> bool:
             return True
     if not v or v in DOCUMENTED_EXAMPLE_SECRETS:
         return True
-    if "EXAMPLE" in v:  # AWS's documentation convention (...EXAMPLE, ...EXAMPLEKEY); a random key never spells it
+    if (
+        "EXAMPLE" in v
+    ):  # AWS's documentation convention (...EXAMPLE, ...EXAMPLEKEY); a random key never spells it
         return True
     if _ENV_REF.match(v) or v.lower() in _SELF_NAMES:
         return True
@@ -208,7 +342,8 @@ def is_placeholder_secret(value: str) -> bool:
 # Ofcom's numbers for drama (UK, national format): 01x1/011x 496 0xxx, 0191 498 0xxx, 020 7946 0xxx, 028 9649 6xxx,
 # 029 2018 0xxx, 01632 960xxx, 07700 900xxx, 08081 570xxx, 0909 8790xxx, 03069 990xxx.
 _UK_FICTION = re.compile(
-    r"^0(?:1(?:1[3-8]|[2-6]1)4960|1914980|2079460|2896496|2920180|1632960|7700900|8081570|9098790|3069990)\d{3}$")
+    r"^0(?:1(?:1[3-8]|[2-6]1)4960|1914980|2079460|2896496|2920180|1632960|7700900|8081570|9098790|3069990)\d{3}$"
+)
 
 
 def is_fictional_phone(value: str) -> bool:
@@ -227,13 +362,35 @@ def is_fictional_phone(value: str) -> bool:
 
 
 #: Test card numbers the card networks and payment processors publish (they never charge).
-TEST_CARD_NUMBERS = frozenset({
-    "4111111111111111", "4242424242424242", "4012888888881881", "4000056655665556", "4000000000000002",
-    "4000000000000077", "4000000000009995", "4000002500003155", "5555555555554444", "5105105105105100",
-    "5200828282828210", "2223003122003222", "378282246310005", "371449635398431", "378734493671000",
-    "6011111111111117", "6011000990139424", "3056930009020004", "36227206271667", "3566002020360505",
-    "6200000000000005", "30569309025904", "38520000023237", "5019717010103742", "6331101999990016",
-})
+TEST_CARD_NUMBERS = frozenset(
+    {
+        "4111111111111111",
+        "4242424242424242",
+        "4012888888881881",
+        "4000056655665556",
+        "4000000000000002",
+        "4000000000000077",
+        "4000000000009995",
+        "4000002500003155",
+        "5555555555554444",
+        "5105105105105100",
+        "5200828282828210",
+        "2223003122003222",
+        "378282246310005",
+        "371449635398431",
+        "378734493671000",
+        "6011111111111117",
+        "6011000990139424",
+        "3056930009020004",
+        "36227206271667",
+        "3566002020360505",
+        "6200000000000005",
+        "30569309025904",
+        "38520000023237",
+        "5019717010103742",
+        "6331101999990016",
+    }
+)
 
 
 def is_test_card(value: str) -> bool:
@@ -243,5 +400,15 @@ def is_test_card(value: str) -> bool:
     return digits in TEST_CARD_NUMBERS or (len(digits) >= 13 and len(set(digits[1:])) <= 2)
 
 
-__all__ = ["DOCUMENTED_EXAMPLE_SECRETS", "RESERVED_DOMAINS", "RESERVED_TLDS", "TEST_CARD_NUMBERS", "is_decoy_email",
-           "is_decoy_ip", "is_fictional_phone", "is_placeholder_secret", "is_reserved_host", "is_test_card"]
+__all__ = [
+    "DOCUMENTED_EXAMPLE_SECRETS",
+    "RESERVED_DOMAINS",
+    "RESERVED_TLDS",
+    "TEST_CARD_NUMBERS",
+    "is_decoy_email",
+    "is_decoy_ip",
+    "is_fictional_phone",
+    "is_placeholder_secret",
+    "is_reserved_host",
+    "is_test_card",
+]

@@ -18,7 +18,9 @@ from bashgym_assets.privacy.redactor import FieldFinding, Redactor, SessionRedac
 from bashgym_assets.sessions import Session, sessions_to_table
 
 QUARANTINE = "redacted_sessions_quarantine"
-QUARANTINE_SCHEMA = pa.schema([("session_id", pa.string()), ("stage", pa.string()), ("reason", pa.large_string())])
+QUARANTINE_SCHEMA = pa.schema(
+    [("session_id", pa.string()), ("stage", pa.string()), ("reason", pa.large_string())]
+)
 
 
 class QuarantinedSession(BaseModel):
@@ -61,8 +63,13 @@ def parse_rows(rows: Iterable[dict]) -> tuple[list[Session], list[QuarantinedSes
         try:
             sessions.append(Session.from_row(row))
         except Exception as exc:  # any malformed row: quarantine, keep going
-            bad.append(QuarantinedSession(session_id=str(row.get("session_id") or f"row-{i}"), stage="parse",
-                                          reason=f"{type(exc).__name__}: {str(exc)[:500]}"))
+            bad.append(
+                QuarantinedSession(
+                    session_id=str(row.get("session_id") or f"row-{i}"),
+                    stage="parse",
+                    reason=f"{type(exc).__name__}: {str(exc)[:500]}",
+                )
+            )
     return sessions, bad
 
 
@@ -77,8 +84,13 @@ def redact_rows(rows: Iterable[dict], redactor: Redactor | None = None) -> Redac
             red, report = redactor.redact_session(s)
         except Exception as exc:  # a redactor bug must not leak the session unredacted
             tb = traceback.format_exc(limit=3)
-            result.quarantine.append(QuarantinedSession(session_id=s.session_id, stage="redact",
-                                                        reason=f"{type(exc).__name__}: {exc}\n{tb}"[:2000]))
+            result.quarantine.append(
+                QuarantinedSession(
+                    session_id=s.session_id,
+                    stage="redact",
+                    reason=f"{type(exc).__name__}: {exc}\n{tb}"[:2000],
+                )
+            )
             continue
         result.sessions.append(red)
         result.reports.append(report)

@@ -81,14 +81,45 @@ _PR = "presidio_analyzer.predefined_recognizers"
 
 
 #: Hosts whose URLs are public infrastructure, not personal data: kept so traces still show what was fetched.
-PUBLIC_HOSTS = frozenset({
-    "example.com", "example.org", "example.net", "localhost", "github.com", "raw.githubusercontent.com",
-    "gitlab.com", "bitbucket.org", "pypi.org", "files.pythonhosted.org", "npmjs.com", "registry.npmjs.org",
-    "docs.python.org", "python.org", "www.python.org", "deb.debian.org", "security.debian.org", "crates.io",
-    "docs.rs", "pkg.go.dev", "proxy.golang.org", "huggingface.co", "stackoverflow.com", "developer.mozilla.org",
-    "docs.docker.com", "hub.docker.com", "registry-1.docker.io", "www.w3.org", "w3.org", "json-schema.org",
-    "en.wikipedia.org", "docs.github.com", "api.github.com", "readthedocs.io", "readthedocs.org",
-})
+PUBLIC_HOSTS = frozenset(
+    {
+        "example.com",
+        "example.org",
+        "example.net",
+        "localhost",
+        "github.com",
+        "raw.githubusercontent.com",
+        "gitlab.com",
+        "bitbucket.org",
+        "pypi.org",
+        "files.pythonhosted.org",
+        "npmjs.com",
+        "registry.npmjs.org",
+        "docs.python.org",
+        "python.org",
+        "www.python.org",
+        "deb.debian.org",
+        "security.debian.org",
+        "crates.io",
+        "docs.rs",
+        "pkg.go.dev",
+        "proxy.golang.org",
+        "huggingface.co",
+        "stackoverflow.com",
+        "developer.mozilla.org",
+        "docs.docker.com",
+        "hub.docker.com",
+        "registry-1.docker.io",
+        "www.w3.org",
+        "w3.org",
+        "json-schema.org",
+        "en.wikipedia.org",
+        "docs.github.com",
+        "api.github.com",
+        "readthedocs.io",
+        "readthedocs.org",
+    }
+)
 
 
 def is_public_host(host: str) -> bool:
@@ -125,8 +156,8 @@ def phone_plausible(text: str, start: int, end: int) -> bool:
     value = text[start:end].strip()
     if not value or _DATE_SHAPE.match(value) or value.count(".") >= 3:
         return False
-    before = text[start - 1:start] if start else ""
-    after = text[end:end + 2]
+    before = text[start - 1 : start] if start else ""
+    after = text[end : end + 2]
     if before and (before.isalnum() or before in "._/=#:-\\"):
         return False
     nxt = after[:1]
@@ -138,7 +169,7 @@ _PHONE_WORD = re.compile(r"(?i)(?:phone|tel|mobile|cell|call|sms|fax|whatsapp)\W
 
 def phone_context(text: str, start: int) -> bool:
     """A word like "phone" or "tel:" right before: the only case a bare digit run is kept as a phone number."""
-    return _PHONE_WORD.search(text[max(0, start - 12):start]) is not None
+    return _PHONE_WORD.search(text[max(0, start - 12) : start]) is not None
 
 
 def phone_hit_plausible(text: str, start: int, end: int) -> bool:
@@ -155,34 +186,69 @@ def presidio_groups() -> tuple[PresidioGroup, ...]:
         PresidioGroup("email", re.compile(r"@[\w-]+\.\w"), [_r(f"{_PR}.EmailRecognizer")], span=email_span),
         # Phone numbers we keep (see redactor.accept_presidio) have 7+ digits written with separators, a leading
         # '+', or after a word like "phone"; bare digit runs in code are ids and sizes and are not sent on.
-        PresidioGroup("phone", re.compile(
-            r"(?:\+\d{1,3}[\s.\-]?)?\(?\d{1,4}\)?(?:[\s.\-/]{1,2}\(?\d{1,5}\)?){1,5}|\+\d{7,15}"
-            r"|\d{7,}"),
-            [_r(f"{_PR}.PhoneRecognizer")], margin=16, min_digits=7, plausible=phone_hit_plausible),
-        PresidioGroup("credit_card", re.compile(r"\d(?:[ -]?\d){12,18}"), [_r(f"{_PR}.CreditCardRecognizer")]),
-        PresidioGroup("iban", re.compile(r"\b[A-Z]{2}\d{2}[ ]?[A-Z0-9]{4}", I), [_r(f"{_PR}.IbanRecognizer")]),
-        PresidioGroup("ip", re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|(?::[0-9a-f]{0,4}){3,}", I),
-                      [_r(f"{_PR}.IpRecognizer")]),
-        PresidioGroup("crypto", re.compile(r"(?:bc1|[13])[a-zA-HJ-NP-Z0-9]{25,59}"), [_r(f"{_PR}.CryptoRecognizer")],
-                      plausible=crypto_plausible),
-        PresidioGroup("mac", re.compile(r"[0-9a-f]{2}[:-][0-9a-f]{2}[:-][0-9a-f]{2}[:-]", I),
-                      [_r(f"{_PR}.MacAddressRecognizer")]),
+        PresidioGroup(
+            "phone",
+            re.compile(
+                r"(?:\+\d{1,3}[\s.\-]?)?\(?\d{1,4}\)?(?:[\s.\-/]{1,2}\(?\d{1,5}\)?){1,5}|\+\d{7,15}"
+                r"|\d{7,}"
+            ),
+            [_r(f"{_PR}.PhoneRecognizer")],
+            margin=16,
+            min_digits=7,
+            plausible=phone_hit_plausible,
+        ),
+        PresidioGroup(
+            "credit_card", re.compile(r"\d(?:[ -]?\d){12,18}"), [_r(f"{_PR}.CreditCardRecognizer")]
+        ),
+        PresidioGroup(
+            "iban", re.compile(r"\b[A-Z]{2}\d{2}[ ]?[A-Z0-9]{4}", I), [_r(f"{_PR}.IbanRecognizer")]
+        ),
+        PresidioGroup(
+            "ip",
+            re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|(?::[0-9a-f]{0,4}){3,}", I),
+            [_r(f"{_PR}.IpRecognizer")],
+        ),
+        PresidioGroup(
+            "crypto",
+            re.compile(r"(?:bc1|[13])[a-zA-HJ-NP-Z0-9]{25,59}"),
+            [_r(f"{_PR}.CryptoRecognizer")],
+            plausible=crypto_plausible,
+        ),
+        PresidioGroup(
+            "mac",
+            re.compile(r"[0-9a-f]{2}[:-][0-9a-f]{2}[:-][0-9a-f]{2}[:-]", I),
+            [_r(f"{_PR}.MacAddressRecognizer")],
+        ),
         PresidioGroup(
             "national_id",
             # every alternative starts with a digit (letters are checked by look-behind) so the scan is fast
             re.compile(
                 r"\d{3}[- .]?\d{2,3}[- .]?\d{4}|\d{8}-?[A-Z]\b"
                 r"|\d(?:(?<=[A-Z]{2}\d)|(?<=[A-Z]{2}\s\d))\d\s?\d{2}\s?\d{2}\s?[A-D]\b"  # UK NINO
-                r"|\d(?<=[A-Z]{5}\d)\d{3}[A-Z]", I),  # IN PAN
-            [_r(f"{_PR}.UsSsnRecognizer"), _r(f"{_PR}.UsItinRecognizer"), _r(f"{_PR}.NhsRecognizer"),
-             _r(f"{_PR}.UkNinoRecognizer"), _r(f"{_PR}.EsNifRecognizer"), _r(f"{_PR}.InPanRecognizer")]),
+                r"|\d(?<=[A-Z]{5}\d)\d{3}[A-Z]",
+                I,
+            ),  # IN PAN
+            [
+                _r(f"{_PR}.UsSsnRecognizer"),
+                _r(f"{_PR}.UsItinRecognizer"),
+                _r(f"{_PR}.NhsRecognizer"),
+                _r(f"{_PR}.UkNinoRecognizer"),
+                _r(f"{_PR}.EsNifRecognizer"),
+                _r(f"{_PR}.InPanRecognizer"),
+            ],
+        ),
         # IT fiscal code, also with letters in digit places (omocodia), so no digit to anchor on; kept only when
         # standalone (post-filter), which the pre-filter's boundaries mirror
         PresidioGroup(
             "it_fiscal_code",
-            re.compile(r"(?<![A-Z0-9])[A-Z]{6}[0-9LMNPQRSTUV]{2}[A-Z][0-9LMNPQRSTUV]{2}[A-Z][0-9LMNPQRSTUV]{3}[A-Z]"
-                       r"(?![A-Z0-9])", I),
-            [_r(f"{_PR}.ItFiscalCodeRecognizer")], margin=8),
+            re.compile(
+                r"(?<![A-Z0-9])[A-Z]{6}[0-9LMNPQRSTUV]{2}[A-Z][0-9LMNPQRSTUV]{2}[A-Z][0-9LMNPQRSTUV]{3}[A-Z]"
+                r"(?![A-Z0-9])",
+                I,
+            ),
+            [_r(f"{_PR}.ItFiscalCodeRecognizer")],
+            margin=8,
+        ),
     )
 
 

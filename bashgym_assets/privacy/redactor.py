@@ -56,15 +56,36 @@ from bashgym_assets.sessions import Session
 
 #: Placeholder label per entity type (``<EMAIL_1>`` rather than ``<EMAIL_ADDRESS_1>``).
 LABELS = {
-    "EMAIL_ADDRESS": "EMAIL", "PHONE_NUMBER": "PHONE", "IP_ADDRESS": "IP", "IBAN_CODE": "IBAN",
-    "CRYPTO": "CRYPTO_WALLET", "US_SSN": "SSN", "US_ITIN": "ITIN", "UK_NHS": "NHS", "UK_NINO": "NINO",
-    "ES_NIF": "NIF", "IT_FISCAL_CODE": "FISCAL_CODE", "IN_PAN": "PAN", "MAC_ADDRESS": "MAC", "CREDIT_CARD": "CREDIT_CARD",
-    "URL": "URL", "PERSON": "PERSON", "LOCATION": "LOCATION",
+    "EMAIL_ADDRESS": "EMAIL",
+    "PHONE_NUMBER": "PHONE",
+    "IP_ADDRESS": "IP",
+    "IBAN_CODE": "IBAN",
+    "CRYPTO": "CRYPTO_WALLET",
+    "US_SSN": "SSN",
+    "US_ITIN": "ITIN",
+    "UK_NHS": "NHS",
+    "UK_NINO": "NINO",
+    "ES_NIF": "NIF",
+    "IT_FISCAL_CODE": "FISCAL_CODE",
+    "IN_PAN": "PAN",
+    "MAC_ADDRESS": "MAC",
+    "CREDIT_CARD": "CREDIT_CARD",
+    "URL": "URL",
+    "PERSON": "PERSON",
+    "LOCATION": "LOCATION",
 }
 
 #: Minimum presidio score per entity (presidio's own scores; weak-only patterns stay below these).
-MIN_SCORE = {"US_SSN": 0.5, "US_ITIN": 0.5, "PHONE_NUMBER": 0.4, "URL": 0.5, "UK_NINO": 0.5, "IN_PAN": 0.5,
-             "PERSON": 0.85, "LOCATION": 0.85}
+MIN_SCORE = {
+    "US_SSN": 0.5,
+    "US_ITIN": 0.5,
+    "PHONE_NUMBER": 0.4,
+    "URL": 0.5,
+    "UK_NINO": 0.5,
+    "IN_PAN": 0.5,
+    "PERSON": 0.85,
+    "LOCATION": 0.85,
+}
 DEFAULT_MIN_SCORE = 0.3
 
 _VERSION_BEFORE = re.compile(r"(?:[vV]|version[ :=]*|==|>=|<=|~=|!=|[A-Za-z]-|python|node|go)$")
@@ -79,14 +100,18 @@ def accept_presidio(entity: str, value: str, score: float, text: str, start: int
     """Keep a presidio result only if it is personal data and not a code look-alike."""
     if score < MIN_SCORE.get(entity, DEFAULT_MIN_SCORE):
         return False
-    before = text[max(0, start - 12):start]
-    after = text[end:end + 2]
+    before = text[max(0, start - 12) : start]
+    after = text[end : end + 2]
     if entity == "URL":
         return False  # URLs are ours (``urls``): presidio's pattern cuts hosts at a known TLD
     if entity == "IP_ADDRESS":
         if _VERSION_BEFORE.search(before) or re.match(r"^\.?\d", after) or re.match(r"^[A-Za-z]", after[:1]):
             return False
-        if before[-1:].isalnum() or before.endswith(".") or (before.endswith("/") and not before.endswith("//")):
+        if (
+            before[-1:].isalnum()
+            or before.endswith(".")
+            or (before.endswith("/") and not before.endswith("//"))
+        ):
             return False  # part of a longer token; after one slash a version (Chrome/120.0.0.0), not a host
         try:
             ip = ipaddress.ip_network(value.split("%")[0], strict=False).network_address
@@ -124,8 +149,11 @@ def drop_placeholder_secrets(found: list[Finding]) -> list[Finding]:
     decoys = [f for f in found if f.entity in SECRET_ENTITIES and is_placeholder_secret(f.text)]
     if not decoys:
         return found
-    return [f for f in found if not any(d.start <= f.start and f.end <= d.end and f.priority <= d.priority
-                                        for d in decoys)]
+    return [
+        f
+        for f in found
+        if not any(d.start <= f.start and f.end <= d.end and f.priority <= d.priority for d in decoys)
+    ]
 
 
 class PresidioPatternAdapter:
@@ -143,9 +171,19 @@ class PresidioPatternAdapter:
                 out = []
                 for pat in patterns:
                     for f in pat.find(text):
-                        out.append(RecognizerResult(f.entity, f.start, f.end, 1.0,
-                                                    recognition_metadata={"detector": f.detector, "priority": f.priority,
-                                                                          "recognizer_name": "bashgym_secrets"}))
+                        out.append(
+                            RecognizerResult(
+                                f.entity,
+                                f.start,
+                                f.end,
+                                1.0,
+                                recognition_metadata={
+                                    "detector": f.detector,
+                                    "priority": f.priority,
+                                    "recognizer_name": "bashgym_secrets",
+                                },
+                            )
+                        )
                 return out
 
         entities = sorted({p.entity for p in patterns})
@@ -246,8 +284,9 @@ def map_strings(value: Any, fn: Callable[[str], Any]) -> Any:
 def _distinctive(value: str) -> bool:
     """A secret value worth replacing wherever it recurs: long, and not a word (``postgres`` as a password would
     otherwise take every ``sudo -u postgres`` with it)."""
-    return len(value) >= 8 and (len(value) >= 16 or (bool(re.search(r"\d", value))
-                                                       and bool(re.search(r"[A-Za-z]", value))))
+    return len(value) >= 8 and (
+        len(value) >= 16 or (bool(re.search(r"\d", value)) and bool(re.search(r"[A-Za-z]", value)))
+    )
 
 
 def mask(value: str) -> str:
@@ -257,8 +296,12 @@ def mask(value: str) -> str:
 class Redactor:
     """Finds and replaces secrets and personal data. ``disabled`` names detectors to switch off (tests, debug)."""
 
-    def __init__(self, mode: Literal["fast", "baseline"] = "fast", disabled: Iterable[str] = (),
-                 use_installed_ner: bool = False):
+    def __init__(
+        self,
+        mode: Literal["fast", "baseline"] = "fast",
+        disabled: Iterable[str] = (),
+        use_installed_ner: bool = False,
+    ):
         self.mode = mode
         self.disabled = frozenset(disabled)
         self.patterns = [p for p in SECRET_PATTERNS if p.name not in self.disabled]
@@ -275,20 +318,35 @@ class Redactor:
         # The scan finds one trigger per position, the longest ("key=" hides "key"): a trigger also stands for
         # every trigger inside it, or ``api_key="..."`` would never reach the detectors keyed on "key".
         keys = list(self._by_trigger)
-        self._by_trigger = {(ci, t): list({p.name: p for (c2, u) in keys if c2 == ci and u in t
-                                           for p in self._by_trigger[(c2, u)]}.values()) for ci, t in keys}
+        self._by_trigger = {
+            (ci, t): list(
+                {
+                    p.name: p for (c2, u) in keys if c2 == ci and u in t for p in self._by_trigger[(c2, u)]
+                }.values()
+            )
+            for ci, t in keys
+        }
         cs = sorted({t for ci, t in self._by_trigger if not ci}, key=len, reverse=True)
         ci = sorted({t for c, t in self._by_trigger if c}, key=len, reverse=True)
         self._cs_re = re.compile("|".join(map(re.escape, cs))) if cs else None
         self._ci_re = re.compile("|".join(map(re.escape, ci))) if ci else None
         # any presidio pre-filter hit at all (one scan) before the per-group scans
-        self._any_group = re.compile("|".join(
-            f"(?{'i' if g.prefilter.flags & re.IGNORECASE else ''}:{g.prefilter.pattern})"
-            for g in self.groups)) if self.groups else None
+        self._any_group = (
+            re.compile(
+                "|".join(
+                    f"(?{'i' if g.prefilter.flags & re.IGNORECASE else ''}:{g.prefilter.pattern})"
+                    for g in self.groups
+                )
+            )
+            if self.groups
+            else None
+        )
         if mode == "baseline":
             self._analyzer = baseline_analyzer([PresidioPatternAdapter.build(self.patterns)])
-            self._entities = sorted({e for g in self.groups for r in g.recognizers for e in r.supported_entities}
-                                    | {p.entity for p in self.patterns})
+            self._entities = sorted(
+                {e for g in self.groups for r in g.recognizers for e in r.supported_entities}
+                | {p.entity for p in self.patterns}
+            )
 
     # ---- detection ------------------------------------------------------------------------------------
     def find(self, text: str, extra: Sequence[SecretPattern] = ()) -> list[Finding]:
@@ -300,15 +358,30 @@ class Redactor:
             for r in self._analyzer.analyze(text=text, language="en", entities=self._entities):
                 meta = r.recognition_metadata or {}
                 if meta.get("recognizer_name") == "bashgym_secrets":
-                    found.append(Finding(entity=r.entity_type, start=r.start, end=r.end,
-                                         text=text[r.start:r.end], detector=meta.get("detector", "secret"),
-                                         priority=meta.get("priority", 0)))
+                    found.append(
+                        Finding(
+                            entity=r.entity_type,
+                            start=r.start,
+                            end=r.end,
+                            text=text[r.start : r.end],
+                            detector=meta.get("detector", "secret"),
+                            priority=meta.get("priority", 0),
+                        )
+                    )
                     continue
                 s, e = _trim(text, r.start, r.end)
                 if accept_presidio(r.entity_type, text[s:e], r.score, text, s, e):
-                    found.append(Finding(entity=r.entity_type, start=s, end=e, text=text[s:e],
-                                         detector=meta.get("recognizer_name", "presidio"), score=r.score,
-                                         priority=presidio_priority(r.entity_type)))
+                    found.append(
+                        Finding(
+                            entity=r.entity_type,
+                            start=s,
+                            end=e,
+                            text=text[s:e],
+                            detector=meta.get("recognizer_name", "presidio"),
+                            score=r.score,
+                            priority=presidio_priority(r.entity_type),
+                        )
+                    )
         else:
             for pat in self._candidate_patterns(text):
                 found.extend(pat.find(text))
@@ -326,9 +399,17 @@ class Redactor:
                 found.extend(pat.find(text))
         if self.ner is not None:
             for r in self.ner.analyze(text, ["PERSON", "LOCATION"], self.ner_artifacts(text)):
-                if accept_presidio(r.entity_type, text[r.start:r.end], r.score, text, r.start, r.end):
-                    found.append(Finding(entity=r.entity_type, start=r.start, end=r.end, text=text[r.start:r.end],
-                                         detector="spacy_ner", score=r.score))
+                if accept_presidio(r.entity_type, text[r.start : r.end], r.score, text, r.start, r.end):
+                    found.append(
+                        Finding(
+                            entity=r.entity_type,
+                            start=r.start,
+                            end=r.end,
+                            text=text[r.start : r.end],
+                            detector="spacy_ner",
+                            score=r.score,
+                        )
+                    )
         found = drop_placeholder_secrets(found)
         if "url" not in self.disabled:
             found = apply_url_rule(text, found)
@@ -369,7 +450,9 @@ class Redactor:
                     ws, we = group.span(text, m.start(), m.end())
                     ws, we = max(0, ws - 1), min(n, we + 1)  # one character of context for \b
                 else:
-                    ws, we = _expand(text, m.start() - group.margin, m.end() + group.margin, n, cap=group.margin * 4)
+                    ws, we = _expand(
+                        text, m.start() - group.margin, m.end() + group.margin, n, cap=group.margin * 4
+                    )
                 if windows and ws <= windows[-1][1]:
                     windows[-1][1] = max(windows[-1][1], we)
                 else:
@@ -380,28 +463,38 @@ class Redactor:
                     for r in rec.analyze(chunk, rec.supported_entities, None):
                         s, e = _trim(text, r.start + ws, r.end + ws)
                         if accept_presidio(r.entity_type, text[s:e], r.score, text, s, e):
-                            out.append(Finding(entity=r.entity_type, start=s, end=e, text=text[s:e],
-                                               detector=type(rec).__name__, score=r.score,
-                                               priority=presidio_priority(r.entity_type)))
+                            out.append(
+                                Finding(
+                                    entity=r.entity_type,
+                                    start=s,
+                                    end=e,
+                                    text=text[s:e],
+                                    detector=type(rec).__name__,
+                                    score=r.score,
+                                    priority=presidio_priority(r.entity_type),
+                                )
+                            )
         return out
 
     # ---- replacement ----------------------------------------------------------------------------------
-    def redact_text(self, text: str, placeholders: PlaceholderMap,
-                    extra: Sequence[SecretPattern] = ()) -> tuple[str, list[Finding]]:
+    def redact_text(
+        self, text: str, placeholders: PlaceholderMap, extra: Sequence[SecretPattern] = ()
+    ) -> tuple[str, list[Finding]]:
         findings = self.find(text, extra)
         if not findings:
             return text, []
         parts: list[str] = []
         pos = 0
         for f in findings:
-            parts.append(text[pos:f.start])
-            parts.append(placeholders.placeholder(f.entity, f.key or text[f.start:f.end]))
+            parts.append(text[pos : f.start])
+            parts.append(placeholders.placeholder(f.entity, f.key or text[f.start : f.end]))
             pos = f.end
         parts.append(text[pos:])
         return "".join(parts), findings
 
-    def _redact_json_text(self, text: str, placeholders: PlaceholderMap,
-                          extra: Sequence[SecretPattern]) -> tuple[str, list[Finding]]:
+    def _redact_json_text(
+        self, text: str, placeholders: PlaceholderMap, extra: Sequence[SecretPattern]
+    ) -> tuple[str, list[Finding]]:
         """Tool inputs are JSON text: redact them as text, but never hand back broken JSON.
 
         Then the string values once more, decoded: in the text a value at the start of a line of a written file
@@ -454,8 +547,15 @@ class Redactor:
         placeholders = PlaceholderMap()
         redacted, report = self._redact_fields(session, placeholders, self.session_patterns(session))
         secret_labels = {_label(e) for e in SECRET_ENTITIES}
-        known = sorted({v for v, holder in placeholders.by_value.items()
-                        if holder[1:].rsplit("_", 1)[0] in secret_labels and _distinctive(v)}, key=len, reverse=True)
+        known = sorted(
+            {
+                v
+                for v, holder in placeholders.by_value.items()
+                if holder[1:].rsplit("_", 1)[0] in secret_labels and _distinctive(v)
+            },
+            key=len,
+            reverse=True,
+        )
         if not known:
             return redacted, report
         pattern = re.compile("(?<![A-Za-z0-9_])(?:" + "|".join(map(re.escape, known)) + ")(?![A-Za-z0-9_])")
@@ -480,8 +580,9 @@ class Redactor:
         report.by_entity = dict(counts)
         return Session.model_validate(data), report
 
-    def _redact_fields(self, session: Session, placeholders: PlaceholderMap,
-                       extra: Sequence[SecretPattern]) -> tuple[Session, SessionRedaction]:
+    def _redact_fields(
+        self, session: Session, placeholders: PlaceholderMap, extra: Sequence[SecretPattern]
+    ) -> tuple[Session, SessionRedaction]:
         report = SessionRedaction(session_id=session.session_id)
         counts: Counter[str] = Counter()
 
@@ -507,7 +608,9 @@ class Redactor:
             step["output"] = red(step["output"]) or ""
             step["cwd"] = red(step["cwd"])
 
-        data["extra"] = map_strings(data["extra"], red)  # adapter extras (conversation summaries) are text too
+        data["extra"] = map_strings(
+            data["extra"], red
+        )  # adapter extras (conversation summaries) are text too
         report.by_entity = dict(counts)
         report.distinct_values = len(placeholders.mapping)
         return Session.model_validate(data), report
@@ -519,8 +622,15 @@ class Redactor:
 
         def scan(field: str, value: str | None) -> None:
             for f in self.find(value or "", extra):
-                out.append(FieldFinding(session_id=session.session_id, field=field, entity=f.entity,
-                                        detector=f.detector, preview=mask(f.text)))
+                out.append(
+                    FieldFinding(
+                        session_id=session.session_id,
+                        field=field,
+                        entity=f.entity,
+                        detector=f.detector,
+                        preview=mask(f.text),
+                    )
+                )
 
         for key in ("source_path", "repo_path", "repo_remote", "cwd", "git_branch"):
             scan(key, getattr(session, key))
@@ -574,5 +684,13 @@ def _expand(text: str, start: int, end: int, n: int, cap: int = 256) -> tuple[in
     return s, e
 
 
-__all__ = ["HOME_DIR_RE", "FieldFinding", "PlaceholderMap", "Redactor", "SessionRedaction", "accept_presidio",
-           "resolve_overlaps", "tokens_touched"]
+__all__ = [
+    "HOME_DIR_RE",
+    "FieldFinding",
+    "PlaceholderMap",
+    "Redactor",
+    "SessionRedaction",
+    "accept_presidio",
+    "resolve_overlaps",
+    "tokens_touched",
+]

@@ -53,7 +53,8 @@ _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 _PORT = re.compile(r"^\d{0,5}$")
 _SECRET_PARAM = re.compile(
     r"(?i)^(?:[\w.\-]*[_\-.])?(?:api_?key|apikey|access_?key|auth_?token|token|key|secret|password|passwd|pwd|pass|"
-    r"sig|signature|credential|auth|jwt|session(?:_?id)?|sid|code)$")
+    r"sig|signature|credential|auth|jwt|session(?:_?id)?|sid|code)$"
+)
 _PARAM = re.compile(r"([^&;=?#]+)=([^&;#]*)")
 _TOKEN_USER = re.compile(r"^[A-Za-z0-9_\-.~%]{20,}$")
 # scp-style remote: user@host:path (the path is not a port); the user is found by looking back from the '@'
@@ -131,7 +132,7 @@ def _parse(text: str, start: int, auth_start: int, end: int) -> UrlMatch | None:
     hostport = text[host_start:auth_end]
     if hostport.startswith("["):
         close = hostport.find("]")
-        host, port = (hostport[:close + 1], hostport[close + 2:]) if close > 0 else (hostport, "")
+        host, port = (hostport[: close + 1], hostport[close + 2 :]) if close > 0 else (hostport, "")
     else:
         host, _, port = hostport.partition(":")
     if not host or not _valid_host(host) or not _PORT.match(port):
@@ -183,7 +184,7 @@ def find_urls(text: str) -> Iterator[UrlMatch]:
             start, end = user.start(), _trim(text, m.start(), m.end())
             if start > 0 and (text[start - 1].isalnum() or text[start - 1] in "/:@"):
                 continue
-            path = text[m.start(2):end].rstrip("/")
+            path = text[m.start(2) : end].rstrip("/")
             if not (path.endswith(".git") or user.group() == "git"):
                 continue  # ``alice@devbox:~/src$`` is a shell prompt, not a remote
             if any(u.start < end and start < u.end for u in spans):
@@ -227,17 +228,35 @@ def apply_url_rule(text: str, found: list[Finding]) -> list[Finding]:
             value = text[cs:ce]
             if best is None and is_placeholder_secret(value):
                 continue
-            creds.append(Finding(entity=best.entity if best else default, start=cs, end=ce, text=value,
-                                 detector=best.detector if best else "url_credential",
-                                 priority=best.priority if best else 75))
+            creds.append(
+                Finding(
+                    entity=best.entity if best else default,
+                    start=cs,
+                    end=ce,
+                    text=value,
+                    detector=best.detector if best else "url_credential",
+                    priority=best.priority if best else 75,
+                )
+            )
         if url.sensitive or others:
-            whole = [f for f in others if f.start <= url.start and f.end >= url.end and f.entity in SECRET_ENTITIES]
+            whole = [
+                f for f in others if f.start <= url.start and f.end >= url.end and f.entity in SECRET_ENTITIES
+            ]
             if whole:  # a detector that types the whole URL (a Slack webhook) names it better than URL does
                 out.append(max(whole, key=lambda f: f.priority))
             else:
-                out.append(Finding(entity="URL", start=url.start, end=url.end, text=text[url.start:url.end],
-                                   detector="url", priority=40, key=url.key,
-                                   contains=tuple(c.entity for c in creds)))
+                out.append(
+                    Finding(
+                        entity="URL",
+                        start=url.start,
+                        end=url.end,
+                        text=text[url.start : url.end],
+                        detector="url",
+                        priority=40,
+                        key=url.key,
+                        contains=tuple(c.entity for c in creds),
+                    )
+                )
         else:
             out.extend(creds)
     out.extend(f for i, f in enumerate(found) if i not in consumed)

@@ -170,5 +170,11 @@ def score_steps(steps: Sequence[Step]) -> SegmentScores:
     }
     scores = {k: round(v, 4) for k, v in scores.items()}
     total = round(sum(WEIGHTS[k] * v for k, v in scores.items()), 4)
-    return SegmentScores(**scores, quality_score=total, success_rate=round(rate, 4), verification_passed=v_passed,
-                         verification_runs=v_runs, num_steps=len(steps))
+    return SegmentScores(
+        **scores,
+        quality_score=total,
+        success_rate=round(rate, 4),
+        verification_passed=v_passed,
+        verification_runs=v_runs,
+        num_steps=len(steps),
+    )

@@ -19,12 +19,14 @@ from bashgym_assets.quality.tiers import TierOverride, apply_override, traces_fr
 
 OVERRIDES_ASSET = "tier_overrides"
 TIERED_ASSET = "tiered_traces"
-OVERRIDE_SCHEMA = pa.schema([
-    ("segment_id", pa.string()),
-    ("action", pa.string()),
-    ("reason", pa.large_string()),
-    ("created_at", pa.timestamp("us", tz="UTC")),
-])
+OVERRIDE_SCHEMA = pa.schema(
+    [
+        ("segment_id", pa.string()),
+        ("action", pa.string()),
+        ("reason", pa.large_string()),
+        ("created_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
 _ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
 
 
@@ -69,8 +71,9 @@ def _refresh_row(lake: Lake, partition: str, segment_id: str, override: TierOver
     return new_tier
 
 
-def set_override(segment_id: str, action: str, reason: str, settings: Settings | None = None,
-                 require_known: bool = True) -> TierOverride:
+def set_override(
+    segment_id: str, action: str, reason: str, settings: Settings | None = None, require_known: bool = True
+) -> TierOverride:
     """Record a decision. ``require_known``: refuse ids that no materialized trace has (typos)."""
     if action not in ("promote", "demote"):
         raise ValueError(f"action must be 'promote' or 'demote', not {action!r}")
@@ -82,11 +85,17 @@ def set_override(segment_id: str, action: str, reason: str, settings: Settings |
     partition = _find_partition(lake, segment_id)
     if partition is None and require_known:
         known = lake.partitions(TIERED_ASSET)
-        raise UnknownTrace(f"no trace {segment_id!r} in tiered_traces "
-                           f"({'partitions: ' + ', '.join(known) if known else 'not materialized yet'})")
-    override = TierOverride(segment_id=segment_id, action=action, reason=reason.strip(),  # type: ignore[arg-type]
-                            created_at=datetime.now(UTC))
-    with lake.locked(OVERRIDES_ASSET):   # read-modify-write: a concurrent decision must not be lost
+        raise UnknownTrace(
+            f"no trace {segment_id!r} in tiered_traces "
+            f"({'partitions: ' + ', '.join(known) if known else 'not materialized yet'})"
+        )
+    override = TierOverride(
+        segment_id=segment_id,
+        action=action,  # type: ignore[arg-type]
+        reason=reason.strip(),
+        created_at=datetime.now(UTC),
+    )
+    with lake.locked(OVERRIDES_ASSET):  # read-modify-write: a concurrent decision must not be lost
         overrides = load_overrides(lake.settings)
         overrides[segment_id] = override
         _save(lake, overrides)

@@ -56,15 +56,20 @@ def tier_histogram_png(traces: Sequence[TieredTrace]) -> bytes:
 
 
 def score_distribution_markdown(traces: Sequence[TieredTrace]) -> str:
-    lines = ["| score | weight | min | p25 | median | p75 | max | mean |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| score | weight | min | p25 | median | p75 | max | mean |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for col in SCORE_COLUMNS:
         vals = sorted(getattr(t, col) for t in traces)
         if not vals:
             continue
         q = statistics.quantiles(vals, n=4) if len(vals) > 1 else [vals[0]] * 3
         w = f"{WEIGHTS[col]:.0%}" if col in WEIGHTS else "total"
-        lines.append(f"| {col} | {w} | {vals[0]:.2f} | {q[0]:.2f} | {q[1]:.2f} | {q[2]:.2f} | {vals[-1]:.2f} | "
-                     f"{statistics.fmean(vals):.2f} |")
+        lines.append(
+            f"| {col} | {w} | {vals[0]:.2f} | {q[0]:.2f} | {q[1]:.2f} | {q[2]:.2f} | {vals[-1]:.2f} | "
+            f"{statistics.fmean(vals):.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -76,11 +81,17 @@ def _cell(text: str, n: int = 80) -> str:
 
 def examples_markdown(traces: Sequence[TieredTrace], k: int = 5) -> str:
     ranked = sorted(traces, key=lambda t: (t.quality_score, t.success_rate), reverse=True)
-    header = ["| segment | tier | quality | success | verified | steps | prompt |", "|---|---|---|---|---|---|---|"]
+    header = [
+        "| segment | tier | quality | success | verified | steps | prompt |",
+        "|---|---|---|---|---|---|---|",
+    ]
 
     def rows(items: Sequence[TieredTrace]) -> list[str]:
-        return [f"| `{t.segment_id}` | {t.tier} | {t.quality_score:.2f} | {t.success_rate:.2f} | "
-                f"{t.verification_passed} | {t.num_steps} | {_cell(t.prompt)} |" for t in items]
+        return [
+            f"| `{t.segment_id}` | {t.tier} | {t.quality_score:.2f} | {t.success_rate:.2f} | "
+            f"{t.verification_passed} | {t.num_steps} | {_cell(t.prompt)} |"
+            for t in items
+        ]
 
     worst = list(reversed(ranked[-k:])) if len(ranked) > k else list(reversed(ranked))
     return "\n".join(["**Best**", "", *header, *rows(ranked[:k]), "", "**Worst**", "", *header, *rows(worst)])
@@ -92,12 +103,25 @@ def tier_report_markdown(traces: Sequence[TieredTrace], png: bytes | None = None
     overrides = sum(t.override is not None for t in traces)
     parts += ["", f"{len(traces)} segments, {overrides} with a manual override.", ""]
     safety = safety_counts(traces)
-    parts += [f"Guardrails: {safety['segments_with_blocked_command']} segments ran a blocked command (tier failed), "
-              f"{safety['segments_with_warned_command']} a warned one, {safety['segments_with_injection_markers']} "
-              "saw prompt-injection markers in a tool output"
-              + ("; rules: " + ", ".join(f"{k[5:]} {v}" for k, v in safety.items() if k.startswith("rule:"))
-                 if any(k.startswith("rule:") for k in safety) else "") + ".", ""]
+    parts += [
+        f"Guardrails: {safety['segments_with_blocked_command']} segments ran a blocked command (tier failed), "
+        f"{safety['segments_with_warned_command']} a warned one, {safety['segments_with_injection_markers']} "
+        "saw prompt-injection markers in a tool output"
+        + (
+            "; rules: " + ", ".join(f"{k[5:]} {v}" for k, v in safety.items() if k.startswith("rule:"))
+            if any(k.startswith("rule:") for k in safety)
+            else ""
+        )
+        + ".",
+        "",
+    ]
     if png is not None:
         parts += [png_markdown(png, "tier histogram"), ""]
-    parts += ["**Score distributions**", "", score_distribution_markdown(traces), "", examples_markdown(traces)]
+    parts += [
+        "**Score distributions**",
+        "",
+        score_distribution_markdown(traces),
+        "",
+        examples_markdown(traces),
+    ]
     return "\n".join(parts)

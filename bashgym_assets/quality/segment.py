@@ -122,11 +122,19 @@ def segment_session(session: Session, gap: timedelta = DEFAULT_GAP) -> list[Segm
         if prompt is None:  # steps before any real prompt: fall back to the first user prompt of the session
             prompt = next((p for p in session.prompts if p.kind in TASK_PROMPT_KINDS), None)
         times = [t for s in seg_steps for t in (s.started_at, s.finished_at) if t is not None]
-        out.append(Segment(
-            segment_id=segment_id_for(session.session_id, seg_steps[0].index),
-            session_id=session.session_id, repo=session.repo, segment_index=i,
-            prompt=prompt.text if prompt else "", prompt_index=prompt.index if prompt else None,
-            steps=seg_steps, started_at=min(times) if times else None, ended_at=max(times) if times else None,
-            boundary=boundary, cwd=next((s.cwd for s in seg_steps if s.cwd), session.cwd),
-        ))
+        out.append(
+            Segment(
+                segment_id=segment_id_for(session.session_id, seg_steps[0].index),
+                session_id=session.session_id,
+                repo=session.repo,
+                segment_index=i,
+                prompt=prompt.text if prompt else "",
+                prompt_index=prompt.index if prompt else None,
+                steps=seg_steps,
+                started_at=min(times) if times else None,
+                ended_at=max(times) if times else None,
+                boundary=boundary,
+                cwd=next((s.cwd for s in seg_steps if s.cwd), session.cwd),
+            )
+        )
     return out

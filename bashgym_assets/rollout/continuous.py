@@ -81,8 +81,8 @@ def _slot_layer() -> type:
 
         def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
             add = key_states.shape[-2]
-            self.buf_k[:self.rows, :, self.col:self.col + add] = key_states
-            self.buf_v[:self.rows, :, self.col:self.col + add] = value_states
+            self.buf_k[: self.rows, :, self.col : self.col + add] = key_states
+            self.buf_v[: self.rows, :, self.col : self.col + add] = value_states
             self.view(self.rows, self.col + add)
             return self.keys, self.values
 
@@ -92,17 +92,17 @@ def _slot_layer() -> type:
 @dataclass
 class _Row:
     key: Hashable
-    prompt: Any                  # 1-D LongTensor: the prompt's token ids
-    length: int                  # tokens this row has read (the valid columns of its mask)
+    prompt: Any  # 1-D LongTensor: the prompt's token ids
+    length: int  # tokens this row has read (the valid columns of its mask)
     gen: list[int] = field(default_factory=list)
     submitted: float = 0.0
-    first: int = 0               # its first column in the buffers (valid columns lie in first .. P-1)
+    first: int = 0  # its first column in the buffers (valid columns lie in first .. P-1)
     history: list[int] = field(default_factory=list)  # prompt + gen as Python ints, for drafting
-    span: int = SPEC_TOKENS      # how many tokens it drafts next (adapted to how many were confirmed)
-    limit: int = 0               # its token budget (0: the generator's max_new_tokens)
-    temperature: float = 0.0     # > 0: sampled (with top_p, from rng) instead of greedy
+    span: int = SPEC_TOKENS  # how many tokens it drafts next (adapted to how many were confirmed)
+    limit: int = 0  # its token budget (0: the generator's max_new_tokens)
+    temperature: float = 0.0  # > 0: sampled (with top_p, from rng) instead of greedy
     top_p: float = 1.0
-    rng: Any = None              # the torch.Generator a sampled row draws from
+    rng: Any = None  # the torch.Generator a sampled row draws from
     top_logprobs: int | None = None  # None: no log-probabilities; else how many alternatives per token
     # per generated token: (its log-probability, the top alternatives' ids, their log-probabilities)
     logprobs: list[tuple[float, list[int], list[float]]] = field(default_factory=list)
@@ -121,7 +121,7 @@ class _Row:
                 continue
             tail = seq[-n:]
             for start in range(len(seq) - n - 1, -1, -1):
-                if seq[start:start + n] == tail:
+                if seq[start : start + n] == tail:
                     out: list[int] = []
                     for i in range(start + n, start + n + max(0, limit)):
                         out.append(seq[i] if i < len(seq) else out[i - len(seq)])
@@ -134,13 +134,13 @@ class ContinuousStats:
     """Counters since the decoder was made (prefill reuse is counted on the ``KVGenerator``'s stats)."""
 
     decode_steps: int = 0
-    row_steps: int = 0           # sum over decode steps of the rows in the batch
-    drafted: int = 0             # prompt-lookup tokens proposed, and those greedy decoding confirmed
+    row_steps: int = 0  # sum over decode steps of the rows in the batch
+    drafted: int = 0  # prompt-lookup tokens proposed, and those greedy decoding confirmed
     accepted: int = 0
     rebuilds: int = 0
     joins: int = 0
     replies: int = 0
-    cancelled: int = 0           # rows taken out before their end (``cancel``)
+    cancelled: int = 0  # rows taken out before their end (``cancel``)
     decode_s: float = 0.0
 
     @property
@@ -160,7 +160,7 @@ class ContinuousDecoder:
         self.mask: Any = None  # [slots, columns]: 1 where a row's column holds a token it has read
         self.pending: deque[_Row] = deque()
         self.rows: list[_Row] = []
-        self.col = 0          # P: the column the next decode step writes
+        self.col = 0  # P: the column the next decode step writes
         self.cache: Any = None
         self.stats = ContinuousStats()
 
@@ -168,17 +168,32 @@ class ContinuousDecoder:
     def busy(self) -> bool:
         return bool(self.rows or self.pending)
 
-    def submit(self, key: Hashable, prompt: list[int], max_new_tokens: int | None = None, *,
-               temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None,
-               top_logprobs: int | None = None) -> _Row:
+    def submit(
+        self,
+        key: Hashable,
+        prompt: list[int],
+        max_new_tokens: int | None = None,
+        *,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        top_logprobs: int | None = None,
+    ) -> _Row:
         """Queue a prompt; it joins the batch at the next ``step`` with a free slot. Defaults: greedy, the
         generator's ``max_new_tokens``, no log-probabilities (the evaluation's rows)."""
         import torch
 
-        row = _Row(key=key, prompt=torch.tensor(prompt, dtype=torch.long), length=len(prompt),
-                   submitted=time.perf_counter(), history=list(prompt),
-                   limit=max(1, max_new_tokens or self.gen.max_new_tokens), temperature=max(0.0, temperature),
-                   top_p=top_p, top_logprobs=top_logprobs)
+        row = _Row(
+            key=key,
+            prompt=torch.tensor(prompt, dtype=torch.long),
+            length=len(prompt),
+            submitted=time.perf_counter(),
+            history=list(prompt),
+            limit=max(1, max_new_tokens or self.gen.max_new_tokens),
+            temperature=max(0.0, temperature),
+            top_p=top_p,
+            top_logprobs=top_logprobs,
+        )
         if not row.greedy:
             row.rng = torch.Generator(device=getattr(self.gen.model, "device", None) or "cpu")
             if seed is None:
@@ -210,13 +225,18 @@ class ContinuousDecoder:
 
         out: list[tuple[Hashable, list[int], float]] = []
         with torch.no_grad():
-            read: list[tuple[Any, list[tuple[Any, Any]], Any]] = []  # this step's prefills: equal prompts share one
+            read: list[
+                tuple[Any, list[tuple[Any, Any]], Any]
+            ] = []  # this step's prefills: equal prompts share one
             while self.pending and len(self.rows) < self.max_rows:
                 row = self.pending.popleft()
                 t0 = time.perf_counter()
-                same = next((r for r in read if len(r[0]) == len(row.prompt) and torch.equal(r[0], row.prompt)),
-                            None)
-                if same is None:  # (n samples of one prompt are prefilled once: _insert copies, nothing mutates)
+                same = next(
+                    (r for r in read if len(r[0]) == len(row.prompt) and torch.equal(r[0], row.prompt)), None
+                )
+                if (
+                    same is None
+                ):  # (n samples of one prompt are prefilled once: _insert copies, nothing mutates)
                     kv, logits = self.gen._prefill(row.prompt)
                     read.append((row.prompt, kv, logits))
                 else:
@@ -255,7 +275,9 @@ class ContinuousDecoder:
             if row.top_p < 1.0:
                 ordered, order = torch.sort(scaled, descending=True)
                 probs = torch.softmax(ordered, dim=-1)
-                drop = torch.cumsum(probs, dim=-1) - probs > row.top_p  # the mass before it already covers top_p
+                drop = (
+                    torch.cumsum(probs, dim=-1) - probs > row.top_p
+                )  # the mass before it already covers top_p
                 scaled = scaled.clone()
                 scaled[order[drop]] = float("-inf")
             token = int(torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=row.rng))
@@ -287,8 +309,12 @@ class ContinuousDecoder:
         slots, columns = self._shape()
         longest = max([length, *(r.length for r in self.rows)])
         waste = self.col - longest
-        if (rows <= slots and length <= self.col and self.col + step <= columns
-                and not (waste >= 128 and 4 * waste >= self.col)):
+        if (
+            rows <= slots
+            and length <= self.col
+            and self.col + step <= columns
+            and not (waste >= 128 and 4 * waste >= self.col)
+        ):
             return
         grow = min(self.max_rows, max(rows, 2 * slots, 4)) if rows > slots else slots
         width = longest + (JOIN_HEADROOM if length > self.col else 0)
@@ -298,7 +324,7 @@ class ContinuousDecoder:
         """The columns row ``s`` has read, in order."""
         import torch
 
-        return torch.nonzero(self.mask[s, :self.col]).squeeze(1)
+        return torch.nonzero(self.mask[s, : self.col]).squeeze(1)
 
     def _rebuild(self, width: int, slots: int, kv: list[tuple[Any, Any]] | None) -> None:
         """New buffers with ``slots`` rows, every live row's tokens packed to end at column ``width``, and room for
@@ -317,12 +343,12 @@ class ContinuousDecoder:
             if self.cache is not None:
                 src = self.cache.layers[i]
                 for s, row in enumerate(self.rows):
-                    keys[s, :, width - row.length:width] = src.buf_k[s].index_select(1, valid[s])
-                    values[s, :, width - row.length:width] = src.buf_v[s].index_select(1, valid[s])
+                    keys[s, :, width - row.length : width] = src.buf_k[s].index_select(1, valid[s])
+                    values[s, :, width - row.length : width] = src.buf_v[s].index_select(1, valid[s])
             layers.append(layer_cls(keys, values))
         mask = torch.zeros((slots, columns), dtype=torch.long, device=like[0][0].device)
         for s, row in enumerate(self.rows):
-            mask[s, width - row.length:width] = 1
+            mask[s, width - row.length : width] = 1
             row.first = width - row.length
         cache = DynamicCache()
         cache.layers = layers
@@ -334,10 +360,10 @@ class ContinuousDecoder:
         self._fit(len(self.rows) + 1, row.length, kv=kv)
         s = len(self.rows)
         for layer, (k, v) in zip(self.cache.layers, kv, strict=True):
-            layer.buf_k[s, :, self.col - row.length:self.col] = k[0]
-            layer.buf_v[s, :, self.col - row.length:self.col] = v[0]
+            layer.buf_k[s, :, self.col - row.length : self.col] = k[0]
+            layer.buf_v[s, :, self.col - row.length : self.col] = v[0]
         self.mask[s] = 0
-        self.mask[s, self.col - row.length:self.col] = 1
+        self.mask[s, self.col - row.length : self.col] = 1
         row.first = self.col - row.length
         self.rows.append(row)
         self.stats.joins += 1
@@ -350,28 +376,43 @@ class ContinuousDecoder:
         n = len(self.rows)
         drafts: list[list[int]] = [[] for _ in self.rows]
         if self.speculate and n <= SPEC_MAX_ROWS:
-            drafts = [r.draft(min(r.span, self._limit(r) - len(r.gen) - 1)) if r.greedy else [] for r in self.rows]
+            drafts = [
+                r.draft(min(r.span, self._limit(r) - len(r.gen) - 1)) if r.greedy else [] for r in self.rows
+            ]
         q = 1 + max(len(d) for d in drafts)
         self._fit(n, 0, step=q)  # q columns to write at P (and no great waste of columns)
         t0 = time.perf_counter()
         dev = self.mask.device  # the model's (the buffers were made like its keys and values)
         lengths = torch.tensor([r.length for r in self.rows], dtype=torch.long, device=dev)
-        mask = torch.cat([self.mask[:n, :self.col], torch.ones((n, q), dtype=torch.long, device=dev)], dim=1)
+        mask = torch.cat([self.mask[:n, : self.col], torch.ones((n, q), dtype=torch.long, device=dev)], dim=1)
         for layer in self.cache.layers:
             layer.view(n, self.col)
-        tokens = torch.tensor([[r.gen[-1], *d, *[r.gen[-1]] * (q - 1 - len(d))] for r, d in zip(self.rows, drafts,
-                                                                                              strict=True)],
-                              device=dev)
+        tokens = torch.tensor(
+            [
+                [r.gen[-1], *d, *[r.gen[-1]] * (q - 1 - len(d))]
+                for r, d in zip(self.rows, drafts, strict=True)
+            ],
+            device=dev,
+        )
         positions = lengths.unsqueeze(1) + torch.arange(q, device=dev).unsqueeze(0)
-        result = self.gen.model(input_ids=tokens, attention_mask=mask, position_ids=positions,
-                                past_key_values=self.cache, use_cache=True)
-        best = torch.argmax(result.logits.float(), dim=-1).tolist()  # [n][q]: greedy's next token at each column
+        result = self.gen.model(
+            input_ids=tokens,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=self.cache,
+            use_cache=True,
+        )
+        best = torch.argmax(
+            result.logits.float(), dim=-1
+        ).tolist()  # [n][q]: greedy's next token at each column
         finished = []
         for s, (row, draft) in enumerate(zip(self.rows, drafts, strict=True)):
             added = 0
             for j in range(q):  # column j's output is real while every draft before it was confirmed
                 plain = row.greedy and row.top_logprobs is None
-                row.gen.append(int(best[s][j]) if plain else self._choose(row, result.logits[s, j], int(best[s][j])))
+                row.gen.append(
+                    int(best[s][j]) if plain else self._choose(row, result.logits[s, j], int(best[s][j]))
+                )
                 row.history.append(row.gen[-1])
                 added += 1
                 if self._ended(row):
@@ -385,8 +426,8 @@ class ContinuousDecoder:
                 row.span = min(SPEC_MAX_TOKENS, 2 * row.span)
             elif draft and 2 * (added - 1) < len(draft):
                 row.span = max(2, row.span // 2)
-            self.mask[s, self.col:self.col + q] = 0
-            self.mask[s, self.col:self.col + added] = 1  # the row's last token and the confirmed drafts
+            self.mask[s, self.col : self.col + q] = 0
+            self.mask[s, self.col : self.col + added] = 1  # the row's last token and the confirmed drafts
             row.length += added
         self.col += q
         self.stats.decode_steps += 1
@@ -405,8 +446,13 @@ class ContinuousDecoder:
         import torch
 
         row, valid = self.rows[s], self._valid(s)
-        kv = [(layer.buf_k[s].index_select(1, valid).unsqueeze(0), layer.buf_v[s].index_select(1, valid).unsqueeze(0))
-              for layer in self.cache.layers]
+        kv = [
+            (
+                layer.buf_k[s].index_select(1, valid).unsqueeze(0),
+                layer.buf_v[s].index_select(1, valid).unsqueeze(0),
+            )
+            for layer in self.cache.layers
+        ]
         self.gen.store.put(torch.cat([row.prompt, torch.tensor(row.gen[:-1], dtype=torch.long)]), kv)
 
     def _remove(self, s: int) -> None:
@@ -416,9 +462,9 @@ class ContinuousDecoder:
             moved = self.rows[last]
             lo = moved.first
             for layer in self.cache.layers:
-                layer.buf_k[s, :, lo:self.col] = layer.buf_k[last, :, lo:self.col]
-                layer.buf_v[s, :, lo:self.col] = layer.buf_v[last, :, lo:self.col]
+                layer.buf_k[s, :, lo : self.col] = layer.buf_k[last, :, lo : self.col]
+                layer.buf_v[s, :, lo : self.col] = layer.buf_v[last, :, lo : self.col]
             self.mask[s] = 0
-            self.mask[s, lo:self.col] = self.mask[last, lo:self.col]
+            self.mask[s, lo : self.col] = self.mask[last, lo : self.col]
             self.rows[s] = moved
         self.rows.pop()

@@ -49,7 +49,9 @@ class Episode(BaseModel):
     terminated: bool = False
     commands_only: bool = True
     n_turns: int = 0
-    end_reason: str = ""          # exit | turn_cap | time_cap | unusable_cap | operator_error | shell_ended | sandbox_error
+    end_reason: str = (
+        ""  # exit | turn_cap | time_cap | unusable_cap | operator_error | shell_ended | sandbox_error
+    )
     error: str = ""
     duration_s: float = 0.0
     # Per-turn timing, command, exit code and output excerpt for the episode's MLflow trace (``tracing``); not
@@ -68,8 +70,14 @@ class EpisodeDriver:
     batch's generation, which says nothing about this episode).
     """
 
-    def __init__(self, session: Any, bundle: ScenarioBundle, scaffolded: bool, limits: EpisodeLimits,
-                 count_operator_time: bool = True) -> None:
+    def __init__(
+        self,
+        session: Any,
+        bundle: ScenarioBundle,
+        scaffolded: bool,
+        limits: EpisodeLimits,
+        count_operator_time: bool = True,
+    ) -> None:
         self.session = session
         self.limits = limits
         self.start = time.monotonic()
@@ -117,8 +125,13 @@ class EpisodeDriver:
         """Record one reply and, when it is something a shell runs, run it and record the observation."""
         model_s, new_tokens = self._model_call
         self._model_call = (0.0, 0)
-        turn = tracing.TurnRecord(index=len(self.episode.turns), start_ns=time.time_ns() - int(model_s * 1e9),
-                                  model_s=model_s, new_tokens=new_tokens, reply=reply.strip())
+        turn = tracing.TurnRecord(
+            index=len(self.episode.turns),
+            start_ns=time.time_ns() - int(model_s * 1e9),
+            model_s=model_s,
+            new_tokens=new_tokens,
+            reply=reply.strip(),
+        )
         self.episode.turns.append(turn)
         try:
             line = self._apply(reply, truncated, turn)
@@ -160,7 +173,9 @@ class EpisodeDriver:
         if getattr(result, "terminated", False) or getattr(session, "terminated", False):
             # The operator's own line ended the shell (``... && exit``, ``exec``): it did terminate.
             self._end("exit", terminated=True)
-        elif getattr(session, "exited", False):  # the shell was ended for it (episode time limit, unresponsive)
+        elif getattr(
+            session, "exited", False
+        ):  # the shell was ended for it (episode time limit, unresponsive)
             self._end("time_cap" if result.timed_out else "shell_ended")
         return line
 
@@ -220,20 +235,39 @@ class TrajectoryRecord(BaseModel):
 def safety_fields(messages: list[Message], home: str | None = None, cwd: str | None = None) -> dict[str, Any]:
     """The guardrail columns of a trajectory row."""
     s: SafetySummary = flag_messages(messages, home=home, cwd=cwd)
-    return {"unsafe_blocked": s.blocked, "unsafe_warned": s.warned, "injection_flags": s.injections,
-            "safety_findings": s.flags}
+    return {
+        "unsafe_blocked": s.blocked,
+        "unsafe_warned": s.warned,
+        "injection_flags": s.injections,
+        "safety_findings": s.flags,
+    }
 
 
 MESSAGE_TYPE = pa.struct([("role", pa.string()), ("content", pa.string())])
-TRAJECTORY_SCHEMA = pa.schema([
-    ("trajectory_id", pa.string()), ("scenario_id", pa.string()), ("category", pa.string()),
-    ("difficulty", pa.int32()), ("split", pa.string()), ("operator", pa.string()), ("sample_index", pa.int32()),
-    ("kept", pa.bool_()), ("verified", pa.bool_()), ("terminated", pa.bool_()), ("commands_only", pa.bool_()),
-    ("reject_reason", pa.string()), ("n_turns", pa.int32()), ("duration_s", pa.float64()),
-    ("messages", pa.list_(MESSAGE_TYPE)), ("source", pa.string()),
-    ("unsafe_blocked", pa.int32()), ("unsafe_warned", pa.int32()), ("injection_flags", pa.int32()),
-    ("safety_findings", pa.list_(SAFETY_FLAG_ARROW_TYPE)),
-])
+TRAJECTORY_SCHEMA = pa.schema(
+    [
+        ("trajectory_id", pa.string()),
+        ("scenario_id", pa.string()),
+        ("category", pa.string()),
+        ("difficulty", pa.int32()),
+        ("split", pa.string()),
+        ("operator", pa.string()),
+        ("sample_index", pa.int32()),
+        ("kept", pa.bool_()),
+        ("verified", pa.bool_()),
+        ("terminated", pa.bool_()),
+        ("commands_only", pa.bool_()),
+        ("reject_reason", pa.string()),
+        ("n_turns", pa.int32()),
+        ("duration_s", pa.float64()),
+        ("messages", pa.list_(MESSAGE_TYPE)),
+        ("source", pa.string()),
+        ("unsafe_blocked", pa.int32()),
+        ("unsafe_warned", pa.int32()),
+        ("injection_flags", pa.int32()),
+        ("safety_findings", pa.list_(SAFETY_FLAG_ARROW_TYPE)),
+    ]
+)
 
 
 def trajectory_id(scenario_id: str, operator: str, sample_index: int) -> str:
@@ -258,8 +292,14 @@ def reject_reason(episode: Episode, verified: bool, setup_error: str = "", unsaf
     return ""
 
 
-def run_episode(bundle: ScenarioBundle, operator: Operator, image: str | None, split: str = "train",
-                sample_index: int = 0, limits: EpisodeLimits | None = None) -> TrajectoryRecord:
+def run_episode(
+    bundle: ScenarioBundle,
+    operator: Operator,
+    image: str | None,
+    split: str = "train",
+    sample_index: int = 0,
+    limits: EpisodeLimits | None = None,
+) -> TrajectoryRecord:
     """A fresh sandbox, setup, the operator's episode, then the check: one ``TrajectoryRecord``. Never raises."""
     from bashgym_assets.sandbox import Sandbox
 
@@ -272,8 +312,13 @@ def run_episode(bundle: ScenarioBundle, operator: Operator, image: str | None, s
         episode = Episode(messages=initial_messages(bundle))
         verified, setup_error, infrastructure = False, "", False
         try:
-            spec = spec_for_bundle(bundle, image, command_timeout_s=limits.command_timeout_s,
-                                   episode_timeout_s=limits.episode_timeout_s + 60, purpose="rollout")
+            spec = spec_for_bundle(
+                bundle,
+                image,
+                command_timeout_s=limits.command_timeout_s,
+                episode_timeout_s=limits.episode_timeout_s + 60,
+                purpose="rollout",
+            )
             with Sandbox(spec) as box:
                 setup = box.setup()
                 if setup.infrastructure_error:
@@ -285,7 +330,9 @@ def run_episode(bundle: ScenarioBundle, operator: Operator, image: str | None, s
                     episode = play(box, bundle, operator, limits)
                     check = box.run_check(bundle.check, timeout_s=limits.check_timeout_s)
                     verified = check.exit_code == 0 and not check.timed_out
-        except Exception as exc:  # a broken sandbox must not lose the other attempts: record it as a rejection
+        except (
+            Exception
+        ) as exc:  # a broken sandbox must not lose the other attempts: record it as a rejection
             infrastructure = True
             episode.end_reason, episode.error = "sandbox_error", f"infra_error: {type(exc).__name__}: {exc}"
         if not infrastructure or attempt == 1:
@@ -294,20 +341,49 @@ def run_episode(bundle: ScenarioBundle, operator: Operator, image: str | None, s
     reason = reject_reason(episode, verified, setup_error, unsafe=bool(safety["unsafe_blocked"]))
     op_name = operator.name
     if (sink := tracing.sink()) is not None:
-        sink.add(tracing.episode_trace(
-            f"rollout {bundle.id}", tracing.ROLLOUT_EXPERIMENT, episode.turns, episode.start_ns or time.time_ns(),
-            inputs={"scenario_id": bundle.id, "task": bundle.task},
-            outputs={"verified": verified, "kept": reason == "", "reject_reason": reason,
-                     "end_reason": episode.end_reason},
-            attributes={"kind": "rollout", "scenario_id": bundle.id, "category": bundle.category,
-                        "model": op_name, "sample_index": sample_index, "verified": verified,
-                        "kept": reason == "", "failure_class": reason,
-                        "trajectory_id": trajectory_id(bundle.id, op_name, sample_index)},
-            error=episode.error or setup_error))
+        sink.add(
+            tracing.episode_trace(
+                f"rollout {bundle.id}",
+                tracing.ROLLOUT_EXPERIMENT,
+                episode.turns,
+                episode.start_ns or time.time_ns(),
+                inputs={"scenario_id": bundle.id, "task": bundle.task},
+                outputs={
+                    "verified": verified,
+                    "kept": reason == "",
+                    "reject_reason": reason,
+                    "end_reason": episode.end_reason,
+                },
+                attributes={
+                    "kind": "rollout",
+                    "scenario_id": bundle.id,
+                    "category": bundle.category,
+                    "model": op_name,
+                    "sample_index": sample_index,
+                    "verified": verified,
+                    "kept": reason == "",
+                    "failure_class": reason,
+                    "trajectory_id": trajectory_id(bundle.id, op_name, sample_index),
+                },
+                error=episode.error or setup_error,
+            )
+        )
     return TrajectoryRecord(
-        trajectory_id=trajectory_id(bundle.id, op_name, sample_index), scenario_id=bundle.id,
-        category=bundle.category, difficulty=bundle.difficulty, split=split, operator=op_name,
-        sample_index=sample_index, kept=reason == "", verified=verified, terminated=episode.terminated,
-        commands_only=episode.commands_only, reject_reason=reason, n_turns=episode.n_turns,
-        duration_s=round(time.monotonic() - start, 3), messages=episode.messages, source=bundle.source, **safety,
+        trajectory_id=trajectory_id(bundle.id, op_name, sample_index),
+        scenario_id=bundle.id,
+        category=bundle.category,
+        difficulty=bundle.difficulty,
+        split=split,
+        operator=op_name,
+        sample_index=sample_index,
+        kept=reason == "",
+        verified=verified,
+        terminated=episode.terminated,
+        commands_only=episode.commands_only,
+        reject_reason=reason,
+        n_turns=episode.n_turns,
+        duration_s=round(time.monotonic() - start, 3),
+        messages=episode.messages,
+        source=bundle.source,
+        **safety,
     )

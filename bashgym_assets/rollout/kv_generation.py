@@ -43,12 +43,24 @@ DEFAULT_MAX_ENTRIES = 512
 
 # Generation-config fields that would change greedy decoding if set (then the plain ``generate`` path is used).
 _PROCESSOR_FIELDS = {
-    "repetition_penalty": (None, 1.0), "no_repeat_ngram_size": (None, 0), "bad_words_ids": (None,),
-    "min_length": (None, 0), "min_new_tokens": (None, 0), "suppress_tokens": (None,),
-    "begin_suppress_tokens": (None,), "forced_bos_token_id": (None,), "forced_eos_token_id": (None,),
-    "sequence_bias": (None,), "encoder_repetition_penalty": (None, 1.0), "exponential_decay_length_penalty": (None,),
-    "renormalize_logits": (None, False), "num_beams": (None, 1), "guidance_scale": (None, 1.0),
-    "epsilon_cutoff": (None, 0.0), "eta_cutoff": (None, 0.0), "watermarking_config": (None,),
+    "repetition_penalty": (None, 1.0),
+    "no_repeat_ngram_size": (None, 0),
+    "bad_words_ids": (None,),
+    "min_length": (None, 0),
+    "min_new_tokens": (None, 0),
+    "suppress_tokens": (None,),
+    "begin_suppress_tokens": (None,),
+    "forced_bos_token_id": (None,),
+    "forced_eos_token_id": (None,),
+    "sequence_bias": (None,),
+    "encoder_repetition_penalty": (None, 1.0),
+    "exponential_decay_length_penalty": (None,),
+    "renormalize_logits": (None, False),
+    "num_beams": (None, 1),
+    "guidance_scale": (None, 1.0),
+    "epsilon_cutoff": (None, 0.0),
+    "eta_cutoff": (None, 0.0),
+    "watermarking_config": (None,),
 }
 
 
@@ -145,8 +157,11 @@ class KVCacheStore:
 
     def put(self, ids: Any, kv: list[tuple[Any, Any]]) -> None:
         """Store a conversation's cache; entries whose ids are a prefix of ``ids`` are superseded and dropped."""
-        for key in [k for k, e in self._entries.items()
-                    if len(e.ids) <= len(ids) and bool((e.ids == ids[:len(e.ids)]).all())]:
+        for key in [
+            k
+            for k, e in self._entries.items()
+            if len(e.ids) <= len(ids) and bool((e.ids == ids[: len(e.ids)]).all())
+        ]:
             self._drop(key)
         nbytes = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
         if nbytes > self.max_bytes:
@@ -176,20 +191,26 @@ def _preallocated_layer() -> type:
             self.lazy_initialization(keys, values)
             self._n = keys.shape[-2]
             self._k = torch.cat([keys, keys.new_zeros((*keys.shape[:2], room, keys.shape[-1]))], dim=-2)
-            self._v = torch.cat([values, values.new_zeros((*values.shape[:2], room, values.shape[-1]))], dim=-2)
+            self._v = torch.cat(
+                [values, values.new_zeros((*values.shape[:2], room, values.shape[-1]))], dim=-2
+            )
             self._views()
 
         def _views(self) -> None:
-            self.keys, self.values = self._k[:, :, :self._n], self._v[:, :, :self._n]
+            self.keys, self.values = self._k[:, :, : self._n], self._v[:, :, : self._n]
 
         def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
             add = key_states.shape[-2]
             if self._n + add > self._k.shape[-2]:  # past the room asked for (rare): double the buffers
                 grow = max(add, self._k.shape[-2])
-                self._k = torch.cat([self._k, self._k.new_zeros((*self._k.shape[:2], grow, self._k.shape[-1]))], -2)
-                self._v = torch.cat([self._v, self._v.new_zeros((*self._v.shape[:2], grow, self._v.shape[-1]))], -2)
-            self._k[:, :, self._n:self._n + add] = key_states
-            self._v[:, :, self._n:self._n + add] = value_states
+                self._k = torch.cat(
+                    [self._k, self._k.new_zeros((*self._k.shape[:2], grow, self._k.shape[-1]))], -2
+                )
+                self._v = torch.cat(
+                    [self._v, self._v.new_zeros((*self._v.shape[:2], grow, self._v.shape[-1]))], -2
+                )
+            self._k[:, :, self._n : self._n + add] = key_states
+            self._v[:, :, self._n : self._n + add] = value_states
             self._n += add
             self._views()
             return self.keys, self.values
@@ -215,15 +236,25 @@ def _preallocated_cache(layers: list[tuple[Any, Any]], room: int) -> Any:
 class KVGenerator:
     """Greedy batched generation with per-conversation KV reuse across calls (see the module docstring)."""
 
-    def __init__(self, model: Any, stop_ids: list[int], pad_id: int, max_new_tokens: int,
-                 max_bytes: int | None = None, max_entries: int = DEFAULT_MAX_ENTRIES, preallocate: bool = True):
+    def __init__(
+        self,
+        model: Any,
+        stop_ids: list[int],
+        pad_id: int,
+        max_new_tokens: int,
+        max_bytes: int | None = None,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        preallocate: bool = True,
+    ):
         if max_bytes is None:
             max_bytes = int(float(os.environ.get("BASHGYM_KV_CACHE_MB", DEFAULT_CACHE_MB)) * 2**20)
         self.model = model
         self.stop_ids = set(stop_ids)
         self.pad_id = pad_id
         self.max_new_tokens = max_new_tokens
-        self.preallocate = preallocate  # False: transformers' DynamicCache as it is (the benchmark's baseline)
+        self.preallocate = (
+            preallocate  # False: transformers' DynamicCache as it is (the benchmark's baseline)
+        )
         self.store = KVCacheStore(max_bytes, max_entries)
         self.stats = KVStats()
 
@@ -239,11 +270,18 @@ class KVGenerator:
             cache = DynamicCache(ddp_cache_data=[(k[:, :, :reuse], v[:, :, :reuse]) for k, v in entry.kv])
         else:
             reuse, cache = 0, DynamicCache()
-        dev = getattr(self.model, "device", None) or prompt.device  # ids stay on the CPU (the store keys them)
+        dev = (
+            getattr(self.model, "device", None) or prompt.device
+        )  # ids stay on the CPU (the store keys them)
         new = prompt[reuse:].unsqueeze(0).to(dev)
-        out = self.model(input_ids=new, attention_mask=torch.ones((1, len(prompt)), dtype=torch.long, device=dev),
-                         position_ids=torch.arange(reuse, len(prompt), device=dev).unsqueeze(0),
-                         past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=new,
+            attention_mask=torch.ones((1, len(prompt)), dtype=torch.long, device=dev),
+            position_ids=torch.arange(reuse, len(prompt), device=dev).unsqueeze(0),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         self.stats.reused_tokens += reuse
         self.stats.prefilled_tokens += len(prompt) - reuse
         layers = [(k, v) for k, v, *_ in out.past_key_values]
@@ -279,13 +317,13 @@ class KVGenerator:
                 keys = k0.new_zeros((len(ids), k0.shape[1], width, k0.shape[3]))
                 values = v0.new_zeros((len(ids), v0.shape[1], width, v0.shape[3]))
                 for row, kv in enumerate(caches):
-                    keys[row, :, width - lengths[row]:] = kv[layer][0][0]
-                    values[row, :, width - lengths[row]:] = kv[layer][1][0]
+                    keys[row, :, width - lengths[row] :] = kv[layer][0][0]
+                    values[row, :, width - lengths[row] :] = kv[layer][1][0]
                 batched.append((keys, values))
             del caches
             mask = torch.zeros((len(ids), width), dtype=torch.long)
             for row, n in enumerate(lengths):
-                mask[row, width - n:] = 1
+                mask[row, width - n :] = 1
             rows = list(range(len(ids)))  # batch row -> conversation index
             pad_left = [width - n for n in lengths]  # per conversation, in the current batch
             if self.preallocate:
@@ -306,11 +344,18 @@ class KVGenerator:
                     cache.batch_select_indices(torch.tensor(keep, dtype=torch.long))
                     mask = mask[keep]
                     rows = [rows[r] for r in keep]
-                tokens = torch.tensor([[gen[i][-1] if not done[i] else self.pad_id] for i in rows], dtype=torch.long)
+                tokens = torch.tensor(
+                    [[gen[i][-1] if not done[i] else self.pad_id] for i in rows], dtype=torch.long
+                )
                 positions = torch.tensor([[lengths[i] + step] for i in rows], dtype=torch.long)
                 mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=torch.long)], dim=1)
-                out = self.model(input_ids=tokens, attention_mask=mask, position_ids=positions,
-                                 past_key_values=cache, use_cache=True)
+                out = self.model(
+                    input_ids=tokens,
+                    attention_mask=mask,
+                    position_ids=positions,
+                    past_key_values=cache,
+                    use_cache=True,
+                )
                 cache = out.past_key_values
                 nxt = torch.argmax(out.logits[:, -1].float(), dim=-1).tolist()
                 step += 1
@@ -331,8 +376,13 @@ class KVGenerator:
         import torch
 
         fed = len(prompt) + len(gen) - 1
-        kv = [(k[row:row + 1, :, pad_left:pad_left + fed].clone(), v[row:row + 1, :, pad_left:pad_left + fed].clone())
-              for k, v, *_ in cache]
+        kv = [
+            (
+                k[row : row + 1, :, pad_left : pad_left + fed].clone(),
+                v[row : row + 1, :, pad_left : pad_left + fed].clone(),
+            )
+            for k, v, *_ in cache
+        ]
         if kv and kv[0][0].shape[-2] != fed:
             return  # the batch's cache is shorter than expected: store nothing rather than something wrong
         self.store.put(torch.cat([prompt, torch.tensor(gen[:-1], dtype=torch.long)]), kv)

@@ -31,7 +31,7 @@ class LiveEpisode:
     setup_error: str = ""
     sandbox_error: str = ""
     started: float = 0.0
-    check: Any = None          # the check's CommandResult once it ran (GRPO reads its refusals: tampering)
+    check: Any = None  # the check's CommandResult once it ran (GRPO reads its refusals: tampering)
 
 
 SESSION_BACKSTOP_S = 3 * 3600.0
@@ -49,8 +49,13 @@ def open_episode(job: LiveEpisode, image: str | None, limits: EpisodeLimits) -> 
         try:
             # The sandbox's own session cap is a backstop only: the episode's time cap counts sandbox time (see
             # EpisodeDriver), the turn cap bounds the model's time, and the sandbox's lease ends it if we die.
-            spec = spec_for_bundle(job.bundle, image, command_timeout_s=limits.command_timeout_s,
-                                   episode_timeout_s=limits.episode_timeout_s + SESSION_BACKSTOP_S, purpose="eval")
+            spec = spec_for_bundle(
+                job.bundle,
+                image,
+                command_timeout_s=limits.command_timeout_s,
+                episode_timeout_s=limits.episode_timeout_s + SESSION_BACKSTOP_S,
+                purpose="eval",
+            )
             job.box = Sandbox(spec)
             job.box.start()
             setup = job.box.setup()
@@ -61,8 +66,9 @@ def open_episode(job: LiveEpisode, image: str | None, limits: EpisodeLimits) -> 
                     job.box.close()
                     continue
                 return job
-            job.driver = EpisodeDriver(job.box.session(), job.bundle, job.operator.scaffolded, limits,
-                                       count_operator_time=False)
+            job.driver = EpisodeDriver(
+                job.box.session(), job.bundle, job.operator.scaffolded, limits, count_operator_time=False
+            )
             return job
         except Exception as exc:  # noqa: BLE001 - a broken container fails this episode only
             job.sandbox_error = f"infra_error: {type(exc).__name__}: {exc}"

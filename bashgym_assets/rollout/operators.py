@@ -97,8 +97,16 @@ class LiteLLMOperator(Operator):
 
     scaffolded = True
 
-    def __init__(self, model: str, api_base: str | None = None, api_key: str | None = None,
-                 temperature: float = 0.0, max_tokens: int = 256, timeout_s: float = 60.0, num_retries: int = 0):
+    def __init__(
+        self,
+        model: str,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        timeout_s: float = 60.0,
+        num_retries: int = 0,
+    ):
         self.model = model
         self.name = f"litellm:{model}"
         self.api_base = api_base
@@ -108,14 +116,21 @@ class LiteLLMOperator(Operator):
         self.timeout_s = timeout_s
         self.num_retries = num_retries
 
-    def complete(self, messages: list[dict[str, str]], temperature: float | None = None,
-                 max_tokens: int | None = None) -> str:
+    def complete(
+        self, messages: list[dict[str, str]], temperature: float | None = None, max_tokens: int | None = None
+    ) -> str:
         """One chat completion; every failure (HTTP, timeout, empty answer) becomes an ``OperatorError``."""
         try:
-            return chat_completion(self.model, messages, api_base=self.api_base, api_key=self.api_key,
-                                   temperature=self.temperature if temperature is None else temperature,
-                                   max_tokens=max_tokens or self.max_tokens, timeout_s=self.timeout_s,
-                                   num_retries=self.num_retries)
+            return chat_completion(
+                self.model,
+                messages,
+                api_base=self.api_base,
+                api_key=self.api_key,
+                temperature=self.temperature if temperature is None else temperature,
+                max_tokens=max_tokens or self.max_tokens,
+                timeout_s=self.timeout_s,
+                num_retries=self.num_retries,
+            )
         except LLMError as exc:
             raise OperatorError(str(exc)) from exc
 
@@ -124,6 +139,7 @@ class LiteLLMOperator(Operator):
 
     def replies(self, conversations: Sequence[list[Message]]) -> list[Reply]:
         """Concurrent requests (the provider batches on its side); order kept, errors per conversation."""
+
         def one(messages: list[Message]) -> Reply:
             try:
                 return Reply(text=self.next_command(messages))
@@ -148,8 +164,8 @@ def left_pad(prompts: list[list[int]], pad: int) -> tuple[Any, Any]:
     input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
     attention = torch.zeros((len(prompts), width), dtype=torch.long)
     for row, ids in enumerate(prompts):
-        input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-        attention[row, width - len(ids):] = 1
+        input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+        attention[row, width - len(ids) :] = 1
     return input_ids, attention
 
 
@@ -179,11 +195,22 @@ class LocalModelOperator(Operator):
     Unscaffolded by default: the evaluation drops a model into the scenario with no instruction, as sekft does.
     """
 
-    def __init__(self, model_dir: str | Path | None = None, adapter_dir: str | Path | None = None,
-                 max_new_tokens: int = 128, max_context_tokens: int = 2048, scaffolded: bool = False,
-                 model: Any = None, tokenizer: Any = None, name: str | None = None,
-                 temperature: float = 0.0, top_p: float = 1.0, seed: int = 0, micro_batch: int = 16,
-                 kv_cache: bool | None = None):
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        adapter_dir: str | Path | None = None,
+        max_new_tokens: int = 128,
+        max_context_tokens: int = 2048,
+        scaffolded: bool = False,
+        model: Any = None,
+        tokenizer: Any = None,
+        name: str | None = None,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        micro_batch: int = 16,
+        kv_cache: bool | None = None,
+    ):
         if model is None and model_dir is None:
             raise ValueError("LocalModelOperator needs model_dir or a loaded model + tokenizer")
         self.model_dir = str(model_dir) if model_dir else None
@@ -195,8 +222,11 @@ class LocalModelOperator(Operator):
         self.top_p = top_p
         self.seed = seed
         self.micro_batch = max(1, micro_batch)
-        self.name = name or ("local:" + Path(self.model_dir or "model").name
-                             + (f"+{Path(self.adapter_dir).name}" if self.adapter_dir else ""))
+        self.name = name or (
+            "local:"
+            + Path(self.model_dir or "model").name
+            + (f"+{Path(self.adapter_dir).name}" if self.adapter_dir else "")
+        )
         self._model = model
         self._tokenizer = tokenizer
         self._generator: Any = None
@@ -211,9 +241,14 @@ class LocalModelOperator(Operator):
         self.continuous_stats: Any = None
 
     def sampling(self) -> dict[str, Any]:
-        return {"do_sample": self.temperature > 0, "temperature": self.temperature, "top_p": self.top_p,
-                "seed": self.seed, "max_new_tokens": self.max_new_tokens,
-                "max_context_tokens": self.max_context_tokens}
+        return {
+            "do_sample": self.temperature > 0,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "max_new_tokens": self.max_new_tokens,
+            "max_context_tokens": self.max_context_tokens,
+        }
 
     def _load(self) -> tuple[Any, Any]:
         if self._model is None or self._tokenizer is None:
@@ -227,8 +262,9 @@ class LocalModelOperator(Operator):
         keep = list(messages)
         budget = self.max_context_tokens - self.max_new_tokens
         while True:
-            ids = tokenizer.apply_chat_template(keep, add_generation_prompt=True, tokenize=True,
-                                                return_dict=True)["input_ids"]
+            ids = tokenizer.apply_chat_template(
+                keep, add_generation_prompt=True, tokenize=True, return_dict=True
+            )["input_ids"]
             ids = list(ids[0] if ids and isinstance(ids[0], list) else ids)
             if len(ids) <= budget or len(keep) <= 3:
                 return ids[-budget:]
@@ -257,9 +293,13 @@ class LocalModelOperator(Operator):
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (stop[0] if stop else 0)
         input_ids, attention = left_pad(prompts, pad)
         width = input_ids.shape[1]
-        kwargs: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "eos_token_id": stop or None,
-                                  "pad_token_id": pad, "do_sample": self.temperature > 0,
-                                  "use_cache": True}  # a model loaded for training has its config's cache off
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": self.max_new_tokens,
+            "eos_token_id": stop or None,
+            "pad_token_id": pad,
+            "do_sample": self.temperature > 0,
+            "use_cache": True,
+        }  # a model loaded for training has its config's cache off
         if self.temperature > 0:
             kwargs.update(temperature=self.temperature, top_p=self.top_p)
         else:  # silence the "sampling flags set but do_sample=False" warnings of some generation configs
@@ -268,7 +308,9 @@ class LocalModelOperator(Operator):
             out = model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
         return [out[row, width:].tolist() for row in range(len(prompts))]
 
-    def _kv_generate(self, model: Any, stop: list[int], pad: int, prompts: list[list[int]]) -> list[list[int]] | None:
+    def _kv_generate(
+        self, model: Any, stop: list[int], pad: int, prompts: list[list[int]]
+    ) -> list[list[int]] | None:
         """New tokens per prompt from the KV-reusing greedy decoder, or None: off, sampling, unsupported, failed."""
         if not self.kv_cache or self.temperature > 0 or self.kv_fallback:
             return None
@@ -292,8 +334,13 @@ class LocalModelOperator(Operator):
             ended = next((i for i, t in enumerate(new) if t in stop), None)
             body = new[:ended] if ended is not None else [t for t in new if t != pad]
             text = tokenizer.decode(body, skip_special_tokens=True).strip()
-            replies.append(Reply(text=text, truncated=ended is None and len(new) >= self.max_new_tokens,
-                                 new_tokens=len(body)))
+            replies.append(
+                Reply(
+                    text=text,
+                    truncated=ended is None and len(new) >= self.max_new_tokens,
+                    new_tokens=len(body),
+                )
+            )
         return replies
 
     def replies(self, conversations: Sequence[list[Message]]) -> list[Reply]:
@@ -309,12 +356,14 @@ class LocalModelOperator(Operator):
             except Exception as exc:  # noqa: BLE001 - a model that cannot even encode fails every conversation
                 return [Reply(error=f"model failed: {type(exc).__name__}: {exc}") for _ in conversations]
             if self.temperature > 0 and self._generator is None:
-                torch.manual_seed(self.seed)  # sampling is reproducible for the same batches in the same order
+                torch.manual_seed(
+                    self.seed
+                )  # sampling is reproducible for the same batches in the same order
                 self._generator = True
             order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
             out: list[Reply | None] = [None] * len(prompts)
             for start in range(0, len(order), self.micro_batch):
-                chunk = order[start:start + self.micro_batch]
+                chunk = order[start : start + self.micro_batch]
                 try:
                     got = self._generate(model, tokenizer, [prompts[i] for i in chunk])
                 except Exception as exc:  # noqa: BLE001 - recorded per conversation, the run goes on
@@ -406,12 +455,16 @@ class LocalReplyStream:
                 with self.operator._lock:
                     got = self.decoder.step()
             except Exception as exc:  # noqa: BLE001 - fall back to the plain path for everything in flight
-                self.fallback = self.operator.kv_fallback = f"continuous decoding: {type(exc).__name__}: {exc}"
+                self.fallback = self.operator.kv_fallback = (
+                    f"continuous decoding: {type(exc).__name__}: {exc}"
+                )
                 self.decoder = None
                 got = []
             for key, ids, seconds in got:
                 self._asked.pop(key, None)
-                out.append((key, self.operator._to_replies(self.tokenizer, self.stop, self.pad, [ids])[0], seconds))
+                out.append(
+                    (key, self.operator._to_replies(self.tokenizer, self.stop, self.pad, [ids])[0], seconds)
+                )
             if self.decoder is not None:
                 return out
         if self._asked:  # the plain path: every conversation still asked, in one batched ``replies`` call
@@ -432,7 +485,9 @@ class GuardEvent(BaseModel):
 
     turn: int = Field(description="assistant turns before this reply in its conversation")
     reply: str
-    action: str = Field(description="resampled (another reply was asked for) | refused (the refusal was sent)")
+    action: str = Field(
+        description="resampled (another reply was asked for) | refused (the refusal was sent)"
+    )
     rules: list[str]
     findings: list[Finding]
 
@@ -453,8 +508,9 @@ class GuardedOperator(Operator):
     findings pass. Name: the wrapped operator's plus ``+guard``.
     """
 
-    def __init__(self, inner: Operator, resamples: int = 0, events: list[GuardEvent] | None = None,
-                 lock: Any = None) -> None:
+    def __init__(
+        self, inner: Operator, resamples: int = 0, events: list[GuardEvent] | None = None, lock: Any = None
+    ) -> None:
         self.inner = inner
         self.resamples = max(0, resamples)
         self.name = f"{inner.name}+guard"
@@ -470,8 +526,13 @@ class GuardedOperator(Operator):
 
     def _record(self, messages: list[Message], reply: str, action: str, verdict: Verdict) -> None:
         blocking = [f for f in verdict.findings if f.severity == BLOCK]
-        event = GuardEvent(turn=sum(m.role == "assistant" for m in messages), reply=reply, action=action,
-                           rules=sorted({f.rule for f in blocking}), findings=blocking)
+        event = GuardEvent(
+            turn=sum(m.role == "assistant" for m in messages),
+            reply=reply,
+            action=action,
+            rules=sorted({f.rule for f in blocking}),
+            findings=blocking,
+        )
         with self._lock:
             self.events.append(event)
 
@@ -503,7 +564,9 @@ class GuardedOperator(Operator):
             except OperatorError as exc:
                 return Reply(error=str(exc))
 
-        first = self.inner.next_command(messages)  # an OperatorError on the first try propagates, as unguarded
+        first = self.inner.next_command(
+            messages
+        )  # an OperatorError on the first try propagates, as unguarded
         reply = self._guard(messages, Reply(text=first), again)
         if reply.error:
             raise OperatorError(reply.error)
@@ -513,8 +576,9 @@ class GuardedOperator(Operator):
         """The wrapped operator's batch; only a blocked reply costs extra (one-conversation) calls."""
         out = list(self.inner.replies(conversations))
         for i, reply in enumerate(out):
-            out[i] = self._guard(conversations[i], reply,
-                                 lambda c=conversations[i]: self.inner.replies([c])[0])
+            out[i] = self._guard(
+                conversations[i], reply, lambda c=conversations[i]: self.inner.replies([c])[0]
+            )
         return out
 
     def refusals(self) -> int:
@@ -534,8 +598,14 @@ def register_operator(prefix: str, factory: OperatorFactory, help: str = "") -> 
     _FACTORIES[prefix] = (factory, help)
 
 
-def make_operator(spec: str, api_base: str | None = None, adapter_dir: str | None = None, guard: bool = False,
-                  guard_resamples: int = 0, **kwargs: Any) -> Operator:
+def make_operator(
+    spec: str,
+    api_base: str | None = None,
+    adapter_dir: str | None = None,
+    guard: bool = False,
+    guard_resamples: int = 0,
+    **kwargs: Any,
+) -> Operator:
     """``reference``, ``local:<model_dir>``, a registered ``<prefix>:<rest>`` (``routed:<strategy>[?options]``:
     teacher/student routing, registered by ``serving.router``; kwargs ``student``, ``teacher``; ``api_base`` is the
     teacher's) or any litellm model string -> an operator; ``guard``: wrapped in a ``GuardedOperator`` that refuses
@@ -545,7 +615,7 @@ def make_operator(spec: str, api_base: str | None = None, adapter_dir: str | Non
     if rest and prefix not in _FACTORIES and prefix in _PROVIDERS:
         import importlib
 
-        importlib.import_module(_PROVIDERS[prefix])   # registers itself on import
+        importlib.import_module(_PROVIDERS[prefix])  # registers itself on import
     if spec == "reference":
         op = ReferenceOperator()
     elif rest and prefix in _FACTORIES:

@@ -45,7 +45,7 @@ class SolveOutcome(BaseModel):
     solver: str
     attempt: int = 0
     solved: bool = False
-    reason: str = ""              # "" when solved, else one of the constants above
+    reason: str = ""  # "" when solved, else one of the constants above
     detail: str = ""
     commands: list[str] = Field(default_factory=list)
     n_turns: int = 0
@@ -78,8 +78,13 @@ def solver_commands(episode: object) -> list[str]:
     return commands
 
 
-def attempt(task: PendingTask, operator: Operator, image: str | None, limits: EpisodeLimits | None = None,
-            attempt_index: int = 0) -> SolveOutcome:
+def attempt(
+    task: PendingTask,
+    operator: Operator,
+    image: str | None,
+    limits: EpisodeLimits | None = None,
+    attempt_index: int = 0,
+) -> SolveOutcome:
     """One solver episode on one pending task in a fresh sandbox. Never raises."""
     from bashgym_assets.sandbox import Sandbox
 
@@ -88,17 +93,25 @@ def attempt(task: PendingTask, operator: Operator, image: str | None, limits: Ep
     outcome = SolveOutcome(task_id=task.id, solver=operator.name, attempt=attempt_index)
     start = time.monotonic()
     try:
-        spec = spec_for_bundle(draft, image, command_timeout_s=limits.command_timeout_s,
-                               episode_timeout_s=limits.episode_timeout_s + 60, purpose="solve")
+        spec = spec_for_bundle(
+            draft,
+            image,
+            command_timeout_s=limits.command_timeout_s,
+            episode_timeout_s=limits.episode_timeout_s + 60,
+            purpose="solve",
+        )
         with Sandbox(spec) as box:
             setup = box.setup()
-            if not setup.ok:   # the machinery's failure is not the task's: retried, never filed as broken
+            if not setup.ok:  # the machinery's failure is not the task's: retried, never filed as broken
                 outcome.reason = SANDBOX_ERROR if setup.infrastructure_error else SETUP_FAILED
                 outcome.detail = _tail(setup.error or "setup failed")
                 return outcome
             before = box.run_check(draft.check, timeout_s=limits.check_timeout_s)
             if before.timed_out:
-                outcome.reason, outcome.detail = CHECK_TIMED_OUT, "the check did not finish on the untouched setup"
+                outcome.reason, outcome.detail = (
+                    CHECK_TIMED_OUT,
+                    "the check did not finish on the untouched setup",
+                )
                 return outcome
             if before.exit_code == 0:
                 outcome.reason, outcome.detail = CHECK_PASSES_BEFORE, "the check exits 0 before any action"
@@ -111,13 +124,18 @@ def attempt(task: PendingTask, operator: Operator, image: str | None, limits: Ep
                 if outcome.commands:
                     outcome.solved = True
                 else:  # the check passed with nothing done: it cannot tell done from not done
-                    outcome.reason, outcome.detail = NO_COMMANDS, "the check passed but the solver ran no command"
+                    outcome.reason, outcome.detail = (
+                        NO_COMMANDS,
+                        "the check passed but the solver ran no command",
+                    )
             else:
                 outcome.reason = NOT_SOLVED
                 status = "timed out" if after.timed_out else f"exit {after.exit_code}"
-                outcome.detail = (f"check {status} after {episode.n_turns} turn(s) ({episode.end_reason}"
-                                  f"{': ' + episode.error if episode.error else ''}): "
-                                  f"{_tail(after.stdout + after.stderr, 300)}")
+                outcome.detail = (
+                    f"check {status} after {episode.n_turns} turn(s) ({episode.end_reason}"
+                    f"{': ' + episode.error if episode.error else ''}): "
+                    f"{_tail(after.stdout + after.stderr, 300)}"
+                )
     except Exception as exc:  # a broken sandbox must not lose the other tasks
         outcome.reason, outcome.detail = SANDBOX_ERROR, f"{type(exc).__name__}: {exc}"
     finally:
@@ -125,8 +143,14 @@ def attempt(task: PendingTask, operator: Operator, image: str | None, limits: Ep
     return outcome
 
 
-def solve_pending(pending: Iterable[PendingTask], operator: Operator, image: str | None,
-                  limits: EpisodeLimits | None = None, attempts: int = 1, max_parallel: int = 1) -> SolveReport:
+def solve_pending(
+    pending: Iterable[PendingTask],
+    operator: Operator,
+    image: str | None,
+    limits: EpisodeLimits | None = None,
+    attempts: int = 1,
+    max_parallel: int = 1,
+) -> SolveReport:
     """Play ``operator`` on each pending task (up to ``attempts`` tries each, stopping at the first proof).
 
     A proved task comes back as a bundle whose reference is the solver's commands (to be gated as usual); the
@@ -142,7 +166,7 @@ def solve_pending(pending: Iterable[PendingTask], operator: Operator, image: str
             outcome = attempt(task, operator, image, limits, attempt_index=len(tries))
             tries.append(outcome)
             if outcome.reason == SANDBOX_ERROR and not retried:
-                retried = True    # the machinery failed, not the solver: once more, not counted as a try
+                retried = True  # the machinery failed, not the solver: once more, not counted as a try
                 continue
             if outcome.solved or outcome.reason in (SETUP_FAILED, CHECK_PASSES_BEFORE, CHECK_TIMED_OUT):
                 break  # solved, or the task itself is broken: another try would say the same

@@ -25,13 +25,21 @@ class HeldOutScenarioError(ValueError):
 def check_train_only(bundles: Iterable[ScenarioBundle], held_out_fraction: float = HELD_OUT_FRACTION) -> None:
     held = [b.id for b in bundles if split_for(b.id, held_out_fraction) != TRAIN]
     if held:
-        raise HeldOutScenarioError(f"{len(held)} held-out scenario(s) passed to rollouts: {', '.join(held[:5])}")
+        raise HeldOutScenarioError(
+            f"{len(held)} held-out scenario(s) passed to rollouts: {', '.join(held[:5])}"
+        )
 
 
-def run_rollouts(bundles: Iterable[ScenarioBundle], operator: Operator, image: str | None, samples: int = 1,
-                 max_parallel: int = 2, limits: EpisodeLimits | None = None,
-                 held_out_fraction: float = HELD_OUT_FRACTION,
-                 on_progress: Callable[[int, int, int], None] | None = None) -> list[TrajectoryRecord]:
+def run_rollouts(
+    bundles: Iterable[ScenarioBundle],
+    operator: Operator,
+    image: str | None,
+    samples: int = 1,
+    max_parallel: int = 2,
+    limits: EpisodeLimits | None = None,
+    held_out_fraction: float = HELD_OUT_FRACTION,
+    on_progress: Callable[[int, int, int], None] | None = None,
+) -> list[TrajectoryRecord]:
     """Every (train scenario, sample) attempt as a ``TrajectoryRecord``, kept or rejected.
 
     ``on_progress(done, total, kept)`` is called as attempts finish (from the pool's threads, one at a time), so a
@@ -72,10 +80,17 @@ def kept_rate_by_category(records: Iterable[TrajectoryRecord]) -> list[dict[str,
     for cat in sorted(by_cat):
         rs = by_cat[cat]
         kept = sum(r.kept for r in rs)
-        rows.append({"category": cat, "attempts": len(rs), "kept": kept,
-                     "verified": sum(r.verified for r in rs), "terminated": sum(r.terminated for r in rs),
-                     "commands_only": sum(r.commands_only for r in rs),
-                     "kept_rate": round(kept / len(rs), 3) if rs else 0.0})
+        rows.append(
+            {
+                "category": cat,
+                "attempts": len(rs),
+                "kept": kept,
+                "verified": sum(r.verified for r in rs),
+                "terminated": sum(r.terminated for r in rs),
+                "commands_only": sum(r.commands_only for r in rs),
+                "kept_rate": round(kept / len(rs), 3) if rs else 0.0,
+            }
+        )
     return rows
 
 
@@ -85,11 +100,16 @@ def reject_reason_counts(records: Iterable[TrajectoryRecord]) -> dict[str, int]:
 
 def render_transcript(record: TrajectoryRecord, max_chars: int = 2000) -> str:
     """A markdown view of one attempt, for asset metadata."""
+
     def fence_safe(text: str) -> str:
         return text.replace("`" * 3, "'" * 3)
 
-    lines = [f"**{record.scenario_id}** ({record.category}, d{record.difficulty}) by `{record.operator}`: "
-             f"{'kept' if record.kept else 'rejected: ' + record.reject_reason}", "", "```"]
+    lines = [
+        f"**{record.scenario_id}** ({record.category}, d{record.difficulty}) by `{record.operator}`: "
+        f"{'kept' if record.kept else 'rejected: ' + record.reject_reason}",
+        "",
+        "```",
+    ]
     for m in record.messages:
         prefix = {"system": "# ", "user": "", "assistant": "$ "}.get(m.role, "")
         lines.append("\n".join(prefix + fence_safe(line) for line in m.content.splitlines()))

@@ -34,12 +34,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-EVAL_EXPERIMENT = "bashgym-evaluation"    # = evaluation.tracking.EVAL_EXPERIMENT (same experiment as the runs)
+EVAL_EXPERIMENT = "bashgym-evaluation"  # = evaluation.tracking.EVAL_EXPERIMENT (same experiment as the runs)
 ROLLOUT_EXPERIMENT = "bashgym-rollouts"
 ROUTING_EXPERIMENT = "bashgym-routing"
 EXCERPT_CHARS = 800
-FLUSH_EVERY = 32                          # traces buffered before a write (and at the end of a run)
-FLUSH_AFTER_S = 10.0                      # a long-lived caller (serving) writes at least this often
+FLUSH_EVERY = 32  # traces buffered before a write (and at the end of a run)
+FLUSH_AFTER_S = 10.0  # a long-lived caller (serving) writes at least this often
 
 
 def enabled(settings: Any = None) -> bool:
@@ -68,15 +68,15 @@ class TurnRecord(BaseModel):
     index: int
     start_ns: int
     end_ns: int = 0
-    model_s: float = 0.0          # the model call (in lockstep: the batch's generation time)
+    model_s: float = 0.0  # the model call (in lockstep: the batch's generation time)
     new_tokens: int = 0
     prompt_tokens: int = 0
     reply: str = ""
-    kind: str = ""                # command | exit | prose | ... (transcript.TypedLine.kind)
+    kind: str = ""  # command | exit | prose | ... (transcript.TypedLine.kind)
     command: str = ""
     exit_code: int | None = None
     timed_out: bool = False
-    output: str = ""              # the observation, cut to EXCERPT_CHARS
+    output: str = ""  # the observation, cut to EXCERPT_CHARS
     command_s: float = 0.0
     error: str = ""
     attributes: dict[str, Any] = Field(default_factory=dict)
@@ -86,7 +86,7 @@ class EpisodeTrace(BaseModel):
     """One episode (or routed request) being recorded; ``TraceSink.add`` writes it once finished."""
 
     name: str
-    trace_id: str = ""            # "tr-<32 hex>"; derived (``trace_id_for``) or random
+    trace_id: str = ""  # "tr-<32 hex>"; derived (``trace_id_for``) or random
     experiment: str = EVAL_EXPERIMENT
     start_ns: int = Field(default_factory=time.time_ns)
     end_ns: int = 0
@@ -116,8 +116,13 @@ class EpisodeTrace(BaseModel):
             turn.end_ns = time.time_ns()
             self.turns.append(turn)
 
-    def finish(self, outputs: Any = None, attributes: Mapping[str, Any] | None = None,
-               tags: Mapping[str, Any] | None = None, error: str = "") -> EpisodeTrace:
+    def finish(
+        self,
+        outputs: Any = None,
+        attributes: Mapping[str, Any] | None = None,
+        tags: Mapping[str, Any] | None = None,
+        error: str = "",
+    ) -> EpisodeTrace:
         self.end_ns = self.end_ns or time.time_ns()
         if outputs is not None:
             self.outputs = outputs
@@ -143,21 +148,41 @@ def _b64(value: int, length: int) -> str:
     return base64.b64encode(value.to_bytes(length, "big")).decode()
 
 
-def _span_dict(trace: EpisodeTrace, otel_trace: int, span_id: int, parent: int | None, name: str, span_type: str,
-               start_ns: int, end_ns: int, inputs: Any, outputs: Any, attributes: Mapping[str, Any],
-               error: str) -> dict[str, Any]:
+def _span_dict(
+    trace: EpisodeTrace,
+    otel_trace: int,
+    span_id: int,
+    parent: int | None,
+    name: str,
+    span_type: str,
+    start_ns: int,
+    end_ns: int,
+    inputs: Any,
+    outputs: Any,
+    attributes: Mapping[str, Any],
+    error: str,
+) -> dict[str, Any]:
     """A finished span in MLflow's trace JSON schema (attribute values JSON-encoded, as MLflow stores them)."""
     from mlflow.tracing.constant import SpanAttributeKey
 
-    attrs = {SpanAttributeKey.REQUEST_ID: trace.trace_id, SpanAttributeKey.SPAN_TYPE: span_type,
-             SpanAttributeKey.INPUTS: inputs, SpanAttributeKey.OUTPUTS: outputs, **attributes}
+    attrs = {
+        SpanAttributeKey.REQUEST_ID: trace.trace_id,
+        SpanAttributeKey.SPAN_TYPE: span_type,
+        SpanAttributeKey.INPUTS: inputs,
+        SpanAttributeKey.OUTPUTS: outputs,
+        **attributes,
+    }
     return {
-        "trace_id": _b64(otel_trace, 16), "span_id": _b64(span_id, 8),
-        "parent_span_id": _b64(parent, 8) if parent else None, "name": name,
-        "start_time_unix_nano": start_ns, "end_time_unix_nano": max(end_ns, start_ns),
+        "trace_id": _b64(otel_trace, 16),
+        "span_id": _b64(span_id, 8),
+        "parent_span_id": _b64(parent, 8) if parent else None,
+        "name": name,
+        "start_time_unix_nano": start_ns,
+        "end_time_unix_nano": max(end_ns, start_ns),
         "status": {"code": "STATUS_CODE_ERROR" if error else "STATUS_CODE_OK", "message": error},
         "attributes": {k: json.dumps(v, default=str) for k, v in attrs.items() if v is not None},
-        "events": [], "links": [],
+        "events": [],
+        "links": [],
     }
 
 
@@ -172,22 +197,62 @@ def to_spans(trace: EpisodeTrace) -> list[Any]:
     tags = {TraceTagKey.TRACE_NAME: trace.name, **trace.tags}
     tag_attrs = {f"{SpanAttributeKey.TRACE_TAG_PREFIX}{k}": v for k, v in tags.items()}
     root_attrs = {**trace.attributes, **tag_attrs, "turns": len(trace.turns)}
-    dicts = [_span_dict(trace, otel_trace, root_id, None, trace.name, SpanType.AGENT, trace.start_ns, end,
-                        trace.inputs, trace.outputs, root_attrs, trace.error)]
+    dicts = [
+        _span_dict(
+            trace,
+            otel_trace,
+            root_id,
+            None,
+            trace.name,
+            SpanType.AGENT,
+            trace.start_ns,
+            end,
+            trace.inputs,
+            trace.outputs,
+            root_attrs,
+            trace.error,
+        )
+    ]
     for t in trace.turns:
         sid = int(hashlib.sha256(f"{trace.trace_id}/{t.index}".encode()).hexdigest()[:16], 16) or 2
-        attrs: dict[str, Any] = {"turn": t.index, "reply_kind": t.kind, "command": t.command,
-                                 "exit_code": t.exit_code, "timed_out": t.timed_out,
-                                 "model_latency_s": round(t.model_s, 4), "command_s": round(t.command_s, 4),
-                                 "new_tokens": t.new_tokens, **t.attributes}
+        attrs: dict[str, Any] = {
+            "turn": t.index,
+            "reply_kind": t.kind,
+            "command": t.command,
+            "exit_code": t.exit_code,
+            "timed_out": t.timed_out,
+            "model_latency_s": round(t.model_s, 4),
+            "command_s": round(t.command_s, 4),
+            "new_tokens": t.new_tokens,
+            **t.attributes,
+        }
         if t.new_tokens or t.prompt_tokens:
-            attrs[SpanAttributeKey.CHAT_USAGE] = {"input_tokens": t.prompt_tokens, "output_tokens": t.new_tokens,
-                                                  "total_tokens": t.prompt_tokens + t.new_tokens}
-        outputs = {"reply": t.reply, "exit_code": t.exit_code, "output": t.output} if t.command else {
-            "reply": t.reply}
-        dicts.append(_span_dict(trace, otel_trace, sid, root_id, f"turn {t.index + 1}: {t.kind or 'reply'}",
-                                SpanType.LLM, t.start_ns, t.end_ns or t.start_ns, None, outputs,
-                                attrs, t.error))
+            attrs[SpanAttributeKey.CHAT_USAGE] = {
+                "input_tokens": t.prompt_tokens,
+                "output_tokens": t.new_tokens,
+                "total_tokens": t.prompt_tokens + t.new_tokens,
+            }
+        outputs = (
+            {"reply": t.reply, "exit_code": t.exit_code, "output": t.output}
+            if t.command
+            else {"reply": t.reply}
+        )
+        dicts.append(
+            _span_dict(
+                trace,
+                otel_trace,
+                sid,
+                root_id,
+                f"turn {t.index + 1}: {t.kind or 'reply'}",
+                SpanType.LLM,
+                t.start_ns,
+                t.end_ns or t.start_ns,
+                None,
+                outputs,
+                attrs,
+                t.error,
+            )
+        )
     return [Span.from_dict(d) for d in dicts]
 
 
@@ -195,8 +260,13 @@ def to_spans(trace: EpisodeTrace) -> list[Any]:
 class TraceSink:
     """Buffers finished traces and writes them in batches to one tracking store (thread-safe)."""
 
-    def __init__(self, tracking_uri: str, artifact_root: str | None = None, flush_every: int = FLUSH_EVERY,
-                 flush_after_s: float = FLUSH_AFTER_S) -> None:
+    def __init__(
+        self,
+        tracking_uri: str,
+        artifact_root: str | None = None,
+        flush_every: int = FLUSH_EVERY,
+        flush_after_s: float = FLUSH_AFTER_S,
+    ) -> None:
         self.tracking_uri = tracking_uri
         self.artifact_root = artifact_root
         self.flush_every = flush_every
@@ -206,7 +276,7 @@ class TraceSink:
         self._experiments: dict[str, str] = {}
         self._oldest = 0.0
         self.written = 0
-        self.write_s = 0.0        # time spent writing (the overhead the evaluation pays for its traces)
+        self.write_s = 0.0  # time spent writing (the overhead the evaluation pays for its traces)
         self.errors: list[str] = []
         self._client: Any = None
 
@@ -215,7 +285,9 @@ class TraceSink:
             if not self._buffer:
                 self._oldest = time.monotonic()
             self._buffer.append(trace)
-            due = len(self._buffer) >= self.flush_every or time.monotonic() - self._oldest >= self.flush_after_s
+            due = (
+                len(self._buffer) >= self.flush_every or time.monotonic() - self._oldest >= self.flush_after_s
+            )
         if due:
             self.flush()
 
@@ -284,22 +356,45 @@ def flush_all() -> None:
 
 
 # ---- from an episode driver --------------------------------------------------------------------------------------
-def episode_trace(name: str, experiment: str, turns: list[TurnRecord], start_ns: int, *, inputs: Any,
-                  outputs: Any, attributes: Mapping[str, Any], trace_id: str = "", error: str = "") -> EpisodeTrace:
+def episode_trace(
+    name: str,
+    experiment: str,
+    turns: list[TurnRecord],
+    start_ns: int,
+    *,
+    inputs: Any,
+    outputs: Any,
+    attributes: Mapping[str, Any],
+    trace_id: str = "",
+    error: str = "",
+) -> EpisodeTrace:
     """A finished episode's trace; ``attributes`` also become trace tags (searchable, shown in the UI list)."""
     tags = {k: str(v) for k, v in attributes.items() if v is not None}
-    return EpisodeTrace(name=name, trace_id=trace_id, experiment=experiment, start_ns=start_ns,
-                        end_ns=max([t.end_ns for t in turns] + [time.time_ns()]), inputs=inputs, outputs=outputs,
-                        attributes=dict(attributes), tags=tags, turns=list(turns), error=error)
+    return EpisodeTrace(
+        name=name,
+        trace_id=trace_id,
+        experiment=experiment,
+        start_ns=start_ns,
+        end_ns=max([t.end_ns for t in turns] + [time.time_ns()]),
+        inputs=inputs,
+        outputs=outputs,
+        attributes=dict(attributes),
+        tags=tags,
+        turns=list(turns),
+        error=error,
+    )
 
 
 def trace_url(ui_base: str, experiment_id: str, trace_id: str) -> str:
     """The trace opened in the MLflow UI (the experiment's Traces tab with the trace selected)."""
-    return f"{ui_base}/#/experiments/{experiment_id}/traces?selectedEvaluationId={trace_id}&traceId={trace_id}"
+    return (
+        f"{ui_base}/#/experiments/{experiment_id}/traces?selectedEvaluationId={trace_id}&traceId={trace_id}"
+    )
 
 
-def eval_trace_link(eval_id: str, model: str, scenario_id: str, sample_index: int,
-                    settings: Any = None) -> str | None:
+def eval_trace_link(
+    eval_id: str, model: str, scenario_id: str, sample_index: int, settings: Any = None
+) -> str | None:
     """The UI link of an evaluation episode's trace (None when traces are off or the experiment is missing)."""
     s = sink(settings)
     if s is None:
@@ -309,11 +404,15 @@ def eval_trace_link(eval_id: str, model: str, scenario_id: str, sample_index: in
     from bashgym_assets.mlflow_store import ui_base_url
 
     try:
-        exp = s._experiments.get(EVAL_EXPERIMENT) or MlflowClient(s.tracking_uri).get_experiment_by_name(
-            EVAL_EXPERIMENT).experiment_id
+        exp = (
+            s._experiments.get(EVAL_EXPERIMENT)
+            or MlflowClient(s.tracking_uri).get_experiment_by_name(EVAL_EXPERIMENT).experiment_id
+        )
     except Exception:  # noqa: BLE001 - no evaluation experiment: no traces to link to
         return None
-    return trace_url(ui_base_url(s.tracking_uri), exp, eval_trace_id(eval_id, model, scenario_id, sample_index))
+    return trace_url(
+        ui_base_url(s.tracking_uri), exp, eval_trace_id(eval_id, model, scenario_id, sample_index)
+    )
 
 
 def turn_span(trace: EpisodeTrace, **attributes: Any) -> contextlib.AbstractContextManager[TurnRecord]:
@@ -322,8 +421,13 @@ def turn_span(trace: EpisodeTrace, **attributes: Any) -> contextlib.AbstractCont
 
 
 @contextlib.contextmanager
-def traced(name: str, experiment: str = ROUTING_EXPERIMENT, inputs: Any = None,
-           attributes: Mapping[str, Any] | None = None, settings: Any = None) -> Iterator[EpisodeTrace]:
+def traced(
+    name: str,
+    experiment: str = ROUTING_EXPERIMENT,
+    inputs: Any = None,
+    attributes: Mapping[str, Any] | None = None,
+    settings: Any = None,
+) -> Iterator[EpisodeTrace]:
     """A live trace for one request (e.g. a routed chat completion): yields an ``EpisodeTrace`` to add turns to
     (``turn_span``), set ``outputs``/``attributes`` on; handed to the sink at the end (nothing when off)."""
     trace = EpisodeTrace(name=name, experiment=experiment, inputs=inputs, attributes=dict(attributes or {}))

@@ -54,8 +54,10 @@ class _ResultLike(Protocol):
 def orientation(bundle: _BundleLike) -> str:
     """The login banner: who and where the operator is (what a person sees when a terminal opens)."""
     prompt_char = "#" if bundle.user == "root" else "$"
-    return (f"You are logged in to {HOSTNAME} as {bundle.user}. Working directory: {bundle.start_dir}.\n"
-            f"{bundle.user}@{HOSTNAME}:{bundle.start_dir}{prompt_char}")
+    return (
+        f"You are logged in to {HOSTNAME} as {bundle.user}. Working directory: {bundle.start_dir}.\n"
+        f"{bundle.user}@{HOSTNAME}:{bundle.start_dir}{prompt_char}"
+    )
 
 
 def task_message(bundle: _BundleLike) -> str:
@@ -112,7 +114,14 @@ _EXIT_RE = re.compile(r"^\s*(?:exit|logout)(?:\s+\d+)?\s*;?\s*$")
 
 # Reply kinds (``TypedLine.kind``): only "command" and "exit" are what a terminal operator types.
 COMMAND, EXIT, PROSE, BABBLE, FENCED, EMPTY, SYNTAX_ERROR = (
-    "command", "exit", "prose", "babble", "fenced", "empty", "syntax_error")
+    "command",
+    "exit",
+    "prose",
+    "babble",
+    "fenced",
+    "empty",
+    "syntax_error",
+)
 UNUSABLE = (PROSE, BABBLE, FENCED, EMPTY)  # replies that are not even an attempt at a command
 
 
@@ -149,7 +158,9 @@ def looks_like_prose(text: str) -> bool:
         return True
     # First and last line only: a heredoc body may hold sentences, its first and last lines are shell.
     ends = {lines[0], lines[-1]} if lines else set()
-    if lines and _PROSE_START_RE.match(lines[0]):  # "Here's what I'd do", "Sure, I will ...": commands are lower-case
+    if lines and _PROSE_START_RE.match(
+        lines[0]
+    ):  # "Here's what I'd do", "Sure, I will ...": commands are lower-case
         return True
     return any(_PROSE_LINE_RE.match(line) for line in ends if not line.startswith("#"))
 
@@ -166,7 +177,7 @@ def shell_lines(lines: list[str]) -> list[str]:
     """The lines bash reads as commands: heredoc bodies (file contents, scripts) are data, not the operator's
     words, so the babble signs (lists, markdown, repeated lines) are not looked for there."""
     out: list[str] = []
-    pending: list[tuple[str, bool]] = []   # delimiters still open, in order, and whether tabs are stripped
+    pending: list[tuple[str, bool]] = []  # delimiters still open, in order, and whether tabs are stripped
     for line in lines:
         if pending:
             delim, strip_tabs = pending[0]
@@ -226,8 +237,9 @@ def parse_reply(reply: str, truncated: bool = False) -> TypedLine:
     command = fenced.group(1).strip() if fenced else text
     is_exit = bool(_EXIT_RE.match(command))
     if not command:
-        return TypedLine(raw=raw, command="", is_command=False, is_exit=False, syntax_error="empty reply",
-                         kind=EMPTY)
+        return TypedLine(
+            raw=raw, command="", is_command=False, is_exit=False, syntax_error="empty reply", kind=EMPTY
+        )
     syntax = None if is_exit else bash_syntax_error(command)
     if looks_like_babble(text, truncated=truncated) or syntax == NUL_IN_LINE:
         kind = BABBLE
@@ -239,8 +251,14 @@ def parse_reply(reply: str, truncated: bool = False) -> TypedLine:
         kind = SYNTAX_ERROR
     else:
         kind = EXIT if is_exit else COMMAND
-    return TypedLine(raw=raw, command=command, is_command=kind in (COMMAND, EXIT), is_exit=is_exit,
-                     syntax_error=syntax, kind=kind)
+    return TypedLine(
+        raw=raw,
+        command=command,
+        is_command=kind in (COMMAND, EXIT),
+        is_exit=is_exit,
+        syntax_error=syntax,
+        kind=kind,
+    )
 
 
 def as_dicts(messages: list[Message]) -> list[dict[str, Any]]:

@@ -15,7 +15,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     reap = sub.add_parser("reap", help="remove sandbox containers whose owning process is gone")
     reap.add_argument("--label", help="only containers that also carry this label (KEY or KEY=VALUE)")
-    reap.add_argument("--dry-run", action="store_true", help="list what would be removed, and why; remove nothing")
+    reap.add_argument(
+        "--dry-run", action="store_true", help="list what would be removed, and why; remove nothing"
+    )
     trial = sub.add_parser("try", help="run commands, one per argument, in one fresh sandbox session")
     trial.add_argument("commands", nargs="+")
     trial.add_argument("--user", choices=["operator", "root"], default="operator")
@@ -31,16 +33,19 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(f"removed {reap_leftovers(args.label)} leftover sandbox container(s)")
         return 0
-    with Sandbox(SandboxSpec(user=args.user, command_timeout_s=args.timeout,
-                             labels={"bashgym.purpose": "try"})) as box:
+    with Sandbox(
+        SandboxSpec(user=args.user, command_timeout_s=args.timeout, labels={"bashgym.purpose": "try"})
+    ) as box:
         shell = box.session()
         for command in args.commands:
             r = shell.run(command)
             print(f"$ {command}\n{r.stdout}", end="" if r.stdout.endswith("\n") or not r.stdout else "\n")
             if r.stderr:
                 print(r.stderr, end="" if r.stderr.endswith("\n") else "\n", file=sys.stderr)
-            print(f"[exit {r.exit_code}{' timed out' if r.timed_out else ''}{' terminated' if r.terminated else ''}"
-                  f" {r.duration_s * 1000:.1f} ms]")
+            print(
+                f"[exit {r.exit_code}{' timed out' if r.timed_out else ''}{' terminated' if r.terminated else ''}"
+                f" {r.duration_s * 1000:.1f} ms]"
+            )
             if shell.exited:
                 break
     return 0

@@ -63,13 +63,15 @@ class CappedBuffer:
 
     def text(self) -> tuple[str, int]:
         """The kept output as text (binary bytes become U+FFFD) and the number of bytes cut."""
-        tail = bytes(self.tail[-self.tail_limit:]) if self.tail_limit else b""
+        tail = bytes(self.tail[-self.tail_limit :]) if self.tail_limit else b""
         cut = self.cut
         if cut <= 0:
             return (bytes(self.head) + tail).decode("utf-8", errors="replace"), 0
-        return (bytes(self.head).decode("utf-8", errors="replace")
-                + f"\n[... {cut} bytes of output cut ...]\n"
-                + tail.decode("utf-8", errors="replace")), cut
+        return (
+            bytes(self.head).decode("utf-8", errors="replace")
+            + f"\n[... {cut} bytes of output cut ...]\n"
+            + tail.decode("utf-8", errors="replace")
+        ), cut
 
 
 class Demux:
@@ -86,21 +88,38 @@ class Demux:
             size = struct.unpack(">I", self._buf[4:8])[0]
             if len(self._buf) < 8 + size:
                 break
-            frames.append((kind, bytes(self._buf[8:8 + size])))
-            del self._buf[:8 + size]
+            frames.append((kind, bytes(self._buf[8 : 8 + size])))
+            del self._buf[: 8 + size]
         return frames
 
 
 class ExecStream:
     """One running ``docker exec`` with its raw, bidirectional, multiplexed socket."""
 
-    def __init__(self, api: Any, container_id: str, cmd: list[str], user: str, env: dict[str, str],
-                 workdir: str, stdin: bool) -> None:
+    def __init__(
+        self,
+        api: Any,
+        container_id: str,
+        cmd: list[str],
+        user: str,
+        env: dict[str, str],
+        workdir: str,
+        stdin: bool,
+    ) -> None:
         self.api = api
-        self.exec_id = api.exec_create(container_id, cmd, stdout=True, stderr=True, stdin=stdin, tty=False,
-                                       user=user, environment=env, workdir=workdir)["Id"]
+        self.exec_id = api.exec_create(
+            container_id,
+            cmd,
+            stdout=True,
+            stderr=True,
+            stdin=stdin,
+            tty=False,
+            user=user,
+            environment=env,
+            workdir=workdir,
+        )["Id"]
         raw = api.exec_start(self.exec_id, socket=True)
-        self._holder = raw                      # keep the response object alive with its socket
+        self._holder = raw  # keep the response object alive with its socket
         self.sock: socket.socket = getattr(raw, "_sock", raw)
         self.sock.setblocking(True)
         # poll, not select: select() refuses a descriptor numbered 1024 or more, which one process reaches at
@@ -139,7 +158,7 @@ class ExecStream:
         while True:
             try:
                 info = self.api.exec_inspect(self.exec_id)
-            except docker.errors.APIError:   # the container (and its execs) are gone
+            except docker.errors.APIError:  # the container (and its execs) are gone
                 return None
             if not info.get("Running") and info.get("ExitCode") is not None:
                 return int(info["ExitCode"])
@@ -153,8 +172,9 @@ class ExecStream:
                 obj.close()
 
 
-def collect(stream: ExecStream, deadline: float, limit: int, stdin_data: bytes | None = None,
-            err: Any = None) -> tuple[CappedBuffer, Any, bool]:
+def collect(
+    stream: ExecStream, deadline: float, limit: int, stdin_data: bytes | None = None, err: Any = None
+) -> tuple[CappedBuffer, Any, bool]:
     """Read an exec to its end (or ``deadline``): capped stdout, stderr (into ``err`` when given: anything with
     ``feed``, e.g. a ``MarkerSplitter`` that finds the harness's report line), and whether it ended."""
     out = CappedBuffer(limit)
@@ -197,11 +217,11 @@ class MarkerSplitter:
             match = self.regex.search(bytes(self.pending))
             if not match:
                 break
-            self.current.feed(bytes(self.pending[:match.start()]))
+            self.current.feed(bytes(self.pending[: match.start()]))
             fields = [f for f in match.group(2).decode().split(":") if f]
             self.pieces.append((self.current, fields))
             self.current = CappedBuffer(self.limit)
-            del self.pending[:match.end()]
+            del self.pending[: match.end()]
         if len(self.pending) > self.HOLD_BACK:
             cut = len(self.pending) - self.HOLD_BACK
             self.current.feed(bytes(self.pending[:cut]))
@@ -214,11 +234,26 @@ class MarkerSplitter:
         return self.current
 
 
-def command_result(command: str, out: CappedBuffer, err: CappedBuffer, exit_code: int | None, duration: float,
-                   timed_out: bool, terminated: bool = False) -> CommandResult:
+def command_result(
+    command: str,
+    out: CappedBuffer,
+    err: CappedBuffer,
+    exit_code: int | None,
+    duration: float,
+    timed_out: bool,
+    terminated: bool = False,
+) -> CommandResult:
     """A finished command's record from its capped output buffers."""
     stdout, out_cut = out.text()
     stderr, err_cut = err.text()
-    return CommandResult(command=command, stdout=stdout, stderr=stderr, exit_code=exit_code,
-                         duration_s=round(duration, 6), timed_out=timed_out, stdout_truncated_bytes=out_cut,
-                         stderr_truncated_bytes=err_cut, terminated=terminated)
+    return CommandResult(
+        command=command,
+        stdout=stdout,
+        stderr=stderr,
+        exit_code=exit_code,
+        duration_s=round(duration, 6),
+        timed_out=timed_out,
+        stdout_truncated_bytes=out_cut,
+        stderr_truncated_bytes=err_cut,
+        terminated=terminated,
+    )

@@ -18,33 +18,35 @@ SCENARIO_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", 
 class SandboxSpec(BaseModel):
     """Everything that defines one fresh container (and the shell an operator gets in it)."""
 
-    image: str | None = None             # default: bashgym_assets.images.sandbox_image_tag()
-    files: dict[str, str] = Field(default_factory=dict)   # absolute path -> content, written as root before setup
-    setup: list[str] = Field(default_factory=list)        # shell commands run as root, in order
+    image: str | None = None  # default: bashgym_assets.images.sandbox_image_tag()
+    files: dict[str, str] = Field(
+        default_factory=dict
+    )  # absolute path -> content, written as root before setup
+    setup: list[str] = Field(default_factory=list)  # shell commands run as root, in order
     user: Literal["operator", "root"] = "operator"
-    workdir: str | None = None           # default: the user's home
+    workdir: str | None = None  # default: the user's home
     env: dict[str, str] = Field(default_factory=dict)
     command_timeout_s: float = 30.0
     episode_timeout_s: float = 600.0
-    output_limit_bytes: int = 65536      # per stream; head and tail kept, the cut is counted
+    output_limit_bytes: int = 65536  # per stream; head and tail kept, the cut is counted
     memory_mb: int = 512
     cpus: float = 1.0
     pids_limit: int = 256
     labels: dict[str, str] = Field(default_factory=dict)
     # Additions beyond the agreed API (all optional):
-    read_only_root: bool = False         # image layers read-only; only the tmpfs folders stay writable
-    max_file_mb: int = 1024              # RLIMIT_FSIZE: no single file grows past this (also bounds disk fill)
-    setup_timeout_s: float = 120.0       # per setup command
-    tmpfs_mb: int | None = None          # size of each tmpfs folder (/tmp, /var/tmp, home); default memory_mb // 4
-    disk_budget_mb: int = 2048           # growth of the writable image layer (root's /etc, /var, /srv ...; the
-                                         # home and /tmp are size-capped tmpfs) before a watchdog ends the session
-    inode_budget: int = 100_000          # files each tmpfs folder may hold, and paths the writable layer may
-                                         # change, before the watchdog ends the session (empty files cost no bytes)
-    allow_ptrace: bool = False           # ptrace/process_vm_* between sandbox processes (strace/gdb tasks only)
-    lease_s: float = 600.0               # the container ends this long after its owner stopped renewing (killed,
-                                         # stalled); renewed every lease_s/10 (at most every minute) by a thread
-                                         # of the owner; 0: no lease, only the hard lifetime (the spec's limits
-                                         # plus a margin)
+    read_only_root: bool = False  # image layers read-only; only the tmpfs folders stay writable
+    max_file_mb: int = 1024  # RLIMIT_FSIZE: no single file grows past this (also bounds disk fill)
+    setup_timeout_s: float = 120.0  # per setup command
+    tmpfs_mb: int | None = None  # size of each tmpfs folder (/tmp, /var/tmp, home); default memory_mb // 4
+    disk_budget_mb: int = 2048  # growth of the writable image layer (root's /etc, /var, /srv ...; the
+    # home and /tmp are size-capped tmpfs) before a watchdog ends the session
+    inode_budget: int = 100_000  # files each tmpfs folder may hold, and paths the writable layer may
+    # change, before the watchdog ends the session (empty files cost no bytes)
+    allow_ptrace: bool = False  # ptrace/process_vm_* between sandbox processes (strace/gdb tasks only)
+    lease_s: float = 600.0  # the container ends this long after its owner stopped renewing (killed,
+    # stalled); renewed every lease_s/10 (at most every minute) by a thread
+    # of the owner; 0: no lease, only the hard lifetime (the spec's limits
+    # plus a margin)
 
     @field_validator("files")
     @classmethod
@@ -75,7 +77,9 @@ class SandboxSpec(BaseModel):
             raise ValueError("must be >= 0")
         return value
 
-    @field_validator("output_limit_bytes", "memory_mb", "pids_limit", "max_file_mb", "disk_budget_mb", "inode_budget")
+    @field_validator(
+        "output_limit_bytes", "memory_mb", "pids_limit", "max_file_mb", "disk_budget_mb", "inode_budget"
+    )
     @classmethod
     def _positive_int(cls, value: int) -> int:
         if value <= 0:
@@ -93,12 +97,12 @@ class CommandResult(BaseModel):
     command: str
     stdout: str
     stderr: str
-    exit_code: int | None                # None only if there is none (timed out / killed shell)
+    exit_code: int | None  # None only if there is none (timed out / killed shell)
     duration_s: float
     timed_out: bool
     stdout_truncated_bytes: int = 0
     stderr_truncated_bytes: int = 0
-    terminated: bool = False             # the operator ended the episode (`exit`, `exec`, `set -e` failure)
+    terminated: bool = False  # the operator ended the episode (`exit`, `exec`, `set -e` failure)
 
 
 class SetupResult(BaseModel):

@@ -24,8 +24,10 @@ class PoolError(RuntimeError):
 
     def __init__(self, errors: dict[int, BaseException], results: list) -> None:
         first = next(iter(errors.items()))
-        super().__init__(f"{len(errors)} of {len(results)} items failed; first (item {first[0]}): "
-                         f"{type(first[1]).__name__}: {first[1]}")
+        super().__init__(
+            f"{len(errors)} of {len(results)} items failed; first (item {first[0]}): "
+            f"{type(first[1]).__name__}: {first[1]}"
+        )
         self.errors = errors
         self.results = results
 
@@ -47,8 +49,8 @@ class SandboxPool:
 
     def __init__(self, max_parallel: int | None = None) -> None:
         self.max_parallel = max(1, max_parallel or (os.cpu_count() or 1))
-        reap_once()              # (every Sandbox.start does too; here it happens before the first item waits)
-        install_exit_cleanup()   # the pool's items open their sandboxes in worker threads
+        reap_once()  # (every Sandbox.start does too; here it happens before the first item waits)
+        install_exit_cleanup()  # the pool's items open their sandboxes in worker threads
 
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """Every item's result in input order. Every item runs even if some raise; then ``PoolError`` is raised
@@ -76,6 +78,7 @@ class SandboxPool:
 
     def map_outcomes(self, fn: Callable[[T], R], items: Iterable[T]) -> list[Outcome]:
         """Like ``map`` but never raises for an item: each position holds its value or its error text."""
+
         def safe(pair: tuple[int, T]) -> Outcome:
             index, item = pair
             try:

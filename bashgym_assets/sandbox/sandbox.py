@@ -64,7 +64,7 @@ from bashgym_assets.sandbox.seccomp import profile_json
 LABEL_SANDBOX = "bashgym.sandbox"
 LABEL_OWNER = "bashgym.sandbox.owner"
 LABEL_CREATED = "bashgym.sandbox.created"
-LABEL_EXPIRES = "bashgym.sandbox.expires"   # epoch seconds after which the container is certainly stale
+LABEL_EXPIRES = "bashgym.sandbox.expires"  # epoch seconds after which the container is certainly stale
 # Kill every process whose pid is not in the keep list, repeatedly, until none is left (beats fork loops).
 KILL_NEW_FUNC = r"""
 kill_new() {
@@ -96,7 +96,8 @@ KILL_NEW_SCRIPT = KILL_NEW_FUNC + 'kill_new "$@"\n'
 # every pid. More than FROZEN_LIMIT frozen processes is a fork bomb or a runaway, not a task's daemons: those are
 # killed before the check so that their pids and memory do not starve the checker. KEEP: the pids kept.
 FROZEN_LIMIT = 32
-FREEZE_FUNC = r"""
+FREEZE_FUNC = (
+    r"""
 freeze_all() {
 local trusted=("$@") resume="" item p start line frozen="" n=0 d; KEEP=""
 for item in "${trusted[@]}"; do
@@ -114,9 +115,12 @@ for d in /proc/[0-9]*; do
   case " 1 $$ $KEEP " in *" $p "*) continue;; esac
   frozen="$frozen $p"; n=$((n + 1))
 done
-""" + f"[ $n -gt {FROZEN_LIMIT} ] && kill -KILL $frozen 2>/dev/null\n" + r"""return 0
+"""
+    + f"[ $n -gt {FROZEN_LIMIT} ] && kill -KILL $frozen 2>/dev/null\n"
+    + r"""return 0
 }
 """
+)
 FREEZE_SCRIPT = FREEZE_FUNC + 'freeze_all "$@"; printf \'keep:%s\\n\' "$KEEP"\n'
 # All setup commands in one exec: each in its own `bash -c` under `timeout`, a marker with its index, status and
 # start/end times after it on both streams, stopping at the first failure. argv: nonce, timeout, commands...
@@ -138,20 +142,24 @@ done
 # thread while it lives, so a SIGKILLed owner's sandboxes go within a lease, not after the episode's worst case
 # (an evaluation's model time is not counted in seconds at all). No forks while it waits (``read -t`` on a FIFO
 # it holds open, ``$EPOCHSECONDS``): an operator listing processes sees one quiet process, as before.
-LEASE_FILE = "/.bashgym-lease"       # root-only, on the image layer (``put_archive`` cannot reach a tmpfs)
-BACKSTOP_FILE = "/run/.bashgym-backstop"   # in the seed; deleted once running (bash keeps it open)
-BACKSTOP_SCRIPT = r"""
+LEASE_FILE = "/.bashgym-lease"  # root-only, on the image layer (``put_archive`` cannot reach a tmpfs)
+BACKSTOP_FILE = "/run/.bashgym-backstop"  # in the seed; deleted once running (bash keeps it open)
+BACKSTOP_SCRIPT = (
+    r"""
 end=$((EPOCHSECONDS + $1)); lease=$2; tick=$3; seen=; renewed=$EPOCHSECONDS; fifo=/run/.bashgym-tick.$$
 { mkfifo -m 600 "$fifo" && exec 3<> "$fifo"; } 2>/dev/null || exec sleep "$1"
 rm -f "$fifo" "$0"
 while (( EPOCHSECONDS < end )); do
   read -r -t "$tick" -u 3 _
   if (( lease > 0 )); then
-    { read -r v < """ + LEASE_FILE + r"""; } 2>/dev/null && [[ "$v" != "$seen" ]] && { seen=$v; renewed=$EPOCHSECONDS; }
+    { read -r v < """
+    + LEASE_FILE
+    + r"""; } 2>/dev/null && [[ "$v" != "$seen" ]] && { seen=$v; renewed=$EPOCHSECONDS; }
     (( EPOCHSECONDS - renewed >= lease )) && exit 0
   fi
 done
 """
+)
 #: Added to the spec's own limits (episode, every setup command, a check) for the hard lifetime.
 LIFETIME_MARGIN_S = 300.0
 
@@ -173,7 +181,7 @@ def _upper_changes(upper: str) -> list[dict[str, Any]] | None:
     out: list[dict[str, Any]] = []
     try:
         for root, dirs, files in os.walk(upper, onerror=_raise):
-            rel = root[len(upper):] or "/"
+            rel = root[len(upper) :] or "/"
             for name in dirs + files:
                 path = os.path.join(root, name)
                 st = os.lstat(path)
@@ -187,11 +195,13 @@ def _upper_changes(upper: str) -> list[dict[str, Any]] | None:
 def _checker_command(source: str, timeout_s: float) -> str:
     """The checker's run: ``source`` writes the script to a fresh root-only folder, it runs from absolute paths
     with a clean environment and empty stdin, and the folder goes; leaves the status in ``$rc``."""
-    return ("umask 077; rc=125; d=$(mktemp -d /run/bashgym/check.XXXXXXXX) && "
-            f"{source} > \"$d/check\" && {{ "
-            f"/usr/bin/timeout -s KILL {timeout_s:.3f} /usr/bin/env -i PATH={CHECK_PATH} HOME=/root USER=root "
-            f"LOGNAME=root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 {BASH} --norc --noprofile \"$d/check\" "
-            "</dev/null; rc=$?; }; [ -z \"$d\" ] || rm -rf \"$d\"; ")
+    return (
+        "umask 077; rc=125; d=$(mktemp -d /run/bashgym/check.XXXXXXXX) && "
+        f'{source} > "$d/check" && {{ '
+        f"/usr/bin/timeout -s KILL {timeout_s:.3f} /usr/bin/env -i PATH={CHECK_PATH} HOME=/root USER=root "
+        f'LOGNAME=root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 {BASH} --norc --noprofile "$d/check" '
+        '</dev/null; rc=$?; }; [ -z "$d" ] || rm -rf "$d"; '
+    )
 
 
 def _report_line(nonce: str) -> str:
@@ -289,16 +299,16 @@ class Leftover(BaseModel):
 
     container_id: str
     name: str
-    state: str                 # the engine's word: running, exited, created ...
+    state: str  # the engine's word: running, exited, created ...
     owner: str
-    purpose: str = ""          # gate, rollout, eval, solve, try ... (the ``bashgym.purpose`` label)
+    purpose: str = ""  # gate, rollout, eval, solve, try ... (the ``bashgym.purpose`` label)
     scenario: str = ""
     age_s: float = 0.0
     why: str
 
 
 _LIVE: dict[int, Sandbox] = {}
-_LIVE_LOCK = threading.RLock()   # re-entrant: the SIGTERM handler may interrupt a holder on the main thread
+_LIVE_LOCK = threading.RLock()  # re-entrant: the SIGTERM handler may interrupt a holder on the main thread
 
 
 @atexit.register
@@ -333,7 +343,7 @@ def reap_once() -> None:
     if _REAPED.is_set():
         return
     _REAPED.set()
-    with contextlib.suppress(Exception):   # no engine: the sandboxes themselves will say so, loudly
+    with contextlib.suppress(Exception):  # no engine: the sandboxes themselves will say so, loudly
         reap_leftovers()
 
 
@@ -428,11 +438,16 @@ def _home_skeleton(image: str) -> list[tuple[tarfile.TarInfo, bytes]]:
             return _HOME_SKELETONS[image]
         api = docker_client().api
         try:
-            created = api.create_container(image, command=["true"], network_disabled=True,
-                                           labels={LABEL_SANDBOX: "skeleton", LABEL_OWNER: owner_label()})
+            created = api.create_container(
+                image,
+                command=["true"],
+                network_disabled=True,
+                labels={LABEL_SANDBOX: "skeleton", LABEL_OWNER: owner_label()},
+            )
         except NotFound as exc:
-            raise SandboxError(f"sandbox image {image!r} not found: build it with "
-                               "`python -m bashgym_assets.images`") from exc
+            raise SandboxError(
+                f"sandbox image {image!r} not found: build it with `python -m bashgym_assets.images`"
+            ) from exc
         try:
             stream, _ = api.get_archive(created["Id"], "/home/operator")
             data = b"".join(stream)
@@ -451,9 +466,15 @@ def _home_skeleton(image: str) -> list[tuple[tarfile.TarInfo, bytes]]:
         return members
 
 
-def _seed_tar(files: dict[str, str], home: str, uid: int, gid: int,
-              skeleton: Sequence[tuple[tarfile.TarInfo, bytes]] = (), session_uid: int = OPERATOR_UID,
-              backstop: bool = False) -> bytes:
+def _seed_tar(
+    files: dict[str, str],
+    home: str,
+    uid: int,
+    gid: int,
+    skeleton: Sequence[tuple[tarfile.TarInfo, bytes]] = (),
+    session_uid: int = OPERATOR_UID,
+    backstop: bool = False,
+) -> bytes:
     """The home skeleton and the spec's files as one tar for extraction at ``/`` by root: under ``home`` owned by the user, elsewhere by root.
 
     No directory entries for folders outside ``home`` (that would reset an existing folder's owner and mode);
@@ -468,13 +489,19 @@ def _seed_tar(files: dict[str, str], home: str, uid: int, gid: int,
         for path, content in files.items():
             mine = path.startswith(home.rstrip("/") + "/")
             if mine:  # folders between home and the file belong to the user too
-                parts = path[len(home):].strip("/").split("/")[:-1]
+                parts = path[len(home) :].strip("/").split("/")[:-1]
                 for i in range(1, len(parts) + 1):
                     folder = home.rstrip("/") + "/" + "/".join(parts[:i])
                     if folder not in made:
                         made.add(folder)
                         info = tarfile.TarInfo(folder.lstrip("/"))
-                        info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, 0o755, uid, gid, now
+                        info.type, info.mode, info.uid, info.gid, info.mtime = (
+                            tarfile.DIRTYPE,
+                            0o755,
+                            uid,
+                            gid,
+                            now,
+                        )
                         tar.addfile(info)
             data = content.encode()
             info = tarfile.TarInfo(path.lstrip("/"))
@@ -483,11 +510,15 @@ def _seed_tar(files: dict[str, str], home: str, uid: int, gid: int,
             info.uid, info.gid = (uid, gid) if mine else (0, 0)
             tar.addfile(info, io.BytesIO(data))
         # the harness's own folders on the /run tmpfs, and the ready marker last
-        for path, mode, owner in ((RUN_DIR, 0o755, 0), (SESSION_DIR, 0o700, session_uid), ("/run/lock", 0o1777, 0)):
+        for path, mode, owner in (
+            (RUN_DIR, 0o755, 0),
+            (SESSION_DIR, 0o700, session_uid),
+            ("/run/lock", 0o1777, 0),
+        ):
             info = tarfile.TarInfo(path.lstrip("/"))
             info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, mode, owner, 0, now
             tar.addfile(info)
-        if backstop:   # before the ready marker: the start script runs it right after the extraction
+        if backstop:  # before the ready marker: the start script runs it right after the extraction
             data = BACKSTOP_SCRIPT.encode()
             info = tarfile.TarInfo(BACKSTOP_FILE.lstrip("/"))
             info.size, info.mode, info.uid, info.gid, info.mtime = len(data), 0o700, 0, 0, now
@@ -530,9 +561,9 @@ class Sandbox:
         #: Set by the watchdog when the container changed more than ``spec.inode_budget`` paths.
         self.inode_budget_exceeded = False
         self._baseline: dict[str, str] | None = None
-        self._upper: str | None = None       # the overlay2 upper folder on the host ("" when not readable)
+        self._upper: str | None = None  # the overlay2 upper folder on the host ("" when not readable)
         self._in_setup = False
-        self._renewed = 0.0                  # monotonic time of the last lease renewal
+        self._renewed = 0.0  # monotonic time of the last lease renewal
         self._lease_serial = 0
 
     @property
@@ -582,7 +613,7 @@ class Sandbox:
         if self.container_id is not None:
             return
         spec = self.spec
-        reap_once()              # whatever path opens sandboxes, dead owners' leftovers go first
+        reap_once()  # whatever path opens sandboxes, dead owners' leftovers go first
         install_exit_cleanup()
         if self.image is None:
             from bashgym_assets.images import sandbox_image_tag
@@ -598,12 +629,19 @@ class Sandbox:
         session_uid = 0 if spec.user == "root" else OPERATOR_UID
         # One tar (the seed) carries the home skeleton, the spec's files, /run/bashgym and, last, the ready marker:
         # the start script is a single extraction, so the container is usable a few ms after start.
-        start_script = (f"[ ! -e {SEED_TAR} ] || {{ tar -x -p -C / -f {SEED_TAR}; rm -rf {SEED_DIR}; }}; "
-                        f"[ ! -f {BACKSTOP_FILE} ] || exec {BASH} --norc --noprofile {BACKSTOP_FILE} "
-                        f"{lifetime} {lease} {tick}; exec sleep {lifetime}")
+        start_script = (
+            f"[ ! -e {SEED_TAR} ] || {{ tar -x -p -C / -f {SEED_TAR}; rm -rf {SEED_DIR}; }}; "
+            f"[ ! -f {BACKSTOP_FILE} ] || exec {BASH} --norc --noprofile {BACKSTOP_FILE} "
+            f"{lifetime} {lease} {tick}; exec sleep {lifetime}"
+        )
         now = int(time.time())
-        labels = {**spec.labels, LABEL_SANDBOX: "1", LABEL_OWNER: owner_label(),
-                  LABEL_CREATED: str(now), LABEL_EXPIRES: str(now + lifetime + 60)}
+        labels = {
+            **spec.labels,
+            LABEL_SANDBOX: "1",
+            LABEL_OWNER: owner_label(),
+            LABEL_CREATED: str(now),
+            LABEL_EXPIRES: str(now + lifetime + 60),
+        }
         # exec: Docker mounts --tmpfs noexec by default; operators must be able to run the scripts they write.
         # nr_inodes: a tmpfs would otherwise hold millions of empty files (each costs kernel memory, not size).
         tmp_opts = f"rw,exec,nosuid,nodev,size={tmpfs_mb}m,nr_inodes={spec.inode_budget}"
@@ -628,24 +666,40 @@ class Sandbox:
                 "/home/operator": f"{tmp_opts},mode=755",
             },
             shm_size="16m",
-            ulimits=[Ulimit(name="fsize", soft=spec.max_file_mb << 20, hard=spec.max_file_mb << 20),
-                     Ulimit(name="nofile", soft=1024, hard=1024)],
+            ulimits=[
+                Ulimit(name="fsize", soft=spec.max_file_mb << 20, hard=spec.max_file_mb << 20),
+                Ulimit(name="nofile", soft=1024, hard=1024),
+            ],
             auto_remove=True,
         )
         try:
             created = self.api.create_container(
-                self.image, command=["/bin/sh", "-c", start_script],
-                hostname="sandbox", user="0", working_dir="/", labels=labels, host_config=host_config,
-                environment={"PATH": PATH, "LANG": "C.UTF-8"}, network_disabled=True,
+                self.image,
+                command=["/bin/sh", "-c", start_script],
+                hostname="sandbox",
+                user="0",
+                working_dir="/",
+                labels=labels,
+                host_config=host_config,
+                environment={"PATH": PATH, "LANG": "C.UTF-8"},
+                network_disabled=True,
             )
         except NotFound as exc:
-            raise SandboxError(f"sandbox image {self.image!r} not found: build it with "
-                               "`python -m bashgym_assets.images`") from exc
+            raise SandboxError(
+                f"sandbox image {self.image!r} not found: build it with `python -m bashgym_assets.images`"
+            ) from exc
         self.container_id = created["Id"]
         with _LIVE_LOCK:
             _LIVE[id(self)] = self
-        seed = _seed_tar(spec.files, "/home/operator", OPERATOR_UID, OPERATOR_GID, skeleton, session_uid,
-                         backstop=not spec.read_only_root)
+        seed = _seed_tar(
+            spec.files,
+            "/home/operator",
+            OPERATOR_UID,
+            OPERATOR_GID,
+            skeleton,
+            session_uid,
+            backstop=not spec.read_only_root,
+        )
         if not spec.read_only_root:  # fast path: the seed goes in before start, the start script unpacks it
             folder = io.BytesIO()
             with tarfile.open(fileobj=folder, mode="w") as tar:
@@ -661,7 +715,7 @@ class Sandbox:
         self._renewed = time.monotonic()
         if self.renew_every_s is not None:
             _ensure_renewer()
-            _RENEW_WAKE.set()        # the renewer recomputes its wait (this box may want it sooner)
+            _RENEW_WAKE.set()  # the renewer recomputes its wait (this box may want it sooner)
         # Disk and inodes are bounded from start to removal (setup and the check can be teacher-authored too).
         self._start_disk_watchdog()
         if spec.read_only_root:
@@ -694,12 +748,26 @@ class Sandbox:
 
     # ---- root execs --------------------------------------------------------------------------------------
     def _root_env(self) -> dict[str, str]:
-        return {"PATH": PATH, "HOME": "/root", "USER": "root", "LOGNAME": "root", "LANG": "C.UTF-8",
-                **self.spec.env}
+        return {
+            "PATH": PATH,
+            "HOME": "/root",
+            "USER": "root",
+            "LOGNAME": "root",
+            "LANG": "C.UTF-8",
+            **self.spec.env,
+        }
 
-    def _exec_root(self, command: str, script: str, args: list[str], timeout_s: float,
-                   stdin_data: bytes | None = None, limit: int | None = None, user: str = "0",
-                   nonce: str | None = None) -> CommandResult:
+    def _exec_root(
+        self,
+        command: str,
+        script: str,
+        args: list[str],
+        timeout_s: float,
+        stdin_data: bytes | None = None,
+        limit: int | None = None,
+        user: str = "0",
+        nonce: str | None = None,
+    ) -> CommandResult:
         """Run ``script`` (bash, as root unless ``user`` says otherwise, with ``args``) and collect it within
         ``timeout_s`` (+ a grace).
 
@@ -716,15 +784,28 @@ class Sandbox:
         for _attempt in range(40):
             start = time.monotonic()
             try:
-                stream = ExecStream(self.api, cid, [BASH, "--norc", "--noprofile", "-c",
-                                                    f"{READY_WAIT}\n{script}", "bashgym", *args],
-                                    user=user, env=self._root_env(), workdir="/", stdin=stdin_data is not None)
+                stream = ExecStream(
+                    self.api,
+                    cid,
+                    [BASH, "--norc", "--noprofile", "-c", f"{READY_WAIT}\n{script}", "bashgym", *args],
+                    user=user,
+                    env=self._root_env(),
+                    workdir="/",
+                    stdin=stdin_data is not None,
+                )
             except (NotFound, APIError) as exc:
-                raise SandboxError(f"cannot run {command!r}: the container is gone or stopped ({exc})") from exc
+                raise SandboxError(
+                    f"cannot run {command!r}: the container is gone or stopped ({exc})"
+                ) from exc
             cap = limit or self.spec.output_limit_bytes
             try:
-                out, err, ended = collect(stream, start + timeout_s + grace, cap, stdin_data=stdin_data,
-                                          err=MarkerSplitter(nonce, cap) if nonce else None)
+                out, err, ended = collect(
+                    stream,
+                    start + timeout_s + grace,
+                    cap,
+                    stdin_data=stdin_data,
+                    err=MarkerSplitter(nonce, cap) if nonce else None,
+                )
                 code = stream.exit_code() if ended else None
             finally:
                 stream.close()
@@ -740,28 +821,44 @@ class Sandbox:
             except (NotFound, APIError):
                 running = False
             if not running:
-                raise SandboxError(f"cannot run {command!r}: the container is no longer running (was its main "
-                                   "process killed from inside?)")
+                raise SandboxError(
+                    f"cannot run {command!r}: the container is no longer running (was its main "
+                    "process killed from inside?)"
+                )
             refused = said.strip()[:300]
             time.sleep(0.05)
-        raise SandboxError(f"cannot run {command!r}: the engine could not start it in the container "
-                           f"(pids limit full?): {refused}")
+        raise SandboxError(
+            f"cannot run {command!r}: the engine could not start it in the container "
+            f"(pids limit full?): {refused}"
+        )
 
     @staticmethod
-    def _reported(command: str, out: CappedBuffer, err: MarkerSplitter, ended: bool, code: int | None,
-                  duration: float, timeout_s: float, grace: float) -> CommandResult:
+    def _reported(
+        command: str,
+        out: CappedBuffer,
+        err: MarkerSplitter,
+        ended: bool,
+        code: int | None,
+        duration: float,
+        timeout_s: float,
+        grace: float,
+    ) -> CommandResult:
         """The result of a harness exec with a report line (``_exec_root(nonce=...)``), or the machinery's failure."""
         if not ended:
-            raise SandboxError(f"infrastructure: {command!r} did not end within {timeout_s + grace:.0f} s although "
-                               f"its own timer ends it after {timeout_s:g} s (the engine or the machine is stalled)")
+            raise SandboxError(
+                f"infrastructure: {command!r} did not end within {timeout_s + grace:.0f} s although "
+                f"its own timer ends it after {timeout_s:g} s (the engine or the machine is stalled)"
+            )
         if not err.pieces:
             said = bytes(err.finish().head).decode(errors="replace").strip()[-300:]
-            raise SandboxError(f"infrastructure: {command!r} ended without its report line (exit code {code}: the "
-                               f"harness was killed or the engine lost its output){': ' + said if said else ''}")
+            raise SandboxError(
+                f"infrastructure: {command!r} ended without its report line (exit code {code}: the "
+                f"harness was killed or the engine lost its output){': ' + said if said else ''}"
+            )
         buf, fields = err.pieces[0]
         rest = err.finish()
         if rest.total:
-            buf.feed(bytes(rest.head) + bytes(rest.tail[-rest.tail_limit:] if rest.tail_limit else b""))
+            buf.feed(bytes(rest.head) + bytes(rest.tail[-rest.tail_limit :] if rest.tail_limit else b""))
         rc = int(fields[0]) if fields and fields[0].isdigit() else None
         timed_out = rc in (124, 137) and duration >= timeout_s * 0.98
         return command_result(command, out, buf, None if timed_out else rc, duration, timed_out)
@@ -775,7 +872,9 @@ class Sandbox:
     def _write_seed(self, data: bytes) -> None:
         res = self._exec_root("write files", "tar -x -p -C / -f -", [], 60.0, stdin_data=data)
         if res.exit_code != 0:
-            raise SandboxError(f"writing the spec's files failed ({res.exit_code}): {res.stderr.strip()[-500:]}")
+            raise SandboxError(
+                f"writing the spec's files failed ({res.exit_code}): {res.stderr.strip()[-500:]}"
+            )
 
     def check_command(self, script: str, timeout_s: float = 30.0) -> str | None:
         """The checker as one root command for ``setup(then=...)``: the same isolation as ``run_check`` before any
@@ -803,11 +902,29 @@ class Sandbox:
         out, err = MarkerSplitter(nonce, limit), MarkerSplitter(nonce, limit)
         start = time.monotonic()
         try:
-            stream = ExecStream(self.api, cid, [BASH, "--norc", "--noprofile", "-c", f"{READY_WAIT}\n{SETUP_SCRIPT}",
-                                                "bashgym", nonce, f"{t:.3f}", *commands],
-                                user="0", env=self._root_env(), workdir="/", stdin=False)
+            stream = ExecStream(
+                self.api,
+                cid,
+                [
+                    BASH,
+                    "--norc",
+                    "--noprofile",
+                    "-c",
+                    f"{READY_WAIT}\n{SETUP_SCRIPT}",
+                    "bashgym",
+                    nonce,
+                    f"{t:.3f}",
+                    *commands,
+                ],
+                user="0",
+                env=self._root_env(),
+                workdir="/",
+                stdin=False,
+            )
         except (NotFound, APIError) as exc:
-            raise SandboxError(f"cannot run the setup: the container is gone or the engine failed ({exc})") from exc
+            raise SandboxError(
+                f"cannot run the setup: the container is gone or the engine failed ({exc})"
+            ) from exc
         deadline = start + t * len(commands) + HARNESS_GRACE_S
         ended_early = False
         self._in_setup = True
@@ -822,7 +939,7 @@ class Sandbox:
         finally:
             self._in_setup = False
             stream.close()
-        if self.disk_budget_exceeded or self.inode_budget_exceeded:   # the scenario's fault, not the engine's
+        if self.disk_budget_exceeded or self.inode_budget_exceeded:  # the scenario's fault, not the engine's
             return SetupResult(ok=False, results=[], error=f"setup: {self._budget_message()}")
         results: list[CommandResult] = []
         for i, (buf, fields) in enumerate(out.pieces):
@@ -830,12 +947,18 @@ class Sandbox:
             rc, began, ended = int(fields[0]), float(fields[1]), float(fields[2])
             duration = ended - began
             timed_out = rc == 137 and duration >= t * 0.98
-            results.append(command_result(commands[i], buf, err_buf, None if timed_out else rc, duration, timed_out))
+            results.append(
+                command_result(commands[i], buf, err_buf, None if timed_out else rc, duration, timed_out)
+            )
         then_results = results[n_setup:]
         results = results[:n_setup]
-        if len(then_results) < len(then) and len(results) == n_setup and all(r.exit_code == 0 for r in results):
-            if not then_results or then_results[-1].exit_code == 0:   # a harness command never reported
-                then_results = []                                      # the caller runs them on their own
+        if (
+            len(then_results) < len(then)
+            and len(results) == n_setup
+            and all(r.exit_code == 0 for r in results)
+        ):
+            if not then_results or then_results[-1].exit_code == 0:  # a harness command never reported
+                then_results = []  # the caller runs them on their own
             return SetupResult(ok=True, results=results, error=None, then=then_results)
         commands = commands[:n_setup]
         if len(results) < len(commands) and (not results or results[-1].exit_code == 0):
@@ -847,19 +970,30 @@ class Sandbox:
             elapsed = time.monotonic() - start
             if ended_early:
                 code = stream.exit_code(wait_s=0.5)
-                why = (f"the setup exec ended after {elapsed:.1f} s (exit code {code}; the container died, the "
-                       "engine failed or the harness was killed)")
+                why = (
+                    f"the setup exec ended after {elapsed:.1f} s (exit code {code}; the container died, the "
+                    "engine failed or the harness was killed)"
+                )
             else:
-                why = (f"the setup exec outran every command's own {t:g} s timer ({elapsed:.1f} s in all; the "
-                       "engine or the machine is stalled)")
-            return SetupResult(ok=False, results=results, infrastructure_error=True,
-                               error=f"setup command {i + 1}/{len(commands)} never reported: {why}: {commands[i]}")
+                why = (
+                    f"the setup exec outran every command's own {t:g} s timer ({elapsed:.1f} s in all; the "
+                    "engine or the machine is stalled)"
+                )
+            return SetupResult(
+                ok=False,
+                results=results,
+                infrastructure_error=True,
+                error=f"setup command {i + 1}/{len(commands)} never reported: {why}: {commands[i]}",
+            )
         for i, res in enumerate(results):
             if res.timed_out or res.exit_code != 0:
                 why = "timed out" if res.timed_out else f"exited {res.exit_code}"
                 detail = (res.stderr or res.stdout).strip()[-1000:]
-                return SetupResult(ok=False, results=results,
-                                   error=f"setup command {i + 1}/{len(commands)} {why}: {commands[i]}\n{detail}")
+                return SetupResult(
+                    ok=False,
+                    results=results,
+                    error=f"setup command {i + 1}/{len(commands)} {why}: {commands[i]}\n{detail}",
+                )
         return SetupResult(ok=True, results=results, error=None, then=then_results)
 
     # ---- the operator ------------------------------------------------------------------------------------
@@ -886,7 +1020,9 @@ class Sandbox:
         capped-size file at a time, or with millions of empty files."""
         if self._watchdog is not None and self._watchdog.is_alive():
             return
-        self._watchdog = threading.Thread(target=self._watch_disk, name=f"disk-watchdog-{id(self)}", daemon=True)
+        self._watchdog = threading.Thread(
+            target=self._watch_disk, name=f"disk-watchdog-{id(self)}", daemon=True
+        )
         self._watchdog.start()
 
     def writable_layer_bytes(self) -> int | None:
@@ -894,7 +1030,7 @@ class Sandbox:
         if self.container_id is None:
             return None
         upper = self._upper_dir()
-        if upper is not None:   # the engine would walk the same folder, plus an API round trip and its CPU
+        if upper is not None:  # the engine would walk the same folder, plus an API round trip and its CPU
             usage = _layer_usage(upper)
             return usage[0] if usage is not None else None
         try:
@@ -952,8 +1088,8 @@ class Sandbox:
                 # poll, with no engine call (its container list with sizes cost more CPU than the gate's commands).
                 began = time.monotonic()
                 usage = _layer_usage(upper)
-                wait = max(DISK_POLL_S, 3 * (time.monotonic() - began))   # a huge layer is walked less often
-                if usage is None:     # the container is gone: nothing left to guard
+                wait = max(DISK_POLL_S, 3 * (time.monotonic() - began))  # a huge layer is walked less often
+                if usage is None:  # the container is gone: nothing left to guard
                     return
                 size, entries = usage
                 over_inodes = entries > self.spec.inode_budget
@@ -1011,14 +1147,20 @@ class Sandbox:
         nonce = secrets.token_hex(16)
         report = _report_line(nonce) + "exit $rc"
         try:
-            if sess is None:        # no operator ever ran: nothing to freeze or to suspect
-                result = self._exec_root("check", check + report, [], timeout_s, stdin_data=script.encode(),
-                                         nonce=nonce)
+            if sess is None:  # no operator ever ran: nothing to freeze or to suspect
+                result = self._exec_root(
+                    "check", check + report, [], timeout_s, stdin_data=script.encode(), nonce=nonce
+                )
             elif self._baseline is None:
                 # An unprivileged operator cannot touch the checker's tools: freeze and check in one exec.
-                result = self._exec_root("check", KILL_NEW_FUNC + FREEZE_FUNC + 'freeze_all "$@"; ' + check
-                                         + "kill_new $KEEP; " + report, trusted, timeout_s,
-                                         stdin_data=script.encode(), nonce=nonce)
+                result = self._exec_root(
+                    "check",
+                    KILL_NEW_FUNC + FREEZE_FUNC + 'freeze_all "$@"; ' + check + "kill_new $KEEP; " + report,
+                    trusted,
+                    timeout_s,
+                    stdin_data=script.encode(),
+                    nonce=nonce,
+                )
                 sess._mark_dead()
             else:
                 # A root operator: freeze, then verify the tools from the host, then check.
@@ -1027,11 +1169,22 @@ class Sandbox:
                 tampered = self.tampered_paths()
                 if tampered:
                     more = f" and {len(tampered) - 8} more" if len(tampered) > 8 else ""
-                    return self._check_refused(script, start, "the checker's tools were changed after setup ("
-                                               + ", ".join(tampered[:8]) + more
-                                               + "): tampering fails the episode; the check did not run")
-                result = self._exec_root("check", KILL_NEW_FUNC + check + 'kill_new "$@"; ' + report, keep,
-                                         timeout_s, stdin_data=script.encode(), nonce=nonce)
+                    return self._check_refused(
+                        script,
+                        start,
+                        "the checker's tools were changed after setup ("
+                        + ", ".join(tampered[:8])
+                        + more
+                        + "): tampering fails the episode; the check did not run",
+                    )
+                result = self._exec_root(
+                    "check",
+                    KILL_NEW_FUNC + check + 'kill_new "$@"; ' + report,
+                    keep,
+                    timeout_s,
+                    stdin_data=script.encode(),
+                    nonce=nonce,
+                )
         except SandboxError as exc:
             if not (self.disk_budget_exceeded or self.inode_budget_exceeded):
                 raise
@@ -1051,25 +1204,37 @@ class Sandbox:
             frozen = self._exec_root("freeze", FREEZE_SCRIPT, trusted, 20.0)
             line = next((ln for ln in frozen.stdout.splitlines() if ln.startswith("keep:")), None)
             if frozen.exit_code == 0 and line is not None:
-                return line[len("keep:"):].split()
-            said = (f"exit code {frozen.exit_code}{', timed out' if frozen.timed_out else ''}: "
-                    f"{(frozen.stderr or frozen.stdout).strip()[-300:] or 'no output'}")
+                return line[len("keep:") :].split()
+            said = (
+                f"exit code {frozen.exit_code}{', timed out' if frozen.timed_out else ''}: "
+                f"{(frozen.stderr or frozen.stdout).strip()[-300:] or 'no output'}"
+            )
         raise SandboxError(f"infrastructure: the freeze step answered twice without its keep: line ({said})")
 
     def _check_refused(self, script: str, start: float, why: str) -> CommandResult:
         """A check that did not (or must not) count: no exit code, so it is never a pass."""
         if self._session is not None:
             self._session._mark_dead()
-        return CommandResult(command=script, stdout="", stderr=f"bashgym: {why}", exit_code=None,
-                             duration_s=round(time.monotonic() - start, 6), timed_out=False)
+        return CommandResult(
+            command=script,
+            stdout="",
+            stderr=f"bashgym: {why}",
+            exit_code=None,
+            duration_s=round(time.monotonic() - start, 6),
+            timed_out=False,
+        )
 
     def _budget_message(self) -> str:
         spec = self.spec
         if self.inode_budget_exceeded:
-            return (f"bashgym: the sandbox changed more than {spec.inode_budget} paths in its image layer "
-                    "(inode budget); everything running in it was ended")
-        return (f"bashgym: the sandbox's disk budget ({spec.disk_budget_mb} MB written outside the size-capped "
-                "home and /tmp) is spent; everything running in it was ended")
+            return (
+                f"bashgym: the sandbox changed more than {spec.inode_budget} paths in its image layer "
+                "(inode budget); everything running in it was ended"
+            )
+        return (
+            f"bashgym: the sandbox's disk budget ({spec.disk_budget_mb} MB written outside the size-capped "
+            "home and /tmp) is spent; everything running in it was ended"
+        )
 
     def _protected_changes(self) -> dict[str, str]:
         """Changed paths among ``PROTECTED_PATHS`` -> a fingerprint of the file as the engine sees it."""
@@ -1090,7 +1255,7 @@ class Sandbox:
             return "gone"
         digest = hashlib.sha256(json.dumps(stat, sort_keys=True).encode())
         mode = int(stat.get("mode", 0))
-        if stat.get("size", 0) <= 32 << 20 and not mode & (1 << 31):   # Go's os.ModeDir bit: no folder walks
+        if stat.get("size", 0) <= 32 << 20 and not mode & (1 << 31):  # Go's os.ModeDir bit: no folder walks
             for chunk in stream:
                 digest.update(chunk)
         else:
@@ -1138,11 +1303,18 @@ def find_leftovers(label_filter: str | None = None) -> list[Leftover]:
         if state != "dead":
             continue
         created = labels.get(LABEL_CREATED, "")
-        found.append(Leftover(
-            container_id=c["Id"], name=(c.get("Names") or ["?"])[0].lstrip("/"), state=c.get("State", ""),
-            owner=owner, purpose=labels.get("bashgym.purpose", labels.get(LABEL_SANDBOX, "")),
-            scenario=labels.get("bashgym.scenario", ""),
-            age_s=round(now - int(created), 1) if created.isdigit() else 0.0, why=why))
+        found.append(
+            Leftover(
+                container_id=c["Id"],
+                name=(c.get("Names") or ["?"])[0].lstrip("/"),
+                state=c.get("State", ""),
+                owner=owner,
+                purpose=labels.get("bashgym.purpose", labels.get(LABEL_SANDBOX, "")),
+                scenario=labels.get("bashgym.scenario", ""),
+                age_s=round(now - int(created), 1) if created.isdigit() else 0.0,
+                why=why,
+            )
+        )
     return found
 
 
@@ -1159,5 +1331,5 @@ def reap_leftovers(label_filter: str | None = None, dry_run: bool = False) -> in
             api.remove_container(item.container_id, force=True)
             removed += 1
         except (NotFound, APIError):
-            pass   # gone meanwhile (--rm, or another reaper)
+            pass  # gone meanwhile (--rm, or another reaper)
     return removed

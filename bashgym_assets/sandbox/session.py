@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from bashgym_assets.sandbox.sandbox import Sandbox
 
 OUT_FD, ERR_FD = 61, 62
-HOLD_BACK = 96          # bytes kept unscanned at the end of a stream, so a marker split across reads is found
+HOLD_BACK = 96  # bytes kept unscanned at the end of a stream, so a marker split across reads is found
 XTRACE_RE = re.compile(r"^\++ (?:__bashgym_end(?: \d+)? [0-9a-f]{32}|__bashgym_rc=\d+)\n", re.M)
 TCSETATTR_RE = re.compile(r"bash: \[\d+: \d+ \(\d+\)\] tcsetattr: Inappropriate ioctl for device\n")
 
@@ -76,7 +76,9 @@ set -- ${{__bashgym_l##*) }}; __bashgym_p="$__bashgym_p ${{__bashgym_d#/proc/}}:
 printf 'BASHGYM %s %s\\n' "$$" "$__bashgym_p"; unset __bashgym_p __bashgym_d __bashgym_l
 """
 
-_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-+=.,:/@%^&*()[]{}<>|;~#$!?`\"")
+_SAFE = frozenset(
+    b'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-+=.,:/@%^&*()[]{}<>|;~#$!?`"'
+)
 
 
 def ansi_c_quote(text: str) -> str:
@@ -98,10 +100,10 @@ class _Scanner:
         self.buf = CappedBuffer(limit)
         self.limit = limit
         self.pending = bytearray()
-        self.dropped = 0        # bytes after the marker cut from ``pending`` (background floods)
+        self.dropped = 0  # bytes after the marker cut from ``pending`` (background floods)
         self.found: re.Match[bytes] | None = None
         self.pattern: re.Pattern[bytes] | None = None
-        self.discard: re.Pattern[bytes] | None = None   # an abandoned command's marker, dropped if it shows up
+        self.discard: re.Pattern[bytes] | None = None  # an abandoned command's marker, dropped if it shows up
 
     def arm(self, pattern: re.Pattern[bytes], limit: int, discard: re.Pattern[bytes] | None = None) -> None:
         self.buf = CappedBuffer(limit)
@@ -118,7 +120,7 @@ class _Scanner:
             if len(self.pending) > 2 * self.limit + HOLD_BACK:
                 half = self.limit // 2
                 cut = len(self.pending) - 2 * half
-                del self.pending[half:half + cut]
+                del self.pending[half : half + cut]
                 self.dropped += cut
             return
         self.pending += data
@@ -127,9 +129,9 @@ class _Scanner:
         assert self.pattern is not None
         match = self.pattern.search(bytes(self.pending))
         if match:
-            self.buf.feed(bytes(self.pending[:match.start()]))
+            self.buf.feed(bytes(self.pending[: match.start()]))
             self.found = match
-            del self.pending[:match.end()]
+            del self.pending[: match.end()]
             return
         if len(self.pending) > HOLD_BACK:
             cut = len(self.pending) - HOLD_BACK
@@ -165,15 +167,32 @@ class SandboxSession:
         self._leftover: tuple[tuple[bytes, int], tuple[bytes, int]] = ((b"", 0), (b"", 0))
         home = spec.home
         user = "root" if spec.user == "root" else "operator"
-        env = {"PATH": PATH, "HOME": home, "USER": user, "LOGNAME": user, "SHELL": "/bin/bash",
-               "LANG": "C.UTF-8", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat",
-               "PS1": "", "PS2": "", **spec.env}
+        env = {
+            "PATH": PATH,
+            "HOME": home,
+            "USER": user,
+            "LOGNAME": user,
+            "SHELL": "/bin/bash",
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+            "PAGER": "cat",
+            "GIT_PAGER": "cat",
+            "PS1": "",
+            "PS2": "",
+            **spec.env,
+        }
         cid = box._require_running()
         self.started = time.monotonic()
         self.deadline = self.started + spec.episode_timeout_s
-        self._stream = ExecStream(box.api, cid, ["bash", "--norc", "--noprofile", "--noediting", "-i"],
-                                  user="0" if spec.user == "root" else "operator", env=env,
-                                  workdir=spec.workdir or home, stdin=True)
+        self._stream = ExecStream(
+            box.api,
+            cid,
+            ["bash", "--norc", "--noprofile", "--noediting", "-i"],
+            user="0" if spec.user == "root" else "operator",
+            env=env,
+            workdir=spec.workdir or home,
+            stdin=True,
+        )
         self._out = _Scanner(spec.output_limit_bytes)
         self._err = _Scanner(spec.output_limit_bytes)
         nonce = secrets.token_hex(16)
@@ -181,16 +200,30 @@ class SandboxSession:
         # tag is still checked against Docker's view of the process before anything is acted on).
         tag = secrets.token_hex(8)
         self._exit_re = re.compile(rb"(?:exit\n)?\x1eBGEXIT:" + tag.encode() + rb":(\d+)\x1e")
-        self._stream.send(f"{READY_WAIT}\n__bashgym_exit_tag={tag}\n{INIT_SCRIPT}__bashgym_end {nonce}\n".encode())
+        self._stream.send(
+            f"{READY_WAIT}\n__bashgym_exit_tag={tag}\n{INIT_SCRIPT}__bashgym_end {nonce}\n".encode()
+        )
         res = self._exchange(nonce, time.monotonic() + 30.0)
         if res is None or self.exited:
             self._detach()
-            said = (bytes(self._out.buf.head) + bytes(self._out.pending) + bytes(self._err.buf.head)
-                    + bytes(self._err.pending)).decode(errors="replace").strip()[-500:]
-            raise SandboxError(f"the operator shell did not start as {spec.user} in {spec.workdir or home}: "
-                               f"{said or 'no output'}")
+            said = (
+                (
+                    bytes(self._out.buf.head)
+                    + bytes(self._out.pending)
+                    + bytes(self._err.buf.head)
+                    + bytes(self._err.pending)
+                )
+                .decode(errors="replace")
+                .strip()[-500:]
+            )
+            raise SandboxError(
+                f"the operator shell did not start as {spec.user} in {spec.workdir or home}: "
+                f"{said or 'no output'}"
+            )
         stdout = bytes(self._out.buf.head)
-        line = next((ln for ln in stdout.decode(errors="replace").splitlines() if ln.startswith("BASHGYM ")), "")
+        line = next(
+            (ln for ln in stdout.decode(errors="replace").splitlines() if ln.startswith("BASHGYM ")), ""
+        )
         fields = line.split()
         if len(fields) < 2:
             self._detach()
@@ -211,7 +244,7 @@ class SandboxSession:
         n = re.escape(nonce.encode())
         limit = self.box.spec.output_limit_bytes
         discard = None
-        if abandoned:   # markers of lines given up on (a timed-out command, earlier sync lines) are not output
+        if abandoned:  # markers of lines given up on (a timed-out command, earlier sync lines) are not output
             alts = b"|".join(re.escape(a.encode()) for a in abandoned)
             discard = re.compile(rb"\x1eBG:(?:" + alts + rb")(?::\d+)?\x1e")
         self._out.arm(re.compile(rb"\x1eBG:" + n + rb":(\d+)\x1e"), limit, discard)
@@ -221,7 +254,7 @@ class SandboxSession:
         for scanner, left, cut in ((self._out, out_left, out_cut), (self._err, err_left, err_cut)):
             if left:
                 scanner.feed(left)
-            scanner.buf.total += cut     # reported as cut output of this command
+            scanner.buf.total += cut  # reported as cut output of this command
 
     def _exchange(self, nonce: str, deadline: float) -> int | None:
         """Read until both markers of ``nonce`` arrived (-> status), the shell ended, or ``deadline`` (-> None)."""
@@ -244,8 +277,12 @@ class SandboxSession:
             for kind, payload in frames:
                 (self._err if kind == 2 else self._out).feed(payload)
                 saw_err = saw_err or kind == 2
-            if (saw_err and self._err.found is None and self._exit_re.search(bytes(self._err.pending))
-                    and self._shell_gone()):
+            if (
+                saw_err
+                and self._err.found is None
+                and self._exit_re.search(bytes(self._err.pending))
+                and self._shell_gone()
+            ):
                 # The shell is exiting: background processes may hold its pipes open, so end them now.
                 self._finish_exit()
                 return None
@@ -257,7 +294,7 @@ class SandboxSession:
             try:
                 if not self.box.api.exec_inspect(self._stream.exec_id).get("Running"):
                     return True
-            except docker.errors.APIError:   # the container is gone, and the shell with it
+            except docker.errors.APIError:  # the container is gone, and the shell with it
                 return True
             if time.monotonic() >= deadline:
                 return False
@@ -281,7 +318,7 @@ class SandboxSession:
             return
         match = self._exit_re.search(bytes(self._err.pending))
         if match:
-            del self._err.pending[match.start():]
+            del self._err.pending[match.start() :]
             self.exit_code = int(match.group(1))
             self.terminated = True
         else:
@@ -307,8 +344,14 @@ class SandboxSession:
         episode_left = self.deadline - start
         if episode_left <= 0:
             self._end_episode()
-            return CommandResult(command=command, stdout="", stderr=self._episode_message(), exit_code=None,
-                                 duration_s=0.0, timed_out=True)
+            return CommandResult(
+                command=command,
+                stdout="",
+                stderr=self._episode_message(),
+                exit_code=None,
+                duration_s=0.0,
+                timed_out=True,
+            )
         hit_episode_cap = episode_left < limit
         limit = min(limit, episode_left)
         nonce = secrets.token_hex(16)
@@ -323,8 +366,13 @@ class SandboxSession:
         if status is not None:
             return self._finish(command, start, status, timed_out=False)
         if self.exited:
-            return self._finish(command, start, self.exit_code if self.terminated else None, timed_out=False,
-                                terminated=self.terminated)
+            return self._finish(
+                command,
+                start,
+                self.exit_code if self.terminated else None,
+                timed_out=False,
+                terminated=self.terminated,
+            )
         # Timed out: interrupt the command, keep the shell.
         self._interrupt(nonce)
         result = self._finish(command, start, None, timed_out=True)
@@ -336,15 +384,27 @@ class SandboxSession:
     def _episode_message(self) -> str:
         return f"bashgym: the episode's time limit ({self.box.spec.episode_timeout_s:g} s) is spent; the shell ended"
 
-    def _finish(self, command: str, start: float, status: int | None, timed_out: bool,
-                terminated: bool = False) -> CommandResult:
+    def _finish(
+        self, command: str, start: float, status: int | None, timed_out: bool, terminated: bool = False
+    ) -> CommandResult:
         self._out.flush()
         self._err.flush()
-        result = command_result(command, self._out.buf, self._err.buf, status, time.monotonic() - start, timed_out,
-                         terminated=terminated)
-        if "tcsetattr" in result.stderr:  # bash -i without a terminal complains after a signal death: not output
+        result = command_result(
+            command,
+            self._out.buf,
+            self._err.buf,
+            status,
+            time.monotonic() - start,
+            timed_out,
+            terminated=terminated,
+        )
+        if (
+            "tcsetattr" in result.stderr
+        ):  # bash -i without a terminal complains after a signal death: not output
             result.stderr = TCSETATTR_RE.sub("", result.stderr)
-        if "__bashgym_" in result.stderr:  # under `set -x`: the trace of the framing's own calls is not output
+        if (
+            "__bashgym_" in result.stderr
+        ):  # under `set -x`: the trace of the framing's own calls is not output
             result.stderr = XTRACE_RE.sub("", result.stderr)
         if self.box.disk_budget_exceeded or self.box.inode_budget_exceeded:
             result.stderr += ("\n" if result.stderr else "") + self.box._budget_message()
@@ -361,8 +421,13 @@ class SandboxSession:
         #    reopening /proc/<shell>/fd/0): for a moment, end every holder of that pipe with the job around it,
         #    or each later command would be swallowed the same way.
         #    As the shell's own user: root here holds no CAP_SYS_PTRACE, so it cannot see another user's fds.
-        box._exec_root("stdin thieves", STDIN_THIEVES_SCRIPT, [str(pid)], 5.0,
-                       user="0" if box.spec.user == "root" else str(OPERATOR_UID))
+        box._exec_root(
+            "stdin thieves",
+            STDIN_THIEVES_SCRIPT,
+            [str(pid)],
+            5.0,
+            user="0" if box.spec.user == "root" else str(OPERATOR_UID),
+        )
         # 1) SIGINT to the shell's process group: the foreground command dies and the shell drops the rest of
         #    the line (an interactive bash does so even inside a builtin loop), as Ctrl-C does in a terminal.
         box._exec_root("interrupt", 'kill -INT -- "-$1" 2>/dev/null; exit 0', [str(pid)], 5.0)
@@ -432,10 +497,14 @@ input_pipe() {
 
 # Kill what the timed-out command started. argv: the shell's pid. The shell's pre-command hook listed every process
 # that existed before the command; those, their descendants and the shell survive, the rest is killed.
-KILL_COMMAND_SCRIPT = INPUT_PIPE_FUNC + r"""
+KILL_COMMAND_SCRIPT = (
+    INPUT_PIPE_FUNC
+    + r"""
 shell=$1
 input_pipe "$shell"
-before=" $(sed 's|/proc/||' """ + SESSION_DIR + r"""/before 2>/dev/null | tr '\n' ' ') "
+before=" $(sed 's|/proc/||' """
+    + SESSION_DIR
+    + r"""/before 2>/dev/null | tr '\n' ' ') "
 for round in 1 2 3 4 5; do
   declare -A parent=()
   for d in /proc/[0-9]*; do
@@ -477,12 +546,15 @@ for round in 1 2 3 4 5; do
   sleep 0.02
 done
 """
+)
 
 
 # Processes (other than the shell) holding the shell's input pipe, watched for a moment, are killed with every
 # ancestor up to the shell: a loop that reopens /proc/<shell>/fd/0 now and then is caught while it holds it.
 # argv: the shell's pid.
-STDIN_THIEVES_SCRIPT = INPUT_PIPE_FUNC + r"""
+STDIN_THIEVES_SCRIPT = (
+    INPUT_PIPE_FUNC
+    + r"""
 shell=$1
 input_pipe "$shell" || exit 0
 for round in 1 2 3 4 5 6 7 8 9 10; do
@@ -507,3 +579,4 @@ for round in 1 2 3 4 5 6 7 8 9 10; do
 done
 exit 0
 """
+)

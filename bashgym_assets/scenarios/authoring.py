@@ -19,8 +19,20 @@ from bashgym_assets.llm import LLMError, chat_completion
 from bashgym_assets.scenarios.bundle import ScenarioBundle, parse_bundle
 
 CATEGORIES = [
-    "files", "text", "archives", "permissions", "users", "processes", "services", "logs", "git", "data",
-    "disk", "environment", "scripting", "scheduling",
+    "files",
+    "text",
+    "archives",
+    "permissions",
+    "users",
+    "processes",
+    "services",
+    "logs",
+    "git",
+    "data",
+    "disk",
+    "environment",
+    "scripting",
+    "scheduling",
 ]
 DIFFICULTIES = [1, 2, 3, 4]
 MODES = ["direct", "announced"]
@@ -71,7 +83,7 @@ class AuthoringFailure(BaseModel):
 class AuthoringReport(BaseModel):
     bundles: list[ScenarioBundle]
     failures: list[AuthoringFailure]
-    duplicates: list[str]          # ids of authored bundles dropped as near-duplicates
+    duplicates: list[str]  # ids of authored bundles dropped as near-duplicates
     attempts: int
 
 
@@ -88,14 +100,21 @@ def sample_axes(n: int, seed: int = 0) -> list[AuthoringAxes]:
 
 
 def request_prompt(axes: AuthoringAxes) -> str:
-    depth = {"terse": "Keep the task text to one short sentence.",
-             "standard": "Describe the task in two or three sentences.",
-             "detailed": "Describe the task precisely, with exact paths, formats and edge cases."}[axes.doc_depth]
-    mode = ("Use announced mode: give an `announcement` shown at login that points at a provider program, and a "
-            "`provider` whose `--help` reveals what to do; `task` may restate it briefly."
-            if axes.mode == "announced" else "Use direct mode: no announcement, no provider.")
-    return (f"Write one scenario. Category: {axes.category}. Difficulty: {axes.difficulty}. {mode} {depth} "
-            "Reply with the JSON object only.")
+    depth = {
+        "terse": "Keep the task text to one short sentence.",
+        "standard": "Describe the task in two or three sentences.",
+        "detailed": "Describe the task precisely, with exact paths, formats and edge cases.",
+    }[axes.doc_depth]
+    mode = (
+        "Use announced mode: give an `announcement` shown at login that points at a provider program, and a "
+        "`provider` whose `--help` reveals what to do; `task` may restate it briefly."
+        if axes.mode == "announced"
+        else "Use direct mode: no announcement, no provider."
+    )
+    return (
+        f"Write one scenario. Category: {axes.category}. Difficulty: {axes.difficulty}. {mode} {depth} "
+        "Reply with the JSON object only."
+    )
 
 
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.S)
@@ -109,7 +128,7 @@ def extract_json(text: str) -> str:
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
         raise ValueError("no JSON object in the reply")
-    return text[start:end + 1]
+    return text[start : end + 1]
 
 
 def bundle_from_reply(text: str, axes: AuthoringAxes, source: str) -> ScenarioBundle:
@@ -150,8 +169,9 @@ def near_duplicate(a: ScenarioBundle, b: ScenarioBundle, threshold: float = 0.8)
     return len(ta & tb) / len(ta | tb) >= threshold
 
 
-def dedupe(bundles: Iterable[ScenarioBundle], existing: Iterable[ScenarioBundle] = (),
-           threshold: float = 0.8) -> tuple[list[ScenarioBundle], list[str]]:
+def dedupe(
+    bundles: Iterable[ScenarioBundle], existing: Iterable[ScenarioBundle] = (), threshold: float = 0.8
+) -> tuple[list[ScenarioBundle], list[str]]:
     """Keep the first of each near-duplicate group (``existing`` ones always win); return kept + dropped ids."""
     kept: list[ScenarioBundle] = []
     seen = list(existing)
@@ -165,9 +185,18 @@ def dedupe(bundles: Iterable[ScenarioBundle], existing: Iterable[ScenarioBundle]
     return kept, dropped
 
 
-def author_bundles(model: str, n: int, api_base: str | None = None, seed: int = 0, max_attempts: int = 3,
-                   existing: Iterable[ScenarioBundle] = (), temperature: float = 0.7, timeout_s: float = 120.0,
-                   axes: list[AuthoringAxes] | None = None, give_up_after: int = 3) -> AuthoringReport:
+def author_bundles(
+    model: str,
+    n: int,
+    api_base: str | None = None,
+    seed: int = 0,
+    max_attempts: int = 3,
+    existing: Iterable[ScenarioBundle] = (),
+    temperature: float = 0.7,
+    timeout_s: float = 120.0,
+    axes: list[AuthoringAxes] | None = None,
+    give_up_after: int = 3,
+) -> AuthoringReport:
     """Ask ``model`` for ``n`` bundles across the taxonomy (or for the given ``axes``); malformed replies are
     retried with the validation error shown to the model. After ``give_up_after`` requests in a row end in a
     model error (server down, bad key) the rest are recorded as skipped instead of each waiting for its timeout."""
@@ -178,17 +207,31 @@ def author_bundles(model: str, n: int, api_base: str | None = None, seed: int = 
     model_errors_in_a_row = 0
     for point in axes if axes is not None else sample_axes(n, seed):
         if give_up_after and model_errors_in_a_row >= give_up_after:
-            failures.append(AuthoringFailure(axes=point, attempts=0, reason="skipped: the teacher failed "
-                                             f"{model_errors_in_a_row} requests in a row"))
+            failures.append(
+                AuthoringFailure(
+                    axes=point,
+                    attempts=0,
+                    reason=f"skipped: the teacher failed {model_errors_in_a_row} requests in a row",
+                )
+            )
             continue
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request_prompt(point)}]
+        messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": request_prompt(point)},
+        ]
         reason, last, tries = "", "", 0
         while tries < max_attempts:
             tries += 1
             attempts += 1
             try:
-                last = chat_completion(model, messages, api_base=api_base, temperature=temperature,
-                                       max_tokens=2048, timeout_s=timeout_s)
+                last = chat_completion(
+                    model,
+                    messages,
+                    api_base=api_base,
+                    temperature=temperature,
+                    max_tokens=2048,
+                    timeout_s=timeout_s,
+                )
             except LLMError as exc:
                 reason = f"model error: {exc}"
                 model_errors_in_a_row += 1
@@ -200,10 +243,17 @@ def author_bundles(model: str, n: int, api_base: str | None = None, seed: int = 
                 break
             except ValueError as exc:
                 reason = f"invalid bundle: {exc}"
-                messages += [{"role": "assistant", "content": last},
-                             {"role": "user", "content": f"That is not a valid scenario: {exc}. Reply with the "
-                                                         "corrected JSON object only."}]
+                messages += [
+                    {"role": "assistant", "content": last},
+                    {
+                        "role": "user",
+                        "content": f"That is not a valid scenario: {exc}. Reply with the "
+                        "corrected JSON object only.",
+                    },
+                ]
         if reason:
-            failures.append(AuthoringFailure(axes=point, attempts=tries, reason=reason, last_output=last[:2000]))
+            failures.append(
+                AuthoringFailure(axes=point, attempts=tries, reason=reason, last_output=last[:2000])
+            )
     kept, dropped = dedupe(authored, existing)
     return AuthoringReport(bundles=kept, failures=failures, duplicates=dropped, attempts=attempts)

@@ -75,9 +75,11 @@ class Provider(BaseModel):
             return value
         if is_program_path(value.strip()):
             return value.strip()
-        raise ValueError("provider script must be the program's text, starting with a shebang line (#!/bin/bash, "
-                         "#!/usr/bin/env python3), or the path of a program the setup writes: one token starting "
-                         f"with / or ./, without spaces or newlines (got {value[:60]!r})")
+        raise ValueError(
+            "provider script must be the program's text, starting with a shebang line (#!/bin/bash, "
+            "#!/usr/bin/env python3), or the path of a program the setup writes: one token starting "
+            f"with / or ./, without spaces or newlines (got {value[:60]!r})"
+        )
 
     @property
     def is_path(self) -> bool:
@@ -136,8 +138,11 @@ class ScenarioBundle(BaseModel):
         for files and teacher replies alike)."""
         if isinstance(data, dict):
             announcement, task = data.get("announcement"), data.get("task")
-            if (isinstance(announcement, str) and announcement.strip()
-                    and (task is None or (isinstance(task, str) and not task.strip()))):
+            if (
+                isinstance(announcement, str)
+                and announcement.strip()
+                and (task is None or (isinstance(task, str) and not task.strip()))
+            ):
                 data = {**data, "task": announcement}
         return data
 
@@ -145,7 +150,9 @@ class ScenarioBundle(BaseModel):
     @classmethod
     def _task_not_blank(cls, value: str) -> str:
         if not value.strip():
-            raise ValueError("must not be empty (it may be left out only with an announcement, provider mode)")
+            raise ValueError(
+                "must not be empty (it may be left out only with an announcement, provider mode)"
+            )
         return value
 
     @field_validator("check")
@@ -160,8 +167,10 @@ class ScenarioBundle(BaseModel):
     def _category_slug(cls, value: str) -> str:
         slug = slugify(value, keep="_-")
         if not slug or not slug[0].isalpha():
-            raise ValueError(f"category {value!r} must name a category (letters first; it becomes a lower-case "
-                             "slug: 'Files & Permissions' is files-permissions)")
+            raise ValueError(
+                f"category {value!r} must name a category (letters first; it becomes a lower-case "
+                "slug: 'Files & Permissions' is files-permissions)"
+            )
         return slug
 
     @field_validator("reference")
@@ -199,8 +208,10 @@ class ScenarioBundle(BaseModel):
         name = posixpath.basename(program)
         written = "\n".join([*self.setup, *self.files])
         if program not in self.files and not _mentions(written, name):
-            raise ValueError(f"provider.script {self.provider.script!r} is a program path, but no setup command "
-                             f"or files entry writes it (nothing mentions {name!r})")
+            raise ValueError(
+                f"provider.script {self.provider.script!r} is a program path, but no setup command "
+                f"or files entry writes it (nothing mentions {name!r})"
+            )
         return self
 
     @model_validator(mode="after")
@@ -299,8 +310,9 @@ def save_bundle(bundle: ScenarioBundle, folder: Path | str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{bundle.id}.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(bundle.model_dump(mode="json", exclude_none=True), indent=2) + "\n",
-                   encoding="utf-8")
+    tmp.write_text(
+        json.dumps(bundle.model_dump(mode="json", exclude_none=True), indent=2) + "\n", encoding="utf-8"
+    )
     tmp.replace(path)
     return path
 
@@ -330,8 +342,12 @@ def read_text_file(path: Path) -> str:
     """A file's text; binary or non-UTF-8 content is a ValueError (quarantined), never a crash."""
     data = path.read_bytes()
     # (ingest.jsonsafe.bom_encoding says the same, but importing it loads the ingest package: pyarrow, the lake)
-    for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
-                       (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+    for bom, codec in (
+        (codecs.BOM_UTF32_LE, "utf-32"),
+        (codecs.BOM_UTF32_BE, "utf-32"),
+        (codecs.BOM_UTF16_LE, "utf-16"),
+        (codecs.BOM_UTF16_BE, "utf-16"),
+    ):
         if data.startswith(bom):  # a Windows editor's "Unicode": text, with NUL bytes in every character
             try:
                 return data.decode(codec)
@@ -370,8 +386,15 @@ def parse_documents(text: str, locator: str) -> list[tuple[str, Any]]:
                     out.append((f"{locator}:{n}", ValueError(f"not valid JSON: {exc}")))
             return out
     if len(text) > MAX_YAML_CHARS:  # the pure-Python YAML reader takes minutes and GBs on a big log file
-        return [(locator, ValueError(f"not valid JSON ({json_error}); as YAML it is read only up to "
-                                     f"{MAX_YAML_CHARS >> 20} MB and this file holds {len(text) / 2**20:.1f} MB"))]
+        return [
+            (
+                locator,
+                ValueError(
+                    f"not valid JSON ({json_error}); as YAML it is read only up to "
+                    f"{MAX_YAML_CHARS >> 20} MB and this file holds {len(text) / 2**20:.1f} MB"
+                ),
+            )
+        ]
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
@@ -405,8 +428,9 @@ BUNDLE_LAYOUT = "bundle"
 SHELL_TASKS_LAYOUT = "shell-tasks"
 # Keys only one layout has (task, category, id, user, reference and difficulty are in both, more or less).
 BUNDLE_ONLY_KEYS = frozenset({"check", "setup", "files", "workdir", "announcement", "provider"})
-SHELL_TASK_ONLY_KEYS = frozenset({"success_condition", "setup_commands", "difficulty_level", "solution",
-                                  "reference_solution"})
+SHELL_TASK_ONLY_KEYS = frozenset(
+    {"success_condition", "setup_commands", "difficulty_level", "solution", "reference_solution"}
+)
 
 
 def record_layout(record: dict[str, Any]) -> str:
@@ -415,14 +439,18 @@ def record_layout(record: dict[str, Any]) -> str:
     keys = set(record)
     bundle_keys, shell_keys = sorted(keys & BUNDLE_ONLY_KEYS), sorted(keys & SHELL_TASK_ONLY_KEYS)
     if bundle_keys and shell_keys:
-        raise ValueError(f"mixes the bundle layout ({', '.join(bundle_keys)}) with the shell-tasks layout "
-                         f"({', '.join(shell_keys)}): use one")
+        raise ValueError(
+            f"mixes the bundle layout ({', '.join(bundle_keys)}) with the shell-tasks layout "
+            f"({', '.join(shell_keys)}): use one"
+        )
     if bundle_keys:
         return BUNDLE_LAYOUT
     if shell_keys:
         return SHELL_TASKS_LAYOUT
-    raise ValueError("neither a scenario bundle (no check) nor a shell task (no success_condition); its keys: "
-                     f"{', '.join(sorted(map(str, keys))) or 'none'}")
+    raise ValueError(
+        "neither a scenario bundle (no check) nor a shell task (no success_condition); its keys: "
+        f"{', '.join(sorted(map(str, keys))) or 'none'}"
+    )
 
 
 def _describe(value: Any) -> str:
@@ -451,8 +479,12 @@ def record_to_bundle(record: Any, source: str, default_id: str | None = None) ->
     data["source"] = f"{source} ({given})" if isinstance(given, str) and given and given != source else source
     if unknown:
         data["source"] += f" [fields set aside: {', '.join(unknown)}]"
-    if (isinstance(data.get("id"), str) and data["id"] and not ID_RE.match(data["id"])
-            and not re.search(r"[/\\]|\.\.", data["id"])):  # a path in an id is refused, not folded away
+    if (
+        isinstance(data.get("id"), str)
+        and data["id"]
+        and not ID_RE.match(data["id"])
+        and not re.search(r"[/\\]|\.\.", data["id"])
+    ):  # a path in an id is refused, not folded away
         slug = slugify(data["id"])[:96].rstrip("-._")
         if slug and ID_RE.match(slug):
             data["id"] = slug
@@ -461,7 +493,9 @@ def record_to_bundle(record: Any, source: str, default_id: str | None = None) ->
     return parse_bundle(data)
 
 
-_OPTIONAL_FIELDS = frozenset({"id", "setup", "files", "user", "workdir", "announcement", "provider", "source"})
+_OPTIONAL_FIELDS = frozenset(
+    {"id", "setup", "files", "user", "workdir", "announcement", "provider", "source"}
+)
 
 
 def _default_id(rel: str) -> str | None:
@@ -521,8 +555,11 @@ def _import_files(paths: Iterable[Path | str]) -> list[tuple[Path, str]]:
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            found = [x for x in p.rglob("*")
-                     if x.is_file() and not any(part.startswith(".") for part in x.relative_to(p).parts)]
+            found = [
+                x
+                for x in p.rglob("*")
+                if x.is_file() and not any(part.startswith(".") for part in x.relative_to(p).parts)
+            ]
             files.extend((x, x.relative_to(p).as_posix()) for x in sorted(found))
         else:
             files.append((p, p.name))
@@ -552,9 +589,13 @@ def import_scenario_files(paths: Iterable[Path | str]) -> tuple[list[ScenarioBun
                     errors.append(BundleError(source=locator, reason=str(record)))
                     continue
                 try:
-                    bundles.append(record_to_bundle(record, source=f"import:{rel}",
-                                                    default_id=_default_id(rel) if lone and locator == doc_locator
-                                                    else None))
+                    bundles.append(
+                        record_to_bundle(
+                            record,
+                            source=f"import:{rel}",
+                            default_id=_default_id(rel) if lone and locator == doc_locator else None,
+                        )
+                    )
                 except ValueError as exc:
                     errors.append(BundleError(source=locator, reason=str(exc)))
     return bundles, errors

@@ -52,17 +52,24 @@ def merge_candidates(*groups: Iterable[ScenarioBundle]) -> tuple[list[ScenarioBu
     for group in groups:
         for bundle in group:
             if bundle.id in seen:
-                dupes.append(BundleError(source=bundle.source or bundle.id,
-                                         reason=f"duplicate id {bundle.id!r} (first from {seen[bundle.id]})"))
+                dupes.append(
+                    BundleError(
+                        source=bundle.source or bundle.id,
+                        reason=f"duplicate id {bundle.id!r} (first from {seen[bundle.id]})",
+                    )
+                )
                 continue
             seen[bundle.id] = bundle.source
             out.append(bundle)
     return out, dupes
 
 
-def collect_candidates(pack_dir: Path | None = PACK_DIR, import_dir: Path | None = None,
-                       authored: Iterable[ScenarioBundle] = (),
-                       authoring_errors: Iterable[BundleError] = ()) -> CandidateSet:
+def collect_candidates(
+    pack_dir: Path | None = PACK_DIR,
+    import_dir: Path | None = None,
+    authored: Iterable[ScenarioBundle] = (),
+    authoring_errors: Iterable[BundleError] = (),
+) -> CandidateSet:
     """Pack + imports + already-authored bundles, merged, with every failure kept."""
     quarantine: list[BundleError] = list(authoring_errors)
     pack: list[ScenarioBundle] = []
@@ -71,7 +78,9 @@ def collect_candidates(pack_dir: Path | None = PACK_DIR, import_dir: Path | None
         quarantine += errors
     imported: list[ScenarioBundle] = []
     if import_dir is not None and Path(import_dir).exists():
-        imported, errors = import_scenario_files([import_dir])  # bundles and shell tasks, told apart by content
+        imported, errors = import_scenario_files(
+            [import_dir]
+        )  # bundles and shell tasks, told apart by content
         quarantine += errors
     bundles, dupes = merge_candidates(pack, imported, authored)
     quarantine += dupes
@@ -83,17 +92,29 @@ def collect_candidates(pack_dir: Path | None = PACK_DIR, import_dir: Path | None
 
 def candidate_rows(bundles: Iterable[ScenarioBundle]) -> list[dict[str, object]]:
     """Lake rows for ``scenario_candidates``: the searchable fields plus the whole bundle as JSON."""
-    return [{"scenario_id": b.id, "category": b.category, "difficulty": b.difficulty, "user": b.user,
-             "announced": b.announced, "origin": origin(b), "source": b.source, "task": b.task,
-             "bundle_json": b.model_dump_json(exclude_none=True)} for b in bundles]
+    return [
+        {
+            "scenario_id": b.id,
+            "category": b.category,
+            "difficulty": b.difficulty,
+            "user": b.user,
+            "announced": b.announced,
+            "origin": origin(b),
+            "source": b.source,
+            "task": b.task,
+            "bundle_json": b.model_dump_json(exclude_none=True),
+        }
+        for b in bundles
+    ]
 
 
 def quarantine_rows(errors: Iterable[BundleError]) -> list[dict[str, str]]:
     return [{"source": e.source, "reason": e.reason} for e in errors]
 
 
-def sample_pack(bundles: list[ScenarioBundle], n: int, split_of: Callable[[str], str],
-                held_out_share: float = 0.4) -> list[ScenarioBundle]:
+def sample_pack(
+    bundles: list[ScenarioBundle], n: int, split_of: Callable[[str], str], held_out_share: float = 0.4
+) -> list[ScenarioBundle]:
     """A small, deterministic slice of the pack for smoke runs (``bashgym demo --quick``): both splits present
     (about ``held_out_share`` held out, at least one of each when ``n`` >= 2), categories taken in turn so every
     skill shows up, the easiest and then alphabetically first bundles of a category first.

@@ -124,62 +124,226 @@ OFFERED_USERS = "root and its own unprivileged user operator (uid 1000, home /ho
 # Where an unprivileged agent's reference solution is written (it cannot create /solution; the check never looks).
 USER_SOLUTION_DIR = "/tmp/solution"
 
-MAX_FILE_BYTES = 1 << 20          # one file carried in a bundle (binary files: before base64)
-MAX_TASK_BYTES = 4 << 20          # everything a bundle carries (files as carried, tests, solution)
-MAX_FILES = 400                   # files carried per task
-MAX_UNPACKED_BYTES = 64 << 20     # what the archives an ADD unpacks may hold, all together
+MAX_FILE_BYTES = 1 << 20  # one file carried in a bundle (binary files: before base64)
+MAX_TASK_BYTES = 4 << 20  # everything a bundle carries (files as carried, tests, solution)
+MAX_FILES = 400  # files carried per task
+MAX_UNPACKED_BYTES = 64 << 20  # what the archives an ADD unpacks may hold, all together
 MAX_INSTRUCTION_BYTES = 256 << 10
-MAX_SUITE_DEPTH = 3               # how deep a suite folder is searched for task folders
+MAX_SUITE_DEPTH = 3  # how deep a suite folder is searched for task folders
 
-DIFFICULTY = {"trivial": 1, "easy": 1, "beginner": 1, "medium": 2, "moderate": 2, "normal": 2, "intermediate": 2,
-              "hard": 3, "difficult": 3, "advanced": 3, "extreme": 4, "expert": 4, "very-hard": 4, "very hard": 4,
-              "very_hard": 4, "insane": 4}
+DIFFICULTY = {
+    "trivial": 1,
+    "easy": 1,
+    "beginner": 1,
+    "medium": 2,
+    "moderate": 2,
+    "normal": 2,
+    "intermediate": 2,
+    "hard": 3,
+    "difficult": 3,
+    "advanced": 3,
+    "extreme": 4,
+    "expert": 4,
+    "very-hard": 4,
+    "very hard": 4,
+    "very_hard": 4,
+    "insane": 4,
+}
 
 # What debootstrap --variant=minbase installs besides packages.txt, and what those packages pull in.
-_IMAGE_ESSENTIALS = frozenset({
-    "base-files", "base-passwd", "bash", "bsdutils", "coreutils", "dash", "debconf", "debianutils", "diffutils",
-    "dpkg", "findutils", "grep", "gzip", "hostname", "init-system-helpers", "libc-bin", "libc6", "login", "mawk",
-    "ncurses-base", "ncurses-bin", "perl-base", "sed", "sysvinit-utils", "tar", "util-linux", "apt", "gpgv",
-    "debian-archive-keyring", "mount", "adduser", "python3-minimal", "python3.11", "python3.11-minimal",
-    "libpython3.11-stdlib", "perl", "git-man", "readline-common", "libsqlite3-0",
-})
+_IMAGE_ESSENTIALS = frozenset(
+    {
+        "base-files",
+        "base-passwd",
+        "bash",
+        "bsdutils",
+        "coreutils",
+        "dash",
+        "debconf",
+        "debianutils",
+        "diffutils",
+        "dpkg",
+        "findutils",
+        "grep",
+        "gzip",
+        "hostname",
+        "init-system-helpers",
+        "libc-bin",
+        "libc6",
+        "login",
+        "mawk",
+        "ncurses-base",
+        "ncurses-bin",
+        "perl-base",
+        "sed",
+        "sysvinit-utils",
+        "tar",
+        "util-linux",
+        "apt",
+        "gpgv",
+        "debian-archive-keyring",
+        "mount",
+        "adduser",
+        "python3-minimal",
+        "python3.11",
+        "python3.11-minimal",
+        "libpython3.11-stdlib",
+        "perl",
+        "git-man",
+        "readline-common",
+        "libsqlite3-0",
+    }
+)
 # Installed only for the harnesses themselves (Terminal-Bench drives the agent through tmux and records it).
 _HARNESS_PACKAGES = frozenset({"tmux", "asciinema"})
 # Installed by verifier scripts only to fetch uv/pytest: droppable there while nothing kept uses them.
-_TEST_BOOTSTRAP_PACKAGES = frozenset({"curl", "wget", "ca-certificates", "gnupg", "python3-pip", "python3-venv",
-                                      "python3-pytest", "python-is-python3"}) | _HARNESS_PACKAGES
+_TEST_BOOTSTRAP_PACKAGES = (
+    frozenset(
+        {
+            "curl",
+            "wget",
+            "ca-certificates",
+            "gnupg",
+            "python3-pip",
+            "python3-venv",
+            "python3-pytest",
+            "python-is-python3",
+        }
+    )
+    | _HARNESS_PACKAGES
+)
 # Python packages a check brings itself (the pytest run) or that only matter to the installer.
-_DROPPABLE_PY = re.compile(r"^(pytest([-_].*)?|pip|setuptools|wheel|uv|iniconfig|pluggy|packaging|exceptiongroup|"
-                           r"tomli|colorama|pygments)$")
+_DROPPABLE_PY = re.compile(
+    r"^(pytest([-_].*)?|pip|setuptools|wheel|uv|iniconfig|pluggy|packaging|exceptiongroup|"
+    r"tomli|colorama|pygments)$"
+)
 # Python packaging tools: only the installs that use them need them, and those are classified on their own.
-_PY_TOOLING_PACKAGES = frozenset({"python3-pip", "python3-venv", "python3-setuptools", "python3-wheel",
-                                  "python3-pytest", "python-is-python3"})
+_PY_TOOLING_PACKAGES = frozenset(
+    {
+        "python3-pip",
+        "python3-venv",
+        "python3-setuptools",
+        "python3-wheel",
+        "python3-pytest",
+        "python-is-python3",
+    }
+)
 _UV_INSTALLER = re.compile(r"https?://(astral\.sh/uv/|[^ ]*/uv/[^ ]*install\.sh|[^ ]*astral-sh/uv/)")
 _APT_CACHE = re.compile(r"^(/var/lib/apt/lists|/var/cache/apt|~/.cache|/root/.cache|\$HOME/.cache)")
-_NETWORK_TOOLS = frozenset({"npm", "npx", "yarn", "pnpm", "gem", "bundle", "conda", "mamba", "micromamba", "poetry",
-                            "pipenv", "pipx", "bun", "deno", "rustup", "brew", "snap", "docker", "huggingface-cli",
-                            "hf", "gdown", "aws", "gsutil", "rclone", "cpan", "cpanm", "composer", "nvm", "sdk",
-                            "add-apt-repository", "apt-add-repository", "apt-key", "opam", "stack", "cabal",
-                            "julia", "Rscript"})
+_NETWORK_TOOLS = frozenset(
+    {
+        "npm",
+        "npx",
+        "yarn",
+        "pnpm",
+        "gem",
+        "bundle",
+        "conda",
+        "mamba",
+        "micromamba",
+        "poetry",
+        "pipenv",
+        "pipx",
+        "bun",
+        "deno",
+        "rustup",
+        "brew",
+        "snap",
+        "docker",
+        "huggingface-cli",
+        "hf",
+        "gdown",
+        "aws",
+        "gsutil",
+        "rclone",
+        "cpan",
+        "cpanm",
+        "composer",
+        "nvm",
+        "sdk",
+        "add-apt-repository",
+        "apt-add-repository",
+        "apt-key",
+        "opam",
+        "stack",
+        "cabal",
+        "julia",
+        "Rscript",
+    }
+)
 _PY_INTERPRETER = re.compile(r"^python(3(\.\d+)?)?$")
-_STDLIB_MISSING = frozenset({"tkinter", "turtle", "turtledemo", "idlelib", "lib2to3", "distutils", "ensurepip"})
-_WELL_KNOWN_THIRD_PARTY = frozenset({"numpy", "pandas", "scipy", "sklearn", "torch", "requests", "yaml", "bs4",
-                                     "PIL", "cv2", "flask", "fastapi", "matplotlib", "httpx", "pydantic", "psutil"})
-_SKIP_NAMES = frozenset({"__pycache__", ".git", ".DS_Store", ".pytest_cache", ".ruff_cache", ".venv", "node_modules"})
-_TASK_MARKERS = frozenset({"task.toml", "instruction.md", "task.yaml", "task.yml", "run-tests.sh", "solution.sh",
-                           "solution.yaml"})
+_STDLIB_MISSING = frozenset(
+    {"tkinter", "turtle", "turtledemo", "idlelib", "lib2to3", "distutils", "ensurepip"}
+)
+_WELL_KNOWN_THIRD_PARTY = frozenset(
+    {
+        "numpy",
+        "pandas",
+        "scipy",
+        "sklearn",
+        "torch",
+        "requests",
+        "yaml",
+        "bs4",
+        "PIL",
+        "cv2",
+        "flask",
+        "fastapi",
+        "matplotlib",
+        "httpx",
+        "pydantic",
+        "psutil",
+    }
+)
+_SKIP_NAMES = frozenset(
+    {"__pycache__", ".git", ".DS_Store", ".pytest_cache", ".ruff_cache", ".venv", "node_modules"}
+)
+_TASK_MARKERS = frozenset(
+    {"task.toml", "instruction.md", "task.yaml", "task.yml", "run-tests.sh", "solution.sh", "solution.yaml"}
+)
 # Files of a TB 1.x task folder (its build context) that are the harness's: ``COPY .`` of the folder leaves them
 # out. The tests and the solution are never the container's (the agent would see the answer): naming one in a COPY
 # quarantines the task. The bookkeeping files a Dockerfile may name on purpose (``COPY task.yaml .``) are copied,
 # as docker would.
 _TB1_SECRETS = frozenset({"solution.sh", "solution.yaml", "run-tests.sh", "tests"})
-_TB1_META = _TB1_SECRETS | {"task.yaml", "task.yml", "docker-compose.yaml", "docker-compose.yml", "Dockerfile",
-                            ".dockerignore"}
+_TB1_META = _TB1_SECRETS | {
+    "task.yaml",
+    "task.yml",
+    "docker-compose.yaml",
+    "docker-compose.yml",
+    "Dockerfile",
+    ".dockerignore",
+}
 _ENV_DOCS = frozenset({"README.md", "README", "readme.md", ".gitkeep", ".dockerignore"})
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_KNOWN_DIRS = frozenset({"/", "/app", "/tmp", "/root", "/home", "/etc", "/opt", "/srv", "/usr", "/usr/bin",
-                         "/usr/local", "/usr/local/bin", "/usr/share", "/var", "/var/log", "/bin", "/sbin", "/mnt",
-                         "/workspace", "/data", "/usr/local/lib", "/usr/lib", "/var/www", "/etc/cron.d"})
+_KNOWN_DIRS = frozenset(
+    {
+        "/",
+        "/app",
+        "/tmp",
+        "/root",
+        "/home",
+        "/etc",
+        "/opt",
+        "/srv",
+        "/usr",
+        "/usr/bin",
+        "/usr/local",
+        "/usr/local/bin",
+        "/usr/share",
+        "/var",
+        "/var/log",
+        "/bin",
+        "/sbin",
+        "/mnt",
+        "/workspace",
+        "/data",
+        "/usr/local/lib",
+        "/usr/lib",
+        "/var/www",
+        "/etc/cron.d",
+    }
+)
 
 
 class Unimportable(Exception):  # noqa: N818 - a verdict, not a crash
@@ -307,7 +471,7 @@ def _walk_files(root: Path, what: str, links: bool = False) -> list[Path]:
     for dirpath, dirnames, filenames in os.walk(root):
         kept = []
         for name in sorted(d for d in dirnames if d not in _SKIP_NAMES):
-            if (Path(dirpath) / name).is_symlink():   # os.walk does not descend into it
+            if (Path(dirpath) / name).is_symlink():  # os.walk does not descend into it
                 if links:
                     out.append(Path(dirpath) / name)
                 continue
@@ -380,8 +544,8 @@ def _is_executable(path: Path) -> bool:
 # ---- a shell lexer: simple commands with their spans ----------------------------------------------------------
 @dataclass
 class Word:
-    text: str      # the word with quotes removed (expansions left as written)
-    raw: str       # the word as written
+    text: str  # the word with quotes removed (expansions left as written)
+    raw: str  # the word as written
     start: int
     end: int
 
@@ -389,7 +553,7 @@ class Word:
 @dataclass
 class SimpleCommand:
     words: list[Word]
-    nested: bool = False   # inside $( ) or backticks
+    nested: bool = False  # inside $( ) or backticks
 
     @property
     def start(self) -> int:
@@ -400,8 +564,32 @@ class SimpleCommand:
         return self.words[-1].end
 
 
-_RESERVED = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "in", "case",
-                       "esac", "!", "{", "}", "time", "function", "select", "[[", "]]", "coproc"})
+_RESERVED = frozenset(
+    {
+        "if",
+        "then",
+        "else",
+        "elif",
+        "fi",
+        "do",
+        "done",
+        "while",
+        "until",
+        "for",
+        "in",
+        "case",
+        "esac",
+        "!",
+        "{",
+        "}",
+        "time",
+        "function",
+        "select",
+        "[[",
+        "]]",
+        "coproc",
+    }
+)
 _HEREDOC_RE = re.compile(r"<<(-?)[ \t]*(?:'([^'\n]*)'|\"([^\"\n]*)\"|\\?([A-Za-z0-9_.+-]+))")
 
 
@@ -472,7 +660,7 @@ def shell_commands(src: str, base: int = 0, nested: bool = False) -> list[Simple
                 i += 2
                 continue
             begin()
-            cur.append(src[i + 1:i + 2])
+            cur.append(src[i + 1 : i + 2])
             i += 2
             continue
         if c in " \t\r":
@@ -500,7 +688,7 @@ def shell_commands(src: str, base: int = 0, nested: bool = False) -> list[Simple
             begin()
             k = src.find("'", i + 1)
             k = n if k < 0 else k
-            cur.append(src[i + 1:k])
+            cur.append(src[i + 1 : k])
             i = k + 1
             continue
         if c == '"':
@@ -508,20 +696,20 @@ def shell_commands(src: str, base: int = 0, nested: bool = False) -> list[Simple
             j = i + 1
             while j < n and src[j] != '"':
                 if src[j] == "\\" and j + 1 < n:
-                    cur.append(src[j + 1] if src[j + 1] in '"\\$`\n' else src[j:j + 2])
+                    cur.append(src[j + 1] if src[j + 1] in '"\\$`\n' else src[j : j + 2])
                     j += 2
                     continue
                 if src.startswith("$(", j) and not src.startswith("$((", j):
                     k = _matching(src, j + 1)
-                    cmds.extend(shell_commands(src[j + 2:k], base + j + 2, True))
-                    cur.append(src[j:k + 1])
+                    cmds.extend(shell_commands(src[j + 2 : k], base + j + 2, True))
+                    cur.append(src[j : k + 1])
                     j = k + 1
                     continue
                 if src[j] == "`":
                     k = src.find("`", j + 1)
                     k = n - 1 if k < 0 else k
-                    cmds.extend(shell_commands(src[j + 1:k], base + j + 1, True))
-                    cur.append(src[j:k + 1])
+                    cmds.extend(shell_commands(src[j + 1 : k], base + j + 1, True))
+                    cur.append(src[j : k + 1])
                     j = k + 1
                     continue
                 cur.append(src[j])
@@ -531,28 +719,28 @@ def shell_commands(src: str, base: int = 0, nested: bool = False) -> list[Simple
         if c == "$" and src.startswith("$((", i):
             begin()
             k = _matching(src, i + 1)
-            cur.append(src[i:k + 1])
+            cur.append(src[i : k + 1])
             i = k + 1
             continue
         if c == "$" and src.startswith("$(", i):
             begin()
             k = _matching(src, i + 1)
-            cmds.extend(shell_commands(src[i + 2:k], base + i + 2, True))
-            cur.append(src[i:k + 1])
+            cmds.extend(shell_commands(src[i + 2 : k], base + i + 2, True))
+            cur.append(src[i : k + 1])
             i = k + 1
             continue
         if c == "$" and src.startswith("${", i):
             begin()
             k = _matching(src, i + 1, "{", "}")
-            cur.append(src[i:k + 1])
+            cur.append(src[i : k + 1])
             i = k + 1
             continue
         if c == "`":
             begin()
             k = src.find("`", i + 1)
             k = n - 1 if k < 0 else k
-            cmds.extend(shell_commands(src[i + 1:k], base + i + 1, True))
-            cur.append(src[i:k + 1])
+            cmds.extend(shell_commands(src[i + 1 : k], base + i + 1, True))
+            cur.append(src[i : k + 1])
             i = k + 1
             continue
         if c == "<" and src.startswith("<<", i) and not src.startswith("<<<", i):
@@ -579,7 +767,7 @@ def shell_commands(src: str, base: int = 0, nested: bool = False) -> list[Simple
                 continue
             if c == "(" and prev.endswith("="):  # array assignment a=(1 2)
                 k = _matching(src, i)
-                cur.append(src[i:k + 1])
+                cur.append(src[i : k + 1])
                 i = k + 1
                 continue
             end_cmd(i)
@@ -600,7 +788,7 @@ IMAGE, TESTS = "image", "tests"
 @dataclass
 class Action:
     kind: str
-    detail: str = ""        # PROBLEM: what needs the network; REPLACE: the new text; REFUSE: why not
+    detail: str = ""  # PROBLEM: what needs the network; REPLACE: the new text; REFUSE: why not
 
 
 @dataclass
@@ -612,13 +800,14 @@ class Rewrite:
     dropped: int = 0
     kept_programs: set[str] = field(default_factory=set)
     python_packages: set[str] = field(default_factory=set)
-    resolve: Callable[[str], str | None] | None = None   # a requirements file's text, by the path as written
+    resolve: Callable[[str], str | None] | None = None  # a requirements file's text, by the path as written
     accounts: bool = False  # a Dockerfile's RUN: creating a user the sandbox image already has is rewritten
-    refusals: list[str] = field(default_factory=list)     # why the script cannot run in the sandbox, not network
+    refusals: list[str] = field(default_factory=list)  # why the script cannot run in the sandbox, not network
 
 
-_LEADING_RESERVED = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "time", "fi", "done",
-                               "}", "esac"})
+_LEADING_RESERVED = frozenset(
+    {"if", "then", "else", "elif", "do", "while", "until", "!", "{", "time", "fi", "done", "}", "esac"}
+)
 _STRUCTURE = frozenset({"for", "case", "select", "function", "in", "[[", "]]", "coproc"})
 
 
@@ -641,7 +830,7 @@ def _program_index(words: list[str]) -> int:
         if re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w):
             i += 1
         elif w == "command" and i + 1 < len(words) and words[i + 1] in ("-v", "-V"):
-            return i   # a lookup (`command -v uv`), not a run of the program
+            return i  # a lookup (`command -v uv`), not a run of the program
         elif w in ("sudo", "env", "nohup", "exec", "command", "builtin", "stdbuf"):
             wrapper = w
             i += 1
@@ -672,7 +861,9 @@ def _positionals(args: list[str], value_opts: Iterable[str] = ()) -> list[str]:
 
 
 def _py_name(spec: str) -> str:
-    return re.split(r"[<>=!~\[;@ ]", spec.strip().strip("'\""), maxsplit=1)[0].strip().lower().replace("_", "-")
+    return (
+        re.split(r"[<>=!~\[;@ ]", spec.strip().strip("'\""), maxsplit=1)[0].strip().lower().replace("_", "-")
+    )
 
 
 def _apt_name(spec: str) -> str:
@@ -700,8 +891,24 @@ def _requirements(path: str, label: str, rw: Rewrite) -> list[str] | Action:
 def _pip_install(args: list[str], label: str, ctx: str, rw: Rewrite) -> Action:
     pkgs: list[str] = []
     i = 0
-    value_opts = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--target", "-t", "--prefix",
-                  "--root", "--python", "-p", "--constraint", "-c", "--platform", "--python-version", "--group"}
+    value_opts = {
+        "-i",
+        "--index-url",
+        "--extra-index-url",
+        "-f",
+        "--find-links",
+        "--target",
+        "-t",
+        "--prefix",
+        "--root",
+        "--python",
+        "-p",
+        "--constraint",
+        "-c",
+        "--platform",
+        "--python-version",
+        "--group",
+    }
     while i < len(args):
         a = args[i]
         if a in ("-r", "--requirement", "--requirements") or a.startswith(("-r=", "--requirement=")):
@@ -734,8 +941,9 @@ def _pytest_replacement(raw_args: list[str]) -> Action:
     return Action(REPLACE, " ".join(['"${BASHGYM_PYTEST:-false}"', *raw_args]))
 
 
-def classify(cmd: SimpleCommand, ctx: str, test_files: frozenset[str] = frozenset(),
-             rw: Rewrite | None = None) -> Action:
+def classify(
+    cmd: SimpleCommand, ctx: str, test_files: frozenset[str] = frozenset(), rw: Rewrite | None = None
+) -> Action:
     """What to do with one simple command of a ``RUN`` line / verifier / solution script (``ctx``)."""
     rw = rw if rw is not None else Rewrite("")
     texts = [w.text for w in cmd.words]
@@ -744,15 +952,17 @@ def classify(cmd: SimpleCommand, ctx: str, test_files: frozenset[str] = frozense
     if p >= len(texts):
         return Action(KEEP)
     prog = posixpath.basename(texts[p])
-    args, raw_args = texts[p + 1:], raws[p + 1:]
+    args, raw_args = texts[p + 1 :], raws[p + 1 :]
     line = " ".join(texts[p:])[:160]
 
     if prog in _RESERVED:
         return Action(KEEP)
     if ctx == IMAGE and (prog in ("which", "type") or (prog == "command" and args[:1] in (["-v"], ["-V"]))):
-        names = [a for a in args if not a.startswith("-") and not re.match(r"^\d*[<>]", a) and a != "/dev/null"]
+        names = [
+            a for a in args if not a.startswith("-") and not re.match(r"^\d*[<>]", a) and a != "/dev/null"
+        ]
         if names and all(n in _HARNESS_PACKAGES for n in names):
-            return Action(DROP)   # asserting the harness's tmux/asciinema, which the sandbox does not need
+            return Action(DROP)  # asserting the harness's tmux/asciinema, which the sandbox does not need
     if rw.accounts and prog in _ACCOUNT_TOOLS:
         return _classify_account(prog, args)
     if prog in ("apt-get", "apt", "aptitude"):
@@ -764,17 +974,23 @@ def classify(cmd: SimpleCommand, ctx: str, test_files: frozenset[str] = frozense
             names = [_apt_name(x) for x in pos[1:]]
             if any(x.endswith(".deb") or "/" in x for x in names):
                 return Action(PROBLEM, line)
-            allowed = image_packages() | _PY_TOOLING_PACKAGES | (_HARNESS_PACKAGES if ctx == IMAGE
-                                                                 else _TEST_BOOTSTRAP_PACKAGES)
+            allowed = (
+                image_packages()
+                | _PY_TOOLING_PACKAGES
+                | (_HARNESS_PACKAGES if ctx == IMAGE else _TEST_BOOTSTRAP_PACKAGES)
+            )
             missing = [x for x in names if x not in allowed]
             return Action(PROBLEM, f"{prog} install {' '.join(missing)}") if missing else Action(DROP)
         return Action(KEEP)
-    if prog in ("pip", "pip3") or re.fullmatch(r"pip3\.\d+", prog) or (
-            _PY_INTERPRETER.match(prog) and args[:2] == ["-m", "pip"]):
+    if (
+        prog in ("pip", "pip3")
+        or re.fullmatch(r"pip3\.\d+", prog)
+        or (_PY_INTERPRETER.match(prog) and args[:2] == ["-m", "pip"])
+    ):
         rest = args[2:] if _PY_INTERPRETER.match(prog) else args
         pos = _positionals(rest)
         if pos[:1] == ["install"]:
-            return _pip_install(rest[rest.index("install") + 1:], "pip install", ctx, rw)
+            return _pip_install(rest[rest.index("install") + 1 :], "pip install", ctx, rw)
         return Action(DROP)  # pip list/freeze/show/--version: diagnostics (the image has no pip)
     if _PY_INTERPRETER.match(prog) and args[:2] == ["-m", "pytest"]:
         if ctx == TESTS:
@@ -782,7 +998,7 @@ def classify(cmd: SimpleCommand, ctx: str, test_files: frozenset[str] = frozense
             return _pytest_replacement(raw_args[2:])
         return Action(KEEP)
     if _PY_INTERPRETER.match(prog) and args[:2] in (["-m", "venv"], ["-m", "virtualenv"]):
-        return Action(DROP)   # the image has no python3-venv; what is installed into it decides
+        return Action(DROP)  # the image has no python3-venv; what is installed into it decides
     if prog in ("pytest", "py.test"):
         if ctx == TESTS:
             rw.pytest_runs += 1
@@ -799,8 +1015,11 @@ def classify(cmd: SimpleCommand, ctx: str, test_files: frozenset[str] = frozense
         return Action(PROBLEM, f"{prog} {url}".strip() if url else line)
     if prog == "git":
         pos = _positionals(args, {"-C", "-c", "--depth", "-b", "--branch", "--origin", "-o"})
-        if pos and pos[0] in ("clone", "fetch", "pull", "push", "ls-remote", "submodule") and any(
-                re.match(r"^([a-z+]+://|git@|[\w.-]+@[\w.-]+:)", a) for a in pos[1:]):
+        if (
+            pos
+            and pos[0] in ("clone", "fetch", "pull", "push", "ls-remote", "submodule")
+            and any(re.match(r"^([a-z+]+://|git@|[\w.-]+@[\w.-]+:)", a) for a in pos[1:])
+        ):
             return Action(PROBLEM, line)
         if pos and pos[0] == "submodule" and "update" in pos:
             return Action(PROBLEM, line)
@@ -816,8 +1035,11 @@ def classify(cmd: SimpleCommand, ctx: str, test_files: frozenset[str] = frozense
     if prog in ("source", ".") and args:
         target = args[0]
         name = posixpath.basename(target)
-        if ctx == TESTS and (target.endswith((".local/bin/env", ".cargo/env")) or target.endswith("/bin/activate")
-                             or (name == "setup-uv-pytest.sh" and name not in test_files)):
+        if ctx == TESTS and (
+            target.endswith((".local/bin/env", ".cargo/env"))
+            or target.endswith("/bin/activate")
+            or (name == "setup-uv-pytest.sh" and name not in test_files)
+        ):
             return Action(DROP)
         if target.endswith(".local/bin/env"):
             return Action(DROP)
@@ -842,22 +1064,38 @@ def _classify_uv(args: list[str], raw_args: list[str], ctx: str, line: str, rw: 
     while i < len(args) and args[i].startswith("-"):
         i += 2 if args[i] in global_value else 1
     sub = args[i] if i < len(args) else ""
-    rest, raw_rest = args[i + 1:], raw_args[i + 1:]
+    rest, raw_rest = args[i + 1 :], raw_args[i + 1 :]
     if sub in ("", "--version", "version", "venv", "init", "cache", "self", "help", "tree", "lock"):
-        return Action(DROP) if ctx == TESTS or sub in ("", "--version", "version", "help") else Action(
-            PROBLEM, f"{line} (uv is not in the image)")
+        return (
+            Action(DROP)
+            if ctx == TESTS or sub in ("", "--version", "version", "help")
+            else Action(PROBLEM, f"{line} (uv is not in the image)")
+        )
     if sub == "pip":
         pos = _positionals(rest)
         if pos[:1] == ["install"]:
-            return _pip_install(rest[rest.index("install") + 1:], "uv pip install", ctx, rw)
+            return _pip_install(rest[rest.index("install") + 1 :], "uv pip install", ctx, rw)
         return Action(DROP)
     if sub == "add":
         return _pip_install([a for a in rest if a not in ("--dev",)], "uv add", ctx, rw)
     if sub == "python":
         return Action(DROP) if ctx == TESTS else Action(PROBLEM, line)
     if sub == "run":
-        value_opts = {"--with", "-w", "--python", "-p", "--with-requirements", "--project", "--directory",
-                      "--extra", "--group", "--env-file", "--package", "--index", "--index-url"}
+        value_opts = {
+            "--with",
+            "-w",
+            "--python",
+            "-p",
+            "--with-requirements",
+            "--project",
+            "--directory",
+            "--extra",
+            "--group",
+            "--env-file",
+            "--package",
+            "--index",
+            "--index-url",
+        }
         j = 0
         withs: list[str] = []
         while j < len(rest) and rest[j].startswith("-"):
@@ -909,7 +1147,7 @@ def _classify_uvx(args: list[str], raw_args: list[str], ctx: str, line: str, rw:
         if action.kind == PROBLEM:
             return action
         rw.pytest_runs += 1
-        return _pytest_replacement(raw_args[j + 1:])
+        return _pytest_replacement(raw_args[j + 1 :])
     return Action(PROBLEM, line)
 
 
@@ -917,18 +1155,78 @@ def _classify_uvx(args: list[str], raw_args: list[str], ctx: str, line: str, rw:
 _ACCOUNT_TOOLS = frozenset({"useradd", "adduser", "groupadd", "addgroup"})
 # Options that take a value, per tool (long forms also as --opt=value).
 _ACCOUNT_VALUE_OPTS = {
-    "useradd": {"-b", "--base-dir", "-c", "--comment", "-d", "--home-dir", "--home", "-e", "--expiredate", "-f",
-                "--inactive", "-g", "--gid", "-G", "--groups", "-k", "--skel", "-K", "--key", "-p", "--password",
-                "-R", "--root", "-P", "--prefix", "-s", "--shell", "-u", "--uid", "-Z", "--selinux-user"},
-    "adduser": {"--home", "--shell", "--uid", "--gid", "--ingroup", "--gecos", "--comment", "--firstuid",
-                "--lastuid", "--firstgid", "--lastgid", "--conf", "--add-extra-groups", "-h", "-s", "-u", "-G", "-g",
-                "-k"},
+    "useradd": {
+        "-b",
+        "--base-dir",
+        "-c",
+        "--comment",
+        "-d",
+        "--home-dir",
+        "--home",
+        "-e",
+        "--expiredate",
+        "-f",
+        "--inactive",
+        "-g",
+        "--gid",
+        "-G",
+        "--groups",
+        "-k",
+        "--skel",
+        "-K",
+        "--key",
+        "-p",
+        "--password",
+        "-R",
+        "--root",
+        "-P",
+        "--prefix",
+        "-s",
+        "--shell",
+        "-u",
+        "--uid",
+        "-Z",
+        "--selinux-user",
+    },
+    "adduser": {
+        "--home",
+        "--shell",
+        "--uid",
+        "--gid",
+        "--ingroup",
+        "--gecos",
+        "--comment",
+        "--firstuid",
+        "--lastuid",
+        "--firstgid",
+        "--lastgid",
+        "--conf",
+        "--add-extra-groups",
+        "-h",
+        "-s",
+        "-u",
+        "-G",
+        "-g",
+        "-k",
+    },
     "groupadd": {"-g", "--gid", "-K", "--key", "-p", "--password", "-R", "--root", "-P", "--prefix"},
     "addgroup": {"--gid", "--conf", "--firstgid", "--lastgid", "-g"},
 }
-_ACCOUNT_KEYS = {"-u": "uid", "--uid": "uid", "-d": "home", "--home-dir": "home", "--home": "home", "-h": "home",
-                 "-G": "groups", "--groups": "groups", "-g": "gid", "--gid": "gid", "--ingroup": "gid",
-                 "-s": "shell", "--shell": "shell"}
+_ACCOUNT_KEYS = {
+    "-u": "uid",
+    "--uid": "uid",
+    "-d": "home",
+    "--home-dir": "home",
+    "--home": "home",
+    "-h": "home",
+    "-G": "groups",
+    "--groups": "groups",
+    "-g": "gid",
+    "--gid": "gid",
+    "--ingroup": "gid",
+    "-s": "shell",
+    "--shell": "shell",
+}
 
 
 def account_command(prog: str, args: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -956,10 +1254,10 @@ def account_command(prog: str, args: list[str]) -> tuple[list[str], dict[str, st
                 opts[key] = value
             i += 1
             continue
-        if not re.match(r"^(\d*[<>]|&>)", a):   # a redirection (>/dev/null) is no argument
+        if not re.match(r"^(\d*[<>]|&>)", a):  # a redirection (>/dev/null) is no argument
             pos.append(a)
         elif re.match(r"^(\d*(>>?|<)|&>>?)$", a):
-            i += 1                               # its target follows
+            i += 1  # its target follows
         i += 1
     return pos, opts
 
@@ -973,22 +1271,33 @@ def _classify_account(prog: str, args: list[str]) -> Action:
     if prog in ("groupadd", "addgroup"):
         return Action(DROP) if pos == [OPERATOR] else Action(KEEP)
     if pos != [OPERATOR]:
-        return Action(KEEP)   # another user (created for real), or `adduser operator <group>` (a membership)
+        return Action(KEEP)  # another user (created for real), or `adduser operator <group>` (a membership)
     uid, home = SANDBOX_USERS[OPERATOR].uid, SANDBOX_USERS[OPERATOR].home
     if opts.get("uid") and opts["uid"] != uid:
-        return Action(REFUSE, f"the Dockerfile creates the user {OPERATOR} with uid {opts['uid']}: the sandbox's "
-                              f"{OPERATOR} is uid {uid}")
+        return Action(
+            REFUSE,
+            f"the Dockerfile creates the user {OPERATOR} with uid {opts['uid']}: the sandbox's "
+            f"{OPERATOR} is uid {uid}",
+        )
     if opts.get("home") and posixpath.normpath(opts["home"]) != home:
-        return Action(REFUSE, f"the Dockerfile creates the user {OPERATOR} with the home {opts['home']}: the "
-                              f"sandbox's {OPERATOR} lives in {home}")
+        return Action(
+            REFUSE,
+            f"the Dockerfile creates the user {OPERATOR} with the home {opts['home']}: the "
+            f"sandbox's {OPERATOR} lives in {home}",
+        )
     groups = opts.get("groups", "") if prog == "useradd" else ""
     if groups:
         return Action(REPLACE, f"usermod -aG {shlex.quote(groups)} {OPERATOR}")
     return Action(REPLACE, f"id -u {OPERATOR} >/dev/null")
 
 
-def rewrite_script(src: str, ctx: str, test_files: Iterable[str] = (),
-                   resolve: Callable[[str], str | None] | None = None, accounts: bool = False) -> Rewrite:
+def rewrite_script(
+    src: str,
+    ctx: str,
+    test_files: Iterable[str] = (),
+    resolve: Callable[[str], str | None] | None = None,
+    accounts: bool = False,
+) -> Rewrite:
     """Replace droppable commands by ``true`` and pytest runs by the check's pytest; collect network needs.
 
     ``resolve`` gives the text of a requirements file named by a ``pip install -r`` (None: not known).
@@ -1036,7 +1345,7 @@ class Instruction:
     keyword: str
     args: str
     flags: dict[str, str]
-    heredocs: list[tuple[str, str]]   # (delimiter, body)
+    heredocs: list[tuple[str, str]]  # (delimiter, body)
     raw: str
 
 
@@ -1075,7 +1384,7 @@ def parse_dockerfile(text: str) -> list[Instruction]:
             if not fm:
                 break
             flags[fm.group(1)] = fm.group(2) or ""
-            rest = rest[fm.end():]
+            rest = rest[fm.end() :]
         heredocs: list[tuple[str, str]] = []
         if keyword in ("RUN", "COPY", "ADD"):
             for hm in re.finditer(r"<<(-?)[\"']?([A-Za-z0-9_]+)[\"']?", rest):
@@ -1106,6 +1415,7 @@ def _substitute(text: str, env: dict[str, str]) -> str:
         if m.group(2) == "+":
             return m.group(3) if value else ""
         return value
+
     return _VAR_RE.sub(one, text)
 
 
@@ -1130,22 +1440,31 @@ def base_image_problem(image: str) -> tuple[str | None, bool]:
     if not ref or ref == "scratch":
         return f"needs image {image or '<none>'}: not a plain debian/ubuntu/python base", False
     parts = ref.split("/")
-    registry = parts[0] if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost") else ""
+    registry = (
+        parts[0] if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost") else ""
+    )
     path = parts[1:] if registry else parts
     name, _, tag = path[-1].partition(":")
     # Docker Hub's official images, also through a mirror (public.ecr.aws/docker/library/debian, mirror.gcr.io)
-    official = (len(path) == 1 and (not registry or registry in ("docker.io", "index.docker.io",
-                                                                 "registry-1.docker.io", "mirror.gcr.io"))
-                ) or (len(path) > 1 and path[-2] == "library")
+    official = (
+        len(path) == 1
+        and (
+            not registry
+            or registry in ("docker.io", "index.docker.io", "registry-1.docker.io", "mirror.gcr.io")
+        )
+    ) or (len(path) > 1 and path[-2] == "library")
     tag = tag.lower()
     if official and name in ("debian", "ubuntu", "python") and "alpine" not in tag and "windows" not in tag:
         return None, name == "python"
     # Terminal-Bench's own bases: a python or ubuntu image plus tmux/asciinema for its harness.
     if "/".join(path[:-1]).endswith(("t-bench", "terminal-bench")) and re.match(
-            r"^(python-3-\d+|ubuntu-\d+-\d+|debian(-\w+)?)$", name):
+        r"^(python-3-\d+|ubuntu-\d+-\d+|debian(-\w+)?)$", name
+    ):
         return None, name.startswith("python")
-    return f"needs image {image} (not a plain debian/ubuntu/python base): its contents are not in the sandbox image", \
-        False
+    return (
+        f"needs image {image} (not a plain debian/ubuntu/python base): its contents are not in the sandbox image",
+        False,
+    )
 
 
 @dataclass
@@ -1156,13 +1475,13 @@ class Environment:
     env: dict[str, str] = field(default_factory=dict)
     workdir_set: bool = False
     python_base: bool = False
-    copied: dict[str, str] = field(default_factory=dict)   # every COPY target, for `pip install -r <target>`
-    user: str = "root"      # the sandbox user the agent runs as (the final USER, mapped: SANDBOX_USERS)
-    owner: str = ""         # the final USER as chown takes it (`operator:`), for folders made for the agent
-    ordered: int = 0        # setup steps so far whose order matters (a RUN, a folder WORKDIR makes as a user,
-                            # a binary file, a link): a COPY after one is staged and put in place at its turn
-    carried: int = 0        # entries COPY/ADD carried (files and links)
-    accounts: _Accounts = field(default_factory=lambda: _Accounts())   # users/groups its RUN lines create
+    copied: dict[str, str] = field(default_factory=dict)  # every COPY target, for `pip install -r <target>`
+    user: str = "root"  # the sandbox user the agent runs as (the final USER, mapped: SANDBOX_USERS)
+    owner: str = ""  # the final USER as chown takes it (`operator:`), for folders made for the agent
+    ordered: int = 0  # setup steps so far whose order matters (a RUN, a folder WORKDIR makes as a user,
+    # a binary file, a link): a COPY after one is staged and put in place at its turn
+    carried: int = 0  # entries COPY/ADD carried (files and links)
+    accounts: _Accounts = field(default_factory=lambda: _Accounts())  # users/groups its RUN lines create
 
     @property
     def start_dir(self) -> str:
@@ -1187,7 +1506,7 @@ class _Accounts:
             prog = posixpath.basename(texts[p]) if p < len(texts) else ""
             if prog not in _ACCOUNT_TOOLS:
                 continue
-            pos, opts = account_command(prog, texts[p + 1:])
+            pos, opts = account_command(prog, texts[p + 1 :])
             if len(pos) != 1:
                 continue
             if prog in ("useradd", "adduser"):
@@ -1201,7 +1520,9 @@ def _owner(user_spec: str) -> str:
     return user_spec if ":" in user_spec or user_spec.isdigit() else f"{user_spec}:"
 
 
-def sandbox_user(user_spec: str, accounts: _Accounts | None = None, said: str = "the Dockerfile's USER") -> str:
+def sandbox_user(
+    user_spec: str, accounts: _Accounts | None = None, said: str = "the Dockerfile's USER"
+) -> str:
     """The sandbox user (``root`` or ``operator``) for a final Dockerfile ``USER`` (``name``, ``uid``,
     ``name:group``...); Unimportable, naming the users the sandbox offers, when it offers none that is it."""
     accounts = accounts or _Accounts()
@@ -1210,24 +1531,32 @@ def sandbox_user(user_spec: str, accounts: _Accounts | None = None, said: str = 
     if name.isdigit():
         # a uid is the user the Dockerfile created with it (uid 1000: also the operator it created without one)
         named = [n for n, uid in accounts.users.items() if uid == name] or (
-            [OPERATOR] if name == SANDBOX_USERS[OPERATOR].uid and accounts.users.get(OPERATOR) == "" else [])
+            [OPERATOR] if name == SANDBOX_USERS[OPERATOR].uid and accounts.users.get(OPERATOR) == "" else []
+        )
         user = "root" if name == "0" else named[0] if len(named) == 1 else ""
         if user not in SANDBOX_USERS:
             who = f"the user {user!r}" if user else "a user the Dockerfile does not name"
-            raise Unimportable(f"the agent runs as uid {name} ({who}; {said} {user_spec}): the sandbox offers "
-                               f"only {OFFERED_USERS}")
+            raise Unimportable(
+                f"the agent runs as uid {name} ({who}; {said} {user_spec}): the sandbox offers "
+                f"only {OFFERED_USERS}"
+            )
     elif name not in SANDBOX_USERS:
-        raise Unimportable(f"the agent runs as user {name!r} ({said} {user_spec}): the sandbox offers only "
-                           f"{OFFERED_USERS}")
+        raise Unimportable(
+            f"the agent runs as user {name!r} ({said} {user_spec}): the sandbox offers only {OFFERED_USERS}"
+        )
     known = SANDBOX_USERS[user]
     # its group, also by a gid the Dockerfile gave that group (`groupadd -g 1000 operator`, `useradd -u 1000 -U`)
-    groups = {known.group, known.gid} | {gid for g, gid in accounts.groups.items() if g == known.group and gid}
+    groups = {known.group, known.gid} | {
+        gid for g, gid in accounts.groups.items() if g == known.group and gid
+    }
     if user == OPERATOR and accounts.users.get(OPERATOR) == known.uid:
         groups.add(known.uid)
     if group and group not in groups:
-        raise Unimportable(f"the agent runs as {name} in the group {group!r} ({said} {user_spec}): the sandbox's "
-                           f"{user} has the group {known.group} (gid {known.gid}), and the sandbox offers only "
-                           f"{OFFERED_USERS}")
+        raise Unimportable(
+            f"the agent runs as {name} in the group {group!r} ({said} {user_spec}): the sandbox's "
+            f"{user} has the group {known.group} (gid {known.gid}), and the sandbox offers only "
+            f"{OFFERED_USERS}"
+        )
     return user
 
 
@@ -1272,8 +1601,9 @@ def _ignored(rel: str, rules: list[tuple[bool, str]], exclude_top: frozenset[str
     return ignored
 
 
-def translate_dockerfile(text: str, context: Path, budget: _Budget,
-                         exclude_top: frozenset[str] = frozenset()) -> Environment:
+def translate_dockerfile(
+    text: str, context: Path, budget: _Budget, exclude_top: frozenset[str] = frozenset()
+) -> Environment:
     """The Dockerfile as sandbox setup (see the module docstring); raises Unimportable with the reason."""
     instructions = parse_dockerfile(text)
     froms = [ins for ins in instructions if ins.keyword == "FROM"]
@@ -1284,7 +1614,7 @@ def translate_dockerfile(text: str, context: Path, budget: _Budget,
     envx = Environment()
     # what ${...} in an instruction sees: ENV and ARG values only (no HOME: docker sets it per RUN, from the USER)
     variables: dict[str, str] = {"PATH": _DEFAULT_PATH}
-    exported: dict[str, str] = {}       # ENV and ARG values the RUN lines see
+    exported: dict[str, str] = {}  # ENV and ARG values the RUN lines see
     user = "root"
     accounts = envx.accounts
     known_dirs = set(_KNOWN_DIRS)
@@ -1342,8 +1672,14 @@ def translate_dockerfile(text: str, context: Path, budget: _Budget,
                 raise Unimportable(f"RUN --mount={mount} is not supported")
             cwd = envx.workdir if envx.workdir_set else "/"
             accounts.read(command)
-            rw = rewrite_script(command, IMAGE, resolve=lambda p, cwd=cwd: envx.copied.get(
-                posixpath.normpath(posixpath.join(cwd, _substitute(p, variables)))), accounts=True)
+            rw = rewrite_script(
+                command,
+                IMAGE,
+                resolve=lambda p, cwd=cwd: envx.copied.get(
+                    posixpath.normpath(posixpath.join(cwd, _substitute(p, variables)))
+                ),
+                accounts=True,
+            )
             if rw.refusals:
                 raise Unimportable("; ".join(dict.fromkeys(rw.refusals)))
             if rw.problems:
@@ -1355,7 +1691,7 @@ def translate_dockerfile(text: str, context: Path, budget: _Budget,
             script = f"{prefix}mkdir -p {wd} && cd {wd} || exit 1\n{rw.text}"
             if not _is_root(user):
                 name, _, group = user.partition(":")
-                if name.isdigit():   # runuser takes names: the one the Dockerfile gave that uid, if any
+                if name.isdigit():  # runuser takes names: the one the Dockerfile gave that uid, if any
                     name = next((n for n, uid in accounts.users.items() if uid == name), name)
                 as_group = f"-g {shlex.quote(group)} " if group else ""
                 script = f"runuser -u {shlex.quote(name)} {as_group}-- bash -c {shlex.quote(script)}"
@@ -1364,10 +1700,31 @@ def translate_dockerfile(text: str, context: Path, budget: _Budget,
         elif kw in ("COPY", "ADD"):
             if "from" in ins.flags:
                 raise Unimportable(f"{kw} --from (a multi-stage build)")
-            stage_n = _copy(ins, kw, context, real_context, rules, exclude_top, envx, variables, known_dirs,
-                            budget, stage_n)
-        elif kw in ("CMD", "ENTRYPOINT", "EXPOSE", "LABEL", "MAINTAINER", "STOPSIGNAL", "HEALTHCHECK", "VOLUME",
-                    "SHELL", "ONBUILD"):
+            stage_n = _copy(
+                ins,
+                kw,
+                context,
+                real_context,
+                rules,
+                exclude_top,
+                envx,
+                variables,
+                known_dirs,
+                budget,
+                stage_n,
+            )
+        elif kw in (
+            "CMD",
+            "ENTRYPOINT",
+            "EXPOSE",
+            "LABEL",
+            "MAINTAINER",
+            "STOPSIGNAL",
+            "HEALTHCHECK",
+            "VOLUME",
+            "SHELL",
+            "ONBUILD",
+        ):
             continue  # the sandbox runs its own shell; services are not started
         else:
             raise Unimportable(f"unknown Dockerfile instruction {kw}")
@@ -1386,14 +1743,16 @@ def _run_command(ins: Instruction) -> str:
         words = _split_args(args)
         return shlex.join(words)
     m = re.match(r"^<<(-?)[\"']?([A-Za-z0-9_]+)[\"']?\s*$", args)
-    if m and len(ins.heredocs) == 1:   # RUN <<EOF ... EOF: the body is the script
+    if m and len(ins.heredocs) == 1:  # RUN <<EOF ... EOF: the body is the script
         body = ins.heredocs[0][1]
         if body.startswith("#!") and not re.match(r"^#!\s*/(usr/)?bin/(env\s+)?(ba)?sh\b", body):
             delim = _heredoc_delim(body)
-            return (f"f=$(mktemp)\ncat > \"$f\" <<'{delim}'\n{body}{delim}\n"
-                    'chmod +x "$f"; "$f"; rc=$?; rm -f "$f"; exit $rc')
+            return (
+                f"f=$(mktemp)\ncat > \"$f\" <<'{delim}'\n{body}{delim}\n"
+                'chmod +x "$f"; "$f"; rc=$?; rm -f "$f"; exit $rc'
+            )
         return body
-    if ins.heredocs:   # heredocs inside the command: the command line, then each body and its delimiter
+    if ins.heredocs:  # heredocs inside the command: the command line, then each body and its delimiter
         return args + "\n" + "".join(f"{body}{delim}\n" for delim, body in ins.heredocs)
     return args
 
@@ -1429,13 +1788,23 @@ class _Entry:
     data: bytes = b""
     link: str | None = None
     executable: bool = False
-    alt: str | None = None      # a file whose destination may be a folder: ``alt`` when it is one
-    archive: list[str] | None = None   # an archive ADD unpacks into ``target``: its top-level names
+    alt: str | None = None  # a file whose destination may be a folder: ``alt`` when it is one
+    archive: list[str] | None = None  # an archive ADD unpacks into ``target``: its top-level names
 
 
-def _copy(ins: Instruction, kw: str, context: Path, real_context: Path, rules: list[tuple[bool, str]],
-          exclude_top: frozenset[str], envx: Environment, variables: dict[str, str], known_dirs: set[str],
-          budget: _Budget, stage_n: int) -> int:
+def _copy(
+    ins: Instruction,
+    kw: str,
+    context: Path,
+    real_context: Path,
+    rules: list[tuple[bool, str]],
+    exclude_top: frozenset[str],
+    envx: Environment,
+    variables: dict[str, str],
+    known_dirs: set[str],
+    budget: _Budget,
+    stage_n: int,
+) -> int:
     """One COPY/ADD into ``envx`` (files, plus setup for staging, binaries, links, modes, owners); returns the
     stage counter."""
     if ins.heredocs:
@@ -1468,7 +1837,7 @@ def _copy(ins: Instruction, kw: str, context: Path, real_context: Path, rules: l
                     real = m.resolve()
                 except OSError as exc:
                     raise Unimportable(f"{kw} source {src!r} is unreadable: {exc}") from exc
-                if not real.is_relative_to(real_context):   # the source itself is followed, as docker does
+                if not real.is_relative_to(real_context):  # the source itself is followed, as docker does
                     raise Unimportable(f"{kw} source {src!r} is outside the build context")
                 rel_top = m.relative_to(context).as_posix() if m != context else "."
                 if m.is_dir():
@@ -1479,22 +1848,29 @@ def _copy(ins: Instruction, kw: str, context: Path, real_context: Path, rules: l
                         if _ignored(rel, rules, exclude_top):
                             continue
                         target = posixpath.join(target_root, f.relative_to(m).as_posix())
-                        if f.is_symlink():   # a link inside a copied folder stays a link, whatever it points at
+                        if (
+                            f.is_symlink()
+                        ):  # a link inside a copied folder stays a link, whatever it points at
                             entries.append(_Entry(target, link=os.readlink(f)))
                         else:
-                            entries.append(_Entry(target, _read_bytes(f, f"{kw} source {rel}"), executable=
-                                                  _is_executable(f)))
+                            entries.append(
+                                _Entry(
+                                    target, _read_bytes(f, f"{kw} source {rel}"), executable=_is_executable(f)
+                                )
+                            )
                 else:
                     if _ignored(rel_top, rules, exclude_top & _TB1_SECRETS):
                         if is_glob:  # a pattern matches what the context holds: docker skips it too
                             continue
-                        raise Unimportable(f"{kw} source {src!r} is excluded from the build context "
-                                           "(.dockerignore, or the harness's tests/solution)")
+                        raise Unimportable(
+                            f"{kw} source {src!r} is excluded from the build context "
+                            "(.dockerignore, or the harness's tests/solution)"
+                        )
                     data = _read_bytes(m, f"{kw} source {rel_top}")
                     if kw == "ADD" and (archive := tar_archive(data)) is not None:
                         if archive[0] > MAX_UNPACKED_BYTES:
                             raise Unimportable(f"ADD {src} unpacks more than {MAX_UNPACKED_BYTES} bytes")
-                        entries.append(_Entry(dest, data, archive=archive[1]))   # docker unpacks it into dest
+                        entries.append(_Entry(dest, data, archive=archive[1]))  # docker unpacks it into dest
                         continue
                     target = posixpath.join(dest, m.name) if dest_is_dir else dest
                     # without a trailing slash the destination is a file, unless it already is a folder
@@ -1506,7 +1882,7 @@ def _copy(ins: Instruction, kw: str, context: Path, real_context: Path, rules: l
         commands.append(f"mkdir -p {shlex.quote(d)}")
         made.add(d)
         known_dirs.add(d)
-    stage = envx.ordered > 0   # a setup step came first: put this in place at its turn
+    stage = envx.ordered > 0  # a setup step came first: put this in place at its turn
     mode = ins.flags.get("chmod")
 
     def parent_of(path: str) -> None:
@@ -1537,7 +1913,7 @@ def _copy(ins: Instruction, kw: str, context: Path, real_context: Path, rules: l
             ordered = True
             continue
         content = None if entry.archive is not None else as_text(entry.data)
-        if content is None:   # binary (or an archive): base64 in the bundle, decoded in place at its turn
+        if content is None:  # binary (or an archive): base64 in the bundle, decoded in place at its turn
             encoded = base64.encodebytes(entry.data).decode()
             budget.take(len(encoded), what)
             stage_n += 1
@@ -1546,8 +1922,10 @@ def _copy(ins: Instruction, kw: str, context: Path, real_context: Path, rules: l
             ordered = True
             if entry.archive is not None:
                 t = shlex.quote(entry.target)
-                commands.append(f"mkdir -p {t} && base64 -d {staged} > {staged}.tar && tar -x --no-same-owner "
-                                f"-f {staged}.tar -C {t}")
+                commands.append(
+                    f"mkdir -p {t} && base64 -d {staged} > {staged}.tar && tar -x --no-same-owner "
+                    f"-f {staged}.tar -C {t}"
+                )
                 continue
             parent_of(entry.target)
             m = mode or ("0755" if entry.executable else "0644")
@@ -1569,8 +1947,13 @@ def _copy(ins: Instruction, kw: str, context: Path, real_context: Path, rules: l
                 commands.append(f"chmod {m} {shlex.quote(entry.target)}")
     if "chown" in ins.flags:
         owner = _substitute(ins.flags["chown"], variables)
-        targets = dirs + [t for e in entries for t in (
-            [posixpath.join(e.target, top) for top in e.archive] if e.archive is not None else [e.target])]
+        targets = dirs + [
+            t
+            for e in entries
+            for t in (
+                [posixpath.join(e.target, top) for top in e.archive] if e.archive is not None else [e.target]
+            )
+        ]
         commands.append(f"chown -R {shlex.quote(owner)} " + " ".join(shlex.quote(t) for t in targets))
     envx.setup.extend(chain(commands))
     if ordered:
@@ -1617,8 +2000,10 @@ def compose_service(path: Path) -> dict[str, Any]:
     if not isinstance(services, dict) or not services:
         raise Unimportable(f"{path.name} has no services")
     if len(services) > 1:
-        raise Unimportable(f"docker-compose with {len(services)} services ({', '.join(sorted(map(str, services)))}):"
-                           " the sandbox runs one container")
+        raise Unimportable(
+            f"docker-compose with {len(services)} services ({', '.join(sorted(map(str, services)))}):"
+            " the sandbox runs one container"
+        )
     service = next(iter(services.values())) or {}
     if not isinstance(service, dict):
         raise Unimportable(f"{path.name}: the service is not a mapping")
@@ -1657,7 +2042,7 @@ def _catches_import_error(node: ast.Try) -> bool:
         names = []
         if h.type is None:
             return True
-        for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]):
+        for t in h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]:
             if isinstance(t, ast.Name):
                 names.append(t.id)
         if {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"} & set(names):
@@ -1681,8 +2066,11 @@ def _imports(tree: ast.AST) -> set[str]:
                 found.update(a.name.split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 found.add(node.module.split(".")[0])
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                  and node.func.attr == "importorskip"):
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "importorskip"
+            ):
                 return
         for child in ast.iter_child_nodes(node):
             visit(child, guarded)
@@ -1708,8 +2096,18 @@ def _fixture_names(tree: ast.Module) -> set[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for dec in node.decorator_list:
                 if _decorator_name(dec) in ("pytest.fixture", "fixture"):
-                    alias = next((kw.value.value for kw in dec.keywords if kw.arg == "name"
-                                  and isinstance(kw.value, ast.Constant)), None) if isinstance(dec, ast.Call) else None
+                    alias = (
+                        next(
+                            (
+                                kw.value.value
+                                for kw in dec.keywords
+                                if kw.arg == "name" and isinstance(kw.value, ast.Constant)
+                            ),
+                            None,
+                        )
+                        if isinstance(dec, ast.Call)
+                        else None
+                    )
                     names.add(alias or node.name)
     return names
 
@@ -1722,13 +2120,15 @@ def _parametrized(decorators: list[ast.expr]) -> set[str]:
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
                 names.update(n.strip() for n in first.value.split(","))
             elif isinstance(first, (ast.List, ast.Tuple)):
-                names.update(e.value for e in first.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+                names.update(
+                    e.value for e in first.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                )
     return names
 
 
 def _required_args(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     args = fn.args.posonlyargs + fn.args.args
-    required = [a.arg for a in args[:len(args) - len(fn.args.defaults)]]
+    required = [a.arg for a in args[: len(args) - len(fn.args.defaults)]]
     required += [a.arg for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True) if d is None]
     return [a for a in required if a not in ("self", "cls")]
 
@@ -1744,7 +2144,8 @@ def pytest_problems(sources: dict[str, str], provided_modules: set[str], instruc
         except SyntaxError as exc:
             problems.append(f"{name} does not parse under Python 3.11 (line {exc.lineno}: {exc.msg})")
     local = {posixpath.splitext(posixpath.basename(n))[0] for n in sources} | {
-        n.split("/")[0] for n in sources if "/" in n}
+        n.split("/")[0] for n in sources if "/" in n
+    }
     stdlib = set(sys.stdlib_module_names) - _STDLIB_MISSING
     missing: set[str] = set()
     for tree in trees.values():
@@ -1752,7 +2153,8 @@ def pytest_problems(sources: dict[str, str], provided_modules: set[str], instruc
             if mod in stdlib or mod in local or mod == "pytest" or mod in provided_modules:
                 continue
             if mod not in _WELL_KNOWN_THIRD_PARTY and re.search(
-                    rf"(?<![\w.-]){re.escape(mod)}(\.py\b|/|\b)", instruction):
+                rf"(?<![\w.-]){re.escape(mod)}(\.py\b|/|\b)", instruction
+            ):
                 continue  # a module the task asks the agent to write
             missing.add(mod)
     if missing:
@@ -1767,20 +2169,33 @@ def pytest_problems(sources: dict[str, str], provided_modules: set[str], instruc
         fixtures |= _fixture_names(tree)
     for name, tree in trees.items():
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "pytest"
-                    and node.attr not in offline_pytest.SUPPORTED_ATTRS):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "pytest"
+                and node.attr not in offline_pytest.SUPPORTED_ATTRS
+            ):
                 unsupported.add(f"pytest.{node.attr}")
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in ("pytest",
-                                                                                                  "_pytest"):
-                unsupported.update(f"pytest.{a.name}" for a in node.names
-                                   if node.module != "pytest" or a.name not in offline_pytest.SUPPORTED_ATTRS)
-            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytest_plugins"
-                                                     for t in node.targets)):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.split(".")[0] in ("pytest", "_pytest")
+            ):
+                unsupported.update(
+                    f"pytest.{a.name}"
+                    for a in node.names
+                    if node.module != "pytest" or a.name not in offline_pytest.SUPPORTED_ATTRS
+                )
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "pytest_plugins" for t in node.targets
+            ):
                 unsupported.add("pytest_plugins")
         base = posixpath.basename(name)
         if base == "conftest.py":
             for node in tree.body:
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("pytest_"):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith(
+                    "pytest_"
+                ):
                     unsupported.add(f"the conftest hook {node.name}")
         if not (base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py"):
             continue
@@ -1791,7 +2206,9 @@ def pytest_problems(sources: dict[str, str], provided_modules: set[str], instruc
             if isinstance(fn, ast.AsyncFunctionDef):
                 unsupported.add(f"async tests ({base}::{fn.name})")
     if unsupported:
-        problems.append("tests use pytest features the offline runner lacks: " + ", ".join(sorted(unsupported)))
+        problems.append(
+            "tests use pytest features the offline runner lacks: " + ", ".join(sorted(unsupported))
+        )
     return problems
 
 
@@ -1799,33 +2216,40 @@ def _test_functions(tree: ast.Module) -> list[tuple[ast.FunctionDef | ast.AsyncF
     out: list[tuple[Any, set[str]]] = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if node.name.startswith("test") or any(_decorator_name(d) in ("pytest.fixture", "fixture")
-                                                   for d in node.decorator_list):
+            if node.name.startswith("test") or any(
+                _decorator_name(d) in ("pytest.fixture", "fixture") for d in node.decorator_list
+            ):
                 out.append((node, set()))
         elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
             extra = _parametrized(node.decorator_list)
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-                        item.name.startswith("test") or any(_decorator_name(d) in ("pytest.fixture", "fixture")
-                                                            for d in item.decorator_list)):
+                    item.name.startswith("test")
+                    or any(_decorator_name(d) in ("pytest.fixture", "fixture") for d in item.decorator_list)
+                ):
                     out.append((item, extra))
     return out
 
 
 def pytest_wrapper(report: str) -> str:
     """The executable the rewritten verifier calls instead of pytest; appends each run's status to a report."""
-    run = ('python3 -B -m pytest -p no:cacheprovider "$@"' if image_has_pytest() else
-           'PYTHONPATH="$d${PYTHONPATH:+:$PYTHONPATH}" python3 -B -c '
-           "'import sys, pytest; sys.exit(pytest.main(sys.argv[1:]))' \"$@\"")
-    return ("#!/bin/bash\n# bashgym: runs the task's pytest tests offline (see bashgym_assets/scenarios/external.py)\n"
-            f'd=$(dirname "$0")\n{run}\nrc=$?\necho "$rc" >> {report}\nexit $rc\n')
+    run = (
+        'python3 -B -m pytest -p no:cacheprovider "$@"'
+        if image_has_pytest()
+        else 'PYTHONPATH="$d${PYTHONPATH:+:$PYTHONPATH}" python3 -B -c '
+        "'import sys, pytest; sys.exit(pytest.main(sys.argv[1:]))' \"$@\""
+    )
+    return (
+        "#!/bin/bash\n# bashgym: runs the task's pytest tests offline (see bashgym_assets/scenarios/external.py)\n"
+        f'd=$(dirname "$0")\n{run}\nrc=$?\necho "$rc" >> {report}\nexit $rc\n'
+    )
 
 
 # ---- the check -------------------------------------------------------------------------------------------------
 @dataclass
 class TestPlan:
-    files: dict[str, tuple[bytes, bool]]    # path under /tests -> (content, executable)
-    entry: str                              # the shell run by the check (cwd = workdir)
+    files: dict[str, tuple[bytes, bool]]  # path under /tests -> (content, executable)
+    entry: str  # the shell run by the check (cwd = workdir)
     pytest: bool
     layout: str
     env: dict[str, str] = field(default_factory=dict)
@@ -1841,19 +2265,19 @@ def build_check(plan: TestPlan, workdir: str, source: str) -> str:
         "# Everything it writes (/tests, /logs/verifier, a temp folder) is removed again on exit.",
         "__bg=$(mktemp -d /tmp/.bashgym-check.XXXXXXXX) || exit 125",
         "__bg_tests_moved=0; __bg_made_logs=0; __bg_made_verifier=0",
-        "if [ -e /tests ] || [ -L /tests ]; then mv /tests \"$__bg/tests.orig\" && __bg_tests_moved=1; fi",
+        'if [ -e /tests ] || [ -L /tests ]; then mv /tests "$__bg/tests.orig" && __bg_tests_moved=1; fi',
         "[ -d /logs ] || __bg_made_logs=1",
         "[ -d /logs/verifier ] || __bg_made_verifier=1",
         "__bg_cleanup() {",
         "  cd /",
         "  rm -rf /tests",
-        "  [ \"$__bg_tests_moved\" = 1 ] && mv \"$__bg/tests.orig\" /tests",
-        "  [ \"$__bg_made_verifier\" = 1 ] && rm -rf /logs/verifier",
-        "  [ \"$__bg_made_logs\" = 1 ] && rm -rf /logs",
-        "  rm -rf \"$__bg\"",
+        '  [ "$__bg_tests_moved" = 1 ] && mv "$__bg/tests.orig" /tests',
+        '  [ "$__bg_made_verifier" = 1 ] && rm -rf /logs/verifier',
+        '  [ "$__bg_made_logs" = 1 ] && rm -rf /logs',
+        '  rm -rf "$__bg"',
         "}",
         "trap __bg_cleanup EXIT",
-        "mkdir -p /tests /logs/verifier \"$__bg/bin\" || exit 125",
+        'mkdir -p /tests /logs/verifier "$__bg/bin" || exit 125',
         "rm -f /logs/verifier/reward.txt /logs/verifier/reward.json",
     ]
     for rel, (data, executable) in sorted(plan.files.items()):
@@ -1865,8 +2289,10 @@ def build_check(plan: TestPlan, workdir: str, source: str) -> str:
     if plan.pytest:
         wrapper = pytest_wrapper('"$d/../pytest-report"')
         delim = _heredoc_delim(wrapper)
-        out.append(f"cat > \"$__bg/bin/bashgym-pytest\" <<'{delim}'\n{wrapper}{delim}\n"
-                   "chmod 0755 \"$__bg/bin/bashgym-pytest\"")
+        out.append(
+            f"cat > \"$__bg/bin/bashgym-pytest\" <<'{delim}'\n{wrapper}{delim}\n"
+            'chmod 0755 "$__bg/bin/bashgym-pytest"'
+        )
         if not image_has_pytest():
             shim = OFFLINE_PYTEST.read_text(encoding="utf-8")
             delim = _heredoc_delim(shim)
@@ -1883,27 +2309,27 @@ def build_check(plan: TestPlan, workdir: str, source: str) -> str:
         out += [
             "if [ -f /logs/verifier/reward.txt ]; then",
             "  __bg_reward=$(tr -d ' \\t\\r\\n' < /logs/verifier/reward.txt)",
-            "  echo \"bashgym: reward.txt = $__bg_reward (test script exit $__bg_rc)\"",
+            '  echo "bashgym: reward.txt = $__bg_reward (test script exit $__bg_rc)"',
             "  awk -v r=\"$__bg_reward\" 'BEGIN { exit !(r ~ /^[0-9.eE+-]+$/ && r + 0 == 1) }'; exit $?",
             "elif [ -f /logs/verifier/reward.json ]; then",
             "  python3 -c 'import json, sys\n"
             "d = json.load(open(sys.argv[1]))\n"
-            "v = d.get(\"reward\", d) if isinstance(d, dict) else d\n"
+            'v = d.get("reward", d) if isinstance(d, dict) else d\n'
             "vals = [v] if isinstance(v, (int, float)) else [x for x in (v.values() if isinstance(v, dict) else [])"
             " if isinstance(x, (int, float))]\n"
-            "print(\"bashgym: reward.json =\", d)\n"
+            'print("bashgym: reward.json =", d)\n'
             "sys.exit(0 if vals and all(float(x) == 1.0 for x in vals) else 1)' /logs/verifier/reward.json"
             "; exit $?",
             "fi",
         ]
     elif plan.pytest:
         out += [
-            "if [ -s \"$__bg/pytest-report\" ]; then",
+            'if [ -s "$__bg/pytest-report" ]; then',
             "  echo \"bashgym: pytest runs exited $(tr '\\n' ' ' < \"$__bg/pytest-report\")(script exit $__bg_rc)\"",
             "  ! grep -qv '^0$' \"$__bg/pytest-report\"; exit $?",
             "fi",
         ]
-    out.append("[ \"$__bg_rc\" = 0 ]")
+    out.append('[ "$__bg_rc" = 0 ]')
     return "\n".join(line for line in out if line) + "\n"
 
 
@@ -1911,7 +2337,9 @@ def build_check(plan: TestPlan, workdir: str, source: str) -> str:
 _SOLUTION_PATH = re.compile(r"(?<![\w./~$-])/solution(?=/|[^\w.-]|$)")
 
 
-def relocate_solution(files: dict[str, tuple[bytes, bool]], solution_dir: str) -> dict[str, tuple[bytes, bool]]:
+def relocate_solution(
+    files: dict[str, tuple[bytes, bool]], solution_dir: str
+) -> dict[str, tuple[bytes, bool]]:
     """The solution's text files with the path ``/solution`` (where the harnesses put it) made ``solution_dir``."""
     out = {}
     for rel, (data, executable) in files.items():
@@ -1925,8 +2353,13 @@ def relocate_solution(files: dict[str, tuple[bytes, bool]], solution_dir: str) -
     return out
 
 
-def build_reference(files: dict[str, tuple[bytes, bool]], entry: str | None, commands: list[str] | None,
-                    env: dict[str, str], solution_dir: str = SOLUTION_DIR) -> list[str]:
+def build_reference(
+    files: dict[str, tuple[bytes, bool]],
+    entry: str | None,
+    commands: list[str] | None,
+    env: dict[str, str],
+    solution_dir: str = SOLUTION_DIR,
+) -> list[str]:
     """Write the solution files under ``solution_dir`` in one command, then run the entry script in the next.
 
     The reference runs as the agent: an unprivileged one cannot make ``/solution``, so its solution goes to
@@ -1970,8 +2403,7 @@ def _looks_like_task(folder: Path) -> bool:
         names = {p.name for p in folder.iterdir()}
     except OSError:
         return False
-    return bool(names & _TASK_MARKERS) or (
-        "tests" in names and bool(names & {"solution", "environment"}))
+    return bool(names & _TASK_MARKERS) or ("tests" in names and bool(names & {"solution", "environment"}))
 
 
 @dataclass
@@ -1997,13 +2429,16 @@ def _collect(folder: Path, what: str, budget: _Budget) -> dict[str, tuple[bytes,
     return out
 
 
-def _rewrite_shell_files(files: dict[str, tuple[bytes, bool]], ctx: str, what: str,
-                         test_names: frozenset[str] = frozenset()) -> tuple[dict[str, tuple[bytes, bool]], int]:
+def _rewrite_shell_files(
+    files: dict[str, tuple[bytes, bool]], ctx: str, what: str, test_names: frozenset[str] = frozenset()
+) -> tuple[dict[str, tuple[bytes, bool]], int]:
     """Rewrite every shell script among ``files`` (installers dropped, pytest redirected)."""
     out, pytest_runs, problems = dict(files), 0, []
     for rel, (data, executable) in files.items():
-        if not (rel.endswith(".sh") or data.startswith((b"#!/bin/bash", b"#!/bin/sh", b"#!/usr/bin/env bash",
-                                                        b"#!/usr/bin/env sh"))):
+        if not (
+            rel.endswith(".sh")
+            or data.startswith((b"#!/bin/bash", b"#!/bin/sh", b"#!/usr/bin/env bash", b"#!/usr/bin/env sh"))
+        ):
             continue
         text = _decode(data, f"{what}/{rel}")
         rw = rewrite_script(text, ctx, test_names, resolve=lambda p: _resolve_in(p, files, what))
@@ -2011,8 +2446,10 @@ def _rewrite_shell_files(files: dict[str, tuple[bytes, bool]], ctx: str, what: s
         pytest_runs += rw.pytest_runs
         out[rel] = (rw.text.encode(), executable)
     if problems:
-        raise Unimportable(f"{what} need{'s' if what.endswith('solution') else ''} the network: "
-                           + "; ".join(dict.fromkeys(problems)))
+        raise Unimportable(
+            f"{what} need{'s' if what.endswith('solution') else ''} the network: "
+            + "; ".join(dict.fromkeys(problems))
+        )
     return out, pytest_runs
 
 
@@ -2040,7 +2477,7 @@ def _provided_modules(envx: Environment) -> set[str]:
     start = envx.start_dir.rstrip("/")
     for path in envx.files:
         if path.startswith(start + "/"):
-            first = path[len(start) + 1:].split("/")[0]
+            first = path[len(start) + 1 :].split("/")[0]
             mods.add(first.removesuffix(".py"))
     return mods
 
@@ -2084,19 +2521,41 @@ def _harbor_task(folder: Path, budget: _Budget) -> _Task:
         raise Unimportable("no reference solution: solution/solve.sh is missing (the gate cannot certify it)")
     env_dir = folder / "environment"
     image = str(environment.get("docker_image") or "")
-    envx = _environment(env_dir, env_dir / "Dockerfile", env_dir / "docker-compose.yaml",
-                        image, budget, frozenset(),
-                        _str_table(environment.get("env")), environment.get("workdir"),
-                        where="environment/", image_hint="a docker_image in task.toml")
+    envx = _environment(
+        env_dir,
+        env_dir / "Dockerfile",
+        env_dir / "docker-compose.yaml",
+        image,
+        budget,
+        frozenset(),
+        _str_table(environment.get("env")),
+        environment.get("workdir"),
+        where="environment/",
+        image_hint="a docker_image in task.toml",
+    )
     tests = _collect(folder / "tests", "tests", budget)
     tests, runs = _rewrite_shell_files(tests, TESTS, "tests", frozenset(posixpath.basename(n) for n in tests))
-    plan = TestPlan(files=tests, entry=f"bash {TEST_DIR}/test.sh", pytest=runs > 0, layout=HARBOR,
-                    env=_str_table(verifier.get("env")))
+    plan = TestPlan(
+        files=tests,
+        entry=f"bash {TEST_DIR}/test.sh",
+        pytest=runs > 0,
+        layout=HARBOR,
+        env=_str_table(verifier.get("env")),
+    )
     plan = _finish_tests(plan, envx, instruction, "tests")
     solution = _collect(folder / "solution", "solution", budget)
     solution, _ = _rewrite_shell_files(solution, IMAGE, "the solution")
-    return _Task(instruction, difficulty_level(metadata.get("difficulty")), category_slug(metadata.get("category")),
-                 envx, plan, solution, "solve.sh", None, _str_table(solution_meta.get("env")))
+    return _Task(
+        instruction,
+        difficulty_level(metadata.get("difficulty")),
+        category_slug(metadata.get("category")),
+        envx,
+        plan,
+        solution,
+        "solve.sh",
+        None,
+        _str_table(solution_meta.get("env")),
+    )
 
 
 def _str_table(value: Any) -> dict[str, str]:
@@ -2113,17 +2572,28 @@ def _context_files(context: Path, exclude_top: frozenset[str]) -> list[str]:
     out = []
     for f in _walk_files(context, "the build context", links=True):
         rel = f.relative_to(context).as_posix()
-        if rel.split("/")[0] in exclude_top or f.name in _ENV_DOCS or any(
-                part.startswith(".") for part in rel.split("/")):
+        if (
+            rel.split("/")[0] in exclude_top
+            or f.name in _ENV_DOCS
+            or any(part.startswith(".") for part in rel.split("/"))
+        ):
             continue
         out.append(rel)
     return sorted(out)
 
 
-def _environment(context: Path, dockerfile: Path, compose: Path, image: str, budget: _Budget,
-                 exclude_top: frozenset[str], extra_env: dict[str, str] | None = None,
-                 workdir: Any = None, where: str = "the task folder",
-                 image_hint: str = "an image in docker-compose.yaml") -> Environment:
+def _environment(
+    context: Path,
+    dockerfile: Path,
+    compose: Path,
+    image: str,
+    budget: _Budget,
+    exclude_top: frozenset[str],
+    extra_env: dict[str, str] | None = None,
+    workdir: Any = None,
+    where: str = "the task folder",
+    image_hint: str = "an image in docker-compose.yaml",
+) -> Environment:
     compose_path = next((p for p in (compose, compose.with_suffix(".yml")) if p.is_file()), None)
     service: dict[str, Any] = {}
     if compose_path is not None:
@@ -2133,8 +2603,10 @@ def _environment(context: Path, dockerfile: Path, compose: Path, image: str, bud
             if not built_context.resolve().is_relative_to(context.resolve()):
                 raise Unimportable(f"{compose_path.name} builds from outside the task folder")
             if not built.is_file():  # docker compose would fail to build: not an empty environment
-                raise Unimportable(f"{compose_path.name} builds from {built.relative_to(context).as_posix()}, "
-                                   "which the task folder lacks")
+                raise Unimportable(
+                    f"{compose_path.name} builds from {built.relative_to(context).as_posix()}, "
+                    "which the task folder lacks"
+                )
             dockerfile, context = built, built_context
         elif compose_image and "${" not in compose_image:
             image = compose_image
@@ -2146,25 +2618,33 @@ def _environment(context: Path, dockerfile: Path, compose: Path, image: str, bud
             # Both harnesses build the container from these with a Dockerfile: without one they never reach it,
             # and the task would fail for want of them (the gate would blame its reference), not for the model.
             listing = ", ".join(extras[:3]) + (f" and {len(extras) - 3} more" if len(extras) > 3 else "")
-            raise Unimportable(f"{where} holds files ({listing}) but no Dockerfile (nor {image_hint}) says how "
-                               "they build the starting state")
+            raise Unimportable(
+                f"{where} holds files ({listing}) but no Dockerfile (nor {image_hint}) says how "
+                "they build the starting state"
+            )
         envx = Environment()
         if image:
             problem, envx.python_base = base_image_problem(image)
             if problem:
                 raise Unimportable(problem)
             if envx.python_base:
-                envx.setup.append("command -v python >/dev/null || ln -s /usr/bin/python3 /usr/local/bin/python")
+                envx.setup.append(
+                    "command -v python >/dev/null || ln -s /usr/bin/python3 /usr/local/bin/python"
+                )
     # docker compose runs the service as its `user`, in its `working_dir`, whatever the image says
     compose_user = service.get("user")
-    if (compose_path is not None and isinstance(compose_user, (str, int)) and str(compose_user).strip()
-            and "${" not in str(compose_user)):
+    if (
+        compose_path is not None
+        and isinstance(compose_user, (str, int))
+        and str(compose_user).strip()
+        and "${" not in str(compose_user)
+    ):
         envx.user = sandbox_user(str(compose_user).strip(), envx.accounts, f"{compose_path.name}'s user")
         envx.owner = _owner(str(compose_user).strip()) if envx.user != "root" else ""
     if not (isinstance(workdir, str) and workdir.startswith("/")):
         workdir = service.get("working_dir")
     envx.env.update(extra_env or {})
-    if isinstance(workdir, str) and workdir.startswith("/"):   # Harbor's [environment] workdir, compose's
+    if isinstance(workdir, str) and workdir.startswith("/"):  # Harbor's [environment] workdir, compose's
         envx.workdir = posixpath.normpath(workdir)
         envx.workdir_set = True
     if envx.env:
@@ -2225,17 +2705,31 @@ def _tb1_task(folder: Path, budget: _Budget) -> _Task:
     elif (folder / "solution.yaml").is_file():
         solution_commands = _solution_yaml(folder / "solution.yaml")
     else:
-        raise Unimportable("no reference solution: solution.sh / solution.yaml is missing (the gate cannot certify it)")
+        raise Unimportable(
+            "no reference solution: solution.sh / solution.yaml is missing (the gate cannot certify it)"
+        )
     envx = _environment(folder, folder / "Dockerfile", folder / "docker-compose.yaml", "", budget, _TB1_META)
     tests, runs = _rewrite_shell_files(tests, TESTS, "tests", frozenset(posixpath.basename(n) for n in tests))
-    plan = _finish_tests(TestPlan(files=tests, entry=entry, pytest=runs > 0, layout=TB1), envx, instruction,
-                         "tests")
-    return _Task(instruction, difficulty_level(data.get("difficulty")), category_slug(data.get("category")),
-                 envx, plan, solution, "solution.sh", solution_commands, {})
+    plan = _finish_tests(
+        TestPlan(files=tests, entry=entry, pytest=runs > 0, layout=TB1), envx, instruction, "tests"
+    )
+    return _Task(
+        instruction,
+        difficulty_level(data.get("difficulty")),
+        category_slug(data.get("category")),
+        envx,
+        plan,
+        solution,
+        "solution.sh",
+        solution_commands,
+        {},
+    )
 
 
-_TMUX_KEY = re.compile(r"^(?:(?:[CMS]-)+\S+|Escape|Enter|Tab|BSpace|BTab|Space|Up|Down|Left|Right|Home|End|"
-                       r"PageUp|PageDown|PgUp|PgDn|PPage|NPage|DC|IC|F\d{1,2})$")
+_TMUX_KEY = re.compile(
+    r"^(?:(?:[CMS]-)+\S+|Escape|Enter|Tab|BSpace|BTab|Space|Up|Down|Left|Right|Home|End|"
+    r"PageUp|PageDown|PgUp|PgDn|PPage|NPage|DC|IC|F\d{1,2})$"
+)
 
 
 def _solution_yaml(path: Path) -> list[str]:
@@ -2253,11 +2747,15 @@ def _solution_yaml(path: Path) -> list[str]:
         # TB 1.x sends these entries to a tmux pane: ``append_enter: false`` and key names (C-x, Escape) are
         # keystrokes into a running program (vim, a REPL), which a shell turn cannot replay.
         if isinstance(entry, dict) and entry.get("append_enter") is False:
-            raise Unimportable(f"solution.yaml types keystrokes without Enter ({cmd.strip()[:40]!r}): an "
-                               "interactive session, not shell commands")
+            raise Unimportable(
+                f"solution.yaml types keystrokes without Enter ({cmd.strip()[:40]!r}): an "
+                "interactive session, not shell commands"
+            )
         if _TMUX_KEY.match(cmd.strip()):
-            raise Unimportable(f"solution.yaml sends the key {cmd.strip()!r} to a terminal: an interactive "
-                               "session, not shell commands")
+            raise Unimportable(
+                f"solution.yaml sends the key {cmd.strip()!r} to a terminal: an interactive "
+                "session, not shell commands"
+            )
         cmd = cmd.rstrip("\n")
         if cmd.strip():
             rw = rewrite_script(cmd, IMAGE)
@@ -2274,20 +2772,34 @@ def import_task(folder: Path | str, suite: str, layout: str | None = None) -> Sc
     folder = Path(folder)
     layout = layout or detect_layout(folder)
     if layout not in LAYOUTS:
-        raise Unimportable("not a task folder: no task.toml/instruction.md (Harbor 2.x) nor task.yaml "
-                           "(Terminal-Bench 1.x)")
+        raise Unimportable(
+            "not a task folder: no task.toml/instruction.md (Harbor 2.x) nor task.yaml (Terminal-Bench 1.x)"
+        )
     budget = _Budget()
     task = _harbor_task(folder, budget) if layout == HARBOR else _tb1_task(folder, budget)
     source = f"external:{suite}:{layout}:{folder.name}"
     start = task.env.start_dir
-    check = build_check(task.tests, start, source)   # run as root, in the agent's start folder
-    reference = build_reference(task.solution_files, task.solution_entry, task.solution_commands, task.solution_env,
-                                SOLUTION_DIR if task.env.user == "root" else USER_SOLUTION_DIR)
+    check = build_check(task.tests, start, source)  # run as root, in the agent's start folder
+    reference = build_reference(
+        task.solution_files,
+        task.solution_entry,
+        task.solution_commands,
+        task.solution_env,
+        SOLUTION_DIR if task.env.user == "root" else USER_SOLUTION_DIR,
+    )
     try:
         return ScenarioBundle(
-            id=external_id(suite, folder.name), task=task.instruction, category=task.category,
-            difficulty=task.difficulty, setup=task.env.setup, files=task.env.files, user=task.env.user,
-            workdir=start, check=check, reference=reference, source=source,
+            id=external_id(suite, folder.name),
+            task=task.instruction,
+            category=task.category,
+            difficulty=task.difficulty,
+            setup=task.env.setup,
+            files=task.env.files,
+            user=task.env.user,
+            workdir=start,
+            check=check,
+            reference=reference,
+            source=source,
         )
     except ValidationError as exc:
         raise Unimportable(format_validation_error(exc)) from exc
@@ -2317,8 +2829,9 @@ def _task_folders(root: Path, depth: int = 0) -> tuple[list[tuple[Path, str]], l
     return tasks, odd
 
 
-def import_suite(folder: Path | str, suite: str | None = None
-                 ) -> tuple[list[ScenarioBundle], list[ExternalQuarantine]]:
+def import_suite(
+    folder: Path | str, suite: str | None = None
+) -> tuple[list[ScenarioBundle], list[ExternalQuarantine]]:
     """Every task of a suite folder (a folder of task folders, or one task folder) -> (bundles, quarantine).
 
     Never raises: a folder that cannot be imported becomes a quarantine entry with its reason and the other tasks
@@ -2328,8 +2841,11 @@ def import_suite(folder: Path | str, suite: str | None = None
     bundles: list[ScenarioBundle] = []
     quarantine: list[ExternalQuarantine] = []
     if not folder.is_dir():
-        return [], [ExternalQuarantine(suite=suite or folder.name, task="", reason=f"not a folder: {folder}",
-                                       path=str(folder))]
+        return [], [
+            ExternalQuarantine(
+                suite=suite or folder.name, task="", reason=f"not a folder: {folder}", path=str(folder)
+            )
+        ]
     layout = detect_layout(folder)
     if layout:
         suite = suite or folder.parent.name or folder.name
@@ -2338,24 +2854,49 @@ def import_suite(folder: Path | str, suite: str | None = None
         suite = suite or folder.name
         tasks, odd = _task_folders(folder)
     for path in odd:
-        quarantine.append(ExternalQuarantine(suite=suite, task=path.name, path=str(path), reason=(
-            "not a recognised task layout: no task.toml/instruction.md (Harbor 2.x) nor task.yaml "
-            "(Terminal-Bench 1.x)")))
+        quarantine.append(
+            ExternalQuarantine(
+                suite=suite,
+                task=path.name,
+                path=str(path),
+                reason=(
+                    "not a recognised task layout: no task.toml/instruction.md (Harbor 2.x) nor task.yaml "
+                    "(Terminal-Bench 1.x)"
+                ),
+            )
+        )
     seen: dict[str, str] = {}
     for path, task_layout in tasks:
         try:
             bundle = import_task(path, suite, task_layout)
         except Unimportable as exc:
-            quarantine.append(ExternalQuarantine(suite=suite, task=path.name, layout=task_layout, reason=str(exc),
-                                                 path=str(path)))
+            quarantine.append(
+                ExternalQuarantine(
+                    suite=suite, task=path.name, layout=task_layout, reason=str(exc), path=str(path)
+                )
+            )
             continue
         except Exception as exc:  # never let one odd folder stop the suite
-            quarantine.append(ExternalQuarantine(suite=suite, task=path.name, layout=task_layout, path=str(path),
-                                                 reason=f"import failed: {type(exc).__name__}: {_one_line(exc)}"))
+            quarantine.append(
+                ExternalQuarantine(
+                    suite=suite,
+                    task=path.name,
+                    layout=task_layout,
+                    path=str(path),
+                    reason=f"import failed: {type(exc).__name__}: {_one_line(exc)}",
+                )
+            )
             continue
         if bundle.id in seen:
-            quarantine.append(ExternalQuarantine(suite=suite, task=path.name, layout=task_layout, path=str(path),
-                                                 reason=f"duplicate id {bundle.id!r} (first from {seen[bundle.id]})"))
+            quarantine.append(
+                ExternalQuarantine(
+                    suite=suite,
+                    task=path.name,
+                    layout=task_layout,
+                    path=str(path),
+                    reason=f"duplicate id {bundle.id!r} (first from {seen[bundle.id]})",
+                )
+            )
             continue
         seen[bundle.id] = str(path)
         bundles.append(bundle)

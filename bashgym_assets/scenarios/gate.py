@@ -39,8 +39,8 @@ CHECK_PASSES_BEFORE = "check_passes_before_action"
 REFERENCE_FAILS = "reference_does_not_pass"
 REFERENCE_UNFINISHED = "reference_did_not_finish"
 CHECK_TIMED_OUT = "check_timed_out"
-SANDBOX_ERROR = "sandbox_error"     # one attempt's: the sandbox machinery failed (it is tried once more)
-INFRA_ERROR = "infra_error"         # the machinery failed on both attempts: nothing is known about the bundle
+SANDBOX_ERROR = "sandbox_error"  # one attempt's: the sandbox machinery failed (it is tried once more)
+INFRA_ERROR = "infra_error"  # the machinery failed on both attempts: nothing is known about the bundle
 
 
 # Ids with this prefix come from imported evaluation suites (Terminal-Bench, Harbor ...): always held out.
@@ -84,9 +84,9 @@ class GateResult(BaseModel):
     difficulty: int
     source: str
     admitted: bool
-    reason: str                   # "admitted" or a rejection reason
+    reason: str  # "admitted" or a rejection reason
     detail: str = ""
-    split: str = ""               # train | held_out for admitted bundles
+    split: str = ""  # train | held_out for admitted bundles
     duration_s: float = 0.0
     reference_turns: int = 0
     bundle_json: str
@@ -125,9 +125,14 @@ def bash_syntax_error(script: str, timeout_s: float = SYNTAX_TIMEOUT_S) -> str |
     if bash is None:
         return None
     try:
-        proc = subprocess.run([bash, "--norc", "--noprofile", "-O", "extglob", "-n"], input=script.encode(),
-                              capture_output=True, timeout=timeout_s, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
-                              check=False)
+        proc = subprocess.run(
+            [bash, "--norc", "--noprofile", "-O", "extglob", "-n"],
+            input=script.encode(),
+            capture_output=True,
+            timeout=timeout_s,
+            env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if proc.returncode == 0:
@@ -142,7 +147,10 @@ def parse_problem(bundle: ScenarioBundle) -> tuple[str, str] | None:
     for i, command in enumerate(setup, 1):
         error = bash_syntax_error(command)
         if error:
-            return SETUP_FAILED, f"setup command {i}/{len(setup)} does not parse: {_head(command)}\n{_tail(error)}"
+            return (
+                SETUP_FAILED,
+                f"setup command {i}/{len(setup)} does not parse: {_head(command)}\n{_tail(error)}",
+            )
     provider = bundle.provider
     if provider and not provider.is_path and _SHELL_SHEBANG.match(provider.script):
         error = bash_syntax_error(provider.script)
@@ -166,7 +174,7 @@ def is_exit_command(command: str) -> bool:
 class ReferenceTurn(BaseModel):
     """One reference command as played, for the rejection's evidence."""
 
-    index: int                    # 1-based among the reference's commands
+    index: int  # 1-based among the reference's commands
     total: int
     command: str
     output: str
@@ -222,9 +230,16 @@ def replay_reference(box: Any, bundle: ScenarioBundle, limits: GateLimits) -> Re
             replay.problem = "time_cap"
             return replay
         result = session.run(command, timeout_s=min(limits.command_timeout_s, remaining))
-        replay.turns.append(ReferenceTurn(index=index, total=len(commands), command=command,
-                                          output=f"{result.stdout}{result.stderr}", exit_code=result.exit_code,
-                                          timed_out=bool(result.timed_out)))
+        replay.turns.append(
+            ReferenceTurn(
+                index=index,
+                total=len(commands),
+                command=command,
+                output=f"{result.stdout}{result.stderr}",
+                exit_code=result.exit_code,
+                timed_out=bool(result.timed_out),
+            )
+        )
         if result.timed_out:
             replay.problem = f"command timed out: {command}"
             return replay
@@ -233,8 +248,12 @@ def replay_reference(box: Any, bundle: ScenarioBundle, limits: GateLimits) -> Re
     return replay
 
 
-def gate_bundle(bundle: ScenarioBundle, image: str | None, limits: GateLimits | None = None,
-                held_out_fraction: float = HELD_OUT_FRACTION) -> GateResult:
+def gate_bundle(
+    bundle: ScenarioBundle,
+    image: str | None,
+    limits: GateLimits | None = None,
+    held_out_fraction: float = HELD_OUT_FRACTION,
+) -> GateResult:
     """Certify one bundle in a fresh sandbox. Never raises: a sandbox failure is a rejection with its reason."""
 
     limits = limits or GateLimits()
@@ -251,13 +270,22 @@ def gate_bundle(bundle: ScenarioBundle, image: str | None, limits: GateLimits | 
             if not infrastructure:
                 break
             if attempt == 1:
-                reason, detail = INFRA_ERROR, f"infra_error: the sandbox machinery failed twice ({reason}): {detail}"
+                reason, detail = (
+                    INFRA_ERROR,
+                    f"infra_error: the sandbox machinery failed twice ({reason}): {detail}",
+                )
     admitted = reason == "admitted"
     return GateResult(
-        scenario_id=bundle.id, category=bundle.category, difficulty=bundle.difficulty, source=bundle.source,
-        admitted=admitted, reason=reason, detail=detail,
+        scenario_id=bundle.id,
+        category=bundle.category,
+        difficulty=bundle.difficulty,
+        source=bundle.source,
+        admitted=admitted,
+        reason=reason,
+        detail=detail,
         split=split_for(bundle.id, held_out_fraction) if admitted else "",
-        duration_s=round(time.monotonic() - start, 3), reference_turns=turns,
+        duration_s=round(time.monotonic() - start, 3),
+        reference_turns=turns,
         bundle_json=bundle.model_dump_json(exclude_none=True),
     )
 
@@ -268,8 +296,13 @@ def _gate_once(bundle: ScenarioBundle, image: str | None, limits: GateLimits) ->
 
     reason, detail, turns, infrastructure = "admitted", "", 0, False
     try:
-        spec = spec_for_bundle(bundle, image, command_timeout_s=limits.command_timeout_s,
-                               episode_timeout_s=limits.episode_timeout_s + 60, purpose="gate")
+        spec = spec_for_bundle(
+            bundle,
+            image,
+            command_timeout_s=limits.command_timeout_s,
+            episode_timeout_s=limits.episode_timeout_s + 60,
+            purpose="gate",
+        )
         with Sandbox(spec) as box:
             # One exec for the setup, the workdir test and the check on the untouched state (an exec costs the
             # engine ~40 ms of CPU, and CPU is what bounds the gate's rate: benchmarks/bench_factory_gate.py);
@@ -280,20 +313,39 @@ def _gate_once(bundle: ScenarioBundle, image: str | None, limits: GateLimits) ->
             if not setup.ok:
                 reason, detail = SETUP_FAILED, _tail(setup.error or "setup failed")
                 infrastructure = setup.infrastructure_error
-            elif bundle.workdir and (setup.then[0].exit_code if setup.then else box.run_as_root(
-                    f"test -d {shlex.quote(bundle.workdir)}", timeout_s=15.0).exit_code) != 0:
+            elif (
+                bundle.workdir
+                and (
+                    setup.then[0].exit_code
+                    if setup.then
+                    else box.run_as_root(f"test -d {shlex.quote(bundle.workdir)}", timeout_s=15.0).exit_code
+                )
+                != 0
+            ):
                 # the scenario's fault, said as such: the engine's "chdir to cwd failed" reads like a sandbox error
-                reason, detail = SETUP_FAILED, (f"workdir {bundle.workdir} does not exist after the setup, so the "
-                                                "operator's shell cannot start there: create it in the setup")
+                reason, detail = (
+                    SETUP_FAILED,
+                    (
+                        f"workdir {bundle.workdir} does not exist after the setup, so the "
+                        "operator's shell cannot start there: create it in the setup"
+                    ),
+                )
             else:
-                before = (_inline_check(setup.then[-1], limits.check_timeout_s)
-                          if check_now and len(setup.then) == len(then) + 1
-                          else box.run_check(bundle.check, timeout_s=limits.check_timeout_s))
+                before = (
+                    _inline_check(setup.then[-1], limits.check_timeout_s)
+                    if check_now and len(setup.then) == len(then) + 1
+                    else box.run_check(bundle.check, timeout_s=limits.check_timeout_s)
+                )
                 if before.exit_code == 0 and not before.timed_out:
                     reason, detail = CHECK_PASSES_BEFORE, "the check exits 0 on the untouched setup"
                 elif before.timed_out:  # a check must answer, pass or fail: replaying would only wait again
-                    reason, detail = CHECK_TIMED_OUT, (f"the check did not finish within {limits.check_timeout_s:g} s "
-                                                       "on the untouched setup (it must exit, 0 or not)")
+                    reason, detail = (
+                        CHECK_TIMED_OUT,
+                        (
+                            f"the check did not finish within {limits.check_timeout_s:g} s "
+                            "on the untouched setup (it must exit, 0 or not)"
+                        ),
+                    )
                 else:
                     replay = replay_reference(box, bundle, limits)
                     turns = len(replay.turns)
@@ -303,12 +355,16 @@ def _gate_once(bundle: ScenarioBundle, image: str | None, limits: GateLimits) ->
                         after = box.run_check(bundle.check, timeout_s=limits.check_timeout_s)
                         if after.timed_out:
                             reason = CHECK_TIMED_OUT
-                            detail = (f"the check did not finish within {limits.check_timeout_s:g} s after the "
-                                      f"reference\n{replay.mattered()}")
+                            detail = (
+                                f"the check did not finish within {limits.check_timeout_s:g} s after the "
+                                f"reference\n{replay.mattered()}"
+                            )
                         elif after.exit_code != 0:
                             reason = REFERENCE_FAILS
-                            detail = (f"check exit {after.exit_code}: "
-                                      f"{_tail(after.stdout + after.stderr, 300)}\n{replay.mattered()}")
+                            detail = (
+                                f"check exit {after.exit_code}: "
+                                f"{_tail(after.stdout + after.stderr, 300)}\n{replay.mattered()}"
+                            )
     except Exception as exc:
         reason, detail, infrastructure = SANDBOX_ERROR, f"{type(exc).__name__}: {exc}", True
     return reason, detail, turns, infrastructure
@@ -322,9 +378,13 @@ def _inline_check(result: Any, timeout_s: float) -> Any:
     return result
 
 
-def gate_bundles(bundles: Iterable[ScenarioBundle], image: str | None, max_parallel: int = 2,
-                 limits: GateLimits | None = None,
-                 progress: Callable[[GateResult], Any] | None = None) -> list[GateResult]:
+def gate_bundles(
+    bundles: Iterable[ScenarioBundle],
+    image: str | None,
+    max_parallel: int = 2,
+    limits: GateLimits | None = None,
+    progress: Callable[[GateResult], Any] | None = None,
+) -> list[GateResult]:
     """Gate many bundles in parallel sandboxes (``SandboxPool``); results keep the input order."""
     from bashgym_assets.sandbox import SandboxPool
 

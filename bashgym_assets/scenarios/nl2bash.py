@@ -133,72 +133,412 @@ zic zip zipcloak zipdetails zipgrep zipinfo zipnote zipsplit zless zmore znew zr
 """
 IMAGE_COMMANDS = frozenset(_IMAGE_COMMANDS_TEXT.split())
 
-NETWORK = frozenset({"curl", "wget", "ssh", "scp", "sftp", "ftp", "lftp", "telnet", "nc", "ncat", "netcat", "socat",
-                     "ping", "ping6", "traceroute", "tracepath", "mtr", "dig", "nslookup", "host", "whois", "ifconfig",
-                     "ip", "netstat", "ss", "arp", "route", "nmap", "tcpdump", "iptables", "aria2c", "axel", "httpie",
-                     "http", "rsync-ssl", "rclone", "pip", "pip3", "npm", "yarn", "gem", "cargo", "go", "docker",
-                     "kubectl", "aws", "gcloud", "az", "mail", "mailx", "sendmail", "links", "lynx", "w3m",
-                     "ntpdate", "apt", "apt-get", "aptitude", "yum", "dnf", "brew", "snap", "add-apt-repository"})
+NETWORK = frozenset(
+    {
+        "curl",
+        "wget",
+        "ssh",
+        "scp",
+        "sftp",
+        "ftp",
+        "lftp",
+        "telnet",
+        "nc",
+        "ncat",
+        "netcat",
+        "socat",
+        "ping",
+        "ping6",
+        "traceroute",
+        "tracepath",
+        "mtr",
+        "dig",
+        "nslookup",
+        "host",
+        "whois",
+        "ifconfig",
+        "ip",
+        "netstat",
+        "ss",
+        "arp",
+        "route",
+        "nmap",
+        "tcpdump",
+        "iptables",
+        "aria2c",
+        "axel",
+        "httpie",
+        "http",
+        "rsync-ssl",
+        "rclone",
+        "pip",
+        "pip3",
+        "npm",
+        "yarn",
+        "gem",
+        "cargo",
+        "go",
+        "docker",
+        "kubectl",
+        "aws",
+        "gcloud",
+        "az",
+        "mail",
+        "mailx",
+        "sendmail",
+        "links",
+        "lynx",
+        "w3m",
+        "ntpdate",
+        "apt",
+        "apt-get",
+        "aptitude",
+        "yum",
+        "dnf",
+        "brew",
+        "snap",
+        "add-apt-repository",
+    }
+)
 GIT_NETWORK = frozenset({"clone", "pull", "push", "fetch", "ls-remote", "submodule", "remote"})
 SUDO = frozenset({"sudo", "su", "doas", "pkexec", "runuser", "setpriv", "sg", "newgrp", "login"})
-ROOT_ONLY = frozenset({"useradd", "userdel", "usermod", "adduser", "deluser", "addgroup", "delgroup", "groupadd",
-                       "groupdel", "groupmod", "chpasswd", "passwd", "chsh", "chfn", "gpasswd", "mount", "umount",
-                       "swapon", "swapoff", "mkfs", "mke2fs", "fdisk", "parted", "shutdown", "reboot", "halt",
-                       "poweroff", "service", "systemctl", "modprobe", "insmod", "rmmod", "sysctl", "chroot",
-                       "visudo", "update-alternatives", "ldconfig", "hwclock", "chattr", "losetup", "unshare"})
-PROCESSES = frozenset({"kill", "killall", "pkill", "skill", "snice", "renice", "ionice", "taskset", "crontab", "at",
-                       "batch", "wall", "write", "mesg", "logger", "disown", "bg", "fg", "wait", "coproc"})
-INTERACTIVE = frozenset({"vi", "vim", "vim.tiny", "view", "nano", "emacs", "ed", "ex", "top", "htop", "watch",
-                         "info", "screen", "tmux", "script", "ssh-keygen", "mysql", "psql", "irb", "tload",
-                         "setterm", "reset", "clear", "tput", "tset", "stty", "tty"})
-VOLATILE = frozenset({"date", "ps", "pstree", "pgrep", "pidof", "pidwait", "uptime", "free", "vmstat", "w", "who",
-                      "users", "last", "lastb", "lastlog", "shuf", "mktemp", "tempfile", "mcookie", "uuidgen", "df",
-                      "lsof", "history", "jobs", "dmesg", "times", "hostid", "pwdx", "pmap", "fuser", "lsfd",
-                      "lslocks", "ipcs", "lsipc", "lscpu", "lsmem", "lsblk", "findmnt", "nproc", "prlimit", "env",
-                      "printenv"})
-VOLATILE_TEXT = re.compile(r"\$\{?(?:RANDOM|SRANDOM|BASHPID|SECONDS|EPOCHSECONDS|EPOCHREALTIME|PPID|\$)\b|"
-                           r"/dev/u?random|\$\$")
+ROOT_ONLY = frozenset(
+    {
+        "useradd",
+        "userdel",
+        "usermod",
+        "adduser",
+        "deluser",
+        "addgroup",
+        "delgroup",
+        "groupadd",
+        "groupdel",
+        "groupmod",
+        "chpasswd",
+        "passwd",
+        "chsh",
+        "chfn",
+        "gpasswd",
+        "mount",
+        "umount",
+        "swapon",
+        "swapoff",
+        "mkfs",
+        "mke2fs",
+        "fdisk",
+        "parted",
+        "shutdown",
+        "reboot",
+        "halt",
+        "poweroff",
+        "service",
+        "systemctl",
+        "modprobe",
+        "insmod",
+        "rmmod",
+        "sysctl",
+        "chroot",
+        "visudo",
+        "update-alternatives",
+        "ldconfig",
+        "hwclock",
+        "chattr",
+        "losetup",
+        "unshare",
+    }
+)
+PROCESSES = frozenset(
+    {
+        "kill",
+        "killall",
+        "pkill",
+        "skill",
+        "snice",
+        "renice",
+        "ionice",
+        "taskset",
+        "crontab",
+        "at",
+        "batch",
+        "wall",
+        "write",
+        "mesg",
+        "logger",
+        "disown",
+        "bg",
+        "fg",
+        "wait",
+        "coproc",
+    }
+)
+INTERACTIVE = frozenset(
+    {
+        "vi",
+        "vim",
+        "vim.tiny",
+        "view",
+        "nano",
+        "emacs",
+        "ed",
+        "ex",
+        "top",
+        "htop",
+        "watch",
+        "info",
+        "screen",
+        "tmux",
+        "script",
+        "ssh-keygen",
+        "mysql",
+        "psql",
+        "irb",
+        "tload",
+        "setterm",
+        "reset",
+        "clear",
+        "tput",
+        "tset",
+        "stty",
+        "tty",
+    }
+)
+VOLATILE = frozenset(
+    {
+        "date",
+        "ps",
+        "pstree",
+        "pgrep",
+        "pidof",
+        "pidwait",
+        "uptime",
+        "free",
+        "vmstat",
+        "w",
+        "who",
+        "users",
+        "last",
+        "lastb",
+        "lastlog",
+        "shuf",
+        "mktemp",
+        "tempfile",
+        "mcookie",
+        "uuidgen",
+        "df",
+        "lsof",
+        "history",
+        "jobs",
+        "dmesg",
+        "times",
+        "hostid",
+        "pwdx",
+        "pmap",
+        "fuser",
+        "lsfd",
+        "lslocks",
+        "ipcs",
+        "lsipc",
+        "lscpu",
+        "lsmem",
+        "lsblk",
+        "findmnt",
+        "nproc",
+        "prlimit",
+        "env",
+        "printenv",
+    }
+)
+VOLATILE_TEXT = re.compile(
+    r"\$\{?(?:RANDOM|SRANDOM|BASHPID|SECONDS|EPOCHSECONDS|EPOCHREALTIME|PPID|\$)\b|"
+    r"/dev/u?random|\$\$"
+)
 NETWORK_TEXT = re.compile(r"\b(?:https?|ftp|ssh|git|rsync)://|/dev/(?:tcp|udp)/|\b[\w.-]+@[\w.-]+:")
 # Read-only system paths: the same in every sandbox of the image, so reading them is reproducible.
-SYSTEM_READ = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/opt", "/srv", "/var/log", "/var/lib",
-               "/var/cache", "/var/backups", "/var/mail", "/var/spool")
+SYSTEM_READ = (
+    "/etc",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/opt",
+    "/srv",
+    "/var/log",
+    "/var/lib",
+    "/var/cache",
+    "/var/backups",
+    "/var/mail",
+    "/var/spool",
+)
 DEVICES_OK = frozenset({"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/zero"})
 ARCHIVE_EXTS = (".tar.gz", ".tar.bz2", ".tar.xz", ".tgz", ".tar", ".zip", ".gz", ".bz2", ".xz")
 
 # Commands that write files (a task for them compares the tree only; the others print and their output is compared).
-WRITERS = frozenset({"rm", "rmdir", "mv", "cp", "mkdir", "touch", "chmod", "chown", "chgrp", "ln", "link",
-                     "unlink", "install", "truncate", "shred", "split", "csplit", "rename.ul", "mkfifo", "mknod",
-                     "patch", "rsync", "tee", "zip", "fallocate", "ptar", "uncompress", "znew", "gzexe"})
+WRITERS = frozenset(
+    {
+        "rm",
+        "rmdir",
+        "mv",
+        "cp",
+        "mkdir",
+        "touch",
+        "chmod",
+        "chown",
+        "chgrp",
+        "ln",
+        "link",
+        "unlink",
+        "install",
+        "truncate",
+        "shred",
+        "split",
+        "csplit",
+        "rename.ul",
+        "mkfifo",
+        "mknod",
+        "patch",
+        "rsync",
+        "tee",
+        "zip",
+        "fallocate",
+        "ptar",
+        "uncompress",
+        "znew",
+        "gzexe",
+    }
+)
 COMPRESSORS = frozenset({"gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz", "lzma", "unlzma"})
-GIT_READ = frozenset({"status", "log", "diff", "show", "ls-files", "branch", "tag", "blame", "shortlog",
-                      "rev-parse", "describe", "grep", "config", "help", "--version", "version"})
+GIT_READ = frozenset(
+    {
+        "status",
+        "log",
+        "diff",
+        "show",
+        "ls-files",
+        "branch",
+        "tag",
+        "blame",
+        "shortlog",
+        "rev-parse",
+        "describe",
+        "grep",
+        "config",
+        "help",
+        "--version",
+        "version",
+    }
+)
 READDIR_ORDER = frozenset({"find", "du", "rgrep", "hardlink"})
 # Arguments that are text, not paths (programs, patterns, values): never world hints, never path problems.
-TEXT_ARGS = frozenset({"echo", "printf", "expr", "test", "[", "[[", "let", "export", "declare", "local", "seq",
-                       "tr", "bc", "jq", "sleep", "yes", "numfmt", "factor", "alias", "type", "which", "command",
-                       "help", "man", "whatis", "apropos", "true", "false", "set", "shopt", "trap", "return",
-                       "exit", "read", "printenv", "env", "id", "groups", "getent", "hash", "umask", "ulimit",
-                       "basename", "dirname", "for", "case", "in", "select", "until", "while", "if", "do",
-                       "python3", "perl", "bash", "sh", "dash", "rbash", "eval", "source", "."})
+TEXT_ARGS = frozenset(
+    {
+        "echo",
+        "printf",
+        "expr",
+        "test",
+        "[",
+        "[[",
+        "let",
+        "export",
+        "declare",
+        "local",
+        "seq",
+        "tr",
+        "bc",
+        "jq",
+        "sleep",
+        "yes",
+        "numfmt",
+        "factor",
+        "alias",
+        "type",
+        "which",
+        "command",
+        "help",
+        "man",
+        "whatis",
+        "apropos",
+        "true",
+        "false",
+        "set",
+        "shopt",
+        "trap",
+        "return",
+        "exit",
+        "read",
+        "printenv",
+        "env",
+        "id",
+        "groups",
+        "getent",
+        "hash",
+        "umask",
+        "ulimit",
+        "basename",
+        "dirname",
+        "for",
+        "case",
+        "in",
+        "select",
+        "until",
+        "while",
+        "if",
+        "do",
+        "python3",
+        "perl",
+        "bash",
+        "sh",
+        "dash",
+        "rbash",
+        "eval",
+        "source",
+        ".",
+    }
+)
 OPTION_VALUES: dict[str, frozenset[str]] = {
-    "head": frozenset({"-n", "-c"}), "tail": frozenset({"-n", "-c"}), "sort": frozenset({"-k", "-t", "-o", "-S"}),
-    "cut": frozenset({"-d", "-f", "-c", "-b"}), "grep": frozenset({"-e", "-f", "-m", "-A", "-B", "-C"}),
-    "split": frozenset({"-l", "-b", "-n", "-a"}), "du": frozenset({"-d", "-B", "-t"}),
-    "cp": frozenset({"-t", "-S"}), "mv": frozenset({"-t", "-S"}), "ln": frozenset({"-t", "-S"}),
-    "tar": frozenset({"-f", "-C", "-T", "-X", "-b", "-H"}), "sed": frozenset({"-e", "-f", "-l"}),
-    "awk": frozenset({"-F", "-v", "-f"}), "uniq": frozenset({"-f", "-s", "-w"}), "paste": frozenset({"-d"}),
-    "join": frozenset({"-t", "-1", "-2", "-j", "-o", "-a", "-v", "-e"}), "column": frozenset({"-s", "-c", "-o"}),
-    "nl": frozenset({"-w", "-s", "-b", "-v", "-i"}), "fold": frozenset({"-w"}), "fmt": frozenset({"-w"}),
-    "stat": frozenset({"-c", "--format", "--printf"}), "od": frozenset({"-A", "-t", "-N", "-j", "-w"}),
-    "truncate": frozenset({"-s", "-r"}), "chmod": frozenset({"--reference"}), "xargs": frozenset({"-I", "-n"}),
-    "find": frozenset(), "zip": frozenset({"-x", "-i"}), "diff": frozenset({"-U", "-C"}),
-    "wc": frozenset(), "ls": frozenset({"-I", "--ignore", "-w"}), "tree": frozenset({"-L", "-P", "-I"}),
+    "head": frozenset({"-n", "-c"}),
+    "tail": frozenset({"-n", "-c"}),
+    "sort": frozenset({"-k", "-t", "-o", "-S"}),
+    "cut": frozenset({"-d", "-f", "-c", "-b"}),
+    "grep": frozenset({"-e", "-f", "-m", "-A", "-B", "-C"}),
+    "split": frozenset({"-l", "-b", "-n", "-a"}),
+    "du": frozenset({"-d", "-B", "-t"}),
+    "cp": frozenset({"-t", "-S"}),
+    "mv": frozenset({"-t", "-S"}),
+    "ln": frozenset({"-t", "-S"}),
+    "tar": frozenset({"-f", "-C", "-T", "-X", "-b", "-H"}),
+    "sed": frozenset({"-e", "-f", "-l"}),
+    "awk": frozenset({"-F", "-v", "-f"}),
+    "uniq": frozenset({"-f", "-s", "-w"}),
+    "paste": frozenset({"-d"}),
+    "join": frozenset({"-t", "-1", "-2", "-j", "-o", "-a", "-v", "-e"}),
+    "column": frozenset({"-s", "-c", "-o"}),
+    "nl": frozenset({"-w", "-s", "-b", "-v", "-i"}),
+    "fold": frozenset({"-w"}),
+    "fmt": frozenset({"-w"}),
+    "stat": frozenset({"-c", "--format", "--printf"}),
+    "od": frozenset({"-A", "-t", "-N", "-j", "-w"}),
+    "truncate": frozenset({"-s", "-r"}),
+    "chmod": frozenset({"--reference"}),
+    "xargs": frozenset({"-I", "-n"}),
+    "find": frozenset(),
+    "zip": frozenset({"-x", "-i"}),
+    "diff": frozenset({"-U", "-C"}),
+    "wc": frozenset(),
+    "ls": frozenset({"-I", "--ignore", "-w"}),
+    "tree": frozenset({"-L", "-P", "-I"}),
 }
-for _alias, _base in (("egrep", "grep"), ("fgrep", "grep"), ("zgrep", "grep"), ("gawk", "awk"), ("mawk", "awk"),
-                      ("nawk", "awk")):
+for _alias, _base in (
+    ("egrep", "grep"),
+    ("fgrep", "grep"),
+    ("zgrep", "grep"),
+    ("gawk", "awk"),
+    ("mawk", "awk"),
+    ("nawk", "awk"),
+):
     OPTION_VALUES[_alias] = OPTION_VALUES[_base]
 GREP_LIKE = frozenset({"grep", "egrep", "fgrep", "zgrep", "rgrep", "bzgrep", "xzgrep"})
-PROGRAM_FIRST = frozenset({"awk", "gawk", "mawk", "nawk", "sed"})   # the first positional is a program
+PROGRAM_FIRST = frozenset({"awk", "gawk", "mawk", "nawk", "sed"})  # the first positional is a program
 CREATES_ARGS = frozenset({"mkdir", "touch", "mkfifo", "mknod", "mktemp", "tee"})
 LAST_IS_DESTINATION = frozenset({"cp", "mv", "ln", "rsync", "install", "link"})
 DIR_ARGS = frozenset({"cd", "pushd", "ls", "du", "tree", "rmdir", "dir", "vdir"})
@@ -234,10 +574,18 @@ def record_to_pair(record: Any, locator: str = "") -> Pair:
         raise ValueError(f"a pair is a mapping with a request and a command, got {type(record).__name__}")
     nl_key, nl = _first(record, NL_KEYS)
     cmd_key, cmd = _first(record, CMD_KEYS)
-    missing = [what for what, key in (("request (" + "/".join(NL_KEYS) + ")", nl_key),
-                                      ("command (" + "/".join(CMD_KEYS) + ")", cmd_key)) if key is None]
+    missing = [
+        what
+        for what, key in (
+            ("request (" + "/".join(NL_KEYS) + ")", nl_key),
+            ("command (" + "/".join(CMD_KEYS) + ")", cmd_key),
+        )
+        if key is None
+    ]
     if missing:
-        raise ValueError(f"missing field(s): {', '.join(missing)}; its keys: {', '.join(sorted(map(str, record)))}")
+        raise ValueError(
+            f"missing field(s): {', '.join(missing)}; its keys: {', '.join(sorted(map(str, record)))}"
+        )
     for key, value in ((nl_key, nl), (cmd_key, cmd)):
         if not isinstance(value, str):
             raise ValueError(f"{key} must be text, got {type(value).__name__}")
@@ -255,8 +603,13 @@ def record_to_pair(record: Any, locator: str = "") -> Pair:
         difficulty = int(difficulty)
     if not isinstance(difficulty, int) or isinstance(difficulty, bool):
         difficulty = None
-    return Pair(nl=" ".join(nl.split()), cmd=cmd.strip(), alternatives=alternatives,
-                difficulty=None if difficulty is None else min(3, max(0, difficulty)) + 1, locator=locator)
+    return Pair(
+        nl=" ".join(nl.split()),
+        cmd=cmd.strip(),
+        alternatives=alternatives,
+        difficulty=None if difficulty is None else min(3, max(0, difficulty)) + 1,
+        locator=locator,
+    )
 
 
 def pair_id(pair: Pair) -> str:
@@ -270,10 +623,10 @@ class Hints:
 
     exts: set[str] = field(default_factory=set)
     files: set[str] = field(default_factory=set)
-    anywhere: set[str] = field(default_factory=set)      # file names find looks for: placed at two depths
+    anywhere: set[str] = field(default_factory=set)  # file names find looks for: placed at two depths
     dirs: set[str] = field(default_factory=set)
     patterns: set[str] = field(default_factory=set)
-    avoid: set[str] = field(default_factory=set)         # paths the command creates: must not exist before
+    avoid: set[str] = field(default_factory=set)  # paths the command creates: must not exist before
 
 
 @dataclass
@@ -298,13 +651,20 @@ def _rel(value: str) -> str | None:
     v = value.strip()
     for prefix in ("~/", "$HOME/", "${HOME}/", HOME + "/"):
         if v.startswith(prefix):
-            v = v[len(prefix):]
+            v = v[len(prefix) :]
             break
     while v.startswith("./"):
         v = v[2:]
     v = v.rstrip("/") if v not in ("/",) else v
-    if (not v or v in (".", "..", "~") or len(v) > 120 or v.startswith(("/", "-", "~"))
-            or any(c in v for c in "$`*?[]{}\n\0") or ".." in v.split("/") or "" in v.split("/")):
+    if (
+        not v
+        or v in (".", "..", "~")
+        or len(v) > 120
+        or v.startswith(("/", "-", "~"))
+        or any(c in v for c in "$`*?[]{}\n\0")
+        or ".." in v.split("/")
+        or "" in v.split("/")
+    ):
         return None
     return v
 
@@ -381,8 +741,10 @@ def analyse(cmd: str, depth: int = 0, into: Analysis | None = None) -> Analysis:
     out = into or Analysis()
     if depth == 0:
         if VOLATILE_TEXT.search(cmd):
-            out.problems.append("its output depends on the moment it runs ($RANDOM, $$, /dev/urandom ...): no "
-                                "fixed answer to compare")
+            out.problems.append(
+                "its output depends on the moment it runs ($RANDOM, $$, /dev/urandom ...): no "
+                "fixed answer to compare"
+            )
         if NETWORK_TEXT.search(cmd):
             out.problems.append("needs the network (a URL or a remote host)")
     parsed = parse(cmd)
@@ -437,14 +799,18 @@ def _judge(inv: Any, defined: set[str], out: Analysis, depth: int) -> None:
     out.programs.add(name)
     if name in SUDO:
         out.problems.append(f"needs {name} (root rights the operator does not have)")
-    elif name in NETWORK or (name == "git" and any(v in GIT_NETWORK for v in values[:2])) \
-            or (name == "rsync" and any(re.match(r"^[\w.-]+(@[\w.-]+)?:", v) for v in values)):
+    elif (
+        name in NETWORK
+        or (name == "git" and any(v in GIT_NETWORK for v in values[:2]))
+        or (name == "rsync" and any(re.match(r"^[\w.-]+(@[\w.-]+)?:", v) for v in values))
+    ):
         out.problems.append(f"needs the network ({name})")
     elif name in ROOT_ONLY:
         out.problems.append(f"needs root rights ({name}) that the operator does not have")
     elif name in PROCESSES:
-        out.problems.append(f"acts on processes or system state ({name}) that the world does not hold: nothing "
-                            "to compare")
+        out.problems.append(
+            f"acts on processes or system state ({name}) that the world does not hold: nothing to compare"
+        )
     elif name in INTERACTIVE:
         out.problems.append(f"{name} is interactive or draws on the terminal: nothing to compare")
     elif name in VOLATILE:
@@ -453,15 +819,22 @@ def _judge(inv: Any, defined: set[str], out: Analysis, depth: int) -> None:
         out.problems.append(f"needs {name}, which the sandbox image does not have")
     if name == "sort":
         out.sorted_output = True
-    if name in READDIR_ORDER or (name in GREP_LIKE and inv.has_flag("rR", ("--recursive",))) \
-            or (name == "ls" and inv.has_flag("Uf")):
+    if (
+        name in READDIR_ORDER
+        or (name in GREP_LIKE and inv.has_flag("rR", ("--recursive",)))
+        or (name == "ls" and inv.has_flag("Uf"))
+    ):
         out.readdir_order = True
     if _writes(inv):
         out.writes = True
     # paths outside the world
     if name not in TEXT_ARGS:
-        skip_first = name in PROGRAM_FIRST and not any(v in ("-e", "-f") for v in values) \
-            or name in GREP_LIKE and not any(v in ("-e", "-f") or v.startswith("--regexp") for v in values)
+        skip_first = (
+            name in PROGRAM_FIRST
+            and not any(v in ("-e", "-f") for v in values)
+            or name in GREP_LIKE
+            and not any(v in ("-e", "-f") or v.startswith("--regexp") for v in values)
+        )
         for k, w in enumerate(_positionals(name, args)):
             if skip_first and k == 0 or w.dynamic:
                 continue
@@ -484,22 +857,30 @@ def _writes(inv: Any) -> bool:
     name, args = inv.name, inv.args
     values = [w.value for w in args]
     first = values[0] if values else ""
-    return any((
-        name in WRITERS,
-        name in COMPRESSORS and not inv.has_flag("clt", ("--stdout", "--to-stdout", "--list", "--test")),
-        name == "tar" and (bool(re.match(r"^-?[A-Za-z]*[cxruA]", first)) and not first.startswith("--")
-                           or inv.has_flag("cxruA", ("--create", "--extract", "--get", "--append", "--delete"))),
-        name == "unzip" and not inv.has_flag("lvtpZ"),
-        name == "sed" and inv.has_flag("i", ("--in-place",)),
-        name == "perl" and any(v.startswith("-") and not v.startswith("--") and "i" in v[1:3] for v in values),
-        name in ("awk", "gawk") and "inplace" in values,
-        name == "sort" and inv.has_flag("o", ("--output",)),
-        name == "dd" and any(v.startswith("of=") for v in values),
-        name == "git" and bool(values) and first not in GIT_READ,
-        name == "cpio" and inv.has_flag("ip", ("--extract", "--pass-through")),
-        name == "uniq" and len(_positionals(name, args)) >= 2,
-        name == "find" and any(v in ("-delete", "-fprint", "-fprint0", "-fprintf", "-fls") for v in values),
-    ))
+    return any(
+        (
+            name in WRITERS,
+            name in COMPRESSORS and not inv.has_flag("clt", ("--stdout", "--to-stdout", "--list", "--test")),
+            name == "tar"
+            and (
+                bool(re.match(r"^-?[A-Za-z]*[cxruA]", first))
+                and not first.startswith("--")
+                or inv.has_flag("cxruA", ("--create", "--extract", "--get", "--append", "--delete"))
+            ),
+            name == "unzip" and not inv.has_flag("lvtpZ"),
+            name == "sed" and inv.has_flag("i", ("--in-place",)),
+            name == "perl"
+            and any(v.startswith("-") and not v.startswith("--") and "i" in v[1:3] for v in values),
+            name in ("awk", "gawk") and "inplace" in values,
+            name == "sort" and inv.has_flag("o", ("--output",)),
+            name == "dd" and any(v.startswith("of=") for v in values),
+            name == "git" and bool(values) and first not in GIT_READ,
+            name == "cpio" and inv.has_flag("ip", ("--extract", "--pass-through")),
+            name == "uniq" and len(_positionals(name, args)) >= 2,
+            name == "find"
+            and any(v in ("-delete", "-fprint", "-fprint0", "-fprintf", "-fls") for v in values),
+        )
+    )
 
 
 def _hint(inv: Any, hints: Hints) -> None:
@@ -522,7 +903,9 @@ def _hint(inv: Any, hints: Hints) -> None:
             rel = _rel(w.value)
             if rel:
                 hints.dirs.add(rel)
-        wants_dir = any(expr[i] == "-type" and i + 1 < len(expr) and expr[i + 1] == "d" for i in range(len(expr)))
+        wants_dir = any(
+            expr[i] == "-type" and i + 1 < len(expr) and expr[i + 1] == "d" for i in range(len(expr))
+        )
         for i, v in enumerate(expr[:-1]):
             if v in ("-name", "-iname"):
                 target = expr[i + 1]
@@ -597,7 +980,11 @@ def _hint(inv: Any, hints: Hints) -> None:
             if rel:
                 hints.avoid.add(rel)
         return
-    if name in LAST_IS_DESTINATION and len(positionals) >= 2 and not any(w.value.startswith("-t") for w in args):
+    if (
+        name in LAST_IS_DESTINATION
+        and len(positionals) >= 2
+        and not any(w.value.startswith("-t") for w in args)
+    ):
         dest = positionals[-1].value
         positionals = positionals[:-1]
         rel = _rel(dest)
@@ -609,8 +996,12 @@ def _hint(inv: Any, hints: Hints) -> None:
         rel = _rel(w.value)
         if not rel:
             continue
-        if w.value.endswith("/") or (name in DIR_ARGS and not _is_fileish(rel)) or inv.has_flag("rR") \
-                and not _is_fileish(rel):
+        if (
+            w.value.endswith("/")
+            or (name in DIR_ARGS and not _is_fileish(rel))
+            or inv.has_flag("rR")
+            and not _is_fileish(rel)
+        ):
             hints.dirs.add(rel)
         else:
             hints.files.add(rel)
@@ -622,12 +1013,14 @@ class WorldPlan:
     """A home tree: folders, files (text written through the bundle's ``files``), generated files (big ones and
     archives, made by setup commands), a symlink, modes and modification times."""
 
-    dirs: dict[str, int] = field(default_factory=dict)             # rel -> mode
-    files: dict[str, str] = field(default_factory=dict)            # rel -> text
-    modes: dict[str, int] = field(default_factory=dict)            # rel -> mode (files)
-    generated: dict[str, str] = field(default_factory=dict)        # rel -> shell command run in the home
-    links: dict[str, str] = field(default_factory=dict)            # rel -> target
-    mtimes: dict[str, tuple[str, int]] = field(default_factory=dict)  # rel -> ("at", epoch) | ("ago", seconds)
+    dirs: dict[str, int] = field(default_factory=dict)  # rel -> mode
+    files: dict[str, str] = field(default_factory=dict)  # rel -> text
+    modes: dict[str, int] = field(default_factory=dict)  # rel -> mode (files)
+    generated: dict[str, str] = field(default_factory=dict)  # rel -> shell command run in the home
+    links: dict[str, str] = field(default_factory=dict)  # rel -> target
+    mtimes: dict[str, tuple[str, int]] = field(
+        default_factory=dict
+    )  # rel -> ("at", epoch) | ("ago", seconds)
 
     def has(self, rel: str) -> bool:
         return rel in self.dirs or rel in self.files or rel in self.generated or rel in self.links
@@ -642,11 +1035,21 @@ def _content(world: Any, ext: str, patterns: Iterable[str], lines: int) -> str:
     if ext == "log":
         body = world.log_lines(lines)
     elif ext == "csv":
-        body = ["id,name,city,amount"] + [f"{i},{world.pick(FIRST_NAMES)},{world.pick(CITIES)},{world.randint(1, 999)}"
-                                          for i in range(1, lines)]
+        body = ["id,name,city,amount"] + [
+            f"{i},{world.pick(FIRST_NAMES)},{world.pick(CITIES)},{world.randint(1, 999)}"
+            for i in range(1, lines)
+        ]
     elif ext == "json":
-        body = [json.dumps({"name": world.pick(FIRST_NAMES), "count": world.randint(0, 500),
-                            "tags": world.lines(1)[0].split()[:3]}, sort_keys=True)]
+        body = [
+            json.dumps(
+                {
+                    "name": world.pick(FIRST_NAMES),
+                    "count": world.randint(0, 500),
+                    "tags": world.lines(1)[0].split()[:3],
+                },
+                sort_keys=True,
+            )
+        ]
     elif ext in ("conf", "ini", "yaml", "yml", "cfg", "env", "properties"):
         body = world.lines(lines, kind="kv")
     elif ext == "sh":
@@ -682,7 +1085,9 @@ def _archive_command(rel: str, sources: list[str]) -> str:
         return f"tar -cf {q} {src}"
     if low.endswith(".zip"):
         return f"zip -q -X {q} {src}"
-    tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}[next(e for e in (".gz", ".bz2", ".xz") if low.endswith(e))]
+    tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}[
+        next(e for e in (".gz", ".bz2", ".xz") if low.endswith(e))
+    ]
     return f"cat {src} | {tool} -c > {q}"
 
 
@@ -699,9 +1104,14 @@ def build_world(seed: str | int, hints: Hints | None = None) -> WorldPlan:
     def ok(rel: str) -> bool:
         parts = rel.split("/")
         prefixes = {"/".join(parts[:i]) for i in range(1, len(parts) + 1)}
-        return (rel not in taken and not (prefixes & avoid)
-                and not any("/".join(parts[:i]) in plan.files or "/".join(parts[:i]) in plan.generated
-                            for i in range(1, len(parts))))
+        return (
+            rel not in taken
+            and not (prefixes & avoid)
+            and not any(
+                "/".join(parts[:i]) in plan.files or "/".join(parts[:i]) in plan.generated
+                for i in range(1, len(parts))
+            )
+        )
 
     def add_dir(rel: str, mode: int = 0o755) -> bool:
         parts = rel.split("/")
@@ -726,8 +1136,11 @@ def build_world(seed: str | int, hints: Hints | None = None) -> WorldPlan:
         n = world.randint(3, 40) if lines is None else lines
         grep_lines = hints.patterns if hinted or world.chance(0.4) else ()
         plan.files[rel] = _content(world, ext, grep_lines, n)
-        plan.modes[rel] = mode if mode is not None else (0o755 if ext in ("sh", "py") else
-                                                         world.pick((0o644, 0o644, 0o644, 0o600, 0o664, 0o444)))
+        plan.modes[rel] = (
+            mode
+            if mode is not None
+            else (0o755 if ext in ("sh", "py") else world.pick((0o644, 0o644, 0o644, 0o600, 0o664, 0o444)))
+        )
         taken.add(rel)
         return True
 
@@ -756,7 +1169,10 @@ def build_world(seed: str | int, hints: Hints | None = None) -> WorldPlan:
     for ext in sorted(hints.exts):
         if ("." + ext) in ARCHIVE_EXTS:
             continue
-        for place in ["", *world.sample(folders, min(2, len(folders)))]:  # the top level (a bare glob) and deeper
+        for place in [
+            "",
+            *world.sample(folders, min(2, len(folders))),
+        ]:  # the top level (a bare glob) and deeper
             add_file(posixpath.join(place, world.filename(ext)), hinted=True)
     # random files of varied names, sizes, modes
     for _ in range(world.randint(9, 14)):
@@ -765,20 +1181,27 @@ def build_world(seed: str | int, hints: Hints | None = None) -> WorldPlan:
     add_file(f"{world.pick(folders)}/{world.pick(('meeting notes', 'old draft', 'final report'))}.txt")
     add_file(world.pick((".env", ".hidden_config", ".notes")), mode=0o600)
     for _ in range(2):
-        add_file(posixpath.join(world.pick(places), world.filename(world.pick(("txt", "log", "tmp")))), lines=0)
+        add_file(
+            posixpath.join(world.pick(places), world.filename(world.pick(("txt", "log", "tmp")))), lines=0
+        )
     # an empty folder (``find -empty``, ``rmdir``): files are never placed in it
     add_dir(posixpath.join(world.pick(places), world.dirname()))
     # big files (generated: the bundle stays small)
     for _ in range(world.randint(1, 2)):
         rel = posixpath.join(world.pick(places), world.filename(world.pick(("log", "dat", "csv"))))
         if ok(rel):
-            plan.generated[rel] = f"seq {world.randint(1, 99)} {world.randint(3000, 12000)} > {shlex.quote(rel)}"
+            plan.generated[rel] = (
+                f"seq {world.randint(1, 99)} {world.randint(3000, 12000)} > {shlex.quote(rel)}"
+            )
             plan.modes[rel] = 0o644
             taken.add(rel)
     # archives the command opens, made of world files
     text_files = sorted(plan.files)[:3]
-    for rel in sorted(r for r in hints.files | {f"{world.word()}.{e}" for e in hints.exts if "." + e in ARCHIVE_EXTS}
-                      if r.lower().endswith(ARCHIVE_EXTS) or ("." + _ext_of(r)) in ARCHIVE_EXTS):
+    for rel in sorted(
+        r
+        for r in hints.files | {f"{world.word()}.{e}" for e in hints.exts if "." + e in ARCHIVE_EXTS}
+        if r.lower().endswith(ARCHIVE_EXTS) or ("." + _ext_of(r)) in ARCHIVE_EXTS
+    ):
         if ok(rel) and text_files:
             parent = posixpath.dirname(rel)
             if parent and not add_dir(parent):
@@ -808,7 +1231,10 @@ def world_setup(plan: WorldPlan) -> tuple[dict[str, str], list[str]]:
     build = [f"cd {HOME}"]
     if plan.dirs:
         build.append("mkdir -p -- " + " ".join(q(d) for d in sorted(plan.dirs)))
-    build += [cmd for _, cmd in sorted(plan.generated.items(), key=lambda kv: kv[1].startswith(("tar", "zip", "cat")))]
+    build += [
+        cmd
+        for _, cmd in sorted(plan.generated.items(), key=lambda kv: kv[1].startswith(("tar", "zip", "cat")))
+    ]
     build += [f"ln -s {q(target)} {q(link)}" for link, target in sorted(plan.links.items())]
     build.append(f"chown -R -h operator:operator {HOME}")
     modes = [f"chmod {mode:o} {q(rel)}" for rel, mode in sorted(plan.modes.items())]
@@ -817,14 +1243,20 @@ def world_setup(plan: WorldPlan) -> tuple[dict[str, str], list[str]]:
     for rel, (kind, value) in plan.mtimes.items():
         when = f"@{value}" if kind == "at" else f"@$((now - {value}))"
         stamps.append(f'touch -h -d "{when}" -- {q(rel)}')
-    stash = (f"install -d -m 700 {STASH_DIR} && tar -C {HOME} --numeric-owner -cpf {STASH_TAR} . && "
-             f"find {HOME} -mindepth 1 -delete && tar -C {HOME} --numeric-owner -xpf {STASH_TAR}")
-    return files, [" && ".join(build), " && ".join([f"cd {HOME}", *modes]) if modes else "true",
-                   " && ".join(stamps), stash]
+    stash = (
+        f"install -d -m 700 {STASH_DIR} && tar -C {HOME} --numeric-owner -cpf {STASH_TAR} . && "
+        f"find {HOME} -mindepth 1 -delete && tar -C {HOME} --numeric-owner -xpf {STASH_TAR}"
+    )
+    return files, [
+        " && ".join(build),
+        " && ".join([f"cd {HOME}", *modes]) if modes else "true",
+        " && ".join(stamps),
+        stash,
+    ]
 
 
 # ---- the check -----------------------------------------------------------------------------------------------------
-CHECK_PROGRAM = r'''
+CHECK_PROGRAM = r"""
 import hashlib, os, shutil, signal, stat, subprocess, sys, tempfile
 
 HOME = "/home/operator"
@@ -968,18 +1400,22 @@ def main():
 
 
 sys.exit(main())
-'''
+"""
 NOOP_MARKER = "the reference does nothing here"
 CHECK_DELIMITER = "BASHGYM_NL2BASH_CHECK"
 
 
 def check_script(references: list[str], prints: bool, unordered: bool) -> str:
     """The bash check: Python (in the image) fed through a quoted here-document, settings as Python literals."""
-    settings = (f"REFERENCES = {references!r}\nPRINTS = {prints!r}\nUNORDERED = {unordered!r}\n"
-                f"ANSWER = {ANSWER_FILE!r}\nSTASH = {STASH_TAR!r}\nTIMEOUT = {REFERENCE_TIMEOUT_S!r}\n"
-                f"OLD_BEFORE = {OLD_BEFORE!r}\nNOOP = {NOOP_MARKER!r}\n")
-    return (f"#!/bin/bash\n# execution equivalence with the reference command on the pristine world (nl2bash)\n"
-            f"exec /usr/bin/python3 - <<'{CHECK_DELIMITER}'\n{settings}{CHECK_PROGRAM}{CHECK_DELIMITER}\n")
+    settings = (
+        f"REFERENCES = {references!r}\nPRINTS = {prints!r}\nUNORDERED = {unordered!r}\n"
+        f"ANSWER = {ANSWER_FILE!r}\nSTASH = {STASH_TAR!r}\nTIMEOUT = {REFERENCE_TIMEOUT_S!r}\n"
+        f"OLD_BEFORE = {OLD_BEFORE!r}\nNOOP = {NOOP_MARKER!r}\n"
+    )
+    return (
+        f"#!/bin/bash\n# execution equivalence with the reference command on the pristine world (nl2bash)\n"
+        f"exec /usr/bin/python3 - <<'{CHECK_DELIMITER}'\n{settings}{CHECK_PROGRAM}{CHECK_DELIMITER}\n"
+    )
 
 
 # ---- pairs to bundles ----------------------------------------------------------------------------------------------
@@ -988,8 +1424,33 @@ def _category(programs: set[str]) -> str:
         return "archives"
     if programs & {"chmod", "chown", "chgrp", "umask"}:
         return "permissions"
-    if programs & {"grep", "egrep", "fgrep", "sed", "awk", "gawk", "sort", "uniq", "cut", "tr", "wc", "paste",
-                   "join", "comm", "column", "nl", "rev", "tac", "fold", "head", "tail"} and "find" not in programs:
+    if (
+        programs
+        & {
+            "grep",
+            "egrep",
+            "fgrep",
+            "sed",
+            "awk",
+            "gawk",
+            "sort",
+            "uniq",
+            "cut",
+            "tr",
+            "wc",
+            "paste",
+            "join",
+            "comm",
+            "column",
+            "nl",
+            "rev",
+            "tac",
+            "fold",
+            "head",
+            "tail",
+        }
+        and "find" not in programs
+    ):
         return "text"
     return "files"
 
@@ -1006,7 +1467,9 @@ def _task_text(nl: str, prints: bool) -> str:
     if text[-1:] not in ".?!":
         text += "."
     if prints:
-        text += (f"\n\nSave the output (exactly what the command prints on its standard output) to {ANSWER_FILE}.")
+        text += (
+            f"\n\nSave the output (exactly what the command prints on its standard output) to {ANSWER_FILE}."
+        )
     return text
 
 
@@ -1045,13 +1508,20 @@ def pair_to_bundle(pair: Pair, seed: int | str = 0) -> ScenarioBundle:
     plan = build_world(seed_text, hints)
     files, setup = world_setup(plan)
     unordered = any(a.unordered for _, a in usable)
-    return parse_bundle({
-        "id": pair_id(pair), "task": _task_text(pair.nl, prints), "category": _category(analysis.programs),
-        "difficulty": _difficulty(pair, analysis), "files": files, "setup": setup, "user": "operator",
-        "check": check_script([c for c, _ in usable], prints, unordered),
-        "reference": [_to_answer(reference) if prints else reference],
-        "source": f"import:nl2bash:{pair.locator}" if pair.locator else "import:nl2bash",
-    })
+    return parse_bundle(
+        {
+            "id": pair_id(pair),
+            "task": _task_text(pair.nl, prints),
+            "category": _category(analysis.programs),
+            "difficulty": _difficulty(pair, analysis),
+            "files": files,
+            "setup": setup,
+            "user": "operator",
+            "check": check_script([c for c, _ in usable], prints, unordered),
+            "reference": [_to_answer(reference) if prints else reference],
+            "source": f"import:nl2bash:{pair.locator}" if pair.locator else "import:nl2bash",
+        }
+    )
 
 
 class Nl2BashImport(BaseModel):
@@ -1066,8 +1536,9 @@ class Nl2BashImport(BaseModel):
         return {"records": self.records, "bundles": len(self.bundles), "quarantined": len(self.quarantine)}
 
 
-def pairs_to_bundles(records: Iterable[tuple[str, Any]], source: str = "", seed: int | str = 0,
-                     limit: int | None = None) -> Nl2BashImport:
+def pairs_to_bundles(
+    records: Iterable[tuple[str, Any]], source: str = "", seed: int | str = 0, limit: int | None = None
+) -> Nl2BashImport:
     """(locator, record) pairs as bundles + quarantine; a repeated pair is quarantined (the first one wins)."""
     out = Nl2BashImport(source=source)
     seen: dict[str, str] = {}
@@ -1085,27 +1556,39 @@ def pairs_to_bundles(records: Iterable[tuple[str, Any]], source: str = "", seed:
             out.quarantine.append(BundleError(source=locator, reason=str(exc)))
             continue
         except Exception as exc:  # noqa: BLE001 - an odd record this module did not foresee spares the others
-            out.quarantine.append(BundleError(source=locator, reason=f"could not be read: {type(exc).__name__}: "
-                                              f"{exc}"))
+            out.quarantine.append(
+                BundleError(source=locator, reason=f"could not be read: {type(exc).__name__}: {exc}")
+            )
             continue
         if bundle.id in seen:
-            out.quarantine.append(BundleError(source=locator, reason=f"duplicate pair (first at {seen[bundle.id]})"))
+            out.quarantine.append(
+                BundleError(source=locator, reason=f"duplicate pair (first at {seen[bundle.id]})")
+            )
             continue
         seen[bundle.id] = locator
         out.bundles.append(bundle)
     return out
 
 
-def load_nl2bash(source: str | Path, split: str | None = None, seed: int | str = 0, limit: int | None = None,
-                 **load_kwargs: Any) -> Nl2BashImport:
+def load_nl2bash(
+    source: str | Path,
+    split: str | None = None,
+    seed: int | str = 0,
+    limit: int | None = None,
+    **load_kwargs: Any,
+) -> Nl2BashImport:
     """Pairs from a local file/folder (JSON Lines, JSON, CSV, parquet) or a hub dataset (``datasets``): bundles +
     quarantine. NL2SH-ALFA on the hub: ``load_nl2bash("westenfelder/NL2SH-ALFA", name="test", split="train")``."""
-    return pairs_to_bundles(iter_records(source, split=split, **load_kwargs), source=str(source), seed=seed,
-                            limit=limit)
+    return pairs_to_bundles(
+        iter_records(source, split=split, **load_kwargs), source=str(source), seed=seed, limit=limit
+    )
 
 
-def certify(bundles: Iterable[ScenarioBundle], image: str | None, max_parallel: int = 2,
-            ) -> tuple[list[ScenarioBundle], list[BundleError], list[Any]]:
+def certify(
+    bundles: Iterable[ScenarioBundle],
+    image: str | None,
+    max_parallel: int = 2,
+) -> tuple[list[ScenarioBundle], list[BundleError], list[Any]]:
     """Gate the bundles in real sandboxes: (admitted, quarantine rows for the rejected with the gate's reason,
     all gate results). A pair whose reference does nothing on its world is rejected here, its reason saying so."""
     from bashgym_assets.scenarios.gate import gate_bundles
@@ -1118,8 +1601,10 @@ def certify(bundles: Iterable[ScenarioBundle], image: str | None, max_parallel: 
             admitted.append(bundle)
         else:
             why = "does nothing on its world" if NOOP_MARKER in result.detail else result.reason
-            quarantine.append(BundleError(source=bundle.source or bundle.id,
-                                          reason=f"{why}: {' '.join(result.detail.split())[:400]}"))
+            quarantine.append(
+                BundleError(
+                    source=bundle.source or bundle.id,
+                    reason=f"{why}: {' '.join(result.detail.split())[:400]}",
+                )
+            )
     return admitted, quarantine, results
-
-

@@ -37,10 +37,23 @@ import warnings
 
 __version__ = "0-bashgym-offline"
 
-SUPPORTED_ATTRS = frozenset({
-    "fixture", "mark", "raises", "warns", "approx", "skip", "fail", "xfail", "importorskip", "param", "main",
-    "MonkeyPatch", "__version__",
-})
+SUPPORTED_ATTRS = frozenset(
+    {
+        "fixture",
+        "mark",
+        "raises",
+        "warns",
+        "approx",
+        "skip",
+        "fail",
+        "xfail",
+        "importorskip",
+        "param",
+        "main",
+        "MonkeyPatch",
+        "__version__",
+    }
+)
 BUILTIN_FIXTURES = frozenset({"tmp_path", "tmp_path_factory", "monkeypatch", "capsys", "capfd", "request"})
 
 
@@ -127,8 +140,10 @@ mark = _MarkFactory()
 class ParameterSet:
     def __init__(self, values, marks=(), id=None):  # noqa: A002 - pytest's keyword
         self.values, self.id = tuple(values), id
-        self.marks = [m.mark if isinstance(m, MarkDecorator) else m
-                      for m in (marks if isinstance(marks, (list, tuple)) else [marks])]
+        self.marks = [
+            m.mark if isinstance(m, MarkDecorator) else m
+            for m in (marks if isinstance(marks, (list, tuple)) else [marks])
+        ]
 
 
 def param(*values, marks=(), id=None):  # noqa: A002
@@ -355,8 +370,12 @@ class _WarnsContext(warnings.catch_warnings):
         super().__exit__(*exc)
         if exc[0] is not None:
             return False
-        hits = [w for w in self.list if issubclass(w.category, self.expected)
-                and (self.match_expr is None or re.search(self.match_expr, str(w.message)))]
+        hits = [
+            w
+            for w in self.list
+            if issubclass(w.category, self.expected)
+            and (self.match_expr is None or re.search(self.match_expr, str(w.message)))
+        ]
         if not hits:
             raise Failed(f"DID NOT WARN {self.expected!r}")
         return False
@@ -376,11 +395,17 @@ class ApproxBase:
 
     def _close(self, actual, expected):
         if isinstance(expected, (list, tuple)):
-            return (isinstance(actual, (list, tuple)) and len(actual) == len(expected)
-                    and all(self._close(a, e) for a, e in zip(actual, expected, strict=True)))
+            return (
+                isinstance(actual, (list, tuple))
+                and len(actual) == len(expected)
+                and all(self._close(a, e) for a, e in zip(actual, expected, strict=True))
+            )
         if isinstance(expected, dict):
-            return (isinstance(actual, dict) and set(actual) == set(expected)
-                    and all(self._close(actual[k], expected[k]) for k in expected))
+            return (
+                isinstance(actual, dict)
+                and set(actual) == set(expected)
+                and all(self._close(actual[k], expected[k]) for k in expected)
+            )
         if not isinstance(expected, (int, float, complex)) or isinstance(expected, bool):
             return actual == expected
         try:
@@ -456,18 +481,22 @@ def _parametrize(func, marks):
             if pid is None and isinstance(ids, (list, tuple)) and i < len(ids):
                 pid = ids[i]
             if pid is None:
-                pid = "-".join(str(v) if isinstance(v, (int, float, str, bool)) and len(str(v)) < 40
-                               else f"{n}{i}" for n, v in zip(names, values, strict=False))
+                pid = "-".join(
+                    str(v) if isinstance(v, (int, float, str, bool)) and len(str(v)) < 40 else f"{n}{i}"
+                    for n, v in zip(names, values, strict=False)
+                )
             rows.append((str(pid), dict(zip(names, values, strict=False)), extra))
-        combos = [(a[0] + ("-" if a[0] else "") + b[0], {**a[1], **b[1]}, a[2] + b[2])
-                  for a, b in itertools.product(combos, rows)]
+        combos = [
+            (a[0] + ("-" if a[0] else "") + b[0], {**a[1], **b[1]}, a[2] + b[2])
+            for a, b in itertools.product(combos, rows)
+        ]
     return combos
 
 
 class Session:
     def __init__(self):
-        self.fixtures = {}          # name -> FixtureDef (conftest and module level, later ones win per module)
-        self.cache = {}             # (scope key, name, param index) -> value
+        self.fixtures = {}  # name -> FixtureDef (conftest and module level, later ones win per module)
+        self.cache = {}  # (scope key, name, param index) -> value
         self.teardowns = {"session": [], "module": [], "class": []}
         self.tmp_factory = TempPathFactory()
         self.conftests = set()
@@ -515,7 +544,9 @@ class Session:
         items = []
         for name, obj in list(vars(module).items()):
             if inspect.isfunction(obj) and name.startswith("test") and obj.__module__ == module.__name__:
-                items.extend(self._items(name, obj, module, None, module_marks + [_as_mark(m) for m in _marks(obj)]))
+                items.extend(
+                    self._items(name, obj, module, None, module_marks + [_as_mark(m) for m in _marks(obj)])
+                )
             elif inspect.isclass(obj) and obj.__module__ == module.__name__:
                 if issubclass(obj, unittest.TestCase):
                     items.append(Item(name, obj, module, cls=obj, marks=module_marks))
@@ -568,13 +599,18 @@ class Session:
         kwargs = {}
         for arg in _argnames(fdef.func):
             if arg == "request":
-                value = fdef.params[param_index] if fdef.params is not None and param_index is not None else None
+                value = (
+                    fdef.params[param_index] if fdef.params is not None and param_index is not None else None
+                )
                 if isinstance(value, ParameterSet):
                     value = value.values[0] if len(value.values) == 1 else value.values
                 req = _Request(value, item.name, item.module, item.cls)
                 kwargs[arg] = req
-                (func_teardowns if fdef.scope == "function" else self.teardowns.get(fdef.scope, func_teardowns)
-                 ).append(lambda r=req: [f() for f in reversed(r._finalizers)])
+                (
+                    func_teardowns
+                    if fdef.scope == "function"
+                    else self.teardowns.get(fdef.scope, func_teardowns)
+                ).append(lambda r=req: [f() for f in reversed(r._finalizers)])
             else:
                 kwargs[arg] = self._resolve(arg, item, fixtures, stack + [fname], scope_keys, func_teardowns)
         func = fdef.func
@@ -588,8 +624,10 @@ class Session:
             def finish(g=gen):
                 with contextlib.suppress(StopIteration):
                     next(g)
-            (func_teardowns if fdef.scope == "function" else self.teardowns.get(fdef.scope, func_teardowns)
-             ).append(finish)
+
+            (
+                func_teardowns if fdef.scope == "function" else self.teardowns.get(fdef.scope, func_teardowns)
+            ).append(finish)
         if fdef.scope != "function":
             self.cache[key] = result
         return result
@@ -605,8 +643,9 @@ class Session:
                 new = []
                 for v in variants:
                     for i in range(len(fdef.params)):
-                        clone = Item(v.name, v.func, v.module, v.cls, v.params, v.marks,
-                                     {**v.fixture_params, fname: i})
+                        clone = Item(
+                            v.name, v.func, v.module, v.cls, v.params, v.marks, {**v.fixture_params, fname: i}
+                        )
                         clone.name = v.name + f"[{fname}{i}]"
                         new.append(clone)
                 variants = new
@@ -629,7 +668,9 @@ class Session:
         """pytest's xunit-style set-up of a module or class: the set-up now, its teardown when the scope closes.
         Returns the set-up's traceback when it failed (its tests are then ERRORs and the teardown is not run)."""
         setup = next((getattr(owner, n) for n in setup_names if callable(getattr(owner, n, None))), None)
-        teardown = next((getattr(owner, n) for n in teardown_names if callable(getattr(owner, n, None))), None)
+        teardown = next(
+            (getattr(owner, n) for n in teardown_names if callable(getattr(owner, n, None))), None
+        )
         if setup is not None:
             try:
                 _call_optional(setup, arg)
@@ -653,8 +694,7 @@ class Session:
                     cond = eval(cond, vars(item.module))
                 if cond:
                     return self._report(item, "SKIPPED", m.kwargs.get("reason", ""))
-        xfail_mark = next((m for m in item.marks if m.name == "xfail"
-                           and (not m.args or m.args[0])), None)
+        xfail_mark = next((m for m in item.marks if m.name == "xfail" and (not m.args or m.args[0])), None)
         if inspect.isclass(item.func) and issubclass(item.func, unittest.TestCase):
             suite = unittest.defaultTestLoader.loadTestsFromTestCase(item.func)
             result = unittest.TestResult()
@@ -712,8 +752,17 @@ class Session:
                 except Exception:
                     traceback.print_exc()
         if xfail_mark is not None:
-            outcome = "XFAIL" if outcome == "FAILED" else ("FAILED" if xfail_mark.kwargs.get("strict") else
-                                                             "XPASS" if outcome == "PASSED" else outcome)
+            outcome = (
+                "XFAIL"
+                if outcome == "FAILED"
+                else (
+                    "FAILED"
+                    if xfail_mark.kwargs.get("strict")
+                    else "XPASS"
+                    if outcome == "PASSED"
+                    else outcome
+                )
+            )
         return self._report(item, outcome, detail)
 
     def _report(self, item, outcome, detail=""):
@@ -752,8 +801,11 @@ def _argnames(func, keep_self=False):
         sig = inspect.signature(func)
     except (TypeError, ValueError):
         return []
-    names = [p.name for p in sig.parameters.values()
-             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty]
+    names = [
+        p.name
+        for p in sig.parameters.values()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty
+    ]
     return names if keep_self else [n for n in names if n not in ("self", "cls")]
 
 
@@ -763,8 +815,11 @@ def _test_files(paths):
         if os.path.isdir(p):
             for root, dirs, names in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
-                files.extend(os.path.join(root, n) for n in sorted(names)
-                             if n.endswith(".py") and (n.startswith("test_") or n.endswith("_test.py")))
+                files.extend(
+                    os.path.join(root, n)
+                    for n in sorted(names)
+                    if n.endswith(".py") and (n.startswith("test_") or n.endswith("_test.py"))
+                )
         elif os.path.isfile(p):
             files.append(p)
         else:
@@ -777,9 +832,30 @@ def main(args=None, plugins=None):
     """Run the tests of the given files/folders (options are ignored); pytest's exit codes."""
     args = list(sys.argv[1:] if args is None else args)
     paths, skip_next = [], False
-    value_options = {"-k", "-m", "-p", "-o", "-c", "-W", "--ctrf", "--junitxml", "--junit-xml", "--timeout",
-                     "--rootdir", "--tb", "--maxfail", "--durations", "--log-level", "--basetemp",
-                     "--deselect", "--ignore", "--confcutdir", "--cov", "--cov-report", "--json-report-file"}
+    value_options = {
+        "-k",
+        "-m",
+        "-p",
+        "-o",
+        "-c",
+        "-W",
+        "--ctrf",
+        "--junitxml",
+        "--junit-xml",
+        "--timeout",
+        "--rootdir",
+        "--tb",
+        "--maxfail",
+        "--durations",
+        "--log-level",
+        "--basetemp",
+        "--deselect",
+        "--ignore",
+        "--confcutdir",
+        "--cov",
+        "--cov-report",
+        "--json-report-file",
+    }
     for a in args:
         if skip_next:
             skip_next = False
@@ -808,19 +884,36 @@ def main(args=None, plugins=None):
             items = session._expand_fixture_params(items, fixtures)
             collected += len(items)
             module_key = ("module", path)
-            module_error = session.xunit_setup(items[0].module, ("setup_module", "setUpModule"),
-                                               ("teardown_module", "tearDownModule"), items[0].module,
-                                               "module") if items else None
+            module_error = (
+                session.xunit_setup(
+                    items[0].module,
+                    ("setup_module", "setUpModule"),
+                    ("teardown_module", "tearDownModule"),
+                    items[0].module,
+                    "module",
+                )
+                if items
+                else None
+            )
             last_cls, class_error = None, None
             for item in items:
                 if item.cls is not last_cls:
                     session.close("class")
                     last_cls, class_error = item.cls, None
-                    if item.cls is not None and not issubclass(item.cls, unittest.TestCase) and not module_error:
-                        class_error = session.xunit_setup(item.cls, ("setup_class",), ("teardown_class",),
-                                                          item.cls, "class")
-                scope_keys = {"session": "session", "package": "session", "module": module_key,
-                              "class": (module_key, id(item.cls))}
+                    if (
+                        item.cls is not None
+                        and not issubclass(item.cls, unittest.TestCase)
+                        and not module_error
+                    ):
+                        class_error = session.xunit_setup(
+                            item.cls, ("setup_class",), ("teardown_class",), item.cls, "class"
+                        )
+                scope_keys = {
+                    "session": "session",
+                    "package": "session",
+                    "module": module_key,
+                    "class": (module_key, id(item.cls)),
+                }
                 session.run_item(item, fixtures, scope_keys, module_error or class_error)
             session.close("class")
             session.close("module")
@@ -829,8 +922,10 @@ def main(args=None, plugins=None):
         shutil.rmtree(session.tmp_factory.root, ignore_errors=True)
     for label, detail in session.failures:
         print(f"\n____ {label} ____\n{detail.rstrip()}")
-    print(f"\n== {session.passed} passed, {session.failed} failed, {session.errors} errors, "
-          f"{session.skipped} skipped, {session.xfailed} xfailed (bashgym offline pytest) ==")
+    print(
+        f"\n== {session.passed} passed, {session.failed} failed, {session.errors} errors, "
+        f"{session.skipped} skipped, {session.xfailed} xfailed (bashgym offline pytest) =="
+    )
     if session.failed or session.errors:
         return 1
     return 0 if collected else 5

@@ -77,16 +77,35 @@ class PendingTask(BaseModel):
         """The task as a bundle to PLAY (a solver's episode needs one), with a do-nothing placeholder reference.
 
         Never hand a draft to the gate or a dataset: only ``prove`` makes a bundle that may be certified."""
-        return parse_bundle({"id": self.id, "task": self.task, "category": self.category,
-                             "difficulty": self.difficulty, "setup": self.setup, "check": self.check,
-                             "user": self.user, "reference": [UNPROVED_REFERENCE], "source": self.source})
+        return parse_bundle(
+            {
+                "id": self.id,
+                "task": self.task,
+                "category": self.category,
+                "difficulty": self.difficulty,
+                "setup": self.setup,
+                "check": self.check,
+                "user": self.user,
+                "reference": [UNPROVED_REFERENCE],
+                "source": self.source,
+            }
+        )
 
     def prove(self, commands: list[str], solver: str) -> ScenarioBundle:
         """The bundle whose reference is what a solver typed (it still goes through the gate like any other)."""
-        return parse_bundle({"id": self.id, "task": self.task, "category": self.category,
-                             "difficulty": self.difficulty, "setup": self.setup, "check": self.check,
-                             "user": self.user, "reference": list(commands),
-                             "source": f"{self.source} [reference by {solver}]"})
+        return parse_bundle(
+            {
+                "id": self.id,
+                "task": self.task,
+                "category": self.category,
+                "difficulty": self.difficulty,
+                "setup": self.setup,
+                "check": self.check,
+                "user": self.user,
+                "reference": list(commands),
+                "source": f"{self.source} [reference by {solver}]",
+            }
+        )
 
 
 class PublicImport(BaseModel):
@@ -99,8 +118,12 @@ class PublicImport(BaseModel):
     records: int = 0
 
     def counts(self) -> dict[str, int]:
-        return {"records": self.records, "bundles": len(self.bundles), "pending": len(self.pending),
-                "quarantined": len(self.quarantine)}
+        return {
+            "records": self.records,
+            "bundles": len(self.bundles),
+            "pending": len(self.pending),
+            "quarantined": len(self.quarantine),
+        }
 
 
 # ---- reading records through ``datasets`` ------------------------------------------------------------------------
@@ -157,7 +180,7 @@ def _fallback(path: Path, locator: str, why: str) -> Iterator[tuple[str, Any]]:
         except ValueError as exc:
             yield locator, ValueError(f"unreadable: {exc}")
             return
-        if len(documents) > 1:   # JSON Lines in a .json file
+        if len(documents) > 1:  # JSON Lines in a .json file
             yield from _jsonl_lines(path, locator)
             return
         where, document = documents[0]
@@ -191,7 +214,10 @@ def _csv_rows(path: Path, locator: str, why: str) -> Iterator[tuple[str, Any]]:
         if not any(cell.strip() for cell in row):
             continue
         if len(row) != len(header):
-            yield f"{locator}:{n}", ValueError(f"a CSV row of {len(row)} fields under a header of {len(header)}")
+            yield (
+                f"{locator}:{n}",
+                ValueError(f"a CSV row of {len(row)} fields under a header of {len(header)}"),
+            )
             continue
         yield f"{locator}:{n}", {k: (v if v != "" else None) for k, v in zip(header, row, strict=True)}
 
@@ -205,8 +231,12 @@ def _data_files(folder: Path) -> tuple[list[Path], list[BundleError]]:
         if path.suffix.lower() in LOADERS:
             files.append(path)
         elif path.name.lower() not in ("readme.md", "license", "license.txt", ".gitattributes"):
-            skipped.append(BundleError(source=str(path), reason=f"not a data file datasets reads here "
-                                       f"({', '.join(sorted(LOADERS))})"))
+            skipped.append(
+                BundleError(
+                    source=str(path),
+                    reason=f"not a data file datasets reads here ({', '.join(sorted(LOADERS))})",
+                )
+            )
     return files, skipped
 
 
@@ -248,10 +278,13 @@ def iter_local_records(path: Path | str) -> Iterator[tuple[str, Any]]:
             continue
         with tempfile.TemporaryDirectory(prefix="bashgym-datasets-") as cache:
             try:
-                table = datasets.load_dataset(loader, data_files=str(file), split="train", cache_dir=cache,
-                                              keep_in_memory=True)
+                table = datasets.load_dataset(
+                    loader, data_files=str(file), split="train", cache_dir=cache, keep_in_memory=True
+                )
                 rows = list(_rows(table, locator))
-            except Exception as exc:  # datasets wraps pyarrow's errors in many classes: all mean "not readable"
+            except (
+                Exception
+            ) as exc:  # datasets wraps pyarrow's errors in many classes: all mean "not readable"
                 yield from _fallback(file, locator, _one_line(exc))
                 continue
         if not rows:
@@ -259,8 +292,9 @@ def iter_local_records(path: Path | str) -> Iterator[tuple[str, Any]]:
         yield from rows
 
 
-def iter_records(source: str | Path, split: str | None = None,
-                 **load_kwargs: Any) -> Iterator[tuple[str, Any]]:
+def iter_records(
+    source: str | Path, split: str | None = None, **load_kwargs: Any
+) -> Iterator[tuple[str, Any]]:
     """Records of a local path (``iter_local_records``) or of a hub dataset, the name passed through to
     ``datasets.load_dataset`` (``split`` None: every split). A hub that cannot be loaded is one error record."""
     if Path(source).exists():
@@ -302,8 +336,10 @@ def _commands(value: Any, key: str) -> list[str]:
         return [value] if value.strip() else []
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return [v for v in value if v.strip()]
-    raise ValueError(f"{key} must be a list of shell commands (text), got {type(value).__name__}"
-                     + (f" holding {sorted({type(v).__name__ for v in value})}" if isinstance(value, list) else ""))
+    raise ValueError(
+        f"{key} must be a list of shell commands (text), got {type(value).__name__}"
+        + (f" holding {sorted({type(v).__name__ for v in value})}" if isinstance(value, list) else "")
+    )
 
 
 def _difficulty(value: Any) -> int:
@@ -327,13 +363,17 @@ def shell_task_id(record: dict[str, Any], prefix: str = SHELL_TASKS_PREFIX) -> s
         slug = slugify(str(given))[: 95 - len(prefix)].rstrip("-._")
         if slug:
             return prefix + slug
-    payload = json.dumps([record.get("task"), record.get("setup_commands"), record.get("success_condition")],
-                         sort_keys=True, default=str)
+    payload = json.dumps(
+        [record.get("task"), record.get("setup_commands"), record.get("success_condition")],
+        sort_keys=True,
+        default=str,
+    )
     return prefix + hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def shell_task_record(record: Any, locator: str, user: str = "root",
-                      prefix: str = SHELL_TASKS_PREFIX) -> ScenarioBundle | PendingTask:
+def shell_task_record(
+    record: Any, locator: str, user: str = "root", prefix: str = SHELL_TASKS_PREFIX
+) -> ScenarioBundle | PendingTask:
     """One shell-tasks record: a bundle when it carries a reference, else a pending task; ValueError otherwise."""
     if not isinstance(record, dict):
         raise ValueError(f"a shell task is a mapping, got {type(record).__name__}")
@@ -344,25 +384,53 @@ def shell_task_record(record: Any, locator: str, user: str = "root",
     for key in REFERENCE_KEYS:
         if record.get(key) is not None:
             value = record[key]
-            reference = ([ln for ln in value.splitlines() if ln.strip()] if isinstance(value, str)
-                         else _commands(value, key))
+            reference = (
+                [ln for ln in value.splitlines() if ln.strip()]
+                if isinstance(value, str)
+                else _commands(value, key)
+            )
             break
     rec_user = record.get("user") or user
-    category = record.get("category") if isinstance(record.get("category"), str) and record["category"].strip() \
+    category = (
+        record.get("category")
+        if isinstance(record.get("category"), str) and record["category"].strip()
         else SHELL_TASKS_CATEGORY
-    data = {"id": shell_task_id(record, prefix), "task": task, "category": category,
-            "difficulty": _difficulty(record.get("difficulty_level", record.get("difficulty"))),
-            "setup": setup, "check": check, "user": rec_user, "source": f"import:shell-tasks:{locator}"}
+    )
+    data = {
+        "id": shell_task_id(record, prefix),
+        "task": task,
+        "category": category,
+        "difficulty": _difficulty(record.get("difficulty_level", record.get("difficulty"))),
+        "setup": setup,
+        "check": check,
+        "user": rec_user,
+        "source": f"import:shell-tasks:{locator}",
+    }
     if reference:
         return parse_bundle({**data, "reference": reference})
-    draft = parse_bundle({**data, "reference": [UNPROVED_REFERENCE]})  # every field but the reference validated
-    return PendingTask(id=draft.id, task=draft.task, category=draft.category, difficulty=draft.difficulty,
-                       setup=draft.setup, check=draft.check, user=draft.user, source=draft.source)
+    draft = parse_bundle(
+        {**data, "reference": [UNPROVED_REFERENCE]}
+    )  # every field but the reference validated
+    return PendingTask(
+        id=draft.id,
+        task=draft.task,
+        category=draft.category,
+        difficulty=draft.difficulty,
+        setup=draft.setup,
+        check=draft.check,
+        user=draft.user,
+        source=draft.source,
+    )
 
 
-def load_shell_tasks(source: str | Path = SHELL_TASKS_HUB, split: str | None = None, user: str = "root",
-                     prefix: str = SHELL_TASKS_PREFIX, limit: int | None = None,
-                     **load_kwargs: Any) -> PublicImport:
+def load_shell_tasks(
+    source: str | Path = SHELL_TASKS_HUB,
+    split: str | None = None,
+    user: str = "root",
+    prefix: str = SHELL_TASKS_PREFIX,
+    limit: int | None = None,
+    **load_kwargs: Any,
+) -> PublicImport:
     """The shell-tasks dataset (hub name or local folder/file) as bundles + pending tasks + quarantine.
 
     A repeated id is quarantined (the first one wins); ``limit`` stops after that many records.
@@ -382,12 +450,14 @@ def load_shell_tasks(source: str | Path = SHELL_TASKS_HUB, split: str | None = N
             out.quarantine.append(BundleError(source=locator, reason=str(exc)))
             continue
         except Exception as exc:  # noqa: BLE001 - an odd record this module did not foresee spares the others
-            out.quarantine.append(BundleError(source=locator, reason=f"could not be read: {type(exc).__name__}: "
-                                              f"{exc}"))
+            out.quarantine.append(
+                BundleError(source=locator, reason=f"could not be read: {type(exc).__name__}: {exc}")
+            )
             continue
         if item.id in seen:
-            out.quarantine.append(BundleError(source=locator, reason=f"duplicate id {item.id!r} (first at "
-                                              f"{seen[item.id]})"))
+            out.quarantine.append(
+                BundleError(source=locator, reason=f"duplicate id {item.id!r} (first at {seen[item.id]})")
+            )
             continue
         seen[item.id] = locator
         (out.bundles if isinstance(item, ScenarioBundle) else out.pending).append(item)

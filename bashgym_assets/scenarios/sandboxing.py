@@ -26,12 +26,19 @@ def provider_ready_command(program: str) -> str:
     """Runs after the bundle's setup: a provider program the setup did not write fails the setup, saying so
     (instead of the operator meeting 'not found'); one it wrote without the executable bit gets it."""
     q = shlex.quote(program)
-    return (f"[ -f {q} ] || {{ echo \"provider program {program} was not written by the setup\" >&2; exit 1; }}; "
-            f"[ -x {q} ] || chmod a+rx {q}")
+    return (
+        f'[ -f {q} ] || {{ echo "provider program {program} was not written by the setup" >&2; exit 1; }}; '
+        f"[ -x {q} ] || chmod a+rx {q}"
+    )
 
 
-def spec_kwargs(bundle: ScenarioBundle, image: str | None, command_timeout_s: float = 30.0,
-                episode_timeout_s: float = 300.0, purpose: str = "gate") -> dict[str, Any]:
+def spec_kwargs(
+    bundle: ScenarioBundle,
+    image: str | None,
+    command_timeout_s: float = 30.0,
+    episode_timeout_s: float = 300.0,
+    purpose: str = "gate",
+) -> dict[str, Any]:
     """Keyword arguments for ``SandboxSpec``: the provider is installed as an executable before setup (its text,
     or a launcher for the program the setup writes, checked after the setup)."""
     files = dict(bundle.files)

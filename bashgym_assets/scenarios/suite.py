@@ -29,20 +29,34 @@ from bashgym_assets.scenarios.bundle import ScenarioBundle
 from bashgym_assets.scenarios.gate import GateLimits, GateResult, gate_bundles, is_external
 
 PARTITION_PREFIX = "suite-"
-MAX_DEPTH = 3            # how deep a folder is searched for task folders (the importer's own depth)
-DETAIL_CHARS = 1200      # of a refusal's evidence, in the terminal (the whole of it is in gate_rejections)
+MAX_DEPTH = 3  # how deep a folder is searched for task folders (the importer's own depth)
+DETAIL_CHARS = 1200  # of a refusal's evidence, in the terminal (the whole of it is in gate_rejections)
 
 # The gate's tables, as the assets write them (``defs.scenarios`` imports them from here).
 QUARANTINE_SCHEMA = pa.schema([("source", pa.string()), ("reason", pa.string())])
-GATED_SCHEMA = pa.schema([
-    ("scenario_id", pa.string()), ("category", pa.string()), ("difficulty", pa.int32()), ("source", pa.string()),
-    ("split", pa.string()), ("reference_turns", pa.int32()), ("duration_s", pa.float64()),
-    ("bundle_json", pa.string()),
-])
-REJECTION_SCHEMA = pa.schema([
-    ("scenario_id", pa.string()), ("category", pa.string()), ("difficulty", pa.int32()), ("source", pa.string()),
-    ("reason", pa.string()), ("detail", pa.string()), ("bundle_json", pa.string()),
-])
+GATED_SCHEMA = pa.schema(
+    [
+        ("scenario_id", pa.string()),
+        ("category", pa.string()),
+        ("difficulty", pa.int32()),
+        ("source", pa.string()),
+        ("split", pa.string()),
+        ("reference_turns", pa.int32()),
+        ("duration_s", pa.float64()),
+        ("bundle_json", pa.string()),
+    ]
+)
+REJECTION_SCHEMA = pa.schema(
+    [
+        ("scenario_id", pa.string()),
+        ("category", pa.string()),
+        ("difficulty", pa.int32()),
+        ("source", pa.string()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+        ("bundle_json", pa.string()),
+    ]
+)
 
 
 def slug(name: str) -> str:
@@ -65,7 +79,9 @@ def task_folders(path: Path | str, depth: int = MAX_DEPTH) -> list[Path]:
 
     def walk(folder: Path, level: int) -> None:
         try:
-            children = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "__")))
+            children = sorted(
+                p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))
+            )
         except OSError:
             return
         for child in children:
@@ -80,10 +96,12 @@ def task_folders(path: Path | str, depth: int = MAX_DEPTH) -> list[Path]:
 
 def not_bundles_hint(path: Path | str, tasks: Sequence[Path]) -> str:
     """What to say when a folder of raw suite task folders is given where scenario bundles are expected."""
-    return (f"{path} is an external shell-task suite ({len(tasks)} Terminal-Bench/Harbor task folder(s), e.g. "
-            f"{tasks[0].name}), not a folder of scenario bundles: its tasks must be imported and certified by the "
-            f"gate first. `bashgym suite eval {shlex.quote(str(path))}` does all of it (import, gate, then this "
-            "evaluation, with the same options); `bashgym suite import` / `bashgym suite gate` show each step")
+    return (
+        f"{path} is an external shell-task suite ({len(tasks)} Terminal-Bench/Harbor task folder(s), e.g. "
+        f"{tasks[0].name}), not a folder of scenario bundles: its tasks must be imported and certified by the "
+        f"gate first. `bashgym suite eval {shlex.quote(str(path))}` does all of it (import, gate, then this "
+        "evaluation, with the same options); `bashgym suite import` / `bashgym suite gate` show each step"
+    )
 
 
 # ---- import -----------------------------------------------------------------------------------------------------
@@ -105,24 +123,32 @@ class SuiteImport(BaseModel):
         if self.bundles:
             return None
         if not self.quarantine:
-            return (f"suite {self.suite!r} ({self.path}): no task folder found (a Terminal-Bench 1.x task has a "
-                    "task.yaml, a Harbor 2.x task a task.toml or instruction.md)")
+            return (
+                f"suite {self.suite!r} ({self.path}): no task folder found (a Terminal-Bench 1.x task has a "
+                "task.yaml, a Harbor 2.x task a task.toml or instruction.md)"
+            )
         reasons = Counter(_first_line(q.reason) for q in self.quarantine)
         top = "; ".join(f"{r} ({n})" if n > 1 else r for r, n in reasons.most_common(3))
-        return (f"suite {self.suite!r} ({self.path}): every task folder was quarantined ({len(self.quarantine)} of "
-                f"{self.tasks}), nothing of it can be gated or evaluated: {top}")
+        return (
+            f"suite {self.suite!r} ({self.path}): every task folder was quarantined ({len(self.quarantine)} of "
+            f"{self.tasks}), nothing of it can be gated or evaluated: {top}"
+        )
 
 
 def _first_line(text: str, limit: int = 160) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= limit else line[:limit - 3] + "..."
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def import_folder(path: Path | str, name: str | None = None) -> SuiteImport:
     """One suite folder (or one task folder: a suite of one) through the importer; never raises on bad input."""
     bundles, quarantine = external.import_suite(path, name)
-    suite = name or next((external.suite_of(b.source) for b in bundles), None) or next(
-        (q.suite for q in quarantine), None) or Path(path).name
+    suite = (
+        name
+        or next((external.suite_of(b.source) for b in bundles), None)
+        or next((q.suite for q in quarantine), None)
+        or Path(path).name
+    )
     return SuiteImport(path=str(path), suite=suite, bundles=bundles, quarantine=quarantine)
 
 
@@ -158,16 +184,26 @@ class SuiteGate(BaseModel):
         if self.admitted:
             return None
         reasons = Counter(r.reason for r in self.results)
-        return (f"suite {self.imported.suite!r}: the gate refused every imported task ({len(self.results)}: "
-                + ", ".join(f"{r} {n}" for r, n in reasons.most_common())
-                + "), nothing of it can be evaluated; the reasons and evidence are above and in gate_rejections")
+        return (
+            f"suite {self.imported.suite!r}: the gate refused every imported task ({len(self.results)}: "
+            + ", ".join(f"{r} {n}" for r, n in reasons.most_common())
+            + "), nothing of it can be evaluated; the reasons and evidence are above and in gate_rejections"
+        )
 
 
-def gate(imported: SuiteImport, image: str | None, *, max_parallel: int = 4, limits: GateLimits | None = None,
-         progress: Callable[[GateResult], Any] | None = None) -> SuiteGate:
+def gate(
+    imported: SuiteImport,
+    image: str | None,
+    *,
+    max_parallel: int = 4,
+    limits: GateLimits | None = None,
+    progress: Callable[[GateResult], Any] | None = None,
+) -> SuiteGate:
     """Certify every imported task in a fresh sandbox (``gate.gate_bundles``): setup works, the check fails on
     the untouched state and passes after the reference solution."""
-    results = gate_bundles(imported.bundles, image, max_parallel=max_parallel, limits=limits, progress=progress)
+    results = gate_bundles(
+        imported.bundles, image, max_parallel=max_parallel, limits=limits, progress=progress
+    )
     return SuiteGate(imported=imported, results=results)
 
 
@@ -182,22 +218,35 @@ def refused_by_gate(results: Iterable[GateResult]) -> dict[str, list[GateResult]
 
 def gate_refusal_line(suite: str, results: Sequence[GateResult]) -> str:
     reasons = Counter(r.reason for r in results)
-    return (f"external suite {suite!r}: the gate refused all {len(results)} of its tasks ("
-            + ", ".join(f"{r} {n}" for r, n in reasons.most_common())
-            + "): nothing of it will be evaluated (see gate_rejections)")
+    return (
+        f"external suite {suite!r}: the gate refused all {len(results)} of its tasks ("
+        + ", ".join(f"{r} {n}" for r, n in reasons.most_common())
+        + "): nothing of it will be evaluated (see gate_rejections)"
+    )
 
 
 # ---- the lake ---------------------------------------------------------------------------------------------------
 def write_gate(lake: Any, verdict: SuiteGate) -> str:
     """The suite's rows into the gate's tables (partition ``suite-<name>``, replaced whole); returns the partition."""
     partition = partition_for(verdict.imported.suite)
-    lake.write("gated_scenarios", [{k: r.model_dump()[k] for k in GATED_SCHEMA.names} for r in verdict.admitted],
-               partition=partition, schema=GATED_SCHEMA)
-    lake.write("gate_rejections", [{k: r.model_dump()[k] for k in REJECTION_SCHEMA.names} for r in verdict.refused],
-               partition=partition, schema=REJECTION_SCHEMA)
-    lake.write("scenario_candidates_quarantine",
-               [q.to_bundle_error().model_dump() for q in verdict.imported.quarantine],
-               partition=partition, schema=QUARANTINE_SCHEMA)
+    lake.write(
+        "gated_scenarios",
+        [{k: r.model_dump()[k] for k in GATED_SCHEMA.names} for r in verdict.admitted],
+        partition=partition,
+        schema=GATED_SCHEMA,
+    )
+    lake.write(
+        "gate_rejections",
+        [{k: r.model_dump()[k] for k in REJECTION_SCHEMA.names} for r in verdict.refused],
+        partition=partition,
+        schema=REJECTION_SCHEMA,
+    )
+    lake.write(
+        "scenario_candidates_quarantine",
+        [q.to_bundle_error().model_dump() for q in verdict.imported.quarantine],
+        partition=partition,
+        schema=QUARANTINE_SCHEMA,
+    )
     return partition
 
 
@@ -207,7 +256,9 @@ def gated_rows(lake: Any) -> list[dict[str, Any]]:
     from bashgym_assets.lake import UNPARTITIONED
 
     rows: dict[str, dict[str, Any]] = {}
-    parts = [p for p in lake.partitions("gated_scenarios") if p == UNPARTITIONED or p.startswith(PARTITION_PREFIX)]
+    parts = [
+        p for p in lake.partitions("gated_scenarios") if p == UNPARTITIONED or p.startswith(PARTITION_PREFIX)
+    ]
     for part in sorted(parts, key=lambda p: p != UNPARTITIONED):
         for row in lake.read("gated_scenarios", part).to_pylist():
             rows[str(row["scenario_id"])] = row
@@ -231,8 +282,14 @@ def of_suites(bundles: Iterable[ScenarioBundle], names: Sequence[str]) -> list[S
 
 def known_suites(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     """The external suites in ``gated_scenarios`` rows (for an error that names what there is)."""
-    return sorted({external.suite_of(str(r.get("source") or "")) for r in rows
-                   if is_external(str(r.get("scenario_id") or ""))} - {""})
+    return sorted(
+        {
+            external.suite_of(str(r.get("source") or ""))
+            for r in rows
+            if is_external(str(r.get("scenario_id") or ""))
+        }
+        - {""}
+    )
 
 
 # ---- what the terminal shows ------------------------------------------------------------------------------------
@@ -243,13 +300,17 @@ def _layout(source: str) -> str:
 
 def import_lines(imp: SuiteImport) -> list[str]:
     """The import's verdict: each task imported or quarantined (with the reason)."""
-    lines = [f"suite {imp.suite!r} ({imp.path}): {imp.tasks} task folder(s), {len(imp.bundles)} imported, "
-             f"{len(imp.quarantine)} quarantined"]
+    lines = [
+        f"suite {imp.suite!r} ({imp.path}): {imp.tasks} task folder(s), {len(imp.bundles)} imported, "
+        f"{len(imp.quarantine)} quarantined"
+    ]
     if imp.bundles:
         lines.append("imported (evaluation only, always held out):")
         width = max(len(b.id) for b in imp.bundles)
-        lines += [f"  {b.id.ljust(width)}  {_layout(b.source):8}  {b.category}, difficulty {b.difficulty}"
-                  for b in imp.bundles]
+        lines += [
+            f"  {b.id.ljust(width)}  {_layout(b.source):8}  {b.category}, difficulty {b.difficulty}"
+            for b in imp.bundles
+        ]
     if imp.quarantine:
         lines.append("quarantined (not reproducible offline in the sandbox image):")
         width = max(len(q.task or "(suite)") for q in imp.quarantine)
@@ -261,20 +322,29 @@ def import_lines(imp: SuiteImport) -> list[str]:
 
 def gate_lines(verdict: SuiteGate) -> list[str]:
     """The gate's verdict: admitted tasks, and each refused one with its reason and evidence."""
-    lines = [f"gate: {len(verdict.admitted)} of {len(verdict.results)} imported task(s) admitted (held out), "
-             f"{len(verdict.refused)} refused"]
+    lines = [
+        f"gate: {len(verdict.admitted)} of {len(verdict.results)} imported task(s) admitted (held out), "
+        f"{len(verdict.refused)} refused"
+    ]
     for r in verdict.admitted:
-        lines.append(f"  admitted  {r.scenario_id}  ({r.reference_turns} reference turn(s), {r.duration_s:.0f} s)")
+        lines.append(
+            f"  admitted  {r.scenario_id}  ({r.reference_turns} reference turn(s), {r.duration_s:.0f} s)"
+        )
     for r in verdict.refused:
         lines.append(f"  refused   {r.scenario_id}: {r.reason}")
         detail = r.detail.strip()
         if len(detail) > DETAIL_CHARS:
-            detail = detail[:DETAIL_CHARS] + f"... ({len(r.detail)} characters: the whole of it is in gate_rejections)"
+            detail = (
+                detail[:DETAIL_CHARS]
+                + f"... ({len(r.detail)} characters: the whole of it is in gate_rejections)"
+            )
         lines += [f"      {line}" for line in detail.splitlines()]
     return lines
 
 
 def lake_lines(partition: str) -> list[str]:
-    return [f"lake: gated_scenarios, gate_rejections and scenario_candidates_quarantine, partition {partition}:",
-            f"  bashgym sql \"select scenario_id, reason, detail from gate_rejections where _partition = "
-            f"'{partition}'\""]
+    return [
+        f"lake: gated_scenarios, gate_rejections and scenario_candidates_quarantine, partition {partition}:",
+        f'  bashgym sql "select scenario_id, reason, detail from gate_rejections where _partition = '
+        f"'{partition}'\"",
+    ]

@@ -34,6 +34,7 @@ VARIANT_SUFFIX = "+variant"
 MIN_WORD_LEN = 3
 MIN_NUMBER = 3
 
+
 def _words(text: str) -> list[str]:
     return text.split()
 
@@ -164,13 +165,80 @@ histsize histfilesize histcontrol java_home umask
 """)
 
 # Ports with a well-known meaning (PostgreSQL is 5432): a task that names them is not about the number.
-KNOWN_NUMBERS = {0, 1, 2, 7, 12, 21, 22, 23, 24, 25, 53, 60, 80, 100, 110, 143, 200, 201, 204, 301, 302, 304,
-                 59, 365, 389, 400, 401, 403, 404, 443, 465, 500, 502, 503, 504, 587, 636, 993, 995, 1000, 1024,
-                 1433, 1521, 2049, 3306, 5432, 5672, 6379, 6443, 8080, 9200, 11211, 27017, 65534, 65535}
+KNOWN_NUMBERS = {
+    0,
+    1,
+    2,
+    7,
+    12,
+    21,
+    22,
+    23,
+    24,
+    25,
+    53,
+    60,
+    80,
+    100,
+    110,
+    143,
+    200,
+    201,
+    204,
+    301,
+    302,
+    304,
+    59,
+    365,
+    389,
+    400,
+    401,
+    403,
+    404,
+    443,
+    465,
+    500,
+    502,
+    503,
+    504,
+    587,
+    636,
+    993,
+    995,
+    1000,
+    1024,
+    1433,
+    1521,
+    2049,
+    3306,
+    5432,
+    5672,
+    6379,
+    6443,
+    8080,
+    9200,
+    11211,
+    27017,
+    65534,
+    65535,
+}
 
-SYSTEM_ROOTS = {"etc", "usr", "var", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "proc", "sys", "dev", "run",
-                "boot"}
-
+SYSTEM_ROOTS = {
+    "etc",
+    "usr",
+    "var",
+    "bin",
+    "sbin",
+    "lib",
+    "lib32",
+    "lib64",
+    "libx32",
+    "proc",
+    "sys",
+    "dev",
+    "run",
+    "boot",
+}
 
 
 def _image_commands() -> list[str]:
@@ -197,10 +265,27 @@ IMAGE_COMMANDS = _image_commands()
 IMAGE_PATHS = _image_paths()
 # Folders whose whole content sandbox_paths.txt lists, and the pruned ones inside them.
 FULLY_LISTED = ("/etc/", "/var/", "/run/", "/usr/local/")
-NOT_LISTED = ("/var/lib/dpkg/info/", "/var/cache/apt/", "/var/lib/apt/lists/", "/var/cache/debconf/",
-              "/etc/ssl/certs/", "/var/cache/man/", "/etc/alternatives/")
-PROTECTED = {w.lower() for w in SHELL_WORDS + COMMANDS + LANGUAGE_WORDS + STOPWORDS + TOOL_WORDS + KNOWN_NAMES
-             + ENV_NAMES + FORMAT_WORDS + IMAGE_COMMANDS}
+NOT_LISTED = (
+    "/var/lib/dpkg/info/",
+    "/var/cache/apt/",
+    "/var/lib/apt/lists/",
+    "/var/cache/debconf/",
+    "/etc/ssl/certs/",
+    "/var/cache/man/",
+    "/etc/alternatives/",
+)
+PROTECTED = {
+    w.lower()
+    for w in SHELL_WORDS
+    + COMMANDS
+    + LANGUAGE_WORDS
+    + STOPWORDS
+    + TOOL_WORDS
+    + KNOWN_NAMES
+    + ENV_NAMES
+    + FORMAT_WORDS
+    + IMAGE_COMMANDS
+}
 ENGLISH_SET = set(ENGLISH)
 HYPHENATED_PROTECTED = {"www-data", "run-parts", "apt-get", "ssh-keygen", "cron.d", "profile.d", "sudoers.d"}
 
@@ -331,8 +416,13 @@ def bundle_text(bundle: ScenarioBundle) -> BundleText:
         visible.append(bundle.provider.script)
     code = list(bundle.setup) + list(bundle.files) + list(bundle.files.values()) + [bundle.check]
     code += list(bundle.reference) + ([bundle.workdir] if bundle.workdir else [])
-    return BundleText(visible=visible, code=code, setup=list(bundle.setup), file_keys=list(bundle.files),
-                      provider_name=bundle.provider.name if bundle.provider else None)
+    return BundleText(
+        visible=visible,
+        code=code,
+        setup=list(bundle.setup),
+        file_keys=list(bundle.files),
+        provider_name=bundle.provider.name if bundle.provider else None,
+    )
 
 
 def _occurs(token: str, text: str) -> bool:
@@ -368,15 +458,15 @@ def _system_path_tokens(text: BundleText) -> set[str]:
         for i, comp in enumerate(comps):
             tokens = WORD_RE.findall(comp)
             if in_dot_dir:
-                protected.update(tokens)   # inside ~/.ssh, ~/.config, .git: names the tools define
+                protected.update(tokens)  # inside ~/.ssh, ~/.config, .git: names the tools define
                 continue
             if comp.startswith("."):
                 in_dot_dir = i < len(comps) - 1
-                if not (comps[0] == "root" and i == len(comps) - 1):   # /root/.api.pid: a check's own state
+                if not (comps[0] == "root" and i == len(comps) - 1):  # /root/.api.pid: a check's own state
                     protected.update(tokens)
                 continue
             if system and not owned:
-                owned = i >= 1 and _owned_system_path("/" + "/".join(comps[:i + 1]), created)
+                owned = i >= 1 and _owned_system_path("/" + "/".join(comps[: i + 1]), created)
                 if not owned:
                     protected.update(tokens)
     return protected
@@ -392,9 +482,9 @@ def protected_tokens(bundle: ScenarioBundle) -> set[str]:
         protected.update(WORD_RE.findall(text.provider_name))
     for flag in FLAG_RE.findall(blob):
         protected.update(WORD_RE.findall(flag))
-    protected.update(AFTER_DOT_RE.findall(blob))                 # extensions, dotfiles, attributes (os.path)
-    protected.update(re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", blob))   # shell variables
-    protected.update(re.findall(r"\b([A-Za-z_][A-Za-z0-9_]*)\(", code))     # functions (shell, awk, python)
+    protected.update(AFTER_DOT_RE.findall(blob))  # extensions, dotfiles, attributes (os.path)
+    protected.update(re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", blob))  # shell variables
+    protected.update(re.findall(r"\b([A-Za-z_][A-Za-z0-9_]*)\(", code))  # functions (shell, awk, python)
     for compound in re.findall(r"[A-Za-z0-9_]+(?:[-.][A-Za-z0-9_]+)+", blob):
         if compound.lower() in HYPHENATED_PROTECTED:
             protected.update(WORD_RE.findall(compound))
@@ -405,17 +495,40 @@ def protected_tokens(bundle: ScenarioBundle) -> set[str]:
 @dataclass
 class Candidate:
     token: str
-    kind: str                 # name | person | field | number
+    kind: str  # name | person | field | number
     names_only: bool = False  # in the task text, rename it only where it names something (an English word)
 
 
 # Options of useradd/usermod/groupadd/gpasswd: which take a value, and what that value names.
 _ACCOUNT_OPTS = {
-    "-g": "group", "-G": "group", "-aG": "group", "-Ga": "group", "--gid": "group", "--groups": "group",
-    "-l": "user", "--login": "user",
-    "-s": "", "-d": "", "-u": "", "-c": "", "-e": "", "-f": "", "-k": "", "-p": "", "-K": "", "-b": "",
-    "--shell": "", "--home": "", "--home-dir": "", "--uid": "", "--comment": "", "--password": "",
-    "--expiredate": "", "--inactive": "", "--key": "", "--base-dir": "",
+    "-g": "group",
+    "-G": "group",
+    "-aG": "group",
+    "-Ga": "group",
+    "--gid": "group",
+    "--groups": "group",
+    "-l": "user",
+    "--login": "user",
+    "-s": "",
+    "-d": "",
+    "-u": "",
+    "-c": "",
+    "-e": "",
+    "-f": "",
+    "-k": "",
+    "-p": "",
+    "-K": "",
+    "-b": "",
+    "--shell": "",
+    "--home": "",
+    "--home-dir": "",
+    "--uid": "",
+    "--comment": "",
+    "--password": "",
+    "--expiredate": "",
+    "--inactive": "",
+    "--key": "",
+    "--base-dir": "",
 }
 
 
@@ -450,7 +563,7 @@ def account_names(text: BundleText) -> tuple[set[str], set[str]]:
                 continue
             if cmd in ("groupadd", "addgroup", "groupmod", "gpasswd"):
                 groups.add(bare[-1])
-            elif cmd == "adduser" and len(bare) == 2:   # adduser USER GROUP
+            elif cmd == "adduser" and len(bare) == 2:  # adduser USER GROUP
                 users.add(bare[0])
                 groups.add(bare[1])
             else:
@@ -466,10 +579,15 @@ def _person_tokens(users: set[str]) -> set[str]:
 def _is_field(token: str, visible: str, code: str) -> bool:
     """A column, key or setting name: in a CSV header or as a JSON/ini key, or named so by the task."""
     t = re.escape(token)
-    return bool(re.search(rf"(?m)^[\w ,]*\b{t}\b[\w ,]*,[\w ,]*$|^[\w ,]*,[\w ,]*\b{t}\b", code)
-                or re.search(rf"(?m)\"{t}\"\s*:|^\s*{t}\s*=", code)
-                or re.search(rf"\b(?:column|field|key|header|setting)s?\b[^.]{{0,40}}\b{t}\b|\b{t}\b\W{{0,3}}"
-                             rf"(?:column|field|key|setting)s?\b", visible))
+    return bool(
+        re.search(rf"(?m)^[\w ,]*\b{t}\b[\w ,]*,[\w ,]*$|^[\w ,]*,[\w ,]*\b{t}\b", code)
+        or re.search(rf"(?m)\"{t}\"\s*:|^\s*{t}\s*=", code)
+        or re.search(
+            rf"\b(?:column|field|key|header|setting)s?\b[^.]{{0,40}}\b{t}\b|\b{t}\b\W{{0,3}}"
+            rf"(?:column|field|key|setting)s?\b",
+            visible,
+        )
+    )
 
 
 def _names_a_file(word: str) -> bool:
@@ -540,15 +658,23 @@ def find_candidates(bundle: ScenarioBundle) -> list[Candidate]:
     visible_words = set(WORD_RE.findall(visible))
 
     def allowed(token: str) -> bool:
-        return (len(token) >= MIN_WORD_LEN and not token.isdigit() and token[0].isalpha()
-                and token not in protected and token.lower() not in protected_lower
-                and bool(_fresh_pieces(token)) and _occurs(token, code))
+        return (
+            len(token) >= MIN_WORD_LEN
+            and not token.isdigit()
+            and token[0].isalpha()
+            and token not in protected
+            and token.lower() not in protected_lower
+            and bool(_fresh_pieces(token))
+            and _occurs(token, code)
+        )
 
     out: dict[str, Candidate] = {}
     in_paths = _visible_path_tokens(visible)
     quoted = _visible_quoted_tokens(visible)
     shown = in_paths | quoted
-    shown |= {t for t in accounts if t in visible_words or t.capitalize() in visible_words}  # "Carol has left"
+    shown |= {
+        t for t in accounts if t in visible_words or t.capitalize() in visible_words
+    }  # "Carol has left"
     for token in sorted(shown):
         if not allowed(token):
             continue
@@ -561,7 +687,7 @@ def find_candidates(bundle: ScenarioBundle) -> list[Candidate]:
         cand = Candidate(token, kind)
         if kind != "person" and _is_english(token) and _in_prose(token, text.visible):
             if token in quoted:
-                continue   # 'resume' and "the resume you wrote": the name and the word cannot be told apart
+                continue  # 'resume' and "the resume you wrote": the name and the word cannot be told apart
             cand.names_only = True
         out[token] = cand
     for number in _number_candidates(bundle, visible, code):
@@ -608,7 +734,9 @@ def _style(word: str, like: str) -> str:
 def _fresh_pieces(token: str) -> list[str]:
     """The parts of a name that a variant renames: letter runs of 3+ that are not themselves protected words
     (``csv`` in ``csv2json``, ``count`` in ``error_count`` stay)."""
-    return [p for p in re.findall(r"[A-Za-z]+", token) if len(p) >= MIN_WORD_LEN and p.lower() not in PROTECTED]
+    return [
+        p for p in re.findall(r"[A-Za-z]+", token) if len(p) >= MIN_WORD_LEN and p.lower() not in PROTECTED
+    ]
 
 
 @dataclass
@@ -621,11 +749,13 @@ class _Draw:
     pieces: dict[str, str] = field(default_factory=dict)
 
     def word(self, piece: str, kind: str) -> str | None:
-        key = piece.lower()   # the first name a piece appears in decides its pool
+        key = piece.lower()  # the first name a piece appears in decides its pool
         if key not in self.pieces:
             pool = {"person": PEOPLE_BY_INITIAL, "field": FIELDS_BY_INITIAL}.get(kind, NOUNS_BY_INITIAL)
-            free = [w for w in pool.get(piece[0].lower(), []) if w not in self.taken]  # same initial: same order
-            if not free and kind == "field":   # a column's name rarely decides an order: any free one will do
+            free = [
+                w for w in pool.get(piece[0].lower(), []) if w not in self.taken
+            ]  # same initial: same order
+            if not free and kind == "field":  # a column's name rarely decides an order: any free one will do
                 free = [w for ws in pool.values() for w in ws if w not in self.taken]
             if not free:
                 return None
@@ -660,10 +790,13 @@ class _Draw:
                     hi = min(hi, cap)
                     break
         digits = len(token)
-        lo, hi = max(lo, 10 ** (digits - 1)), min(hi, 10 ** digits - 1)
+        lo, hi = max(lo, 10 ** (digits - 1)), min(hi, 10**digits - 1)
         step = next((s for s in (100, 10, 5) if n % s == 0 and n >= 2 * s), 1)
-        choices = [x for x in range(lo + (-lo) % step, hi + 1, step)
-                   if x != n and str(x) not in self.taken and x not in KNOWN_NUMBERS]
+        choices = [
+            x
+            for x in range(lo + (-lo) % step, hi + 1, step)
+            if x != n and str(x) not in self.taken and x not in KNOWN_NUMBERS
+        ]
         if not choices:
             return None
         new = str(self.rng.choice(choices))
@@ -700,8 +833,9 @@ def substitute(text: str, mapping: dict[str, str], names_only: Iterable[str] = (
     return pattern.sub(repl, text)
 
 
-def apply_mapping(bundle: ScenarioBundle, mapping: dict[str, str], variant_id: str,
-                  names_only: Iterable[str] = ()) -> ScenarioBundle:
+def apply_mapping(
+    bundle: ScenarioBundle, mapping: dict[str, str], variant_id: str, names_only: Iterable[str] = ()
+) -> ScenarioBundle:
     """The bundle with ``mapping`` applied to every field that names things; validated like any bundle. What the
     operator reads (task, announcement, the provider's text) keeps ``names_only`` tokens where they are words."""
     only = set(names_only)
@@ -766,8 +900,12 @@ def make_variants(bundle: ScenarioBundle, n: int, seed: int = 0) -> list[Scenari
         if not mapping:
             continue
         try:
-            variant = apply_mapping(bundle, mapping, variant_id(bundle.id, k),
-                                    names_only=[c.token for c in candidates if c.names_only])
+            variant = apply_mapping(
+                bundle,
+                mapping,
+                variant_id(bundle.id, k),
+                names_only=[c.token for c in candidates if c.names_only],
+            )
         except ValueError:
             continue
         digest = variant.content_hash()

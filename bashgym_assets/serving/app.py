@@ -49,8 +49,13 @@ DEFAULT_MAX_TOKENS = 256
 CLIENT_CLOSED = 499  # nginx's "client closed request": nobody reads it, the access log does
 
 
-def _error(status: int, message: str, type_: str = "invalid_request_error", param: str | None = None,
-           code: str | None = None) -> Any:
+def _error(
+    status: int,
+    message: str,
+    type_: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+) -> Any:
     from fastapi.responses import JSONResponse
 
     body = ErrorResponse(error=ErrorBody(message=message, type=type_, param=param, code=code))
@@ -79,8 +84,9 @@ async def _client_gone(request: Any) -> None:
             return
 
 
-def create_app(engine: ChatEngine, batcher: Batcher | None = None, router: Any = None,
-               route_name: str = "bashgym-router") -> Any:
+def create_app(
+    engine: ChatEngine, batcher: Batcher | None = None, router: Any = None, route_name: str = "bashgym-router"
+) -> Any:
     """The FastAPI app. ``batcher`` defaults to a scheduler over ``engine`` (started and stopped with the app)."""
     from fastapi import FastAPI
     from fastapi.exceptions import RequestValidationError
@@ -112,23 +118,36 @@ def create_app(engine: ChatEngine, batcher: Batcher | None = None, router: Any =
         if first.get("type") == "json_invalid":
             return _error(400, f"We could not parse the JSON body of your request: {first.get('msg')}")
         loc = [str(p) for p in first.get("loc", []) if p != "body"]
-        return _error(400, f"Invalid request: {'.'.join(loc) or 'body'}: {first.get('msg', 'invalid')}",
-                      param=".".join(loc) or None, code="invalid_type" if "type" in str(first.get("type"))
-                      else None)
+        return _error(
+            400,
+            f"Invalid request: {'.'.join(loc) or 'body'}: {first.get('msg', 'invalid')}",
+            param=".".join(loc) or None,
+            code="invalid_type" if "type" in str(first.get("type")) else None,
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_req: Request, exc: StarletteHTTPException) -> Any:
-        return _error(exc.status_code, str(exc.detail), type_="invalid_request_error" if exc.status_code < 500
-                      else "server_error")
+        return _error(
+            exc.status_code,
+            str(exc.detail),
+            type_="invalid_request_error" if exc.status_code < 500 else "server_error",
+        )
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "models": models, "source": engine.source, "uptime_s": round(time.time() - started),
-                "max_batch": batcher.max_batch, "max_wait_s": batcher.max_wait_s,
-                "continuous": engine.continuous_reason() is None, "in_flight": batcher.in_flight,
-                "requests": vars(batcher.stats),
-                "batch_sizes": {str(k): v for k, v in sorted(batcher.batch_sizes.items())},
-                "router": router.config.model_dump(mode="json") if router is not None else None}
+        return {
+            "status": "ok",
+            "models": models,
+            "source": engine.source,
+            "uptime_s": round(time.time() - started),
+            "max_batch": batcher.max_batch,
+            "max_wait_s": batcher.max_wait_s,
+            "continuous": engine.continuous_reason() is None,
+            "in_flight": batcher.in_flight,
+            "requests": vars(batcher.stats),
+            "batch_sizes": {str(k): v for k, v in sorted(batcher.batch_sizes.items())},
+            "router": router.config.model_dump(mode="json") if router is not None else None,
+        }
 
     @app.get("/v1/models")
     async def list_models() -> ModelList:
@@ -137,14 +156,20 @@ def create_app(engine: ChatEngine, batcher: Batcher | None = None, router: Any =
     @app.get("/v1/models/{model_id}")
     async def get_model(model_id: str) -> Any:
         if model_id not in models:
-            return _error(404, f"The model `{model_id}` does not exist", param="model", code="model_not_found")
+            return _error(
+                404, f"The model `{model_id}` does not exist", param="model", code="model_not_found"
+            )
         return ModelCard(id=model_id, created=int(started))
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request, body: ChatCompletionRequest) -> Any:
         if body.model not in models:
-            return _error(404, f"The model `{body.model}` does not exist (served: {', '.join(models)})",
-                          param="model", code="model_not_found")
+            return _error(
+                404,
+                f"The model `{body.model}` does not exist (served: {', '.join(models)})",
+                param="model",
+                code="model_not_found",
+            )
         routed = body.model == route_name and router is not None
         refused = body.unsupported(routed=routed)
         if refused is not None:
@@ -153,18 +178,32 @@ def create_app(engine: ChatEngine, batcher: Batcher | None = None, router: Any =
         max_tokens = body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS
         if routed:
             return await _routed(body, messages, max_tokens)
-        base = GenerationRequest(messages=messages, max_tokens=max_tokens, temperature=body.sampling_temperature,
-                                 top_p=body.sampling_top_p, stop=body.stops(), logprobs=bool(body.logprobs),
-                                 top_logprobs=body.top_logprobs or 0, seed=body.seed)
-        prompt = await asyncio.to_thread(engine.prompt_of, base)  # a too-long prompt is refused before any stream
+        base = GenerationRequest(
+            messages=messages,
+            max_tokens=max_tokens,
+            temperature=body.sampling_temperature,
+            top_p=body.sampling_top_p,
+            stop=body.stops(),
+            logprobs=bool(body.logprobs),
+            top_logprobs=body.top_logprobs or 0,
+            seed=body.seed,
+        )
+        prompt = await asyncio.to_thread(
+            engine.prompt_of, base
+        )  # a too-long prompt is refused before any stream
         if isinstance(prompt, Generation):
             return _generation_error(prompt)
-        reqs = [base.model_copy(update={"prompt": prompt, "seed": choice_seed(body.seed, i)})
-                for i in range(body.choices)]
+        reqs = [
+            base.model_copy(update={"prompt": prompt, "seed": choice_seed(body.seed, i)})
+            for i in range(body.choices)
+        ]
         cid = f"chatcmpl-{uuid.uuid4().hex}"
         if body.stream:
-            return StreamingResponse(_live(body, reqs, cid), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return StreamingResponse(
+                _live(body, reqs, cid),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
         futures = [batcher.submit(r, request_id=f"{cid}-{i}") for i, r in enumerate(reqs)]
         gens = await _wait(request, futures)
         if gens is None:
@@ -173,12 +212,23 @@ def create_app(engine: ChatEngine, batcher: Batcher | None = None, router: Any =
         if failed is not None:
             return _generation_error(failed)
         return ChatCompletion(
-            id=cid, model=body.model,
-            choices=[Choice(index=i, message=ResponseMessage(content=g.text), finish_reason=g.finish_reason,
-                            logprobs=ChoiceLogprobs(content=g.logprobs or []) if body.logprobs else None)
-                     for i, g in enumerate(gens)],
-            usage=Usage(prompt_tokens=gens[0].prompt_tokens, completion_tokens=sum(g.completion_tokens for g in gens),
-                        total_tokens=gens[0].prompt_tokens + sum(g.completion_tokens for g in gens)))
+            id=cid,
+            model=body.model,
+            choices=[
+                Choice(
+                    index=i,
+                    message=ResponseMessage(content=g.text),
+                    finish_reason=g.finish_reason,
+                    logprobs=ChoiceLogprobs(content=g.logprobs or []) if body.logprobs else None,
+                )
+                for i, g in enumerate(gens)
+            ],
+            usage=Usage(
+                prompt_tokens=gens[0].prompt_tokens,
+                completion_tokens=sum(g.completion_tokens for g in gens),
+                total_tokens=gens[0].prompt_tokens + sum(g.completion_tokens for g in gens),
+            ),
+        )
 
     async def _wait(request: Request, futures: list[Future]) -> list[Generation] | None:
         """The generations, or None when the client went away first (then every one of them is cancelled)."""
@@ -194,7 +244,9 @@ def create_app(engine: ChatEngine, batcher: Batcher | None = None, router: Any =
                 waiting.cancel()
         return waiting.result() if not waiting.cancelled() else None
 
-    async def _live(body: ChatCompletionRequest, reqs: list[GenerationRequest], cid: str) -> AsyncIterator[str]:
+    async def _live(
+        body: ChatCompletionRequest, reqs: list[GenerationRequest], cid: str
+    ) -> AsyncIterator[str]:
         """The stream: a role chunk per choice, then content chunks as the scheduler hands out deltas, a finish
         chunk per choice, the usage chunk if asked, ``[DONE]``. Leaving early (the client closed the stream: the
         server cancels this generator) cancels what is still generating."""
@@ -205,8 +257,13 @@ def create_app(engine: ChatEngine, batcher: Batcher | None = None, router: Any =
             return lambda d: loop.call_soon_threadsafe(deltas.put_nowait, (i, d))
 
         futures = [batcher.submit(r, on_delta=sink(i), request_id=f"{cid}-{i}") for i, r in enumerate(reqs)]
-        base = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": body.model,
-                "system_fingerprint": None}
+        base = {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body.model,
+            "system_fingerprint": None,
+        }
 
         def chunk(i: int, delta: dict[str, Any], finish: str | None = None, logprobs: Any = None) -> str:
             choice = {"index": i, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
@@ -233,7 +290,9 @@ def create_app(engine: ChatEngine, batcher: Batcher | None = None, router: Any =
             if (body.stream_options or {}).get("include_usage"):
                 prompt_tokens = next(iter(gens.values())).prompt_tokens
                 done = sum(g.completion_tokens for g in gens.values())
-                usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=done, total_tokens=prompt_tokens + done)
+                usage = Usage(
+                    prompt_tokens=prompt_tokens, completion_tokens=done, total_tokens=prompt_tokens + done
+                )
                 yield "data: " + json.dumps({**base, "choices": [], "usage": usage.model_dump()}) + "\n\n"
             yield "data: [DONE]\n\n"
         finally:
@@ -244,8 +303,13 @@ def create_app(engine: ChatEngine, batcher: Batcher | None = None, router: Any =
     async def _routed(body: ChatCompletionRequest, messages: list[dict[str, str]], max_tokens: int) -> Any:
         from bashgym_assets.serving.router import ChatParams
 
-        params = ChatParams(max_tokens=max_tokens, temperature=body.sampling_temperature, top_p=body.sampling_top_p,
-                            stop=body.stops(), seed=body.seed)
+        params = ChatParams(
+            max_tokens=max_tokens,
+            temperature=body.sampling_temperature,
+            top_p=body.sampling_top_p,
+            stop=body.stops(),
+            seed=body.seed,
+        )
         routed = (await asyncio.to_thread(router.route_many, [messages], params, source="server"))[0]
         ans, decision = routed.answer, routed.decision
         if ans.error:
@@ -255,28 +319,61 @@ def create_app(engine: ChatEngine, batcher: Batcher | None = None, router: Any =
             return _error(502, message, type_="server_error", code="upstream_error")
         completion = ChatCompletion(
             model=body.model,
-            choices=[Choice(index=0, message=ResponseMessage(content=ans.text), finish_reason=ans.finish_reason)],
-            usage=Usage(prompt_tokens=ans.prompt_tokens, completion_tokens=ans.completion_tokens,
-                        total_tokens=ans.prompt_tokens + ans.completion_tokens),
-            bashgym_route={"request_id": decision.request_id, "chosen": decision.chosen, "model": decision.model,
-                           "confidence": decision.confidence, "reason": decision.reason})
+            choices=[
+                Choice(index=0, message=ResponseMessage(content=ans.text), finish_reason=ans.finish_reason)
+            ],
+            usage=Usage(
+                prompt_tokens=ans.prompt_tokens,
+                completion_tokens=ans.completion_tokens,
+                total_tokens=ans.prompt_tokens + ans.completion_tokens,
+            ),
+            bashgym_route={
+                "request_id": decision.request_id,
+                "chosen": decision.chosen,
+                "model": decision.model,
+                "confidence": decision.confidence,
+                "reason": decision.reason,
+            },
+        )
         return _stream_whole(completion, body) if body.stream else completion
 
     def _stream_whole(completion: ChatCompletion, body: ChatCompletionRequest) -> Any:
         """A routed answer as ``chat.completion.chunk`` events: the router decides on whole replies (the
         student's confidence is over all its tokens), so the reply comes as one content chunk."""
+
         def events() -> Iterator[str]:
-            base = {"id": completion.id, "object": "chat.completion.chunk", "created": completion.created,
-                    "model": completion.model}
+            base = {
+                "id": completion.id,
+                "object": "chat.completion.chunk",
+                "created": completion.created,
+                "model": completion.model,
+            }
             for c in completion.choices:
                 chunks = [{"role": "assistant", "content": ""}, {"content": c.message.content}]
                 for delta in chunks:
-                    yield "data: " + json.dumps({**base, "choices": [{"index": c.index, "delta": delta,
-                                                                      "finish_reason": None}]}) + "\n\n"
-                yield "data: " + json.dumps({**base, "choices": [{"index": c.index, "delta": {},
-                                                                  "finish_reason": c.finish_reason}]}) + "\n\n"
+                    yield (
+                        "data: "
+                        + json.dumps(
+                            {**base, "choices": [{"index": c.index, "delta": delta, "finish_reason": None}]}
+                        )
+                        + "\n\n"
+                    )
+                yield (
+                    "data: "
+                    + json.dumps(
+                        {
+                            **base,
+                            "choices": [{"index": c.index, "delta": {}, "finish_reason": c.finish_reason}],
+                        }
+                    )
+                    + "\n\n"
+                )
             if (body.stream_options or {}).get("include_usage"):
-                yield "data: " + json.dumps({**base, "choices": [], "usage": completion.usage.model_dump()}) + "\n\n"
+                yield (
+                    "data: "
+                    + json.dumps({**base, "choices": [], "usage": completion.usage.model_dump()})
+                    + "\n\n"
+                )
             yield "data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")
@@ -296,8 +393,9 @@ class LocalServer:
         self._sock.bind((LOOPBACK, port))
         self.port = self._sock.getsockname()[1]
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True,
-                                        name="bashgym-serve")
+        self._thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True, name="bashgym-serve"
+        )
 
     @property
     def url(self) -> str:

@@ -36,7 +36,7 @@ class BatcherStats:
 
     submitted: int = 0
     finished: int = 0
-    cancelled: int = 0       # requests cancelled (their client went away) before their reply ended
+    cancelled: int = 0  # requests cancelled (their client went away) before their reply ended
     failed: int = 0
     decode_steps: int = 0
 
@@ -53,8 +53,9 @@ class _Ticket:
 
 
 class Batcher:
-    def __init__(self, engine: ChatEngine, max_batch: int = 16, max_wait_s: float = 0.02,
-                 speculate: bool = True) -> None:
+    def __init__(
+        self, engine: ChatEngine, max_batch: int = 16, max_wait_s: float = 0.02, speculate: bool = True
+    ) -> None:
         self.engine = engine
         self.max_batch = max(1, max_batch)
         self.max_wait_s = max(0.0, max_wait_s)
@@ -83,14 +84,16 @@ class Batcher:
             self._thread.join(timeout=60)
             self._thread = None
 
-    def submit(self, request: GenerationRequest, on_delta: DeltaSink = None,
-               request_id: str | None = None) -> Future[Generation]:
+    def submit(
+        self, request: GenerationRequest, on_delta: DeltaSink = None, request_id: str | None = None
+    ) -> Future[Generation]:
         """Queue a request; the future resolves with its ``Generation``. ``on_delta(Delta)`` (optional) gets its
         text as it is generated, on the scheduler thread."""
         fut: Future[Generation] = Future()
         key = next(self._keys)
-        ticket = _Ticket(request=request, future=fut, request_id=request_id or f"req-{key}", on_delta=on_delta,
-                         key=key)
+        ticket = _Ticket(
+            request=request, future=fut, request_id=request_id or f"req-{key}", on_delta=on_delta, key=key
+        )
         with self._lock:
             self._tickets[fut] = ticket
             self.stats.submitted += 1
@@ -157,8 +160,15 @@ class Batcher:
         if not ticket.future.done():
             ticket.future.set_result(gen)
         if ticket.on_delta is not None and event != "cancelled" and (gen.error or ticket.decoding is None):
-            self._tell(ticket, Delta(text="" if gen.error else gen.text, logprobs=gen.logprobs or [],
-                                     finish_reason=gen.finish_reason, generation=gen))
+            self._tell(
+                ticket,
+                Delta(
+                    text="" if gen.error else gen.text,
+                    logprobs=gen.logprobs or [],
+                    finish_reason=gen.finish_reason,
+                    generation=gen,
+                ),
+            )
 
     @staticmethod
     def _tell(ticket: _Ticket, delta: Delta) -> None:
@@ -214,9 +224,14 @@ class Batcher:
         d = ticket.decoding
         if self.decoder is not None:
             self.decoder.cancel(ticket.key)
-        gen = Generation(text=d.text if d else "", finish_reason="cancelled" if event == "cancelled" else "error",
-                         prompt_tokens=len(d.prompt) if d else 0, completion_tokens=len(d.body) if d else 0,
-                         error=f"{event}: {why}", error_code=event)
+        gen = Generation(
+            text=d.text if d else "",
+            finish_reason="cancelled" if event == "cancelled" else "error",
+            prompt_tokens=len(d.prompt) if d else 0,
+            completion_tokens=len(d.body) if d else 0,
+            error=f"{event}: {why}",
+            error_code=event,
+        )
         self._resolve(ticket, gen, event)
 
     def _step(self, active: dict[int, _Ticket]) -> None:
@@ -229,8 +244,15 @@ class Batcher:
             self.decoder = None
             for ticket in list(active.values()):
                 ticket.decoding = None
-                self._resolve(ticket, Generation(error=f"generation failed: {type(exc).__name__}: {exc}",
-                                                 error_code="generation_failed", finish_reason="error"), "failed")
+                self._resolve(
+                    ticket,
+                    Generation(
+                        error=f"generation failed: {type(exc).__name__}: {exc}",
+                        error_code="generation_failed",
+                        finish_reason="error",
+                    ),
+                    "failed",
+                )
             active.clear()
             return
         rows = decoder.stats.row_steps - before
@@ -255,8 +277,13 @@ class Batcher:
             except queue.Empty:
                 return
             if item is not None and item[0] == "submit" and not item[1].future.done():
-                self._resolve(item[1], Generation(error="the server stopped", error_code="server_stopped",
-                                                  finish_reason="error"), "failed")
+                self._resolve(
+                    item[1],
+                    Generation(
+                        error="the server stopped", error_code="server_stopped", finish_reason="error"
+                    ),
+                    "failed",
+                )
 
     def _run_batches(self) -> None:
         """The fallback for models the decoder does not support: queued requests, one ``generate`` per batch."""
@@ -270,13 +297,19 @@ class Batcher:
                 if ticket.future.set_running_or_notify_cancel():
                     batch.append(ticket)
             for start in range(0, len(batch), self.max_batch):
-                chunk = batch[start:start + self.max_batch]
+                chunk = batch[start : start + self.max_batch]
                 self.batch_sizes[len(chunk)] += 1
                 try:
                     results = self.engine.generate([t.request for t in chunk])
                 except Exception as exc:  # noqa: BLE001 - every waiting request gets the failure, none hangs
-                    results = [Generation(error=f"{type(exc).__name__}: {exc}", error_code="generation_failed",
-                                          finish_reason="error") for _ in chunk]
+                    results = [
+                        Generation(
+                            error=f"{type(exc).__name__}: {exc}",
+                            error_code="generation_failed",
+                            finish_reason="error",
+                        )
+                        for _ in chunk
+                    ]
                 for ticket, result in zip(chunk, results, strict=True):
                     self._resolve(ticket, result, "failed" if result.error else "finished")
         self._drain_on_stop()

@@ -33,7 +33,9 @@ from bashgym_assets.rollout.operators import CHATML_TEMPLATE, left_pad, load_mer
 
 # Columns for new tokens the decoder's buffers keep free (rows with a larger budget make it grow them).
 DECODE_ROOM = 256
-_MARK = re.compile("\ue000(\\d+)\ue001")  # a message's place in the rendered template (private-use characters)
+_MARK = re.compile(
+    "\ue000(\\d+)\ue001"
+)  # a message's place in the rendered template (private-use characters)
 
 
 class ContextTooLong(ValueError):
@@ -52,7 +54,9 @@ class GenerationRequest(BaseModel):
     top_logprobs: int = 0
     seed: int | None = None
     trim: bool = False  # drop the oldest turns to fit the context (the router's student) instead of refusing
-    prompt: list[int] | None = None  # the messages' token ids when the caller encoded them already (the server)
+    prompt: list[int] | None = (
+        None  # the messages' token ids when the caller encoded them already (the server)
+    )
 
 
 class TopLogprob(BaseModel):
@@ -103,7 +107,9 @@ def _special_strings(tokenizer: Any) -> list[str]:
     return sorted((t for t in found if t), key=len, reverse=True)
 
 
-def encode_chat(tokenizer: Any, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
+def encode_chat(
+    tokenizer: Any, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True
+) -> list[int]:
     """The chat's token ids with its content read as text: the template is rendered with a placeholder for each
     message's content; the template's own special tokens (outside the placeholders) become their ids, and every
     run of text between them (template text and content together, as a plain tokenizer would see it) is tokenized
@@ -111,15 +117,18 @@ def encode_chat(tokenizer: Any, messages: Sequence[dict[str, str]], add_generati
     own tokenization; with it, ``<|im_start|>`` in a message is text, never a turn marker."""
     msgs = [dict(m) for m in messages]
     marked = [{**m, "content": f"\ue000{i}\ue001"} for i, m in enumerate(msgs)]
-    rendered = tokenizer.apply_chat_template(marked, add_generation_prompt=add_generation_prompt, tokenize=False)
+    rendered = tokenizer.apply_chat_template(
+        marked, add_generation_prompt=add_generation_prompt, tokenize=False
+    )
     specials = _special_strings(tokenizer)
     if any(rendered.count(f"\ue000{i}\ue001") != 1 for i in range(len(msgs))):
         # a template that drops, repeats or rewrites content: its own tokenization, unless that would parse
         # special tokens a client wrote
         if any(sp in str(m.get("content") or "") for m in msgs for sp in specials):
             raise ValueError("this chat template cannot keep special-token text in messages as text")
-        ids = tokenizer.apply_chat_template(msgs, add_generation_prompt=add_generation_prompt, tokenize=True,
-                                            return_dict=True)["input_ids"]
+        ids = tokenizer.apply_chat_template(
+            msgs, add_generation_prompt=add_generation_prompt, tokenize=True, return_dict=True
+        )["input_ids"]
         return list(ids[0] if ids and isinstance(ids[0], list) else ids)
     pattern = re.compile("|".join(re.escape(sp) for sp in specials)) if specials else None
     ids: list[int] = []
@@ -137,7 +146,7 @@ def encode_chat(tokenizer: Any, messages: Sequence[dict[str, str]], add_generati
             continue
         pos = 0
         for m in pattern.finditer(piece) if pattern else ():
-            run.append(piece[pos:m.start()])
+            run.append(piece[pos : m.start()])
             flush()
             ids.append(tokenizer.convert_tokens_to_ids(m.group()))
             pos = m.end()
@@ -162,7 +171,9 @@ class Decoding:
     ends the reply at the end-of-turn token, ``max_tokens`` or a stop string, and (``stream``) returns the
     ``Delta`` to send; ``result`` is the finished ``Generation``."""
 
-    def __init__(self, engine: ChatEngine, request: GenerationRequest, prompt: list[int], stream: bool = False):
+    def __init__(
+        self, engine: ChatEngine, request: GenerationRequest, prompt: list[int], stream: bool = False
+    ):
         self.engine = engine
         self.request = request
         self.prompt = prompt
@@ -172,14 +183,14 @@ class Decoding:
         self.stop_ids = set(engine.stop_ids())
         self.row: Any = None
         self.key: Any = None
-        self.seen = 0                    # row tokens read so far
-        self.body: list[int] = []        # the reply's tokens (no end-of-turn token)
-        self.ends: list[int] = []        # per body token: the length of the text up to and including it
+        self.seen = 0  # row tokens read so far
+        self.body: list[int] = []  # the reply's tokens (no end-of-turn token)
+        self.ends: list[int] = []  # per body token: the length of the text up to and including it
         self._text = ""
-        self.sent = 0                    # characters of text sent (streams)
-        self.lp_sent = 0                 # tokens whose log-probabilities were sent
+        self.sent = 0  # characters of text sent (streams)
+        self.lp_sent = 0  # tokens whose log-probabilities were sent
         self.finish: str | None = None
-        self.cut = False                 # ended by a stop string: the decoder has not ended the row itself
+        self.cut = False  # ended by a stop string: the decoder has not ended the row itself
 
     @property
     def done(self) -> bool:
@@ -194,8 +205,15 @@ class Decoding:
     def submit(self, decoder: Any, key: Any) -> Decoding:
         req = self.request
         self.key = key
-        self.row = decoder.submit(key, self.prompt, req.max_tokens, temperature=req.temperature, top_p=req.top_p,
-                                  seed=req.seed, top_logprobs=(req.top_logprobs or 0) if req.logprobs else None)
+        self.row = decoder.submit(
+            key,
+            self.prompt,
+            req.max_tokens,
+            temperature=req.temperature,
+            top_p=req.top_p,
+            seed=req.seed,
+            top_logprobs=(req.top_logprobs or 0) if req.logprobs else None,
+        )
         return self
 
     def advance(self, ended: bool = False) -> Delta | None:
@@ -212,7 +230,7 @@ class Decoding:
                 text = self.engine.decode(self.body)
                 hits = [text.find(s) for s in self.stops if s in text]
                 if hits:
-                    self._text, self.finish, self.cut = text[:min(hits)], "stop", True
+                    self._text, self.finish, self.cut = text[: min(hits)], "stop", True
                     self.ends.append(len(self._text))
                     break
                 self._text = text
@@ -228,7 +246,7 @@ class Decoding:
             safe = max(self.sent, safe - _held_back(self._text[:safe], self.stops))
         else:
             safe = len(self._text)
-        delta = Delta(text=self._text[self.sent:safe])
+        delta = Delta(text=self._text[self.sent : safe])
         self.sent = max(self.sent, safe)
         upto = len(self.body) if self.finish else self.lp_sent
         if not self.finish:
@@ -253,9 +271,13 @@ class Decoding:
         return out
 
     def result(self) -> Generation:
-        return Generation(text=self.text, finish_reason=self.finish or "length", prompt_tokens=len(self.prompt),
-                          completion_tokens=len(self.body),
-                          logprobs=self._logprobs(0, len(self.body)) if self.request.logprobs else None)
+        return Generation(
+            text=self.text,
+            finish_reason=self.finish or "length",
+            prompt_tokens=len(self.prompt),
+            completion_tokens=len(self.body),
+            logprobs=self._logprobs(0, len(self.body)) if self.request.logprobs else None,
+        )
 
 
 class ChatEngine:
@@ -265,9 +287,17 @@ class ChatEngine:
     scheduler (``serving.batching.Batcher``) steps its own long-lived decoder under the same ``lock``.
     """
 
-    def __init__(self, model_dir: str | Path | None = None, adapter_dir: str | Path | None = None,
-                 name: str = "bashgym-operator", max_context_tokens: int = 2048, max_batch: int = 16,
-                 model: Any = None, tokenizer: Any = None, source: str = "") -> None:
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        adapter_dir: str | Path | None = None,
+        name: str = "bashgym-operator",
+        max_context_tokens: int = 2048,
+        max_batch: int = 16,
+        model: Any = None,
+        tokenizer: Any = None,
+        source: str = "",
+    ) -> None:
         if model is None and model_dir is None:
             raise ValueError("ChatEngine needs model_dir or a loaded model + tokenizer")
         self.model_dir = str(model_dir) if model_dir else None
@@ -275,7 +305,9 @@ class ChatEngine:
         self.name = name
         self.max_context_tokens = max_context_tokens
         self.max_batch = max(1, max_batch)
-        self.source = source or (self.model_dir or "") + (f" + {self.adapter_dir}" if self.adapter_dir else "")
+        self.source = source or (self.model_dir or "") + (
+            f" + {self.adapter_dir}" if self.adapter_dir else ""
+        )
         self._model = model
         self._tokenizer = tokenizer
         self._lock = threading.Lock()
@@ -326,18 +358,22 @@ class ChatEngine:
         keep = list(messages)
         budget = self.max_context_tokens - max_tokens
         if budget <= 0:
-            raise ContextTooLong(f"max_tokens {max_tokens} leaves no room for a prompt in this model's "
-                                 f"{self.max_context_tokens}-token context")
+            raise ContextTooLong(
+                f"max_tokens {max_tokens} leaves no room for a prompt in this model's "
+                f"{self.max_context_tokens}-token context"
+            )
         while True:
             with self._tok_lock:
                 ids = encode_chat(tokenizer, keep)
             if len(ids) <= budget:
                 return ids
             if not trim:
-                raise ContextTooLong(f"This model's maximum context length is {self.max_context_tokens} tokens. "
-                                     f"However, you requested {len(ids) + max_tokens} tokens ({len(ids)} in the "
-                                     f"messages, {max_tokens} in the completion). Please reduce the length of "
-                                     "the messages or completion.")
+                raise ContextTooLong(
+                    f"This model's maximum context length is {self.max_context_tokens} tokens. "
+                    f"However, you requested {len(ids) + max_tokens} tokens ({len(ids)} in the "
+                    f"messages, {max_tokens} in the completion). Please reduce the length of "
+                    "the messages or completion."
+                )
             if len(keep) <= 3:
                 return ids[-budget:]
             del keep[2:4]
@@ -351,8 +387,9 @@ class ChatEngine:
         except ContextTooLong as exc:
             return Generation(error=str(exc), error_code="context_length_exceeded", finish_reason="error")
         except Exception as exc:  # noqa: BLE001 - a bad chat (template error) fails only itself
-            return Generation(error=f"{type(exc).__name__}: {exc}", error_code="invalid_messages",
-                              finish_reason="error")
+            return Generation(
+                error=f"{type(exc).__name__}: {exc}", error_code="invalid_messages", finish_reason="error"
+            )
 
     def continuous_reason(self) -> str | None:
         """Why requests cannot go through the continuous decoder (None when they can)."""
@@ -426,25 +463,36 @@ class ChatEngine:
         for i in prompts:
             req = requests[i]
             # a seeded sample is generated alone, so the same seed gives the same reply whatever else is queued
-            key = ((False, 0.0, 1.0, None, -1) if req.temperature <= 0
-                   else (True, req.temperature, req.top_p, req.seed, -1 if req.seed is None else i))
+            key = (
+                (False, 0.0, 1.0, None, -1)
+                if req.temperature <= 0
+                else (True, req.temperature, req.top_p, req.seed, -1 if req.seed is None else i)
+            )
             groups.setdefault(key, []).append(i)
         for key, members in groups.items():
             members.sort(key=lambda i: len(prompts[i]))  # similar lengths together: less padding
             for start in range(0, len(members), self.max_batch):
-                chunk = members[start:start + self.max_batch]
+                chunk = members[start : start + self.max_batch]
                 try:
-                    got = self._generate(model, tokenizer, key, [prompts[i] for i in chunk],
-                                         [requests[i] for i in chunk])
+                    got = self._generate(
+                        model, tokenizer, key, [prompts[i] for i in chunk], [requests[i] for i in chunk]
+                    )
                 except Exception as exc:  # noqa: BLE001 - reported per request, the server stays up
-                    got = [Generation(error=f"generation failed: {type(exc).__name__}: {exc}",
-                                      error_code="generation_failed", finish_reason="error") for _ in chunk]
+                    got = [
+                        Generation(
+                            error=f"generation failed: {type(exc).__name__}: {exc}",
+                            error_code="generation_failed",
+                            finish_reason="error",
+                        )
+                        for _ in chunk
+                    ]
                 for i, gen in zip(chunk, got, strict=True):
                     out[i] = gen
         return [g if g is not None else Generation(error="not generated", finish_reason="error") for g in out]
 
-    def _generate(self, model: Any, tokenizer: Any, key: tuple, prompts: list[list[int]],
-                  reqs: list[GenerationRequest]) -> list[Generation]:
+    def _generate(
+        self, model: Any, tokenizer: Any, key: tuple, prompts: list[list[int]], reqs: list[GenerationRequest]
+    ) -> list[Generation]:
         import torch
 
         do_sample, temperature, top_p, seed, _ = key
@@ -453,9 +501,14 @@ class ChatEngine:
         input_ids, attention = left_pad(prompts, pad)
         width = input_ids.shape[1]
         want_logprobs = any(r.logprobs for r in reqs)
-        kwargs: dict[str, Any] = {"max_new_tokens": max(r.max_tokens for r in reqs), "eos_token_id": stop or None,
-                                  "pad_token_id": pad, "do_sample": do_sample, "return_dict_in_generate": True,
-                                  "output_logits": want_logprobs}
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": max(r.max_tokens for r in reqs),
+            "eos_token_id": stop or None,
+            "pad_token_id": pad,
+            "do_sample": do_sample,
+            "return_dict_in_generate": True,
+            "output_logits": want_logprobs,
+        }
         if do_sample:
             kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
             if seed is not None:
@@ -463,20 +516,31 @@ class ChatEngine:
         else:
             kwargs.update(temperature=None, top_p=None, top_k=None)
         with torch.no_grad():
-            result = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention.to(model.device),
-                                    **kwargs)
+            result = model.generate(
+                input_ids=input_ids.to(model.device), attention_mask=attention.to(model.device), **kwargs
+            )
         seqs = result.sequences[:, width:]
         logits = result.logits if want_logprobs else None
-        return [self._finish(tokenizer, stop, seqs[row].tolist(), logits, row, reqs[row], len(prompts[row]))
-                for row in range(len(prompts))]
+        return [
+            self._finish(tokenizer, stop, seqs[row].tolist(), logits, row, reqs[row], len(prompts[row]))
+            for row in range(len(prompts))
+        ]
 
-    def _finish(self, tokenizer: Any, stop: list[int], new: list[int], logits: Any, row: int,
-                req: GenerationRequest, prompt_len: int) -> Generation:
+    def _finish(
+        self,
+        tokenizer: Any,
+        stop: list[int],
+        new: list[int],
+        logits: Any,
+        row: int,
+        req: GenerationRequest,
+        prompt_len: int,
+    ) -> Generation:
         """Cut one row at its end-of-turn token, its own ``max_tokens`` or its first stop string."""
         import torch
 
-        ended = next((i for i, t in enumerate(new[:req.max_tokens]) if t in stop), None)
-        body = new[:ended] if ended is not None else new[:req.max_tokens]
+        ended = next((i for i, t in enumerate(new[: req.max_tokens]) if t in stop), None)
+        body = new[:ended] if ended is not None else new[: req.max_tokens]
         finish = "stop" if ended is not None else "length"
         text = tokenizer.decode(body, skip_special_tokens=True)
         if req.stop and any(s in text for s in req.stop if s):
@@ -485,7 +549,7 @@ class ChatEngine:
                 partial = tokenizer.decode(body[:k], skip_special_tokens=True)
                 hits = [partial.index(s) for s in req.stop if s and s in partial]
                 if hits:
-                    body, text, finish = body[:k], partial[:min(hits)], "stop"
+                    body, text, finish = body[:k], partial[: min(hits)], "stop"
                     break
         lps = None
         if req.logprobs and logits is not None:
@@ -499,14 +563,27 @@ class ChatEngine:
                         s = tokenizer.decode([t])
                         top.append(TopLogprob(token=s, logprob=float(v), bytes=list(s.encode("utf-8"))))
                 s = tokenizer.decode([tid])
-                lps.append(TokenLogprob(token=s, logprob=float(dist[tid]), bytes=list(s.encode("utf-8")),
-                                        top_logprobs=top))
-        return Generation(text=text, finish_reason=finish,
-                          prompt_tokens=prompt_len, completion_tokens=len(body), logprobs=lps)
+                lps.append(
+                    TokenLogprob(
+                        token=s, logprob=float(dist[tid]), bytes=list(s.encode("utf-8")), top_logprobs=top
+                    )
+                )
+        return Generation(
+            text=text,
+            finish_reason=finish,
+            prompt_tokens=prompt_len,
+            completion_tokens=len(body),
+            logprobs=lps,
+        )
 
 
-def engine_from_registry(model_uri: str, base: str | None = None, name: str = "bashgym-operator",
-                         settings: Any = None, **kwargs: Any) -> ChatEngine:
+def engine_from_registry(
+    model_uri: str,
+    base: str | None = None,
+    name: str = "bashgym-operator",
+    settings: Any = None,
+    **kwargs: Any,
+) -> ChatEngine:
     """A registered adapter (``models:/bashgym-operator@champion``, ``models:/name/3``) on its base: the adapter
     is downloaded from MLflow into the data folder; the base is ``base``, else the version's ``base_model`` tag
     (what it was trained on), else the configured base model."""
@@ -521,9 +598,11 @@ def engine_from_registry(model_uri: str, base: str | None = None, name: str = "b
     try:
         model_name, version = registry.model_version(c, model_uri)
     except MlflowException as exc:
-        raise LookupError(f"{model_uri} is not in the registry at {redact_uri(settings.mlflow_tracking_uri)} "
-                          f"({exc.message}): no champion until an evaluation promotes one (make demo; bashgym "
-                          "promote --model N), or serve a folder with --adapter") from exc
+        raise LookupError(
+            f"{model_uri} is not in the registry at {redact_uri(settings.mlflow_tracking_uri)} "
+            f"({exc.message}): no champion until an evaluation promotes one (make demo; bashgym "
+            "promote --model N), or serve a folder with --adapter"
+        ) from exc
     folder = Lake(settings).artifact_dir("downloads", f"{model_name}-v{version.version}")
     adapter = registry.download_adapter(f"models:/{model_name}/{version.version}", folder, settings)
     if not base:
@@ -532,5 +611,6 @@ def engine_from_registry(model_uri: str, base: str | None = None, name: str = "b
             from bashgym_assets.training import base_model as bm
 
             base = bm.resolve_base_model(settings, prepare=True)
-    return ChatEngine(base, adapter, name=name,
-                      source=f"{model_uri} (version {version.version}) on {base}", **kwargs)
+    return ChatEngine(
+        base, adapter, name=name, source=f"{model_uri} (version {version.version}) on {base}", **kwargs
+    )

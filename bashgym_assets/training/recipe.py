@@ -69,14 +69,20 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def write_job(folder: Path, sft_rows: Iterable[Mapping[str, Any]], dpo_rows: Iterable[Mapping[str, Any]] = (),
-              recipe: Recipe | None = None) -> dict[str, int]:
+def write_job(
+    folder: Path,
+    sft_rows: Iterable[Mapping[str, Any]],
+    dpo_rows: Iterable[Mapping[str, Any]] = (),
+    recipe: Recipe | None = None,
+) -> dict[str, int]:
     """The job folder: SFT rows (messages, split, difficulty), DPO pairs (prompt, chosen, rejected, split), recipe."""
     folder.mkdir(parents=True, exist_ok=True)
     sft_keep = ("messages", "split", "difficulty", "family", "scenario_id")
     dpo_keep = ("prompt", "chosen", "rejected", "split", "scenario_id")
-    counts = {"sft": _write_jsonl(folder / SFT_FILE, ({k: r.get(k) for k in sft_keep} for r in sft_rows)),
-              "dpo": _write_jsonl(folder / DPO_FILE, ({k: r.get(k) for k in dpo_keep} for r in dpo_rows))}
+    counts = {
+        "sft": _write_jsonl(folder / SFT_FILE, ({k: r.get(k) for k in sft_keep} for r in sft_rows)),
+        "dpo": _write_jsonl(folder / DPO_FILE, ({k: r.get(k) for k in dpo_keep} for r in dpo_rows)),
+    }
     (folder / RECIPE_FILE).write_text((recipe or Recipe()).model_dump_json(indent=2) + "\n")
     return counts
 
@@ -114,12 +120,22 @@ def compact_adapter(folder: Path) -> None:
 
     path = folder / "adapter_model.safetensors"
     tensors = load_file(str(path))
-    save_file({k: v.to(torch.float16) if v.is_floating_point() else v for k, v in tensors.items()}, str(path),
-              metadata={"format": "pt"})
+    save_file(
+        {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in tensors.items()},
+        str(path),
+        metadata={"format": "pt"},
+    )
 
 
-def run(job: Path, out: Path, base: str, device: str = "auto", scale: float | None = None,
-        max_steps: int | None = None, log: Any = print) -> dict[str, Any]:
+def run(
+    job: Path,
+    out: Path,
+    base: str,
+    device: str = "auto",
+    scale: float | None = None,
+    max_steps: int | None = None,
+    log: Any = print,
+) -> dict[str, Any]:
     """Train the job's recipe: SFT then (when there are pairs) DPO from it. Returns what ``results.json`` holds."""
     from bashgym_assets.training.curriculum import stage_counts, stage_of
     from bashgym_assets.training.trainer import TrainConfig, progress_line, train_dpo, train_sft
@@ -135,37 +151,69 @@ def run(job: Path, out: Path, base: str, device: str = "auto", scale: float | No
     if not train:
         raise ValueError(f"{job / SFT_FILE}: no train rows")
     out.mkdir(parents=True, exist_ok=True)
-    shared = dict(base_model=base, device=device, max_length=recipe.max_length, lora_r=recipe.lora_r,
-                  lora_alpha=recipe.lora_alpha, seed=recipe.seed, max_steps=max_steps,
-                  batch_size=recipe.gpu_batch_size if gpu else recipe.cpu_batch_size,
-                  grad_accum=recipe.gpu_grad_accum if gpu else recipe.cpu_grad_accum,
-                  dtype="bfloat16" if gpu else "float32", save_every=10_000, resume=False)
+    shared = dict(
+        base_model=base,
+        device=device,
+        max_length=recipe.max_length,
+        lora_r=recipe.lora_r,
+        lora_alpha=recipe.lora_alpha,
+        seed=recipe.seed,
+        max_steps=max_steps,
+        batch_size=recipe.gpu_batch_size if gpu else recipe.cpu_batch_size,
+        grad_accum=recipe.gpu_grad_accum if gpu else recipe.cpu_grad_accum,
+        dtype="bfloat16" if gpu else "float32",
+        save_every=10_000,
+        resume=False,
+    )
     stages = [stage_of(r) for r in train]
-    log(f"[recipe] {device}: {len(train)} SFT rows (stages {stage_counts(stages)}), {len(validation)} validation, "
-        f"{len(pairs)} DPO pairs, scale {scale}")
+    log(
+        f"[recipe] {device}: {len(train)} SFT rows (stages {stage_counts(stages)}), {len(validation)} validation, "
+        f"{len(pairs)} DPO pairs, scale {scale}"
+    )
 
     def progress(kind: str):
         return lambda row: log(f"[{kind}] " + progress_line(row))
 
-    results: dict[str, Any] = {"device": device, "scale": scale, "recipe": recipe.model_dump(),
-                               "rows": {"sft_train": len(train), "sft_validation": len(validation),
-                                        "dpo_train": len(pairs)}}
+    results: dict[str, Any] = {
+        "device": device,
+        "scale": scale,
+        "recipe": recipe.model_dump(),
+        "rows": {"sft_train": len(train), "sft_validation": len(validation), "dpo_train": len(pairs)},
+    }
     if gpu:
         import torch
 
         results["device_name"] = torch.cuda.get_device_name(0)
     started = time.perf_counter()
-    sft_cfg = TrainConfig(**shared, output_dir=str(out / "sft"), checkpoint_dir=str(out.parent / ".sft.ckpt"),
-                          run_name="recipe-sft", epochs=recipe.sft_epochs, learning_rate=recipe.sft_learning_rate,
-                          warmup_steps=recipe.warmup_steps, curriculum=recipe.curriculum)
-    sft = train_sft(sft_cfg, [r["messages"] for r in train], [r["messages"] for r in validation],
-                    on_log=progress("sft"), stages=stages)
+    sft_cfg = TrainConfig(
+        **shared,
+        output_dir=str(out / "sft"),
+        checkpoint_dir=str(out.parent / ".sft.ckpt"),
+        run_name="recipe-sft",
+        epochs=recipe.sft_epochs,
+        learning_rate=recipe.sft_learning_rate,
+        warmup_steps=recipe.warmup_steps,
+        curriculum=recipe.curriculum,
+    )
+    sft = train_sft(
+        sft_cfg,
+        [r["messages"] for r in train],
+        [r["messages"] for r in validation],
+        on_log=progress("sft"),
+        stages=stages,
+    )
     compact_adapter(out / "sft")
     results["sft"] = json.loads(sft.model_dump_json(exclude={"mask"}))
     if pairs:
-        dpo_cfg = TrainConfig(**shared, output_dir=str(out / "dpo"), checkpoint_dir=str(out.parent / ".dpo.ckpt"),
-                              run_name="recipe-dpo", epochs=recipe.dpo_epochs,
-                              learning_rate=recipe.dpo_learning_rate, beta=recipe.beta)
+        dpo_cfg = TrainConfig(
+            **shared,
+            output_dir=str(out / "dpo"),
+            checkpoint_dir=str(out.parent / ".dpo.ckpt"),
+            run_name="recipe-dpo",
+            epochs=recipe.dpo_epochs,
+            learning_rate=recipe.dpo_learning_rate,
+            beta=recipe.beta,
+        )
         dpo = train_dpo(dpo_cfg, pairs, str(out / "sft"), on_log=progress("dpo"))
         compact_adapter(out / "dpo")
         results["dpo"] = json.loads(dpo.model_dump_json(exclude={"mask"}))
@@ -176,8 +224,11 @@ def run(job: Path, out: Path, base: str, device: str = "auto", scale: float | No
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bashgym_assets.training.recipe", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m bashgym_assets.training.recipe",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     ex = sub.add_parser("export", help="write the lake's datasets and the recipe as a job folder")
     ex.add_argument("--out", required=True)
@@ -187,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--base", required=True, help="base model folder (or hub id cached on that machine)")
     r.add_argument("--out", required=True, help="folder for the adapters and results.json")
     r.add_argument("--device", default="auto", help="auto (CUDA when present), cuda, cpu")
-    r.add_argument("--scale", type=float, help="fraction of the rows to train on (default: 1 on CUDA, 0.05 on CPU)")
+    r.add_argument(
+        "--scale", type=float, help="fraction of the rows to train on (default: 1 on CUDA, 0.05 on CPU)"
+    )
     r.add_argument("--max-steps", type=int, help="cap each stage's optimizer steps")
     args = p.parse_args(argv)
     if args.cmd == "export":
@@ -199,8 +252,15 @@ def main(argv: list[str] | None = None) -> int:
         from bashgym_assets.training.base_model import convert_gguf
 
         base = convert_gguf(Path(base), Path(args.out).parent / "base-model").path
-    run(Path(args.job), Path(args.out), base, device=args.device, scale=args.scale, max_steps=args.max_steps,
-        log=lambda line: print(line, flush=True))
+    run(
+        Path(args.job),
+        Path(args.out),
+        base,
+        device=args.device,
+        scale=args.scale,
+        max_steps=args.max_steps,
+        log=lambda line: print(line, flush=True),
+    )
     return 0
 
 

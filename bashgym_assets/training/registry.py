@@ -33,9 +33,9 @@ from bashgym_assets.mlflow_store import DEFAULT_UI_URL, client, experiment_id, r
 from bashgym_assets.plots import png_markdown
 
 ADAPTER_ARTIFACT_PATH = "adapter"  # the adapter folder inside the logged model: <model>/artifacts/adapter
-LOGGED_MODEL_NAME = "operator"     # the logged model's name in its run
+LOGGED_MODEL_NAME = "operator"  # the logged model's name in its run
 PYFUNC_CODE = Path(__file__).with_name("pyfunc.py")
-CANDIDATE_ALIAS = "candidate"      # = evaluation.promotion.CANDIDATE: set on every newly registered version
+CANDIDATE_ALIAS = "candidate"  # = evaluation.promotion.CANDIDATE: set on every newly registered version
 # Every adapter kind (SFT, DPO, GRPO) is a version of ONE registered model, tagged with its kind: they all are
 # "the bashgym operator", so the evaluation's ``champion`` alias names a single version to serve.
 REGISTERED_MODEL = "bashgym-operator"
@@ -66,21 +66,37 @@ def _clean_params(params: Mapping[str, Any]) -> list[Any]:
     return [Param(k, str(v)[:6000]) for k, v in sorted(params.items()) if v is not None]
 
 
-def start_training_run(*, kind: str, run_name: str, tags: Mapping[str, str], experiment: str = "bashgym-training",
-                       settings: Settings | None = None) -> str:
+def start_training_run(
+    *,
+    kind: str,
+    run_name: str,
+    tags: Mapping[str, str],
+    experiment: str = "bashgym-training",
+    settings: Settings | None = None,
+) -> str:
     """Create the run a training logs into while it trains; returns its id (``LiveMetrics``, ``log_training_run``)."""
     from bashgym_assets.processes import process_tags
 
     settings = settings or get_settings()
     c = client(settings)
     # the writer's process: a run it leaves RUNNING when killed is ended as KILLED (run_health.reap_dead_mlflow_runs)
-    run = c.create_run(experiment_id(c, experiment, settings), run_name=run_name,
-                       tags={"kind": kind, **process_tags(), **{k: str(v) for k, v in tags.items()}})
+    run = c.create_run(
+        experiment_id(c, experiment, settings),
+        run_name=run_name,
+        tags={"kind": kind, **process_tags(), **{k: str(v) for k, v in tags.items()}},
+    )
     return run.info.run_id
 
 
-def log_dataset_inputs(run_id: str, *, name: str, version: str, splits: Mapping[str, Sequence[Mapping[str, Any]]],
-                       source: str | None = None, settings: Settings | None = None) -> list[str]:
+def log_dataset_inputs(
+    run_id: str,
+    *,
+    name: str,
+    version: str,
+    splits: Mapping[str, Sequence[Mapping[str, Any]]],
+    source: str | None = None,
+    settings: Settings | None = None,
+) -> list[str]:
     """Log a dataset's splits as inputs of the run (MLflow's Inputs / dataset lineage): one MLflow dataset per split,
     named ``<name>/<split>`` with digest = ``version`` (the dataset's content version), context ``training`` for
     ``train`` and the split's name otherwise (``validation``), its source the lake's parquet file. Only the name,
@@ -122,8 +138,11 @@ def _step_metrics(row: Mapping[str, float], timestamp_ms: int) -> list[Any]:
     from mlflow.entities import Metric
 
     step = int(row["step"])
-    return [Metric(k, float(v), timestamp_ms, step) for k, v in row.items()
-            if k not in PROGRESS_FIELDS and isinstance(v, int | float) and math.isfinite(v)]
+    return [
+        Metric(k, float(v), timestamp_ms, step)
+        for k, v in row.items()
+        if k not in PROGRESS_FIELDS and isinstance(v, int | float) and math.isfinite(v)
+    ]
 
 
 class LiveMetrics:
@@ -150,8 +169,11 @@ def _fluent_tracking(settings: Settings) -> Iterator[None]:
     from mlflow.tracking._model_registry import utils as registry_utils
     from mlflow.tracking._tracking_service import utils as tracking_utils
 
-    saved = (tracking_utils._tracking_uri, registry_utils._registry_uri,
-             {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")})
+    saved = (
+        tracking_utils._tracking_uri,
+        registry_utils._registry_uri,
+        {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")},
+    )
     mlflow.set_tracking_uri(settings.mlflow_tracking_uri)
     mlflow.set_registry_uri(settings.mlflow_tracking_uri)
     try:
@@ -179,8 +201,9 @@ def _pip_requirements() -> list[str]:
     return reqs
 
 
-def log_adapter_model(run_id: str, adapter_dir: str, base_model: str, settings: Settings,
-                      max_new_tokens: int = 128) -> Any:
+def log_adapter_model(
+    run_id: str, adapter_dir: str, base_model: str, settings: Settings, max_new_tokens: int = 128
+) -> Any:
     """Log the adapter as a pyfunc model of the run (``pyfunc.AdapterChatModel``): artifacts = the adapter folder,
     ``model_config``/``metadata`` = the base model's reference (not its weights). Returns MLflow's ``ModelInfo``."""
     import shutil
@@ -198,11 +221,19 @@ def log_adapter_model(run_id: str, adapter_dir: str, base_model: str, settings: 
     with tempfile.TemporaryDirectory() as tmp:
         # MLflow keeps an artifact folder's own name: stage it as "adapter" so the layout is always the same
         staged = shutil.copytree(adapter_dir, Path(tmp) / ADAPTER_ARTIFACT_PATH)
-        with _fluent_tracking(settings), mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None):
+        with (
+            _fluent_tracking(settings),
+            mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None),
+        ):
             return mlflow.pyfunc.log_model(
-                name=LOGGED_MODEL_NAME, python_model=str(PYFUNC_CODE), artifacts={ADAPTER_ARTIFACT_PATH: str(staged)},
-                model_config=config, metadata={"base_model": base_model, "base_model_copied": False},
-                signature=signature, pip_requirements=_pip_requirements())
+                name=LOGGED_MODEL_NAME,
+                python_model=str(PYFUNC_CODE),
+                artifacts={ADAPTER_ARTIFACT_PATH: str(staged)},
+                model_config=config,
+                metadata={"base_model": base_model, "base_model_copied": False},
+                signature=signature,
+                pip_requirements=_pip_requirements(),
+            )
 
 
 def _base_model_of(adapter_dir: str, tags: Mapping[str, str], params: Mapping[str, Any]) -> str:
@@ -220,11 +251,22 @@ def _base_model_of(adapter_dir: str, tags: Mapping[str, str], params: Mapping[st
         return ""
 
 
-def log_training_run(*, kind: str, run_name: str, params: Mapping[str, Any], history: Sequence[Mapping[str, float]],
-                     summary: Mapping[str, float | None], adapter_dir: str, tags: Mapping[str, str],
-                     extra_artifacts: Sequence[Path] = (), experiment: str = "bashgym-training",
-                     model_name: str | None = None, settings: Settings | None = None,
-                     run_id: str | None = None, base_model: str | None = None) -> RegisteredAdapter:
+def log_training_run(
+    *,
+    kind: str,
+    run_name: str,
+    params: Mapping[str, Any],
+    history: Sequence[Mapping[str, float]],
+    summary: Mapping[str, float | None],
+    adapter_dir: str,
+    tags: Mapping[str, str],
+    extra_artifacts: Sequence[Path] = (),
+    experiment: str = "bashgym-training",
+    model_name: str | None = None,
+    settings: Settings | None = None,
+    run_id: str | None = None,
+    base_model: str | None = None,
+) -> RegisteredAdapter:
     """Log a finished training (params, per-step metrics, the adapter as a pyfunc model) and register that model
     as a new version, aliased ``candidate``.
 
@@ -242,7 +284,9 @@ def log_training_run(*, kind: str, run_name: str, params: Mapping[str, Any], his
     c = client(settings)
     base = base_model or _base_model_of(adapter_dir, tags, params)
     if run_id is None:
-        rid = start_training_run(kind=kind, run_name=run_name, tags=tags, experiment=experiment, settings=settings)
+        rid = start_training_run(
+            kind=kind, run_name=run_name, tags=tags, experiment=experiment, settings=settings
+        )
         logged: set[int] = set()
     else:
         rid = run_id
@@ -255,11 +299,17 @@ def log_training_run(*, kind: str, run_name: str, params: Mapping[str, Any], his
         for row in history:
             if int(row["step"]) not in logged:
                 metrics += _step_metrics(row, now)
-        metrics += _step_metrics({"step": 0, **{f"final_{k}": v for k, v in summary.items() if v is not None}}, now)
+        metrics += _step_metrics(
+            {"step": 0, **{f"final_{k}": v for k, v in summary.items() if v is not None}}, now
+        )
         params_list = _clean_params(params)
         for i in range(0, max(len(metrics), len(params_list), 1), 900):  # log_batch caps at 1000 entities
-            c.log_batch(rid, metrics=metrics[i:i + 900], params=params_list[i:i + 90] if i == 0 else [],
-                        tags=[RunTag("mlflow.note.content", f"{kind} adapter {run_name}")] if i == 0 else [])
+            c.log_batch(
+                rid,
+                metrics=metrics[i : i + 900],
+                params=params_list[i : i + 90] if i == 0 else [],
+                tags=[RunTag("mlflow.note.content", f"{kind} adapter {run_name}")] if i == 0 else [],
+            )
         if len(params_list) > 90:
             c.log_batch(rid, params=params_list[90:])
         for extra in extra_artifacts:
@@ -271,24 +321,40 @@ def log_training_run(*, kind: str, run_name: str, params: Mapping[str, Any], his
         raise
     name = model_name or REGISTERED_MODEL
     try:
-        c.create_registered_model(name, description="bashgym operator: LoRA adapters (SFT, DPO, GRPO) as pyfunc "
-                                                  "models on a referenced base, one version per training; alias "
-                                                  "candidate = the newest version, champion = the version the "
-                                                  "evaluation promoted")
+        c.create_registered_model(
+            name,
+            description="bashgym operator: LoRA adapters (SFT, DPO, GRPO) as pyfunc "
+            "models on a referenced base, one version per training; alias "
+            "candidate = the newest version, champion = the version the "
+            "evaluation promoted",
+        )
     except MlflowException as exc:
         if "already exists" not in str(exc).lower() and "RESOURCE_ALREADY_EXISTS" not in str(exc):
             raise
     artifact_uri = c.get_run(rid).info.artifact_uri
-    with _fluent_tracking(settings):  # the registry resolves a models:/ source through the fluent tracking URI
-        version = c.create_model_version(name, source=info.model_uri, run_id=rid, model_id=info.model_id,
-                                         tags={"kind": kind, "base_model": base,
-                                               **{k: str(v) for k, v in tags.items()}})
+    with _fluent_tracking(
+        settings
+    ):  # the registry resolves a models:/ source through the fluent tracking URI
+        version = c.create_model_version(
+            name,
+            source=info.model_uri,
+            run_id=rid,
+            model_id=info.model_id,
+            tags={"kind": kind, "base_model": base, **{k: str(v) for k, v in tags.items()}},
+        )
     c.set_registered_model_alias(name, CANDIDATE_ALIAS, str(version.version))
-    return RegisteredAdapter(run_id=rid, experiment_id=exp, run_name=run_name, artifact_uri=artifact_uri,
-                             model_name=name, model_version=str(version.version),
-                             model_uri=f"models:/{name}/{version.version}",
-                             tracking_uri=settings.mlflow_tracking_uri, logged_model_id=info.model_id,
-                             logged_model_uri=info.model_uri)
+    return RegisteredAdapter(
+        run_id=rid,
+        experiment_id=exp,
+        run_name=run_name,
+        artifact_uri=artifact_uri,
+        model_name=name,
+        model_version=str(version.version),
+        model_uri=f"models:/{name}/{version.version}",
+        tracking_uri=settings.mlflow_tracking_uri,
+        logged_model_id=info.model_id,
+        logged_model_uri=info.model_uri,
+    )
 
 
 def load_model(model_uri: str, settings: Settings | None = None, **kwargs: Any) -> Any:
@@ -323,9 +389,11 @@ def download_adapter(model_uri: str, dst: Path, settings: Settings | None = None
     c = client(settings)
     try:
         name, mv = model_version(c, model_uri)
-    except MlflowException as exc:   # one clear line for the CLI (issue 31), not MLflow's traceback
-        raise LookupError(f"{model_uri} is not in the registry at {redact_uri(settings.mlflow_tracking_uri)} "
-                          f"({exc.message}): pick a registered version (make mlflow shows them)") from exc
+    except MlflowException as exc:  # one clear line for the CLI (issue 31), not MLflow's traceback
+        raise LookupError(
+            f"{model_uri} is not in the registry at {redact_uri(settings.mlflow_tracking_uri)} "
+            f"({exc.message}): pick a registered version (make mlflow shows them)"
+        ) from exc
     dst.mkdir(parents=True, exist_ok=True)
     source = mv.source
     model_id = getattr(mv, "model_id", None)
@@ -335,12 +403,17 @@ def download_adapter(model_uri: str, dst: Path, settings: Settings | None = None
         source = f"{logged.artifact_location.rstrip('/')}/artifacts/{ADAPTER_ARTIFACT_PATH}"
     # else: a version registered before adapters were logged as models, its source the run's adapter/ folder
     try:
-        return Path(mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=str(dst),
-                                                        tracking_uri=settings.mlflow_tracking_uri))
+        return Path(
+            mlflow.artifacts.download_artifacts(
+                artifact_uri=source, dst_path=str(dst), tracking_uri=settings.mlflow_tracking_uri
+            )
+        )
     except (MlflowException, OSError) as exc:
-        raise FileNotFoundError(f"{model_uri} (version {mv.version} of {name}) is registered but its adapter files "
-                                f"are gone from {source}: train again, or move the alias to a version whose files "
-                                "exist (bashgym promote --model N)") from exc
+        raise FileNotFoundError(
+            f"{model_uri} (version {mv.version} of {name}) is registered but its adapter files "
+            f"are gone from {source}: train again, or move the alias to a version whose files "
+            "exist (bashgym promote --model N)"
+        ) from exc
 
 
 def loss_curve_png(history: Sequence[Mapping[str, float]], path: Path, title: str = "training loss") -> Path:
@@ -370,5 +443,3 @@ def loss_curve_png(history: Sequence[Mapping[str, float]], path: Path, title: st
 def loss_curve_markdown(path: Path, alt: str = "loss curve") -> str:
     """The saved loss curve embedded in markdown (data URI), so Dagster's UI shows it inline."""
     return png_markdown(Path(path), alt)
-
-

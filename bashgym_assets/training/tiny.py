@@ -27,8 +27,14 @@ _CORPUS = [
 ]
 
 
-def build_tiny_model(out_dir: Path, vocab_size: int = 512, hidden: int = 64, layers: int = 2,
-                     seed: int = 0, init_range: float = 0.5) -> Path:
+def build_tiny_model(
+    out_dir: Path,
+    vocab_size: int = 512,
+    hidden: int = 64,
+    layers: int = 2,
+    seed: int = 0,
+    init_range: float = 0.5,
+) -> Path:
     """Train a byte-level BPE on a small shell corpus and save a random tiny Llama + tokenizer to ``out_dir``."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -38,18 +44,36 @@ def build_tiny_model(out_dir: Path, vocab_size: int = 512, hidden: int = 64, lay
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(_CORPUS * 4, trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
-                                   pad_token="<|endoftext|>", unk_token="<|endoftext|>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+    )
     fast.chat_template = CHATML_TEMPLATE
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(fast), hidden_size=hidden, intermediate_size=hidden * 2,
-                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=2048, bos_token_id=fast.bos_token_id,
-                         eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id, tie_word_embeddings=True,
-                         initializer_range=init_range)
+    config = LlamaConfig(
+        vocab_size=len(fast),
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=fast.bos_token_id,
+        eos_token_id=fast.eos_token_id,
+        pad_token_id=fast.pad_token_id,
+        tie_word_embeddings=True,
+        initializer_range=init_range,
+    )
     model = LlamaForCausalLM(config)
     model.generation_config.eos_token_id = fast.eos_token_id
     model.generation_config.pad_token_id = fast.pad_token_id

@@ -58,7 +58,9 @@ class TrainHyperparams(BaseModel):
     (``defs.training.TrainRunConfig``) and ``python -m bashgym_assets.training`` share (TRL's pattern: one config
     beside the trainer, instead of the same fields copied into three places)."""
 
-    max_steps: int | None = Field(default=None, description="stop after this many optimizer steps (CPU demos, tests)")
+    max_steps: int | None = Field(
+        default=None, description="stop after this many optimizer steps (CPU demos, tests)"
+    )
     epochs: float = Field(default=1.0, description="passes over the train rows")
     learning_rate: float = Field(default=2e-4, description="peak learning rate (linear decay)")
     # One packed row per micro-step, four per optimizer step: padding-free packing flattens a whole micro-batch into
@@ -72,7 +74,9 @@ class TrainHyperparams(BaseModel):
     qlora: bool = Field(default=False, description="load the base in 4-bit (bitsandbytes) under the LoRA")
     lora_r: int = Field(default=16, description="LoRA rank")
     lora_alpha: int = Field(default=32, description="LoRA alpha")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field(default="float32", description="training precision")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        default="float32", description="training precision"
+    )
     attn_implementation: str = Field(default="sdpa", description="transformers attention implementation")
     beta: float = Field(default=0.1, description="DPO only: the KL strength")
     save_every: int = Field(default=50, description="checkpoint (and validate) every N steps")
@@ -90,7 +94,9 @@ class TrainConfig(TrainHyperparams):
 
     base_model: str
     output_dir: str = Field(description="named run folder that ends up holding only the adapter")
-    checkpoint_dir: str | None = Field(default=None, description="Trainer checkpoints (default: <output_dir>.ckpt)")
+    checkpoint_dir: str | None = Field(
+        default=None, description="Trainer checkpoints (default: <output_dir>.ckpt)"
+    )
     run_name: str = "run"
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
@@ -168,16 +174,21 @@ def training_tokenizer(base_model: str) -> Any:
     try:
         tok.chat_template = get_training_chat_template(tok) or tok.chat_template
     except ValueError as exc:
-        raise MaskError(f"{base_model}: its chat template has no {{% generation %}} markers and neither TRL nor "
-                        f"{TEMPLATES_DIR} has a training variant of it; add <name>.jinja (the stock template) and "
-                        "<name>_training.jinja (the same with each assistant turn inside a generation block)") from exc
+        raise MaskError(
+            f"{base_model}: its chat template has no {{% generation %}} markers and neither TRL nor "
+            f"{TEMPLATES_DIR} has a training variant of it; add <name>.jinja (the stock template) and "
+            "<name>_training.jinja (the same with each assistant turn inside a generation block)"
+        ) from exc
     return tok
 
 
-def tokenize_for_training(tokenizer: Any, messages: Sequence[Any], max_length: int | None = None) -> TokenizedExample:
+def tokenize_for_training(
+    tokenizer: Any, messages: Sequence[Any], max_length: int | None = None
+) -> TokenizedExample:
     """One conversation as TRL tokenises it for ``assistant_only_loss`` (the template's assistant mask -> labels)."""
-    out = tokenizer.apply_chat_template(normalise_messages(messages), tokenize=True, return_dict=True,
-                                        return_assistant_tokens_mask=True)
+    out = tokenizer.apply_chat_template(
+        normalise_messages(messages), tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
     ids = list(out["input_ids"])
     labels = [t if m else IGNORE_INDEX for t, m in zip(ids, out["assistant_masks"], strict=True)]
     truncated = max_length is not None and len(ids) > max_length
@@ -218,8 +229,11 @@ def load_base(config: TrainConfig) -> Any:
         from transformers import BitsAndBytesConfig
 
         kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype,
-            bnb_4bit_use_double_quant=True)
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_compute_dtype=dtype,
+            bnb_4bit_use_double_quant=True,
+        )
     model = AutoModelForCausalLM.from_pretrained(config.base_model, **kwargs)
     model.config.use_cache = False  # packing relies on position ids; no cache while training
     if config.qlora:
@@ -234,8 +248,14 @@ def load_base(config: TrainConfig) -> Any:
 def lora_config(config: TrainConfig) -> Any:
     from peft import LoraConfig
 
-    return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                      target_modules=config.target_modules, task_type="CAUSAL_LM", bias="none")
+    return LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=config.target_modules,
+        task_type="CAUSAL_LM",
+        bias="none",
+    )
 
 
 def trainer_args(config_cls: type, config: TrainConfig, evaluate: bool, **extra: Any) -> Any:
@@ -246,20 +266,42 @@ def trainer_args(config_cls: type, config: TrainConfig, evaluate: bool, **extra:
     import dataclasses
 
     device = pick_device(config)
-    if "max_length" in {f.name for f in dataclasses.fields(config_cls)}:  # GRPOConfig has none: episodes set it
+    if "max_length" in {
+        f.name for f in dataclasses.fields(config_cls)
+    }:  # GRPOConfig has none: episodes set it
         extra.setdefault("max_length", config.max_length)
     return config_cls(
-        output_dir=str(config.ckpt_dir()), run_name=config.run_name, seed=config.seed, data_seed=config.seed,
-        per_device_train_batch_size=config.batch_size, per_device_eval_batch_size=config.batch_size,
-        gradient_accumulation_steps=config.grad_accum, learning_rate=config.learning_rate,
-        num_train_epochs=config.epochs, max_steps=config.max_steps or -1, warmup_steps=config.warmup_steps,
-        lr_scheduler_type="linear", weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm,
-        bf16=config.dtype == "bfloat16", fp16=config.dtype == "float16",
-        activation_checkpointing=False, use_cpu=device == "cpu", dataloader_num_workers=0,
-        dataloader_pin_memory=device != "cpu", logging_strategy="steps", logging_steps=1,
-        save_strategy="steps", save_steps=config.save_every, save_total_limit=2,
-        eval_strategy="steps" if evaluate else "no", eval_steps=config.save_every if evaluate else None,
-        report_to="none", disable_tqdm=True, **extra)
+        output_dir=str(config.ckpt_dir()),
+        run_name=config.run_name,
+        seed=config.seed,
+        data_seed=config.seed,
+        per_device_train_batch_size=config.batch_size,
+        per_device_eval_batch_size=config.batch_size,
+        gradient_accumulation_steps=config.grad_accum,
+        learning_rate=config.learning_rate,
+        num_train_epochs=config.epochs,
+        max_steps=config.max_steps or -1,
+        warmup_steps=config.warmup_steps,
+        lr_scheduler_type="linear",
+        weight_decay=config.weight_decay,
+        max_grad_norm=config.max_grad_norm,
+        bf16=config.dtype == "bfloat16",
+        fp16=config.dtype == "float16",
+        activation_checkpointing=False,
+        use_cpu=device == "cpu",
+        dataloader_num_workers=0,
+        dataloader_pin_memory=device != "cpu",
+        logging_strategy="steps",
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=config.save_every,
+        save_total_limit=2,
+        eval_strategy="steps" if evaluate else "no",
+        eval_steps=config.save_every if evaluate else None,
+        report_to="none",
+        disable_tqdm=True,
+        **extra,
+    )
 
 
 # ---- per-step rows, progress, crash simulation ------------------------------------------------------------
@@ -303,9 +345,13 @@ def progress_line(row: dict[str, float]) -> str:
     tail = f" ETA {int(eta // 60)}m{int(eta % 60):02d}s" if eta is not None else ""
     if "loss" not in row:
         return f"step {n}: validation loss {row.get('validation_loss', float('nan')):.4f}{tail}"
-    extra = "".join(f" {k.replace('_', '-')} {row[k]:.3f}" for k in ("reward_accuracy", "reward_margin") if k in row)
-    return (f"step {n}: loss {row['loss']:.4f} lr {row.get('learning_rate', 0.0):.2e} "
-            f"grad-norm {row.get('grad_norm', float('nan')):.3f}{extra}{tail}")
+    extra = "".join(
+        f" {k.replace('_', '-')} {row[k]:.3f}" for k in ("reward_accuracy", "reward_margin") if k in row
+    )
+    return (
+        f"step {n}: loss {row['loss']:.4f} lr {row.get('learning_rate', 0.0):.2e} "
+        f"grad-norm {row.get('grad_norm', float('nan')):.3f}{extra}{tail}"
+    )
 
 
 def progress_callbacks(on_log: LogFn | None, stop_after: int | None) -> tuple[Any, list[Any]]:
@@ -327,7 +373,11 @@ def progress_callbacks(on_log: LogFn | None, stop_after: int | None) -> tuple[An
             else:
                 return
             done = state.global_step - self.step0
-            eta = (time.perf_counter() - self.t0) / done * (state.max_steps - state.global_step) if done else None
+            eta = (
+                (time.perf_counter() - self.t0) / done * (state.max_steps - state.global_step)
+                if done
+                else None
+            )
             if on_log is not None:
                 on_log({**row, "total_steps": state.max_steps, **({"eta_s": eta} if eta is not None else {})})
 
@@ -411,7 +461,7 @@ def prepared_examples(dataset: Any) -> list[TokenizedExample]:
     for row in dataset.select_columns(cols).to_list():
         k = 0
         for n in row.get("seq_lengths") or [len(row["input_ids"])]:
-            out.append(TokenizedExample(row["input_ids"][k:k + n], row["labels"][k:k + n]))
+            out.append(TokenizedExample(row["input_ids"][k : k + n], row["labels"][k : k + n]))
             k += n
     return out
 
@@ -432,8 +482,9 @@ def _sft_trainer_class() -> type:
     from trl import SFTTrainer
 
     class BashgymSFTTrainer(SFTTrainer):
-        def __init__(self, *args: Any, lean_loss: bool = True, stages: Sequence[int] | None = None,
-                     **kwargs: Any) -> None:
+        def __init__(
+            self, *args: Any, lean_loss: bool = True, stages: Sequence[int] | None = None, **kwargs: Any
+        ) -> None:
             self._lean_loss = lean_loss
             self._stages_in = list(stages) if stages is not None else None
             self.packed_stages: list[int] | None = None
@@ -441,15 +492,22 @@ def _sft_trainer_class() -> type:
 
         def _prepare_dataset(self, dataset, processing_class, args, packing, formatting_func, dataset_name):
             if dataset_name != "train" or self._stages_in is None:
-                return super()._prepare_dataset(dataset, processing_class, args, packing, formatting_func,
-                                                dataset_name)
+                return super()._prepare_dataset(
+                    dataset, processing_class, args, packing, formatting_func, dataset_name
+                )
             from datasets import concatenate_datasets
 
             parts, stages = [], []
             for stage in sorted(set(self._stages_in)):
                 subset = dataset.select([i for i, s in enumerate(self._stages_in) if s == stage])
-                part = super()._prepare_dataset(subset, processing_class, args, packing, formatting_func,
-                                                f"{dataset_name} (stage {stage})")
+                part = super()._prepare_dataset(
+                    subset,
+                    processing_class,
+                    args,
+                    packing,
+                    formatting_func,
+                    f"{dataset_name} (stage {stage})",
+                )
                 parts.append(part)
                 stages.extend([stage] * len(part))
             self.packed_stages = stages
@@ -475,7 +533,9 @@ def _sft_trainer_class() -> type:
             logits = causal_lm.get_output_embeddings()(hidden[mask]).float()
             targets = labels[mask]
             denominator = mask.sum() if num_items_in_batch is None else num_items_in_batch
-            loss = F.cross_entropy(logits, targets, reduction="sum") / torch.as_tensor(denominator).clamp(min=1)
+            loss = F.cross_entropy(logits, targets, reduction="sum") / torch.as_tensor(denominator).clamp(
+                min=1
+            )
             if self.args.average_tokens_across_devices and num_items_in_batch is not None:
                 loss = loss * self.accelerator.num_processes
             with torch.no_grad():
@@ -484,16 +544,24 @@ def _sft_trainer_class() -> type:
                 self._metrics[mode]["mean_token_accuracy"].append(correct / n if n else 0.0)
                 if mode == "train":
                     ids = inputs.get("position_ids", inputs.get("input_ids"))
-                    self._total_train_tokens += int(inputs["attention_mask"].sum()) if "attention_mask" in inputs \
+                    self._total_train_tokens += (
+                        int(inputs["attention_mask"].sum())
+                        if "attention_mask" in inputs
                         else int(ids.size(1)) * int(ids.size(0))
+                    )
                 self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
             return loss
 
     return BashgymSFTTrainer
 
 
-def build_sft_trainer(config: TrainConfig, train: Sequence[Messages], validation: Sequence[Messages] = (),
-                      callbacks: Sequence[Any] = (), stages: Sequence[int] | None = None) -> Any:
+def build_sft_trainer(
+    config: TrainConfig,
+    train: Sequence[Messages],
+    validation: Sequence[Messages] = (),
+    callbacks: Sequence[Any] = (),
+    stages: Sequence[int] | None = None,
+) -> Any:
     """The ``SFTTrainer`` for a run (LoRA on the frozen base, assistant-only loss, packing), datasets prepared.
     ``stages`` (one per train conversation) with ``config.curriculum`` orders training easy-first."""
     from trl import SFTConfig
@@ -501,14 +569,28 @@ def build_sft_trainer(config: TrainConfig, train: Sequence[Messages], validation
     if config.curriculum and (stages is None or len(stages) != len(train)):
         raise ValueError("a curriculum needs one stage per train conversation")
     tokenizer = training_tokenizer(config.base_model)
-    args = trainer_args(SFTConfig, config, evaluate=bool(validation), packing=config.packing,
-                        packing_strategy="bfd", assistant_only_loss=True,
-                        include_num_input_tokens_seen="all" if config.packing else "non_padding")
-    return without_printer(_sft_trainer_class()(
-        model=load_base(config), args=args, train_dataset=_chat_dataset(train),
-        eval_dataset=_chat_dataset(validation) if validation else None, processing_class=tokenizer,
-        peft_config=lora_config(config), callbacks=list(callbacks), lean_loss=config.lean_loss,
-        stages=list(stages) if config.curriculum else None))
+    args = trainer_args(
+        SFTConfig,
+        config,
+        evaluate=bool(validation),
+        packing=config.packing,
+        packing_strategy="bfd",
+        assistant_only_loss=True,
+        include_num_input_tokens_seen="all" if config.packing else "non_padding",
+    )
+    return without_printer(
+        _sft_trainer_class()(
+            model=load_base(config),
+            args=args,
+            train_dataset=_chat_dataset(train),
+            eval_dataset=_chat_dataset(validation) if validation else None,
+            processing_class=tokenizer,
+            peft_config=lora_config(config),
+            callbacks=list(callbacks),
+            lean_loss=config.lean_loss,
+            stages=list(stages) if config.curriculum else None,
+        )
+    )
 
 
 def _mask_report(trainer: Any, train: Sequence[Messages], max_length: int) -> tuple[MaskReport, list[Any]]:
@@ -521,9 +603,14 @@ def _mask_report(trainer: Any, train: Sequence[Messages], max_length: int) -> tu
     return report, examples
 
 
-def train_sft(config: TrainConfig, train: Sequence[Messages], validation: Sequence[Messages] = (),
-              on_log: LogFn | None = None, stop_after: int | None = None,
-              stages: Sequence[int] | None = None) -> TrainResult:
+def train_sft(
+    config: TrainConfig,
+    train: Sequence[Messages],
+    validation: Sequence[Messages] = (),
+    on_log: LogFn | None = None,
+    stop_after: int | None = None,
+    stages: Sequence[int] | None = None,
+) -> TrainResult:
     """LoRA SFT on chat conversations; loss on assistant turns only. ``stop_after`` simulates a crash (tests).
     ``stages``: the curriculum stage of each train conversation (used when ``config.curriculum``)."""
     resume, resumed_from = resume_point(config)
@@ -531,9 +618,12 @@ def train_sft(config: TrainConfig, train: Sequence[Messages], validation: Sequen
     trainer = build_sft_trainer(config, train, validation, callbacks, stages=stages)
     mismatched = check_training_template(trainer.processing_class, train[:8])
     if mismatched:
-        logger.warning("the training chat template labels %d of the first %d conversations differently from the "
-                       "offsets reference (masking.tokenize_conversation): check its generation blocks",
-                       mismatched, min(8, len(train)))
+        logger.warning(
+            "the training chat template labels %d of the first %d conversations differently from the "
+            "offsets reference (masking.tokenize_conversation): check its generation blocks",
+            mismatched,
+            min(8, len(train)),
+        )
     mask, examples = _mask_report(trainer, train, config.max_length)
     if not any(e.n_trained for e in examples):
         raise ValueError("no training example has an assistant token inside max_length")
@@ -543,25 +633,46 @@ def train_sft(config: TrainConfig, train: Sequence[Messages], validation: Sequen
     wall = float(out.metrics.get("train_runtime", 0.0))
     tokens = trainer.state.num_input_tokens_seen - progress.tokens0
     return TrainResult(
-        kind="sft", adapter_dir=config.output_dir, steps=trainer.state.global_step, resumed_from_step=resumed_from,
-        history=history, final_loss=history[-1]["loss"] if history else None, validation_loss=val_loss,
-        train_examples=len(examples), train_tokens=sum(e.n_tokens for e in examples),
-        trained_tokens=sum(e.n_trained for e in examples), tokens_per_s=tokens / wall if wall > 0 else 0.0,
-        wall_s=wall, trainable_parameters=trainable_parameters(trainer.model), mask=mask,
-        extra={"peak_memory_mb": _peak_memory_mb(pick_device(config)), "template_mismatches": float(mismatched)})
+        kind="sft",
+        adapter_dir=config.output_dir,
+        steps=trainer.state.global_step,
+        resumed_from_step=resumed_from,
+        history=history,
+        final_loss=history[-1]["loss"] if history else None,
+        validation_loss=val_loss,
+        train_examples=len(examples),
+        train_tokens=sum(e.n_tokens for e in examples),
+        trained_tokens=sum(e.n_trained for e in examples),
+        tokens_per_s=tokens / wall if wall > 0 else 0.0,
+        wall_s=wall,
+        trainable_parameters=trainable_parameters(trainer.model),
+        mask=mask,
+        extra={
+            "peak_memory_mb": _peak_memory_mb(pick_device(config)),
+            "template_mismatches": float(mismatched),
+        },
+    )
 
 
 # ---- DPO ----------------------------------------------------------------------------------------------
 def _pair_dataset(pairs: Sequence[dict[str, Any]]) -> Any:
     from datasets import Dataset
 
-    return Dataset.from_list([
-        {"prompt": normalise_messages(p["prompt"], require_assistant=False),
-         "chosen": normalise_messages(p["chosen"]), "rejected": normalise_messages(p["rejected"])} for p in pairs])
+    return Dataset.from_list(
+        [
+            {
+                "prompt": normalise_messages(p["prompt"], require_assistant=False),
+                "chosen": normalise_messages(p["chosen"]),
+                "rejected": normalise_messages(p["rejected"]),
+            }
+            for p in pairs
+        ]
+    )
 
 
-def train_dpo(config: TrainConfig, pairs: Sequence[dict[str, Any]], sft_adapter: str,
-              on_log: LogFn | None = None) -> TrainResult:
+def train_dpo(
+    config: TrainConfig, pairs: Sequence[dict[str, Any]], sft_adapter: str, on_log: LogFn | None = None
+) -> TrainResult:
     """DPO on top of an SFT adapter: the policy starts from the SFT adapter and the reference IS the SFT model
     (TRL copies the adapter into a frozen ``ref`` adapter and precomputes its log-probs once, before any update),
     so the preference moves away from SFT, not from the base. Every token after the prompt is scored."""
@@ -571,16 +682,36 @@ def train_dpo(config: TrainConfig, pairs: Sequence[dict[str, Any]], sft_adapter:
     resume, resumed_from = resume_point(config)
     tokenizer = load_tokenizer(config.base_model)
     dataset = _pair_dataset(pairs)
-    if not any(len(tokenizer.apply_chat_template(list(p), add_generation_prompt=True, tokenize=True,
-                                                 return_dict=True)["input_ids"]) < config.max_length
-               for p in dataset["prompt"]):
+    if not any(
+        len(
+            tokenizer.apply_chat_template(
+                list(p), add_generation_prompt=True, tokenize=True, return_dict=True
+            )["input_ids"]
+        )
+        < config.max_length
+        for p in dataset["prompt"]
+    ):
         raise ValueError("no DPO pair has a prompt shorter than max_length: nothing would be scored")
     model = PeftModel.from_pretrained(load_base(config), sft_adapter, is_trainable=True)
-    args = trainer_args(DPOConfig, config, evaluate=False, beta=config.beta, precompute_ref_log_probs=True,
-                        include_num_input_tokens_seen="non_padding")
+    args = trainer_args(
+        DPOConfig,
+        config,
+        evaluate=False,
+        beta=config.beta,
+        precompute_ref_log_probs=True,
+        include_num_input_tokens_seen="non_padding",
+    )
     progress, callbacks = progress_callbacks(on_log, None)
-    trainer = without_printer(DPOTrainer(model=model, ref_model=None, args=args, train_dataset=dataset,
-                                processing_class=tokenizer, callbacks=callbacks))
+    trainer = without_printer(
+        DPOTrainer(
+            model=model,
+            ref_model=None,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            callbacks=callbacks,
+        )
+    )
     out = trainer.train(resume_from_checkpoint=resume)
     history, _ = history_from_log(trainer.state.log_history)
     publish_adapter(trainer.model, Path(config.output_dir))
@@ -588,15 +719,29 @@ def train_dpo(config: TrainConfig, pairs: Sequence[dict[str, Any]], sft_adapter:
     wall = float(out.metrics.get("train_runtime", 0.0))
     tokens = trainer.state.num_input_tokens_seen - progress.tokens0
     return TrainResult(
-        kind="dpo", adapter_dir=config.output_dir, steps=trainer.state.global_step, resumed_from_step=resumed_from,
-        history=history, final_loss=history[-1]["loss"] if history else None, train_examples=len(data),
-        train_tokens=sum(2 * len(d["prompt_ids"]) + len(d["chosen_ids"]) + len(d["rejected_ids"]) for d in data),
+        kind="dpo",
+        adapter_dir=config.output_dir,
+        steps=trainer.state.global_step,
+        resumed_from_step=resumed_from,
+        history=history,
+        final_loss=history[-1]["loss"] if history else None,
+        train_examples=len(data),
+        train_tokens=sum(
+            2 * len(d["prompt_ids"]) + len(d["chosen_ids"]) + len(d["rejected_ids"]) for d in data
+        ),
         trained_tokens=sum(len(d["chosen_ids"]) + len(d["rejected_ids"]) for d in data),
-        tokens_per_s=tokens / wall if wall > 0 else 0.0, wall_s=wall,
+        tokens_per_s=tokens / wall if wall > 0 else 0.0,
+        wall_s=wall,
         trainable_parameters=trainable_parameters(trainer.model),
-        extra={"peak_memory_mb": _peak_memory_mb(pick_device(config)),
-               **({"reward_accuracy": history[-1]["reward_accuracy"]}
-                  if history and "reward_accuracy" in history[-1] else {})})
+        extra={
+            "peak_memory_mb": _peak_memory_mb(pick_device(config)),
+            **(
+                {"reward_accuracy": history[-1]["reward_accuracy"]}
+                if history and "reward_accuracy" in history[-1]
+                else {}
+            ),
+        },
+    )
 
 
 # ---- loading back -------------------------------------------------------------------------------------
@@ -618,6 +763,11 @@ def generate(model: Any, tokenizer: Any, messages: Messages, max_new_tokens: int
     text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
     enc = tokenizer(text, return_tensors="pt", add_special_tokens=False)
     with torch.no_grad():
-        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
-                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-    return tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        out = model.generate(
+            **enc,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+    return tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)

@@ -37,8 +37,21 @@ def build_trainer_image(force: bool = False) -> str:
         return tag
     base = images.build_sandbox_image()
     done = subprocess.run(
-        ["docker", "build", "-q", "--build-arg", f"BASE_IMAGE={base}", "--label", "org.bashgym.kind=trainer",
-         "-t", tag, str(RECIPE_DIR)], capture_output=True, text=True)
+        [
+            "docker",
+            "build",
+            "-q",
+            "--build-arg",
+            f"BASE_IMAGE={base}",
+            "--label",
+            "org.bashgym.kind=trainer",
+            "-t",
+            tag,
+            str(RECIPE_DIR),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         raise images.ImageBuildError(f"trainer image build failed: {done.stderr.strip()[-2000:]}")
     return tag

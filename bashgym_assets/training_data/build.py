@@ -44,49 +44,55 @@ MIN_CONTAMINATION_CHARS = 16
 MESSAGE_TYPE = pa.struct([("role", pa.string()), ("content", pa.large_string())])
 MESSAGES_TYPE = pa.list_(MESSAGE_TYPE)
 
-SFT_SCHEMA = pa.schema([
-    ("example_id", pa.string()),
-    ("source_kind", pa.string()),
-    ("source", pa.string()),
-    ("repo", pa.string()),
-    ("session_id", pa.string()),
-    ("segment_id", pa.string()),
-    ("segment_index", pa.int32()),
-    ("scenario_id", pa.string()),
-    ("trajectory_id", pa.string()),
-    ("sample_index", pa.int32()),
-    ("category", pa.string()),
-    ("difficulty", pa.int32()),
-    ("family", pa.string()),
-    ("tier", pa.string()),
-    ("messages", MESSAGES_TYPE),
-    ("n_messages", pa.int32()),
-    ("n_chars", pa.int64()),
-    ("split", pa.string()),
-])
+SFT_SCHEMA = pa.schema(
+    [
+        ("example_id", pa.string()),
+        ("source_kind", pa.string()),
+        ("source", pa.string()),
+        ("repo", pa.string()),
+        ("session_id", pa.string()),
+        ("segment_id", pa.string()),
+        ("segment_index", pa.int32()),
+        ("scenario_id", pa.string()),
+        ("trajectory_id", pa.string()),
+        ("sample_index", pa.int32()),
+        ("category", pa.string()),
+        ("difficulty", pa.int32()),
+        ("family", pa.string()),
+        ("tier", pa.string()),
+        ("messages", MESSAGES_TYPE),
+        ("n_messages", pa.int32()),
+        ("n_chars", pa.int64()),
+        ("split", pa.string()),
+    ]
+)
 
-DPO_SCHEMA = pa.schema([
-    ("pair_id", pa.string()),
-    ("source_kind", pa.string()),
-    ("repo", pa.string()),
-    ("scenario_id", pa.string()),
-    ("task_key", pa.string()),
-    ("chosen_source", pa.string()),
-    ("rejected_source", pa.string()),
-    ("rejected_reason", pa.string()),
-    ("prompt", MESSAGES_TYPE),
-    ("chosen", MESSAGES_TYPE),
-    ("rejected", MESSAGES_TYPE),
-    ("split_turn", pa.int32()),
-    ("split", pa.string()),
-])
+DPO_SCHEMA = pa.schema(
+    [
+        ("pair_id", pa.string()),
+        ("source_kind", pa.string()),
+        ("repo", pa.string()),
+        ("scenario_id", pa.string()),
+        ("task_key", pa.string()),
+        ("chosen_source", pa.string()),
+        ("rejected_source", pa.string()),
+        ("rejected_reason", pa.string()),
+        ("prompt", MESSAGES_TYPE),
+        ("chosen", MESSAGES_TYPE),
+        ("rejected", MESSAGES_TYPE),
+        ("split_turn", pa.int32()),
+        ("split", pa.string()),
+    ]
+)
 
-QUARANTINE_SCHEMA = pa.schema([
-    ("dataset", pa.string()),
-    ("source", pa.string()),
-    ("reason", pa.string()),
-    ("row", pa.large_string()),
-])
+QUARANTINE_SCHEMA = pa.schema(
+    [
+        ("dataset", pa.string()),
+        ("source", pa.string()),
+        ("reason", pa.string()),
+        ("row", pa.large_string()),
+    ]
+)
 
 
 class SFTRow(BaseModel):
@@ -194,7 +200,7 @@ def _cut_output(text: str, max_chars: int) -> str:
             break
         head.append(line[:max_chars])
         used += len(head[-1]) + 1
-    cut = lines[len(head):]
+    cut = lines[len(head) :]
     last = [cut.pop()] if len(cut) > 1 and used + len(cut[-1]) < max_chars else []
     marker = [f"[... {len(cut)} more lines of output cut]"] if cut else []
     return "\n".join(head + marker + last + tail)
@@ -250,7 +256,9 @@ def _no_command_reason(rendered: RenderedSegment) -> str:
 
 
 def _quarantine(dataset: str, source: str, reason: str, row: Mapping[str, Any]) -> Quarantined:
-    return Quarantined(dataset=dataset, source=source, reason=reason, row=json.dumps(row, default=str)[:20000])
+    return Quarantined(
+        dataset=dataset, source=source, reason=reason, row=json.dumps(row, default=str)[:20000]
+    )
 
 
 def heldout_from_rows(scenarios: Iterable[Mapping[str, Any]]) -> list[HeldOut]:
@@ -275,8 +283,9 @@ def _external(scenario_id: str | None) -> str | None:
     return None
 
 
-def _contaminated(texts: Iterable[str], scenario_id: str | None, heldout: Sequence[HeldOut],
-                  heldout_ids: set[str]) -> str | None:
+def _contaminated(
+    texts: Iterable[str], scenario_id: str | None, heldout: Sequence[HeldOut], heldout_ids: set[str]
+) -> str | None:
     if why := _external(scenario_id):
         return why
     if scenario_id and scenario_id in heldout_ids:
@@ -305,9 +314,13 @@ def _traj_source(t: Mapping[str, Any]) -> str:
     return f"trajectory:{t.get('scenario_id')}/{t.get('trajectory_id')}"
 
 
-def build_sft(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapping[str, Any]],
-              heldout: Sequence[HeldOut] = (), validation_fraction: float = VALIDATION_FRACTION,
-              observation_chars: int | None = None) -> BuildResult:
+def build_sft(
+    segments: Iterable[Mapping[str, Any]],
+    trajectories: Iterable[Mapping[str, Any]],
+    heldout: Sequence[HeldOut] = (),
+    validation_fraction: float = VALIDATION_FRACTION,
+    observation_chars: int | None = None,
+) -> BuildResult:
     """SFT rows from gold trace segments and kept trajectories; everything refused is quarantined with why.
     A generated task's rows are split by family (``scenario_group``); ``observation_chars`` shortens long command
     outputs of trajectories (``shorten_observations``)."""
@@ -317,8 +330,11 @@ def build_sft(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapp
     counts: dict[str, int] = defaultdict(int)
 
     def add(row: SFTRow, raw: Mapping[str, Any]) -> None:
-        why = _why_bad_conversation(row.messages) or unparseable_turn(row.messages) or _contaminated(
-            [m["content"] for m in row.messages], row.scenario_id, heldout, heldout_ids)
+        why = (
+            _why_bad_conversation(row.messages)
+            or unparseable_turn(row.messages)
+            or _contaminated([m["content"] for m in row.messages], row.scenario_id, heldout, heldout_ids)
+        )
         if not why and (why := _unsafe_row(raw, row.messages)):
             counts["unsafe_excluded"] += 1
         if why:
@@ -348,11 +364,23 @@ def build_sft(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapp
             quarantine.append(_quarantine("sft_dataset", source, _no_command_reason(rendered), seg))
             continue
         messages = rendered.messages
-        add(SFTRow(example_id=_hash(messages), source_kind="trace", source=source, repo=seg.get("repo"),
-                   session_id=seg.get("session_id"), segment_id=seg.get("segment_id"),
-                   segment_index=seg.get("segment_index"), tier="gold", messages=messages,
-                   n_messages=len(messages), n_chars=sum(len(m["content"]) for m in messages),
-                   split=split_for(f"session:{seg.get('session_id')}", validation_fraction)), seg)
+        add(
+            SFTRow(
+                example_id=_hash(messages),
+                source_kind="trace",
+                source=source,
+                repo=seg.get("repo"),
+                session_id=seg.get("session_id"),
+                segment_id=seg.get("segment_id"),
+                segment_index=seg.get("segment_index"),
+                tier="gold",
+                messages=messages,
+                n_messages=len(messages),
+                n_chars=sum(len(m["content"]) for m in messages),
+                split=split_for(f"session:{seg.get('session_id')}", validation_fraction),
+            ),
+            seg,
+        )
 
     for t in trajectories:
         counts["trajectories_seen"] += 1
@@ -363,17 +391,30 @@ def build_sft(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapp
             quarantine.append(_quarantine("sft_dataset", source, why, t))
             continue
         if t.get("split") not in (None, "train"):
-            quarantine.append(_quarantine("sft_dataset", source, f"trajectory of a {t.get('split')!r} scenario", t))
+            quarantine.append(
+                _quarantine("sft_dataset", source, f"trajectory of a {t.get('split')!r} scenario", t)
+            )
             continue
         messages = shorten_observations(_messages(t.get("messages")), observation_chars)
         difficulty = t.get("difficulty")
-        add(SFTRow(example_id=_hash(messages), source_kind="trajectory", source=source,
-                   scenario_id=t.get("scenario_id"), trajectory_id=t.get("trajectory_id"),
-                   sample_index=t.get("sample_index"), category=t.get("category"),
-                   difficulty=int(difficulty) if difficulty is not None else None,
-                   family=family_of(str(t.get("scenario_id") or "")), messages=messages,
-                   n_messages=len(messages), n_chars=sum(len(m["content"]) for m in messages),
-                   split=split_for(scenario_group(t.get("scenario_id")), validation_fraction)), t)
+        add(
+            SFTRow(
+                example_id=_hash(messages),
+                source_kind="trajectory",
+                source=source,
+                scenario_id=t.get("scenario_id"),
+                trajectory_id=t.get("trajectory_id"),
+                sample_index=t.get("sample_index"),
+                category=t.get("category"),
+                difficulty=int(difficulty) if difficulty is not None else None,
+                family=family_of(str(t.get("scenario_id") or "")),
+                messages=messages,
+                n_messages=len(messages),
+                n_chars=sum(len(m["content"]) for m in messages),
+                split=split_for(scenario_group(t.get("scenario_id")), validation_fraction),
+            ),
+            t,
+        )
 
     ordered = sorted(rows.values(), key=lambda r: r.source)
     counts["rows"] = len(ordered)
@@ -399,16 +440,22 @@ def first_divergence(a: Sequence[Mapping[str, str]], b: Sequence[Mapping[str, st
     return None
 
 
-def make_pair(chosen: list[dict[str, str]], rejected: list[dict[str, str]]) -> tuple[int, list, list, list] | None:
+def make_pair(
+    chosen: list[dict[str, str]], rejected: list[dict[str, str]]
+) -> tuple[int, list, list, list] | None:
     k = first_divergence(chosen, rejected)
     if k is None or k >= len(chosen) or k >= len(rejected):
         return None
     return k, chosen[:k], chosen[k:], rejected[k:]
 
 
-def build_dpo(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapping[str, Any]],
-              heldout: Sequence[HeldOut] = (), validation_fraction: float = VALIDATION_FRACTION,
-              max_pairs_per_group: int = MAX_PAIRS_PER_GROUP) -> BuildResult:
+def build_dpo(
+    segments: Iterable[Mapping[str, Any]],
+    trajectories: Iterable[Mapping[str, Any]],
+    heldout: Sequence[HeldOut] = (),
+    validation_fraction: float = VALIDATION_FRACTION,
+    max_pairs_per_group: int = MAX_PAIRS_PER_GROUP,
+) -> BuildResult:
     """Preference pairs on the same task: kept vs rejected rollouts of one scenario; passing (gold/silver or
     verified) vs failed trace segments with the same normalised prompt."""
     heldout_ids = {h.id for h in heldout}
@@ -425,7 +472,9 @@ def build_dpo(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapp
             quarantine.append(_quarantine("dpo_dataset", source, why, t))
             continue
         if t.get("split") not in (None, "train"):
-            quarantine.append(_quarantine("dpo_dataset", source, f"trajectory of a {t.get('split')!r} scenario", t))
+            quarantine.append(
+                _quarantine("dpo_dataset", source, f"trajectory of a {t.get('split')!r} scenario", t)
+            )
             continue
         messages = _messages(t.get("messages"))
         why = _why_bad_conversation(messages) if t.get("kept") else (None if messages else "no messages")
@@ -480,8 +529,12 @@ def build_dpo(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapp
                 if pair is None:
                     continue
                 turn, prompt, chosen, rejected = pair
-                why = _contaminated([m["content"] for m in prompt + chosen + rejected], meta[key]["scenario_id"],
-                                    heldout, heldout_ids)
+                why = _contaminated(
+                    [m["content"] for m in prompt + chosen + rejected],
+                    meta[key]["scenario_id"],
+                    heldout,
+                    heldout_ids,
+                )
                 if why:
                     quarantine.append(_quarantine("dpo_dataset", f"{good_src} vs {bad_src}", why, {}))
                     break
@@ -489,12 +542,24 @@ def build_dpo(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapp
                 if pid in rows:
                     counts["duplicates"] += 1
                     break
-                rows[pid] = DPORow(pair_id=pid, source_kind=meta[key]["source_kind"], repo=meta[key]["repo"],
-                                   scenario_id=meta[key]["scenario_id"], task_key=key, chosen_source=good_src,
-                                   rejected_source=bad_src, rejected_reason=reason, prompt=prompt, chosen=chosen,
-                                   rejected=rejected, split_turn=turn,
-                                   split=split_for(scenario_group(meta[key]["scenario_id"])
-                                                   if meta[key]["scenario_id"] else key, validation_fraction))
+                rows[pid] = DPORow(
+                    pair_id=pid,
+                    source_kind=meta[key]["source_kind"],
+                    repo=meta[key]["repo"],
+                    scenario_id=meta[key]["scenario_id"],
+                    task_key=key,
+                    chosen_source=good_src,
+                    rejected_source=bad_src,
+                    rejected_reason=reason,
+                    prompt=prompt,
+                    chosen=chosen,
+                    rejected=rejected,
+                    split_turn=turn,
+                    split=split_for(
+                        scenario_group(meta[key]["scenario_id"]) if meta[key]["scenario_id"] else key,
+                        validation_fraction,
+                    ),
+                )
                 made += 1
                 break
             else:
@@ -506,16 +571,25 @@ def build_dpo(segments: Iterable[Mapping[str, Any]], trajectories: Iterable[Mapp
     return BuildResult(rows=[r.model_dump() for r in ordered], quarantine=quarantine, counts=dict(counts))
 
 
-def contamination_violations(rows: Iterable[Mapping[str, Any]], heldout: Sequence[HeldOut]) -> list[dict[str, str]]:
+def contamination_violations(
+    rows: Iterable[Mapping[str, Any]], heldout: Sequence[HeldOut]
+) -> list[dict[str, str]]:
     """Rows of a written dataset (SFT or DPO) that derive from or contain a held-out scenario's task."""
     heldout_ids = {h.id for h in heldout}
     out = []
     for r in rows:
-        texts = [m["content"] for col in ("messages", "prompt", "chosen", "rejected") for m in (r.get(col) or [])]
+        texts = [
+            m["content"] for col in ("messages", "prompt", "chosen", "rejected") for m in (r.get(col) or [])
+        ]
         why = _contaminated(texts, r.get("scenario_id"), heldout, heldout_ids)
         if why:
-            out.append({"row": str(r.get("example_id") or r.get("pair_id")),
-                        "source": str(r.get("source") or r.get("chosen_source")), "reason": why})
+            out.append(
+                {
+                    "row": str(r.get("example_id") or r.get("pair_id")),
+                    "source": str(r.get("source") or r.get("chosen_source")),
+                    "reason": why,
+                }
+            )
     return out
 
 
@@ -536,9 +610,14 @@ def token_stats(tokenizer: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, 
     if not counts:
         return {"total": 0}
     counts.sort()
-    return {"total": sum(counts), "min": counts[0], "mean": round(sum(counts) / len(counts), 1),
-            "p50": counts[len(counts) // 2], "p95": counts[min(len(counts) - 1, int(0.95 * len(counts)))],
-            "max": counts[-1]}
+    return {
+        "total": sum(counts),
+        "min": counts[0],
+        "mean": round(sum(counts) / len(counts), 1),
+        "p50": counts[len(counts) // 2],
+        "p95": counts[min(len(counts) - 1, int(0.95 * len(counts)))],
+        "max": counts[-1],
+    }
 
 
 def load_hf_dataset(parquet_path: str | Any) -> Any:
@@ -546,4 +625,6 @@ def load_hf_dataset(parquet_path: str | Any) -> Any:
     from datasets import DatasetDict, load_dataset
 
     full = load_dataset("parquet", data_files={"rows": str(parquet_path)})["rows"]
-    return DatasetDict({name: full.filter(lambda r, n=name: r["split"] == n) for name in ("train", "validation")})
+    return DatasetDict(
+        {name: full.filter(lambda r, n=name: r["split"] == n) for name in ("train", "validation")}
+    )

@@ -36,7 +36,7 @@ def clip_output(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
     """Keep the head and tail of a long output: the middle of a 50 kB log teaches nothing."""
     if len(text) <= limit:
         return text
-    head, tail = text[: limit * 2 // 3], text[-(limit // 3):]
+    head, tail = text[: limit * 2 // 3], text[-(limit // 3) :]
     return f"{head}\n[... {len(text) - len(head) - len(tail)} characters cut ...]\n{tail}"
 
 
@@ -55,8 +55,10 @@ def step_observation(turn: ShellTurn) -> str:
 def trace_orientation(cwd: str | None) -> str:
     """The same login banner a rollout shows, at the segment's working directory."""
     where = cwd or "~"
-    return (f"You are logged in to {HOSTNAME} as {TRACE_USER}. Working directory: {where}.\n"
-            f"{TRACE_USER}@{HOSTNAME}:{where}$")
+    return (
+        f"You are logged in to {HOSTNAME} as {TRACE_USER}. Working directory: {where}.\n"
+        f"{TRACE_USER}@{HOSTNAME}:{where}$"
+    )
 
 
 class RenderedSegment(BaseModel):
@@ -66,7 +68,9 @@ class RenderedSegment(BaseModel):
     commands: int = 0
     skipped: list[Skipped] = Field(default_factory=list)
     cut: Skipped | None = None
-    unfinished: Skipped | None = Field(None, description="the last step never ran (refused, rejected, interrupted)")
+    unfinished: Skipped | None = Field(
+        None, description="the last step never ran (refused, rejected, interrupted)"
+    )
 
 
 def render_segment(prompt: str, steps: Sequence[Mapping[str, Any]], add_exit: bool = True) -> RenderedSegment:
@@ -78,7 +82,10 @@ def render_segment(prompt: str, steps: Sequence[Mapping[str, Any]], add_exit: bo
     only system + task, for the caller to refuse."""
     ordered = [s for s in sorted(steps, key=lambda s: s.get("index") or 0) if not s.get("sidechain")]
     cwd = next((s.get("cwd") for s in ordered if s.get("cwd")), None)
-    messages = [{"role": "system", "content": trace_orientation(cwd)}, {"role": "user", "content": prompt.strip()}]
+    messages = [
+        {"role": "system", "content": trace_orientation(cwd)},
+        {"role": "user", "content": prompt.strip()},
+    ]
     skipped: list[Skipped] = []
     cut: Skipped | None = None
     unfinished: Skipped | None = None
@@ -101,10 +108,14 @@ def render_segment(prompt: str, steps: Sequence[Mapping[str, Any]], add_exit: bo
             messages.pop()
     elif add_exit and commands:
         messages.append({"role": "assistant", "content": EXIT_COMMAND})
-    return RenderedSegment(messages=messages, commands=commands, skipped=skipped, cut=cut, unfinished=unfinished)
+    return RenderedSegment(
+        messages=messages, commands=commands, skipped=skipped, cut=cut, unfinished=unfinished
+    )
 
 
-def segment_messages(prompt: str, steps: Sequence[Mapping[str, Any]], add_exit: bool = True) -> list[dict[str, str]]:
+def segment_messages(
+    prompt: str, steps: Sequence[Mapping[str, Any]], add_exit: bool = True
+) -> list[dict[str, str]]:
     """``render_segment(...).messages``."""
     return render_segment(prompt, steps, add_exit).messages
 

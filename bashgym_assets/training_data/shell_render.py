@@ -48,8 +48,19 @@ READ_DEFAULT_LIMIT = 2000
 GLOB_RESULT_LIMIT = 100
 SHELL_TOOLS = {"bash", "shell", "terminal", "run_command", "execute_command"}
 #: Tools with no effect on the machine: dropping the turn leaves every later observation true.
-NO_EFFECT_TOOLS = {"todowrite", "todoread", "exitplanmode", "enterplanmode", "webfetch", "websearch",
-                   "notebookread", "taskcreate", "taskupdate", "tasklist", "taskget"}
+NO_EFFECT_TOOLS = {
+    "todowrite",
+    "todoread",
+    "exitplanmode",
+    "enterplanmode",
+    "webfetch",
+    "websearch",
+    "notebookread",
+    "taskcreate",
+    "taskupdate",
+    "tasklist",
+    "taskget",
+}
 
 # Categorical reasons (the builder counts them): "<Tool>: <one of these>".
 NO_SHELL_EQUIVALENT = "no shell equivalent (no effect on the machine)"
@@ -95,7 +106,13 @@ _NOT_RUN = [
     (re.compile(r"^\[Request interrupted by user"), NOT_RUN_INTERRUPTED),
     (re.compile(r"was blocked\. For security", re.S), NOT_RUN_BLOCKED),
 ]
-NOT_RUN_REASONS = {NOT_RUN_REFUSED, NOT_RUN_PERMISSION, NOT_RUN_REJECTED, NOT_RUN_INTERRUPTED, NOT_RUN_BLOCKED}
+NOT_RUN_REASONS = {
+    NOT_RUN_REFUSED,
+    NOT_RUN_PERMISSION,
+    NOT_RUN_REJECTED,
+    NOT_RUN_INTERRUPTED,
+    NOT_RUN_BLOCKED,
+}
 _EXIT_HEADER = re.compile(r"^(?:Error: )?Exit code (-?\d+)\n?")
 
 
@@ -159,7 +176,7 @@ def display_path(path: str, cwd: str | None) -> str:
         if full == base:
             return "."
         if base != "/" and full.startswith(base + "/"):
-            return full[len(base) + 1:]
+            return full[len(base) + 1 :]
         return full
     return path
 
@@ -199,8 +216,25 @@ def heredoc_delimiter(text: str, base: str = "EOF") -> str:
 
 
 _SIMPLE = re.compile(r"[A-Za-z0-9_./:=,+%@-]+(?: [A-Za-z0-9_./:=,+%@-]+)*")
-_RESERVED = {"if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while", "until", "do", "done",
-             "function", "in", "time", "coproc"}
+_RESERVED = {
+    "if",
+    "then",
+    "else",
+    "elif",
+    "fi",
+    "case",
+    "esac",
+    "for",
+    "select",
+    "while",
+    "until",
+    "do",
+    "done",
+    "function",
+    "in",
+    "time",
+    "coproc",
+}
 
 
 @lru_cache(maxsize=4096)
@@ -263,7 +297,7 @@ def _bash(step: Mapping[str, Any], inp: dict[str, Any], command: str) -> ShellTu
     out = _clean(step.get("output") or "")
     header = _EXIT_HEADER.match(out)
     if header and code is not None and int(header.group(1)) == code:
-        out = out[header.end():]
+        out = out[header.end() :]
     return ShellTurn(command=command, output=out, exit_code=code)
 
 
@@ -302,14 +336,17 @@ def _read(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
         texts = texts[:READ_DEFAULT_LIMIT]
     else:
         command = f"cat -n {quote_path(shown)}"
-        if texts and texts[-1] == "":  # content.split('\n') of a file ending in a newline: not a line of cat -n
+        if (
+            texts and texts[-1] == ""
+        ):  # content.split('\n') of a file ending in a newline: not a line of cat -n
             texts = texts[:-1]
     out = "\n".join(f"{i:6d}\t{t}" for i, t in enumerate(texts, start=1))
     return ShellTurn(command=command, output=out, exit_code=0)
 
 
-def _read_error(step: Mapping[str, Any], shown: str, ranged: bool, offset: int | None,
-                limit: int | None) -> ShellTurn | Skipped:
+def _read_error(
+    step: Mapping[str, Any], shown: str, ranged: bool, offset: int | None, limit: int | None
+) -> ShellTurn | Skipped:
     msg = _error_text(step.get("output") or "")
     if "does not exist" in msg or "ENOENT" in msg or "No such file" in msg:
         kind = "missing"
@@ -322,14 +359,19 @@ def _read_error(step: Mapping[str, Any], shown: str, ranged: bool, offset: int |
     if ranged:
         first = max(offset or 1, 1)
         command = f"sed -n '{first},{first + (limit or READ_DEFAULT_LIMIT) - 1}p' {quote_path(shown)}"
-        out, code = {"missing": (f"sed: can't read {shown}: No such file or directory", 2),
-                     "directory": (f"sed: read error on {shown}: Is a directory", 4),
-                     "denied": (f"sed: can't read {shown}: Permission denied", 2)}[kind]
+        out, code = {
+            "missing": (f"sed: can't read {shown}: No such file or directory", 2),
+            "directory": (f"sed: read error on {shown}: Is a directory", 4),
+            "denied": (f"sed: can't read {shown}: Permission denied", 2),
+        }[kind]
     else:
         command = f"cat -n {quote_path(shown)}"
         name = shlex.quote(shown)  # coreutils quotes names the way the shell would
-        out = {"missing": f"cat: {name}: No such file or directory", "directory": f"cat: {name}: Is a directory",
-               "denied": f"cat: {name}: Permission denied"}[kind]
+        out = {
+            "missing": f"cat: {name}: No such file or directory",
+            "directory": f"cat: {name}: Is a directory",
+            "denied": f"cat: {name}: Permission denied",
+        }[kind]
         code = 1
     return ShellTurn(command=command, output=out, exit_code=code)
 
@@ -354,7 +396,9 @@ def _write(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
         return _skip(step, DROP, not_run_reason(step) or UNMAPPED_ERROR)
     if "\x00" in content:
         return _skip(step, CUT, BAD_INPUT)
-    return ShellTurn(command=write_command(display_path(path, step.get("cwd")), content), output="", exit_code=0)
+    return ShellTurn(
+        command=write_command(display_path(path, step.get("cwd")), content), output="", exit_code=0
+    )
 
 
 # Edit / MultiEdit ------------------------------------------------------------------------------------------------
@@ -409,7 +453,9 @@ def _edit(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
     if not isinstance(path, str) or not path or edits is None:
         return _skip(step, DROP if _failed(step) else CUT, BAD_INPUT)
     shown = display_path(path, step.get("cwd"))
-    if edits[0][0] == "" and len(edits) == 1:  # Edit with an empty old text creates the file with the new text
+    if (
+        edits[0][0] == "" and len(edits) == 1
+    ):  # Edit with an empty old text creates the file with the new text
         if _failed(step):
             return _skip(step, DROP, not_run_reason(step) or UNMAPPED_ERROR)
         return ShellTurn(command=write_command(shown, edits[0][1]), output="", exit_code=0)
@@ -422,8 +468,11 @@ def _edit(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
     if msg.startswith("String to replace not found"):
         return ShellTurn(command=command, output=f"{shown}: old text not found", exit_code=1)
     if m := _FOUND_N.search(msg):
-        return ShellTurn(command=command, output=f"{shown}: old text found {m.group(1)} times, expected exactly once",
-                         exit_code=1)
+        return ShellTurn(
+            command=command,
+            output=f"{shown}: old text found {m.group(1)} times, expected exactly once",
+            exit_code=1,
+        )
     if msg.startswith("File does not exist"):
         return ShellTurn(command=command, output=f"{shown}: No such file or directory", exit_code=1)
     return _skip(step, DROP, not_run_reason(step) or UNMAPPED_ERROR)
@@ -432,19 +481,41 @@ def _edit(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
 # Grep ------------------------------------------------------------------------------------------------------------
 _REGEX_META = set(".[]*^$\\+?(){}|")
 _PCRE_ONLY = re.compile(r"\\[dDpPhHK]|\(\?|[*+?}]\?")
-_GREP_SUMMARY = re.compile(r"^(?:Found \d+ (?:files?|lines?|matches?|total occurrences? across \d+ files?)\.?"
-                           r"|No (?:files|matches) found|\[Showing results with pagination.*\])$")
+_GREP_SUMMARY = re.compile(
+    r"^(?:Found \d+ (?:files?|lines?|matches?|total occurrences? across \d+ files?)\.?"
+    r"|No (?:files|matches) found|\[Showing results with pagination.*\])$"
+)
 _NUMBERED_HIT = re.compile(r"^(?:[^\n]*?[:-])?\d+[:-]")
 #: ripgrep's ``--type`` names (the common ones) as file-name globs for ``--include``.
 RG_TYPES = {
-    "py": ["*.py", "*.pyi"], "python": ["*.py", "*.pyi"], "js": ["*.js", "*.jsx", "*.mjs", "*.cjs", "*.vue"],
-    "ts": ["*.ts", "*.tsx", "*.cts", "*.mts"], "typescript": ["*.ts", "*.tsx", "*.cts", "*.mts"],
-    "rust": ["*.rs"], "rs": ["*.rs"], "go": ["*.go"], "java": ["*.java"], "c": ["*.c", "*.h"],
-    "cpp": ["*.cpp", "*.cc", "*.cxx", "*.hpp", "*.hh", "*.hxx", "*.h"], "md": ["*.md", "*.markdown"],
-    "markdown": ["*.md", "*.markdown"], "json": ["*.json"], "yaml": ["*.yaml", "*.yml"], "toml": ["*.toml"],
-    "sh": ["*.sh", "*.bash", "*.zsh"], "html": ["*.html", "*.htm"], "css": ["*.css", "*.scss", "*.sass"],
-    "ruby": ["*.rb"], "rb": ["*.rb"], "php": ["*.php"], "sql": ["*.sql"], "txt": ["*.txt"],
-    "kotlin": ["*.kt", "*.kts"], "swift": ["*.swift"], "cs": ["*.cs"], "csharp": ["*.cs"],
+    "py": ["*.py", "*.pyi"],
+    "python": ["*.py", "*.pyi"],
+    "js": ["*.js", "*.jsx", "*.mjs", "*.cjs", "*.vue"],
+    "ts": ["*.ts", "*.tsx", "*.cts", "*.mts"],
+    "typescript": ["*.ts", "*.tsx", "*.cts", "*.mts"],
+    "rust": ["*.rs"],
+    "rs": ["*.rs"],
+    "go": ["*.go"],
+    "java": ["*.java"],
+    "c": ["*.c", "*.h"],
+    "cpp": ["*.cpp", "*.cc", "*.cxx", "*.hpp", "*.hh", "*.hxx", "*.h"],
+    "md": ["*.md", "*.markdown"],
+    "markdown": ["*.md", "*.markdown"],
+    "json": ["*.json"],
+    "yaml": ["*.yaml", "*.yml"],
+    "toml": ["*.toml"],
+    "sh": ["*.sh", "*.bash", "*.zsh"],
+    "html": ["*.html", "*.htm"],
+    "css": ["*.css", "*.scss", "*.sass"],
+    "ruby": ["*.rb"],
+    "rb": ["*.rb"],
+    "php": ["*.php"],
+    "sql": ["*.sql"],
+    "txt": ["*.txt"],
+    "kotlin": ["*.kt", "*.kts"],
+    "swift": ["*.swift"],
+    "cs": ["*.cs"],
+    "csharp": ["*.cs"],
 }
 
 
@@ -457,7 +528,7 @@ def expand_braces(pattern: str, limit: int = 32) -> list[str] | None:
         if not m or "," not in m.group(1):
             out.append(p)
         else:
-            todo.extend(p[:m.start()] + alt + p[m.end():] for alt in m.group(1).split(","))
+            todo.extend(p[: m.start()] + alt + p[m.end() :] for alt in m.group(1).split(","))
         if len(out) + len(todo) > limit:
             return None
     return out
@@ -469,7 +540,7 @@ def _map_paths(lines: list[str], root_abs: str, shown: str) -> list[str]:
         return lines
     prefix = root_abs.rstrip("/") + "/"
     new = "./" if shown == "." else shown.rstrip("/") + "/"
-    return [new + line[len(prefix):] if line.startswith(prefix) else line for line in lines]
+    return [new + line[len(prefix) :] if line.startswith(prefix) else line for line in lines]
 
 
 def _grep(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
@@ -482,7 +553,11 @@ def _grep(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
     root_abs = absolute_path(str(inp.get("path") or cwd or "."), cwd)
     shown = display_path(root_abs, cwd)
     mode = str(inp.get("output_mode") or "files_with_matches")
-    lines = [ln for ln in _clean(step.get("output") or "").split("\n") if ln and not _GREP_SUMMARY.match(ln.strip())]
+    lines = [
+        ln
+        for ln in _clean(step.get("output") or "").split("\n")
+        if ln and not _GREP_SUMMARY.match(ln.strip())
+    ]
     flags = "r"
     options: list[str] = []
     if mode == "content":
@@ -569,7 +644,7 @@ def _glob(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
     roots = {(r, shallow) for r, shallow, _ in plans}
     if len(roots) != 1:
         return _skip(step, DROP, BAD_INPUT)
-    (root, shallow), = roots
+    ((root, shallow),) = roots
     shown = display_path(root, cwd) if not root.startswith("~") else root
     tests = []
     for _, _, test in sorted(plans, key=lambda t: str(t[2])):
@@ -580,7 +655,9 @@ def _glob(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
         value = f"{shown.rstrip('/')}/{value}" if opt == "-path" else value
         tests.append(f"{opt} {shlex.quote(value)}")
     expr = tests[0] if len(tests) == 1 else ("\\( " + " -o ".join(tests) + " \\)" if tests else "")
-    command = " ".join(x for x in [f"find {quote_path(shown)}", "-maxdepth 1" if shallow else "", "-type f", expr] if x)
+    command = " ".join(
+        x for x in [f"find {quote_path(shown)}", "-maxdepth 1" if shallow else "", "-type f", expr] if x
+    )
     lines = [ln for ln in _clean(step.get("output") or "").split("\n") if ln.strip()]
     truncated = any(_GLOB_TRUNCATED.match(ln) for ln in lines)
     lines = [ln for ln in lines if ln != "No files found" and not _GLOB_TRUNCATED.match(ln)]
@@ -607,8 +684,9 @@ def _ls(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
     if _failed(step):
         msg = _error_text(text)
         if "does not exist" in msg or "ENOENT" in msg or "No such file" in msg:
-            return ShellTurn(command=command, output=f"ls: cannot access '{shown}': No such file or directory",
-                             exit_code=2)
+            return ShellTurn(
+                command=command, output=f"ls: cannot access '{shown}': No such file or directory", exit_code=2
+            )
         return _skip(step, DROP, not_run_reason(step) or UNMAPPED_ERROR)
     text = text.split("\nNOTE: ", 1)[0]
     if "There are more than" in text:  # the tool listed part of a huge tree: not what ls prints
@@ -625,8 +703,15 @@ def _ls(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
     return ShellTurn(command=command, output="\n".join(names), exit_code=0)
 
 
-_RENDERERS = {"read": _read, "write": _write, "edit": _edit, "multiedit": _edit, "grep": _grep, "glob": _glob,
-              "ls": _ls}
+_RENDERERS = {
+    "read": _read,
+    "write": _write,
+    "edit": _edit,
+    "multiedit": _edit,
+    "grep": _grep,
+    "glob": _glob,
+    "ls": _ls,
+}
 _READ_ONLY = {"read", "grep", "glob", "ls"}
 #: Renderers that turn some tool errors into the shell's own error (the rest are checked for 'never ran').
 _MAPS_ERRORS = {"read", "edit", "multiedit", "ls"}

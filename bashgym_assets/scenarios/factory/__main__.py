@@ -23,8 +23,11 @@ from bashgym_assets.scenarios.factory.split import is_held_out_family
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bashgym_assets.scenarios.factory", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m bashgym_assets.scenarios.factory",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--list", action="store_true", help="list the families and exit")
     p.add_argument("--families", default="", help="comma-separated family names (default: all)")
     p.add_argument("--per-family", type=int, default=3)
@@ -46,16 +49,20 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     try:
         run = generate(args.per_family, seed=args.seed, families=names, eval_tasks=evaluation_tasks())
-    except KeyError as exc:    # a misspelt family: say which, and where the list is
+    except KeyError as exc:  # a misspelt family: say which, and where the list is
         print(f"error: {exc.args[0]} (see --list)", file=sys.stderr)
         return 2
-    print(f"drew {run.draws} -> kept {len(run.bundles)} in {time.monotonic() - t0:.1f} s; drops {dict(run.drops())}")
+    print(
+        f"drew {run.draws} -> kept {len(run.bundles)} in {time.monotonic() - t0:.1f} s; drops {dict(run.drops())}"
+    )
     for y in run.yields:
-        print(f"  {y.family:40s} kept {y.kept}/{y.wanted} in {y.draws} draws {dict(y.drops)}"
-              f"{' EXHAUSTED' if y.exhausted else ''}")
+        print(
+            f"  {y.family:40s} kept {y.kept}/{y.wanted} in {y.draws} draws {dict(y.drops)}"
+            f"{' EXHAUSTED' if y.exhausted else ''}"
+        )
         for e in y.errors:
             print(f"      ! {e}")
-        for b in y.bundles[:args.show]:
+        for b in y.bundles[: args.show]:
             print(f"      d{b.difficulty} {b.task}")
     if args.out:
         args.out.write_text("".join(b.model_dump_json(exclude_none=True) + "\n" for b in run.bundles))
@@ -69,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     results = gate_bundles(run.bundles, images.sandbox_image_tag(), max_parallel=args.parallel)
     wall = time.monotonic() - t0
-    print(f"gated {len(results)} in {wall:.1f} s ({len(results) / wall:.2f}/s): "
-          f"{dict(Counter(r.reason for r in results))}")
+    print(
+        f"gated {len(results)} in {wall:.1f} s ({len(results) / wall:.2f}/s): "
+        f"{dict(Counter(r.reason for r in results))}"
+    )
     bad = [r for r in results if not r.admitted]
     for r in bad:
         print(f"--- {r.scenario_id}: {r.reason}\n{r.detail}\n")

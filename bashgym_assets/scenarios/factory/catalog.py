@@ -21,22 +21,70 @@ from bashgym_assets.scenarios.factory.family import family_of
 from bashgym_assets.scenarios.gate import split_for
 
 # wrappers whose first non-option word is the real command
-_WRAPPERS = frozenset({"sudo", "env", "nohup", "nice", "timeout", "xargs", "exec", "command", "time", "setsid",
-                       "runuser", "stdbuf"})
-_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
-                       "in", "function", "{", "}", "!", "[[", "]]"})
-_WRAPPER_ARG_OPTIONS = {"sudo": ("-u", "-g"), "runuser": ("-u", "-g"), "nice": ("-n",), "timeout": ("-s", "-k"),
-                        "env": ("-u",)}
+_WRAPPERS = frozenset(
+    {
+        "sudo",
+        "env",
+        "nohup",
+        "nice",
+        "timeout",
+        "xargs",
+        "exec",
+        "command",
+        "time",
+        "setsid",
+        "runuser",
+        "stdbuf",
+    }
+)
+_KEYWORDS = frozenset(
+    {
+        "if",
+        "then",
+        "else",
+        "elif",
+        "fi",
+        "for",
+        "while",
+        "until",
+        "do",
+        "done",
+        "case",
+        "esac",
+        "in",
+        "function",
+        "{",
+        "}",
+        "!",
+        "[[",
+        "]]",
+    }
+)
+_WRAPPER_ARG_OPTIONS = {
+    "sudo": ("-u", "-g"),
+    "runuser": ("-u", "-g"),
+    "nice": ("-n",),
+    "timeout": ("-s", "-k"),
+    "env": ("-u",),
+}
 _WRAPPER_POSITIONALS = {"timeout": 1}
-_LOOP_HEADS = frozenset({"for", "select", "case"})   # their words are names and patterns, not a command
+_LOOP_HEADS = frozenset({"for", "select", "case"})  # their words are names and patterns, not a command
 _SUBCOMMANDS = frozenset({"git", "docker", "systemctl", "apt-get", "pip"})
 
 
 def _commands_in(text: str, depth: int = 0) -> Iterable[list[str]]:
     parsed = parse(text)
     for cmd in parsed.commands:
-        words = [w.value for w in cmd.words if not (w.value and "=" in w.value.split("/")[0]
-                                                     and w.value.split("=")[0].isidentifier() and w is cmd.words[0])]
+        words = [
+            w.value
+            for w in cmd.words
+            if not (
+                w.value
+                and "=" in w.value.split("/")[0]
+                and w.value.split("=")[0].isidentifier()
+                and w is cmd.words[0]
+            )
+        ]
         if words:
             yield words
         if depth < 3:
@@ -79,14 +127,14 @@ def _one(words: list[str], out: set[str]) -> None:
                 break
             if name == "find" and word in ("-exec", "-execdir", "-ok") and j + 1 < len(rest):
                 flags.add(word)
-                nested = [w for w in rest[j + 1:] if w not in ("{}", "+", ";", "\\;")]
+                nested = [w for w in rest[j + 1 :] if w not in ("{}", "+", ";", "\\;")]
                 break
             if name in _WRAPPERS and word in _WRAPPER_ARG_OPTIONS.get(name, ()):
                 flags.add(word)
-                skip = 1                               # the option's argument (sudo -u bob)
+                skip = 1  # the option's argument (sudo -u bob)
                 continue
             if name in _WRAPPERS and not word.startswith("-"):
-                if positional:                         # timeout's duration
+                if positional:  # timeout's duration
                     positional -= 1
                     continue
                 nested = rest[j:]
@@ -119,7 +167,18 @@ def coverage(bundles: Iterable[ScenarioBundle]) -> Counter[str]:
 
 def task_rows(bundles: Iterable[ScenarioBundle]) -> list[dict[str, Any]]:
     """Lake rows for ``generated_scenarios``: searchable fields plus the whole bundle."""
-    return [{"scenario_id": b.id, "family": family_of(b.id) or "", "category": b.category,
-             "difficulty": b.difficulty, "split": split_for(b.id), "user": b.user, "task": b.task,
-             "commands": json.dumps(sorted(command_flags(b.reference))), "source": b.source,
-             "bundle_json": b.model_dump_json(exclude_none=True)} for b in bundles]
+    return [
+        {
+            "scenario_id": b.id,
+            "family": family_of(b.id) or "",
+            "category": b.category,
+            "difficulty": b.difficulty,
+            "split": split_for(b.id),
+            "user": b.user,
+            "task": b.task,
+            "commands": json.dumps(sorted(command_flags(b.reference))),
+            "source": b.source,
+            "bundle_json": b.model_dump_json(exclude_none=True),
+        }
+        for b in bundles
+    ]

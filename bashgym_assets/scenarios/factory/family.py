@@ -27,8 +27,22 @@ from bashgym_assets.scenarios.factory.world import World
 
 GENERATED_PREFIX = "gen."
 SOURCE_PREFIX = "factory:"
-CATEGORIES = ("archives", "data", "disk", "environment", "files", "git", "logs", "networking-offline",
-              "permissions", "processes", "scheduling", "scripting", "text", "users")
+CATEGORIES = (
+    "archives",
+    "data",
+    "disk",
+    "environment",
+    "files",
+    "git",
+    "logs",
+    "networking-offline",
+    "permissions",
+    "processes",
+    "scheduling",
+    "scripting",
+    "text",
+    "users",
+)
 
 
 @dataclass
@@ -64,7 +78,9 @@ class Family:
 FAMILIES: dict[str, Family] = {}
 
 
-def family(name: str, category: str, skill: str) -> Callable[[Callable[[World], Draft]], Callable[[World], Draft]]:
+def family(
+    name: str, category: str, skill: str
+) -> Callable[[Callable[[World], Draft]], Callable[[World], Draft]]:
     """Register a draw function as a family (import-time; names are unique)."""
     if category not in CATEGORIES:
         raise ValueError(f"family {name}: unknown category {category!r}")
@@ -81,12 +97,21 @@ def family(name: str, category: str, skill: str) -> Callable[[Callable[[World], 
 
 
 def to_bundle(fam: Family, draft: Draft, seed: int | str) -> ScenarioBundle:
-    body = {"task": draft.task, "category": fam.category, "difficulty": draft.difficulty, "setup": draft.setup,
-            "files": draft.files, "user": draft.user, "workdir": draft.workdir, "check": draft.check,
-            "reference": draft.reference}
+    body = {
+        "task": draft.task,
+        "category": fam.category,
+        "difficulty": draft.difficulty,
+        "setup": draft.setup,
+        "files": draft.files,
+        "user": draft.user,
+        "workdir": draft.workdir,
+        "check": draft.check,
+        "reference": draft.reference,
+    }
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
-    return ScenarioBundle(id=f"{GENERATED_PREFIX}{fam.name}.{digest}", source=f"{SOURCE_PREFIX}{fam.name}@{seed}",
-                          **body)
+    return ScenarioBundle(
+        id=f"{GENERATED_PREFIX}{fam.name}.{digest}", source=f"{SOURCE_PREFIX}{fam.name}@{seed}", **body
+    )
 
 
 def family_of(scenario_id: str) -> str | None:

@@ -65,7 +65,7 @@ class FamilyYield:
     draws: int = 0
     bundles: list[ScenarioBundle] = field(default_factory=list)
     drops: Counter[str] = field(default_factory=Counter)
-    errors: list[str] = field(default_factory=list)   # first few draw errors, for the quarantine
+    errors: list[str] = field(default_factory=list)  # first few draw errors, for the quarantine
     exhausted: bool = False
 
     @property
@@ -100,9 +100,14 @@ class FactoryRun:
 Guard = Callable[[ScenarioBundle], tuple[bool, float, float, str]]
 
 
-def draw_family(fam: Family, n: int, seed: int = 0, max_draws_factor: int = 6,
-                guard: Guard | None = None,
-                similarities: list[tuple[str, float, float, str]] | None = None) -> FamilyYield:
+def draw_family(
+    fam: Family,
+    n: int,
+    seed: int = 0,
+    max_draws_factor: int = 6,
+    guard: Guard | None = None,
+    similarities: list[tuple[str, float, float, str]] | None = None,
+) -> FamilyYield:
     """Up to ``n`` distinct tasks of one family. ``guard(bundle) -> (refuse, instr_sim, ref_sim, nearest)``."""
     held_out = is_held_out_family(fam.name)
     out = FamilyYield(family=fam.name, category=fam.category, held_out=held_out, wanted=n)
@@ -152,9 +157,14 @@ def evaluation_tasks(suite_dirs: Sequence[object] = ()) -> list[ScenarioBundle]:
     return [b for b in pack if split_for(b.id) == HELD_OUT] + list(external)
 
 
-def generate(per_family: int, seed: int = 0, families: Sequence[str] | None = None,
-             eval_tasks: Sequence[ScenarioBundle] = (), max_draws_factor: int = 6,
-             progress: Callable[[FamilyYield], None] | None = None) -> FactoryRun:
+def generate(
+    per_family: int,
+    seed: int = 0,
+    families: Sequence[str] | None = None,
+    eval_tasks: Sequence[ScenarioBundle] = (),
+    max_draws_factor: int = 6,
+    progress: Callable[[FamilyYield], None] | None = None,
+) -> FactoryRun:
     """Draw every family (or the named ones). Train families are guarded against ``eval_tasks`` plus *all*
     held-out families' tasks at the same ``seed`` and ``per_family`` (drawn here whichever families are asked
     for, so one family's result does not depend on which others are drawn with it)."""
@@ -165,15 +175,21 @@ def generate(per_family: int, seed: int = 0, families: Sequence[str] | None = No
     unknown = [n for n in names if n not in registry]
     if unknown:
         raise KeyError(f"unknown families: {', '.join(unknown)} (known: {len(registry)})")
-    held = {n: draw_family(registry[n], per_family, seed, max_draws_factor)
-            for n in registry if is_held_out_family(n)}
+    held = {
+        n: draw_family(registry[n], per_family, seed, max_draws_factor)
+        for n in registry
+        if is_held_out_family(n)
+    }
     train_names = [n for n in names if n not in held]
     guard = EvalGuard([*eval_tasks, *(b for y in held.values() for b in y.bundles)]) if train_names else None
     yields: list[FamilyYield] = []
     similarities: list[tuple[str, float, float, str]] = []
     for name in sorted(names):
-        y = held[name] if name in held else draw_family(registry[name], per_family, seed, max_draws_factor,
-                                                        guard, similarities)
+        y = (
+            held[name]
+            if name in held
+            else draw_family(registry[name], per_family, seed, max_draws_factor, guard, similarities)
+        )
         yields.append(y)
         if progress:
             progress(y)

@@ -15,8 +15,9 @@ from bashgym_assets.scenarios.bundle import BundleError, ScenarioBundle, parse_b
 ASSET = "generated_scenarios"
 
 
-def generated_candidates(lake: Any, per_family: int | None = None,
-                         at_most: int | None = None) -> tuple[list[ScenarioBundle], list[BundleError]]:
+def generated_candidates(
+    lake: Any, per_family: int | None = None, at_most: int | None = None
+) -> tuple[list[ScenarioBundle], list[BundleError]]:
     """Every family partition's tasks (or the first ``per_family`` of each; 0: none), in family order; with
     ``at_most``, that many taken round-robin across families (a smoke run still sees every category it can)."""
     if per_family == 0 or at_most == 0 or not lake.partitions(ASSET):
@@ -26,7 +27,7 @@ def generated_candidates(lake: Any, per_family: int | None = None,
     for row in rows:
         by_family[row.get("family") or row.get("_partition") or ""].append(row)
     families = sorted(by_family)
-    if at_most is not None:   # categories in turn: the first family of every category, then the second ...
+    if at_most is not None:  # categories in turn: the first family of every category, then the second ...
         rank: dict[str, int] = {}
         seen: dict[str, int] = defaultdict(int)
         for f in families:
@@ -49,7 +50,8 @@ def generated_candidates(lake: Any, per_family: int | None = None,
             family = row.get("family") or row.get("_partition") or ""
             try:
                 bundles.append(parse_bundle(row["bundle_json"], source=f"factory:{family}"))
-            except (ValueError, TypeError) as exc:   # parse_bundle names the field
-                errors.append(BundleError(source=f"{ASSET}[{family}] {row.get('scenario_id')}",
-                                          reason=str(exc)[:500]))
+            except (ValueError, TypeError) as exc:  # parse_bundle names the field
+                errors.append(
+                    BundleError(source=f"{ASSET}[{family}] {row.get('scenario_id')}", reason=str(exc)[:500])
+                )
     return bundles, errors

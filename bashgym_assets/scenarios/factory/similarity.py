@@ -28,21 +28,82 @@ INSTRUCTION_MAX = 0.5
 REFERENCE_MAX = 0.7
 INSTRUCTION_WITH_REF = 0.3
 _TOKEN = re.compile(r"[a-z0-9_./~*-]+")
-_STOP = frozenset({"a", "an", "the", "and", "or", "of", "in", "on", "to", "into", "from", "for", "with",
-                   "by", "at", "as", "is", "are", "be", "it", "its", "this", "that", "these", "those",
-                   "every", "each", "all", "any", "some", "your", "you", "my", "me", "i", "we", "our",
-                   "please", "can", "could", "would", "should", "will", "must", "only", "just", "then",
-                   "than", "so", "not", "no", "do", "does", "did", "has", "have", "had", "there", "here",
-                   "which", "what", "who", "how"})
+_STOP = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "of",
+        "in",
+        "on",
+        "to",
+        "into",
+        "from",
+        "for",
+        "with",
+        "by",
+        "at",
+        "as",
+        "is",
+        "are",
+        "be",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "every",
+        "each",
+        "all",
+        "any",
+        "some",
+        "your",
+        "you",
+        "my",
+        "me",
+        "i",
+        "we",
+        "our",
+        "please",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "must",
+        "only",
+        "just",
+        "then",
+        "than",
+        "so",
+        "not",
+        "no",
+        "do",
+        "does",
+        "did",
+        "has",
+        "have",
+        "had",
+        "there",
+        "here",
+        "which",
+        "what",
+        "who",
+        "how",
+    }
+)
 _SCHEME = "affine32"
-_PERMUTATIONS = MinHash(num_perm=NUM_PERM, seed=1, scheme=_SCHEME).permutations   # shared: the costly part
+_PERMUTATIONS = MinHash(num_perm=NUM_PERM, seed=1, scheme=_SCHEME).permutations  # shared: the costly part
 
 
 def shingles(text: str, n: int) -> set[bytes]:
     words = _TOKEN.findall(text.lower())
     if len(words) < n:
         return {" ".join(words).encode()} if words else set()
-    return {" ".join(words[i:i + n]).encode() for i in range(len(words) - n + 1)}
+    return {" ".join(words[i : i + n]).encode() for i in range(len(words) - n + 1)}
 
 
 def content_words(text: str) -> set[bytes]:
@@ -74,7 +135,8 @@ class EvalGuard:
         self.ids = [b.id for b in eval_tasks]
         # an empty set's row never equals a real signature: 2**64-1 - k is no MinHash value (they are < 2**32)
         self._instr, self._words, self._ref = (
-            _matrix([f(b) for b in eval_tasks], k) for k, f in enumerate(_SIGNERS))
+            _matrix([f(b) for b in eval_tasks], k) for k, f in enumerate(_SIGNERS)
+        )
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -101,9 +163,11 @@ class EvalGuard:
         return bool(refused.any()), float(instr.max()), float(ref.max()), self.ids[k]
 
 
-_SIGNERS = (lambda b: signature(shingles(instruction_text(b), 3)),
-            lambda b: signature(content_words(instruction_text(b))),
-            lambda b: signature(shingles(reference_text(b), 2)))
+_SIGNERS = (
+    lambda b: signature(shingles(instruction_text(b), 3)),
+    lambda b: signature(content_words(instruction_text(b))),
+    lambda b: signature(shingles(reference_text(b), 2)),
+)
 
 
 def _matrix(signatures: list[np.ndarray | None], k: int) -> np.ndarray:
@@ -112,15 +176,17 @@ def _matrix(signatures: list[np.ndarray | None], k: int) -> np.ndarray:
     return np.vstack(rows) if rows else np.zeros((0, NUM_PERM), dtype=np.uint64)
 
 
-def histogram(values: Sequence[float], edges: Sequence[float] = (0, .1, .2, .3, .4, .5, .6, .7, .8, .9, 1.0001)
-              ) -> list[tuple[str, int]]:
+def histogram(
+    values: Sequence[float], edges: Sequence[float] = (0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0001)
+) -> list[tuple[str, int]]:
     """Counts per similarity band, for the report."""
     counts, _ = np.histogram(np.asarray(values, dtype=float), bins=np.asarray(edges))
     return [(f"{edges[i]:.1f}-{min(edges[i + 1], 1.0):.1f}", int(c)) for i, c in enumerate(counts)]
 
 
-def guard_train_bundles(bundles: Sequence[ScenarioBundle], eval_tasks: Sequence[ScenarioBundle],
-                        split_of: Callable[[str], str]) -> tuple[list[ScenarioBundle], list[tuple[ScenarioBundle, str]]]:
+def guard_train_bundles(
+    bundles: Sequence[ScenarioBundle], eval_tasks: Sequence[ScenarioBundle], split_of: Callable[[str], str]
+) -> tuple[list[ScenarioBundle], list[tuple[ScenarioBundle, str]]]:
     """Imported train-split bundles kept, and those refused as near-copies of an evaluation task with the reason;
     held-out bundles pass untouched (they evaluate). ``split_of(id) -> "train" | "held_out"``."""
     guard = EvalGuard(eval_tasks)
@@ -132,8 +198,13 @@ def guard_train_bundles(bundles: Sequence[ScenarioBundle], eval_tasks: Sequence[
             continue
         near, instr, ref, nearest = guard(b)
         if near:
-            refused.append((b, f"near-duplicate of evaluation task {nearest} (instruction {instr:.2f}, reference "
-                               f"{ref:.2f}): never trains"))
+            refused.append(
+                (
+                    b,
+                    f"near-duplicate of evaluation task {nearest} (instruction {instr:.2f}, reference "
+                    f"{ref:.2f}): never trains",
+                )
+            )
         else:
             kept.append(b)
     return kept, refused

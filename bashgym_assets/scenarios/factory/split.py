@@ -12,22 +12,24 @@ check, like the pack's held-out split.
 
 from __future__ import annotations
 
-HELD_OUT_FAMILIES: frozenset[str] = frozenset({
-    "archives-extract-member",
-    "data-csv-top-n",
-    "disk-largest-files-report",
-    "environment-path-prepend",
-    "files-move-older-than",
-    "git-author-commit-count",
-    "logs-count-status-codes",
-    "networking-hosts-entry",
-    "permissions-group-write-tree",
-    "processes-kill-by-name",
-    "scheduling-cron-add",
-    "scripting-loop-rename",
-    "text-replace-in-files",
-    "users-create-in-group",
-})
+HELD_OUT_FAMILIES: frozenset[str] = frozenset(
+    {
+        "archives-extract-member",
+        "data-csv-top-n",
+        "disk-largest-files-report",
+        "environment-path-prepend",
+        "files-move-older-than",
+        "git-author-commit-count",
+        "logs-count-status-codes",
+        "networking-hosts-entry",
+        "permissions-group-write-tree",
+        "processes-kill-by-name",
+        "scheduling-cron-add",
+        "scripting-loop-rename",
+        "text-replace-in-files",
+        "users-create-in-group",
+    }
+)
 
 
 def is_held_out_family(name: str | None) -> bool:

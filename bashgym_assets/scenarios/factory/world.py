@@ -27,36 +27,284 @@ _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _SPACES = re.compile(r"[ \t]+")
 
 # ---- vocabularies: realistic names, none taken from any evaluation task --------------------------------------------
-PROJECTS = ("atlas", "borealis", "cinder", "delta", "ember", "falcon", "granite", "harbor", "iris", "juniper",
-            "kestrel", "lumen", "meridian", "nimbus", "onyx", "pioneer", "quartz", "raven", "sierra", "tundra",
-            "umbra", "vertex", "willow", "xenon", "yarrow", "zephyr", "acorn", "basalt", "cobalt", "dune", "echo",
-            "fjord", "glacier", "hazel", "indigo", "jasper", "koala", "lotus", "maple", "nova", "orchid", "pebble")
-SERVICES = ("api", "auth", "billing", "cache", "checkout", "gateway", "indexer", "ingest", "mailer", "metrics",
-            "notifier", "orders", "payments", "reports", "scheduler", "search", "storage", "sync", "uploader",
-            "worker", "inventory", "ledger", "profile", "router", "thumbnailer", "webhook")
-FIRST_NAMES = ("alice", "bruno", "chen", "dana", "elif", "farah", "gus", "hana", "ivan", "jonas", "kira", "lena",
-               "marco", "nadia", "omar", "priya", "quinn", "rosa", "sven", "tara", "ugo", "vera", "wei", "yara",
-               "zane", "amir", "bea", "carlos", "dmitri", "emma", "femi", "greta", "hugo", "ines", "jamal", "kofi")
-TEAMS = ("devops", "analytics", "backend", "frontend", "qa", "research", "support", "finance", "design", "data",
-         "platform", "security", "ops", "web", "mobile", "ml")
-WORDS = ("alpha", "amber", "anchor", "apple", "arrow", "banner", "beacon", "birch", "bridge", "canvas", "cedar",
-         "circle", "comet", "coral", "crystal", "daisy", "desert", "dragon", "eagle", "engine", "feather", "forest",
-         "garden", "harvest", "island", "jungle", "ladder", "lantern", "meadow", "mirror", "mountain", "ocean",
-         "paper", "planet", "prairie", "puzzle", "river", "rocket", "saddle", "shadow", "signal", "silver",
-         "spiral", "summit", "thunder", "timber", "valley", "velvet", "violet", "window", "winter", "yellow")
-FRUITS = ("apple", "banana", "cherry", "date", "elderberry", "fig", "grape", "kiwi", "lemon", "mango", "nectarine",
-          "orange", "papaya", "quince", "raspberry", "strawberry", "tangerine", "watermelon", "plum", "pear")
-CITIES = ("Lisbon", "Oslo", "Nairobi", "Lima", "Osaka", "Denver", "Krakow", "Porto", "Seoul", "Austin", "Quito",
-          "Tunis", "Hanoi", "Perth", "Bergen", "Leeds", "Cairo", "Dakar", "Turin", "Ghent")
+PROJECTS = (
+    "atlas",
+    "borealis",
+    "cinder",
+    "delta",
+    "ember",
+    "falcon",
+    "granite",
+    "harbor",
+    "iris",
+    "juniper",
+    "kestrel",
+    "lumen",
+    "meridian",
+    "nimbus",
+    "onyx",
+    "pioneer",
+    "quartz",
+    "raven",
+    "sierra",
+    "tundra",
+    "umbra",
+    "vertex",
+    "willow",
+    "xenon",
+    "yarrow",
+    "zephyr",
+    "acorn",
+    "basalt",
+    "cobalt",
+    "dune",
+    "echo",
+    "fjord",
+    "glacier",
+    "hazel",
+    "indigo",
+    "jasper",
+    "koala",
+    "lotus",
+    "maple",
+    "nova",
+    "orchid",
+    "pebble",
+)
+SERVICES = (
+    "api",
+    "auth",
+    "billing",
+    "cache",
+    "checkout",
+    "gateway",
+    "indexer",
+    "ingest",
+    "mailer",
+    "metrics",
+    "notifier",
+    "orders",
+    "payments",
+    "reports",
+    "scheduler",
+    "search",
+    "storage",
+    "sync",
+    "uploader",
+    "worker",
+    "inventory",
+    "ledger",
+    "profile",
+    "router",
+    "thumbnailer",
+    "webhook",
+)
+FIRST_NAMES = (
+    "alice",
+    "bruno",
+    "chen",
+    "dana",
+    "elif",
+    "farah",
+    "gus",
+    "hana",
+    "ivan",
+    "jonas",
+    "kira",
+    "lena",
+    "marco",
+    "nadia",
+    "omar",
+    "priya",
+    "quinn",
+    "rosa",
+    "sven",
+    "tara",
+    "ugo",
+    "vera",
+    "wei",
+    "yara",
+    "zane",
+    "amir",
+    "bea",
+    "carlos",
+    "dmitri",
+    "emma",
+    "femi",
+    "greta",
+    "hugo",
+    "ines",
+    "jamal",
+    "kofi",
+)
+TEAMS = (
+    "devops",
+    "analytics",
+    "backend",
+    "frontend",
+    "qa",
+    "research",
+    "support",
+    "finance",
+    "design",
+    "data",
+    "platform",
+    "security",
+    "ops",
+    "web",
+    "mobile",
+    "ml",
+)
+WORDS = (
+    "alpha",
+    "amber",
+    "anchor",
+    "apple",
+    "arrow",
+    "banner",
+    "beacon",
+    "birch",
+    "bridge",
+    "canvas",
+    "cedar",
+    "circle",
+    "comet",
+    "coral",
+    "crystal",
+    "daisy",
+    "desert",
+    "dragon",
+    "eagle",
+    "engine",
+    "feather",
+    "forest",
+    "garden",
+    "harvest",
+    "island",
+    "jungle",
+    "ladder",
+    "lantern",
+    "meadow",
+    "mirror",
+    "mountain",
+    "ocean",
+    "paper",
+    "planet",
+    "prairie",
+    "puzzle",
+    "river",
+    "rocket",
+    "saddle",
+    "shadow",
+    "signal",
+    "silver",
+    "spiral",
+    "summit",
+    "thunder",
+    "timber",
+    "valley",
+    "velvet",
+    "violet",
+    "window",
+    "winter",
+    "yellow",
+)
+FRUITS = (
+    "apple",
+    "banana",
+    "cherry",
+    "date",
+    "elderberry",
+    "fig",
+    "grape",
+    "kiwi",
+    "lemon",
+    "mango",
+    "nectarine",
+    "orange",
+    "papaya",
+    "quince",
+    "raspberry",
+    "strawberry",
+    "tangerine",
+    "watermelon",
+    "plum",
+    "pear",
+)
+CITIES = (
+    "Lisbon",
+    "Oslo",
+    "Nairobi",
+    "Lima",
+    "Osaka",
+    "Denver",
+    "Krakow",
+    "Porto",
+    "Seoul",
+    "Austin",
+    "Quito",
+    "Tunis",
+    "Hanoi",
+    "Perth",
+    "Bergen",
+    "Leeds",
+    "Cairo",
+    "Dakar",
+    "Turin",
+    "Ghent",
+)
 LEVELS = ("INFO", "WARN", "ERROR", "DEBUG")
-HTTP_PATHS = ("/api/users", "/api/orders", "/login", "/logout", "/health", "/static/app.js", "/api/cart",
-              "/search", "/api/items", "/admin", "/metrics", "/api/pay", "/docs", "/favicon.ico")
-EXTENSIONS = ("txt", "log", "csv", "json", "md", "conf", "yaml", "py", "sh", "dat", "xml", "ini", "bak", "tmp")
+HTTP_PATHS = (
+    "/api/users",
+    "/api/orders",
+    "/login",
+    "/logout",
+    "/health",
+    "/static/app.js",
+    "/api/cart",
+    "/search",
+    "/api/items",
+    "/admin",
+    "/metrics",
+    "/api/pay",
+    "/docs",
+    "/favicon.ico",
+)
+EXTENSIONS = (
+    "txt",
+    "log",
+    "csv",
+    "json",
+    "md",
+    "conf",
+    "yaml",
+    "py",
+    "sh",
+    "dat",
+    "xml",
+    "ini",
+    "bak",
+    "tmp",
+)
 
 # intros that give a request some context; the empty one keeps plain imperatives common
-INTROS = ("", "", "", "Quick one: ", "When you get a chance, ", "Hey, ", "Small favour: ",
-          "Before the release, ", "For the audit, ", "As part of the cleanup, ", "Ticket: ", "Task: ",
-          "Could you help? ", "I need this done: ", "On-call request: ")
+INTROS = (
+    "",
+    "",
+    "",
+    "Quick one: ",
+    "When you get a chance, ",
+    "Hey, ",
+    "Small favour: ",
+    "Before the release, ",
+    "For the audit, ",
+    "As part of the cleanup, ",
+    "Ticket: ",
+    "Task: ",
+    "Could you help? ",
+    "I need this done: ",
+    "On-call request: ",
+)
 
 
 class World:
@@ -65,7 +313,7 @@ class World:
     def __init__(self, seed: int | str) -> None:
         self.seed = seed
         self.rng = random.Random(str(seed))
-        self.values: list[str] = []        # names and numbers drawn, for the instruction normaliser
+        self.values: list[str] = []  # names and numbers drawn, for the instruction normaliser
         self._used: set[str] = set()
 
     # ---- basic draws ----------------------------------------------------------------------------------------------
@@ -118,7 +366,9 @@ class World:
 
     def username(self) -> str:
         """A login name that no Debian base account uses."""
-        return self.unique(lambda: self.pick(FIRST_NAMES) + self.pick(("", "", str(self.randint(1, 99)), "_ops")))
+        return self.unique(
+            lambda: self.pick(FIRST_NAMES) + self.pick(("", "", str(self.randint(1, 99)), "_ops"))
+        )
 
     def filename(self, ext: str | None = None, stem: str | None = None) -> str:
         ext = ext or self.pick(EXTENSIONS)
@@ -133,12 +383,23 @@ class World:
         if shape == 2:
             return f"{self.pick(SERVICES)}-{self.randint(1, 40)}"
         if shape == 3:
-            return f"{self.pick(PROJECTS)}_{self.pick(('notes', 'data', 'report', 'dump', 'export', 'draft'))}"
+            return (
+                f"{self.pick(PROJECTS)}_{self.pick(('notes', 'data', 'report', 'dump', 'export', 'draft'))}"
+            )
         return f"{self.pick(WORDS)}{self.randint(1, 9)}"
 
     def dirname(self) -> str:
-        return self.unique(lambda: self.pick((self.pick(WORDS), self.pick(PROJECTS), self.pick(SERVICES),
-                                               self.pick(TEAMS), f"{self.pick(WORDS)}-{self.pick(WORDS)}")))
+        return self.unique(
+            lambda: self.pick(
+                (
+                    self.pick(WORDS),
+                    self.pick(PROJECTS),
+                    self.pick(SERVICES),
+                    self.pick(TEAMS),
+                    f"{self.pick(WORDS)}-{self.pick(WORDS)}",
+                )
+            )
+        )
 
     def token(self, n: int = 8) -> str:
         return "".join(self.rng.choice(string.ascii_lowercase + string.digits) for _ in range(n))
@@ -151,29 +412,50 @@ class World:
 
     # ---- contents -------------------------------------------------------------------------------------------------
     def date(self, start: str = "2024-01-01", days: int = 700) -> datetime:
-        return datetime.fromisoformat(start) + timedelta(days=self.randint(0, days), seconds=self.randint(0, 86399))
+        return datetime.fromisoformat(start) + timedelta(
+            days=self.randint(0, days), seconds=self.randint(0, 86399)
+        )
 
     def lines(self, n: int, kind: str = "words") -> list[str]:
         """``n`` plausible text lines: ``words`` (prose-ish), ``kv`` (key=value), ``numbers``."""
         out = []
         for _ in range(n):
             if kind == "kv":
-                out.append(f"{self.pick(WORDS)}_{self.pick(('port', 'host', 'timeout', 'mode', 'level', 'path'))}"
-                           f"={self.randint(1, 9999)}")
+                out.append(
+                    f"{self.pick(WORDS)}_{self.pick(('port', 'host', 'timeout', 'mode', 'level', 'path'))}"
+                    f"={self.randint(1, 9999)}"
+                )
             elif kind == "numbers":
                 out.append(str(self.randint(0, 99999)))
             else:
                 out.append(" ".join(self.pick(WORDS) for _ in range(self.randint(2, 7))))
         return out
 
-    def log_lines(self, n: int, service: str | None = None, start: datetime | None = None,
-                  levels: Sequence[str] = LEVELS) -> list[str]:
+    def log_lines(
+        self,
+        n: int,
+        service: str | None = None,
+        start: datetime | None = None,
+        levels: Sequence[str] = LEVELS,
+    ) -> list[str]:
         """Timestamped application log lines ``2024-03-01T10:00:00 LEVEL service: message``."""
         t = start or self.date()
         svc = service or self.pick(SERVICES)
-        msgs = ("request served", "cache miss", "connection reset by peer", "retrying upstream", "user logged in",
-                "timeout waiting for lock", "disk usage at threshold", "job finished", "config reloaded",
-                "slow query detected", "queue drained", "token refreshed", "worker started")
+        msgs = (
+            "request served",
+            "cache miss",
+            "connection reset by peer",
+            "retrying upstream",
+            "user logged in",
+            "timeout waiting for lock",
+            "disk usage at threshold",
+            "job finished",
+            "config reloaded",
+            "slow query detected",
+            "queue drained",
+            "token refreshed",
+            "worker started",
+        )
         out = []
         for _ in range(n):
             t += timedelta(seconds=self.randint(1, 900))
@@ -188,8 +470,10 @@ class World:
         for _ in range(n):
             t += timedelta(seconds=self.randint(1, 120))
             status = self.pick((200, 200, 200, 201, 301, 304, 404, 500, 503))
-            out.append(f'{self.pick(ips)} - - [{t:%d/%b/%Y:%H:%M:%S} +0000] "{self.pick(("GET", "GET", "POST"))} '
-                       f'{self.pick(HTTP_PATHS)} HTTP/1.1" {status} {self.randint(100, 9000)}')
+            out.append(
+                f'{self.pick(ips)} - - [{t:%d/%b/%Y:%H:%M:%S} +0000] "{self.pick(("GET", "GET", "POST"))} '
+                f'{self.pick(HTTP_PATHS)} HTTP/1.1" {status} {self.randint(100, 9000)}'
+            )
         return out
 
     # ---- English --------------------------------------------------------------------------------------------------
@@ -222,10 +506,15 @@ class World:
         intro = self.pick(INTROS)
         head = body.split(" ", 1)[0]
         asks = body.lower().startswith(("could you", "can you", "would you", "please"))
-        if (not intro or head.endswith(":") or head[1:2].isupper() or head.startswith(("/", "~"))
-                or head in ("I", "I'm", "I've", "I'd")
-                or (asks and intro.rstrip().endswith(("?", ":")))):
-            return body   # a ticket keeps its own heading; a path or an acronym keeps its case
+        if (
+            not intro
+            or head.endswith(":")
+            or head[1:2].isupper()
+            or head.startswith(("/", "~"))
+            or head in ("I", "I'm", "I've", "I'd")
+            or (asks and intro.rstrip().endswith(("?", ":")))
+        ):
+            return body  # a ticket keeps its own heading; a path or an acronym keeps its case
         return intro + body[:1].lower() + body[1:]
 
     def clauses(self, parts: Sequence[str], joiner: str = "; ") -> str:
@@ -246,8 +535,10 @@ class World:
             return f"~/{rel}"
         if style == "describe":
             noun = kind if kind != "folder" else self.pick(("folder", "directory"))
-            return self.spin("{the|your} " + f"{rel} {noun} " + "{in your home directory|under your home|in $HOME}",
-                             capitalize=False)
+            return self.spin(
+                "{the|your} " + f"{rel} {noun} " + "{in your home directory|under your home|in $HOME}",
+                capitalize=False,
+            )
         return path
 
 
@@ -259,7 +550,8 @@ def shell_paths(w: World) -> Callable[[str], str]:
     def render(path: str) -> str:
         if not re.fullmatch(r"[\w./+-]+", path):
             return quote(path)
-        return "~" + path[len(HOME):] if tilde and path.startswith(HOME + "/") else path
+        return "~" + path[len(HOME) :] if tilde and path.startswith(HOME + "/") else path
+
     return render
 
 

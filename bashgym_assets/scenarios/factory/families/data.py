@@ -31,7 +31,10 @@ _SCHEMAS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("sales", (("rep", "person"), ("region", "city"), ("units", "int:1:900"), ("revenue", "dec:40:25000"))),
     ("staff", (("name", "person"), ("team", "team"), ("salary", "int:28000:160000"), ("age", "int:19:67"))),
     ("products", (("sku", "sku"), ("product", "fruit"), ("price", "dec:1:320"), ("stock", "int:0:1500"))),
-    ("servers", (("host", "host"), ("datacenter", "city"), ("cpu_pct", "int:1:100"), ("mem_mb", "int:128:65536"))),
+    (
+        "servers",
+        (("host", "host"), ("datacenter", "city"), ("cpu_pct", "int:1:100"), ("mem_mb", "int:128:65536")),
+    ),
     ("players", (("player", "person"), ("club", "city"), ("score", "int:3:9800"), ("games", "int:1:95"))),
     ("orders", (("order_id", "oid"), ("customer", "person"), ("city", "city"), ("total", "dec:3:2400"))),
     ("budgets", (("project", "word"), ("owner", "person"), ("team", "team"), ("spent", "int:50:99000"))),
@@ -45,9 +48,13 @@ def _numeric(kind: str) -> bool:
 
 def _value(w: World, kind: str, used: set[str], unique: bool) -> str:
     """One cell of ``kind``; keys (and ``unique`` columns) never repeat within a table."""
-    key_kinds = {"person": lambda: w.pick(FIRST_NAMES), "sku": lambda: f"SKU-{w.randint(1000, 9999)}",
-                 "host": lambda: f"{w.pick(WORDS)}-{w.randint(1, 99):02d}", "oid": lambda: f"A{w.randint(1000, 9999)}",
-                 "word": lambda: w.pick(WORDS)}
+    key_kinds = {
+        "person": lambda: w.pick(FIRST_NAMES),
+        "sku": lambda: f"SKU-{w.randint(1000, 9999)}",
+        "host": lambda: f"{w.pick(WORDS)}-{w.randint(1, 99):02d}",
+        "oid": lambda: f"A{w.randint(1000, 9999)}",
+        "word": lambda: w.pick(WORDS),
+    }
     labels = {"city": CITIES, "team": TEAMS, "fruit": FRUITS}
     for _ in range(200):
         if kind in key_kinds:
@@ -58,15 +65,20 @@ def _value(w: World, kind: str, used: set[str], unique: bool) -> str:
             value = w.pick(kind[5:].split("/"))
         else:
             lo, hi = (int(x) for x in kind.split(":")[1:])
-            value = str(w.randint(lo, hi)) if kind.startswith("int:") else f"{w.randint(lo * 100, hi * 100) / 100:.2f}"
+            value = (
+                str(w.randint(lo, hi))
+                if kind.startswith("int:")
+                else f"{w.randint(lo * 100, hi * 100) / 100:.2f}"
+            )
         if not (unique or kind in key_kinds) or value not in used:
             used.add(value)
             return value
     raise ValueError(f"could not draw a distinct {kind}")
 
 
-def _table(w: World, cols: tuple[tuple[str, str], ...], n: int, unique: tuple[str, ...] = (),
-           label_pool: int = 0) -> list[list[str]]:
+def _table(
+    w: World, cols: tuple[tuple[str, str], ...], n: int, unique: tuple[str, ...] = (), label_pool: int = 0
+) -> list[list[str]]:
     """``n`` rows; ``unique`` names numeric columns without repeats (so a sort has no ties); with ``label_pool``
     the label columns draw from only that many values (so they repeat)."""
     pools: dict[str, list[str]] = {}
@@ -114,18 +126,22 @@ def _lines_check(path: str, lines: list[str], ordered: bool = True) -> str:
     """Lines of ``path`` (trailing whitespace and blank lines ignored) equal ``lines``; any order unless ordered."""
     want = "\n".join(lines)
     if ordered:
-        return f"[ -f {quote(path)} ] || exit 1\n[ \"$({_NORM} {quote(path)})\" = {quote(want)} ] || exit 1\n"
-    return (f"[ -f {quote(path)} ] || exit 1\n"
-            f"[ \"$({_NORM} {quote(path)} | LC_ALL=C sort)\" = \"$(printf '%s\\n' {quote(want)} | LC_ALL=C sort)\" ]"
-            " || exit 1\n")
+        return f'[ -f {quote(path)} ] || exit 1\n[ "$({_NORM} {quote(path)})" = {quote(want)} ] || exit 1\n'
+    return (
+        f"[ -f {quote(path)} ] || exit 1\n"
+        f'[ "$({_NORM} {quote(path)} | LC_ALL=C sort)" = "$(printf \'%s\\n\' {quote(want)} | LC_ALL=C sort)" ]'
+        " || exit 1\n"
+    )
 
 
 def _number_check(path: str, value: float, tolerance: float = 1e-6) -> str:
     """The file holds one number equal to ``value`` (within ``tolerance``)."""
-    return (f"[ -f {quote(path)} ] || exit 1\n"
-            f"got=$(tr -d '[:space:]' < {quote(path)})\n"
-            f"python3 -c 'import sys; g, w, t = sys.argv[1:]; sys.exit(0 if abs(float(g) - float(w)) <= float(t) "
-            f"else 1)' \"$got\" {value!r} {tolerance!r} 2>/dev/null || exit 1\n")
+    return (
+        f"[ -f {quote(path)} ] || exit 1\n"
+        f"got=$(tr -d '[:space:]' < {quote(path)})\n"
+        f"python3 -c 'import sys; g, w, t = sys.argv[1:]; sys.exit(0 if abs(float(g) - float(w)) <= float(t) "
+        f'else 1)\' "$got" {value!r} {tolerance!r} 2>/dev/null || exit 1\n'
+    )
 
 
 def _python_check(body: str, data: object) -> str:
@@ -139,7 +155,9 @@ def _sqlite_setup(w: World, db: str, sql: str) -> tuple[dict[str, str], list[str
     seed = f"/root/seed_{w.token(6)}.sql"
     folder = posixpath.dirname(db)
     mk = f"mkdir -p {quote(folder)} && chown operator:operator {quote(folder)} && " if folder != HOME else ""
-    return {seed: sql}, [f"{mk}sqlite3 {quote(db)} < {seed} && rm {seed} && chown operator:operator {quote(db)}"]
+    return {seed: sql}, [
+        f"{mk}sqlite3 {quote(db)} < {seed} && rm {seed} && chown operator:operator {quote(db)}"
+    ]
 
 
 def _sql_value(v: str, kind: str) -> str:
@@ -150,7 +168,7 @@ def _sql_value(v: str, kind: str) -> str:
 @family("data-csv-top-n", "data", "write the top N rows of a CSV by a numeric column to a file")
 def csv_top_n(w: World) -> Draft:
     stem, cols = w.pick(_SCHEMAS)
-    if w.chance(0.3):   # columns in another order: the column number must be read from the header
+    if w.chance(0.3):  # columns in another order: the column number must be read from the header
         cols = tuple(w.shuffled(cols))
     header = [c for c, _ in cols]
     numeric = [c for c, k in cols if _numeric(k)]
@@ -166,63 +184,135 @@ def csv_top_n(w: World) -> Draft:
     if w.chance(0.35):  # a second table of the same shape that must not be used
         other = f"{folder}/{w.filename('csv', stem=f'{stem}_old')}"
         files[other] = _csv(header, _table(w, cols, w.randint(5, 9), unique=(col,)), sep)
-    out = _out_path(w, folder, ("top", "best", "leaders", f"top_{col}", "shortlist", "ranking"),
-                    "txt" if mode == "key" else "csv")
+    out = _out_path(
+        w,
+        folder,
+        ("top", "best", "leaders", f"top_{col}", "shortlist", "ranking"),
+        "txt" if mode == "key" else "csv",
+    )
     w.note(n, col, key)
     ci, ki = header.index(col) + 1, header.index(key) + 1
     ranked = sorted(rows, key=lambda r: float(r[ci - 1]), reverse=desc)[:n]
-    want = {"rows": [sep.join(r) for r in ranked], "header": [sep.join(header)] + [sep.join(r) for r in ranked],
-            "key": [r[ki - 1] for r in ranked]}[mode]
+    want = {
+        "rows": [sep.join(r) for r in ranked],
+        "header": [sep.join(header)] + [sep.join(r) for r in ranked],
+        "key": [r[ki - 1] for r in ranked],
+    }[mode]
     most = "{highest|largest|biggest}" if desc else "{lowest|smallest}"
-    order = ("{highest|largest} first" if desc else "{lowest|smallest} first")
-    fmt = {"rows": "{copy|write} each row exactly as it appears in the file, without the header line",
-           "header": "keep the header line {on top|as the first line}, followed by the rows exactly as in the file",
-           "key": "write only the {key} of each, one per line"}[mode]
+    order = "{highest|largest} first" if desc else "{lowest|smallest} first"
+    fmt = {
+        "rows": "{copy|write} each row exactly as it appears in the file, without the header line",
+        "header": "keep the header line {on top|as the first line}, followed by the rows exactly as in the file",
+        "key": "write only the {key} of each, one per line",
+    }[mode]
     parts = [w.spin(fmt, capitalize=False, key=key), w.spin("put them in order, " + order, capitalize=False)]
     if sep == ";":
         parts.append(w.spin("note the fields are separated by semicolons", capitalize=False))
     details = w.clauses(parts) + "."
     task = w.phrase(
-        "{Write|Save|Put} the {n} {rows|records|entries} of {src} with the " + most + " {col} {into|in|to} {out}. "
+        "{Write|Save|Put} the {n} {rows|records|entries} of {src} with the "
+        + most
+        + " {col} {into|in|to} {out}. "
         "{details_cap}",
-        "{src} is a CSV {file |}with a header line. We need the {n} {rows|records} with the " + most + " {col} "
+        "{src} is a CSV {file |}with a header line. We need the {n} {rows|records} with the "
+        + most
+        + " {col} "
         "{saved to|written to|in} {out}; {details}",
-        "Ticket: {extract|pull} the {n} " + most + " {col} {rows|records} from {src} into {out}. {details_cap}",
+        "Ticket: {extract|pull} the {n} "
+        + most
+        + " {col} {rows|records} from {src} into {out}. {details_cap}",
         "Which {n} {rows|records|entries} of {src} have the " + most + " {col}? {Save|Write} them to {out}; "
         "{details}",
         "From {src}, {select|take} the {n} {rows|records} {ranked|ordered} by {col} (" + order + ") and "
         "{store|write} them in {out}. {details_cap}",
-        n=n, col=col, src=w.path_ref(src, "file"), out=w.path_ref(out, "file"), details=details,
-        details_cap=details[:1].upper() + details[1:])
+        n=n,
+        col=col,
+        src=w.path_ref(src, "file"),
+        out=w.path_ref(out, "file"),
+        details=details,
+        details_cap=details[:1].upper() + details[1:],
+    )
     sq = quote(sep)
     r_flag = "r" if desc else ""
-    body = w.pick((f"tail -n +2 {quote(src)} | sort -t{sq} -k{ci},{ci}n{r_flag} | head -n {n}",
-                   f"sed 1d {quote(src)} | sort -t{sq} -{r_flag}n -k{ci},{ci} | head -{n}",
-                   f"awk 'NR > 1' {quote(src)} | sort -t{sq} -k{ci},{ci}g{r_flag} | head -n {n}"))
+    body = w.pick(
+        (
+            f"tail -n +2 {quote(src)} | sort -t{sq} -k{ci},{ci}n{r_flag} | head -n {n}",
+            f"sed 1d {quote(src)} | sort -t{sq} -{r_flag}n -k{ci},{ci} | head -{n}",
+            f"awk 'NR > 1' {quote(src)} | sort -t{sq} -k{ci},{ci}g{r_flag} | head -n {n}",
+        )
+    )
     if mode == "key":
         body += w.pick((f" | cut -d{sq} -f{ki}", f" | awk -F{sq} '{{print ${ki}}}'"))
     if mode == "header":
-        cmd = w.pick((f"{{ head -n 1 {quote(src)}; {body}; }} > {quote(out)}",
-                      f"(head -1 {quote(src)} && {body}) > {quote(out)}"))
+        cmd = w.pick(
+            (
+                f"{{ head -n 1 {quote(src)}; {body}; }} > {quote(out)}",
+                f"(head -1 {quote(src)} && {body}) > {quote(out)}",
+            )
+        )
     else:
         cmd = f"{body} > {quote(out)}"
     reference = [f"head -n 3 {quote(src)}"] if w.chance(0.5) else []
     reference += [f"mkdir -p {quote(posixpath.dirname(out))}", cmd, f"cat {quote(out)}"]
-    return Draft(task=task, check="#!/bin/bash\n" + _lines_check(out, want), reference=reference,
-                 difficulty=2 if mode != "header" else 3, files=files)
+    return Draft(
+        task=task,
+        check="#!/bin/bash\n" + _lines_check(out, want),
+        reference=reference,
+        difficulty=2 if mode != "header" else 3,
+        files=files,
+    )
 
 
 _DB_TABLES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
-    ("customers", (("id", "pk"), ("name", "person"), ("city", "city"), ("tier", "pick:gold/silver/bronze"),
-                   ("balance", "int:0:9000"))),
-    ("orders", (("id", "pk"), ("customer", "person"), ("status", "pick:pending/shipped/cancelled/delivered"),
-                ("total", "int:5:950"))),
-    ("products", (("id", "pk"), ("name", "fruit"), ("category", "pick:produce/frozen/bakery/dairy"),
-                  ("price", "int:1:99"), ("stock", "int:0:500"))),
-    ("tickets", (("id", "pk"), ("assignee", "person"), ("priority", "pick:low/medium/high/urgent"),
-                 ("state", "pick:open/closed/waiting"), ("age_days", "int:0:120"))),
-    ("hosts", (("id", "pk"), ("hostname", "host"), ("datacenter", "city"), ("cpus", "int:1:128"),
-               ("role", "pick:web/db/cache/batch"))),
+    (
+        "customers",
+        (
+            ("id", "pk"),
+            ("name", "person"),
+            ("city", "city"),
+            ("tier", "pick:gold/silver/bronze"),
+            ("balance", "int:0:9000"),
+        ),
+    ),
+    (
+        "orders",
+        (
+            ("id", "pk"),
+            ("customer", "person"),
+            ("status", "pick:pending/shipped/cancelled/delivered"),
+            ("total", "int:5:950"),
+        ),
+    ),
+    (
+        "products",
+        (
+            ("id", "pk"),
+            ("name", "fruit"),
+            ("category", "pick:produce/frozen/bakery/dairy"),
+            ("price", "int:1:99"),
+            ("stock", "int:0:500"),
+        ),
+    ),
+    (
+        "tickets",
+        (
+            ("id", "pk"),
+            ("assignee", "person"),
+            ("priority", "pick:low/medium/high/urgent"),
+            ("state", "pick:open/closed/waiting"),
+            ("age_days", "int:0:120"),
+        ),
+    ),
+    (
+        "hosts",
+        (
+            ("id", "pk"),
+            ("hostname", "host"),
+            ("datacenter", "city"),
+            ("cpus", "int:1:128"),
+            ("role", "pick:web/db/cache/batch"),
+        ),
+    ),
 )
 
 
@@ -236,36 +326,55 @@ def _db_rows(w: World, cols: tuple[tuple[str, str], ...], n: int, label_pool: in
 
 
 def _db_sql(table: str, cols: tuple[tuple[str, str], ...], rows: list[list[str]]) -> str:
-    decl = ", ".join(f"{c} INTEGER PRIMARY KEY" if k == "pk" else f"{c} {'INTEGER' if k.startswith('int:') else 'TEXT'}"
-                     for c, k in cols)
-    values = ",".join("(" + ", ".join(_sql_value(v, k) for v, (_, k) in zip(r, cols, strict=True)) + ")"
-                      for r in rows)
+    decl = ", ".join(
+        f"{c} INTEGER PRIMARY KEY" if k == "pk" else f"{c} {'INTEGER' if k.startswith('int:') else 'TEXT'}"
+        for c, k in cols
+    )
+    values = ",".join(
+        "(" + ", ".join(_sql_value(v, k) for v, (_, k) in zip(r, cols, strict=True)) + ")" for r in rows
+    )
     return f"CREATE TABLE {table} ({decl});\nINSERT INTO {table} VALUES {values};\n"
 
 
-def _db_condition(w: World, cols: tuple[tuple[str, str], ...], rows: list[list[str]],
-                  exclude: str = "") -> tuple[str, str, object]:
+def _db_condition(
+    w: World, cols: tuple[tuple[str, str], ...], rows: list[list[str]], exclude: str = ""
+) -> tuple[str, str, object]:
     """A WHERE condition that keeps some rows and drops others: (sql, English, predicate on a row); never on the
     column ``exclude``."""
     names = [c for c, _ in cols]
     for _ in range(50):
-        c, k = w.pick([x for x in cols if x[1] != "pk" and x[0] != exclude and (
-            _numeric(x[1]) or x[1].startswith("pick:") or x[1] in _LABEL_KINDS)])
+        c, k = w.pick(
+            [
+                x
+                for x in cols
+                if x[1] != "pk"
+                and x[0] != exclude
+                and (_numeric(x[1]) or x[1].startswith("pick:") or x[1] in _LABEL_KINDS)
+            ]
+        )
         i = names.index(c)
         if _numeric(k):
             vals = sorted(int(r[i]) for r in rows)
             t = vals[w.randint(1, len(vals) - 2)]
             op = w.pick((">", "<", ">="))
-            sql, words = f"{c} {op} {t}", {">": f"{c} is {{greater|more}} than {t}",
-                                           "<": f"{c} is {{less|lower}} than {t}",
-                                           ">=": f"{c} is at least {t}"}[op]
-            pred = {">": lambda r, i=i, t=t: int(r[i]) > t, "<": lambda r, i=i, t=t: int(r[i]) < t,
-                    ">=": lambda r, i=i, t=t: int(r[i]) >= t}[op]
+            sql, words = (
+                f"{c} {op} {t}",
+                {
+                    ">": f"{c} is {{greater|more}} than {t}",
+                    "<": f"{c} is {{less|lower}} than {t}",
+                    ">=": f"{c} is at least {t}",
+                }[op],
+            )
+            pred = {
+                ">": lambda r, i=i, t=t: int(r[i]) > t,
+                "<": lambda r, i=i, t=t: int(r[i]) < t,
+                ">=": lambda r, i=i, t=t: int(r[i]) >= t,
+            }[op]
             w.note(t)
         else:
             v = w.pick([r[i] for r in rows])
             sql, words = f"{c} = '{v}'", f"{c} is '{v}'"
-            pred = lambda r, i=i, v=v: r[i] == v   # noqa: E731
+            pred = lambda r, i=i, v=v: r[i] == v  # noqa: E731
             w.note(v)
         kept = [r for r in rows if pred(r)]
         if 0 < len(kept) < len(rows):
@@ -295,7 +404,9 @@ def sqlite_export_csv(w: World) -> Draft:
     w.note(table, *sel)
     db = f"{w.pick((HOME, f'{HOME}/db', f'{HOME}/{w.dirname()}'))}/{w.filename('db', stem=w.pick(('app', 'shop', 'inventory', 'crm', 'ops', table)))}"
     other_table, other_cols = w.pick([t for t in _DB_TABLES if t[0] != table])
-    sql = _db_sql(table, cols, rows) + _db_sql(other_table, other_cols, _db_rows(w, other_cols, w.randint(3, 6)))
+    sql = _db_sql(table, cols, rows) + _db_sql(
+        other_table, other_cols, _db_rows(w, other_cols, w.randint(3, 6))
+    )
     files, setup = _sqlite_setup(w, db, sql)
     out = f"{w.pick((HOME, f'{HOME}/exports', posixpath.dirname(db)))}/{w.filename('csv', stem=w.pick((table, f'{table}_export', 'extract', 'result')))}"
     kept = [r for r in rows if pred(r)]
@@ -303,14 +414,29 @@ def sqlite_export_csv(w: World) -> Draft:
         oi = names.index(order[0])
         kept.sort(key=lambda r: int(r[oi]), reverse=order[1])
     want_rows = [[r[i] for i in picked] for r in kept]
-    cols_en = ("all {the |}columns" if len(sel) == len(names) else
-               "{only |just |}the columns " + ", ".join(sel) + " (in that order)")
-    order_en = (w.spin("{the |}rows sorted by {c} " + ("{descending|from highest to lowest}" if order[1] else
-                                                       "{ascending|from lowest to highest}"), capitalize=False,
-                       c=order[0]) if order else "")
-    constraints = w.clauses([w.spin(cols_en, capitalize=False), order_en,
-                             w.spin("a header {row|line} {naming the columns|with the column names}",
-                                    capitalize=False)], ", ")
+    cols_en = (
+        "all {the |}columns"
+        if len(sel) == len(names)
+        else "{only |just |}the columns " + ", ".join(sel) + " (in that order)"
+    )
+    order_en = (
+        w.spin(
+            "{the |}rows sorted by {c} "
+            + ("{descending|from highest to lowest}" if order[1] else "{ascending|from lowest to highest}"),
+            capitalize=False,
+            c=order[0],
+        )
+        if order
+        else ""
+    )
+    constraints = w.clauses(
+        [
+            w.spin(cols_en, capitalize=False),
+            order_en,
+            w.spin("a header {row|line} {naming the columns|with the column names}", capitalize=False),
+        ],
+        ", ",
+    )
     task = w.phrase(
         "{Export|Dump} the rows of the {table} table in {db} where {where} to {out} as CSV with {constraints}.",
         "The SQLite database {db} has a table {named|called} {table}. {Write|Save} every row whose {where} to the CSV file {out}, "
@@ -319,8 +445,12 @@ def sqlite_export_csv(w: World) -> Draft:
         "{db}. {Output|Target}: {out}, with {constraints}.",
         "Could you {query|pull} the {table} rows where {where} out of {db} and save them as CSV in {out}? "
         "{I need|Include} {constraints}.",
-        table=table, db=w.path_ref(db, "file"), out=w.path_ref(out, "file"), where=where_en,
-        constraints=constraints)
+        table=table,
+        db=w.path_ref(db, "file"),
+        out=w.path_ref(out, "file"),
+        where=where_en,
+        constraints=constraints,
+    )
     body = (
         "import csv\n"
         f"try:\n    rows = [r for r in csv.reader(open({out!r}, newline='')) if any(c.strip() for c in r)]\n"
@@ -344,9 +474,13 @@ def sqlite_export_csv(w: World) -> Draft:
         query += f" ORDER BY {order[0]}{' DESC' if order[1] else ''}"
     query += ";"
     qdb, qout = quote(db), quote(out)
-    export = w.pick((f"sqlite3 -header -csv {qdb} {quote(query)} > {qout}",
-                     f"sqlite3 -csv -header {qdb} {quote(query)} > {qout}",
-                     f"sqlite3 {qdb} '.headers on' '.mode csv' '.output {out}' {quote(query)}"))
+    export = w.pick(
+        (
+            f"sqlite3 -header -csv {qdb} {quote(query)} > {qout}",
+            f"sqlite3 -csv -header {qdb} {quote(query)} > {qout}",
+            f"sqlite3 {qdb} '.headers on' '.mode csv' '.output {out}' {quote(query)}",
+        )
+    )
     reference = [f"sqlite3 {qdb} '.schema {table}'"] if w.chance(0.5) else []
     reference += [f"mkdir -p {quote(posixpath.dirname(out))}", export, f"cat {qout}"]
     return Draft(task=task, check=check, reference=reference, difficulty=2, files=files, setup=setup)
@@ -355,7 +489,14 @@ def sqlite_export_csv(w: World) -> Draft:
 _JSON_KINDS = (
     # (collection noun, key field, number field, bool field, label field, label values)
     ("services", "name", "port", "enabled", "team", TEAMS),
-    ("packages", "name", "size_kb", "deprecated", "license", ("MIT", "GPL-3.0", "Apache-2.0", "BSD-3-Clause")),
+    (
+        "packages",
+        "name",
+        "size_kb",
+        "deprecated",
+        "license",
+        ("MIT", "GPL-3.0", "Apache-2.0", "BSD-3-Clause"),
+    ),
     ("users", "login", "age", "admin", "city", CITIES),
     ("jobs", "id", "retries", "failed", "queue", ("default", "emails", "reports", "billing", "imports")),
     ("hosts", "hostname", "cpus", "maintenance", "region", ("eu-west", "us-east", "ap-south", "sa-east")),
@@ -365,8 +506,10 @@ _JSON_KINDS = (
 def _json_key(w: World, noun: str) -> str:
     """A record key for ``noun`` (a service name, a login, a job id ...)."""
     if noun == "services":
-        return f"{w.pick(('api', 'auth', 'billing', 'cache', 'search', 'mailer', 'ledger', 'router', 'sync'))}-" \
-               f"{w.pick(('svc', 'api', 'worker', 'v2', 'edge'))}"
+        return (
+            f"{w.pick(('api', 'auth', 'billing', 'cache', 'search', 'mailer', 'ledger', 'router', 'sync'))}-"
+            f"{w.pick(('svc', 'api', 'worker', 'v2', 'edge'))}"
+        )
     if noun == "packages":
         return f"{w.pick(WORDS)}{w.pick(('', '-js', '-py', 'lib', '-utils'))}"
     if noun == "users":
@@ -390,8 +533,12 @@ def jq_filter(w: World) -> Draft:
         if k in keys:
             continue
         keys.add(k)
-        value = {"port": w.port, "retries": lambda: w.randint(0, 9), "cpus": lambda: w.randint(1, 128),
-                 "age": lambda: w.randint(18, 70)}.get(num, lambda: w.randint(3, 9000))()
+        value = {
+            "port": w.port,
+            "retries": lambda: w.randint(0, 9),
+            "cpus": lambda: w.randint(1, 128),
+            "age": lambda: w.randint(18, 70),
+        }.get(num, lambda: w.randint(3, 9000))()
         recs.append({key: k, num: value, flag: w.chance(0.5), label: w.pick(labels)})
     wrap = w.pick((None, None, "items", noun, "data", "records"))
     doc = recs if wrap is None else {"version": w.randint(1, 4), wrap: recs}
@@ -405,22 +552,33 @@ def jq_filter(w: World) -> Draft:
             op = w.pick((">", ">=", "<"))
             t = vals[w.randint(1, len(vals) - 1)] if op == "<" else vals[w.randint(0, len(vals) - 2)]
             sel = f".{num} {op} {t}"
-            en = w.spin(num + {">": " is {greater|more|higher} than {t}", ">=": " is at least {t}",
-                               "<": " is {below|less than|under} {t}"}[op], capitalize=False, t=t)
-            pred = {">": lambda r, t=t: r[num] > t, ">=": lambda r, t=t: r[num] >= t,
-                    "<": lambda r, t=t: r[num] < t}[op]
+            en = w.spin(
+                num
+                + {
+                    ">": " is {greater|more|higher} than {t}",
+                    ">=": " is at least {t}",
+                    "<": " is {below|less than|under} {t}",
+                }[op],
+                capitalize=False,
+                t=t,
+            )
+            pred = {
+                ">": lambda r, t=t: r[num] > t,
+                ">=": lambda r, t=t: r[num] >= t,
+                "<": lambda r, t=t: r[num] < t,
+            }[op]
             w.note(t)
         elif kind == "bool":
             want_true = w.chance(0.5)
             sel = f".{flag}" if want_true and w.chance(0.5) else f".{flag} == {str(want_true).lower()}"
             en = f"{flag} {w.pick(('is', 'is set to'))} {str(want_true).lower()}"
-            pred = lambda r, v=want_true: r[flag] is v   # noqa: E731
+            pred = lambda r, v=want_true: r[flag] is v  # noqa: E731
         else:
             v = w.pick(labels)
             sel = f'.{label} == "{v}"'
-            arg = (v if w.chance(0.4) else None)   # the jq --arg way of passing the value
+            arg = v if w.chance(0.4) else None  # the jq --arg way of passing the value
             en = f'{label} is "{v}"'
-            pred = lambda r, v=v: r[label] == v   # noqa: E731
+            pred = lambda r, v=v: r[label] == v  # noqa: E731
             w.note(v)
         match = [r for r in recs if pred(r)]
         if 0 < len(match) < len(recs):
@@ -432,27 +590,50 @@ def jq_filter(w: World) -> Draft:
         w.note(wrap)
     mode = w.pick(("json", "names", "names", "count"))
     folder, src = _place(w, "json", noun)
-    out = _out_path(w, folder, (f"selected_{noun}", "matches", "filtered", f"{noun}_subset", "picked"),
-                    "json" if mode == "json" else "txt")
-    where = (w.spin("the {top-level|outer} \"{wrap}\" array", capitalize=False, wrap=wrap) if wrap else
-             w.spin("{a|one} top-level array", capitalize=False))
-    fmt = {"json": "a JSON array of the {matching|selected} objects{| (unchanged)}",
-           "names": "only their {key} values, one per line, {without quotes|as plain text (no JSON quotes)}",
-           "count": "just the number of {matching|such} {noun}"}[mode]
+    out = _out_path(
+        w,
+        folder,
+        (f"selected_{noun}", "matches", "filtered", f"{noun}_subset", "picked"),
+        "json" if mode == "json" else "txt",
+    )
+    where = (
+        w.spin('the {top-level|outer} "{wrap}" array', capitalize=False, wrap=wrap)
+        if wrap
+        else w.spin("{a|one} top-level array", capitalize=False)
+    )
+    fmt = {
+        "json": "a JSON array of the {matching|selected} objects{| (unchanged)}",
+        "names": "only their {key} values, one per line, {without quotes|as plain text (no JSON quotes)}",
+        "count": "just the number of {matching|such} {noun}",
+    }[mode]
     task = w.phrase(
         "{src} holds {noun} as {where}. {Write|Save} to {out} " + fmt + ", for the {noun} whose {en}.",
-        "Using jq, {select|find} the {noun} in {src} whose {en} and {write|save} " + fmt + " to {out}. (The records "
+        "Using jq, {select|find} the {noun} in {src} whose {en} and {write|save} "
+        + fmt
+        + " to {out}. (The records "
         "are in {where}.)",
-        "Ticket: we need the {noun} from {src} where {en}. Output " + fmt + " {in|to} {out}. Note: the data is "
+        "Ticket: we need the {noun} from {src} where {en}. Output "
+        + fmt
+        + " {in|to} {out}. Note: the data is "
         "{where}.",
-        "Can you {find|pick out} the {noun} in {src} whose {en} and put " + fmt + " in {out}? (The file keeps them "
+        "Can you {find|pick out} the {noun} in {src} whose {en} and put "
+        + fmt
+        + " in {out}? (The file keeps them "
         "in {where}.)",
-        src=w.path_ref(src, "file"), out=w.path_ref(out, "file"), noun=noun, where=where, en=en, key=key)
+        src=w.path_ref(src, "file"),
+        out=w.path_ref(out, "file"),
+        noun=noun,
+        where=where,
+        en=en,
+        key=key,
+    )
     if mode == "json":
-        body = (f"try:\n    got = json.load(open({out!r}))\nexcept (OSError, ValueError):\n    sys.exit(1)\n"
-                "if not isinstance(got, list):\n    sys.exit(1)\n"
-                "def norm(xs):\n    return sorted(json.dumps(o, sort_keys=True) for o in xs)\n"
-                "sys.exit(0 if norm(got) == norm(WANT) else 1)\n")
+        body = (
+            f"try:\n    got = json.load(open({out!r}))\nexcept (OSError, ValueError):\n    sys.exit(1)\n"
+            "if not isinstance(got, list):\n    sys.exit(1)\n"
+            "def norm(xs):\n    return sorted(json.dumps(o, sort_keys=True) for o in xs)\n"
+            "sys.exit(0 if norm(got) == norm(WANT) else 1)\n"
+        )
         check = "#!/bin/bash\n" + _python_check(body, match)
     elif mode == "names":
         check = "#!/bin/bash\n" + _lines_check(out, [str(r[key]) for r in match], ordered=False)
@@ -473,12 +654,18 @@ def jq_filter(w: World) -> Draft:
     else:
         prog = w.pick((f"[{path} | select({sel})] | length", f"{arr} | map(select({sel})) | length"))
         cmd = f"jq {quote(prog)} {qs} > {qo}"
-    peek = w.pick((f"jq {quote('keys' if wrap else '.[0]')} {qs}", f"jq -c {quote(f'{path}')} {qs}",
-                   f"head -n 12 {qs}"))
+    peek = w.pick(
+        (f"jq {quote('keys' if wrap else '.[0]')} {qs}", f"jq -c {quote(f'{path}')} {qs}", f"head -n 12 {qs}")
+    )
     reference = [peek] if w.chance(0.6) else []
     reference += [f"mkdir -p {quote(posixpath.dirname(out))}", cmd, f"cat {qo}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=2,
-                 files={src: json.dumps(doc, indent=w.pick((2, 4))) + "\n"})
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=2,
+        files={src: json.dumps(doc, indent=w.pick((2, 4))) + "\n"},
+    )
 
 
 @family("data-csv-to-jsonl", "data", "convert a CSV file to JSON lines (or a JSON array) of objects")
@@ -489,46 +676,69 @@ def csv_to_jsonl(w: World) -> Draft:
     numbers = w.chance(0.55)
     lines = w.chance(0.7)
     num_cols = [c for c, k in cols if _numeric(k)]
-    want = [{h: (float(v) if "." in v else int(v)) if numbers and h in num_cols else v
-             for h, v in zip(header, r, strict=True)} for r in rows]
+    want = [
+        {
+            h: (float(v) if "." in v else int(v)) if numbers and h in num_cols else v
+            for h, v in zip(header, r, strict=True)
+        }
+        for r in rows
+    ]
     folder, src = _place(w, "csv", stem)
     out = f"{w.pick((folder, HOME))}/{w.filename('jsonl' if lines else 'json', stem=w.pick((stem, f'{stem}_records', 'converted', 'import')))}"
     w.note(*num_cols)
-    shape = ("one JSON object per line (JSON Lines), {one line per row|a line for each row}, in the same order"
-             if lines else "a single JSON array {holding|of} one object per row, in the same order")
+    shape = (
+        "one JSON object per line (JSON Lines), {one line per row|a line for each row}, in the same order"
+        if lines
+        else "a single JSON array {holding|of} one object per row, in the same order"
+    )
     keys = "{with|using} the header {names|fields} as keys"
-    typing = ("the " + " and ".join(num_cols) + " {values|fields} as JSON numbers, everything else as strings"
-              if numbers else "every value as a JSON string{| (no number conversion)}")
-    spec = w.clauses([w.spin(shape, capitalize=False), w.spin(keys, capitalize=False),
-                      w.spin(typing, capitalize=False)], ", ")
+    typing = (
+        "the " + " and ".join(num_cols) + " {values|fields} as JSON numbers, everything else as strings"
+        if numbers
+        else "every value as a JSON string{| (no number conversion)}"
+    )
+    spec = w.clauses(
+        [w.spin(shape, capitalize=False), w.spin(keys, capitalize=False), w.spin(typing, capitalize=False)],
+        ", ",
+    )
     task = w.phrase(
         "Convert {src} to {out}: {spec}.",
         "{src} is a CSV file with a header line. {Produce|Write} {out} from it, {spec}.",
         "Ticket: the importer {only reads|wants} JSON, not CSV. Turn {src} into {out} ({spec}).",
         "Can you {turn|convert} the CSV {src} into JSON at {out}? {Format|Requirements}: {spec}.",
-        src=w.path_ref(src, "file"), out=w.path_ref(out, "file"), spec=spec)
-    body = (f"try:\n    text = open({out!r}).read()\n"
-            "    got = [json.loads(x) for x in text.splitlines() if x.strip()] if WANT['lines'] else json.loads(text)\n"
-            "except (OSError, ValueError):\n    sys.exit(1)\n"
-            "def eq(a, b):\n"
-            "    if isinstance(b, str) or isinstance(a, (str, bool)) or isinstance(b, bool):\n"
-            "        return type(a) is type(b) and a == b\n"
-            "    return isinstance(a, (int, float)) and abs(a - b) < 1e-9\n"
-            "rows = WANT['rows']\n"
-            "ok = isinstance(got, list) and len(got) == len(rows) and all(isinstance(g, dict) and set(g) == set(r) "
-            "and all(eq(g[k], r[k]) for k in r) for g, r in zip(got, rows))\n"
-            "sys.exit(0 if ok else 1)\n")
+        src=w.path_ref(src, "file"),
+        out=w.path_ref(out, "file"),
+        spec=spec,
+    )
+    body = (
+        f"try:\n    text = open({out!r}).read()\n"
+        "    got = [json.loads(x) for x in text.splitlines() if x.strip()] if WANT['lines'] else json.loads(text)\n"
+        "except (OSError, ValueError):\n    sys.exit(1)\n"
+        "def eq(a, b):\n"
+        "    if isinstance(b, str) or isinstance(a, (str, bool)) or isinstance(b, bool):\n"
+        "        return type(a) is type(b) and a == b\n"
+        "    return isinstance(a, (int, float)) and abs(a - b) < 1e-9\n"
+        "rows = WANT['rows']\n"
+        "ok = isinstance(got, list) and len(got) == len(rows) and all(isinstance(g, dict) and set(g) == set(r) "
+        "and all(eq(g[k], r[k]) for k in r) for g, r in zip(got, rows))\n"
+        "sys.exit(0 if ok else 1)\n"
+    )
     check = "#!/bin/bash\n" + _python_check(body, {"lines": lines, "rows": want})
-    fields = ", ".join(f"{h}: (.[{i}] | tonumber)" if numbers and h in num_cols else f"{h}: .[{i}]"
-                       for i, h in enumerate(header))
+    fields = ", ".join(
+        f"{h}: (.[{i}] | tonumber)" if numbers and h in num_cols else f"{h}: .[{i}]"
+        for i, h in enumerate(header)
+    )
     qs, qo = quote(src), quote(out)
     prog = 'split(",") | {' + fields + "}"
     jq_cmd = f"tail -n +2 {qs} | jq -R -c {quote(prog)}"
     if not numbers and w.chance(0.5):
-        cmd = (f"python3 -c 'import csv, json, sys; [print(json.dumps(r)) for r in csv.DictReader(open(sys.argv[1]))]'"
-               f" {qs} > {qo}" if lines else
-               f"python3 -c 'import csv, json, sys; json.dump(list(csv.DictReader(open(sys.argv[1]))), sys.stdout)'"
-               f" {qs} > {qo}")
+        cmd = (
+            f"python3 -c 'import csv, json, sys; [print(json.dumps(r)) for r in csv.DictReader(open(sys.argv[1]))]'"
+            f" {qs} > {qo}"
+            if lines
+            else f"python3 -c 'import csv, json, sys; json.dump(list(csv.DictReader(open(sys.argv[1]))), sys.stdout)'"
+            f" {qs} > {qo}"
+        )
     else:
         cmd = f"{jq_cmd} > {qo}" if lines else f"{jq_cmd} | jq -s . > {qo}"
     reference = [f"head -n 2 {qs}", cmd, f"{'head' if lines else 'cat'} {qo}"]
@@ -561,25 +771,39 @@ def column_stat(w: World) -> Draft:
     folder, src = _place(w, "csv", stem)
     out = _out_path(w, folder, (f"{stat}_{col}", f"{col}_{stat}", "answer", "result", "total"), "txt")
     w.note(col)
-    what = {"sum": "{total|sum} of {the |}{col}", "average": "average {col}",
-            "max": "{highest|largest|maximum} {col}", "min": "{lowest|smallest|minimum} {col}"}[stat]
-    scope = (f"over the rows where {filt[0]} is {filt[2]}" if filt else
-             w.pick(("over all rows", "over every row", "for the whole file")))
-    num_fmt = ("rounded to two decimal places" if rounded else "as a plain {integer|whole number}")
-    parts = [w.spin("write {only|just} the number {to|into} {out}", capitalize=False, out=w.path_ref(out, "file")),
-             w.spin(num_fmt, capitalize=False)]
+    what = {
+        "sum": "{total|sum} of {the |}{col}",
+        "average": "average {col}",
+        "max": "{highest|largest|maximum} {col}",
+        "min": "{lowest|smallest|minimum} {col}",
+    }[stat]
+    scope = (
+        f"over the rows where {filt[0]} is {filt[2]}"
+        if filt
+        else w.pick(("over all rows", "over every row", "for the whole file"))
+    )
+    num_fmt = "rounded to two decimal places" if rounded else "as a plain {integer|whole number}"
+    parts = [
+        w.spin("write {only|just} the number {to|into} {out}", capitalize=False, out=w.path_ref(out, "file")),
+        w.spin(num_fmt, capitalize=False),
+    ]
     details = w.clauses(parts, ", ")
     task = w.phrase(
         "{Compute|Calculate|Work out} the " + what + " in {src} {scope}; {details}.",
         "{src} is a CSV with a header line. What is the " + what + " {scope}? {details_cap}.",
         "Ticket: {finance|the report|a dashboard} needs the " + what + " from {src}, {scope}. {details_cap}.",
         "Please {find|get} the " + what + " {scope}, from {src}. {details_cap}.",
-        src=w.path_ref(src, "file"), col=col, scope=scope, details=details,
-        details_cap=details[:1].upper() + details[1:])
-    check = "#!/bin/bash\n" + _number_check(out, round(value, 2) if rounded else value,
-                                             0.0051 if rounded else 1e-6)
+        src=w.path_ref(src, "file"),
+        col=col,
+        scope=scope,
+        details=details,
+        details_cap=details[:1].upper() + details[1:],
+    )
+    check = "#!/bin/bash\n" + _number_check(
+        out, round(value, 2) if rounded else value, 0.0051 if rounded else 1e-6
+    )
     c = ci + 1
-    cond = f"NR > 1 && ${filt[1] + 1} == \"{filt[2]}\"" if filt else "NR > 1"
+    cond = f'NR > 1 && ${filt[1] + 1} == "{filt[2]}"' if filt else "NR > 1"
     fmt = 'printf "%.2f\\n", ' if rounded else "print "
     if stat == "sum":
         prog = f"{cond} {{s += ${c}}} END {{{fmt}s}}"
@@ -587,12 +811,14 @@ def column_stat(w: World) -> Draft:
         prog = f"{cond} {{s += ${c}; n++}} END {{{fmt}s / n}}"
     else:
         cmp = ">" if stat == "max" else "<"
-        prog = f"{cond} {{if (m == \"\" || ${c} {cmp} m) m = ${c}}} END {{{fmt}m}}"
+        prog = f'{cond} {{if (m == "" || ${c} {cmp} m) m = ${c}}} END {{{fmt}m}}'
     qs, qo = quote(src), quote(out)
     cmd = f"awk -F, {quote(prog)} {qs} > {qo}"
     if stat in ("max", "min") and not filt and w.chance(0.4):
-        cmd = (f"tail -n +2 {qs} | sort -t, -k{c},{c}n | {'tail' if stat == 'max' else 'head'} -n 1 | "
-               f"cut -d, -f{c} > {qo}")
+        cmd = (
+            f"tail -n +2 {qs} | sort -t, -k{c},{c}n | {'tail' if stat == 'max' else 'head'} -n 1 | "
+            f"cut -d, -f{c} > {qo}"
+        )
     reference = [f"head -n 3 {qs}"] if w.chance(0.5) else []
     reference += [f"mkdir -p {quote(posixpath.dirname(out))}", cmd, f"cat {qo}"]
     return Draft(task=task, check=check, reference=reference, difficulty=2, files={src: _csv(header, rows)})
@@ -612,7 +838,9 @@ def distinct_values(w: World) -> Draft:
     dups = sorted(v for v in distinct if values.count(v) > 1)
     mode = w.pick(("count", "count", "list", "dups") if dups else ("count", "list"))
     folder, src = _place(w, "tsv" if tsv else "csv", stem)
-    out = _out_path(w, folder, (f"{col}_values", f"distinct_{col}", f"unique_{col}", "answer", f"{col}s"), "txt")
+    out = _out_path(
+        w, folder, (f"{col}_values", f"distinct_{col}", f"unique_{col}", "answer", f"{col}s"), "txt"
+    )
     w.note(col)
     kind = "tab-separated" if tsv else "comma-separated"
     note = w.spin("{the file|it} is " + kind + " with a header line", capitalize=False)
@@ -626,19 +854,32 @@ def distinct_values(w: World) -> Draft:
             "Ticket: we need the number of {distinct|unique} {col}s in {src}, {written|saved} to {out} as a single "
             "number ({note}; {the header is not a value|don't count the header}).",
             "Please find out how many {different|distinct} {col} values {src} has. {Save|Write} {just |}the count "
-            "to {out}; {note}.", **values)
+            "to {out}; {note}.",
+            **values,
+        )
     else:
-        what = ("{every|each} {distinct|unique|different} {col} value" if mode == "list" else
-                "{the|all the} {col} values that {appear|occur} {more than once|in more than one row}")
+        what = (
+            "{every|each} {distinct|unique|different} {col} value"
+            if mode == "list"
+            else "{the|all the} {col} values that {appear|occur} {more than once|in more than one row}"
+        )
         task = w.phrase(
-            "{List|Write out} " + what + " {in|from} {src} to {out}, one per line, sorted alphabetically, each "
+            "{List|Write out} "
+            + what
+            + " {in|from} {src} to {out}, one per line, sorted alphabetically, each "
             "{listed |}once ({note}).",
-            "We need " + what + " of {src} in {out}: one per line, {sorted alphabetically|in alphabetical order}, "
+            "We need "
+            + what
+            + " of {src} in {out}: one per line, {sorted alphabetically|in alphabetical order}, "
             "{no repeats|without duplicates}. {Note|Keep in mind}: {note}.",
             "Ticket: {collect|extract} " + what + " from {src} into {out} (one per line, sorted, each once; "
             "{note}).",
-            "Can you {write|put} " + what + " {in|from} {src} into {out}, one per line, {sorted alphabetically|"
-            "in alphabetical order} and {without duplicates|each once}? ({note}.)", **values)
+            "Can you {write|put} "
+            + what
+            + " {in|from} {src} into {out}, one per line, {sorted alphabetically|"
+            "in alphabetical order} and {without duplicates|each once}? ({note}.)",
+            **values,
+        )
     want = {"count": None, "list": distinct, "dups": dups}[mode]
     check = "#!/bin/bash\n" + (_number_check(out, len(distinct)) if want is None else _lines_check(out, want))
     c = ci + 1
@@ -646,12 +887,16 @@ def distinct_values(w: World) -> Draft:
     cut = f"cut -f{c}" if tsv else f"cut -d, -f{c}"
     awk = f"awk -F'\\t' 'NR > 1 {{print ${c}}}' {qs}" if tsv else f"awk -F, 'NR > 1 {{print ${c}}}' {qs}"
     extract = w.pick((f"tail -n +2 {qs} | {cut}", f"{cut} {qs} | sed 1d", awk))
-    tail = {"count": w.pick(("sort -u | wc -l", "sort | uniq | wc -l")), "list": w.pick(("sort -u", "sort | uniq")),
-            "dups": "sort | uniq -d"}[mode]
+    tail = {
+        "count": w.pick(("sort -u | wc -l", "sort | uniq | wc -l")),
+        "list": w.pick(("sort -u", "sort | uniq")),
+        "dups": "sort | uniq -d",
+    }[mode]
     reference = [f"head -n 3 {qs}"] if w.chance(0.5) else []
     reference += [f"mkdir -p {quote(posixpath.dirname(out))}", f"{extract} | {tail} > {qo}", f"cat {qo}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=2,
-                 files={src: _csv(header, rows, sep)})
+    return Draft(
+        task=task, check=check, reference=reference, difficulty=2, files={src: _csv(header, rows, sep)}
+    )
 
 
 @family("data-csv-join", "data", "join two CSV files on a shared key column")
@@ -663,10 +908,18 @@ def csv_join(w: World) -> Draft:
     rest = [i for i in ids if i not in both]
     left_only = w.sample(rest, w.randint(1, 2))
     right_only = w.sample([i for i in rest if i not in left_only], w.randint(1, 2))
-    lname, lcols = w.pick((("people", ("name", "team")), ("accounts", ("owner", "city")),
-                          ("members", ("name", "city"))))
-    rname, rcol = w.pick((("scores", "score"), ("orders", "amount"), ("usage", "gigabytes"),
-                          ("payments", "paid"), ("visits", "visits")))
+    lname, lcols = w.pick(
+        (("people", ("name", "team")), ("accounts", ("owner", "city")), ("members", ("name", "city")))
+    )
+    rname, rcol = w.pick(
+        (
+            ("scores", "score"),
+            ("orders", "amount"),
+            ("usage", "gigabytes"),
+            ("payments", "paid"),
+            ("visits", "visits"),
+        )
+    )
     names = w.sample(FIRST_NAMES, len(both) + len(left_only))
     lrows = {}
     for i, ident in enumerate(both + left_only):
@@ -691,11 +944,14 @@ def csv_join(w: World) -> Draft:
     rows = [",".join([i, *[lrows[i][lcols.index(c)] for c in take], rrows[i]]) for i in sorted(both)]
     want = ([",".join(header)] if with_header else []) + rows
     cols_en = ", ".join(header)
-    parts = [w.spin("columns " + cols_en + "{| in that order}", capitalize=False),
-             w.spin("{only|just} the {key}s present in both files", capitalize=False, key=key),
-             w.spin("start with the header line " + ",".join(header), capitalize=False) if with_header else
-             w.spin("no header line", capitalize=False),
-             w.spin("sorted by {key}", capitalize=False, key=key) if ordered else ""]
+    parts = [
+        w.spin("columns " + cols_en + "{| in that order}", capitalize=False),
+        w.spin("{only|just} the {key}s present in both files", capitalize=False, key=key),
+        w.spin("start with the header line " + ",".join(header), capitalize=False)
+        if with_header
+        else w.spin("no header line", capitalize=False),
+        w.spin("sorted by {key}", capitalize=False, key=key) if ordered else "",
+    ]
     spec = w.clauses(parts, "; ")
     task = w.phrase(
         "{Join|Merge|Combine} {left} and {right} on {key} into {out} ({spec}).",
@@ -704,28 +960,40 @@ def csv_join(w: World) -> Draft:
         "{Requirements|Format}: {spec}.",
         "Can you match the rows of {left} with {right} by {key} and {save|write} the result to {out}? "
         "{Use|I need}: {spec}.",
-        left=w.path_ref(lpath, "file"), right=w.path_ref(rpath, "file"), key=key, out=w.path_ref(out, "file"),
-        spec=spec)
+        left=w.path_ref(lpath, "file"),
+        right=w.path_ref(rpath, "file"),
+        key=key,
+        out=w.path_ref(out, "file"),
+        spec=spec,
+    )
     check = "#!/bin/bash\n"
     if with_header:
-        check += (f"[ -f {quote(out)} ] || exit 1\n"
-                  f"[ \"$(head -n 1 {quote(out)} | tr -d '[:space:]')\" = {quote(','.join(header))} ] || exit 1\n")
+        check += (
+            f"[ -f {quote(out)} ] || exit 1\n"
+            f"[ \"$(head -n 1 {quote(out)} | tr -d '[:space:]')\" = {quote(','.join(header))} ] || exit 1\n"
+        )
     check += _lines_check(out, want, ordered=ordered)
     ql, qr, qo = quote(lpath), quote(rpath), quote(out)
     lfields = [f"1.{lcols.index(c) + 2}" for c in take]
     rk = 1 if right_key_first else 2
     rv = 2 if right_key_first else 1
     if w.chance(0.6):
-        body = (f"join -t, -1 1 -2 {rk} -o {','.join(['1.1', *lfields, f'2.{rv}'])} "
-                f"<(tail -n +2 {ql} | sort -t, -k1,1) <(tail -n +2 {qr} | sort -t, -k{rk},{rk})")
+        body = (
+            f"join -t, -1 1 -2 {rk} -o {','.join(['1.1', *lfields, f'2.{rv}'])} "
+            f"<(tail -n +2 {ql} | sort -t, -k1,1) <(tail -n +2 {qr} | sort -t, -k{rk},{rk})"
+        )
     else:
-        lvals = " \",\" ".join(f"${lcols.index(c) + 2}" for c in take)
-        prog = (f"NR == FNR {{ if (FNR > 1) v[${rk}] = ${rv}; next }} FNR > 1 && ($1 in v) "
-                f"{{ print $1 \",\" {lvals} \",\" v[$1] }}")
+        lvals = ' "," '.join(f"${lcols.index(c) + 2}" for c in take)
+        prog = (
+            f"NR == FNR {{ if (FNR > 1) v[${rk}] = ${rv}; next }} FNR > 1 && ($1 in v) "
+            f'{{ print $1 "," {lvals} "," v[$1] }}'
+        )
         body = f"awk -F, {quote(prog)} {qr} {ql}" + (" | sort" if ordered else "")
-    cmd = (f"{{ echo {quote(','.join(header))}; {body}; }} > {qo}" if with_header else f"{body} > {qo}")
+    cmd = f"{{ echo {quote(','.join(header))}; {body}; }} > {qo}" if with_header else f"{body} > {qo}"
     reference = [f"head -n 3 {ql} {qr}", cmd, f"cat {qo}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=3, files={lpath: left_csv, rpath: right_csv})
+    return Draft(
+        task=task, check=check, reference=reference, difficulty=3, files={lpath: left_csv, rpath: right_csv}
+    )
 
 
 @family("data-sqlite-update", "data", "change rows of a SQLite table: update, delete or insert")
@@ -750,8 +1018,13 @@ def sqlite_update(w: World) -> Draft:
             if r[0] == target[0]:
                 r[names.index(c)] = v
         w.note(target[0], c, v)
-        desc = w.spin("{set|change} the {c} of the row with id {id} to {v}", capitalize=False, c=c, id=target[0],
-                      v=v if _numeric(k) else f"'{v}'")
+        desc = w.spin(
+            "{set|change} the {c} of the row with id {id} to {v}",
+            capitalize=False,
+            c=c,
+            id=target[0],
+            v=v if _numeric(k) else f"'{v}'",
+        )
         sql = f"UPDATE {table} SET {c} = {_sql_value(v, k)} WHERE id = {target[0]};"
         show = f"SELECT * FROM {table} WHERE id = {target[0]};"
     elif op == "add_where":
@@ -763,15 +1036,23 @@ def sqlite_update(w: World) -> Draft:
             if pred(r):
                 r[ni] = str(int(r[ni]) + d)
         w.note(num, d)
-        desc = w.spin("{increase|raise} the {num} by {d} for every row where {where}", capitalize=False, num=num,
-                      d=d, where=where_en)
+        desc = w.spin(
+            "{increase|raise} the {num} by {d} for every row where {where}",
+            capitalize=False,
+            num=num,
+            d=d,
+            where=where_en,
+        )
         sql = f"UPDATE {table} SET {num} = {num} + {d} WHERE {where_sql};"
         show = f"SELECT * FROM {table} WHERE {where_sql};"
     elif op == "delete":
         where_sql, where_en, pred = _db_condition(w, cols, rows)
         new = [r for r in new if not pred(r)]
-        desc = w.spin("{delete|remove} every row where {where}, keeping all the others", capitalize=False,
-                      where=where_en)
+        desc = w.spin(
+            "{delete|remove} every row where {where}, keeping all the others",
+            capitalize=False,
+            where=where_en,
+        )
         sql = f"DELETE FROM {table} WHERE {where_sql};"
         show = f"SELECT count(*) FROM {table};"
     else:
@@ -781,11 +1062,15 @@ def sqlite_update(w: World) -> Draft:
         vals = [nid] + [_value(w, k, used[c], _numeric(k)) for c, k in body]
         new.append(vals)
         w.note(*vals)
-        pairs = ", ".join(f"{c} = {v if _numeric(kinds[c]) or kinds[c] == 'pk' else repr(v)}"
-                          for c, v in zip(names, vals, strict=True))
+        pairs = ", ".join(
+            f"{c} = {v if _numeric(kinds[c]) or kinds[c] == 'pk' else repr(v)}"
+            for c, v in zip(names, vals, strict=True)
+        )
         desc = w.spin("{add|insert} a new row with " + pairs, capitalize=False)
-        sql = (f"INSERT INTO {table} ({', '.join(names)}) VALUES "
-               f"({', '.join(_sql_value(v, kinds[c] if c != 'id' else 'pk') for c, v in zip(names, vals, strict=True))});")
+        sql = (
+            f"INSERT INTO {table} ({', '.join(names)}) VALUES "
+            f"({', '.join(_sql_value(v, kinds[c] if c != 'id' else 'pk') for c, v in zip(names, vals, strict=True))});"
+        )
         show = f"SELECT * FROM {table} WHERE id = {nid};"
     other_table, other_cols = w.pick([t for t in _DB_TABLES if t[0] != table])
     other_rows = _db_rows(w, other_cols, w.randint(3, 6))
@@ -797,18 +1082,32 @@ def sqlite_update(w: World) -> Draft:
         "Please {desc} in the {table} table of {db}{| and leave the rest of the database alone}.",
         "Ticket: {data fix|correction} needed in {db}: in table {table}, {desc}.",
         "Could you {update|fix up} the {table} table in {db}? {desc_cap}.",
-        table=table, db=w.path_ref(db, "file"), desc=desc, desc_cap=desc[:1].upper() + desc[1:])
-    body = (f"import sqlite3\ntry:\n    con = sqlite3.connect('file:' + {db!r} + '?mode=ro', uri=True)\n"
-            "    def dump(t):\n"
-            "        return sorted([str(v) for v in r] for r in con.execute(f'SELECT * FROM {t}'))\n"
-            "    ok = dump(WANT['t']) == sorted(WANT['rows']) and dump(WANT['ot']) == sorted(WANT['orows'])\n"
-            "except sqlite3.Error:\n    sys.exit(1)\n"
-            "sys.exit(0 if ok else 1)\n")
-    check = "#!/bin/bash\n" + _python_check(body, {"t": table, "rows": new, "ot": other_table, "orows": other_rows})
+        table=table,
+        db=w.path_ref(db, "file"),
+        desc=desc,
+        desc_cap=desc[:1].upper() + desc[1:],
+    )
+    body = (
+        f"import sqlite3\ntry:\n    con = sqlite3.connect('file:' + {db!r} + '?mode=ro', uri=True)\n"
+        "    def dump(t):\n"
+        "        return sorted([str(v) for v in r] for r in con.execute(f'SELECT * FROM {t}'))\n"
+        "    ok = dump(WANT['t']) == sorted(WANT['rows']) and dump(WANT['ot']) == sorted(WANT['orows'])\n"
+        "except sqlite3.Error:\n    sys.exit(1)\n"
+        "sys.exit(0 if ok else 1)\n"
+    )
+    check = "#!/bin/bash\n" + _python_check(
+        body, {"t": table, "rows": new, "ot": other_table, "orows": other_rows}
+    )
     qdb = quote(db)
     run = w.pick((f"sqlite3 {qdb} {quote(sql)}", f"echo {quote(sql)} | sqlite3 {qdb}"))
     reference = [f"sqlite3 {qdb} '.schema {table}'"] if w.chance(0.5) else []
     view = w.pick(("sqlite3", "sqlite3 -header -column", "sqlite3 -box", "sqlite3 -line"))
     reference += [run, f"{view} {qdb} {quote(show)}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=1 if op == "set_one" else 2, files=files,
-                 setup=setup)
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=1 if op == "set_one" else 2,
+        files=files,
+        setup=setup,
+    )

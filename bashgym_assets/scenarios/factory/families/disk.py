@@ -26,8 +26,22 @@ def _phrase(w: World, *templates: str, **values: object) -> str:
 # ---- helpers --------------------------------------------------------------------------------------------------------
 KIB = 1024
 _BIG_EXTS = ("bin", "iso", "img", "tar", "dat", "mp4", "zip", "db", "log", "dump")
-_SUBDIRS = ("cache", "media", "builds", "exports", "tmp", "data", "old", "uploads", "videos", "images", "vm",
-            "snapshots", "artifacts", "dumps")
+_SUBDIRS = (
+    "cache",
+    "media",
+    "builds",
+    "exports",
+    "tmp",
+    "data",
+    "old",
+    "uploads",
+    "videos",
+    "images",
+    "vm",
+    "snapshots",
+    "artifacts",
+    "dumps",
+)
 
 
 def _make_sized(sizes: dict[str, int], owner_root: str) -> str:
@@ -42,7 +56,7 @@ def _make_sized(sizes: dict[str, int], owner_root: str) -> str:
 def _norm_paths(out: str, root: str) -> str:
     """Bash that prints the paths in ``out`` (last field of each line) relative to ``root``, whichever way the
     operator wrote them: absolute, ``./x`` from inside the folder, ``folder/x`` from the home."""
-    rel_root = root[len(HOME) + 1:]
+    rel_root = root[len(HOME) + 1 :]
     prefixes = "|".join(["\\./", _ere(root + "/"), _ere(f"~/{rel_root}/"), _ere(rel_root + "/")])
     return f"awk 'NF {{print $NF}}' {quote(out)} | sed -E {quote(f's#^({prefixes})##')}"
 
@@ -77,28 +91,44 @@ def largest_files_report(w: World) -> Draft:
     ext = w.pick(_BIG_EXTS) if w.chance(0.3) else None
     n = w.randint(3, 5)
     count = w.randint(n + 2, n + 6)
-    units = w.sample(range(1, 64), count)             # distinct sizes, 16 KiB apart at least
+    units = w.sample(range(1, 64), count)  # distinct sizes, 16 KiB apart at least
     sizes: dict[str, int] = {}
     for i in range(count):
-        sizes[_under(w, root, subs, w.filename(ext or w.pick(_BIG_EXTS)))] = units[i] * 16 * KIB + w.randint(0, 2000)
+        sizes[_under(w, root, subs, w.filename(ext or w.pick(_BIG_EXTS)))] = units[i] * 16 * KIB + w.randint(
+            0, 2000
+        )
     biggest = max(sizes.values())
     decoys: dict[str, int] = {}
-    if ext:   # bigger files of another type: not part of the answer
+    if ext:  # bigger files of another type: not part of the answer
         other = w.pick([e for e in _BIG_EXTS if e != ext])
         for i in range(w.randint(1, 2)):
             decoys[_under(w, root, subs, w.filename(other))] = biggest + (i + 1) * 48 * KIB
-    outside = f"{HOME}/{w.filename(w.pick(_BIG_EXTS))}"     # outside the tree: not part of the answer
+    outside = f"{HOME}/{w.filename(w.pick(_BIG_EXTS))}"  # outside the tree: not part of the answer
     small = {_under(w, root, subs, w.filename("txt")): "notes\n" for _ in range(w.randint(0, 2))}
     top = sorted(sizes, key=lambda p: -sizes[p])[:n]
     with_size = w.chance(0.35)
     out = f"{HOME}/{w.filename('txt', stem=w.pick(('largest', 'biggest', 'top_files', 'space_report', 'big_files')))}"
     w.note(n, ext or "")
-    what = _spin(w, "{the {n} largest|the {n} biggest} {.{ext} files|files of type .{ext}}" if ext else
-                 "{the {n} largest|the {n} biggest} files", n=n, ext=ext or "", capitalize=False)
-    fmt = (_spin(w, "one per line: the size in bytes, a space, then the full path, largest first", capitalize=False)
-           if with_size else
-           _spin(w, "{one full path per line, largest first|their full paths, one per line, biggest first}",
-                 capitalize=False))
+    what = _spin(
+        w,
+        "{the {n} largest|the {n} biggest} {.{ext} files|files of type .{ext}}"
+        if ext
+        else "{the {n} largest|the {n} biggest} files",
+        n=n,
+        ext=ext or "",
+        capitalize=False,
+    )
+    fmt = (
+        _spin(
+            w, "one per line: the size in bytes, a space, then the full path, largest first", capitalize=False
+        )
+        if with_size
+        else _spin(
+            w,
+            "{one full path per line, largest first|their full paths, one per line, biggest first}",
+            capitalize=False,
+        )
+    )
     task = _phrase(
         w,
         "{Find|List} {what} {under|anywhere in} {root} (subfolders included) and write them to {out}, {fmt}.",
@@ -106,61 +136,90 @@ def largest_files_report(w: World) -> Draft:
         "{them|the answer} to {out}, {fmt}.",
         "Ticket: space report for {root}. {Put|Write} {what} in the whole tree into {out}, {fmt}.",
         "Could you {find|report} {what} anywhere under {root}? {List|Write} them in {out}, {fmt}.",
-        what=what, root=w.path_ref(root), out=w.path_ref(out, "file"), fmt=fmt)
-    rels = [p[len(root) + 1:] for p in top]
-    lines = ["#!/bin/bash", f"[ -f {quote(out)} ] || exit 1",
-             f"[ \"$({_norm_paths(out, root)})\" = {quote(chr(10).join(rels))} ] || exit 1"]
+        what=what,
+        root=w.path_ref(root),
+        out=w.path_ref(out, "file"),
+        fmt=fmt,
+    )
+    rels = [p[len(root) + 1 :] for p in top]
+    lines = [
+        "#!/bin/bash",
+        f"[ -f {quote(out)} ] || exit 1",
+        f'[ "$({_norm_paths(out, root)})" = {quote(chr(10).join(rels))} ] || exit 1',
+    ]
     if with_size:
-        lines.append(f"[ \"$(awk 'NF {{print $1}}' {quote(out)})\" = {quote(chr(10).join(str(sizes[p]) for p in top))} ] "
-                     "|| exit 1")
+        lines.append(
+            f"[ \"$(awk 'NF {{print $1}}' {quote(out)})\" = {quote(chr(10).join(str(sizes[p]) for p in top))} ] "
+            "|| exit 1"
+        )
     sh = _shell_paths(w)
     r, o = sh(root), sh(out)
     name = f" -name '*.{ext}'" if ext else ""
     if with_size:
-        cmd = w.pick((f"find {r} -type f{name} -printf '%s %p\\n' | sort -rn | head -n {n} > {o}",
-                      f"find {r} -type f{name} -exec du -b {{}} + | sort -rn | head -n {n} | tr '\\t' ' ' > {o}",
-                      f"find {r} -type f{name} -exec stat -c '%s %n' {{}} + | sort -rn | head -n {n} > {o}"))
+        cmd = w.pick(
+            (
+                f"find {r} -type f{name} -printf '%s %p\\n' | sort -rn | head -n {n} > {o}",
+                f"find {r} -type f{name} -exec du -b {{}} + | sort -rn | head -n {n} | tr '\\t' ' ' > {o}",
+                f"find {r} -type f{name} -exec stat -c '%s %n' {{}} + | sort -rn | head -n {n} > {o}",
+            )
+        )
     else:
-        cmd = w.pick((f"find {r} -type f{name} -printf '%s %p\\n' | sort -rn | head -n {n} | cut -d' ' -f2- > {o}",
-                      f"find {r} -type f{name} -exec du -b {{}} + | sort -rn | head -n {n} | cut -f2 > {o}",
-                      f"find {r} -type f{name} -exec ls -l {{}} + | sort -k5,5nr | head -n {n} | awk '{{print $9}}' "
-                      f"> {o}"))
+        cmd = w.pick(
+            (
+                f"find {r} -type f{name} -printf '%s %p\\n' | sort -rn | head -n {n} | cut -d' ' -f2- > {o}",
+                f"find {r} -type f{name} -exec du -b {{}} + | sort -rn | head -n {n} | cut -f2 > {o}",
+                f"find {r} -type f{name} -exec ls -l {{}} + | sort -k5,5nr | head -n {n} | awk '{{print $9}}' "
+                f"> {o}",
+            )
+        )
     reference = ([f"du -sh {r}"] if w.chance(0.3) else []) + [cmd, f"cat {o}"]
-    return Draft(task=task, check="\n".join(lines) + "\n", reference=reference, difficulty=3 if ext else 2,
-                 setup=[_make_sized({**sizes, **decoys}, root), _make_sized({outside: biggest + 200 * KIB}, outside)],
-                 files=small)
+    return Draft(
+        task=task,
+        check="\n".join(lines) + "\n",
+        reference=reference,
+        difficulty=3 if ext else 2,
+        setup=[_make_sized({**sizes, **decoys}, root), _make_sized({outside: biggest + 200 * KIB}, outside)],
+        files=small,
+    )
 
 
 # ---- disk-folder-usage ---------------------------------------------------------------------------------------------
 @family("disk-folder-usage", "disk", "rank the subfolders of a directory by their total disk usage (du)")
 def folder_usage(w: World) -> Draft:
     root = f"{HOME}/{w.dirname()}"
-    folders = [w.unique(lambda: w.pick(_SUBDIRS + ("home", "projects", "backups", "logs", "music", "docs")))
-               for _ in range(w.randint(3, 6))]
-    totals = [u * 64 * KIB for u in w.sample(range(1, 24), len(folders))]   # 64 KiB apart at least
+    folders = [
+        w.unique(lambda: w.pick(_SUBDIRS + ("home", "projects", "backups", "logs", "music", "docs")))
+        for _ in range(w.randint(3, 6))
+    ]
+    totals = [u * 64 * KIB for u in w.sample(range(1, 24), len(folders))]  # 64 KiB apart at least
     sizes: dict[str, int] = {}
     for folder, total in zip(folders, totals, strict=True):
         parts = w.randint(1, 3)
         nested = w.chance(0.4)
         for i in range(parts):
             share = total // parts if i < parts - 1 else total - (total // parts) * (parts - 1)
-            inner = f"{w.unique(lambda: w.pick(('a', 'b', 'old', 'new', 'raw', 'tmp', 'v1', 'v2')))}/" \
-                if nested and i == parts - 1 else ""
+            inner = (
+                f"{w.unique(lambda: w.pick(('a', 'b', 'old', 'new', 'raw', 'tmp', 'v1', 'v2')))}/"
+                if nested and i == parts - 1
+                else ""
+            )
             sizes[f"{root}/{folder}/{inner}{w.filename(w.pick(_BIG_EXTS))}"] = share
     loose = None
-    if w.chance(0.35):   # a loose file bigger than any folder: it is not a subfolder
+    if w.chance(0.35):  # a loose file bigger than any folder: it is not a subfolder
         loose = f"{root}/{w.filename(w.pick(_BIG_EXTS))}"
         sizes[loose] = 25 * 64 * KIB
     ranked = [f for _, f in sorted(zip(totals, folders, strict=True), reverse=True)]
     mode = w.pick(("largest", "ranking", "ranking", "smallest"))
     expected = {"largest": ranked[:1], "ranking": ranked, "smallest": ranked[-1:]}[mode]
     out = f"{HOME}/{w.filename('txt', stem=w.pick(('usage', 'du_report', 'folder_sizes', 'biggest_folder')))}"
-    what = {"largest": "{the name of the subfolder that uses the most space|the name of the biggest subfolder, "
-                       "nothing else}",
-            "ranking": "{the names of all its subfolders, one per line, largest first|every subfolder name, one per "
-                       "line, ordered from the most to the least space used}",
-            "smallest": "{the name of the subfolder that uses the least space|the name of the smallest subfolder, "
-                        "nothing else}"}[mode]
+    what = {
+        "largest": "{the name of the subfolder that uses the most space|the name of the biggest subfolder, "
+        "nothing else}",
+        "ranking": "{the names of all its subfolders, one per line, largest first|every subfolder name, one per "
+        "line, ordered from the most to the least space used}",
+        "smallest": "{the name of the subfolder that uses the least space|the name of the smallest subfolder, "
+        "nothing else}",
+    }[mode]
     what = _spin(w, what, capitalize=False)
     task = _phrase(
         w,
@@ -170,28 +229,48 @@ def folder_usage(w: World) -> Draft:
         "it, at any depth.",
         "Ticket: disk usage per subdirectory of {root}; {out} should {contain|hold} {what}.",
         "Could you {run a usage report on|compare the sizes of} the subfolders of {root} and save to {out} {what}?",
-        root=w.path_ref(root), out=w.path_ref(out, "file"), what=what)
-    check = ("#!/bin/bash\n"
-             f"[ -f {quote(out)} ] || exit 1\n"
-             f"[ \"$(awk 'NF {{print $NF}}' {quote(out)} | sed 's|/*$||; s|.*/||')\" = "
-             f"{quote(chr(10).join(expected))} ]\n")
+        root=w.path_ref(root),
+        out=w.path_ref(out, "file"),
+        what=what,
+    )
+    check = (
+        "#!/bin/bash\n"
+        f"[ -f {quote(out)} ] || exit 1\n"
+        f"[ \"$(awk 'NF {{print $NF}}' {quote(out)} | sed 's|/*$||; s|.*/||')\" = "
+        f"{quote(chr(10).join(expected))} ]\n"
+    )
     sh = _shell_paths(w)
     r, o = sh(root), sh(out)
     order = "-n" if mode == "smallest" else "-rn"
     if mode == "ranking":
-        cmd = w.pick((f"du -s {r}/*/ | sort -rn | awk '{{print $2}}' > {o}",
-                      f"du -d 1 {r} | sort -rn | sed 1d | cut -f2 > {o}",
-                      f"du --max-depth=1 -k {r} | sort -rn | tail -n +2 | cut -f2 | xargs -n1 basename > {o}"))
+        cmd = w.pick(
+            (
+                f"du -s {r}/*/ | sort -rn | awk '{{print $2}}' > {o}",
+                f"du -d 1 {r} | sort -rn | sed 1d | cut -f2 > {o}",
+                f"du --max-depth=1 -k {r} | sort -rn | tail -n +2 | cut -f2 | xargs -n1 basename > {o}",
+            )
+        )
     else:
-        cmd = w.pick((f"du -s {r}/*/ | sort {order} | head -n 1 | cut -f2 | xargs basename > {o}",
-                      f"du -sk {r}/*/ | sort {order} | head -n 1 | awk '{{print $2}}' > {o}"))
+        cmd = w.pick(
+            (
+                f"du -s {r}/*/ | sort {order} | head -n 1 | cut -f2 | xargs basename > {o}",
+                f"du -sk {r}/*/ | sort {order} | head -n 1 | awk '{{print $2}}' > {o}",
+            )
+        )
     reference = [f"du -sh {r}/*", cmd, f"cat {o}"] if w.chance(0.5) else [cmd, f"cat {o}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if loose or mode == "ranking" else 2,
-                 setup=[_make_sized(sizes, root)])
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=3 if loose or mode == "ranking" else 2,
+        setup=[_make_sized(sizes, root)],
+    )
 
 
 # ---- disk-find-large-files -----------------------------------------------------------------------------------------
-@family("disk-find-large-files", "disk", "find the files over a size under a tree and list, delete or move them")
+@family(
+    "disk-find-large-files", "disk", "find the files over a size under a tree and list, delete or move them"
+)
 def find_large_files(w: World) -> Draft:
     root = f"{HOME}/{w.dirname()}"
     subs = [w.unique(lambda: w.pick(_SUBDIRS)) for _ in range(w.randint(1, 3))]
@@ -200,24 +279,42 @@ def find_large_files(w: World) -> Draft:
     other = w.pick([e for e in _BIG_EXTS if e != ext])
     big: dict[str, int] = {}
     small: dict[str, int] = {}
-    for _ in range(w.randint(1, 4)):      # well above the limit, whatever unit rounding a tool applies
-        big[_under(w, root, subs, w.filename(ext or w.pick(_BIG_EXTS)))] = thr_k * KIB * w.randint(13, 20) // 10
-    for _ in range(w.randint(2, 5)):      # well below it
-        small[_under(w, root, subs, w.filename(ext or w.pick(_BIG_EXTS)))] = thr_k * KIB * w.randint(1, 7) // 10
-    if ext:   # a big file of another type stays
+    for _ in range(w.randint(1, 4)):  # well above the limit, whatever unit rounding a tool applies
+        big[_under(w, root, subs, w.filename(ext or w.pick(_BIG_EXTS)))] = (
+            thr_k * KIB * w.randint(13, 20) // 10
+        )
+    for _ in range(w.randint(2, 5)):  # well below it
+        small[_under(w, root, subs, w.filename(ext or w.pick(_BIG_EXTS)))] = (
+            thr_k * KIB * w.randint(1, 7) // 10
+        )
+    if ext:  # a big file of another type stays
         small[_under(w, root, subs, w.filename(other))] = thr_k * KIB * 2
     mode = w.pick(("list", "list", "delete", "move"))
     dest = f"{HOME}/{w.pick(('big_files', 'offload', 'to_archive', 'large', 'review'))}_{w.word()}"
     out = f"{HOME}/{w.filename('txt', stem=w.pick(('large_files', 'over_limit', 'big', 'oversized')))}"
     limit = f"{thr_k // 1024} MB" if thr_k >= 1024 else f"{thr_k} KB"
     w.note(limit, thr_k, ext or "")
-    kind = _spin(w, "{.{ext} files|files ending in .{ext}}" if ext else "{files|regular files}", ext=ext or "",
-                 capitalize=False)
-    action = {"list": _spin(w, "{write|save} their full paths to {out}, one per line", out=w.path_ref(out, "file"),
-                            capitalize=False),
-              "delete": _spin(w, "{delete|remove} them", capitalize=False),
-              "move": _spin(w, "move them {into|to} {dest} (flat, no subfolders{|; create it})", dest=w.path_ref(dest),
-                            capitalize=False)}[mode]
+    kind = _spin(
+        w,
+        "{.{ext} files|files ending in .{ext}}" if ext else "{files|regular files}",
+        ext=ext or "",
+        capitalize=False,
+    )
+    action = {
+        "list": _spin(
+            w,
+            "{write|save} their full paths to {out}, one per line",
+            out=w.path_ref(out, "file"),
+            capitalize=False,
+        ),
+        "delete": _spin(w, "{delete|remove} them", capitalize=False),
+        "move": _spin(
+            w,
+            "move them {into|to} {dest} (flat, no subfolders{|; create it})",
+            dest=w.path_ref(dest),
+            capitalize=False,
+        ),
+    }[mode]
     task = _phrase(
         w,
         "{Find|Locate} the {kind} {larger|bigger} than {limit} {under|anywhere in} {root} and {action}.",
@@ -225,17 +322,25 @@ def find_large_files(w: World) -> Draft:
         "Ticket: {kind} above {limit} in {root} (subfolders included): {action}. {Smaller files stay.|Leave the "
         "smaller ones alone.}",
         "Could you {find|track down} {kind} bigger than {limit} in {root}, subfolders included, and {action}?",
-        kind=kind, limit=limit, root=w.path_ref(root), action=action)
+        kind=kind,
+        limit=limit,
+        root=w.path_ref(root),
+        action=action,
+    )
     lines = ["#!/bin/bash"]
     if mode == "list":
-        rels = sorted(p[len(root) + 1:] for p in big)
-        lines += [f"[ -f {quote(out)} ] || exit 1",
-                  f"[ \"$({_norm_paths(out, root)} | sort)\" = {quote(chr(10).join(rels))} ] || exit 1"]
+        rels = sorted(p[len(root) + 1 :] for p in big)
+        lines += [
+            f"[ -f {quote(out)} ] || exit 1",
+            f'[ "$({_norm_paths(out, root)} | sort)" = {quote(chr(10).join(rels))} ] || exit 1',
+        ]
         lines += [f"[ -f {quote(p)} ] || exit 1" for p in big]
     elif mode == "delete":
         lines += [f"[ ! -e {quote(p)} ] || exit 1" for p in big]
     else:
-        lines += [f"[ -f {quote(dest + '/' + p.rsplit('/', 1)[1])} ] && [ ! -e {quote(p)} ] || exit 1" for p in big]
+        lines += [
+            f"[ -f {quote(dest + '/' + p.rsplit('/', 1)[1])} ] && [ ! -e {quote(p)} ] || exit 1" for p in big
+        ]
     lines += [f"[ -f {quote(p)} ] || exit 1" for p in small]
     sh = _shell_paths(w)
     r = sh(root)
@@ -243,15 +348,28 @@ def find_large_files(w: World) -> Draft:
     unit = f"{thr_k // 1024}M" if thr_k >= 1024 and w.chance(0.6) else f"{thr_k}k"
     found = f"find {r} -type f{name} -size +{unit}"
     if mode == "list":
-        reference = [w.pick((f"{found} > {sh(out)}", f"{found} -printf '%p\\n' > {sh(out)}")), f"cat {sh(out)}"]
+        reference = [
+            w.pick((f"{found} > {sh(out)}", f"{found} -printf '%p\\n' > {sh(out)}")),
+            f"cat {sh(out)}",
+        ]
     elif mode == "delete":
-        reference = [f"{found} -exec ls -lh {{}} +", w.pick((f"{found} -delete", f"{found} -exec rm {{}} +",
-                                                               f"{found} -print0 | xargs -0 rm -f"))]
+        reference = [
+            f"{found} -exec ls -lh {{}} +",
+            w.pick((f"{found} -delete", f"{found} -exec rm {{}} +", f"{found} -print0 | xargs -0 rm -f")),
+        ]
     else:
-        reference = [f"mkdir -p {sh(dest)}", w.pick((f"{found} -exec mv -t {sh(dest)} {{}} +",
-                                                     f"{found} -exec mv {{}} {sh(dest)}/ \\;")), f"ls -l {sh(dest)}"]
-    return Draft(task=task, check="\n".join(lines) + "\n", reference=reference, difficulty=2 if mode == "list" else 3,
-                 setup=[_make_sized({**big, **small}, root)])
+        reference = [
+            f"mkdir -p {sh(dest)}",
+            w.pick((f"{found} -exec mv -t {sh(dest)} {{}} +", f"{found} -exec mv {{}} {sh(dest)}/ \\;")),
+            f"ls -l {sh(dest)}",
+        ]
+    return Draft(
+        task=task,
+        check="\n".join(lines) + "\n",
+        reference=reference,
+        difficulty=2 if mode == "list" else 3,
+        setup=[_make_sized({**big, **small}, root)],
+    )
 
 
 # ---- disk-empty-cleanup --------------------------------------------------------------------------------------------
@@ -261,33 +379,39 @@ def empty_cleanup(w: World) -> Draft:
     subs = [w.unique(lambda: w.pick(_SUBDIRS)) for _ in range(w.randint(2, 4))]
     mode = w.pick(("files", "dirs", "both"))
     full = {_under(w, root, subs, w.filename()): _body(w.lines(2)) for _ in range(w.randint(2, 5))}
-    full[f"{root}/{w.filename()}"] = "\n"          # one byte is not empty
+    full[f"{root}/{w.filename()}"] = "\n"  # one byte is not empty
     empty_files = [_under(w, root, subs, w.filename()) for _ in range(w.randint(2, 5))]
     if w.chance(0.4):
         empty_files.append(f"{root}/{w.pick(subs)}/.{w.pick(('keep', 'lock', 'placeholder', 'marker'))}")
-    empty_dirs = [f"{root}/{w.unique(lambda: w.pick(('scratch', 'staging', 'unused', 'spare', 'incoming')))}"
-                  for _ in range(w.randint(1, 3))]
-    chain = f"{root}/{w.pick(subs)}/{w.word()}/{w.word()}"     # nested empty folders: all of them go
+    empty_dirs = [
+        f"{root}/{w.unique(lambda: w.pick(('scratch', 'staging', 'unused', 'spare', 'incoming')))}"
+        for _ in range(w.randint(1, 3))
+    ]
+    chain = f"{root}/{w.pick(subs)}/{w.word()}/{w.word()}"  # nested empty folders: all of them go
     empty_dirs.append(chain)
     only_empty_files = f"{root}/{w.unique(lambda: w.pick(('markers', 'locks', 'flags', 'stubs')))}"
-    empty_files.append(f"{only_empty_files}/{w.filename()}")   # a folder that holds only an empty file
-    outside = f"{HOME}/{w.filename()}"                              # an empty file outside the tree stays
+    empty_files.append(f"{only_empty_files}/{w.filename()}")  # a folder that holds only an empty file
+    outside = f"{HOME}/{w.filename()}"  # an empty file outside the tree stays
     files = {**full, **{p: "" for p in empty_files}, outside: ""}
     setup = [f"mkdir -p {' '.join(quote(d) for d in empty_dirs)} && chown -R operator:operator {quote(root)}"]
-    what = {"files": "{delete|remove} every empty file (size zero) {where}; {leave the directories alone, even "
-                     "empty ones|do not remove any directory}",
-            "dirs": "{delete|remove} every empty directory {where}, including folders that only held empty folders; "
-                    "{files stay, even empty ones|do not delete any file}",
-            "both": "{delete|remove} every empty file {where}, then every directory {below it|inside it} that is (or "
-                    "has become) empty; the {top|top-level} folder itself stays"}[mode]
+    what = {
+        "files": "{delete|remove} every empty file (size zero) {where}; {leave the directories alone, even "
+        "empty ones|do not remove any directory}",
+        "dirs": "{delete|remove} every empty directory {where}, including folders that only held empty folders; "
+        "{files stay, even empty ones|do not delete any file}",
+        "both": "{delete|remove} every empty file {where}, then every directory {below it|inside it} that is (or "
+        "has become) empty; the {top|top-level} folder itself stays",
+    }[mode]
     task = _phrase(
         w,
         what.replace("{where}", "{under|anywhere in} {root}") + ".",
         "{Clean up|Tidy} {root}: " + what.replace("{where}", "in it") + ".",
         "Ticket: {root} is littered with empty {files|entries}. "
-        + what.replace("{where}", "in it").replace("{delete|remove}", "{Delete|Remove}") + ".",
+        + what.replace("{where}", "in it").replace("{delete|remove}", "{Delete|Remove}")
+        + ".",
         "Could you " + what.replace("{where}", "under {root}") + "?",
-        root=w.path_ref(root))
+        root=w.path_ref(root),
+    )
     gone, stay = [], [*full, outside]
     chain_parts = [chain.rsplit("/", 1)[0], chain]
     if mode in ("files", "both"):
@@ -307,22 +431,47 @@ def empty_cleanup(w: World) -> Draft:
         lines.append(f"[ -d {quote(only_empty_files)} ] || exit 1")
     sh = _shell_paths(w)
     r = sh(root)
-    cmd = {"files": w.pick((f"find {r} -type f -empty -delete", f"find {r} -type f -size 0 -exec rm {{}} +",
-                            f"find {r} -type f -empty -print0 | xargs -0 rm")),
-           "dirs": w.pick((f"find {r} -mindepth 1 -type d -empty -delete",
-                           f"find {r} -depth -mindepth 1 -type d -empty -exec rmdir {{}} \\;")),
-           "both": w.pick((f"find {r} -mindepth 1 -empty -delete",
-                           f"find {r} -type f -empty -delete && find {r} -mindepth 1 -type d -empty -delete"))}[mode]
+    cmd = {
+        "files": w.pick(
+            (
+                f"find {r} -type f -empty -delete",
+                f"find {r} -type f -size 0 -exec rm {{}} +",
+                f"find {r} -type f -empty -print0 | xargs -0 rm",
+            )
+        ),
+        "dirs": w.pick(
+            (
+                f"find {r} -mindepth 1 -type d -empty -delete",
+                f"find {r} -depth -mindepth 1 -type d -empty -exec rmdir {{}} \\;",
+            )
+        ),
+        "both": w.pick(
+            (
+                f"find {r} -mindepth 1 -empty -delete",
+                f"find {r} -type f -empty -delete && find {r} -mindepth 1 -type d -empty -delete",
+            )
+        ),
+    }[mode]
     reference = ([f"find {r} -empty"] if w.chance(0.5) else []) + [cmd, w.pick((f"find {r}", f"tree -a {r}"))]
-    return Draft(task=task, check="\n".join(lines) + "\n", reference=reference, difficulty=2 if mode != "both" else 3,
-                 setup=setup, files=files)
+    return Draft(
+        task=task,
+        check="\n".join(lines) + "\n",
+        reference=reference,
+        difficulty=2 if mode != "both" else 3,
+        setup=setup,
+        files=files,
+    )
 
 
 # ---- disk-truncate-logs --------------------------------------------------------------------------------------------
 @family("disk-truncate-logs", "disk", "empty or trim runaway log files in place (same file, same inode)")
 def truncate_logs(w: World) -> Draft:
     svc = w.service()
-    folder = f"{HOME}/{w.pick(('logs', 'log', 'var_log', 'app_logs'))}_{svc}" if w.chance(0.5) else f"{HOME}/{svc}/logs"
+    folder = (
+        f"{HOME}/{w.pick(('logs', 'log', 'var_log', 'app_logs'))}_{svc}"
+        if w.chance(0.5)
+        else f"{HOME}/{svc}/logs"
+    )
     mode = w.pick(("empty_one", "keep_tail", "empty_big"))
     token = w.token(8)
     files: dict[str, str] = {}
@@ -338,8 +487,10 @@ def truncate_logs(w: World) -> Draft:
         files[log] = _body(content)
         targets = [log]
     else:
-        names = [f"{svc}.log"] + [w.filename("log") for _ in range(w.randint(0 if mode == "empty_one" else 1, 3))]
-        big = names[:1] if mode == "empty_one" else names[:w.randint(1, len(names) - 1)]
+        names = [f"{svc}.log"] + [
+            w.filename("log") for _ in range(w.randint(0 if mode == "empty_one" else 1, 3))
+        ]
+        big = names[:1] if mode == "empty_one" else names[: w.randint(1, len(names) - 1)]
         for name in names:
             path = f"{folder}/{name}"
             files[path] = _body(w.log_lines(w.randint(5, 20), service=svc))
@@ -352,54 +503,103 @@ def truncate_logs(w: World) -> Draft:
     other = f"{folder}/{w.filename(w.pick(('conf', 'pid', 'txt')))}"
     files[other] = f"{w.randint(100, 9999)}\n"
     keep_same[other] = files[other]
-    setup.append(f"chown -R operator:operator {quote(folder)} && for f in {' '.join(quote(t) for t in targets)}; do "
-                 f"stat -c '%i %n' \"$f\"; done > /root/.inodes_{token}")
+    setup.append(
+        f"chown -R operator:operator {quote(folder)} && for f in {' '.join(quote(t) for t in targets)}; do "
+        f"stat -c '%i %n' \"$f\"; done > /root/.inodes_{token}"
+    )
     one = mode != "empty_big"
-    why = _spin(w, "{the service still has {pron} open|a running process keeps writing to {pron}}, so {empty|trim} "
-                   "{pron} in place: do not delete, move or replace the {noun}", pron="it" if one else "them",
-                noun="file" if one else "files", capitalize=False)
+    why = _spin(
+        w,
+        "{the service still has {pron} open|a running process keeps writing to {pron}}, so {empty|trim} "
+        "{pron} in place: do not delete, move or replace the {noun}",
+        pron="it" if one else "them",
+        noun="file" if one else "files",
+        capitalize=False,
+    )
     log_ref = w.path_ref(targets[0], "file") if one else ""
-    what = {"empty_one": _spin(w, "{empty|truncate} {log} to zero bytes", log=log_ref, capitalize=False),
-            "keep_tail": _spin(w, "{trim|cut down} {log} to its last {n} lines", log=log_ref, n=n_keep,
-                               capitalize=False),
-            "empty_big": _spin(w, "{empty|truncate to zero bytes} every .log file in {folder} that is larger than "
-                                  "{k} KB; {smaller logs|the other files} stay as they are", folder=w.path_ref(folder),
-                               k=thr_k, capitalize=False)}[mode]
+    what = {
+        "empty_one": _spin(w, "{empty|truncate} {log} to zero bytes", log=log_ref, capitalize=False),
+        "keep_tail": _spin(
+            w, "{trim|cut down} {log} to its last {n} lines", log=log_ref, n=n_keep, capitalize=False
+        ),
+        "empty_big": _spin(
+            w,
+            "{empty|truncate to zero bytes} every .log file in {folder} that is larger than "
+            "{k} KB; {smaller logs|the other files} stay as they are",
+            folder=w.path_ref(folder),
+            k=thr_k,
+            capitalize=False,
+        ),
+    }[mode]
     task = _phrase(
         w,
         "{what_c}. {why_c}.",
         "{The disk is almost full|Logs are eating the disk}: {what}. {why_c}.",
         "Ticket: {what}. Note: {why}.",
         "Could you {what}? {why_c}.",
-        what=what, what_c=what[:1].upper() + what[1:], why=why, why_c=why[:1].upper() + why[1:])
-    lines = ["#!/bin/bash", f"[ -s /root/.inodes_{token} ] || exit 1",
-             f"while read -r ino path; do [ -f \"$path\" ] && [ \"$(stat -c %i \"$path\")\" = \"$ino\" ] && "
-             f"[ \"$(stat -c %U \"$path\")\" = operator ] || exit 1; done < /root/.inodes_{token}"]
+        what=what,
+        what_c=what[:1].upper() + what[1:],
+        why=why,
+        why_c=why[:1].upper() + why[1:],
+    )
+    lines = [
+        "#!/bin/bash",
+        f"[ -s /root/.inodes_{token} ] || exit 1",
+        f'while read -r ino path; do [ -f "$path" ] && [ "$(stat -c %i "$path")" = "$ino" ] && '
+        f'[ "$(stat -c %U "$path")" = operator ] || exit 1; done < /root/.inodes_{token}',
+    ]
     if mode == "keep_tail":
-        lines.append(f"[ \"$(cat {quote(targets[0])})\" = {quote(chr(10).join(content[-n_keep:]))} ] || exit 1")
+        lines.append(f'[ "$(cat {quote(targets[0])})" = {quote(chr(10).join(content[-n_keep:]))} ] || exit 1')
     else:
         lines += [f"[ ! -s {quote(t)} ] || exit 1" for t in targets]
-    lines += [f"[ \"$(cat {quote(p)})\" = {quote(c.rstrip(chr(10)))} ] || exit 1" for p, c in keep_same.items()]
+    lines += [f'[ "$(cat {quote(p)})" = {quote(c.rstrip(chr(10)))} ] || exit 1' for p, c in keep_same.items()]
     sh = _shell_paths(w)
     if mode == "empty_one":
         t = sh(targets[0])
-        reference = [f"ls -lh {sh(folder)}", w.pick((f"truncate -s 0 {t}", f": > {t}", f"> {t}",
-                                                     f"cp /dev/null {t}")), f"ls -l {t}"]
+        reference = [
+            f"ls -lh {sh(folder)}",
+            w.pick((f"truncate -s 0 {t}", f": > {t}", f"> {t}", f"cp /dev/null {t}")),
+            f"ls -l {t}",
+        ]
     elif mode == "keep_tail":
         t = sh(targets[0])
-        reference = [w.pick((f"tail -n {n_keep} {t} > /tmp/tail.$$ && cat /tmp/tail.$$ > {t} && rm /tmp/tail.$$",
-                             f"tail -n {n_keep} {t} > /tmp/keep && cp /tmp/keep {t}")), f"wc -l {t}"]
+        reference = [
+            w.pick(
+                (
+                    f"tail -n {n_keep} {t} > /tmp/tail.$$ && cat /tmp/tail.$$ > {t} && rm /tmp/tail.$$",
+                    f"tail -n {n_keep} {t} > /tmp/keep && cp /tmp/keep {t}",
+                )
+            ),
+            f"wc -l {t}",
+        ]
     else:
         f = sh(folder)
-        reference = [f"ls -lh {f}", w.pick((f"find {f} -name '*.log' -size +{thr_k}k -exec truncate -s 0 {{}} +",
-                                            f"for x in $(find {f} -name '*.log' -size +{thr_k}k); do : > \"$x\"; "
-                                            "done")), f"ls -lh {f}"]
-    return Draft(task=task, check="\n".join(lines) + "\n", reference=reference,
-                 difficulty={"empty_one": 1, "keep_tail": 3, "empty_big": 3}[mode], setup=setup, files=files)
+        reference = [
+            f"ls -lh {f}",
+            w.pick(
+                (
+                    f"find {f} -name '*.log' -size +{thr_k}k -exec truncate -s 0 {{}} +",
+                    f"for x in $(find {f} -name '*.log' -size +{thr_k}k); do : > \"$x\"; done",
+                )
+            ),
+            f"ls -lh {f}",
+        ]
+    return Draft(
+        task=task,
+        check="\n".join(lines) + "\n",
+        reference=reference,
+        difficulty={"empty_one": 1, "keep_tail": 3, "empty_big": 3}[mode],
+        setup=setup,
+        files=files,
+    )
 
 
 # ---- disk-duplicate-files ------------------------------------------------------------------------------------------
-@family("disk-duplicate-files", "disk", "find files with identical content (checksums) and report or remove copies")
+@family(
+    "disk-duplicate-files",
+    "disk",
+    "find files with identical content (checksums) and report or remove copies",
+)
 def duplicate_files(w: World) -> Draft:
     root = f"{HOME}/{w.dirname()}"
     mode = w.pick(("list", "list", "dedupe"))
@@ -411,13 +611,13 @@ def duplicate_files(w: World) -> Draft:
         ext = w.pick(("jpg", "pdf", "txt", "csv", "png", "mp3"))
         dup_paths: list[str] = []
         taken: set[str] = set()
-        for _ in range(w.randint(1, 3)):             # groups of identical files
+        for _ in range(w.randint(1, 3)):  # groups of identical files
             content = _fresh_text(w, taken, w.randint(2, 6))
             for _ in range(w.randint(2, 3)):
                 p = _under(w, root, subs, w.filename(ext))
                 files[p] = content
                 dup_paths.append(p)
-        for _ in range(w.randint(2, 5)):             # unique ones, some of the same size as a duplicate
+        for _ in range(w.randint(2, 5)):  # unique ones, some of the same size as a duplicate
             text = files[w.pick(dup_paths)]
             content = text[:-2] + ("x" if text[-2] != "x" else "y") + "\n"
             if content in taken or w.chance(0.5):
@@ -436,27 +636,43 @@ def duplicate_files(w: World) -> Draft:
             "file of the tree (all copies, one path per line). Names do not matter, only content.",
             "Which files in {root} are duplicates by content? Write the paths of all of them (every copy) to {out}, "
             "one per line.",
-            root=w.path_ref(root), out=w.path_ref(out, "file"))
-        rels = sorted(p[len(root) + 1:] for p in dup_paths)
-        lines = ["#!/bin/bash", f"[ -f {quote(out)} ] || exit 1",
-                 f"[ \"$({_norm_paths(out, root)} | sort)\" = {quote(chr(10).join(rels))} ] || exit 1"]
+            root=w.path_ref(root),
+            out=w.path_ref(out, "file"),
+        )
+        rels = sorted(p[len(root) + 1 :] for p in dup_paths)
+        lines = [
+            "#!/bin/bash",
+            f"[ -f {quote(out)} ] || exit 1",
+            f'[ "$({_norm_paths(out, root)} | sort)" = {quote(chr(10).join(rels))} ] || exit 1',
+        ]
         lines += [f"[ -f {quote(p)} ] || exit 1" for p in files]
         tool, width = w.pick((("md5sum", 32), ("sha256sum", 64), ("md5sum", 32)))
-        reference = [w.pick((f"find {r} -type f -exec {tool} {{}} + | sort | uniq -w{width} -D | awk '{{print $2}}' "
-                             f"> {sh(out)}",
-                             f"find {r} -type f -print0 | xargs -0 {tool} | sort | uniq -w{width} --all-repeated | "
-                             f"cut -c{width + 3}- > {sh(out)}")), f"cat {sh(out)}"]
+        reference = [
+            w.pick(
+                (
+                    f"find {r} -type f -exec {tool} {{}} + | sort | uniq -w{width} -D | awk '{{print $2}}' "
+                    f"> {sh(out)}",
+                    f"find {r} -type f -print0 | xargs -0 {tool} | sort | uniq -w{width} --all-repeated | "
+                    f"cut -c{width + 3}- > {sh(out)}",
+                )
+            ),
+            f"cat {sh(out)}",
+        ]
         return Draft(task=task, check="\n".join(lines) + "\n", reference=reference, difficulty=3, files=files)
     lib_name = w.pick(("library", "photos", "archive", "music", "documents"))
     inc_name = w.pick(("incoming", "import", "inbox", "new", "camera_upload"))
     lib, inc = f"{root}/{lib_name}", f"{root}/{inc_name}"
     ext = w.pick(("jpg", "pdf", "mp3", "txt", "png"))
     taken: set[str] = set()
-    known = {f"{lib}/{w.filename(ext)}": _fresh_text(w, taken, w.randint(2, 5)) for _ in range(w.randint(3, 6))}
-    copies = {f"{inc}/{w.filename(ext)}": c for c in w.sample(list(known.values()), w.randint(1, len(known) - 1))}
+    known = {
+        f"{lib}/{w.filename(ext)}": _fresh_text(w, taken, w.randint(2, 5)) for _ in range(w.randint(3, 6))
+    }
+    copies = {
+        f"{inc}/{w.filename(ext)}": c for c in w.sample(list(known.values()), w.randint(1, len(known) - 1))
+    }
     fresh = {f"{inc}/{w.filename(ext)}": _fresh_text(w, taken) for _ in range(w.randint(1, 3))}
     same_name = w.pick(list(known)).rsplit("/", 1)[1]
-    fresh[f"{inc}/{same_name}"] = _fresh_text(w, taken)      # same name as a library file, other content: stays
+    fresh[f"{inc}/{same_name}"] = _fresh_text(w, taken)  # same name as a library file, other content: stays
     files = {**known, **copies, **fresh}
     task = _phrase(
         w,
@@ -468,17 +684,23 @@ def duplicate_files(w: World) -> Draft:
         "to one in {lib}; the rest stay, and {lib} is not to be changed.",
         "Could you delete from {inc} the files that already exist in {lib} with the same content? Names may differ, "
         "and a file with the same name but other content is not a copy.",
-        inc=w.path_ref(inc), lib=w.path_ref(lib))
+        inc=w.path_ref(inc),
+        lib=w.path_ref(lib),
+    )
     lines = ["#!/bin/bash"]
     lines += [f"[ ! -e {quote(p)} ] || exit 1" for p in copies]
     lines += [f"[ -f {quote(p)} ] || exit 1" for p in [*known, *fresh]]
     lib_s, inc_s = sh(lib), sh(inc)
     if w.chance(0.5):
-        reference = [f"for f in {inc_s}/*; do for g in {lib_s}/*; do cmp -s \"$f\" \"$g\" && {{ rm \"$f\"; break; }}; "
-                     "done; done"]
+        reference = [
+            f'for f in {inc_s}/*; do for g in {lib_s}/*; do cmp -s "$f" "$g" && {{ rm "$f"; break; }}; '
+            "done; done"
+        ]
     else:
-        reference = [f"md5sum {lib_s}/* | cut -d' ' -f1 > /tmp/known.md5",
-                     f"for f in {inc_s}/*; do grep -qx \"$(md5sum < \"$f\" | cut -d' ' -f1)\" /tmp/known.md5 && "
-                     "rm \"$f\"; done"]
+        reference = [
+            f"md5sum {lib_s}/* | cut -d' ' -f1 > /tmp/known.md5",
+            f'for f in {inc_s}/*; do grep -qx "$(md5sum < "$f" | cut -d\' \' -f1)" /tmp/known.md5 && '
+            'rm "$f"; done',
+        ]
     reference.append(f"ls {inc_s}")
     return Draft(task=task, check="\n".join(lines) + "\n", reference=reference, difficulty=4, files=files)

@@ -12,8 +12,25 @@ import json
 from bashgym_assets.scenarios.factory.family import Draft, family
 from bashgym_assets.scenarios.factory.world import HOME, World, quote
 
-TOOLS = ("deploy", "lint", "fmt", "backup", "mkrelease", "dbshell", "logtail", "notify", "bump", "ctl", "tree",
-         "runjob", "healthcheck", "seed-db", "rotate", "publish", "snapshot")
+TOOLS = (
+    "deploy",
+    "lint",
+    "fmt",
+    "backup",
+    "mkrelease",
+    "dbshell",
+    "logtail",
+    "notify",
+    "bump",
+    "ctl",
+    "tree",
+    "runjob",
+    "healthcheck",
+    "seed-db",
+    "rotate",
+    "publish",
+    "snapshot",
+)
 PROFILE_FILES = ("~/.profile", "~/.bashrc")
 
 
@@ -26,10 +43,12 @@ def _fresh(cmd: str, flags: str = "-lic") -> str:
     """Check lines running ``cmd`` in a fresh shell of the operator (empty environment, login + interactive);
     its stdout lands in the file ``$R`` (stdout of start-up files cannot pollute it)."""
     # umask 022 first: a fresh login starts from the system default, not from whatever the checker runs with
-    return (f"umask 022; R=/tmp/.envcheck.$$; rm -f \"$R\"\n"
-            f"timeout 15 runuser -u operator -- env -i HOME={HOME} USER=operator LOGNAME=operator SHELL=/bin/bash "
-            f"PATH=/usr/local/bin:/usr/bin:/bin TERM=dumb R=\"$R\" bash {flags} {quote(cmd)} </dev/null >/dev/null "
-            "2>&1\n[ -f \"$R\" ] || exit 1")
+    return (
+        f'umask 022; R=/tmp/.envcheck.$$; rm -f "$R"\n'
+        f"timeout 15 runuser -u operator -- env -i HOME={HOME} USER=operator LOGNAME=operator SHELL=/bin/bash "
+        f'PATH=/usr/local/bin:/usr/bin:/bin TERM=dumb R="$R" bash {flags} {quote(cmd)} </dev/null >/dev/null '
+        '2>&1\n[ -f "$R" ] || exit 1'
+    )
 
 
 def _rc(w: World) -> str:
@@ -54,22 +73,32 @@ def _verify(w: World, rc: str, cmd: str) -> str:
 @family("environment-path-prepend", "environment", "put a folder of tools first on PATH for login shells")
 def path_prepend(w: World) -> Draft:
     proj = w.project()
-    tools_dir = w.pick((f"{HOME}/{w.pick(('tools', '.tools', 'apps', 'opt'))}/bin", f"{HOME}/.{proj}/bin",
-                        f"{HOME}/{proj}-tools", f"/opt/{proj}/bin", f"{HOME}/.local/{proj}/bin"))
+    tools_dir = w.pick(
+        (
+            f"{HOME}/{w.pick(('tools', '.tools', 'apps', 'opt'))}/bin",
+            f"{HOME}/.{proj}/bin",
+            f"{HOME}/{proj}-tools",
+            f"/opt/{proj}/bin",
+            f"{HOME}/.local/{proj}/bin",
+        )
+    )
     tools = w.sample(TOOLS, w.randint(1, 3))
     w.note(*tools)
     version = f"{w.randint(1, 9)}.{w.randint(0, 20)}"
     fix_exec = tools_dir.startswith(HOME) and w.chance(0.3)
     rc = _rc(w)
-    files = {f"{tools_dir}/{t}": f"#!/bin/sh\necho \"{t} {version} ({proj})\"\n" for t in tools}
+    files = {f"{tools_dir}/{t}": f'#!/bin/sh\necho "{t} {version} ({proj})"\n' for t in tools}
     shadowed = [t for t in tools if t not in ("fmt", "tree") and w.chance(0.7)] or tools[:1]
-    for t in shadowed:   # an older copy elsewhere on PATH: the new folder has to come first
+    for t in shadowed:  # an older copy elsewhere on PATH: the new folder has to come first
         if t not in ("fmt", "tree"):
-            files[f"/usr/local/bin/{t}"] = f"#!/bin/sh\necho \"{t} 0.1 (old)\"\n"
+            files[f"/usr/local/bin/{t}"] = f'#!/bin/sh\necho "{t} 0.1 (old)"\n'
     setup = [f"chmod 644 {' '.join(quote(f'{tools_dir}/{t}') for t in tools)}"] if fix_exec else []
     names = ", ".join(f"`{t}`" for t in tools)
-    fix = (w.spin("The {scripts|tools} there are not executable yet; {fix that too|make them executable}.")
-           if fix_exec else "")
+    fix = (
+        w.spin("The {scripts|tools} there are not executable yet; {fix that too|make them executable}.")
+        if fix_exec
+        else ""
+    )
     task = w.phrase(
         "Make the tools in {dir} ({names}) take precedence on your PATH: put {dir} {at the front of|first on} "
         "PATH for your login shells {where}, keeping the rest of PATH. {fix}",
@@ -80,28 +109,42 @@ def path_prepend(w: World) -> Draft:
         "Put {dir} first on PATH {where}, without dropping the other entries. {fix}",
         "Could you set up your login shells so that {dir} comes first on PATH {where}? The existing PATH must "
         "{stay|remain} after it. {fix}",
-        dir=w.path_ref(tools_dir), names=names, first=tools[0], where=_where(w, rc), fix=fix)
+        dir=w.path_ref(tools_dir),
+        names=names,
+        first=tools[0],
+        where=_where(w, rc),
+        fix=fix,
+    )
     probe = "; ".join(f"command -v {t}; {t}" for t in tools) + "; command -v git; command -v sort"
     expected = []
     for t in tools:
         expected += [f"{tools_dir}/{t}", f"{t} {version} ({proj})"]
     expected += ["/usr/bin/git", "/usr/bin/sort"]
-    lines = [_fresh(f"{{ {probe}; }} > \"$R\""),
-             f"[ \"$(cat \"$R\")\" = {quote(chr(10).join(expected))} ] || exit 1"]
+    lines = [
+        _fresh(f'{{ {probe}; }} > "$R"'),
+        f'[ "$(cat "$R")" = {quote(chr(10).join(expected))} ] || exit 1',
+    ]
     if rc:
-        tail = tools_dir[len(HOME) + 1:] if tools_dir.startswith(HOME) else tools_dir
+        tail = tools_dir[len(HOME) + 1 :] if tools_dir.startswith(HOME) else tools_dir
         lines.append(f"grep -q {quote(tail)} {HOME}/{rc[2:]} || exit 1")
     check = _script(*lines)
-    target = "$HOME" + tools_dir[len(HOME):] if tools_dir.startswith(HOME) and w.chance(0.7) else tools_dir
+    target = "$HOME" + tools_dir[len(HOME) :] if tools_dir.startswith(HOME) and w.chance(0.7) else tools_dir
     file = rc or w.pick(PROFILE_FILES)
     reference = []
     if fix_exec:
         reference.append(f"chmod +x {target.replace('$HOME', '~')}/*")
-    reference.append(w.pick((f"echo 'export PATH=\"{target}:$PATH\"' >> {file}",
-                             f"printf '%s\\n' 'PATH=\"{target}:$PATH\"' >> {file}")))
+    reference.append(
+        w.pick(
+            (
+                f"echo 'export PATH=\"{target}:$PATH\"' >> {file}",
+                f"printf '%s\\n' 'PATH=\"{target}:$PATH\"' >> {file}",
+            )
+        )
+    )
     reference.append(_verify(w, file, f"command -v {tools[0]}; echo $PATH"))
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if fix_exec else 2, files=files,
-                 setup=setup)
+    return Draft(
+        task=task, check=check, reference=reference, difficulty=3 if fix_exec else 2, files=files, setup=setup
+    )
 
 
 def _env_value(w: World, name: str) -> str:
@@ -121,11 +164,25 @@ def _env_value(w: World, name: str) -> str:
     return w.pick(("staging", "production", "development", "qa", "canary"))
 
 
-@family("environment-export-variable", "environment", "export an environment variable for every new login shell")
+@family(
+    "environment-export-variable", "environment", "export an environment variable for every new login shell"
+)
 def export_variable(w: World) -> Draft:
     proj = w.project().upper()
-    pool = ("APP_ENV", "DEPLOY_REGION", "LOG_LEVEL", f"{proj}_HOME", f"{proj}_URL", "TEAM_NAME", "DATA_DIR",
-            "BUILD_PROFILE", "JAVA_OPTS", f"{proj}_ENV", "STAGE", "SERVICE_URL")
+    pool = (
+        "APP_ENV",
+        "DEPLOY_REGION",
+        "LOG_LEVEL",
+        f"{proj}_HOME",
+        f"{proj}_URL",
+        "TEAM_NAME",
+        "DATA_DIR",
+        "BUILD_PROFILE",
+        "JAVA_OPTS",
+        f"{proj}_ENV",
+        "STAGE",
+        "SERVICE_URL",
+    )
     names = w.sample(pool, w.randint(1, 2))
     values = {n: _env_value(w, n) for n in names}
     w.note(*names, *values.values())
@@ -139,8 +196,15 @@ def export_variable(w: World) -> Draft:
     assign = " and ".join(f"`{n}={quote(v) if ' ' in v else v}`" for n, v in values.items())
     pron = "them" if len(names) > 1 else "it"
     spaces = any(" " in v for v in values.values())
-    extra = (w.spin("{An older|A stale} value of {n} is already set somewhere in your start-up files; make sure "
-                    "yours wins.", n=names[0]) if planted else "")
+    extra = (
+        w.spin(
+            "{An older|A stale} value of {n} is already set somewhere in your start-up files; make sure "
+            "yours wins.",
+            n=names[0],
+        )
+        if planted
+        else ""
+    )
     task = w.phrase(
         "{Set|Define} {assign} in the environment of every new login shell of yours {where}, so that programs "
         "started from it see {pron}. {extra}",
@@ -150,10 +214,16 @@ def export_variable(w: World) -> Draft:
         "processes included); set {pron} {where}. {extra}",
         "Could you make {sure|certain} that every login shell you open has {assign} exported? {Put|Set} {pron} "
         "{where}. {extra}",
-        assign=assign, where=_where(w, rc), extra=extra, pron=pron)
+        assign=assign,
+        where=_where(w, rc),
+        extra=extra,
+        pron=pron,
+    )
     probe = "; ".join(f"printenv {n} || echo '<unset>'" for n in names)
-    lines = [_fresh(f"{{ {probe}; }} > \"$R\""),
-             f"[ \"$(cat \"$R\")\" = {quote(chr(10).join(values.values()))} ] || exit 1"]
+    lines = [
+        _fresh(f'{{ {probe}; }} > "$R"'),
+        f'[ "$(cat "$R")" = {quote(chr(10).join(values.values()))} ] || exit 1',
+    ]
     if rc:
         lines.append(f"grep -q {names[0]} {HOME}/{rc[2:]} || exit 1")
     check = _script(*lines)
@@ -174,14 +244,32 @@ def export_variable(w: World) -> Draft:
 
 def _alias(w: World) -> tuple[str, str]:
     proj = w.project()
-    options = [("ll", "ls -alF"), ("la", "ls -A"), ("l", "ls -CF"), ("gs", "git status"), ("gd", "git diff"),
-               ("gl", f"git log --oneline -n {w.pick((10, 15, 20, 30))}"), ("dfh", "df -h"), ("duh", "du -sh ."),
-               ("now", "date +%F_%T"), ("serve", f"python3 -m http.server {w.port()}"),
-               (proj, f"cd ~/projects/{proj}"), (f"go{proj[:3]}", f"cd /srv/{proj}"),
-               ("logs", f"tail -n {w.pick((20, 50, 100))} /var/log/{w.service()}.log"),
-               ("psg", "ps aux | grep"), ("cls", "clear"), ("h", f"history {w.pick((20, 30, 50))}"),
-               ("jqp", "jq ."), ("ports", "cat /etc/services"), ("up", "cd .."), ("up2", "cd ../.."),
-               ("mkd", "mkdir -p"), ("rmi", "rm -i"), ("cpv", "cp -v"), ("wcl", "wc -l")]
+    options = [
+        ("ll", "ls -alF"),
+        ("la", "ls -A"),
+        ("l", "ls -CF"),
+        ("gs", "git status"),
+        ("gd", "git diff"),
+        ("gl", f"git log --oneline -n {w.pick((10, 15, 20, 30))}"),
+        ("dfh", "df -h"),
+        ("duh", "du -sh ."),
+        ("now", "date +%F_%T"),
+        ("serve", f"python3 -m http.server {w.port()}"),
+        (proj, f"cd ~/projects/{proj}"),
+        (f"go{proj[:3]}", f"cd /srv/{proj}"),
+        ("logs", f"tail -n {w.pick((20, 50, 100))} /var/log/{w.service()}.log"),
+        ("psg", "ps aux | grep"),
+        ("cls", "clear"),
+        ("h", f"history {w.pick((20, 30, 50))}"),
+        ("jqp", "jq ."),
+        ("ports", "cat /etc/services"),
+        ("up", "cd .."),
+        ("up2", "cd ../.."),
+        ("mkd", "mkdir -p"),
+        ("rmi", "rm -i"),
+        ("cpv", "cp -v"),
+        ("wcl", "wc -l"),
+    ]
     name, expansion = w.pick(options)
     w.note(name)
     return name, expansion
@@ -200,14 +288,27 @@ def bash_alias(w: World) -> Draft:
     if planted:
         old_line = f"alias {first}={quote(w.pick(('echo todo', 'ls', 'true')))}"
         setup.append(f"printf '%s\\n' {quote(old_line)} >> {HOME}/.bashrc")
-    spec = " and ".join(f"`{n}` {w.pick(('running', 'expanding to', 'for'))} `{e}`" for n, e in aliases.items())
-    place = {"~/.bashrc": w.spin("{in|by adding it to} ~/.bashrc", capitalize=False),
-             "~/.bash_aliases": w.spin("in ~/.bash_aliases (the default ~/.bashrc {already sources|reads} it)",
-                                       capitalize=False),
-             "": w.spin("{wherever bash reads it for interactive shells|in the right start-up file}",
-                        capitalize=False)}[where]
-    extra = (w.spin("{An old|A wrong} definition of `{n}` already exists in ~/.bashrc; yours must be the one "
-                    "that is used.", n=first) if planted else "")
+    spec = " and ".join(
+        f"`{n}` {w.pick(('running', 'expanding to', 'for'))} `{e}`" for n, e in aliases.items()
+    )
+    place = {
+        "~/.bashrc": w.spin("{in|by adding it to} ~/.bashrc", capitalize=False),
+        "~/.bash_aliases": w.spin(
+            "in ~/.bash_aliases (the default ~/.bashrc {already sources|reads} it)", capitalize=False
+        ),
+        "": w.spin(
+            "{wherever bash reads it for interactive shells|in the right start-up file}", capitalize=False
+        ),
+    }[where]
+    extra = (
+        w.spin(
+            "{An old|A wrong} definition of `{n}` already exists in ~/.bashrc; yours must be the one "
+            "that is used.",
+            n=first,
+        )
+        if planted
+        else ""
+    )
     if len(aliases) > 1:
         task = w.phrase(
             "Add the aliases {spec} to every new interactive bash shell of yours, {place}. {extra}",
@@ -215,7 +316,10 @@ def bash_alias(w: World) -> Draft:
             "shell; define them {place}. {extra}",
             "Ticket: {persistent|permanent} aliases for the operator: {spec}; define them {place}. {extra}",
             "Could you define {spec} as aliases for your interactive bash sessions, {place}? {extra}",
-            spec=spec, place=place, extra=extra)
+            spec=spec,
+            place=place,
+            extra=extra,
+        )
     else:
         task = w.phrase(
             "Add {the|an} alias {spec} to every new interactive bash shell of yours, {place}. {extra}",
@@ -223,10 +327,13 @@ def bash_alias(w: World) -> Draft:
             "shell; define it {place}. {extra}",
             "Ticket: {persistent|permanent} alias for the operator: {spec}; define it {place}. {extra}",
             "Could you define {spec} as an alias for your interactive bash sessions, {place}? {extra}",
-            spec=spec, place=place, extra=extra)
+            spec=spec,
+            place=place,
+            extra=extra,
+        )
     probe = "; ".join(f"alias {n}" for n in aliases)
     want = "\n".join(f"alias {n}={quote(e)}" for n, e in aliases.items())
-    lines = [_fresh(f"{{ {probe}; }} > \"$R\"", "-ic"), f"[ \"$(cat \"$R\")\" = {quote(want)} ] || exit 1"]
+    lines = [_fresh(f'{{ {probe}; }} > "$R"', "-ic"), f'[ "$(cat "$R")" = {quote(want)} ] || exit 1']
     if where:
         lines.append(f"grep -q '^[[:space:]]*alias[[:space:]]\\+{first}=' {HOME}/{where[2:]} || exit 1")
     check = _script(*lines)
@@ -239,8 +346,13 @@ def bash_alias(w: World) -> Draft:
         line = f"alias {n}={quote(e)}"
         reference.append(w.pick((f"echo {quote(line)} >> {file}", f"printf '%s\\n' {quote(line)} >> {file}")))
     reference.append(w.pick((f"bash -ic {quote(probe)} 2>/dev/null", f"tail -n 3 {file}")))
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if planted else (2 if len(aliases) > 1 else 1),
-                 setup=setup)
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=3 if planted else (2 if len(aliases) > 1 else 1),
+        setup=setup,
+    )
 
 
 def _env_pairs(w: World, n: int, proj: str) -> dict[str, str]:
@@ -282,27 +394,43 @@ def write_env_file(w: World) -> Draft:
         difficulty = 1
     elif source == "json":
         src = f"{pdir}/{w.pick(('settings', 'config', 'env'))}.json"
-        files[src] = json.dumps({k.lower(): (int(v) if v.isdigit() else v) for k, v in pairs.items()}, indent=2) + "\n"
-        origin = w.spin("from {src}: one variable per key, the key {upper-cased|in upper case}", capitalize=False,
-                        src=w.path_ref(src, "file"))
+        files[src] = (
+            json.dumps({k.lower(): (int(v) if v.isdigit() else v) for k, v in pairs.items()}, indent=2) + "\n"
+        )
+        origin = w.spin(
+            "from {src}: one variable per key, the key {upper-cased|in upper case}",
+            capitalize=False,
+            src=w.path_ref(src, "file"),
+        )
         difficulty = 2
     elif source == "json_nested":
         src = f"{pdir}/{w.pick(('settings', 'config', 'deploy'))}.json"
         section = w.pick(("env", "environment", "variables"))
-        doc = {"name": proj, "version": f"{w.randint(0, 4)}.{w.randint(0, 30)}.{w.randint(0, 9)}",
-               section: dict(pairs), "owners": w.sample(("ops", "data", "web", "qa"), 2)}
+        doc = {
+            "name": proj,
+            "version": f"{w.randint(0, 4)}.{w.randint(0, 30)}.{w.randint(0, 9)}",
+            section: dict(pairs),
+            "owners": w.sample(("ops", "data", "web", "qa"), 2),
+        }
         files[src] = json.dumps(doc, indent=2) + "\n"
         w.note(section)
-        origin = w.spin("from the \"{section}\" object in {src} (every key there, {exactly as written|as is}; "
-                        "nothing else from that file)", capitalize=False, section=section,
-                        src=w.path_ref(src, "file"))
+        origin = w.spin(
+            'from the "{section}" object in {src} (every key there, {exactly as written|as is}; '
+            "nothing else from that file)",
+            capitalize=False,
+            section=section,
+            src=w.path_ref(src, "file"),
+        )
         difficulty = 2
     else:
         src = f"{pdir}/{w.pick(('settings', 'config', 'app'))}.{w.pick(('yaml', 'yml'))}"
         body = [f"# {proj} settings"] + [f"{k.lower()}: {v}" for k, v in pairs.items()]
         files[src] = "\n".join(body) + "\n"
-        origin = w.spin("from the `key: value` lines of {src} (skip comments), the keys {upper-cased|in upper case}",
-                        capitalize=False, src=w.path_ref(src, "file"))
+        origin = w.spin(
+            "from the `key: value` lines of {src} (skip comments), the keys {upper-cased|in upper case}",
+            capitalize=False,
+            src=w.path_ref(src, "file"),
+        )
         difficulty = 3
     fmt = w.spin("one KEY=value per line{|, no spaces around =}{|, no export}", capitalize=False)
     task = w.phrase(
@@ -310,17 +438,23 @@ def write_env_file(w: World) -> Draft:
         "The {app|service} in {pdir} reads its configuration from {out}. Write that file {origin} ({fmt}).",
         "Ticket: {we need|missing} {out}, {origin}; {fmt}.",
         "Could you write {out} {origin}? Use {fmt}.",
-        out=w.path_ref(out, "file"), origin=origin, fmt=fmt, pdir=w.path_ref(pdir))
+        out=w.path_ref(out, "file"),
+        origin=origin,
+        fmt=fmt,
+        pdir=w.path_ref(pdir),
+    )
     keys = list(pairs)
-    probe = "printf '%s\\n' " + " ".join(f"\"${{{k}-<unset>}}\"" for k in keys)
+    probe = "printf '%s\\n' " + " ".join(f'"${{{k}-<unset>}}"' for k in keys)
     sourced = quote('set -a; . "$1" >/dev/null 2>&1; ' + probe)
-    lines = [f"f={quote(out)}; [ -f \"$f\" ] || exit 1",
-             f"[ \"$(grep -cE '^[[:space:]]*(export[[:space:]]+)?[A-Za-z_][A-Za-z0-9_]*=' \"$f\")\" = {len(keys)} ] "
-             "|| exit 1",
-             f"got=$(env -i bash -c {sourced} _ \"$f\")",
-             f"[ \"$got\" = {quote(chr(10).join(pairs.values()))} ] || exit 1"]
+    lines = [
+        f'f={quote(out)}; [ -f "$f" ] || exit 1',
+        f'[ "$(grep -cE \'^[[:space:]]*(export[[:space:]]+)?[A-Za-z_][A-Za-z0-9_]*=\' "$f")" = {len(keys)} ] '
+        "|| exit 1",
+        f'got=$(env -i bash -c {sourced} _ "$f")',
+        f'[ "$got" = {quote(chr(10).join(pairs.values()))} ] || exit 1',
+    ]
     check = _script(*lines)
-    o = "~" + out[len(HOME):]
+    o = "~" + out[len(HOME) :]
     if source == "list":
         reference = [f"printf '%s\\n' {' '.join(quote(f'{k}={v}') for k, v in pairs.items())} > {o}"]
     elif source == "json":
@@ -328,8 +462,14 @@ def write_env_file(w: World) -> Draft:
     elif source == "json_nested":
         reference = [f"jq -r '.{section} | to_entries[] | \"\\(.key)=\\(.value)\"' {src} > {o}"]
     else:
-        reference = [w.pick((f"awk -F': ' '/^[a-z]/ {{print toupper($1) \"=\" $2}}' {src} > {o}",
-                             f"sed -n -E 's/^([a-z_]+): (.*)$/\\U\\1\\E=\\2/p' {src} > {o}"))]
+        reference = [
+            w.pick(
+                (
+                    f"awk -F': ' '/^[a-z]/ {{print toupper($1) \"=\" $2}}' {src} > {o}",
+                    f"sed -n -E 's/^([a-z_]+): (.*)$/\\U\\1\\E=\\2/p' {src} > {o}",
+                )
+            )
+        ]
     if src and w.chance(0.5):
         reference.insert(0, f"cat {src}")
     reference.append(f"cat {o}")
@@ -339,12 +479,16 @@ def write_env_file(w: World) -> Draft:
 @family("environment-find-env-setter", "environment", "find which env file sets a variable (and to what)")
 def find_env_setter(w: World) -> Draft:
     proj = w.project()
-    edir = w.pick((f"{HOME}/{proj}/env", f"{HOME}/.config/{proj}", f"{HOME}/envs", f"{HOME}/{proj}/deploy/env"))
+    edir = w.pick(
+        (f"{HOME}/{proj}/env", f"{HOME}/.config/{proj}", f"{HOME}/envs", f"{HOME}/{proj}/deploy/env")
+    )
     ext = w.pick(("env", "sh", "conf"))
     var = f"{w.pick(('API', 'DB', 'CACHE', 'MAIL', 'QUEUE', 'STORAGE'))}_{w.pick(('TOKEN', 'HOST', 'URL', 'TIMEOUT', 'PORT', 'MODE'))}"
     variant = w.pick(("one", "one", "all", "value"))
-    names = [w.filename(ext, stem=w.pick((w.service(), f"{w.service()}-{w.pick(('prod', 'dev', 'base'))}")))
-             for _ in range(w.randint(4, 7))]
+    names = [
+        w.filename(ext, stem=w.pick((w.service(), f"{w.service()}-{w.pick(('prod', 'dev', 'base'))}")))
+        for _ in range(w.randint(4, 7))
+    ]
     n_set = 1 if variant == "one" else w.randint(2, min(3, len(names) - 1))
     setters = w.sample(names, n_set)
     w.note(var, ext)
@@ -353,15 +497,28 @@ def find_env_setter(w: World) -> Draft:
     for n in names:
         body = [f"# {n.rsplit('.', 1)[0]} settings"]
         for _ in range(w.randint(1, 3)):
-            body.append(f"{w.pick(('LOG', 'APP', 'WORKER', 'HTTP'))}_{w.pick(('LEVEL', 'NAME', 'COUNT', 'PORT'))}="
-                        f"{w.randint(1, 999)}")
+            body.append(
+                f"{w.pick(('LOG', 'APP', 'WORKER', 'HTTP'))}_{w.pick(('LEVEL', 'NAME', 'COUNT', 'PORT'))}="
+                f"{w.randint(1, 999)}"
+            )
         if n in setters:
             values[n] = f"{w.word()}-{w.randint(10, 99)}"
-            body.insert(w.randint(1, len(body)), w.pick((f"{var}={values[n]}", f"export {var}={values[n]}",
-                                                         f"export {var}=\"{values[n]}\"")))
-        else:   # decoys: commented out, a longer name, a use of the variable, not an assignment
-            body.append(w.pick((f"# {var}={w.word()}", f"{var}_OLD={w.word()}", f"MY_{var}={w.word()}",
-                                f"BACKUP_{var.split('_')[1]}=${{{var}}}", f"echo \"using ${var}\" >/dev/null")))
+            body.insert(
+                w.randint(1, len(body)),
+                w.pick((f"{var}={values[n]}", f"export {var}={values[n]}", f'export {var}="{values[n]}"')),
+            )
+        else:  # decoys: commented out, a longer name, a use of the variable, not an assignment
+            body.append(
+                w.pick(
+                    (
+                        f"# {var}={w.word()}",
+                        f"{var}_OLD={w.word()}",
+                        f"MY_{var}={w.word()}",
+                        f"BACKUP_{var.split('_')[1]}=${{{var}}}",
+                        f'echo "using ${var}" >/dev/null',
+                    )
+                )
+            )
         files[f"{edir}/{n}"] = "\n".join(body) + "\n"
     out = f"{HOME}/{w.pick(('answer', 'found', 'result', var.lower()))}.txt"
     if variant == "value":
@@ -377,7 +534,11 @@ def find_env_setter(w: World) -> Draft:
             "its name to {out}.",
             "Find the .{ext} file in {dir} that {assigns a value to|sets} {var} (comments and other variables do "
             "not count) and write its name to {out}.",
-            dir=where, var=var, out=w.path_ref(out, "file"), ext=ext)
+            dir=where,
+            var=var,
+            out=w.path_ref(out, "file"),
+            ext=ext,
+        )
     elif variant == "all":
         task = w.phrase(
             "Several .{ext} files in {dir} {set|assign} {var}. Write the names of all of them to {out}, one per "
@@ -388,7 +549,11 @@ def find_env_setter(w: World) -> Draft:
             "one per line.",
             "Find every .{ext} file in {dir} that assigns a value to {var} and write their names to {out}, one per "
             "line.",
-            dir=where, var=var, out=w.path_ref(out, "file"), ext=ext)
+            dir=where,
+            var=var,
+            out=w.path_ref(out, "file"),
+            ext=ext,
+        )
     else:
         task = w.phrase(
             "The .{ext} files in {dir} are {loaded|sourced} one after another in alphabetical order, so the last "
@@ -399,33 +564,58 @@ def find_env_setter(w: World) -> Draft:
             "save it to {out}, value only.",
             "Could you work out the value of {var} after all .{ext} files in {dir} are sourced in alphabetical "
             "order? Put the bare value in {out}.",
-            dir=where, var=var, out=w.path_ref(out, "file"), ext=ext)
+            dir=where,
+            var=var,
+            out=w.path_ref(out, "file"),
+            ext=ext,
+        )
     if variant == "value":
-        check = _script(f"[ -f {quote(out)} ] || exit 1",
-                        f"[ \"$(tr -d '[:space:]\"' < {quote(out)})\" = {quote(final)} ] || exit 1")
+        check = _script(
+            f"[ -f {quote(out)} ] || exit 1",
+            f'[ "$(tr -d \'[:space:]"\' < {quote(out)})" = {quote(final)} ] || exit 1',
+        )
     else:
         want = "\n".join(sorted(setters))
-        check = _script(f"[ -f {quote(out)} ] || exit 1",
-                        f"got=$(sed -e 's#.*/##' -e 's/[[:space:]]*$//' -e '/^$/d' {quote(out)} | sort)",
-                        f"[ \"$got\" = {quote(want)} ] || exit 1")
-    d = "~" + edir[len(HOME):]
+        check = _script(
+            f"[ -f {quote(out)} ] || exit 1",
+            f"got=$(sed -e 's#.*/##' -e 's/[[:space:]]*$//' -e '/^$/d' {quote(out)} | sort)",
+            f'[ "$got" = {quote(want)} ] || exit 1',
+        )
+    d = "~" + edir[len(HOME) :]
     pattern = f"'^(export )?{var}='"
     if variant == "value":
-        reference = [f"grep -nE {pattern} {d}/*.{ext}",
-                     w.pick((f"(set -a; for f in {d}/*.{ext}; do . \"$f\"; done; echo \"${var}\") > {out}",
-                             f"grep -hE {pattern} $(ls {d}/*.{ext} | sort) | tail -n 1 | cut -d= -f2- | tr -d "
-                             f"'\"' > {out}"))]
+        reference = [
+            f"grep -nE {pattern} {d}/*.{ext}",
+            w.pick(
+                (
+                    f'(set -a; for f in {d}/*.{ext}; do . "$f"; done; echo "${var}") > {out}',
+                    f"grep -hE {pattern} $(ls {d}/*.{ext} | sort) | tail -n 1 | cut -d= -f2- | tr -d "
+                    f"'\"' > {out}",
+                )
+            ),
+        ]
     else:
-        reference = [w.pick((f"grep -lE {pattern} {d}/*.{ext} | xargs -n1 basename > {out}",
-                             f"cd {d} && grep -lE {pattern} *.{ext} > {out}"))]
+        reference = [
+            w.pick(
+                (
+                    f"grep -lE {pattern} {d}/*.{ext} | xargs -n1 basename > {out}",
+                    f"cd {d} && grep -lE {pattern} *.{ext} > {out}",
+                )
+            )
+        ]
     reference.append(f"cat {out}")
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if variant == "value" else 2,
-                 files=files)
+    return Draft(
+        task=task, check=check, reference=reference, difficulty=3 if variant == "value" else 2, files=files
+    )
 
 
 EDITOR_SECTIONS = {
-    "*": (("charset", "utf-8"), ("end_of_line", "lf"), ("insert_final_newline", "true"),
-          ("trim_trailing_whitespace", "true")),
+    "*": (
+        ("charset", "utf-8"),
+        ("end_of_line", "lf"),
+        ("insert_final_newline", "true"),
+        ("trim_trailing_whitespace", "true"),
+    ),
     "*.py": (("indent_style", "space"), ("indent_size", "4"), ("max_line_length", "120")),
     "*.{js,json,yml}": (("indent_style", "space"), ("indent_size", "2")),
     "*.go": (("indent_style", "tab"), ("indent_size", "8")),
@@ -450,15 +640,22 @@ def editorconfig(w: World) -> Draft:
         want[s] = dict(chosen)
     files = {} if at_home else {f"{base}/README.md": f"# {proj}\n"}
     spec = "; ".join(f"[{s}]: " + ", ".join(f"{k} = {v}" for k, v in kv.items()) for s, kv in want.items())
-    root_text = (w.spin("root = true {at the top|first} (before any section), then", capitalize=False) + " "
-                 if root else "")
+    root_text = (
+        w.spin("root = true {at the top|first} (before any section), then", capitalize=False) + " "
+        if root
+        else ""
+    )
     task = w.phrase(
         "{Create|Write} {out} {for your editors|for the project}: {root_text}these sections and properties: {spec}.",
         "{Our|The} editors should agree on formatting. Write {out} (an EditorConfig file) with {root_text}the "
         "sections {spec}.",
         "Ticket: add {out}. {Contents|Required settings}: {root_text}{spec}.",
         "Could you set up {out}? {It needs|Put in it} {root_text}{spec}.",
-        out=w.path_ref(out, "file"), spec=spec, root_text=root_text, pdir=w.path_ref(base))
+        out=w.path_ref(out, "file"),
+        spec=spec,
+        root_text=root_text,
+        pdir=w.path_ref(base),
+    )
     expect = {"preamble": {"root": "true"} if root else {}, "sections": want}
     check = _script(
         f"[ -f {quote(out)} ] || exit 1",
@@ -481,27 +678,40 @@ def editorconfig(w: World) -> Draft:
         "ok = ok and all(s in secs and all(secs[s].get(k) == v for k, v in kv.items())",
         "                for s, kv in want['sections'].items())",
         "sys.exit(0 if ok else 1)",
-        "PYEOF")
-    body = (["root = true"] if root else [])
+        "PYEOF",
+    )
+    body = ["root = true"] if root else []
     for s, kv in want.items():
         body += ["", f"[{s}]"] + [f"{k} = {v}" for k, v in kv.items()]
     if body and body[0] == "":
         body = body[1:]
-    o = "~" + out[len(HOME):]
+    o = "~" + out[len(HOME) :]
     lines_arg = " ".join(quote(b) for b in body)
-    reference = [w.pick((f"printf '%s\\n' {lines_arg} > {o}", f"printf '%s\\n' {lines_arg} | tee {o}",
-                         "{ " + "; ".join(f"echo {quote(b)}" for b in body) + f"; }} > {o}")),
-                 w.pick((f"cat {o}", f"cat -A {o}", f"grep -n . {o}"))]
+    reference = [
+        w.pick(
+            (
+                f"printf '%s\\n' {lines_arg} > {o}",
+                f"printf '%s\\n' {lines_arg} | tee {o}",
+                "{ " + "; ".join(f"echo {quote(b)}" for b in body) + f"; }} > {o}",
+            )
+        ),
+        w.pick((f"cat {o}", f"cat -A {o}", f"grep -n . {o}")),
+    ]
     return Draft(task=task, check=check, reference=reference, difficulty=2, files=files)
 
 
-UMASKS = {0o022: ("rw-r--r--", "rwxr-xr-x"), 0o027: ("rw-r-----", "rwxr-x---"), 0o077: ("rw-------", "rwx------"),
-          0o002: ("rw-rw-r--", "rwxrwxr-x"), 0o007: ("rw-rw----", "rwxrwx---")}
+UMASKS = {
+    0o022: ("rw-r--r--", "rwxr-xr-x"),
+    0o027: ("rw-r-----", "rwxr-x---"),
+    0o077: ("rw-------", "rwx------"),
+    0o002: ("rw-rw-r--", "rwxrwxr-x"),
+    0o007: ("rw-rw----", "rwxrwx---"),
+}
 
 
 @family("environment-umask-profile", "environment", "set the default umask of the operator's login shells")
 def umask_profile(w: World) -> Draft:
-    mask = w.pick([m for m in UMASKS if m != 0o022])   # 022 is already the default: nothing to do
+    mask = w.pick([m for m in UMASKS if m != 0o022])  # 022 is already the default: nothing to do
     fmode, dmode = UMASKS[mask]
     by_mode = w.chance(0.5)
     planted = w.chance(0.3)
@@ -510,12 +720,24 @@ def umask_profile(w: World) -> Draft:
     setup = [f"printf '\\numask {bad:03o}\\n' >> {HOME}/.profile"] if planted else []
     w.note(f"{mask:03o}", f"{0o666 & ~mask:o}", f"{0o777 & ~mask:o}")
     if by_mode:
-        what = w.spin("new files {are created|come out} as {f} ({fo}) and new directories as {d} ({do})",
-                      capitalize=False, f=fmode, d=dmode, fo=f"{0o666 & ~mask:o}", do=f"{0o777 & ~mask:o}")
+        what = w.spin(
+            "new files {are created|come out} as {f} ({fo}) and new directories as {d} ({do})",
+            capitalize=False,
+            f=fmode,
+            d=dmode,
+            fo=f"{0o666 & ~mask:o}",
+            do=f"{0o777 & ~mask:o}",
+        )
     else:
         what = w.spin("the umask is {m}", capitalize=False, m=f"{mask:03o}")
-    extra = (w.spin("{Something|A line} in your start-up files already sets a different umask; {make sure yours is "
-                    "the one in effect|yours must win}.") if planted else "")
+    extra = (
+        w.spin(
+            "{Something|A line} in your start-up files already sets a different umask; {make sure yours is "
+            "the one in effect|yours must win}."
+        )
+        if planted
+        else ""
+    )
     task = w.phrase(
         "Make every new login shell of yours {start with a setting where|behave so that} {what}; set it {where}. "
         "{extra}",
@@ -523,8 +745,11 @@ def umask_profile(w: World) -> Draft:
         "permanent {where}. {extra}",
         "Ticket: default permissions for the operator: {what} (in every new login shell, set {where}). {extra}",
         "Could you set things up so that, in every login shell you open, {what}? {Configure|Put} it {where}. {extra}",
-        what=what, where=_where(w, rc), extra=extra)
-    lines = [_fresh("umask > \"$R\""), f"[ \"$(tr -d '[:space:]' < \"$R\")\" = {mask:04o} ] || exit 1"]
+        what=what,
+        where=_where(w, rc),
+        extra=extra,
+    )
+    lines = [_fresh('umask > "$R"'), f'[ "$(tr -d \'[:space:]\' < "$R")" = {mask:04o} ] || exit 1']
     if rc:
         lines.append(f"grep -q '^[[:space:]]*umask' {HOME}/{rc[2:]} || exit 1")
     check = _script(*lines)
@@ -532,7 +757,14 @@ def umask_profile(w: World) -> Draft:
     reference = []
     if planted:
         reference += ["grep -n umask ~/.profile ~/.bashrc", f"sed -i '/^umask {bad:03o}$/d' ~/.profile"]
-    reference.append(w.pick((f"echo 'umask {mask:03o}' >> {file}", f"printf '%s\\n' 'umask {mask:03o}' >> {file}")))
+    reference.append(
+        w.pick((f"echo 'umask {mask:03o}' >> {file}", f"printf '%s\\n' 'umask {mask:03o}' >> {file}"))
+    )
     reference.append(_verify(w, file, "umask; umask -S"))
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if planted else (2 if by_mode else 1),
-                 setup=setup)
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=3 if planted else (2 if by_mode else 1),
+        setup=setup,
+    )

@@ -15,8 +15,6 @@ def _phrase(w: World, *templates: str, **values: object) -> str:
     return w.phrase(*templates, **values)
 
 
-
-
 def _ere(text: str) -> str:
     """``text`` as a sed extended regular expression (``#`` delimiter) matching itself."""
     return "".join("\\" + c if c in "\\.[]*^$|+?(){}#" else c for c in text)
@@ -25,7 +23,7 @@ def _ere(text: str) -> str:
 def _norm_paths(out: str, root: str) -> str:
     """Bash that prints the paths listed in ``out`` relative to ``root``, however the operator wrote them: absolute,
     ``./x`` from inside the folder, ``folder/x`` from the home."""
-    rel_root = root[len(HOME) + 1:]
+    rel_root = root[len(HOME) + 1 :]
     prefixes = "|".join(["\\./", _ere(root + "/"), _ere(f"~/{rel_root}/"), _ere(rel_root + "/")])
     return f"sed -E -e 's/[[:space:]]+$//' -e {quote(f's#^({prefixes})##')} {quote(out)} | grep -v '^$'"
 
@@ -52,8 +50,10 @@ def move_older_than(w: World) -> Draft:
     setup = [f"touch -d '{days + w.randint(2, 40)} days ago' " + " ".join(quote(f"{src}/{n}") for n in old)]
     if decoy:
         setup.append(f"touch -d '{days + 30} days ago' {quote(f'{src}/{decoy}')}")
-    setup.append(f"touch -d '{max(days - w.randint(1, days), 0)} days ago' "
-                 + " ".join(quote(f"{src}/{n}") for n in new))
+    setup.append(
+        f"touch -d '{max(days - w.randint(1, days), 0)} days ago' "
+        + " ".join(quote(f"{src}/{n}") for n in new)
+    )
     if not nested:
         setup.append(f"mkdir -p {quote(dst)} && chown operator:operator {quote(dst)}")
     what = f"{ext} files" if ext else w.pick(("files", "regular files"))
@@ -64,19 +64,31 @@ def move_older_than(w: World) -> Draft:
         "be moved} to {dst}; newer ones stay {put|where they are}.",
         "Ticket: {src} is cluttered. {Move|Shift} the {what} not modified in the last {days} days to {dst}.",
         "Can you {move|shift} the {what} from {src} that haven't changed in over {days} days to {dst}?",
-        what=what, src=w.path_ref(src), dst=w.path_ref(dst), days=days)
-    check = "\n".join([
-        "#!/bin/bash",
-        *[f"[ -f {quote(f'{dst}/{n}')} ] && [ ! -e {quote(f'{src}/{n}')} ] || exit 1" for n in old],
-        *[f"[ -f {quote(f'{src}/{n}')} ] && [ ! -e {quote(f'{dst}/{n}')} ] || exit 1" for n in new],
-        *([f"[ -f {quote(f'{src}/{decoy}')} ] || exit 1"] if decoy else []),
-    ]) + "\n"
+        what=what,
+        src=w.path_ref(src),
+        dst=w.path_ref(dst),
+        days=days,
+    )
+    check = (
+        "\n".join(
+            [
+                "#!/bin/bash",
+                *[f"[ -f {quote(f'{dst}/{n}')} ] && [ ! -e {quote(f'{src}/{n}')} ] || exit 1" for n in old],
+                *[f"[ -f {quote(f'{src}/{n}')} ] && [ ! -e {quote(f'{dst}/{n}')} ] || exit 1" for n in new],
+                *([f"[ -f {quote(f'{src}/{decoy}')} ] || exit 1"] if decoy else []),
+            ]
+        )
+        + "\n"
+    )
     name_filter = f" -name '*.{ext}'" if ext else ""
-    reference = [f"mkdir -p {quote(dst)}",
-                 f"find {quote(src)} -maxdepth 1 -type f{name_filter} -mtime +{days} -exec mv -t {quote(dst)} {{}} +",
-                 f"ls {quote(dst)}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=2 if not ext else 3, files=files,
-                 setup=setup)
+    reference = [
+        f"mkdir -p {quote(dst)}",
+        f"find {quote(src)} -maxdepth 1 -type f{name_filter} -mtime +{days} -exec mv -t {quote(dst)} {{}} +",
+        f"ls {quote(dst)}",
+    ]
+    return Draft(
+        task=task, check=check, reference=reference, difficulty=2 if not ext else 3, files=files, setup=setup
+    )
 
 
 @family("files-count-by-extension", "files", "count the files of one type in a tree and write the number")
@@ -104,31 +116,61 @@ def count_by_extension(w: World) -> Draft:
         "in {out}.",
         "Ticket: we need the number of *.{ext} files in the {tree|whole tree} at {root}. Save it to {out}{| as a "
         "single number}.",
-        ext=ext, root=w.path_ref(root), out=w.path_ref(out, "file"))
-    check = (f"#!/bin/bash\n[ -f {quote(out)} ] || exit 1\n"
-             f"[ \"$(tr -d '[:space:]' < {quote(out)})\" = '{len(targets)}' ]\n")
+        ext=ext,
+        root=w.path_ref(root),
+        out=w.path_ref(out, "file"),
+    )
+    check = (
+        f"#!/bin/bash\n[ -f {quote(out)} ] || exit 1\n"
+        f"[ \"$(tr -d '[:space:]' < {quote(out)})\" = '{len(targets)}' ]\n"
+    )
     reference = [f"find {quote(root)} -type f -name '*.{ext}' | wc -l > {quote(out)}", f"cat {quote(out)}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=2, files=files,
-                 setup=[f"mkdir -p {quote(decoys_dir)} && chown -R operator:operator {quote(root)}"])
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=2,
+        files=files,
+        setup=[f"mkdir -p {quote(decoys_dir)} && chown -R operator:operator {quote(root)}"],
+    )
 
 
 # ---- files-rename-pattern -------------------------------------------------------------------------------------------
-_EXT_RENAMES = (("jpeg", "jpg"), ("htm", "html"), ("yml", "yaml"), ("text", "txt"), ("markdown", "md"),
-                ("JPG", "jpg"), ("tif", "tiff"), ("mpeg", "mpg"))
+_EXT_RENAMES = (
+    ("jpeg", "jpg"),
+    ("htm", "html"),
+    ("yml", "yaml"),
+    ("text", "txt"),
+    ("markdown", "md"),
+    ("JPG", "jpg"),
+    ("tif", "tiff"),
+    ("mpeg", "mpg"),
+)
 
 
 def _title(w: World) -> str:
-    return w.pick((f"{w.pick(WORDS).title()} {w.pick(WORDS)}", f"{w.pick(PROJECTS).title()} Report {w.randint(1, 12)}",
-                   f"Meeting Notes {w.randint(1, 31)}", f"{w.pick(FIRST_NAMES).title()} CV",
-                   f"{w.pick(WORDS)} {w.pick(WORDS)} {w.pick(WORDS)}", f"Invoice {w.randint(100, 999)}"))
+    return w.pick(
+        (
+            f"{w.pick(WORDS).title()} {w.pick(WORDS)}",
+            f"{w.pick(PROJECTS).title()} Report {w.randint(1, 12)}",
+            f"Meeting Notes {w.randint(1, 31)}",
+            f"{w.pick(FIRST_NAMES).title()} CV",
+            f"{w.pick(WORDS)} {w.pick(WORDS)} {w.pick(WORDS)}",
+            f"Invoice {w.randint(100, 999)}",
+        )
+    )
 
 
-@family("files-rename-pattern", "files", "rename many files by a pattern (extension, prefix, spaces, case, suffix)")
+@family(
+    "files-rename-pattern",
+    "files",
+    "rename many files by a pattern (extension, prefix, spaces, case, suffix)",
+)
 def rename_pattern(w: World) -> Draft:
     folder = f"{HOME}/{w.dirname()}"
     mode = w.pick(("ext", "prefix", "spaces", "lower", "suffix"))
-    renames: dict[str, str] = {}      # old name -> new name, both directly in folder
-    keep: list[str] = []              # names in the folder that must stay as they are
+    renames: dict[str, str] = {}  # old name -> new name, both directly in folder
+    keep: list[str] = []  # names in the folder that must stay as they are
     sh = _shell_paths(w)
     f = sh(folder)
     if mode == "ext":
@@ -136,47 +178,94 @@ def rename_pattern(w: World) -> Draft:
         for _ in range(w.randint(2, 5)):
             name = w.filename(old)
             renames[name] = name[: -len(old)] + new
-        keep = [w.filename(w.pick(("txt", "csv", "png", new if new != "jpg" else "gif"))) for _ in range(w.randint(1, 3))]
+        keep = [
+            w.filename(w.pick(("txt", "csv", "png", new if new != "jpg" else "gif")))
+            for _ in range(w.randint(1, 3))
+        ]
         w.note(old, new)
-        what = _spin(w, "{change the extension of every .{old} file to .{new}|rename every *.{old} file to *.{new} "
-                        "(same name, new extension)}", old=old, new=new, capitalize=False)
-        cmd = w.pick((f"cd {f} && for x in *.{old}; do mv -- \"$x\" \"${{x%.{old}}}.{new}\"; done",
-                      f"for x in {f}/*.{old}; do mv \"$x\" \"${{x%.{old}}}.{new}\"; done",
-                      f"find {f} -maxdepth 1 -type f -name '*.{old}' -exec sh -c 'mv \"$1\" \"${{1%.{old}}}.{new}\"' "
-                      "_ {} \\;"))
+        what = _spin(
+            w,
+            "{change the extension of every .{old} file to .{new}|rename every *.{old} file to *.{new} "
+            "(same name, new extension)}",
+            old=old,
+            new=new,
+            capitalize=False,
+        )
+        cmd = w.pick(
+            (
+                f'cd {f} && for x in *.{old}; do mv -- "$x" "${{x%.{old}}}.{new}"; done',
+                f'for x in {f}/*.{old}; do mv "$x" "${{x%.{old}}}.{new}"; done',
+                f"find {f} -maxdepth 1 -type f -name '*.{old}' -exec sh -c 'mv \"$1\" \"${{1%.{old}}}.{new}\"' "
+                "_ {} \\;",
+            )
+        )
     elif mode == "prefix":
         ext = w.pick(("csv", "pdf", "log", "txt", "json"))
-        prefix = w.pick((f"{w.date():%Y-%m-%d}_", f"{w.date():%Y%m%d}-", "old_", "archived-", f"{w.pick(PROJECTS)}_"))
+        prefix = w.pick(
+            (f"{w.date():%Y-%m-%d}_", f"{w.date():%Y%m%d}-", "old_", "archived-", f"{w.pick(PROJECTS)}_")
+        )
         for _ in range(w.randint(2, 5)):
             name = w.filename(ext)
             renames[name] = prefix + name
-        keep = [w.filename(w.pick([e for e in ("md", "conf", "sh", "xml") if e != ext])) for _ in range(w.randint(1, 2))]
+        keep = [
+            w.filename(w.pick([e for e in ("md", "conf", "sh", "xml") if e != ext]))
+            for _ in range(w.randint(1, 2))
+        ]
         w.note(prefix, ext)
-        what = _spin(w, "{add the prefix '{prefix}' to the name of every .{ext} file|prefix every *.{ext} file name "
-                        "with '{prefix}'}", prefix=prefix, ext=ext, capitalize=False)
-        cmd = w.pick((f"cd {f} && for x in *.{ext}; do mv -- \"$x\" \"{prefix}$x\"; done",
-                      f"cd {f} && for x in *.{ext}; do mv -- \"$x\" {quote(prefix)}\"$x\"; done"))
+        what = _spin(
+            w,
+            "{add the prefix '{prefix}' to the name of every .{ext} file|prefix every *.{ext} file name "
+            "with '{prefix}'}",
+            prefix=prefix,
+            ext=ext,
+            capitalize=False,
+        )
+        cmd = w.pick(
+            (
+                f'cd {f} && for x in *.{ext}; do mv -- "$x" "{prefix}$x"; done',
+                f'cd {f} && for x in *.{ext}; do mv -- "$x" {quote(prefix)}"$x"; done',
+            )
+        )
     elif mode == "spaces":
         for _ in range(w.randint(2, 5)):
             name = w.unique(lambda: f"{_title(w)}.{w.pick(('txt', 'pdf', 'docx', 'md'))}")
             renames[name] = name.replace(" ", "_")
         keep = [w.filename() for _ in range(w.randint(1, 2))]
-        what = _spin(w, "{replace the spaces in the file names with underscores|rename the files whose names contain "
-                        "spaces, turning each space into an underscore}", capitalize=False)
-        cmd = w.pick((f"cd {f} && for x in *\\ *; do mv -- \"$x\" \"${{x// /_}}\"; done",
-                      f"cd {f} && for x in *' '*; do mv -- \"$x\" \"$(echo \"$x\" | tr ' ' '_')\"; done"))
+        what = _spin(
+            w,
+            "{replace the spaces in the file names with underscores|rename the files whose names contain "
+            "spaces, turning each space into an underscore}",
+            capitalize=False,
+        )
+        cmd = w.pick(
+            (
+                f'cd {f} && for x in *\\ *; do mv -- "$x" "${{x// /_}}"; done',
+                f"cd {f} && for x in *' '*; do mv -- \"$x\" \"$(echo \"$x\" | tr ' ' '_')\"; done",
+            )
+        )
     elif mode == "lower":
         keep = [w.filename() for _ in range(w.randint(1, 2))]
         while len(renames) < 2 or (len(renames) < 5 and w.chance(0.5)):
-            name = (w.pick((str.upper, str.title))(w.pick(WORDS) + w.pick(("", "_" + w.pick(WORDS))))
-                    + "." + w.pick(("TXT", "txt", "CSV", "Md", "PDF")))
-            if name.lower() not in keep and name.lower() not in renames.values():   # no two names collide
+            name = (
+                w.pick((str.upper, str.title))(w.pick(WORDS) + w.pick(("", "_" + w.pick(WORDS))))
+                + "."
+                + w.pick(("TXT", "txt", "CSV", "Md", "PDF"))
+            )
+            if name.lower() not in keep and name.lower() not in renames.values():  # no two names collide
                 renames[name] = name.lower()
         w.note(*renames)
-        what = _spin(w, "{rename every file whose name has upper-case letters to the same name in lower case|make "
-                        "all file names lower case}", capitalize=False)
-        cmd = w.pick((f"cd {f} && for x in *[A-Z]*; do mv -- \"$x\" \"${{x,,}}\"; done",
-                      f"cd {f} && for x in *[A-Z]*; do mv -- \"$x\" \"$(echo \"$x\" | tr 'A-Z' 'a-z')\"; done"))
+        what = _spin(
+            w,
+            "{rename every file whose name has upper-case letters to the same name in lower case|make "
+            "all file names lower case}",
+            capitalize=False,
+        )
+        cmd = w.pick(
+            (
+                f'cd {f} && for x in *[A-Z]*; do mv -- "$x" "${{x,,}}"; done',
+                f'cd {f} && for x in *[A-Z]*; do mv -- "$x" "$(echo "$x" | tr \'A-Z\' \'a-z\')"; done',
+            )
+        )
     else:
         suffix = w.pick(("_final", "-copy", "_old", "_v2", "-draft"))
         for _ in range(w.randint(2, 5)):
@@ -185,14 +274,22 @@ def rename_pattern(w: World) -> Draft:
             renames[f"{stem}{suffix}.{ext}"] = name
         keep = [w.filename() for _ in range(w.randint(1, 2))]
         w.note(suffix)
-        what = _spin(w, "{remove '{suffix}' from the end of every file name that has it (before the extension)|drop "
-                        "the '{suffix}' suffix from the file names (name{suffix}.ext becomes name.ext)}",
-                     suffix=suffix, capitalize=False)
-        cmd = w.pick((f"cd {f} && for x in *{suffix}.*; do mv -- \"$x\" \"${{x/{suffix}./.}}\"; done",
-                      f"cd {f} && for x in *{suffix}.*; do mv -- \"$x\" \"$(echo \"$x\" | sed 's/{suffix}\\././')\"; "
-                      "done"))
+        what = _spin(
+            w,
+            "{remove '{suffix}' from the end of every file name that has it (before the extension)|drop "
+            "the '{suffix}' suffix from the file names (name{suffix}.ext becomes name.ext)}",
+            suffix=suffix,
+            capitalize=False,
+        )
+        cmd = w.pick(
+            (
+                f'cd {f} && for x in *{suffix}.*; do mv -- "$x" "${{x/{suffix}./.}}"; done',
+                f'cd {f} && for x in *{suffix}.*; do mv -- "$x" "$(echo "$x" | sed \'s/{suffix}\\././\')"; '
+                "done",
+            )
+        )
     sub = f"{folder}/{w.pick(('old', 'archive', 'nested', 'keep', 'misc'))}"
-    sub_file = f"{sub}/{w.pick(list(renames))}"          # same pattern one level down: out of scope
+    sub_file = f"{sub}/{w.pick(list(renames))}"  # same pattern one level down: out of scope
     files = {f"{folder}/{n}": f"{n} {w.token(6)}\n" for n in [*renames, *keep]}
     files[sub_file] = "nested copy\n"
     task = _phrase(
@@ -203,7 +300,9 @@ def rename_pattern(w: World) -> Draft:
         "match stay as they are.}",
         "Ticket: {naming cleanup|rename job} in {folder}: {what}. Subdirectories are out of scope.",
         "Could you {what} in {folder}? {Just the files at its top level, not in subfolders.|Leave subfolders alone.}",
-        folder=w.path_ref(folder), what=what)
+        folder=w.path_ref(folder),
+        what=what,
+    )
     lines = ["#!/bin/bash"]
     for old_name, new_name in renames.items():
         lines.append(_same(f"{folder}/{new_name}", files[f"{folder}/{old_name}"]))
@@ -211,12 +310,21 @@ def rename_pattern(w: World) -> Draft:
     lines += [_same(f"{folder}/{n}", files[f"{folder}/{n}"]) for n in keep]
     lines.append(_same(sub_file, "nested copy"))
     reference = ([f"ls {f}"] if w.chance(0.5) else []) + [cmd, f"ls {f}"]
-    return Draft(task=task, check="\n".join(lines) + "\n", reference=reference,
-                 difficulty=3 if mode in ("spaces", "lower", "suffix") else 2, files=files)
+    return Draft(
+        task=task,
+        check="\n".join(lines) + "\n",
+        reference=reference,
+        difficulty=3 if mode in ("spaces", "lower", "suffix") else 2,
+        files=files,
+    )
 
 
 # ---- files-copy-preserve --------------------------------------------------------------------------------------------
-@family("files-copy-preserve", "files", "copy files or a tree keeping modes and timestamps (cp -a, cp -p, rsync -a)")
+@family(
+    "files-copy-preserve",
+    "files",
+    "copy files or a tree keeping modes and timestamps (cp -a, cp -p, rsync -a)",
+)
 def copy_preserve(w: World) -> Draft:
     src = f"{HOME}/{w.dirname()}"
     whole = w.chance(0.55)
@@ -235,17 +343,28 @@ def copy_preserve(w: World) -> Draft:
     setup = [" && ".join(setup)]
     if whole:
         dest = f"{HOME}/{w.pick(('backup', 'copy', 'mirror', 'snapshot'))}_{src.rsplit('/', 1)[1]}"
-        targets = {p: dest + p[len(src):] for p in files}
-        what = _spin(w, "{copy|duplicate} the whole folder {src}, subfolders included, to a new folder {dest} "
-                        "{(it does not exist yet)|that does not exist yet}", src=w.path_ref(src), dest=w.path_ref(dest),
-                     capitalize=False)
+        targets = {p: dest + p[len(src) :] for p in files}
+        what = _spin(
+            w,
+            "{copy|duplicate} the whole folder {src}, subfolders included, to a new folder {dest} "
+            "{(it does not exist yet)|that does not exist yet}",
+            src=w.path_ref(src),
+            dest=w.path_ref(dest),
+            capitalize=False,
+        )
     else:
         dest = f"{HOME}/{w.pick(('deploy', 'staging', 'release', 'shared'))}_{w.word()}"
         setup.append(f"mkdir -p {quote(dest)} && chown operator:operator {quote(dest)}")
         targets = {p: f"{dest}/{p.rsplit('/', 1)[1]}" for p in chosen}
-        what = _spin(w, "copy the .{ext} files that sit directly in {src} (not those in subfolders) into {dest}, "
-                        "which already exists", ext=ext, src=w.path_ref(src), dest=w.path_ref(dest),
-                     capitalize=False)
+        what = _spin(
+            w,
+            "copy the .{ext} files that sit directly in {src} (not those in subfolders) into {dest}, "
+            "which already exists",
+            ext=ext,
+            src=w.path_ref(src),
+            dest=w.path_ref(dest),
+            capitalize=False,
+        )
     keep = _spin(w, "{keep|preserve} each file's permissions and modification time", capitalize=False)
     task = _phrase(
         w,
@@ -253,7 +372,11 @@ def copy_preserve(w: World) -> Draft:
         "{what_c}. The copies must {keep|preserve} the {original|same} modes and timestamps.",
         "Ticket: {what}. {keep_c}: {tools compare them|a script compares them} with the originals.",
         "Could you {what}? {keep_c}, please.",
-        what=what, what_c=what[:1].upper() + what[1:], keep=keep, keep_c=keep[:1].upper() + keep[1:])
+        what=what,
+        what_c=what[:1].upper() + what[1:],
+        keep=keep,
+        keep_c=keep[:1].upper() + keep[1:],
+    )
     lines = ["#!/bin/bash"]
     for p, t in targets.items():
         qp, qt = quote(p), quote(t)
@@ -268,16 +391,32 @@ def copy_preserve(w: World) -> Draft:
         cmd = w.pick((f"cp -a {s} {d}", f"cp -rp {s} {d}", f"rsync -a {s}/ {d}/"))
         show = w.pick((f"ls -lR {d}", f"diff -r {s} {d} && echo same"))
     else:
-        cmd = w.pick((f"cp -p {s}/*.{ext} {d}/", f"rsync -a {s}/*.{ext} {d}/",
-                      f"find {s} -maxdepth 1 -type f -name '*.{ext}' -exec cp -p {{}} {d}/ \\;"))
+        cmd = w.pick(
+            (
+                f"cp -p {s}/*.{ext} {d}/",
+                f"rsync -a {s}/*.{ext} {d}/",
+                f"find {s} -maxdepth 1 -type f -name '*.{ext}' -exec cp -p {{}} {d}/ \\;",
+            )
+        )
         show = f"ls -l --time-style=long-iso {d}"
-    return Draft(task=task, check="\n".join(lines) + "\n", reference=[cmd, show], difficulty=2, files=files,
-                 setup=setup)
+    return Draft(
+        task=task,
+        check="\n".join(lines) + "\n",
+        reference=[cmd, show],
+        difficulty=2,
+        files=files,
+        setup=setup,
+    )
 
 
 # ---- files-organise-by-extension ------------------------------------------------------------------------------------
-_CATEGORIES = {"images": ("jpg", "png", "gif"), "documents": ("pdf", "txt", "docx"), "data": ("csv", "json", "xml"),
-               "audio": ("mp3", "wav", "flac"), "archives": ("zip", "tgz", "7z")}
+_CATEGORIES = {
+    "images": ("jpg", "png", "gif"),
+    "documents": ("pdf", "txt", "docx"),
+    "data": ("csv", "json", "xml"),
+    "audio": ("mp3", "wav", "flac"),
+    "archives": ("zip", "tgz", "7z"),
+}
 
 
 @family("files-organise-by-extension", "files", "sort the files of a folder into subfolders by extension")
@@ -288,11 +427,17 @@ def organise_by_extension(w: World) -> Draft:
         cats = w.sample(tuple(_CATEGORIES), w.randint(2, 3))
         exts = {e: c for c in cats for e in w.sample(_CATEGORIES[c], w.randint(1, 2))}
     else:
-        exts = {e: e for e in w.sample(("pdf", "jpg", "png", "txt", "csv", "mp3", "zip", "log", "json", "md"),
-                                       w.randint(2, 4))}
+        exts = {
+            e: e
+            for e in w.sample(
+                ("pdf", "jpg", "png", "txt", "csv", "mp3", "zip", "log", "json", "md"), w.randint(2, 4)
+            )
+        }
     names = [w.filename(e) for e in exts] + [w.filename(w.pick(list(exts))) for _ in range(w.randint(2, 6))]
-    bare = [w.unique(lambda: w.pick(("README", "Makefile", "LICENSE", "TODO", "notes", "Dockerfile")))
-            for _ in range(w.randint(0, 2))]
+    bare = [
+        w.unique(lambda: w.pick(("README", "Makefile", "LICENSE", "TODO", "notes", "Dockerfile")))
+        for _ in range(w.randint(0, 2))
+    ]
     old = f"{folder}/{w.pick(('old', 'keep', 'misc'))}"
     old_file = f"{old}/{w.filename(w.pick(list(exts)))}"
     files = {f"{folder}/{n}": f"{n}\n" for n in names + bare}
@@ -300,14 +445,25 @@ def organise_by_extension(w: World) -> Draft:
     w.note(*exts)
     folder_ref = w.path_ref(folder)
     if by_category:
-        rules = "; ".join(f"{', '.join('.' + e for e in exts if exts[e] == c)} files go to {c}/" for c in cats)
+        rules = "; ".join(
+            f"{', '.join('.' + e for e in exts if exts[e] == c)} files go to {c}/" for c in cats
+        )
         what = "{move|sort} each file {where} into a subfolder by type: " + rules
     else:
-        what = ("{move|sort} each file {where} into a subfolder named after its extension (for example every ."
-                + next(iter(exts)) + " file goes to " + next(iter(exts)) + "/ inside it)")
-    extra = _spin(w, "{files without an extension stay where they are|leave files that have no extension in place}; "
-                     "{the existing subfolder {sub} is not touched|do not touch what is already in {sub}}",
-                  sub=old.rsplit("/", 1)[1] + "/", capitalize=False)
+        what = (
+            "{move|sort} each file {where} into a subfolder named after its extension (for example every ."
+            + next(iter(exts))
+            + " file goes to "
+            + next(iter(exts))
+            + "/ inside it)"
+        )
+    extra = _spin(
+        w,
+        "{files without an extension stay where they are|leave files that have no extension in place}; "
+        "{the existing subfolder {sub} is not touched|do not touch what is already in {sub}}",
+        sub=old.rsplit("/", 1)[1] + "/",
+        capitalize=False,
+    )
     of_folder, there = what.replace("{where}", "of {folder}"), what.replace("{where}", "{there|in it}")
     task = _phrase(
         w,
@@ -315,8 +471,11 @@ def organise_by_extension(w: World) -> Draft:
         "{folder_c} is a mess. " + there.replace("{move|sort}", "{Move|Sort}") + "; {extra}.",
         "Ticket: organise {folder}: " + there + ". {extra_c}.",
         "Could you " + of_folder + "? {extra_c}.",
-        extra=extra, extra_c=extra[:1].upper() + extra[1:], folder=folder_ref,
-        folder_c=folder_ref[:1].upper() + folder_ref[1:])
+        extra=extra,
+        extra_c=extra[:1].upper() + extra[1:],
+        folder=folder_ref,
+        folder_c=folder_ref[:1].upper() + folder_ref[1:],
+    )
     lines = ["#!/bin/bash"]
     for n in names:
         sub = exts[n.rsplit(".", 1)[1]]
@@ -330,47 +489,84 @@ def organise_by_extension(w: World) -> Draft:
         cmds = [f"cd {f}", "mkdir -p " + " ".join(cats)]
         cmds += [f"mv {' '.join('*.' + e for e in exts if exts[e] == c)} {c}/" for c in cats]
     else:
-        loop = w.pick(("for x in *.*; do [ -f \"$x\" ] || continue; mkdir -p \"${x##*.}\" && mv -- \"$x\" \"${x##*.}/\";"
-                       " done",
-                       "for x in *.*; do if [ -f \"$x\" ]; then e=\"${x##*.}\"; mkdir -p \"$e\"; mv \"$x\" \"$e/\"; fi;"
-                       " done"))
+        loop = w.pick(
+            (
+                'for x in *.*; do [ -f "$x" ] || continue; mkdir -p "${x##*.}" && mv -- "$x" "${x##*.}/";'
+                " done",
+                'for x in *.*; do if [ -f "$x" ]; then e="${x##*.}"; mkdir -p "$e"; mv "$x" "$e/"; fi; done',
+            )
+        )
         cmds = [f"cd {f}", loop]
-    return Draft(task=task, check="\n".join(lines) + "\n", reference=[*cmds, w.pick(("ls -R", "find . -type f"))],
-                 difficulty=3 if by_category else 4, files=files)
+    return Draft(
+        task=task,
+        check="\n".join(lines) + "\n",
+        reference=[*cmds, w.pick(("ls -R", "find . -type f"))],
+        difficulty=3 if by_category else 4,
+        files=files,
+    )
 
 
 # ---- files-delete-by-pattern ----------------------------------------------------------------------------------------
 # junk pattern -> (how to make a matching name from a stem, a look-alike that does not match)
-_JUNK = {"*.tmp": (lambda s: f"{s}.tmp", lambda s: f"{s}.tmp.txt"), "*~": (lambda s: f"{s}.txt~", lambda s: f"{s}~v2.txt"),
-         "*.swp": (lambda s: f".{s}.txt.swp", lambda s: f"{s}_swp.txt"),
-         "*.pyc": (lambda s: f"{s}.pyc", lambda s: f"{s}.py"),
-         "*.orig": (lambda s: f"{s}.conf.orig", lambda s: f"{s}.orig.md"),
-         ".DS_Store": (lambda s: ".DS_Store", lambda s: f"{s}.DS_Store.txt"),
-         "*.bak": (lambda s: f"{s}.ini.bak", lambda s: f"{s}.bak.json")}
+_JUNK = {
+    "*.tmp": (lambda s: f"{s}.tmp", lambda s: f"{s}.tmp.txt"),
+    "*~": (lambda s: f"{s}.txt~", lambda s: f"{s}~v2.txt"),
+    "*.swp": (lambda s: f".{s}.txt.swp", lambda s: f"{s}_swp.txt"),
+    "*.pyc": (lambda s: f"{s}.pyc", lambda s: f"{s}.py"),
+    "*.orig": (lambda s: f"{s}.conf.orig", lambda s: f"{s}.orig.md"),
+    ".DS_Store": (lambda s: ".DS_Store", lambda s: f"{s}.DS_Store.txt"),
+    "*.bak": (lambda s: f"{s}.ini.bak", lambda s: f"{s}.bak.json"),
+}
 
 
-@family("files-delete-by-pattern", "files", "find and delete files whose names match a pattern, anywhere in a tree")
+@family(
+    "files-delete-by-pattern",
+    "files",
+    "find and delete files whose names match a pattern, anywhere in a tree",
+)
 def delete_by_pattern(w: World) -> Draft:
     root = f"{HOME}/{w.dirname()}"
-    subs = [w.unique(lambda: w.pick(("src", "docs", "conf", "lib", "tests", "assets", "notes"))) for _ in range(2)]
+    subs = [
+        w.unique(lambda: w.pick(("src", "docs", "conf", "lib", "tests", "assets", "notes"))) for _ in range(2)
+    ]
     subs.append(f"{subs[0]}/{w.unique(lambda: w.pick(('deep', 'inner', 'more', 'v1', 'old')))}")
     patterns = w.sample(tuple(_JUNK), w.randint(1, 2))
     junk: list[str] = []
     decoys: list[str] = []
     for pat in patterns:
         make, alike = _JUNK[pat]
-        dirs = w.sample(["", *subs], w.randint(2, 4)) if pat == ".DS_Store" else [w.pick(["", *subs])
-                                                                                  for _ in range(w.randint(2, 4))]
+        dirs = (
+            w.sample(["", *subs], w.randint(2, 4))
+            if pat == ".DS_Store"
+            else [w.pick(["", *subs]) for _ in range(w.randint(2, 4))]
+        )
         for d in dirs:
             stem = w.unique(lambda: w.pick(WORDS))
             path = f"{root}/{d}/{make(stem)}" if d else f"{root}/{make(stem)}"
             if path not in junk:
                 junk.append(path)
-        decoys.append(f"{root}/{w.pick(['', *subs])}/{alike(w.unique(lambda: w.pick(WORDS)))}".replace("//", "/"))
-    safe = ("txt", "md", "csv", "json", "yaml", "xml", "conf", "py", "sh", "ini")     # no junk pattern matches these
-    keep = [f"{root}/{w.pick(['', *subs])}/{w.filename(w.pick(safe))}".replace("//", "/")
-            for _ in range(w.randint(2, 4))]
-    outside = f"{HOME}/{_JUNK[patterns[0]][0](w.unique(lambda: w.pick(WORDS)))}"    # same pattern, outside the tree
+        decoys.append(
+            f"{root}/{w.pick(['', *subs])}/{alike(w.unique(lambda: w.pick(WORDS)))}".replace("//", "/")
+        )
+    safe = (
+        "txt",
+        "md",
+        "csv",
+        "json",
+        "yaml",
+        "xml",
+        "conf",
+        "py",
+        "sh",
+        "ini",
+    )  # no junk pattern matches these
+    keep = [
+        f"{root}/{w.pick(['', *subs])}/{w.filename(w.pick(safe))}".replace("//", "/")
+        for _ in range(w.randint(2, 4))
+    ]
+    outside = (
+        f"{HOME}/{_JUNK[patterns[0]][0](w.unique(lambda: w.pick(WORDS)))}"  # same pattern, outside the tree
+    )
     files = {p: "x\n" for p in junk + decoys + keep + [outside]}
     w.note(*patterns)
     desc = " and ".join(f"'{p}'" for p in patterns)
@@ -382,7 +578,10 @@ def delete_by_pattern(w: World) -> Draft:
         "{Nothing else goes.|Keep everything else.}",
         "Ticket: clean {desc} files out of {root} (recursively). Other files stay.",
         "Could you {get rid of|delete} the {desc} files {in|under} {root} and all its subfolders?",
-        desc=desc, root=root_ref, root_c=root_ref[:1].upper() + root_ref[1:])
+        desc=desc,
+        root=root_ref,
+        root_c=root_ref[:1].upper() + root_ref[1:],
+    )
     lines = ["#!/bin/bash"]
     lines += [f"[ ! -e {quote(p)} ] || exit 1" for p in junk]
     lines += [f"[ -f {quote(p)} ] || exit 1" for p in decoys + keep + [outside]]
@@ -391,9 +590,16 @@ def delete_by_pattern(w: World) -> Draft:
     names = " -o ".join(f"-name {quote(p)}" for p in patterns)
     sel = f"\\( {names} \\)" if len(patterns) > 1 else names
     reference = [f"find {r} -type f {sel}"] if w.chance(0.5) else []
-    reference += [w.pick((f"find {r} -type f {sel} -delete", f"find {r} -type f {sel} -exec rm -f {{}} +",
-                          f"find {r} -type f {sel} -print0 | xargs -0 rm -f")),
-                  w.pick((f"find {r} -type f", f"tree -a {r}"))]
+    reference += [
+        w.pick(
+            (
+                f"find {r} -type f {sel} -delete",
+                f"find {r} -type f {sel} -exec rm -f {{}} +",
+                f"find {r} -type f {sel} -print0 | xargs -0 rm -f",
+            )
+        ),
+        w.pick((f"find {r} -type f", f"tree -a {r}")),
+    ]
     return Draft(task=task, check="\n".join(lines) + "\n", reference=reference, difficulty=2, files=files)
 
 
@@ -416,30 +622,59 @@ def symlink(w: World) -> Draft:
         target = f"{rel_dir}/v{new_v}"
         w.note(*versions)
         if mode == "repoint":
-            setup.append(f"ln -s {quote(f'{rel_dir}/v{old_v}')} {quote(link)} && chown -h operator:operator "
-                         f"{quote(link)}")
-            what = _spin(w, "{repoint|switch} the symlink {link} (it points at v{old}) to {target}",
-                         link=w.path_ref(link, "link"), old=old_v, target=w.path_ref(target), capitalize=False)
-            lines.append(f"[ ! -e {quote(f'{rel_dir}/v{old_v}/v{new_v}')} ] || exit 1")   # no link made inside
-            cmd = w.pick((f"ln -sfn {sh(target)} {sh(link)}", f"ln -sfT {sh(target)} {sh(link)}",
-                          f"rm {sh(link)} && ln -s {sh(target)} {sh(link)}"))
+            setup.append(
+                f"ln -s {quote(f'{rel_dir}/v{old_v}')} {quote(link)} && chown -h operator:operator "
+                f"{quote(link)}"
+            )
+            what = _spin(
+                w,
+                "{repoint|switch} the symlink {link} (it points at v{old}) to {target}",
+                link=w.path_ref(link, "link"),
+                old=old_v,
+                target=w.path_ref(target),
+                capitalize=False,
+            )
+            lines.append(f"[ ! -e {quote(f'{rel_dir}/v{old_v}/v{new_v}')} ] || exit 1")  # no link made inside
+            cmd = w.pick(
+                (
+                    f"ln -sfn {sh(target)} {sh(link)}",
+                    f"ln -sfT {sh(target)} {sh(link)}",
+                    f"rm {sh(link)} && ln -s {sh(target)} {sh(link)}",
+                )
+            )
         else:
-            what = _spin(w, "{create|make} a symbolic link {link} that points to {target}",
-                         link=w.path_ref(link, "link"), target=w.path_ref(target), capitalize=False)
+            what = _spin(
+                w,
+                "{create|make} a symbolic link {link} that points to {target}",
+                link=w.path_ref(link, "link"),
+                target=w.path_ref(target),
+                capitalize=False,
+            )
             cmd = f"ln -s {sh(target)} {sh(link)}"
-        lines.append(f"[ -L {quote(link)} ] && [ \"$(readlink -f {quote(link)})\" = {quote(target)} ] || exit 1")
+        lines.append(
+            f'[ -L {quote(link)} ] && [ "$(readlink -f {quote(link)})" = {quote(target)} ] || exit 1'
+        )
         lines += [f"[ -f {quote(p)} ] || exit 1" for p in files]
         reference = [cmd, f"ls -l {sh(link)}"]
     elif mode == "create":
         tool = f"{HOME}/{w.pick(('tools', 'scripts', 'projects'))}/{w.filename('sh')}"
         files[tool] = "#!/bin/bash\necho ok\n"
         link = f"{HOME}/{w.pick(('bin', '.local/bin'))}/{tool.rsplit('/', 1)[1].removesuffix('.sh')}"
-        what = _spin(w, "{create|make} a symbolic link {link} pointing to the script {target}{| (create the folder "
-                        "if needed)}", link=w.path_ref(link, "link"), target=w.path_ref(tool, "file"),
-                     capitalize=False)
-        lines.append(f"[ -L {quote(link)} ] && [ \"$(readlink -f {quote(link)})\" = {quote(tool)} ] || exit 1")
+        what = _spin(
+            w,
+            "{create|make} a symbolic link {link} pointing to the script {target}{| (create the folder "
+            "if needed)}",
+            link=w.path_ref(link, "link"),
+            target=w.path_ref(tool, "file"),
+            capitalize=False,
+        )
+        lines.append(f'[ -L {quote(link)} ] && [ "$(readlink -f {quote(link)})" = {quote(tool)} ] || exit 1')
         lines.append(f"[ -f {quote(tool)} ] || exit 1")
-        reference = [f"mkdir -p {sh(link.rsplit('/', 1)[0])}", f"ln -s {sh(tool)} {sh(link)}", f"ls -l {sh(link)}"]
+        reference = [
+            f"mkdir -p {sh(link.rsplit('/', 1)[0])}",
+            f"ln -s {sh(tool)} {sh(link)}",
+            f"ls -l {sh(link)}",
+        ]
     elif mode == "broken":
         folder = f"{HOME}/{w.pick(('links', 'shortcuts', 'bin', 'active'))}_{w.word()}"
         store = f"{HOME}/{w.dirname()}"
@@ -457,20 +692,34 @@ def symlink(w: World) -> Draft:
             setup.append(f"ln -s {quote(target)} {quote(link)}")
         plain = f"{folder}/{w.filename('txt')}"
         files[plain] = "a regular file\n"
-        setup = [f"mkdir -p {quote(folder)} && " + " && ".join(setup) + f" && chown -R -h operator:operator "
-                 f"{quote(folder)}"]
-        what = _spin(w, "{delete|remove} the broken symbolic links in {folder} (those whose target no longer "
-                        "exists); {working links and regular files stay|keep the links that still work, and the "
-                        "regular files}", folder=w.path_ref(folder), capitalize=False)
+        setup = [
+            f"mkdir -p {quote(folder)} && " + " && ".join(setup) + f" && chown -R -h operator:operator "
+            f"{quote(folder)}"
+        ]
+        what = _spin(
+            w,
+            "{delete|remove} the broken symbolic links in {folder} (those whose target no longer "
+            "exists); {working links and regular files stay|keep the links that still work, and the "
+            "regular files}",
+            folder=w.path_ref(folder),
+            capitalize=False,
+        )
         lines += [f"[ ! -L {quote(p)} ] || exit 1" for p in bad]
         lines += [f"[ -L {quote(p)} ] && [ -e {quote(p)} ] || exit 1" for p in good]
         lines.append(f"[ -f {quote(plain)} ] || exit 1")
         f = sh(folder)
-        reference = [w.pick((f"find {f} -xtype l", f"find -L {f} -type l")),
-                     w.pick((f"find {f} -xtype l -delete", f"find -L {f} -type l -exec rm {{}} +",
-                             f"for l in {f}/*; do [ -L \"$l\" ] && [ ! -e \"$l\" ] && rm \"$l\"; done; true")),
-                     f"ls -l {f}"]
-    else:   # bin: one link per script
+        reference = [
+            w.pick((f"find {f} -xtype l", f"find -L {f} -type l")),
+            w.pick(
+                (
+                    f"find {f} -xtype l -delete",
+                    f"find -L {f} -type l -exec rm {{}} +",
+                    f'for l in {f}/*; do [ -L "$l" ] && [ ! -e "$l" ] && rm "$l"; done; true',
+                )
+            ),
+            f"ls -l {f}",
+        ]
+    else:  # bin: one link per script
         tools = f"{HOME}/{w.pick(('tools', 'scripts', 'utils'))}"
         scripts = [f"{tools}/{w.filename('sh')}" for _ in range(w.randint(2, 4))]
         for p in scripts:
@@ -478,17 +727,24 @@ def symlink(w: World) -> Draft:
         readme = f"{tools}/README.md"
         files[readme] = "helper scripts\n"
         bindir = f"{HOME}/{w.pick(('bin', '.local/bin'))}"
-        what = _spin(w, "{create|make} a symbolic link in {bin} for every .sh script in {tools}, with the same name "
-                        "as the script and {pointing at|pointing to} it{| (create {bin} if needed)}",
-                     tools=w.path_ref(tools),
-                     bin=w.path_ref(bindir), capitalize=False)
+        what = _spin(
+            w,
+            "{create|make} a symbolic link in {bin} for every .sh script in {tools}, with the same name "
+            "as the script and {pointing at|pointing to} it{| (create {bin} if needed)}",
+            tools=w.path_ref(tools),
+            bin=w.path_ref(bindir),
+            capitalize=False,
+        )
         for p in scripts:
             link = f"{bindir}/{p.rsplit('/', 1)[1]}"
-            lines.append(f"[ -L {quote(link)} ] && [ \"$(readlink -f {quote(link)})\" = {quote(p)} ] || exit 1")
+            lines.append(f'[ -L {quote(link)} ] && [ "$(readlink -f {quote(link)})" = {quote(p)} ] || exit 1')
         lines.append(f"[ ! -e {quote(bindir + '/README.md')} ] || exit 1")
         t, b = sh(tools), sh(bindir)
-        reference = [f"mkdir -p {b}", w.pick((f"for s in {t}/*.sh; do ln -s \"$s\" {b}/; done",
-                                              f"ln -s {t}/*.sh {b}/")), f"ls -l {b}"]
+        reference = [
+            f"mkdir -p {b}",
+            w.pick((f'for s in {t}/*.sh; do ln -s "$s" {b}/; done', f"ln -s {t}/*.sh {b}/")),
+            f"ls -l {b}",
+        ]
     task = _phrase(
         w,
         "{what_c}.",
@@ -496,44 +752,70 @@ def symlink(w: World) -> Draft:
         "Ticket: {what}.",
         "Could you {what}?",
         "{Small|Quick} {link|symlink} job: {what}.",
-        what=what, what_c=what[:1].upper() + what[1:])
-    return Draft(task=task, check="\n".join(lines) + "\n", reference=reference,
-                 difficulty={"create": 1, "repoint": 2, "broken": 3, "bin": 3}[mode], files=files, setup=setup)
+        what=what,
+        what_c=what[:1].upper() + what[1:],
+    )
+    return Draft(
+        task=task,
+        check="\n".join(lines) + "\n",
+        reference=reference,
+        difficulty={"create": 1, "repoint": 2, "broken": 3, "bin": 3}[mode],
+        files=files,
+        setup=setup,
+    )
 
 
 # ---- files-recent-list ----------------------------------------------------------------------------------------------
-@family("files-recent-list", "files", "list the files modified recently (in the last N days, minutes, or newer "
-        "than a file)")
+@family(
+    "files-recent-list",
+    "files",
+    "list the files modified recently (in the last N days, minutes, or newer than a file)",
+)
 def recent_list(w: World) -> Draft:
     root = f"{HOME}/{w.dirname()}"
-    subs = [w.unique(lambda: w.pick(("docs", "src", "data", "reports", "conf", "drafts"))) for _ in range(w.randint(1, 3))]
+    subs = [
+        w.unique(lambda: w.pick(("docs", "src", "data", "reports", "conf", "drafts")))
+        for _ in range(w.randint(1, 3))
+    ]
     mode = w.pick(("days", "days", "minutes", "newer"))
     n = w.pick((2, 3, 5, 7, 10, 14)) if mode != "minutes" else w.pick((30, 60, 90, 120))
     w.note(n)
-    paths = [f"{root}/{w.pick(['', *subs])}/{w.filename()}".replace("//", "/") for _ in range(w.randint(5, 10))]
+    paths = [
+        f"{root}/{w.pick(['', *subs])}/{w.filename()}".replace("//", "/") for _ in range(w.randint(5, 10))
+    ]
     recent = w.sample(paths, w.randint(1, len(paths) - 2))
     ordered = w.chance(0.3)
-    ages: dict[str, str] = {}      # the later in ``recent``, the newer
+    ages: dict[str, str] = {}  # the later in ``recent``, the newer
     ref = f"{root}/{w.pick(('.last_backup', 'last_sync', '.stamp', 'checkpoint'))}"
-    for i, p in enumerate(recent):   # distinct ages, so "newest first" has one answer
-        ages[p] = {"days": f"{(n - 1) * 24 * 60 - 30 - i * 97} minutes ago",
-                   "minutes": f"{n - 5 - i * max(1, (n - 10) // len(recent))} minutes ago",
-                   "newer": f"{2 * 24 * 60 - 60 - i * 131} minutes ago"}[mode]
+    for i, p in enumerate(recent):  # distinct ages, so "newest first" has one answer
+        ages[p] = {
+            "days": f"{(n - 1) * 24 * 60 - 30 - i * 97} minutes ago",
+            "minutes": f"{n - 5 - i * max(1, (n - 10) // len(recent))} minutes ago",
+            "newer": f"{2 * 24 * 60 - 60 - i * 131} minutes ago",
+        }[mode]
     for p in paths:
         if p not in recent:
-            ages[p] = {"days": f"{n + w.randint(1, 30)} days ago", "minutes": f"{2 * n + w.randint(0, 600)} minutes ago",
-                       "newer": f"{3 + w.randint(0, 40)} days ago"}[mode]
+            ages[p] = {
+                "days": f"{n + w.randint(1, 30)} days ago",
+                "minutes": f"{2 * n + w.randint(0, 600)} minutes ago",
+                "newer": f"{3 + w.randint(0, 40)} days ago",
+            }[mode]
     files = {p: "x\n" for p in paths}
     setup = [" && ".join(f"touch -d '{age}' {quote(p)}" for p, age in ages.items())]
     if mode == "newer":
         files[ref] = "\n"
         setup[0] += f" && touch -d '2 days ago' {quote(ref)}"
     out = f"{HOME}/{w.filename('txt', stem=w.pick(('recent', 'changed', 'modified', 'touched')))}"
-    when = {"days": _spin(w, "{modified|changed} in the last {n} days", n=n, capitalize=False),
-            "minutes": _spin(w, "{modified|changed} in the last {n} minutes", n=n, capitalize=False),
-            "newer": _spin(w, "modified more recently than {ref}", ref=w.path_ref(ref, "file"), capitalize=False)}[mode]
-    fmt = _spin(w, "one full path per line, newest first" if ordered else
-                "one full path per line{| (any order)}", capitalize=False)
+    when = {
+        "days": _spin(w, "{modified|changed} in the last {n} days", n=n, capitalize=False),
+        "minutes": _spin(w, "{modified|changed} in the last {n} minutes", n=n, capitalize=False),
+        "newer": _spin(w, "modified more recently than {ref}", ref=w.path_ref(ref, "file"), capitalize=False),
+    }[mode]
+    fmt = _spin(
+        w,
+        "one full path per line, newest first" if ordered else "one full path per line{| (any order)}",
+        capitalize=False,
+    )
     task = _phrase(
         w,
         "{List|Find} the files {under|anywhere in} {root} {when} and write them to {out}, {fmt}.",
@@ -541,11 +823,18 @@ def recent_list(w: World) -> Draft:
         "Ticket: {for the incremental backup|before the sync}, we need the files in {root} {when}. {Put|Write} them "
         "in {out}, {fmt}.",
         "Could you find every file {under|in} {root}, at any depth, {when}, and list them in {out}: {fmt}?",
-        root=w.path_ref(root), when=when, out=w.path_ref(out, "file"), fmt=fmt)
-    expected = [p[len(root) + 1:] for p in reversed(recent)] if ordered else sorted(p[len(root) + 1:] for p in recent)
+        root=w.path_ref(root),
+        when=when,
+        out=w.path_ref(out, "file"),
+        fmt=fmt,
+    )
+    expected = (
+        [p[len(root) + 1 :] for p in reversed(recent)]
+        if ordered
+        else sorted(p[len(root) + 1 :] for p in recent)
+    )
     got = _norm_paths(out, root) + ("" if ordered else " | sort")
-    check = (f"#!/bin/bash\n[ -f {quote(out)} ] || exit 1\n"
-             f"[ \"$({got})\" = {quote(chr(10).join(expected))} ]\n")
+    check = f'#!/bin/bash\n[ -f {quote(out)} ] || exit 1\n[ "$({got})" = {quote(chr(10).join(expected))} ]\n'
     sh = _shell_paths(w)
     r, o = sh(root), sh(out)
     test = {"days": f"-mtime -{n}", "minutes": f"-mmin -{n}", "newer": f"-newer {sh(ref)}"}[mode]
@@ -554,5 +843,6 @@ def recent_list(w: World) -> Draft:
     else:
         cmd = w.pick((f"find {r} -type f {test} > {o}", f"find {r} -type f {test} -print > {o}"))
     reference = ([f"ls -lt {r}"] if w.chance(0.3) else []) + [cmd, f"cat {o}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if ordered else 2, files=files,
-                 setup=setup)
+    return Draft(
+        task=task, check=check, reference=reference, difficulty=3 if ordered else 2, files=files, setup=setup
+    )

@@ -14,15 +14,63 @@ from datetime import datetime, timedelta
 from bashgym_assets.scenarios.factory.family import Draft, family
 from bashgym_assets.scenarios.factory.world import HOME, SERVICES, WORDS, World, quote
 
-SURNAMES = ("Shah", "Nair", "Okafor", "Lindqvist", "Moreau", "Kowalski", "Tanaka", "Silva", "Haddad", "Novak",
-            "Fischer", "Oyelaran", "Costa", "Iversen", "Reyes", "Murphy", "Yilmaz", "Petrov", "Brandt", "Osei")
+SURNAMES = (
+    "Shah",
+    "Nair",
+    "Okafor",
+    "Lindqvist",
+    "Moreau",
+    "Kowalski",
+    "Tanaka",
+    "Silva",
+    "Haddad",
+    "Novak",
+    "Fischer",
+    "Oyelaran",
+    "Costa",
+    "Iversen",
+    "Reyes",
+    "Murphy",
+    "Yilmaz",
+    "Petrov",
+    "Brandt",
+    "Osei",
+)
 DOMAINS = ("example.com", "example.org", "corp.example", "dev.example.net", "mail.example")
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December")
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 _VERBS = ("Add", "Fix", "Update", "Refactor", "Tidy", "Document", "Tweak", "Rework", "Simplify", "Extend")
-_NOUNS = ("parser", "config loader", "retry logic", "logging", "CLI flags", "cache layer", "error messages",
-          "unit tests", "README", "build script", "date handling", "input validation", "metrics", "docs index")
-_CHECK_ENV = "export GIT_OPTIONAL_LOCKS=0 GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'"
+_NOUNS = (
+    "parser",
+    "config loader",
+    "retry logic",
+    "logging",
+    "CLI flags",
+    "cache layer",
+    "error messages",
+    "unit tests",
+    "README",
+    "build script",
+    "date handling",
+    "input validation",
+    "metrics",
+    "docs index",
+)
+_CHECK_ENV = (
+    "export GIT_OPTIONAL_LOCKS=0 GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'"
+)
 
 
 class _Repo:
@@ -35,11 +83,16 @@ class _Repo:
     def __init__(self, w: World, path: str, branch: str = "main", start: datetime | None = None) -> None:
         self.w, self.path, self.branch = w, path, branch
         self.time = start or w.date("2022-06-01", 700)
-        self.lines = ["set -e", "export HOME=/root GIT_CONFIG_NOSYSTEM=1", f"mkdir -p {quote(path)}",
-                      f"cd {quote(path)}", f"git init -q -b {quote(branch)}"]
+        self.lines = [
+            "set -e",
+            "export HOME=/root GIT_CONFIG_NOSYSTEM=1",
+            f"mkdir -p {quote(path)}",
+            f"cd {quote(path)}",
+            f"git init -q -b {quote(branch)}",
+        ]
         self.trees: dict[str, dict[str, str]] = {branch: {}}
         self.subjects: set[str] = set()
-        self.log: list[dict[str, object]] = []    # every commit: subject, author, date, branch, paths
+        self.log: list[dict[str, object]] = []  # every commit: subject, author, date, branch, paths
 
     @property
     def tree(self) -> dict[str, str]:
@@ -58,9 +111,15 @@ class _Repo:
     def line(self) -> str:
         return f"{self.w.pick(WORDS)}_{self.w.pick(('limit', 'mode', 'name', 'path', 'flag'))} = {self.w.randint(1, 999)}"
 
-    def commit(self, subject: str | None = None, writes: dict[str, str] | None = None,
-               deletes: tuple[str, ...] = (), author: tuple[str, str] = ("Operator", "operator@example.com"),
-               when: datetime | None = None, committer: tuple[str, str] | None = None) -> str:
+    def commit(
+        self,
+        subject: str | None = None,
+        writes: dict[str, str] | None = None,
+        deletes: tuple[str, ...] = (),
+        author: tuple[str, str] = ("Operator", "operator@example.com"),
+        when: datetime | None = None,
+        committer: tuple[str, str] | None = None,
+    ) -> str:
         subject = subject or self.subject()
         self.subjects.add(subject)
         if when is None:
@@ -81,9 +140,17 @@ class _Repo:
         self.lines.append(
             f"git add -A && GIT_AUTHOR_NAME={quote(author[0])} GIT_AUTHOR_EMAIL={quote(author[1])} "
             f"GIT_AUTHOR_DATE={quote(stamp)} GIT_COMMITTER_NAME={quote(cname)} GIT_COMMITTER_EMAIL={quote(cmail)} "
-            f"GIT_COMMITTER_DATE={quote(stamp)} git commit -q -m {quote(subject)}")
-        self.log.append({"subject": subject, "author": author, "when": when, "branch": self.branch,
-                         "paths": sorted(set(writes) | set(deletes))})
+            f"GIT_COMMITTER_DATE={quote(stamp)} git commit -q -m {quote(subject)}"
+        )
+        self.log.append(
+            {
+                "subject": subject,
+                "author": author,
+                "when": when,
+                "branch": self.branch,
+                "paths": sorted(set(writes) | set(deletes)),
+            }
+        )
         return subject
 
     def touch(self, rel: str | None = None, **kw: object) -> str:
@@ -103,8 +170,10 @@ class _Repo:
     def tag(self, name: str, message: str | None = None) -> None:
         stamp = f"{self.time:%Y-%m-%d %H:%M:%S} +0000"
         if message:
-            self.lines.append(f"GIT_COMMITTER_NAME=Release GIT_COMMITTER_EMAIL=release@example.com "
-                              f"GIT_COMMITTER_DATE={quote(stamp)} git tag -a {quote(name)} -m {quote(message)}")
+            self.lines.append(
+                f"GIT_COMMITTER_NAME=Release GIT_COMMITTER_EMAIL=release@example.com "
+                f"GIT_COMMITTER_DATE={quote(stamp)} git tag -a {quote(name)} -m {quote(message)}"
+            )
         else:
             self.lines.append(f"git tag {quote(name)}")
 
@@ -116,8 +185,11 @@ class _Repo:
         script = f"/root/.mkrepo-{self.w.token(6)}.sh"
         lines = list(self.lines)
         if owner != "root":
-            top = self.path if not self.path.startswith(HOME + "/") else HOME + "/" + \
-                self.path[len(HOME) + 1:].split("/")[0]
+            top = (
+                self.path
+                if not self.path.startswith(HOME + "/")
+                else HOME + "/" + self.path[len(HOME) + 1 :].split("/")[0]
+            )
             lines.append(f"chown -R {owner}:{owner} {quote(top)}")
         return {script: "\n".join(lines) + "\n"}, [f"bash {script} && rm -f {script}"]
 
@@ -137,7 +209,9 @@ def _check(repo: str, *lines: str) -> str:
 
 def _by_subject(subject: str, rev: str = "--all") -> str:
     """Bash for the full hash of the commit whose subject is exactly ``subject``."""
-    return f"git log {rev} --format='%H%x09%s' | awk -F'\\t' -v s={quote(subject)} '$2 == s {{print $1; exit}}'"
+    return (
+        f"git log {rev} --format='%H%x09%s' | awk -F'\\t' -v s={quote(subject)} '$2 == s {{print $1; exit}}'"
+    )
 
 
 def _person(w: World, first: str | None = None, not_last: str = "") -> tuple[str, str]:
@@ -155,16 +229,29 @@ def _repo_path(w: World) -> str:
 
 def _seed_files(w: World, repo: _Repo, n: int) -> list[str]:
     """A first commit with ``n`` plausible files; returns their paths."""
-    pool = ["README.md", f"src/{w.pick(SERVICES)}.py", f"src/{w.pick(WORDS)}.py", f"docs/{w.pick(WORDS)}.md",
-            "config/settings.ini", f"tests/test_{w.pick(WORDS)}.py", "Makefile", f"scripts/{w.pick(WORDS)}.sh",
-            "VERSION", f"lib/{w.pick(WORDS)}.js"]
+    pool = [
+        "README.md",
+        f"src/{w.pick(SERVICES)}.py",
+        f"src/{w.pick(WORDS)}.py",
+        f"docs/{w.pick(WORDS)}.md",
+        "config/settings.ini",
+        f"tests/test_{w.pick(WORDS)}.py",
+        "Makefile",
+        f"scripts/{w.pick(WORDS)}.sh",
+        "VERSION",
+        f"lib/{w.pick(WORDS)}.js",
+    ]
     paths = sorted(set(w.sample(pool, n)))
     repo.commit("Initial commit", writes={p: repo.line() + "\n" for p in paths})
     return paths
 
 
 # ---- history questions ---------------------------------------------------------------------------------------------
-@family("git-author-commit-count", "git", "count the commits one author made (on a branch, in a month, under a path)")
+@family(
+    "git-author-commit-count",
+    "git",
+    "count the commits one author made (on a branch, in a month, under a path)",
+)
 def author_commit_count(w: World) -> Draft:
     root_owned = w.chance(0.25)
     name = w.pick((w.project(), w.service()))
@@ -178,11 +265,13 @@ def author_commit_count(w: World) -> Draft:
     target = _person(w)
     others = [_person(w) for _ in range(w.randint(1, 3))]
     namesake = None
-    if w.chance(0.75):   # a namesake: same first name, another person (a bare first-name search overcounts)
+    if w.chance(0.75):  # a namesake: same first name, another person (a bare first-name search overcounts)
         namesake = _person(w, target[0].split()[0], not_last=target[0].split()[1])
         others.append(namesake)
-    alt_mail = w.chance(0.3)   # the same person under a second address still counts
-    target_ids = [target] + ([(target[0], f"{target[0].split()[0].lower()}@{w.pick(DOMAINS)}")] if alt_mail else [])
+    alt_mail = w.chance(0.3)  # the same person under a second address still counts
+    target_ids = [target] + (
+        [(target[0], f"{target[0].split()[0].lower()}@{w.pick(DOMAINS)}")] if alt_mail else []
+    )
     paths = _seed_files(w, repo, w.randint(3, 6))
     sub = w.pick(("docs", "src", "tests"))
     if scope == "path":
@@ -208,13 +297,13 @@ def author_commit_count(w: World) -> Draft:
         if scope == "path":
             hit = hit and rel.startswith(sub + "/")
         counted += hit
-    if counted == 0:   # the answer is never a trivial zero
+    if counted == 0:  # the answer is never a trivial zero
         rel = w.pick([p for p in paths if p.startswith(sub + "/")]) if scope == "path" else w.pick(paths)
         repo.touch(rel, author=target, when=when(1) if scope == "month" else None)
         counted = 1
         if scope == "month":  # a later-month commit keeps the order of dates plausible
             repo.touch(author=w.pick(others), when=when(2))
-    if namesake:   # at least one of the namesake's commits falls inside the asked scope
+    if namesake:  # at least one of the namesake's commits falls inside the asked scope
         in_scope = [p for p in paths if p.startswith(sub + "/")] if scope == "path" else paths
         repo.touch(w.pick(in_scope), author=namesake, when=when(1) if scope == "month" else None)
     # an unmerged branch where the author also worked: counts only when every branch is asked for
@@ -236,11 +325,17 @@ def author_commit_count(w: World) -> Draft:
         w.note(MONTHS[start.month], start.year)
     scope_text = {
         "head": _f(w, "on the {main} branch{| (other branches do not count)}", main=main),
-        "all": _f(w, "{on all branches|across every branch}, {including|counting} {branches that are not merged yet|"
-                      "unmerged work}"),
+        "all": _f(
+            w,
+            "{on all branches|across every branch}, {including|counting} {branches that are not merged yet|"
+            "unmerged work}",
+        ),
         "month": _f(w, "{in|during} {month}", month=month_name),
-        "path": _f(w, "that {touched|changed|modified} something under {sub}/{| (other commits do not count)}",
-                       sub=sub),
+        "path": _f(
+            w,
+            "that {touched|changed|modified} something under {sub}/{| (other commits do not count)}",
+            sub=sub,
+        ),
     }[scope]
     if scope in ("month", "path"):
         scope_text += " " + _f(w, "on the {main} branch", main=main)
@@ -255,12 +350,20 @@ def author_commit_count(w: World) -> Draft:
         "{scope}. The repository is {repo}; put {just |}the number in {out}.",
         "For {a contributor summary|the release notes} I need to know how many commits {who} authored {scope} in "
         "{repo}. Write that number {alone |}to {out}.",
-        who=who, scope=scope_text, repo=w.path_ref(repo_path), out=w.path_ref(out, "file"))
+        who=who,
+        scope=scope_text,
+        repo=w.path_ref(repo_path),
+        out=w.path_ref(out, "file"),
+    )
     if root_owned and w.chance(0.5):
-        task += " " + w.spin("{Note:|Heads-up:} the repository is owned by root, so git {may|will} refuse to read it "
-                       "until you mark it as a safe directory{| for your user}.")
-    check = (f"#!/bin/bash\n[ -f {quote(out)} ] || exit 1\n"
-             f"[ \"$(tr -d '[:space:]' < {quote(out)})\" = '{answer}' ]\n")
+        task += " " + w.spin(
+            "{Note:|Heads-up:} the repository is owned by root, so git {may|will} refuse to read it "
+            "until you mark it as a safe directory{| for your user}."
+        )
+    check = (
+        f"#!/bin/bash\n[ -f {quote(out)} ] || exit 1\n"
+        f"[ \"$(tr -d '[:space:]' < {quote(out)})\" = '{answer}' ]\n"
+    )
     author_re = quote(target[0] if who == target[0] else target[1])
     count_form = w.pick(("log", "rev-list"))
     rev = "--all" if scope == "all" else main
@@ -277,17 +380,36 @@ def author_commit_count(w: World) -> Draft:
     reference = []
     if root_owned:
         reference.append(f"git config --global --add safe.directory {repo_path}")
-    reference += [f"cd {quote(repo_path)}", w.pick(("git shortlog -sne --all", "git log --all --format='%an <%ae>' "
-                                                    "| sort | uniq -c")), cmd, f"cat {quote(out)}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if root_owned or scope != "head" else 2,
-                 files=files, setup=setup)
+    reference += [
+        f"cd {quote(repo_path)}",
+        w.pick(("git shortlog -sne --all", "git log --all --format='%an <%ae>' | sort | uniq -c")),
+        cmd,
+        f"cat {quote(out)}",
+    ]
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=3 if root_owned or scope != "head" else 2,
+        files=files,
+        setup=setup,
+    )
 
 
-_STRINGS = ("FEATURE_{W}_ENABLED", "{w}.internal.example.com", "def {w}_{v}(", "{w}_token_v{n}", "X-{W2}-Trace",
-            "{w}_timeout_ms = {n}00", "legacy_{w}_mode")
+_STRINGS = (
+    "FEATURE_{W}_ENABLED",
+    "{w}.internal.example.com",
+    "def {w}_{v}(",
+    "{w}_token_v{n}",
+    "X-{W2}-Trace",
+    "{w}_timeout_ms = {n}00",
+    "legacy_{w}_mode",
+)
 
 
-@family("git-find-introducing-commit", "git", "find the commit that first added a string (pickaxe) and report it")
+@family(
+    "git-find-introducing-commit", "git", "find the commit that first added a string (pickaxe) and report it"
+)
 def find_introducing(w: World) -> Draft:
     repo_path = _repo_path(w)
     repo = _Repo(w, repo_path)
@@ -309,20 +431,32 @@ def find_introducing(w: World) -> Draft:
     for ev in events:
         if ev == "touch":
             repo.touch(w.pick([p for p in paths if p != target_file] or paths), author=w.pick(authors))
-        elif ev == "mention":   # its message names the string; its diff does not add it
-            repo.touch(w.pick([p for p in paths if p != target_file] or paths), author=w.pick(authors),
-                       subject=f"Document {needle.strip('(').strip()} usage")
+        elif ev == "mention":  # its message names the string; its diff does not add it
+            repo.touch(
+                w.pick([p for p in paths if p != target_file] or paths),
+                author=w.pick(authors),
+                subject=f"Document {needle.strip('(').strip()} usage",
+            )
         else:
             cur = repo.tree[target_file]
-            repo.commit(f"Remove {w.pick(('dead code', 'unused setting', 'old flag', 'leftovers'))}",
-                        writes={target_file: cur.replace(f"{needle}\n", "")}, author=w.pick(authors))
+            repo.commit(
+                f"Remove {w.pick(('dead code', 'unused setting', 'old flag', 'leftovers'))}",
+                writes={target_file: cur.replace(f"{needle}\n", "")},
+                author=w.pick(authors),
+            )
     files, setup = repo.install()
     what = w.pick(("hash", "hash", "subject", "author"))
     out = f"{HOME}/{w.pick(('commit', 'culprit', 'found', 'origin', 'answer'))}.txt"
-    what_text = {"hash": _f(w, "{its|the commit's} full {40-character |}{hash|commit hash|SHA}"),
-                 "subject": _f(w, "{its|the commit's} subject line{| (the first line of the message)}"),
-                 "author": _f(w, "the {name of its author|author's name} (name only, no email)")}[what]
-    gone = " " + _f(w, "{(it has since been removed again)|(it is no longer in the current code)}") if removed else ""
+    what_text = {
+        "hash": _f(w, "{its|the commit's} full {40-character |}{hash|commit hash|SHA}"),
+        "subject": _f(w, "{its|the commit's} subject line{| (the first line of the message)}"),
+        "author": _f(w, "the {name of its author|author's name} (name only, no email)"),
+    }[what]
+    gone = (
+        " " + _f(w, "{(it has since been removed again)|(it is no longer in the current code)}")
+        if removed
+        else ""
+    )
     task = w.phrase(
         "In the git repository {repo}, find the commit that first added the text `{needle}`{gone}. Write "
         "{what} to {out}.",
@@ -332,21 +466,42 @@ def find_introducing(w: World) -> Draft:
         "for the commit that introduced it{gone} and write {what} to {out}.",
         "{Track down|Identify} the commit in which {someone|a teammate} first added `{needle}` to {repo}{gone}, "
         "and record {what} in {out}.",
-        repo=w.path_ref(repo_path), needle=needle, gone=gone, what=what_text, out=w.path_ref(out, "file"))
+        repo=w.path_ref(repo_path),
+        needle=needle,
+        gone=gone,
+        what=what_text,
+        out=w.path_ref(out, "file"),
+    )
     field = {"hash": "%H", "subject": "%s", "author": "%an"}[what]
-    check = _check(repo_path, f"h=$({_by_subject(intro)})", '[ -n "$h" ] || exit 1',
-                   f"want=$(git log -1 --format='{field}' \"$h\")",
-                   f"got=$(sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' {quote(out)} | grep -v '^$')",
-                   '[ "$got" = "$want" ]')
+    check = _check(
+        repo_path,
+        f"h=$({_by_subject(intro)})",
+        '[ -n "$h" ] || exit 1',
+        f"want=$(git log -1 --format='{field}' \"$h\")",
+        f"got=$(sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' {quote(out)} | grep -v '^$')",
+        '[ "$got" = "$want" ]',
+    )
     q = quote(needle)
-    find = w.pick((f"git log -S{q} --format='{field}' --reverse | head -n 1 > {quote(out)}",
-                   f"git log -S {q} --format='{field}' | tail -n 1 > {quote(out)}"))
+    find = w.pick(
+        (
+            f"git log -S{q} --format='{field}' --reverse | head -n 1 > {quote(out)}",
+            f"git log -S {q} --format='{field}' | tail -n 1 > {quote(out)}",
+        )
+    )
     reference = [f"cd {quote(repo_path)}", f"git log -S {q} --oneline", find, f"cat {quote(out)}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if removed or mention else 2,
-                 files=files, setup=setup)
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=3 if removed or mention else 2,
+        files=files,
+        setup=setup,
+    )
 
 
-@family("git-changed-files-list", "git", "list the files a commit (or a range of commits) changed into a file")
+@family(
+    "git-changed-files-list", "git", "list the files a commit (or a range of commits) changed into a file"
+)
 def changed_files(w: World) -> Draft:
     repo_path = _repo_path(w)
     repo = _Repo(w, repo_path)
@@ -396,12 +551,15 @@ def changed_files(w: World) -> Draft:
                 repo.touch()
     files, setup = repo.install()
     out = f"{HOME}/{w.pick(('changed', 'touched', 'files_changed', 'diff_files'))}.{w.pick(('txt', 'lst'))}"
-    in_which = {"last": _f(w, "in the {last|most recent|latest} commit{| on the current branch}"),
-                "subject": _f(w, "in the commit {whose subject is|titled} '{s}'", s=subject),
-                "range": w.pick((f"between the tags {tag_a} and {tag_b}", f"from tag {tag_a} to tag {tag_b}"))}[variant]
+    in_which = {
+        "last": _f(w, "in the {last|most recent|latest} commit{| on the current branch}"),
+        "subject": _f(w, "in the commit {whose subject is|titled} '{s}'", s=subject),
+        "range": w.pick((f"between the tags {tag_a} and {tag_b}", f"from tag {tag_a} to tag {tag_b}")),
+    }[variant]
     sorted_req = w.chance(0.4)
     fmt = _f(w, "one path per line{|, relative to the repository root}") + (
-        _f(w, ", sorted{| alphabetically}") if sorted_req else "")
+        _f(w, ", sorted{| alphabetically}") if sorted_req else ""
+    )
     deleted_note = w.pick(("", " (deleted files count too)", " (include deleted files)"))
     task = w.phrase(
         "List the files changed {in_which} in {repo}{deleted} and {write|save} them to {out}, {fmt}.",
@@ -410,35 +568,57 @@ def changed_files(w: World) -> Draft:
         "{deleted}. {Save|Write} it to {out}, {fmt}.",
         "For {the changelog|a code review}, {write|produce} the paths of all files {modified|changed} {in_which} in "
         "{repo} to {out}{deleted}; {fmt}.",
-        in_which=in_which, repo=w.path_ref(repo_path), out=w.path_ref(out, "file"), fmt=fmt, deleted=deleted_note)
+        in_which=in_which,
+        repo=w.path_ref(repo_path),
+        out=w.path_ref(out, "file"),
+        fmt=fmt,
+        deleted=deleted_note,
+    )
     want = "\n".join(sorted(expected)) + "\n"
     got = f"sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' {quote(out)} | grep -v '^$'"
-    lines = [f"[ -f {quote(out)} ] || exit 1", f"want={quote(want)}",
-             f"[ \"$({got} | sort -u)\" = \"$(printf %s \"$want\" | sort -u)\" ] || exit 1",
-             f"[ \"$({got} | wc -l)\" -eq {len(expected)} ] || exit 1"]
+    lines = [
+        f"[ -f {quote(out)} ] || exit 1",
+        f"want={quote(want)}",
+        f'[ "$({got} | sort -u)" = "$(printf %s "$want" | sort -u)" ] || exit 1',
+        f'[ "$({got} | wc -l)" -eq {len(expected)} ] || exit 1',
+    ]
     if sorted_req:
-        lines.append(f"[ \"$({got})\" = \"$({got} | LC_ALL=C sort)\" ] || [ \"$({got})\" = \"$({got} | sort)\" ]")
+        lines.append(f'[ "$({got})" = "$({got} | LC_ALL=C sort)" ] || [ "$({got})" = "$({got} | sort)" ]')
     check = "#!/bin/bash\n" + "\n".join(lines) + "\n"
     srt = " | sort" if sorted_req else ""
     if variant == "last":
-        cmd = w.pick((f"git show --name-only --format= HEAD{srt} > {quote(out)}",
-                      f"git diff --name-only HEAD~1 HEAD{srt} > {quote(out)}",
-                      f"git diff-tree --no-commit-id --name-only -r HEAD{srt} > {quote(out)}"))
+        cmd = w.pick(
+            (
+                f"git show --name-only --format= HEAD{srt} > {quote(out)}",
+                f"git diff --name-only HEAD~1 HEAD{srt} > {quote(out)}",
+                f"git diff-tree --no-commit-id --name-only -r HEAD{srt} > {quote(out)}",
+            )
+        )
         look = "git log --stat -1"
     elif variant == "subject":
         look = f"git log --oneline --grep={quote('^' + subject + '$')}"
-        cmd = (f"git show --name-only --format= $(git log --format=%h --grep={quote('^' + subject + '$')})"
-               f"{srt} > {quote(out)}")
+        cmd = (
+            f"git show --name-only --format= $(git log --format=%h --grep={quote('^' + subject + '$')})"
+            f"{srt} > {quote(out)}"
+        )
     else:
         look = "git tag -l"
         cmd = f"git diff --name-only {tag_a} {tag_b}{srt} > {quote(out)}"
     reference = [f"cd {quote(repo_path)}", look, cmd, f"cat {quote(out)}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=2 if variant == "last" else 3,
-                 files=files, setup=setup)
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=2 if variant == "last" else 3,
+        files=files,
+        setup=setup,
+    )
 
 
 # ---- changing the repository ---------------------------------------------------------------------------------------
-@family("git-branch-commit", "git", "create a branch, commit one change on it and leave the main branch as it was")
+@family(
+    "git-branch-commit", "git", "create a branch, commit one change on it and leave the main branch as it was"
+)
 def branch_commit(w: World) -> Draft:
     repo_path = _repo_path(w)
     main = w.pick(("main", "main", "master", "trunk"))
@@ -450,8 +630,11 @@ def branch_commit(w: World) -> Draft:
     repo.run(f"git rev-parse HEAD > {old_head}")
     branch = f"{w.pick(('feature', 'fix', 'topic', 'chore', 'docs'))}{w.pick(('/', '-'))}{w.word()}"
     create = w.chance(0.5)
-    target = (f"{w.pick(('docs', 'notes', 'config', 'src'))}/{w.word()}.{w.pick(('md', 'txt', 'ini'))}" if create
-              else w.pick(paths))
+    target = (
+        f"{w.pick(('docs', 'notes', 'config', 'src'))}/{w.word()}.{w.pick(('md', 'txt', 'ini'))}"
+        if create
+        else w.pick(paths)
+    )
     text = f"{w.pick(WORDS)} {w.pick(('enabled', 'pending', 'reviewed', 'v2', 'draft'))} {w.randint(1, 99)}"
     message = f"{w.pick(('Add', 'Record', 'Note', 'Mention'))} {w.pick(WORDS)} {w.pick(('setting', 'entry', 'step'))}"
     w.note(branch, target, text, message, main)
@@ -467,10 +650,20 @@ def branch_commit(w: World) -> Draft:
     files, setup = repo.install()
     old = repo.tree.get(target, "")
     want = old + text + "\n"
-    change = (_f(w, "{create|add} a file {t} containing the {single |}line '{x}'", t=target, x=text) if create
-              else _f(w, "append the line '{x}' to {t}", t=target, x=text))
-    extra = " " + w.spin("{Commit only that file|Nothing else goes into the commit}: leave {d} {as it is|alone}.",
-                   d=decoy_file) if decoy != "none" else ""
+    change = (
+        _f(w, "{create|add} a file {t} containing the {single |}line '{x}'", t=target, x=text)
+        if create
+        else _f(w, "append the line '{x}' to {t}", t=target, x=text)
+    )
+    extra = (
+        " "
+        + w.spin(
+            "{Commit only that file|Nothing else goes into the commit}: leave {d} {as it is|alone}.",
+            d=decoy_file,
+        )
+        if decoy != "none"
+        else ""
+    )
     ret = " " + w.spin("{Afterwards|When done}, switch back to {m}.", m=main) if back else ""
     task = w.phrase(
         "In {repo}, create a branch {b} from {m}, {change} and commit it there with the message '{msg}'. {m} itself "
@@ -481,31 +674,50 @@ def branch_commit(w: World) -> Draft:
         "commit to {m}.{extra}{ret}",
         "Could you {make|open} a branch called {b} in {repo} from {m} and {record|commit} this change on it: "
         "{change}? Use '{msg}' as the commit message.{extra}{ret}",
-        repo=w.path_ref(repo_path), b=branch, m=main, change=change, msg=message, extra=extra, ret=ret)
-    lines = [f"base=$(cat {old_head})",
-             f"[ \"$(git rev-parse -q --verify refs/heads/{main})\" = \"$base\" ] || exit 1",
-             f"tip=$(git rev-parse -q --verify refs/heads/{branch}) || exit 1",
-             '[ "$(git rev-parse "$tip^")" = "$base" ] || exit 1',
-             f"[ \"$(git log -1 --format=%s \"$tip\")\" = {quote(message)} ] || exit 1",
-             f"[ \"$(git diff --name-only \"$base\" \"$tip\")\" = {quote(target)} ] || exit 1",
-             f"diff <(git show \"$tip\":{quote(target)} | sed 's/[[:space:]]*$//') "
-             f"<(printf %s {quote(want)} | sed 's/[[:space:]]*$//') >/dev/null || exit 1"]
+        repo=w.path_ref(repo_path),
+        b=branch,
+        m=main,
+        change=change,
+        msg=message,
+        extra=extra,
+        ret=ret,
+    )
+    lines = [
+        f"base=$(cat {old_head})",
+        f'[ "$(git rev-parse -q --verify refs/heads/{main})" = "$base" ] || exit 1',
+        f"tip=$(git rev-parse -q --verify refs/heads/{branch}) || exit 1",
+        '[ "$(git rev-parse "$tip^")" = "$base" ] || exit 1',
+        f'[ "$(git log -1 --format=%s "$tip")" = {quote(message)} ] || exit 1',
+        f'[ "$(git diff --name-only "$base" "$tip")" = {quote(target)} ] || exit 1',
+        f"diff <(git show \"$tip\":{quote(target)} | sed 's/[[:space:]]*$//') "
+        f"<(printf %s {quote(want)} | sed 's/[[:space:]]*$//') >/dev/null || exit 1",
+    ]
     if back:
-        lines.append(f"[ \"$(git symbolic-ref --short HEAD)\" = {main} ] || exit 1")
+        lines.append(f'[ "$(git symbolic-ref --short HEAD)" = {main} ] || exit 1')
     check = _check(repo_path, *lines)
     make = w.pick((f"git switch -c {branch}", f"git checkout -b {branch}"))
     folder = posixpath.dirname(target)
-    edit = (f"mkdir -p {folder} && echo {quote(text)} > {target}" if create
-            else f"echo {quote(text)} >> {quote(target)}")
-    reference = [f"cd {quote(repo_path)}", "git status --short", make, edit,
-                 f"git add {quote(target)} && git commit -m {quote(message)}"]
+    edit = (
+        f"mkdir -p {folder} && echo {quote(text)} > {target}"
+        if create
+        else f"echo {quote(text)} >> {quote(target)}"
+    )
+    reference = [
+        f"cd {quote(repo_path)}",
+        "git status --short",
+        make,
+        edit,
+        f"git add {quote(target)} && git commit -m {quote(message)}",
+    ]
     if back:
         reference.append(f"git switch {main}" if w.chance(0.5) else f"git checkout {main}")
     reference.append(f"git log --oneline -3 {branch}")
     return Draft(task=task, check=check, reference=reference, difficulty=3, files=files, setup=setup)
 
 
-@family("git-revert-commit", "git", "undo one earlier commit with a new commit, keeping history and later work")
+@family(
+    "git-revert-commit", "git", "undo one earlier commit with a new commit, keeping history and later work"
+)
 def revert_commit(w: World) -> Draft:
     repo_path = _repo_path(w)
     repo = _Repo(w, repo_path)
@@ -532,34 +744,58 @@ def revert_commit(w: World) -> Draft:
     repo.run(f"git rev-parse HEAD > {old_head}")
     files, setup = repo.install()
     ident = w.pick(("subject", "subject", "last") if later == 0 else ("subject",))
-    which = (_f(w, "the commit '{s}'", s=bad) if ident == "subject"
-             else _f(w, "the {last|latest|most recent} commit ('{s}')", s=bad))
-    keep = w.spin("{Do not rewrite history|History must not be rewritten} (no reset or rebase): "
-                  "{undo it with a new commit|add a commit that reverses it}")
+    which = (
+        _f(w, "the commit '{s}'", s=bad)
+        if ident == "subject"
+        else _f(w, "the {last|latest|most recent} commit ('{s}')", s=bad)
+    )
+    keep = w.spin(
+        "{Do not rewrite history|History must not be rewritten} (no reset or rebase): "
+        "{undo it with a new commit|add a commit that reverses it}"
+    )
     later_text = _f(w, "; the commits made after it stay") if later else ""
     task = w.phrase(
         "{Revert|Undo} {which} in {repo}. {keep}{later}.",
         "{which} in {repo} broke things. {keep}{later}.",
         "Ticket: {which} in {repo} has to be {backed out|reverted}. {keep}{later}.",
         "Can you {back out|revert} {which} in {repo}? {keep}{later}.",
-        which=which, repo=w.path_ref(repo_path), keep=keep, later=later_text)
+        which=which,
+        repo=w.path_ref(repo_path),
+        keep=keep,
+        later=later_text,
+    )
     check = _check(
-        repo_path, f"old=$(cat {old_head})",
-        "git merge-base --is-ancestor \"$old\" HEAD || exit 1", '[ "$(git rev-parse HEAD)" != "$old" ] || exit 1',
+        repo_path,
+        f"old=$(cat {old_head})",
+        'git merge-base --is-ancestor "$old" HEAD || exit 1',
+        '[ "$(git rev-parse HEAD)" != "$old" ] || exit 1',
         f"diff <(git show HEAD:{quote(bad_file)}) <(printf %s {quote(before)}) >/dev/null || exit 1",
         f"git diff --quiet \"$old\" HEAD -- . ':(exclude){bad_file}' || exit 1",
-        "[ -z \"$(git status --porcelain --untracked-files=no)\" ] || exit 1")
+        '[ -z "$(git status --porcelain --untracked-files=no)" ] || exit 1',
+    )
     grep = quote("^" + bad + "$")
-    pick = w.pick((f"git revert --no-edit $(git log --format=%H --grep={grep})",
-                   f"git revert --no-edit $(git log --format=%h -1 --grep={grep})"))
+    pick = w.pick(
+        (
+            f"git revert --no-edit $(git log --format=%H --grep={grep})",
+            f"git revert --no-edit $(git log --format=%h -1 --grep={grep})",
+        )
+    )
     if ident == "last" and w.chance(0.5):
         pick = "git revert --no-edit HEAD"
     reference = [f"cd {quote(repo_path)}", "git log --oneline", pick, "git log --oneline -3"]
-    return Draft(task=task, check=check, reference=reference, difficulty=2 if ident == "last" else 3,
-                 files=files, setup=setup)
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=2 if ident == "last" else 3,
+        files=files,
+        setup=setup,
+    )
 
 
-@family("git-tag-release", "git", "tag a release commit (annotated or lightweight), leaving existing tags alone")
+@family(
+    "git-tag-release", "git", "tag a release commit (annotated or lightweight), leaving existing tags alone"
+)
 def tag_release(w: World) -> Draft:
     repo_path = _repo_path(w)
     repo = _Repo(w, repo_path)
@@ -578,41 +814,74 @@ def tag_release(w: World) -> Draft:
     files, setup = repo.install()
     tag = w.pick((f"v{new_v}", f"v{new_v}", f"release-{new_v}"))
     annotated = w.chance(0.6)
-    message = w.pick((f"Release {new_v}", f"Version {new_v}", f"{w.pick(WORDS).capitalize()} release {new_v}"))
+    message = w.pick(
+        (f"Release {new_v}", f"Version {new_v}", f"{w.pick(WORDS).capitalize()} release {new_v}")
+    )
     w.note(old_v, new_v, tag, message)
     if after == 0:
         where = _f(w, "{on|at} the {latest|current|most recent} commit ('{s}')", s=target)
     else:
-        where = w.pick((_f(w, "on the commit '{s}' ({it is not the latest|newer commits sit on top of it})",
-                               s=target),
-                        _f(w, "on the commit where VERSION was {changed|bumped} to {v} (not the newest commit)",
-                               v=new_v)))
-    kind = (_f(w, "an annotated tag {t} with the message '{m}'", t=tag, m=message) if annotated
-            else _f(w, "a lightweight tag {t}", t=tag))
+        where = w.pick(
+            (
+                _f(
+                    w, "on the commit '{s}' ({it is not the latest|newer commits sit on top of it})", s=target
+                ),
+                _f(
+                    w,
+                    "on the commit where VERSION was {changed|bumped} to {v} (not the newest commit)",
+                    v=new_v,
+                ),
+            )
+        )
+    kind = (
+        _f(w, "an annotated tag {t} with the message '{m}'", t=tag, m=message)
+        if annotated
+        else _f(w, "a lightweight tag {t}", t=tag)
+    )
     task = w.phrase(
         "In {repo}, create {kind} {where}. {Keep|Leave} the existing v{old} tag {as it is|untouched}.",
         "{Please |}tag the {release|new version} in {repo}: {kind}, {where}.",
         "Ticket: release {new} is {ready|out}. Put {kind} {where} in {repo}{| and leave the other tags alone}.",
         "Could you mark {new} in {repo}? I need {kind} {where}.",
-        repo=w.path_ref(repo_path), kind=kind, where=where, old=old_v, new=new_v)
-    lines = [f"want=$({_by_subject(target)})", '[ -n "$want" ] || exit 1',
-             f"[ \"$(git rev-parse -q --verify 'refs/tags/{tag}^{{commit}}')\" = \"$want\" ] || exit 1",
-             f"[ \"$(git rev-parse -q --verify 'refs/tags/v{old_v}^{{commit}}')\" = "
-             f"\"$({_by_subject(f'Bump version to {old_v}')})\" ] || exit 1"]
+        repo=w.path_ref(repo_path),
+        kind=kind,
+        where=where,
+        old=old_v,
+        new=new_v,
+    )
+    lines = [
+        f"want=$({_by_subject(target)})",
+        '[ -n "$want" ] || exit 1',
+        f'[ "$(git rev-parse -q --verify \'refs/tags/{tag}^{{commit}}\')" = "$want" ] || exit 1',
+        f"[ \"$(git rev-parse -q --verify 'refs/tags/v{old_v}^{{commit}}')\" = "
+        f'"$({_by_subject(f"Bump version to {old_v}")})" ] || exit 1',
+    ]
     if annotated:
-        lines += [f"[ \"$(git cat-file -t refs/tags/{tag})\" = tag ] || exit 1",
-                  f"[ \"$(git for-each-ref --format='%(contents:subject)' refs/tags/{tag})\" = {quote(message)} ]"]
+        lines += [
+            f'[ "$(git cat-file -t refs/tags/{tag})" = tag ] || exit 1',
+            f"[ \"$(git for-each-ref --format='%(contents:subject)' refs/tags/{tag})\" = {quote(message)} ]",
+        ]
     else:
-        lines.append(f"[ \"$(git cat-file -t refs/tags/{tag})\" = commit ]")
+        lines.append(f'[ "$(git cat-file -t refs/tags/{tag})" = commit ]')
     check = _check(repo_path, *lines)
     rev = "" if after == 0 else f" $(git log --format=%h --grep={quote('^' + target + '$')})"
     if after and w.chance(0.5):
         rev = " $(git log --format=%h -1 -- VERSION)"
     cmd = f"git tag -a {tag} -m {quote(message)}{rev}" if annotated else f"git tag {tag}{rev}"
-    reference = [f"cd {quote(repo_path)}", w.pick(("git log --oneline --decorate", "git tag -l && git log --oneline")),
-                 cmd, w.pick((f"git show --no-patch {tag}", f"git log --oneline --decorate -3 {tag}"))]
-    return Draft(task=task, check=check, reference=reference, difficulty=2 if after == 0 else 3, files=files,
-                 setup=setup)
+    reference = [
+        f"cd {quote(repo_path)}",
+        w.pick(("git log --oneline --decorate", "git tag -l && git log --oneline")),
+        cmd,
+        w.pick((f"git show --no-patch {tag}", f"git log --oneline --decorate -3 {tag}")),
+    ]
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=2 if after == 0 else 3,
+        files=files,
+        setup=setup,
+    )
 
 
 @family("git-restore-file", "git", "bring back a deleted file, or a file's older version, from history")
@@ -654,48 +923,82 @@ def restore_file(w: World) -> Draft:
     message = f"Restore {posixpath.basename(target)}" if w.chance(0.5) else f"Bring back {target}"
     w.note(target, message)
     if variant == "deleted":
-        what = _f(w, "{t} was deleted in an earlier commit{| by mistake}. {Bring it back|Restore it} with the "
-                      "content it had just before it was deleted", t=target)
+        what = _f(
+            w,
+            "{t} was deleted in an earlier commit{| by mistake}. {Bring it back|Restore it} with the "
+            "content it had just before it was deleted",
+            t=target,
+        )
         only = " " + _f(w, "(only that file: {a} stays deleted)", a=also_gone) if also_gone else ""
     else:
-        what = _f(w, "{t} {has been changed since|was edited after} the {tag} release. Put it back {to|into} "
-                      "{exactly |}the state it had at tag {tag}", t=target, tag=tag)
+        what = _f(
+            w,
+            "{t} {has been changed since|was edited after} the {tag} release. Put it back {to|into} "
+            "{exactly |}the state it had at tag {tag}",
+            t=target,
+            tag=tag,
+        )
         only = ""
-    end = (_f(w, ", then commit {that|the restored file} with the message '{m}'", m=message) if commit_it
-           else "; " + _f(w, "{a commit is not needed|no commit is needed|leaving it uncommitted is fine}"))
+    end = (
+        _f(w, ", then commit {that|the restored file} with the message '{m}'", m=message)
+        if commit_it
+        else "; " + _f(w, "{a commit is not needed|no commit is needed|leaving it uncommitted is fine}")
+    )
     task = w.phrase(
         "In {repo}: {what}{end}{only}.",
         "{Please |}{fix|sort out} {repo}: {what}{end}{only}.",
         "Ticket: in {repo}, {what}{end}{only}.",
         "Could you help with {repo}? {what}{end}{only}.",
-        repo=w.path_ref(repo_path), what=what, end=end, only=only)
+        repo=w.path_ref(repo_path),
+        what=what,
+        end=end,
+        only=only,
+    )
     want = quote(expected)
     lines = [f"old=$(cat {old_head})"]
     if commit_it:
-        lines += ['[ "$(git rev-parse HEAD^)" = "$old" ] || exit 1',
-                  f"[ \"$(git log -1 --format=%s)\" = {quote(message)} ] || exit 1",
-                  f"[ \"$(git diff --name-only \"$old\" HEAD)\" = {quote(target)} ] || exit 1",
-                  f"diff <(git show HEAD:{quote(target)}) <(printf %s {want}) >/dev/null || exit 1"]
+        lines += [
+            '[ "$(git rev-parse HEAD^)" = "$old" ] || exit 1',
+            f'[ "$(git log -1 --format=%s)" = {quote(message)} ] || exit 1',
+            f'[ "$(git diff --name-only "$old" HEAD)" = {quote(target)} ] || exit 1',
+            f"diff <(git show HEAD:{quote(target)}) <(printf %s {want}) >/dev/null || exit 1",
+        ]
     lines.append(f"diff {quote(target)} <(printf %s {want}) >/dev/null || exit 1")
     if also_gone:
         lines.append(f"[ ! -e {quote(also_gone)} ] || exit 1")
     check = _check(repo_path, *lines)
     if variant == "deleted":
-        find = w.pick((f"git log --oneline --diff-filter=D -- {quote(target)}",
-                       f"git rev-list -n 1 HEAD -- {quote(target)}"))
+        find = w.pick(
+            (
+                f"git log --oneline --diff-filter=D -- {quote(target)}",
+                f"git rev-list -n 1 HEAD -- {quote(target)}",
+            )
+        )
         src = f"$(git rev-list -n 1 HEAD -- {quote(target)})^"
     else:
         find, src = "git tag -l", tag
-    restore = w.pick((f"git checkout {src} -- {quote(target)}", f"git restore --source={src} -- {quote(target)}"))
+    restore = w.pick(
+        (f"git checkout {src} -- {quote(target)}", f"git restore --source={src} -- {quote(target)}")
+    )
     reference = [f"cd {quote(repo_path)}", find, restore]
     if commit_it:
         reference.append(f"git add {quote(target)} && git commit -m {quote(message)}")
     reference.append(f"cat {quote(target)}")
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if variant == "deleted" else 2,
-                 files=files, setup=setup)
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=3 if variant == "deleted" else 2,
+        files=files,
+        setup=setup,
+    )
 
 
-@family("git-amend-last-commit", "git", "fix the last commit (its message, or a forgotten file) without a new commit")
+@family(
+    "git-amend-last-commit",
+    "git",
+    "fix the last commit (its message, or a forgotten file) without a new commit",
+)
 def amend_last(w: World) -> Draft:
     repo_path = _repo_path(w)
     repo = _Repo(w, repo_path)
@@ -703,11 +1006,13 @@ def amend_last(w: World) -> Draft:
     for _ in range(w.randint(1, 3)):
         repo.touch()
     variant = w.pick(("message", "message", "forgotten"))
-    good = f"{w.pick(_VERBS)} {w.pick(('pagination', 'validation', 'authentication', 'configuration', 'migration'))}" \
-           f" {w.pick(('for', 'in'))} {w.pick(SERVICES)}"
+    good = (
+        f"{w.pick(_VERBS)} {w.pick(('pagination', 'validation', 'authentication', 'configuration', 'migration'))}"
+        f" {w.pick(('for', 'in'))} {w.pick(SERVICES)}"
+    )
     word = good.split()[1]
     i = w.randint(2, len(word) - 2)
-    typo = good.replace(word, word[:i] + word[i + 1:], 1) if variant == "message" else good
+    typo = good.replace(word, word[:i] + word[i + 1 :], 1) if variant == "message" else good
     w.note(good, typo)
     rel = w.pick(paths)
     repo.commit(typo, writes={rel: repo.tree[rel] + repo.line() + "\n"})
@@ -722,12 +1027,19 @@ def amend_last(w: World) -> Draft:
             repo.run("echo 'scratch' > local-notes.txt")
     files, setup = repo.install()
     if variant == "message":
-        ask = _f(w, "the {last|latest|most recent} commit's message has a typo ('{t}'); it should read exactly "
-                 "'{g}'", t=typo, g=good)
+        ask = _f(
+            w,
+            "the {last|latest|most recent} commit's message has a typo ('{t}'); it should read exactly '{g}'",
+            t=typo,
+            g=good,
+        )
         keep = _f(w, "{without changing what the commit contains|but keep the commit's content as it is}")
     else:
-        ask = _f(w, "the {new |}file {f} was {forgotten in|left out of} the {last|latest} commit{|, where it belongs}",
-                 f=forgot)
+        ask = _f(
+            w,
+            "the {new |}file {f} was {forgotten in|left out of} the {last|latest} commit{|, where it belongs}",
+            f=forgot,
+        )
         keep = _f(w, "{and keep its message|keeping the message} '{g}'", g=good)
     nopush = _f(w, "{there must be no extra commit|do not add a new commit on top}")
     task = w.phrase(
@@ -735,22 +1047,43 @@ def amend_last(w: World) -> Draft:
         "{Please |}amend the last commit in {repo}: {ask}. {Fix|Correct} it {keep}; {nopush}.",
         "Ticket: in {repo}, {ask}. {nopush_c}. Fix it {keep}.",
         "{Oops|Whoops}: in {repo}, {ask}. Could you {amend|fix} it {keep}? {nopush_c}.",
-        repo=w.path_ref(repo_path), ask=ask, keep=keep, nopush=nopush, nopush_c=_cap(nopush))
-    lines = [f"[ \"$(git rev-parse HEAD^)\" = \"$(cat {meta}.parent)\" ] || exit 1",
-             f"[ \"$(git log -1 --format=%s)\" = {quote(good)} ] || exit 1"]
+        repo=w.path_ref(repo_path),
+        ask=ask,
+        keep=keep,
+        nopush=nopush,
+        nopush_c=_cap(nopush),
+    )
+    lines = [
+        f'[ "$(git rev-parse HEAD^)" = "$(cat {meta}.parent)" ] || exit 1',
+        f'[ "$(git log -1 --format=%s)" = {quote(good)} ] || exit 1',
+    ]
     if variant == "message":
-        lines.append(f"[ \"$(git rev-parse 'HEAD^{{tree}}')\" = \"$(cat {meta}.tree)\" ] || exit 1")
+        lines.append(f'[ "$(git rev-parse \'HEAD^{{tree}}\')" = "$(cat {meta}.tree)" ] || exit 1')
     else:
-        lines += [f"git cat-file -e HEAD:{quote(forgot)} 2>/dev/null || exit 1",
-                  f"[ \"$(git diff --name-only \"$(cat {meta}.tree)\" 'HEAD^{{tree}}')\" = {quote(forgot)} ] || exit 1",
-                  "! git cat-file -e HEAD:local-notes.txt 2>/dev/null || exit 1"]
+        lines += [
+            f"git cat-file -e HEAD:{quote(forgot)} 2>/dev/null || exit 1",
+            f'[ "$(git diff --name-only "$(cat {meta}.tree)" \'HEAD^{{tree}}\')" = {quote(forgot)} ] || exit 1',
+            "! git cat-file -e HEAD:local-notes.txt 2>/dev/null || exit 1",
+        ]
     check = _check(repo_path, *lines)
     if variant == "message":
         steps = [f"git commit --amend -m {quote(good)}"]
     else:
-        steps = [f"git add {quote(forgot)}",
-                 w.pick(("git commit --amend --no-edit", f"git commit --amend -m {quote(good)}"))]
-    reference = [f"cd {quote(repo_path)}", w.pick(("git log --oneline -3", "git show --stat HEAD")), *steps,
-                 "git log --stat -1"]
-    return Draft(task=task, check=check, reference=reference, difficulty=2 if variant == "message" else 3,
-                 files=files, setup=setup)
+        steps = [
+            f"git add {quote(forgot)}",
+            w.pick(("git commit --amend --no-edit", f"git commit --amend -m {quote(good)}")),
+        ]
+    reference = [
+        f"cd {quote(repo_path)}",
+        w.pick(("git log --oneline -3", "git show --stat HEAD")),
+        *steps,
+        "git log --stat -1",
+    ]
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=2 if variant == "message" else 3,
+        files=files,
+        setup=setup,
+    )

@@ -38,8 +38,15 @@ def _random_request(w: World, ip: str | None = None) -> tuple[str, str, str, int
 
 
 def _log_dir(w: World) -> str:
-    return w.pick((f"{HOME}/logs", f"{HOME}/{w.project()}/logs", f"{HOME}/{w.service()}/log", f"{HOME}/var/log",
-                   f"{HOME}/{w.dirname()}"))
+    return w.pick(
+        (
+            f"{HOME}/logs",
+            f"{HOME}/{w.project()}/logs",
+            f"{HOME}/{w.service()}/log",
+            f"{HOME}/var/log",
+            f"{HOME}/{w.dirname()}",
+        )
+    )
 
 
 def _md5(text: str) -> str:
@@ -55,14 +62,18 @@ _NORM = "sed -e 's/[[:space:]]*$//' -e '/^$/d'"
 
 def _lines_check(path: str, lines: list[str]) -> str:
     """Lines of ``path`` equal ``lines`` in order (trailing whitespace and blank lines ignored)."""
-    return (f"[ -f {quote(path)} ] || exit 1\n"
-            f"[ \"$({_NORM} {quote(path)})\" = {quote(chr(10).join(lines))} ] || exit 1\n")
+    return (
+        f"[ -f {quote(path)} ] || exit 1\n"
+        f'[ "$({_NORM} {quote(path)})" = {quote(chr(10).join(lines))} ] || exit 1\n'
+    )
 
 
 def _python_check(body: str, data: object) -> str:
     """A python3 check with ``WANT`` = ``data`` (JSON); the script's exit status is the check's."""
-    return (f"python3 - <<'PYCHECK' || exit 1\nimport json, sys\nWANT = json.loads(r'''{json.dumps(data)}''')\n"
-            f"{body}\nPYCHECK\n")
+    return (
+        f"python3 - <<'PYCHECK' || exit 1\nimport json, sys\nWANT = json.loads(r'''{json.dumps(data)}''')\n"
+        f"{body}\nPYCHECK\n"
+    )
 
 
 # ``pairs``: read ``path`` as lines of two fields (split by ``sep``, or whitespace when None), optionally after a
@@ -99,7 +110,11 @@ sys.exit(0 if sorted(got) == sorted(want) else 1)
 """
 
 
-@family("logs-count-status-codes", "logs", "count the HTTP status codes of an access log, one 'code count' line each")
+@family(
+    "logs-count-status-codes",
+    "logs",
+    "count the HTTP status codes of an access log, one 'code count' line each",
+)
 def count_status_codes(w: World) -> Draft:
     folder = w.pick((_log_dir(w), f"/var/log/{w.pick(('nginx', 'apache2', 'httpd', 'web'))}"))
     ips = [w.ip() for _ in range(w.randint(3, 7))]
@@ -111,22 +126,30 @@ def count_status_codes(w: World) -> Draft:
     if both:
         rotated = _requests(w, [_random_request(w, w.pick(ips)) for _ in range(w.randint(10, 30))])
         files[f"{log}.1"] = _body(rotated)
-    elif w.chance(0.5):   # a rotated file that must not be counted
+    elif w.chance(0.5):  # a rotated file that must not be counted
         files[f"{log}.1"] = _body(_requests(w, [_random_request(w) for _ in range(w.randint(8, 20))]))
     if w.chance(0.5):
-        files[f"{folder}/error.log"] = _body([
-            f"[{w.date():%a %b %d %H:%M:%S %Y}] [error] upstream returned {w.pick((500, 502, 503, 504))}"
-            for _ in range(w.randint(2, 6))])
+        files[f"{folder}/error.log"] = _body(
+            [
+                f"[{w.date():%a %b %d %H:%M:%S %Y}] [error] upstream returned {w.pick((500, 502, 503, 504))}"
+                for _ in range(w.randint(2, 6))
+            ]
+        )
     scope = w.pick(("all", "all", "errors", "path", "method"))
     reqs = [(x.split()[5][1:], x.split()[6], int(x.split()[8])) for x in lines + rotated]
     path = w.pick([p for _, p, _ in reqs])
     if scope == "errors":
         keep = [s for _, _, s in reqs if s >= 400]
-        scope_en, cond = w.spin("{only|just} the error responses, status 400 {and above|or higher}",
-                                capitalize=False), "$9 >= 400"
+        scope_en, cond = (
+            w.spin("{only|just} the error responses, status 400 {and above|or higher}", capitalize=False),
+            "$9 >= 400",
+        )
     elif scope == "path":
         keep = [s for _, p, s in reqs if p == path]
-        scope_en, cond = w.spin("{only|just} the requests for {path}", capitalize=False, path=path), f'$7 == "{path}"'
+        scope_en, cond = (
+            w.spin("{only|just} the requests for {path}", capitalize=False, path=path),
+            f'$7 == "{path}"',
+        )
         w.note(path)
     elif scope == "method":
         keep = [s for m, _, s in reqs if m == "POST"]
@@ -143,17 +166,31 @@ def count_status_codes(w: World) -> Draft:
     order = w.pick(("any", "code", "count"))
     if order == "count" and len(set(counts.values())) != len(counts):
         order = "code"
-    pairs = (sorted(counts.items()) if order == "code" else
-             sorted(counts.items(), key=lambda kv: -kv[1]) if order == "count" else list(counts.items()))
-    out = f"{w.pick((HOME, f'{HOME}/reports', posixpath.dirname(log) if log.startswith(HOME) else HOME))}/" \
-          f"{w.filename('txt', stem=w.pick(('status_counts', 'codes', 'http_status', 'status_summary')))}"
-    order_en = {"any": "{in any order|order does not matter}",
-                "code": "sorted by status code{| (lowest first)}",
-                "count": "most frequent {code |}first"}[order]
+    pairs = (
+        sorted(counts.items())
+        if order == "code"
+        else sorted(counts.items(), key=lambda kv: -kv[1])
+        if order == "count"
+        else list(counts.items())
+    )
+    out = (
+        f"{w.pick((HOME, f'{HOME}/reports', posixpath.dirname(log) if log.startswith(HOME) else HOME))}/"
+        f"{w.filename('txt', stem=w.pick(('status_counts', 'codes', 'http_status', 'status_summary')))}"
+    )
+    order_en = {
+        "any": "{in any order|order does not matter}",
+        "code": "sorted by status code{| (lowest first)}",
+        "count": "most frequent {code |}first",
+    }[order]
     fmt = "one line per status code: the code, a space, then {how many times it occurs|its count}"
     spec = w.clauses([w.spin(fmt, capitalize=False), w.spin(order_en, capitalize=False)], "; ")
-    files_en = (w.spin("{log} and the rotated {log}.1 {together|combined}", capitalize=False,
-                       log=w.path_ref(log, "file")) if both else w.path_ref(log, "file"))
+    files_en = (
+        w.spin(
+            "{log} and the rotated {log}.1 {together|combined}", capitalize=False, log=w.path_ref(log, "file")
+        )
+        if both
+        else w.path_ref(log, "file")
+    )
     task = w.phrase(
         "{Count|Tally} the HTTP status codes in {files}, {counting|considering} {scope}, and write the result to "
         "{out} ({spec}).",
@@ -161,14 +198,28 @@ def count_status_codes(w: World) -> Draft:
         "Ticket: we need a status code breakdown of {files} ({scope}). Save it {as|to} {out}; {spec}.",
         "How many times does each HTTP status code {appear|occur} in {files}? {Count|Consider} {scope} and put the "
         "answer in {out}, {spec}.",
-        files=files_en, scope=scope_en, out=w.path_ref(out, "file"), spec=spec)
-    check = "#!/bin/bash\n" + _python_check(_PAIRS, {"path": out, "sep": None, "header": None, "swap": False,
-                                                     "pairs": [[str(k), v] for k, v in pairs],
-                                                     "ordered": order != "any"})
+        files=files_en,
+        scope=scope_en,
+        out=w.path_ref(out, "file"),
+        spec=spec,
+    )
+    check = "#!/bin/bash\n" + _python_check(
+        _PAIRS,
+        {
+            "path": out,
+            "sep": None,
+            "header": None,
+            "swap": False,
+            "pairs": [[str(k), v] for k, v in pairs],
+            "ordered": order != "any",
+        },
+    )
     src = f"{quote(log)} {quote(log + '.1')}" if both else quote(log)
     pat = f"{cond} " if cond else ""
     if not cond and w.chance(0.4):
-        cmd = f"cat {src} | cut -d' ' -f9 | sort | uniq -c" if both else f"cut -d' ' -f9 {src} | sort | uniq -c"
+        cmd = (
+            f"cat {src} | cut -d' ' -f9 | sort | uniq -c" if both else f"cut -d' ' -f9 {src} | sort | uniq -c"
+        )
         cmd += " | sort -nr" if order == "count" else ""
         cmd += " | awk '{print $2, $1}'"
         cmd += " | sort -n" if order == "code" else ""
@@ -182,8 +233,13 @@ def count_status_codes(w: World) -> Draft:
         cmd += " | sort -k2,2nr" if order == "count" else " | sort -n" if order == "code" else ""
     reference = [f"head -n 3 {quote(log)}"] if w.chance(0.5) else []
     reference += [f"mkdir -p {quote(posixpath.dirname(out))}", f"{cmd} > {quote(out)}", f"cat {quote(out)}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if both or scope != "all" else 2,
-                 files=files)
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=3 if both or scope != "all" else 2,
+        files=files,
+    )
 
 
 @family("logs-errors-between", "logs", "extract the lines of one level between two timestamps")
@@ -197,7 +253,7 @@ def errors_between(w: World) -> Draft:
         lines += w.log_lines(w.randint(40, 70) // len(svcs), svc, start)
     lines.sort(key=lambda x: x.split(" ", 1)[0])
     stamps = [x.split(" ", 1)[0] for x in lines]
-    for _ in range(len(lines)):   # enough lines of the level for a window with some outside it
+    for _ in range(len(lines)):  # enough lines of the level for a window with some outside it
         if sum(1 for x in lines if x.split()[1] == level) >= 4:
             break
         k = w.randint(0, len(lines) - 1)
@@ -228,35 +284,60 @@ def errors_between(w: World) -> Draft:
     if w.chance(0.4):
         files[f"{log}.1"] = _body(w.log_lines(w.randint(10, 20), svcs[0], start - timedelta(days=1)))
     count = w.chance(0.3)
-    out = f"{w.pick((HOME, folder, f'{HOME}/incident'))}/" \
-          f"{w.filename('txt', stem=w.pick(('window', 'incident', f'{level.lower()}s', 'excerpt', 'slice')))}"
+    out = (
+        f"{w.pick((HOME, folder, f'{HOME}/incident'))}/"
+        f"{w.filename('txt', stem=w.pick(('window', 'incident', f'{level.lower()}s', 'excerpt', 'slice')))}"
+    )
     w.note(a, b)
     human = w.chance(0.4)
     a_en, b_en = (a.replace("T", " "), b.replace("T", " ")) if human else (a, b)
-    window = w.spin(w.pick((f"between {a_en} and {b_en}", f"from {a_en} to {b_en}")) +
-                    " (both {ends|bounds} inclusive)", capitalize=False)
+    window = w.spin(
+        w.pick((f"between {a_en} and {b_en}", f"from {a_en} to {b_en}")) + " (both {ends|bounds} inclusive)",
+        capitalize=False,
+    )
     noun = w.pick(("line", "entry"))
     what = w.spin(f"{{the|every}} {level} {noun}", capitalize=False)
     whats = w.spin(f"{{the|all}} {level} {noun.replace('entry', 'entrie')}s", capitalize=False)
-    result = (w.spin("write {only|just} the number of such lines {to|into} {out}", capitalize=False,
-                     out=w.path_ref(out, "file")) if count else
-              w.spin("{copy|write} those lines, unchanged and in their original order, {to|into} {out}",
-                     capitalize=False, out=w.path_ref(out, "file")))
+    result = (
+        w.spin(
+            "write {only|just} the number of such lines {to|into} {out}",
+            capitalize=False,
+            out=w.path_ref(out, "file"),
+        )
+        if count
+        else w.spin(
+            "{copy|write} those lines, unchanged and in their original order, {to|into} {out}",
+            capitalize=False,
+            out=w.path_ref(out, "file"),
+        )
+    )
     task = w.phrase(
         "{Find|Pick out} " + what + " in {log} {window}, and {result}.",
         "An incident happened {window}. {Go through|Check} {log} for " + whats + " in that window; {result}.",
         "Ticket: {extract|collect} " + whats + " logged {window} from {log}. Please {result}.",
-        "Which " + level + " {lines|entries} in {log} {fall|were logged} between {a} and {b} ({both ends|bounds} "
+        "Which "
+        + level
+        + " {lines|entries} in {log} {fall|were logged} between {a} and {b} ({both ends|bounds} "
         "included)? {result_cap}.",
-        log=w.path_ref(log, "file"), window=window, result=result, result_cap=result[:1].upper() + result[1:],
-        a=a_en, b=b_en)
+        log=w.path_ref(log, "file"),
+        window=window,
+        result=result,
+        result_cap=result[:1].upper() + result[1:],
+        a=a_en,
+        b=b_en,
+    )
     if count:
-        check = (f"#!/bin/bash\n[ -f {quote(out)} ] || exit 1\n"
-                 f"[ \"$(tr -d '[:space:]' < {quote(out)})\" = '{len(want)}' ]\n")
+        check = (
+            f"#!/bin/bash\n[ -f {quote(out)} ] || exit 1\n"
+            f"[ \"$(tr -d '[:space:]' < {quote(out)})\" = '{len(want)}' ]\n"
+        )
     else:
         check = "#!/bin/bash\n" + _lines_check(out, want)
-    sel = (f"awk '$1 >= \"{a}\" && $1 <= \"{b}\" && $2 == \"{level}\"' {quote(log)}" if w.chance(0.6) else
-           f"grep ' {level} ' {quote(log)} | awk '$1 >= \"{a}\" && $1 <= \"{b}\"'")
+    sel = (
+        f'awk \'$1 >= "{a}" && $1 <= "{b}" && $2 == "{level}"\' {quote(log)}'
+        if w.chance(0.6)
+        else f"grep ' {level} ' {quote(log)} | awk '$1 >= \"{a}\" && $1 <= \"{b}\"'"
+    )
     cmd = f"{sel} | wc -l > {quote(out)}" if count else f"{sel} > {quote(out)}"
     reference = [f"head -n 3 {quote(log)}"] if w.chance(0.5) else []
     reference += [f"mkdir -p {quote(posixpath.dirname(out))}", cmd, f"cat {quote(out)}"]
@@ -282,7 +363,7 @@ def top_ips(w: World) -> Draft:
             elif filt == "path":
                 p = path
             specs.append((ip, m, p, s))
-        if filt:   # traffic the filter must leave out, so the unfiltered ranking is different
+        if filt:  # traffic the filter must leave out, so the unfiltered ranking is different
             for _ in range(w.randint(0, 12)):
                 m, p, s = "GET", w.pick([x for x in HTTP_PATHS if x != path]), w.pick((200, 301, 304))
                 specs.append((ip, m, p, s))
@@ -292,36 +373,68 @@ def top_ips(w: World) -> Draft:
     fmt = w.pick(("ip", "ip", "count_ip", "ip_count"))
     folder = w.pick((_log_dir(w), f"/var/log/{w.pick(('nginx', 'apache2', 'web'))}"))
     log = f"{folder}/{w.pick(('access.log', 'access_log', 'requests.log'))}"
-    out = f"{w.pick((HOME, f'{HOME}/reports', f'{HOME}/security'))}/" \
-          f"{w.filename('txt', stem=w.pick(('top_ips', 'top_clients', 'heavy_hitters', 'busiest_ips')))}"
+    out = (
+        f"{w.pick((HOME, f'{HOME}/reports', f'{HOME}/security'))}/"
+        f"{w.filename('txt', stem=w.pick(('top_ips', 'top_clients', 'heavy_hitters', 'busiest_ips')))}"
+    )
     w.note(n, path, status)
-    filt_en = {None: "", "status": w.spin(f"{{counting|considering}} {{only|just}} the requests answered with "
-                                          f"status {status}", capitalize=False),
-               "method": w.spin("{counting|considering} {only|just} POST requests", capitalize=False),
-               "path": w.spin(f"{{counting|considering}} {{only|just}} requests for {path}", capitalize=False)}[filt]
-    fmt_en = {"ip": "one IP per line, {busiest|the one with most requests} first",
-              "count_ip": "one line each: the request count, a space, then the IP, {busiest|highest count} first",
-              "ip_count": "one line each: the IP, a space, then its request count, {busiest|highest count} first"}[fmt]
+    filt_en = {
+        None: "",
+        "status": w.spin(
+            f"{{counting|considering}} {{only|just}} the requests answered with status {status}",
+            capitalize=False,
+        ),
+        "method": w.spin("{counting|considering} {only|just} POST requests", capitalize=False),
+        "path": w.spin(f"{{counting|considering}} {{only|just}} requests for {path}", capitalize=False),
+    }[filt]
+    fmt_en = {
+        "ip": "one IP per line, {busiest|the one with most requests} first",
+        "count_ip": "one line each: the request count, a space, then the IP, {busiest|highest count} first",
+        "ip_count": "one line each: the IP, a space, then its request count, {busiest|highest count} first",
+    }[fmt]
     spec = w.clauses([w.spin(fmt_en, capitalize=False), filt_en], "; ")
     what = "the {top|busiest} {n} client IPs" if n > 1 else "the {single |}busiest client IP"
     which = "Which {n} client IPs" if n > 1 else "Which client IP"
     task = w.phrase(
-        "{Find|Determine} " + what + " by number of requests in {log} and write {them|the result} to {out} ({spec}).",
+        "{Find|Determine} "
+        + what
+        + " by number of requests in {log} and write {them|the result} to {out} ({spec}).",
         "{log} is {our|the} web access log. " + which + " made the most requests? {Save|Write} the answer "
         "to {out}; {spec}.",
         "Ticket: {possible abuse|a traffic spike}: list " + what + " (by request count) from {log} in {out}. "
         "{spec_cap}.",
-        "Please rank the clients in {log} by how many requests they sent and keep " + what + " in {out}: {spec}.",
-        log=w.path_ref(log, "file"), out=w.path_ref(out, "file"), n=n, spec=spec, spec_cap=spec[:1].upper() + spec[1:])
+        "Please rank the clients in {log} by how many requests they sent and keep "
+        + what
+        + " in {out}: {spec}.",
+        log=w.path_ref(log, "file"),
+        out=w.path_ref(out, "file"),
+        n=n,
+        spec=spec,
+        spec_cap=spec[:1].upper() + spec[1:],
+    )
     swap = fmt == "count_ip"
     if fmt == "ip":
         check = "#!/bin/bash\n" + _lines_check(out, [ip for ip, _ in ranked])
     else:
-        check = "#!/bin/bash\n" + _python_check(_PAIRS, {"path": out, "sep": None, "header": None, "swap": swap,
-                                                         "pairs": [[ip, c] for ip, c in ranked], "ordered": True})
-    cond = {None: "", "status": f"$9 == {status} ", "method": '$6 == "\\"POST" ', "path": f'$7 == "{path}" '}[filt]
-    pipe = (f"cut -d' ' -f1 {quote(log)} | sort | uniq -c | sort -nr | head -{n}" if not cond and w.chance(0.5) else
-            f"awk '{cond}{{print $1}}' {quote(log)} | sort | uniq -c | sort -rn | head -n {n}")
+        check = "#!/bin/bash\n" + _python_check(
+            _PAIRS,
+            {
+                "path": out,
+                "sep": None,
+                "header": None,
+                "swap": swap,
+                "pairs": [[ip, c] for ip, c in ranked],
+                "ordered": True,
+            },
+        )
+    cond = {None: "", "status": f"$9 == {status} ", "method": '$6 == "\\"POST" ', "path": f'$7 == "{path}" '}[
+        filt
+    ]
+    pipe = (
+        f"cut -d' ' -f1 {quote(log)} | sort | uniq -c | sort -nr | head -{n}"
+        if not cond and w.chance(0.5)
+        else f"awk '{cond}{{print $1}}' {quote(log)} | sort | uniq -c | sort -rn | head -n {n}"
+    )
     if fmt == "ip":
         pipe += w.pick((" | awk '{print $2}'", " | awk '{print $NF}'"))
     elif fmt == "ip_count":
@@ -330,10 +443,14 @@ def top_ips(w: World) -> Draft:
         pipe += " | awk '{print $1, $2}'"
     reference = [f"head -n 2 {quote(log)}"] if w.chance(0.5) else []
     reference += [f"mkdir -p {quote(posixpath.dirname(out))}", f"{pipe} > {quote(out)}", f"cat {quote(out)}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if filt else 2, files={log: _body(lines)})
+    return Draft(
+        task=task, check=check, reference=reference, difficulty=3 if filt else 2, files={log: _body(lines)}
+    )
 
 
-@family("logs-rotate", "logs", "rotate a log by hand: move/copy it aside (maybe compressed) and start a new one")
+@family(
+    "logs-rotate", "logs", "rotate a log by hand: move/copy it aside (maybe compressed) and start a new one"
+)
 def rotate(w: World) -> Draft:
     folder = _log_dir(w)
     svc = w.service()
@@ -361,21 +478,46 @@ def rotate(w: World) -> Draft:
     rot_en = w.path_ref(rotated, "file") if w.chance(0.3) else posixpath.basename(rotated)
     steps = []
     if shift:
-        steps.append(w.spin("the existing {n1} becomes {n2}", capitalize=False, n1=f"{name}.1", n2=f"{name}.2"))
+        steps.append(
+            w.spin("the existing {n1} becomes {n2}", capitalize=False, n1=f"{name}.1", n2=f"{name}.2")
+        )
     if style == "move":
         steps.append(w.spin("{name} is {renamed|moved} to {rot}", capitalize=False, name=name, rot=rot_en))
-        steps.append(w.spin("a new empty {name} {is created|takes its place} with the same permissions ({mode})",
-                            capitalize=False, name=name, mode=mode))
+        steps.append(
+            w.spin(
+                "a new empty {name} {is created|takes its place} with the same permissions ({mode})",
+                capitalize=False,
+                name=name,
+                mode=mode,
+            )
+        )
     elif style == "compress":
-        steps.append(w.spin("the current contents end up gzip-compressed in {rot} (no uncompressed copy left "
-                            "{behind|over})", capitalize=False, rot=rot_en))
-        steps.append(w.spin("{name} {itself |}is left empty, with {the same|its original} permissions ({mode})",
-                            capitalize=False, name=name, mode=mode))
+        steps.append(
+            w.spin(
+                "the current contents end up gzip-compressed in {rot} (no uncompressed copy left "
+                "{behind|over})",
+                capitalize=False,
+                rot=rot_en,
+            )
+        )
+        steps.append(
+            w.spin(
+                "{name} {itself |}is left empty, with {the same|its original} permissions ({mode})",
+                capitalize=False,
+                name=name,
+                mode=mode,
+            )
+        )
     else:
         steps.append(w.spin("the current contents are copied to {rot}", capitalize=False, rot=rot_en))
-        steps.append(w.spin("{name} is then truncated to zero bytes in place: {a running process keeps it open|the "
-                            "writer holds it open}, so it must stay the same file (do not delete or replace it)",
-                            capitalize=False, name=name))
+        steps.append(
+            w.spin(
+                "{name} is then truncated to zero bytes in place: {a running process keeps it open|the "
+                "writer holds it open}, so it must stay the same file (do not delete or replace it)",
+                capitalize=False,
+                name=name,
+            )
+        )
     spec = "; ".join(steps)
     task = w.phrase(
         "Rotate {log} by hand: {spec}.",
@@ -384,22 +526,29 @@ def rotate(w: World) -> Draft:
         "Ticket: manual log rotation for {log}. {Expected result|Wanted}: {spec}. {Leave|Do not touch} the other "
         "logs in {the folder|that directory}.",
         "Could you rotate {log} for me? {Make sure|I want}: {spec}.",
-        log=w.path_ref(log, "file"), spec=spec)
+        log=w.path_ref(log, "file"),
+        spec=spec,
+    )
     q = quote
-    lines = ["#!/bin/bash", f"cd {q(folder)} || exit 1",
-             f"[ -f {q(name)} ] && [ ! -s {q(name)} ] || exit 1",
-             f"[ \"$(stat -c %U {q(name)})\" = operator ] || exit 1",
-             f"[ \"$(md5sum < {q(other)} | cut -d' ' -f1)\" = {_md5(files[other])} ] || exit 1"]
+    lines = [
+        "#!/bin/bash",
+        f"cd {q(folder)} || exit 1",
+        f"[ -f {q(name)} ] && [ ! -s {q(name)} ] || exit 1",
+        f'[ "$(stat -c %U {q(name)})" = operator ] || exit 1',
+        f"[ \"$(md5sum < {q(other)} | cut -d' ' -f1)\" = {_md5(files[other])} ] || exit 1",
+    ]
     if style == "compress":
-        lines += [f"gzip -t {q(rotated)} 2>/dev/null || exit 1",
-                  f"[ \"$(gzip -dc {q(rotated)} | md5sum | cut -d' ' -f1)\" = {_md5(_body(current))} ] || exit 1",
-                  f"[ ! -e {q(rotated[:-3])} ] || exit 1"]
+        lines += [
+            f"gzip -t {q(rotated)} 2>/dev/null || exit 1",
+            f"[ \"$(gzip -dc {q(rotated)} | md5sum | cut -d' ' -f1)\" = {_md5(_body(current))} ] || exit 1",
+            f"[ ! -e {q(rotated[:-3])} ] || exit 1",
+        ]
     else:
         lines.append(f"[ \"$(md5sum < {q(rotated)} | cut -d' ' -f1)\" = {_md5(_body(current))} ] || exit 1")
     if style == "copytruncate":
-        lines.append(f"[ \"$(stat -c %i {q(name)})\" = \"$(cat {tag})\" ] || exit 1")
+        lines.append(f'[ "$(stat -c %i {q(name)})" = "$(cat {tag})" ] || exit 1')
     else:
-        lines.append(f"[ \"$(stat -c %a {q(name)})\" = {mode} ] || exit 1")
+        lines.append(f'[ "$(stat -c %a {q(name)})" = {mode} ] || exit 1')
     if shift:
         lines.append(f"[ \"$(md5sum < {q(name + '.2')} | cut -d' ' -f1)\" = {_md5(_body(older))} ] || exit 1")
     check = "\n".join(lines) + "\n"
@@ -409,22 +558,42 @@ def rotate(w: World) -> Draft:
     base_rot = posixpath.basename(rotated)
     if style == "move":
         ref.append(f"mv {q(name)} {q(base_rot)}")
-        ref.append(w.pick((f"touch {q(name)} && chmod {mode} {q(name)}", f"install -m {mode} /dev/null {q(name)}")))
+        ref.append(
+            w.pick((f"touch {q(name)} && chmod {mode} {q(name)}", f"install -m {mode} /dev/null {q(name)}"))
+        )
     elif style == "compress":
         plain = base_rot[:-3]
-        ref.append(w.pick((f"mv {q(name)} {q(plain)} && gzip {q(plain)}",
-                           f"gzip -c {q(name)} > {q(base_rot)} && rm {q(name)}")))
-        ref.append(w.pick((f"touch {q(name)} && chmod {mode} {q(name)}", f"install -m {mode} /dev/null {q(name)}")))
+        ref.append(
+            w.pick(
+                (
+                    f"mv {q(name)} {q(plain)} && gzip {q(plain)}",
+                    f"gzip -c {q(name)} > {q(base_rot)} && rm {q(name)}",
+                )
+            )
+        )
+        ref.append(
+            w.pick((f"touch {q(name)} && chmod {mode} {q(name)}", f"install -m {mode} /dev/null {q(name)}"))
+        )
     else:
         ref.append(f"cp -p {q(name)} {q(base_rot)}")
         ref.append(w.pick((f"truncate -s 0 {q(name)}", f": > {q(name)}")))
     ref.append("ls -l")
-    return Draft(task=task, check=check, reference=ref, difficulty=3 if style != "move" or shift else 2,
-                 files=files, setup=setup)
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=3 if style != "move" or shift else 2,
+        files=files,
+        setup=setup,
+    )
 
 
-_ERROR_DECOYS = ("error budget report sent", "retried after transient error", "cleared error counters",
-                 "no errors in last batch")
+_ERROR_DECOYS = (
+    "error budget report sent",
+    "retried after transient error",
+    "cleared error counters",
+    "no errors in last batch",
+)
 
 
 @family("logs-errors-per-service", "logs", "count the ERROR lines of each service in a set of logs")
@@ -436,49 +605,76 @@ def errors_per_service(w: World) -> Draft:
     logs: dict[str, list[str]] = {}
     for svc in svcs:
         lines = w.log_lines(w.randint(6, 22), svc, start)
-        if w.chance(0.25):   # a quiet service: no errors at all
+        if w.chance(0.25):  # a quiet service: no errors at all
             lines = [x.replace(" ERROR ", " INFO ") for x in lines]
         for _ in range(w.randint(0, 2)):
             t = lines[w.randint(0, len(lines) - 1)].split(" ", 1)[0]
             lines.append(f"{t} INFO {svc}: {w.pick(_ERROR_DECOYS)}")
         logs[svc] = sorted(lines)
-    if not any(x.split()[1] == "ERROR" for ls in logs.values() for x in ls):   # at least one service errs
+    if not any(x.split()[1] == "ERROR" for ls in logs.values() for x in ls):  # at least one service errs
         svc = svcs[0]
         t = logs[svc][-1].split(" ", 1)[0]
-        logs[svc].append(f"{t} ERROR {svc}: {w.pick(('connection reset by peer', 'timeout waiting for lock'))}")
+        logs[svc].append(
+            f"{t} ERROR {svc}: {w.pick(('connection reset by peer', 'timeout waiting for lock'))}"
+        )
     counts = {s: sum(1 for x in ls if x.split()[1] == "ERROR") for s, ls in logs.items()}
     fmt = w.pick(("colon", "csv", "space"))
-    out = f"{w.pick((HOME, f'{HOME}/reports'))}/" \
-          f"{w.filename('csv' if fmt == 'csv' else 'txt', stem=w.pick(('errors_by_service', 'error_counts', 'errors')))}"
+    out = (
+        f"{w.pick((HOME, f'{HOME}/reports'))}/"
+        f"{w.filename('csv' if fmt == 'csv' else 'txt', stem=w.pick(('errors_by_service', 'error_counts', 'errors')))}"
+    )
     if combined:
         log = f"{folder}/{w.filename('log', stem=w.pick(('all', 'combined', 'platform', 'app')))}"
         merged = sorted(x for ls in logs.values() for x in ls)
         files = {log: _body(merged)}
-        where = w.spin("the combined log {log} (the service name is the third field, before the colon)",
-                       capitalize=False, log=w.path_ref(log, "file"))
+        where = w.spin(
+            "the combined log {log} (the service name is the third field, before the colon)",
+            capitalize=False,
+            log=w.path_ref(log, "file"),
+        )
         zero_en = w.spin("services without errors may be left out", capitalize=False)
     else:
         files = {f"{folder}/{s}.log": _body(ls) for s, ls in logs.items()}
-        where = w.spin("{folder}, which has one {file|log} per service (SERVICE.log)", capitalize=False,
-                       folder=w.path_ref(folder))
+        where = w.spin(
+            "{folder}, which has one {file|log} per service (SERVICE.log)",
+            capitalize=False,
+            folder=w.path_ref(folder),
+        )
         zero_en = w.spin("list every service, with 0 when it has no errors", capitalize=False)
-    fmt_en = {"colon": "one line per service in the form SERVICE: COUNT",
-              "csv": "CSV with the header line service,errors and then one SERVICE,COUNT line per service",
-              "space": "one line per service: the service name, a space, then the count"}[fmt]
-    level_en = w.spin("{only lines whose level is ERROR count|count only lines logged at level ERROR}"
-                      "{| (not messages that merely mention an error)}", capitalize=False)
+    fmt_en = {
+        "colon": "one line per service in the form SERVICE: COUNT",
+        "csv": "CSV with the header line service,errors and then one SERVICE,COUNT line per service",
+        "space": "one line per service: the service name, a space, then the count",
+    }[fmt]
+    level_en = w.spin(
+        "{only lines whose level is ERROR count|count only lines logged at level ERROR}"
+        "{| (not messages that merely mention an error)}",
+        capitalize=False,
+    )
     spec = w.clauses([fmt_en, zero_en, level_en], "; ")
     task = w.phrase(
         "{Count|Tally} the ERROR lines per service in {where} and write the {totals|counts} to {out}: {spec}.",
         "How many errors did each service log? The logs are in {where}. {Write|Put} the answer in {out}; {spec}.",
         "Ticket: error summary per service {needed|wanted} from {where}. Output: {out}, {spec}.",
         "Please {produce|build} a per-service error count from {where} {in|into} {out} ({spec}).",
-        where=where, out=w.path_ref(out, "file"), spec=spec)
+        where=where,
+        out=w.path_ref(out, "file"),
+        spec=spec,
+    )
     sep = {"colon": ":", "csv": ",", "space": None}[fmt]
     pairs = [[s, c] for s, c in counts.items() if c or not combined]
-    check = "#!/bin/bash\n" + _python_check(_PAIRS, {
-        "path": out, "sep": sep, "header": "service,errors" if fmt == "csv" else None, "swap": False,
-        "pairs": pairs, "ordered": False, "optional": [s for s, c in counts.items() if not c] if combined else []})
+    check = "#!/bin/bash\n" + _python_check(
+        _PAIRS,
+        {
+            "path": out,
+            "sep": sep,
+            "header": "service,errors" if fmt == "csv" else None,
+            "swap": False,
+            "pairs": pairs,
+            "ordered": False,
+            "optional": [s for s, c in counts.items() if not c] if combined else [],
+        },
+    )
     qo = quote(out)
     head = "echo service,errors; " if fmt == "csv" else ""
     joiner = {"colon": '": "', "csv": '","', "space": '" "'}[fmt]
@@ -492,9 +688,11 @@ def errors_per_service(w: World) -> Draft:
         if fmt == "colon" and w.chance(0.5):
             cmd = f"grep -c '^[^ ]* ERROR ' *.log | sed 's/\\.log:/: /' > {qo}"
         else:
-            body = (f"for f in *.log; do echo \"${{f%.log}}{loop_sep}$(awk '$2 == \"ERROR\"' \"$f\" | wc -l)\"; done"
-                    if w.chance(0.5) else
-                    f"for f in *.log; do echo \"${{f%.log}}{loop_sep}$(grep -c ' ERROR ' \"$f\")\"; done")
+            body = (
+                f'for f in *.log; do echo "${{f%.log}}{loop_sep}$(awk \'$2 == "ERROR"\' "$f" | wc -l)"; done'
+                if w.chance(0.5)
+                else f'for f in *.log; do echo "${{f%.log}}{loop_sep}$(grep -c \' ERROR \' "$f")"; done'
+            )
             cmd = f"{{ {head}{body}; }} > {qo}" if head else f"{body} > {qo}"
         ref = [f"cd {quote(folder)}", "ls", f"mkdir -p {quote(posixpath.dirname(out))}", cmd, f"cat {qo}"]
     return Draft(task=task, check=check, reference=ref, difficulty=3, files=files)
@@ -517,39 +715,63 @@ def first_occurrence(w: World) -> Draft:
     want = {"timestamp": lines[pos].split(" ", 1)[0], "line": lines[pos], "number": str(pos + 1)}[what]
     log = f"{folder}/{w.filename('log', stem=w.pick((svc, 'app', 'service', 'daemon')))}"
     files = {log: _body(lines)}
-    if w.chance(0.5):   # an older rotated log that also has the message
-        files[f"{log}.1"] = _body(w.log_lines(15, svc, w.date("2023-01-01", 100)) + [
-            f"{w.date('2023-06-01', 10):%Y-%m-%dT%H:%M:%S} INFO {svc}: {msg}"])
-    out = f"{w.pick((HOME, folder, f'{HOME}/notes'))}/" \
-          f"{w.filename('txt', stem=w.pick((f'{which}_seen', 'answer', 'when', 'occurrence', f'{which}_{svc}')))}"
+    if w.chance(0.5):  # an older rotated log that also has the message
+        files[f"{log}.1"] = _body(
+            w.log_lines(15, svc, w.date("2023-01-01", 100))
+            + [f"{w.date('2023-06-01', 10):%Y-%m-%dT%H:%M:%S} INFO {svc}: {msg}"]
+        )
+    out = (
+        f"{w.pick((HOME, folder, f'{HOME}/notes'))}/"
+        f"{w.filename('txt', stem=w.pick((f'{which}_seen', 'answer', 'when', 'occurrence', f'{which}_{svc}')))}"
+    )
     w.note(msg, svc)
-    what_en = {"timestamp": "{its|the} timestamp (the first field of the line{|, exactly as written})",
-               "line": "the whole line, unchanged",
-               "number": "{its|the} line number{| (counting from 1)}"}[what]
+    what_en = {
+        "timestamp": "{its|the} timestamp (the first field of the line{|, exactly as written})",
+        "line": "the whole line, unchanged",
+        "number": "{its|the} line number{| (counting from 1)}",
+    }[what]
     which_en = "first" if which == "first" else w.pick(("last", "most recent", "latest"))
     time_en = "first" if which == "first" else "last"
     task = w.phrase(
-        "{Find|Look up} the " + which_en + " {line|entry} in {log} {containing|with} the message \"{msg}\" and "
+        "{Find|Look up} the " + which_en + ' {line|entry} in {log} {containing|with} the message "{msg}" and '
         "write " + what_en + " to {out}.",
-        "When was \"{msg}\" logged for the " + time_en + " time in {log}? {Save|Write} " + what_en + " {to|in} "
+        'When was "{msg}" logged for the ' + time_en + " time in {log}? {Save|Write} " + what_en + " {to|in} "
         "{out}.",
-        "Ticket: we need the " + which_en + " occurrence of \"{msg}\" in {log}. Put " + what_en + " in {out}.",
-        "Please {check|search} {log} for the " + which_en + " \"{msg}\" message and {record|write} " + what_en +
-        " in {out}.",
-        log=w.path_ref(log, "file"), msg=msg, out=w.path_ref(out, "file"))
+        "Ticket: we need the " + which_en + ' occurrence of "{msg}" in {log}. Put ' + what_en + " in {out}.",
+        "Please {check|search} {log} for the "
+        + which_en
+        + ' "{msg}" message and {record|write} '
+        + what_en
+        + " in {out}.",
+        log=w.path_ref(log, "file"),
+        msg=msg,
+        out=w.path_ref(out, "file"),
+    )
     check = "#!/bin/bash\n" + _lines_check(out, [want])
     qm, ql, qo = quote(msg), quote(log), quote(out)
     if what == "timestamp":
-        cmd = (w.pick((f"grep -m1 {qm} {ql} | cut -d' ' -f1", f"awk '/{msg}/ {{print $1; exit}}' {ql}"))
-               if which == "first" else
-               w.pick((f"grep {qm} {ql} | tail -n 1 | cut -d' ' -f1", f"grep {qm} {ql} | tail -1 | awk '{{print $1}}'")))
+        cmd = (
+            w.pick((f"grep -m1 {qm} {ql} | cut -d' ' -f1", f"awk '/{msg}/ {{print $1; exit}}' {ql}"))
+            if which == "first"
+            else w.pick(
+                (
+                    f"grep {qm} {ql} | tail -n 1 | cut -d' ' -f1",
+                    f"grep {qm} {ql} | tail -1 | awk '{{print $1}}'",
+                )
+            )
+        )
     elif what == "line":
-        cmd = (w.pick((f"grep -m1 {qm} {ql}", f"sed -n '/{msg}/{{p;q}}' {ql}")) if which == "first" else
-               w.pick((f"grep {qm} {ql} | tail -n 1", f"tac {ql} | grep -m 1 {qm}")))
+        cmd = (
+            w.pick((f"grep -m1 {qm} {ql}", f"sed -n '/{msg}/{{p;q}}' {ql}"))
+            if which == "first"
+            else w.pick((f"grep {qm} {ql} | tail -n 1", f"tac {ql} | grep -m 1 {qm}"))
+        )
     else:
-        cmd = (f"grep -n {qm} {ql} | {'head' if which == 'first' else 'tail'} -n 1 | cut -d: -f1"
-               if w.chance(0.6) else
-               f"awk '/{msg}/ {{n = NR{'; exit' if which == 'first' else ''}}} END {{print n}}' {ql}")
+        cmd = (
+            f"grep -n {qm} {ql} | {'head' if which == 'first' else 'tail'} -n 1 | cut -d: -f1"
+            if w.chance(0.6)
+            else f"awk '/{msg}/ {{n = NR{'; exit' if which == 'first' else ''}}} END {{print n}}' {ql}"
+        )
     ref = [f"grep -c {qm} {ql}"] if w.chance(0.4) else []
     ref += [f"mkdir -p {quote(posixpath.dirname(out))}", f"{cmd} > {qo}", f"cat {qo}"]
     return Draft(task=task, check=check, reference=ref, difficulty=2, files=files)
@@ -559,30 +781,67 @@ def first_occurrence(w: World) -> Draft:
 def compress_old(w: World) -> Draft:
     folder = _log_dir(w)
     days = w.pick((2, 3, 5, 7, 10, 14, 30))
-    old = [w.unique(lambda: w.pick((f"{w.pick(SERVICES)}-{w.date():%Y%m%d}", f"{w.pick(SERVICES)}.{w.randint(1, 9)}",
-                                    f"{w.pick(SERVICES)}_{w.randint(1, 99)}")) + ".log")
-           for _ in range(w.randint(2, 5))]
-    new = [w.unique(lambda: w.pick((w.pick(SERVICES), f"{w.pick(SERVICES)}-current",
-                                    f"{w.pick(SERVICES)}_{w.randint(1, 99)}")) + ".log")
-           for _ in range(w.randint(1, 4))]
-    decoy = w.unique(lambda: f"{w.pick(('notes', 'settings', 'index', 'README'))}.{w.pick(('txt', 'conf', 'json'))}")
+    old = [
+        w.unique(
+            lambda: (
+                w.pick(
+                    (
+                        f"{w.pick(SERVICES)}-{w.date():%Y%m%d}",
+                        f"{w.pick(SERVICES)}.{w.randint(1, 9)}",
+                        f"{w.pick(SERVICES)}_{w.randint(1, 99)}",
+                    )
+                )
+                + ".log"
+            )
+        )
+        for _ in range(w.randint(2, 5))
+    ]
+    new = [
+        w.unique(
+            lambda: (
+                w.pick(
+                    (
+                        w.pick(SERVICES),
+                        f"{w.pick(SERVICES)}-current",
+                        f"{w.pick(SERVICES)}_{w.randint(1, 99)}",
+                    )
+                )
+                + ".log"
+            )
+        )
+        for _ in range(w.randint(1, 4))
+    ]
+    decoy = w.unique(
+        lambda: f"{w.pick(('notes', 'settings', 'index', 'README'))}.{w.pick(('txt', 'conf', 'json'))}"
+    )
     keep = w.chance(0.3)
     sub = w.pick((None, None, "archive", "old", "2023"))
     content = {n: _body(w.log_lines(w.randint(2, 6))) for n in old + new + [decoy]}
     files = {f"{folder}/{n}": c for n, c in content.items()}
     setup = [f"touch -d '{days + w.randint(2, 40)} days ago' {quote(f'{folder}/{n}')}" for n in old + [decoy]]
-    setup.append(f"touch -d '{w.randint(0, days - 1)} days ago' " + " ".join(quote(f"{folder}/{n}") for n in new))
+    setup.append(
+        f"touch -d '{w.randint(0, days - 1)} days ago' " + " ".join(quote(f"{folder}/{n}") for n in new)
+    )
     sub_log = None
     if sub:
         sub_log = f"{folder}/{sub}/{w.unique(lambda: f'{w.pick(SERVICES)}-{w.randint(1, 99)}.log')}"
         files[sub_log] = _body(w.log_lines(3))
         setup.append(f"touch -d '{days + 50} days ago' {quote(sub_log)}")
     w.note(days, sub or "")
-    scope = (w.spin("directly in {d} (leave " + w.pick(("its subfolder", f"the {sub} subfolder")) + " alone)",
-                    capitalize=False, d=w.path_ref(folder)) if sub else
-             w.spin("in {d}", capitalize=False, d=w.path_ref(folder)))
-    keep_en = (w.spin("keep the original {.log files|uncompressed files} next to the .gz copies", capitalize=False)
-               if keep else w.spin("the .gz {files|copies} replace the originals", capitalize=False))
+    scope = (
+        w.spin(
+            "directly in {d} (leave " + w.pick(("its subfolder", f"the {sub} subfolder")) + " alone)",
+            capitalize=False,
+            d=w.path_ref(folder),
+        )
+        if sub
+        else w.spin("in {d}", capitalize=False, d=w.path_ref(folder))
+    )
+    keep_en = (
+        w.spin("keep the original {.log files|uncompressed files} next to the .gz copies", capitalize=False)
+        if keep
+        else w.spin("the .gz {files|copies} replace the originals", capitalize=False)
+    )
     task = w.phrase(
         "{Compress|Gzip} every .log file {scope} that was last modified more than {days} days ago; {keep}.",
         "Disk is filling up. {Gzip|Compress} the .log files {scope} older than {days} days ({keep}); newer logs and "
@@ -591,21 +850,31 @@ def compress_old(w: World) -> Draft:
         "{days} days. {keep_cap}.",
         "Could you gzip the logs {scope} that haven't changed in over {days} days? {keep_cap}; {leave|don't touch} "
         "the recent ones.",
-        scope=scope, days=days, keep=keep_en, keep_cap=keep_en[:1].upper() + keep_en[1:])
+        scope=scope,
+        days=days,
+        keep=keep_en,
+        keep_cap=keep_en[:1].upper() + keep_en[1:],
+    )
     q = quote
     lines = ["#!/bin/bash", f"cd {q(folder)} || exit 1"]
     for n in old:
         lines.append(f"gzip -t {q(n + '.gz')} 2>/dev/null || exit 1")
-        lines.append(f"[ \"$(gzip -dc {q(n + '.gz')} | md5sum | cut -d' ' -f1)\" = {_md5(content[n])} ] || exit 1")
+        lines.append(
+            f"[ \"$(gzip -dc {q(n + '.gz')} | md5sum | cut -d' ' -f1)\" = {_md5(content[n])} ] || exit 1"
+        )
         lines.append(f"[ -f {q(n)} ] || exit 1" if keep else f"[ ! -e {q(n)} ] || exit 1")
     for n in new + [decoy]:
-        lines.append(f"[ \"$(md5sum < {q(n)} | cut -d' ' -f1)\" = {_md5(content[n])} ] && [ ! -e {q(n + '.gz')} ]"
-                     " || exit 1")
+        lines.append(
+            f"[ \"$(md5sum < {q(n)} | cut -d' ' -f1)\" = {_md5(content[n])} ] && [ ! -e {q(n + '.gz')} ]"
+            " || exit 1"
+        )
     if sub_log:
         lines.append(f"[ -f {q(sub_log)} ] && [ ! -e {q(sub_log + '.gz')} ] || exit 1")
     check = "\n".join(lines) + "\n"
     gz = "gzip -k" if keep else "gzip"
     find = f"find {q(folder)} -maxdepth 1 -type f -name '*.log' -mtime +{days}"
-    cmd = w.pick((f"{find} -exec {gz} {{}} +", f"{find} -exec {gz} {{}} \\;", f"{find} -print0 | xargs -0 {gz}"))
+    cmd = w.pick(
+        (f"{find} -exec {gz} {{}} +", f"{find} -exec {gz} {{}} \\;", f"{find} -print0 | xargs -0 {gz}")
+    )
     ref = [f"ls -lt {q(folder)}", f"{find}", cmd, f"ls -l {q(folder)}"]
     return Draft(task=task, check=check, reference=ref, difficulty=2, files=files, setup=setup)

@@ -15,17 +15,44 @@ from bashgym_assets.scenarios.factory.world import HOME, PROJECTS, SERVICES, TEA
 
 _BASE_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nff02::1\tip6-allnodes\n"
 _DOMAINS = ("internal", "corp.example", "lan", "svc.local", "prod.example.net")
-_LISTENER = ("#!/usr/bin/python3\nimport os, socket, time\n"
-             "s = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-             "s.bind(('127.0.0.1', int(os.environ.pop('PORT'))))\ns.listen()\n"
-             "while True:\n    time.sleep(3600)\n")
+_LISTENER = (
+    "#!/usr/bin/python3\nimport os, socket, time\n"
+    "s = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "s.bind(('127.0.0.1', int(os.environ.pop('PORT'))))\ns.listen()\n"
+    "while True:\n    time.sleep(3600)\n"
+)
 _IDLE = "#!/bin/bash\nwhile :; do sleep 100000 & wait $!; done\n"
-_START = ('st() { n=$1; shift; b=$(pgrep -c -x -P 1 "$n" || true); '
-          'runuser -u operator -- "$@" </dev/null >/dev/null 2>&1; '
-          'for i in $(seq 300); do [ "$(pgrep -c -x -P 1 "$n" || true)" -gt "$b" ] && break; sleep 0.02; done; '
-          'pgrep -n -x -P 1 "$n"; }')
-_PORTS = (2049, 3000, 3306, 4000, 5000, 5432, 5601, 6379, 7000, 8000, 8080, 8081, 8088, 8443, 8888, 9000, 9090,
-          9100, 9200, 9300, 11211, 15672, 27017)
+_START = (
+    'st() { n=$1; shift; b=$(pgrep -c -x -P 1 "$n" || true); '
+    'runuser -u operator -- "$@" </dev/null >/dev/null 2>&1; '
+    'for i in $(seq 300); do [ "$(pgrep -c -x -P 1 "$n" || true)" -gt "$b" ] && break; sleep 0.02; done; '
+    'pgrep -n -x -P 1 "$n"; }'
+)
+_PORTS = (
+    2049,
+    3000,
+    3306,
+    4000,
+    5000,
+    5432,
+    5601,
+    6379,
+    7000,
+    8000,
+    8080,
+    8081,
+    8088,
+    8443,
+    8888,
+    9000,
+    9090,
+    9100,
+    9200,
+    9300,
+    11211,
+    15672,
+    27017,
+)
 
 
 def _f(w: World, template: str, **values: object) -> str:
@@ -34,30 +61,45 @@ def _f(w: World, template: str, **values: object) -> str:
 
 
 def _host(w: World, domain: str | None = None) -> str:
-    return w.unique(lambda: f"{w.pick(SERVICES + PROJECTS)}{w.pick(('', '', '01', '02', '-db', '-1'))}."
-                            f"{domain or w.pick(_DOMAINS)}")
+    return w.unique(
+        lambda: (
+            f"{w.pick(SERVICES + PROJECTS)}{w.pick(('', '', '01', '02', '-db', '-1'))}."
+            f"{domain or w.pick(_DOMAINS)}"
+        )
+    )
 
 
 def _ip(w: World, net: str | None = None, avoid: str = "") -> str:
     """A private address, inside ``net`` (three octets) when given, never inside ``avoid``."""
+
     def make() -> str:
         for _ in range(50):
-            ip = f"{net}.{w.randint(2, 250)}" if net else \
-                f"10.{w.randint(0, 40)}.{w.randint(0, 254)}.{w.randint(2, 250)}"
+            ip = (
+                f"{net}.{w.randint(2, 250)}"
+                if net
+                else f"10.{w.randint(0, 40)}.{w.randint(0, 254)}.{w.randint(2, 250)}"
+            )
             if not avoid or not ip.startswith(avoid + "."):
                 return ip
         return f"192.168.{w.randint(0, 254)}.{w.randint(2, 250)}"
+
     return w.unique(make)
 
 
 def _name(w: World) -> str:
     def make() -> str:
         for _ in range(40):
-            n = w.pick((f"{w.pick(SERVICES)}-{w.pick(('api', 'srv', 'web', 'proxy', 'rpc'))}", f"{w.pick(SERVICES)}d",
-                        f"{w.pick(WORDS)}-srv"))
+            n = w.pick(
+                (
+                    f"{w.pick(SERVICES)}-{w.pick(('api', 'srv', 'web', 'proxy', 'rpc'))}",
+                    f"{w.pick(SERVICES)}d",
+                    f"{w.pick(WORDS)}-srv",
+                )
+            )
             if len(n) <= 14:
                 return n
         return f"svc{w.randint(10, 99)}"
+
     return w.unique(make)
 
 
@@ -68,8 +110,10 @@ def hosts_entry(w: World) -> Draft:
     short = name.split(".")[0]
     decoys = [(_ip(w), _host(w)) for _ in range(w.randint(1, 4))]
     # a decoy may carry its short name too, unless that is the target's short name (which must stay unambiguous)
-    lines = [f"{a}\t{h}" + (f" {h.split('.')[0]}" if w.chance(0.4) and h.split(".")[0] != short else "")
-             for a, h in decoys]
+    lines = [
+        f"{a}\t{h}" + (f" {h.split('.')[0]}" if w.chance(0.4) and h.split(".")[0] != short else "")
+        for a, h in decoys
+    ]
     old_ip = ""
     short_too = False
     if variant in ("fix", "remove"):
@@ -82,15 +126,26 @@ def hosts_entry(w: World) -> Draft:
     hosts = _BASE_HOSTS + "".join(line + "\n" for line in lines)
     w.note(ip, old_ip, short)
     hosts_ref = w.pick(("/etc/hosts", "the hosts file (/etc/hosts)", "the system's hosts file, /etc/hosts"))
-    keep = w.pick(("keep every other entry as it is", "leave all the other entries as they are",
-                   "keep the existing lines intact", "the other entries must not change"))
+    keep = w.pick(
+        (
+            "keep every other entry as it is",
+            "leave all the other entries as they are",
+            "keep the existing lines intact",
+            "the other entries must not change",
+        )
+    )
     if variant == "add":
         task = w.phrase(
             "Make the name {name} resolve to {ip} on this machine by adding it to {hosts}; {keep}.",
             "{Add|Create} a {hosts entry|static entry} in {hosts} so that {name} points to {ip}; {keep}.",
             "Ticket: {name} ({ip}) is not in DNS yet. Add it to {hosts} so it resolves locally; {keep}.",
             "Could you map {name} to {ip} in {hosts}? {keep_c}.",
-            name=name, ip=ip, hosts=hosts_ref, keep=keep, keep_c=keep[:1].upper() + keep[1:])
+            name=name,
+            ip=ip,
+            hosts=hosts_ref,
+            keep=keep,
+            keep_c=keep[:1].upper() + keep[1:],
+        )
     elif variant == "alias":
         task = w.phrase(
             "Make both {name} and its short name {short} resolve to {ip} through {hosts}; {keep}.",
@@ -99,7 +154,13 @@ def hosts_entry(w: World) -> Draft:
             "Ticket: the new host {name} has the address {ip}. Both the full name and {short} must resolve via "
             "{hosts}; {keep}.",
             "Could you make {name} and {short} resolve to {ip} locally ({hosts})? {keep_c}.",
-            name=name, short=short, ip=ip, hosts=hosts_ref, keep=keep, keep_c=keep[:1].upper() + keep[1:])
+            name=name,
+            short=short,
+            ip=ip,
+            hosts=hosts_ref,
+            keep=keep,
+            keep_c=keep[:1].upper() + keep[1:],
+        )
     elif variant == "fix":
         task = w.phrase(
             "{name} moved to {ip}, but {hosts} still sends it to the old address. Fix the entry (do not just add a "
@@ -109,52 +170,95 @@ def hosts_entry(w: World) -> Draft:
             "Ticket: {name} resolves to the retired address {old}. Point it at {ip} in {hosts}; {keep}.",
             "Could you fix the {hosts entry|line} for {name} so that it resolves to {ip}? It points to {old} now. "
             "{keep_c}.",
-            name=name, ip=ip, old=old_ip, hosts=hosts_ref, keep=keep, keep_c=keep[:1].upper() + keep[1:])
+            name=name,
+            ip=ip,
+            old=old_ip,
+            hosts=hosts_ref,
+            keep=keep,
+            keep_c=keep[:1].upper() + keep[1:],
+        )
     else:
         task = w.phrase(
             "{name} has been {decommissioned|retired}. Remove it from {hosts} so it no longer resolves; {keep}.",
             "{Delete|Remove} the {stale |}{hosts entry|line} for {name} ({old}) from {hosts}; {keep}.",
             "Ticket: {name} should not resolve any more. Take it out of {hosts}; {keep}.",
             "Could you drop {name} from {hosts}? {keep_c}.",
-            name=name, old=old_ip, hosts=hosts_ref, keep=keep, keep_c=keep[:1].upper() + keep[1:])
-    count = ("count_of() { awk -v n=\"$1\" '{sub(/#.*/, \"\")} NF >= 2 {for (i = 2; i <= NF; i++) "
-             "if (tolower($i) == tolower(n)) c++} END {print c + 0}' /etc/hosts; }")
-    lines_check = ["#!/bin/bash", count,
-                   "ip_of() { getent hosts \"$1\" | awk 'NR == 1 {print $1}'; }",
-                   "grep -qE '^127\\.0\\.0\\.1[[:space:]]+localhost' /etc/hosts || exit 1"]
-    lines_check += [f"[ \"$(ip_of {h})\" = {a} ] || exit 1" for a, h in decoys]
+            name=name,
+            old=old_ip,
+            hosts=hosts_ref,
+            keep=keep,
+            keep_c=keep[:1].upper() + keep[1:],
+        )
+    count = (
+        'count_of() { awk -v n="$1" \'{sub(/#.*/, "")} NF >= 2 {for (i = 2; i <= NF; i++) '
+        "if (tolower($i) == tolower(n)) c++} END {print c + 0}' /etc/hosts; }"
+    )
+    lines_check = [
+        "#!/bin/bash",
+        count,
+        "ip_of() { getent hosts \"$1\" | awk 'NR == 1 {print $1}'; }",
+        "grep -qE '^127\\.0\\.0\\.1[[:space:]]+localhost' /etc/hosts || exit 1",
+    ]
+    lines_check += [f'[ "$(ip_of {h})" = {a} ] || exit 1' for a, h in decoys]
     if variant == "remove":
-        lines_check.append(f"[ \"$(count_of {name})\" = 0 ] || exit 1")
+        lines_check.append(f'[ "$(count_of {name})" = 0 ] || exit 1')
         if short_too:
-            lines_check.append(f"[ \"$(count_of {short})\" = 0 ] || exit 1")
+            lines_check.append(f'[ "$(count_of {short})" = 0 ] || exit 1')
     else:
-        lines_check += [f"[ \"$(ip_of {name})\" = {ip} ] || exit 1", f"[ \"$(count_of {name})\" = 1 ] || exit 1"]
+        lines_check += [f'[ "$(ip_of {name})" = {ip} ] || exit 1', f'[ "$(count_of {name})" = 1 ] || exit 1']
         if variant == "alias":
-            lines_check.append(f"[ \"$(ip_of {short})\" = {ip} ] || exit 1")
+            lines_check.append(f'[ "$(ip_of {short})" = {ip} ] || exit 1')
     check = "\n".join(lines_check) + "\n"
     if variant in ("add", "alias"):
         entry = f"{ip} {name}" + (f" {short}" if variant == "alias" else "")
-        add = w.pick((f"echo {quote(entry)} >> /etc/hosts", f"printf '%s\\n' {quote(entry)} | tee -a /etc/hosts",
-                      f"echo {quote(entry.replace(' ', chr(9)))} >> /etc/hosts"))
+        add = w.pick(
+            (
+                f"echo {quote(entry)} >> /etc/hosts",
+                f"printf '%s\\n' {quote(entry)} | tee -a /etc/hosts",
+                f"echo {quote(entry.replace(' ', chr(9)))} >> /etc/hosts",
+            )
+        )
         reference = ["cat /etc/hosts", add, f"getent hosts {name}"]
     elif variant == "fix":
         esc = name.replace(".", "\\.")
-        reference = ["cat /etc/hosts", w.pick((f"sed -i 's/^{old_ip.replace('.', chr(92) + '.')}\\([[:space:]]\\+{esc}"
-                                               f"\\)/{ip}\\1/' /etc/hosts",
-                                               f"sed -i '/[[:space:]]{esc}\\([[:space:]]\\|$\\)/d' /etc/hosts && "
-                                               f"echo '{ip} {name}' >> /etc/hosts")),
-                     f"getent hosts {name}"]
+        reference = [
+            "cat /etc/hosts",
+            w.pick(
+                (
+                    f"sed -i 's/^{old_ip.replace('.', chr(92) + '.')}\\([[:space:]]\\+{esc}"
+                    f"\\)/{ip}\\1/' /etc/hosts",
+                    f"sed -i '/[[:space:]]{esc}\\([[:space:]]\\|$\\)/d' /etc/hosts && "
+                    f"echo '{ip} {name}' >> /etc/hosts",
+                )
+            ),
+            f"getent hosts {name}",
+        ]
     else:
         esc = name.replace(".", "\\.")
-        reference = ["cat /etc/hosts", w.pick((f"sed -i '/[[:space:]]{esc}\\([[:space:]]\\|$\\)/d' /etc/hosts",
-                                               f"grep -v '[[:space:]]{esc}\\([[:space:]]\\|$\\)' /etc/hosts > "
-                                               f"/tmp/hosts && cat /tmp/hosts > /etc/hosts")),
-                     "cat /etc/hosts"]
-    return Draft(task=task, check=check, reference=reference, difficulty=1 if variant in ("add", "alias") else 2,
-                 files={"/etc/hosts": hosts}, user="root")
+        reference = [
+            "cat /etc/hosts",
+            w.pick(
+                (
+                    f"sed -i '/[[:space:]]{esc}\\([[:space:]]\\|$\\)/d' /etc/hosts",
+                    f"grep -v '[[:space:]]{esc}\\([[:space:]]\\|$\\)' /etc/hosts > "
+                    f"/tmp/hosts && cat /tmp/hosts > /etc/hosts",
+                )
+            ),
+            "cat /etc/hosts",
+        ]
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=1 if variant in ("add", "alias") else 2,
+        files={"/etc/hosts": hosts},
+        user="root",
+    )
 
 
-@family("networking-port-owner", "networking-offline", "find which process listens on a TCP port (or the reverse)")
+@family(
+    "networking-port-owner", "networking-offline", "find which process listens on a TCP port (or the reverse)"
+)
 def port_owner(w: World) -> Draft:
     k = w.randint(2, 4)
     names = [_name(w) for _ in range(k)]
@@ -167,10 +271,16 @@ def port_owner(w: World) -> Draft:
     for i, (n, p) in enumerate(zip(names, ports, strict=True)):
         lines.append(f"st {n} env PORT={p} setsid -f /usr/local/bin/{n} > {run}/{i}")
     decoy = ""
-    if variant != "port" and w.chance(0.6):   # a program whose command line names the port without listening on it
-        decoy = w.unique(lambda: f"{w.pick(('probe', 'check', 'watch'))}-{w.pick([s for s in SERVICES if len(s) <= 8])}")
+    if variant != "port" and w.chance(
+        0.6
+    ):  # a program whose command line names the port without listening on it
+        decoy = w.unique(
+            lambda: f"{w.pick(('probe', 'check', 'watch'))}-{w.pick([s for s in SERVICES if len(s) <= 8])}"
+        )
         files[f"/usr/local/bin/{decoy}"] = _IDLE
-        lines.append(f"st {decoy} setsid -f /usr/local/bin/{decoy} --target 127.0.0.1:{ports[idx]} > {run}/decoy")
+        lines.append(
+            f"st {decoy} setsid -f /usr/local/bin/{decoy} --target 127.0.0.1:{ports[idx]} > {run}/decoy"
+        )
     waits = " && ".join(f"grep -q ':{p:04X} 00000000:0000 0A' /proc/net/tcp" for p in ports)
     lines.append(f"for i in $(seq 300); do {{ {waits}; }} && break; sleep 0.02; done; {{ {waits}; }}")
     script = f"/root/.listen-{w.token(6)}.sh"
@@ -186,137 +296,228 @@ def port_owner(w: World) -> Draft:
             "Ticket: nobody remembers which port {n} uses. Check the running process{noss} and put the port number "
             "in {out}.",
             "Could you tell me on which TCP port {n} accepts connections? {Write|Put} the number in {out}.",
-            n=target, noss=noss, out=w.path_ref(out, "file"))
+            n=target,
+            noss=noss,
+            out=w.path_ref(out, "file"),
+        )
     else:
-        report = {"pid": _f(w, "{its PID|the process ID}"), "kill": _f(w, "{its PID|the process ID}"),
-                  "name": _f(w, "{its program name|the name of the program} (as ps shows it)")}[variant]
-        stop = (" " + w.spin("Then {stop|terminate} it so the port is free; the other services keep running.")
-                if variant == "kill" else "")
+        report = {
+            "pid": _f(w, "{its PID|the process ID}"),
+            "kill": _f(w, "{its PID|the process ID}"),
+            "name": _f(w, "{its program name|the name of the program} (as ps shows it)"),
+        }[variant]
+        stop = (
+            " " + w.spin("Then {stop|terminate} it so the port is free; the other services keep running.")
+            if variant == "kill"
+            else ""
+        )
         task = w.phrase(
             "Which process is listening on TCP port {p}{noss}? Write {report} to {out}.{stop}",
             "{Find|Identify} the process {bound to|listening on} 127.0.0.1:{p} and {save|write} {report} in {out}"
             "{noss}.{stop}",
             "Ticket: something is holding port {p}. {Track it down|Find it}{noss} and record {report} in {out}.{stop}",
             "Could you find out what listens on port {p}? I need {report} in {out}.{stop}",
-            p=port, noss=noss, report=report, out=w.path_ref(out, "file"), stop=stop)
+            p=port,
+            noss=noss,
+            report=report,
+            out=w.path_ref(out, "file"),
+            stop=stop,
+        )
     got = f"$(tr -d '[:space:]' < {quote(out)})"
     check_lines = ["#!/bin/bash", f"[ -f {quote(out)} ] || exit 1"]
     if variant == "port":
-        check_lines.append(f"[ \"{got}\" = {port} ] || exit 1")
+        check_lines.append(f'[ "{got}" = {port} ] || exit 1')
     elif variant == "name":
-        check_lines.append(f"[ \"{got}\" = {target} ] || exit 1")
+        check_lines.append(f'[ "{got}" = {target} ] || exit 1')
     else:
-        check_lines.append(f"[ \"{got}\" = \"$(cat {run}/{idx})\" ] || exit 1")
+        check_lines.append(f'[ "{got}" = "$(cat {run}/{idx})" ] || exit 1')
     if variant == "kill":
-        check_lines += [f"for i in $(seq 12); do grep -q ':{port:04X} 00000000:0000 0A' /proc/net/tcp || break; "
-                        "sleep 0.05; done",
-                        f"! grep -q ':{port:04X} 00000000:0000 0A' /proc/net/tcp || exit 1"]
-        check_lines += [f"kill -0 \"$(cat {run}/{i})\" || exit 1" for i in range(k) if i != idx]
+        check_lines += [
+            f"for i in $(seq 12); do grep -q ':{port:04X} 00000000:0000 0A' /proc/net/tcp || break; "
+            "sleep 0.05; done",
+            f"! grep -q ':{port:04X} 00000000:0000 0A' /proc/net/tcp || exit 1",
+        ]
+        check_lines += [f'kill -0 "$(cat {run}/{i})" || exit 1' for i in range(k) if i != idx]
         if decoy:
-            check_lines.append(f"kill -0 \"$(cat {run}/decoy)\" || exit 1")
+            check_lines.append(f'kill -0 "$(cat {run}/decoy)" || exit 1')
     check = "\n".join(check_lines) + "\n"
     q = quote(out)
     if variant == "port":
         reference = [
             f"pid=$(pgrep -x {target}); ls -l /proc/$pid/fd",
             "ino=$(ls -l /proc/$pid/fd | grep -o 'socket:\\[[0-9]*\\]' | tr -dc '0-9')",
-            "hex=$(awk -v i=\"$ino\" '$10 == i {split($2, a, \":\"); print a[2]}' /proc/net/tcp)",
-            f"printf '%d\\n' 0x$hex > {q}", f"cat {q}"]
-        return Draft(task=task, check=check, reference=reference, difficulty=4, files=files,
-                     setup=[f"bash {script}"])
+            'hex=$(awk -v i="$ino" \'$10 == i {split($2, a, ":"); print a[2]}\' /proc/net/tcp)',
+            f"printf '%d\\n' 0x$hex > {q}",
+            f"cat {q}",
+        ]
+        return Draft(
+            task=task, check=check, reference=reference, difficulty=4, files=files, setup=[f"bash {script}"]
+        )
     look = w.pick((f"fuser -v {port}/tcp", "cat /proc/net/tcp", f"fuser -n tcp {port}"))
     if variant == "name":
-        find = w.pick((f"ps -o comm= -p $(fuser {port}/tcp 2>/dev/null) > {q}",
-                       f"ps -o comm= -p \"$(fuser -n tcp {port} 2>/dev/null | awk '{{print $1}}')\" > {q}"))
+        find = w.pick(
+            (
+                f"ps -o comm= -p $(fuser {port}/tcp 2>/dev/null) > {q}",
+                f"ps -o comm= -p \"$(fuser -n tcp {port} 2>/dev/null | awk '{{print $1}}')\" > {q}",
+            )
+        )
     else:
-        find = w.pick((f"fuser {port}/tcp 2>/dev/null | awk '{{print $1}}' > {q}",
-                       f"fuser -n tcp {port} 2>/dev/null | tr -d ' ' > {q}"))
+        find = w.pick(
+            (
+                f"fuser {port}/tcp 2>/dev/null | awk '{{print $1}}' > {q}",
+                f"fuser -n tcp {port} 2>/dev/null | tr -d ' ' > {q}",
+            )
+        )
     reference = [look, find, f"cat {q}"]
     if variant == "kill":
-        reference += [w.pick((f"kill $(cat {q})", f"fuser -k {port}/tcp")),
-                      f"sleep 0.5; fuser -v {port}/tcp || echo 'port {port} is free'"]
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if variant == "kill" else 2,
-                 files=files, setup=[f"bash {script}"])
+        reference += [
+            w.pick((f"kill $(cat {q})", f"fuser -k {port}/tcp")),
+            f"sleep 0.5; fuser -v {port}/tcp || echo 'port {port} is free'",
+        ]
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=3 if variant == "kill" else 2,
+        files=files,
+        setup=[f"bash {script}"],
+    )
 
 
-@family("networking-listen-port-config", "networking-offline", "change the port a service listens on in its config")
+@family(
+    "networking-listen-port-config",
+    "networking-offline",
+    "change the port a service listens on in its config",
+)
 def listen_port_config(w: World) -> Draft:
-    svc = w.pick([s for s in SERVICES if s != "profile"])   # /etc/profile is a file
+    svc = w.pick([s for s in SERVICES if s != "profile"])  # /etc/profile is a file
     old, new = w.sample(_PORTS, 2)
     fmt = w.pick(("ini", "nginx", "yaml", "env"))
     up_host = _host(w)
     w.note(svc, old, new)
     if fmt == "ini":
         path = w.pick((f"{HOME}/{svc}/{svc}.ini", f"{HOME}/etc/{svc}.conf", f"/etc/{svc}/{svc}.ini"))
-        lines = ["# " + svc + " configuration", "[server]", "host = 0.0.0.0", f"port = {old}",
-                 f"workers = {w.randint(2, 16)}", "", "[upstream]", f"host = {up_host}", f"port = {old}", "",
-                 "[metrics]", f"port = {w.pick((9100, 9102, 9187))}"]
+        lines = [
+            "# " + svc + " configuration",
+            "[server]",
+            "host = 0.0.0.0",
+            f"port = {old}",
+            f"workers = {w.randint(2, 16)}",
+            "",
+            "[upstream]",
+            f"host = {up_host}",
+            f"port = {old}",
+            "",
+            "[metrics]",
+            f"port = {w.pick((9100, 9102, 9187))}",
+        ]
         if w.chance(0.5):
             lines.insert(3, f"# port = {old} is the default")
         target = lines.index(f"port = {old}")
         pattern = rf"^\s*port\s*=\s*{new}\s*$"
         section = "[server]"
-        ref = w.pick((f"sed -i '/^\\[server\\]/,/^\\[/ s/^port = {old}$/port = {new}/' {path}",
-                      f"awk '/^\\[/ {{s = $0}} s == \"[server]\" && $0 == \"port = {old}\" {{$0 = \"port = {new}\"}} 1' "
-                      f"{path} > {path}.new && mv {path}.new {path}"))
+        ref = w.pick(
+            (
+                f"sed -i '/^\\[server\\]/,/^\\[/ s/^port = {old}$/port = {new}/' {path}",
+                f'awk \'/^\\[/ {{s = $0}} s == "[server]" && $0 == "port = {old}" {{$0 = "port = {new}"}} 1\' '
+                f"{path} > {path}.new && mv {path}.new {path}",
+            )
+        )
         where = _f(w, "the port in the {s} section", s=section)
     elif fmt == "nginx":
         path = w.pick((f"{HOME}/nginx/sites/{svc}.conf", f"/etc/nginx/conf.d/{svc}.conf"))
-        lines = [f"upstream {svc}_backend {{", f"    server {up_host}:{old};", "}", "", "server {",
-                 f"    listen {old};", f"    server_name {svc}.example.com;", "    location / {",
-                 f"        proxy_pass http://{svc}_backend;", "    }", "}"]
+        lines = [
+            f"upstream {svc}_backend {{",
+            f"    server {up_host}:{old};",
+            "}",
+            "",
+            "server {",
+            f"    listen {old};",
+            f"    server_name {svc}.example.com;",
+            "    location / {",
+            f"        proxy_pass http://{svc}_backend;",
+            "    }",
+            "}",
+        ]
         target = lines.index(f"    listen {old};")
         pattern = rf"^\s*listen\s+{new}\s*;\s*$"
         ref = f"sed -i 's/^\\(\\s*listen\\s\\+\\){old};/\\1{new};/' {path}"
         where = _f(w, "the port the server block listens on (the listen directive)")
     elif fmt == "yaml":
         path = w.pick((f"{HOME}/{svc}/config.yaml", f"{HOME}/deploy/{svc}.yml", f"/etc/{svc}/config.yaml"))
-        lines = [f"service: {svc}", "server:", f"  listen: 0.0.0.0:{old}", f"  timeout: {w.randint(5, 60)}s",
-                 "upstream:", f"  url: http://{up_host}:{old}", f"  retries: {w.randint(1, 5)}"]
+        lines = [
+            f"service: {svc}",
+            "server:",
+            f"  listen: 0.0.0.0:{old}",
+            f"  timeout: {w.randint(5, 60)}s",
+            "upstream:",
+            f"  url: http://{up_host}:{old}",
+            f"  retries: {w.randint(1, 5)}",
+        ]
         target = 2
         pattern = rf"^  listen:\s*['\"]?0\.0\.0\.0:{new}['\"]?\s*$"
         ref = f"sed -i 's/^  listen: 0\\.0\\.0\\.0:{old}$/  listen: 0.0.0.0:{new}/' {path}"
         where = _f(w, "{the listen address's port|the port in server.listen}")
     else:
         path = w.pick((f"{HOME}/{svc}/.env", f"{HOME}/{svc}/{svc}.env", f"/etc/default/{svc}"))
-        lines = [f"# environment for {svc}", f"{svc.upper()}_LISTEN_PORT={old}",
-                 f"{svc.upper()}_UPSTREAM=http://{up_host}:{old}", f"{svc.upper()}_LOG_LEVEL=info"]
+        lines = [
+            f"# environment for {svc}",
+            f"{svc.upper()}_LISTEN_PORT={old}",
+            f"{svc.upper()}_UPSTREAM=http://{up_host}:{old}",
+            f"{svc.upper()}_LOG_LEVEL=info",
+        ]
         target = 1
         pattern = rf"^{svc.upper()}_LISTEN_PORT=['\"]?{new}['\"]?\s*$"
         ref = f"sed -i 's/^{svc.upper()}_LISTEN_PORT={old}$/{svc.upper()}_LISTEN_PORT={new}/' {path}"
         where = _f(w, "the {v} setting", v=f"{svc.upper()}_LISTEN_PORT")
     root = path.startswith("/etc/")
     text = "".join(line + "\n" for line in lines)
-    upstream = _f(w, "{the upstream|the backend it proxies to} ({h}:{p}) {stays|must stay} on {p}", h=up_host, p=old)
+    upstream = _f(
+        w, "{the upstream|the backend it proxies to} ({h}:{p}) {stays|must stay} on {p}", h=up_host, p=old
+    )
     task = w.phrase(
         "{svc} must listen on port {new} instead of {old}. Change {where} in {path}; {upstream}.",
         "In {path}, change {where} from {old} to {new}. {up_c}, so do not replace every {old} blindly.",
         "Ticket: move the {svc} service from port {old} to {new} by editing {path}. Only {where} changes; "
         "{upstream}.",
         "Could you switch {svc} to port {new}? The config is {path}: {where} is {old} now. {up_c}.",
-        svc=svc, new=new, old=old, where=where, path=w.path_ref(path, "file"), upstream=upstream,
-        up_c=upstream[:1].upper() + upstream[1:])
+        svc=svc,
+        new=new,
+        old=old,
+        where=where,
+        path=w.path_ref(path, "file"),
+        upstream=upstream,
+        up_c=upstream[:1].upper() + upstream[1:],
+    )
     spec = {"lines": lines, "target": target, "pattern": pattern}
-    check = ("#!/bin/bash\n"
-             f"python3 - {quote(path)} {quote(json.dumps(spec))} <<'PY'\n"
-             "import json, re, sys\n"
-             "spec = json.loads(sys.argv[2])\n"
-             "try:\n    got = open(sys.argv[1]).read().splitlines()\nexcept OSError:\n    sys.exit(1)\n"
-             "want = spec['lines']\n"
-             "while got and not got[-1].strip():\n    got.pop()\n"
-             "if len(got) != len(want):\n    sys.exit(1)\n"
-             "for i, (g, x) in enumerate(zip(got, want)):\n"
-             "    if i == spec['target']:\n"
-             "        if not re.match(spec['pattern'], g):\n            sys.exit(1)\n"
-             "    elif g.rstrip() != x.rstrip():\n        sys.exit(1)\n"
-             "PY\n")
+    check = (
+        "#!/bin/bash\n"
+        f"python3 - {quote(path)} {quote(json.dumps(spec))} <<'PY'\n"
+        "import json, re, sys\n"
+        "spec = json.loads(sys.argv[2])\n"
+        "try:\n    got = open(sys.argv[1]).read().splitlines()\nexcept OSError:\n    sys.exit(1)\n"
+        "want = spec['lines']\n"
+        "while got and not got[-1].strip():\n    got.pop()\n"
+        "if len(got) != len(want):\n    sys.exit(1)\n"
+        "for i, (g, x) in enumerate(zip(got, want)):\n"
+        "    if i == spec['target']:\n"
+        "        if not re.match(spec['pattern'], g):\n            sys.exit(1)\n"
+        "    elif g.rstrip() != x.rstrip():\n        sys.exit(1)\n"
+        "PY\n"
+    )
     files = {path: text}
     reference = [f"grep -n {old} {path}", ref, f"grep -n -e {old} -e {new} {path}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=2 if fmt in ("yaml", "env") else 3,
-                 files=files, user="root" if root else "operator")
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=2 if fmt in ("yaml", "env") else 3,
+        files=files,
+        user="root" if root else "operator",
+    )
 
 
-_SSH_CHECK = r'''
+_SSH_CHECK = r"""
 import fnmatch, json, os, stat, sys
 spec = json.loads(sys.argv[1])
 path = "/home/operator/.ssh/config"
@@ -366,13 +567,25 @@ for alias, want in spec.items():
         if not same(k, eff.get(k, ""), v):
             print(f"{alias}: {k} is {eff.get(k)!r}, want {v!r}")
             sys.exit(1)
-'''
+"""
 
 
-@family("networking-ssh-config-host", "networking-offline", "add a Host block to the ssh client config, with modes")
+@family(
+    "networking-ssh-config-host",
+    "networking-offline",
+    "add a Host block to the ssh client config, with modes",
+)
 def ssh_config_host(w: World) -> Draft:
-    alias = w.unique(lambda: w.pick((w.pick(SERVICES), w.pick(PROJECTS), f"{w.pick(TEAMS)}-box",
-                                     f"{w.pick(SERVICES)}-{w.pick(('prod', 'stage', 'dev'))}")))
+    alias = w.unique(
+        lambda: w.pick(
+            (
+                w.pick(SERVICES),
+                w.pick(PROJECTS),
+                f"{w.pick(TEAMS)}-box",
+                f"{w.pick(SERVICES)}-{w.pick(('prod', 'stage', 'dev'))}",
+            )
+        )
+    )
     host = w.pick((_ip(w), _host(w)))
     opts: dict[str, str] = {"hostname": host}
     user = w.pick(("deploy", "ubuntu", "admin", "git", "ops", w.pick(("alice", "omar", "priya"))))
@@ -390,11 +603,17 @@ def ssh_config_host(w: World) -> Draft:
     if existing and w.chance(0.4):
         bastion = existing[0][0]
         opts["proxyjump"] = bastion
-    star = w.chance(0.35)    # a catch-all at the end: a block appended after it loses to its values
+    star = w.chance(0.35)  # a catch-all at the end: a block appended after it loses to its values
     star_opts = {"user": "nobody", "port": "22", "serveraliveinterval": "60"} if star else {}
     w.note(alias, host, user, opts.get("port", ""), bastion)
-    keys = {"hostname": "HostName", "user": "User", "port": "Port", "identityfile": "IdentityFile",
-            "proxyjump": "ProxyJump", "serveraliveinterval": "ServerAliveInterval"}
+    keys = {
+        "hostname": "HostName",
+        "user": "User",
+        "port": "Port",
+        "identityfile": "IdentityFile",
+        "proxyjump": "ProxyJump",
+        "serveraliveinterval": "ServerAliveInterval",
+    }
     text = ""
     for a, o in existing:
         text += f"Host {a}\n" + "".join(f"    {keys[k]} {v}\n" for k, v in o.items()) + "\n"
@@ -407,9 +626,14 @@ def ssh_config_host(w: World) -> Draft:
         setup.append(f"chmod 700 {HOME}/.ssh && chmod 600 {HOME}/.ssh/config")
     parts = [f"HostName {host}"] + [f"{keys[k]} {v}" for k, v in opts.items() if k != "hostname"]
     listing = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
-    modes = _f(w, "{~/.ssh must be mode 700 and the config file mode 600|keep ~/.ssh at 700 and the config at 600}")
-    star_note = (" " + w.spin("Mind the existing Host * block: ssh takes the first value it finds for each option.")
-                 if star and w.chance(0.5) else "")
+    modes = _f(
+        w, "{~/.ssh must be mode 700 and the config file mode 600|keep ~/.ssh at 700 and the config at 600}"
+    )
+    star_note = (
+        " " + w.spin("Mind the existing Host * block: ssh takes the first value it finds for each option.")
+        if star and w.chance(0.5)
+        else ""
+    )
     keep = " " + w.spin("The existing hosts must keep working as they do.") if existing else ""
     task = w.phrase(
         "Add an ssh client entry so that `ssh {alias}` connects with {listing}. Put it in ~/.ssh/config; {modes}."
@@ -419,7 +643,13 @@ def ssh_config_host(w: World) -> Draft:
         "Ticket: I want to type `ssh {alias}` instead of the full command. In ~/.ssh/config it needs {listing}. "
         "{modes_c}.{keep}{star}",
         "Could you add {alias} to ~/.ssh/config ({listing})? {modes_c}.{keep}{star}",
-        alias=alias, listing=listing, modes=modes, modes_c=modes[:1].upper() + modes[1:], keep=keep, star=star_note)
+        alias=alias,
+        listing=listing,
+        modes=modes,
+        modes_c=modes[:1].upper() + modes[1:],
+        keep=keep,
+        star=star_note,
+    )
     spec: dict[str, dict[str, str]] = {alias: opts}
     for a, o in existing:
         spec[a] = o
@@ -427,19 +657,32 @@ def ssh_config_host(w: World) -> Draft:
     block = f"Host {alias}\n" + "".join(f"    {p}\n" for p in parts)
     cfg = f"{HOME}/.ssh/config"
     if star:
-        write = w.pick((f"{{ printf %s {quote(block + chr(10))}; cat ~/.ssh/config; }} > /tmp/sshcfg && "
-                        "cat /tmp/sshcfg > ~/.ssh/config",
-                        "sed -i '/^Host \\*$/i " + "\\n".join(block.rstrip("\n").split("\n")) + "\\n' ~/.ssh/config"))
+        write = w.pick(
+            (
+                f"{{ printf %s {quote(block + chr(10))}; cat ~/.ssh/config; }} > /tmp/sshcfg && "
+                "cat /tmp/sshcfg > ~/.ssh/config",
+                "sed -i '/^Host \\*$/i " + "\\n".join(block.rstrip("\n").split("\n")) + "\\n' ~/.ssh/config",
+            )
+        )
     else:
         write = f"printf %s {quote(('' if not existing else chr(10)) + block)} >> ~/.ssh/config"
-    reference = ["mkdir -p ~/.ssh && chmod 700 ~/.ssh", w.pick(("cat ~/.ssh/config", "ls -la ~/.ssh")), write,
-                 f"chmod 600 {cfg}", f"cat {cfg}"]
+    reference = [
+        "mkdir -p ~/.ssh && chmod 700 ~/.ssh",
+        w.pick(("cat ~/.ssh/config", "ls -la ~/.ssh")),
+        write,
+        f"chmod 600 {cfg}",
+        f"cat {cfg}",
+    ]
     if not existing and not star:
         reference.pop(1)
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if star else 2, files=files, setup=setup)
+    return Draft(
+        task=task, check=check, reference=reference, difficulty=3 if star else 2, files=files, setup=setup
+    )
 
 
-@family("networking-config-ip-report", "networking-offline", "pull addresses out of a network config into a list")
+@family(
+    "networking-config-ip-report", "networking-offline", "pull addresses out of a network config into a list"
+)
 def config_ip_report(w: World) -> Draft:
     kind = w.pick(("upstream", "haproxy", "resolv", "hosts_subnet"))
     out = f"{HOME}/{w.pick(('ips', 'addresses', 'backends', 'report', 'servers'))}.txt"
@@ -451,41 +694,74 @@ def config_ip_report(w: World) -> Draft:
         live = [_ip(w) for _ in range(w.randint(3, 6))]
         backup = _ip(w)
         dead = _ip(w)
-        lines = [f"upstream {svc} {{"] + [f"    server {ip}:{w.pick(_PORTS)}{w.pick(('', ' weight=2', ' max_fails=3'))};"
-                                           for ip in live]
+        lines = [f"upstream {svc} {{"] + [
+            f"    server {ip}:{w.pick(_PORTS)}{w.pick(('', ' weight=2', ' max_fails=3'))};" for ip in live
+        ]
         lines.insert(w.randint(1, len(lines)), f"    # server {dead}:8080;  retired")
         lines.insert(w.randint(1, len(lines)), f"    server {backup}:8080 backup;")
-        lines += ["}", "", "server {", f"    listen {w.pick(('0.0.0.0:80', '127.0.0.1:8080'))};",
-                  f"    location / {{ proxy_pass http://{svc}; }}", "}"]
+        lines += [
+            "}",
+            "",
+            "server {",
+            f"    listen {w.pick(('0.0.0.0:80', '127.0.0.1:8080'))};",
+            f"    location / {{ proxy_pass http://{svc}; }}",
+            "}",
+        ]
         want = sorted(set(live + [backup]), key=lambda s: tuple(int(x) for x in s.split(".")))
-        what = _f(w, "the IP address of every {active |}server in the {svc} upstream block (backup servers "
-                     "included, commented-out ones not)", svc=svc)
-        ref = (f"grep -E '^[[:space:]]*server[[:space:]]+[0-9]' {path} | awk '{{print $2}}' | cut -d: -f1 | "
-               f"sort -u -t. -k1,1n -k2,2n -k3,3n -k4,4n > {out}")
+        what = _f(
+            w,
+            "the IP address of every {active |}server in the {svc} upstream block (backup servers "
+            "included, commented-out ones not)",
+            svc=svc,
+        )
+        ref = (
+            f"grep -E '^[[:space:]]*server[[:space:]]+[0-9]' {path} | awk '{{print $2}}' | cut -d: -f1 | "
+            f"sort -u -t. -k1,1n -k2,2n -k3,3n -k4,4n > {out}"
+        )
     elif kind == "haproxy":
         path = w.pick((f"{HOME}/haproxy/haproxy.cfg", f"{HOME}/{svc}/haproxy.cfg"))
         live = [_ip(w) for _ in range(w.randint(3, 6))]
         other = [_ip(w) for _ in range(w.randint(1, 3))]
-        lines = ["global", "    maxconn 2048", "", "frontend web", "    bind *:80", f"    default_backend {svc}", "",
-                 f"backend {svc}", "    balance roundrobin"]
+        lines = [
+            "global",
+            "    maxconn 2048",
+            "",
+            "frontend web",
+            "    bind *:80",
+            f"    default_backend {svc}",
+            "",
+            f"backend {svc}",
+            "    balance roundrobin",
+        ]
         lines += [f"    server {svc}{i + 1} {ip}:{w.pick(_PORTS)} check" for i, ip in enumerate(live)]
-        lines += ["", "backend admin"] + [f"    server admin{i + 1} {ip}:9000 check" for i, ip in enumerate(other)]
+        lines += ["", "backend admin"] + [
+            f"    server admin{i + 1} {ip}:9000 check" for i, ip in enumerate(other)
+        ]
         want = sorted(set(live), key=lambda s: tuple(int(x) for x in s.split(".")))
         what = _f(w, "the IP addresses of the servers in the backend {svc} (not the admin backend)", svc=svc)
-        ref = (f"awk '/^backend/ {{b = $2}} b == \"{svc}\" && $1 == \"server\" {{split($3, a, \":\"); print a[1]}}' "
-               f"{path} | sort -u -t. -k1,1n -k2,2n -k3,3n -k4,4n > {out}")
+        ref = (
+            f'awk \'/^backend/ {{b = $2}} b == "{svc}" && $1 == "server" {{split($3, a, ":"); print a[1]}}\' '
+            f"{path} | sort -u -t. -k1,1n -k2,2n -k3,3n -k4,4n > {out}"
+        )
     elif kind == "resolv":
-        path = w.pick((f"{HOME}/{w.pick(('snapshots', 'incident', 'notes'))}/resolv.conf", f"{HOME}/resolv.conf.saved"))
+        path = w.pick(
+            (f"{HOME}/{w.pick(('snapshots', 'incident', 'notes'))}/resolv.conf", f"{HOME}/resolv.conf.saved")
+        )
         servers = [_ip(w) for _ in range(w.randint(2, 4))]
-        lines = [f"# generated by {w.pick(('NetworkManager', 'dhclient', 'netplan'))}",
-                 f"search {w.pick(_DOMAINS)} {w.pick(_DOMAINS)}"]
+        lines = [
+            f"# generated by {w.pick(('NetworkManager', 'dhclient', 'netplan'))}",
+            f"search {w.pick(_DOMAINS)} {w.pick(_DOMAINS)}",
+        ]
         lines += [f"nameserver {s}" for s in servers]
         lines.insert(w.randint(2, len(lines)), f"#nameserver {_ip(w)}")
         lines.append(f"options timeout:{w.randint(1, 5)} attempts:{w.randint(1, 3)}")
         want = servers
         ordered = True
-        what = _f(w, "the nameserver addresses {it uses|configured there}, in the order they appear (commented-out "
-                     "ones do not count)")
+        what = _f(
+            w,
+            "the nameserver addresses {it uses|configured there}, in the order they appear (commented-out "
+            "ones do not count)",
+        )
         ref = f"awk '$1 == \"nameserver\" {{print $2}}' {path} > {out}"
     else:
         path = w.pick((f"{HOME}/hosts.{w.pick(('snapshot', 'old', 'export'))}", f"{HOME}/inventory/hosts"))
@@ -497,22 +773,36 @@ def config_ip_report(w: World) -> Draft:
         want = sorted(h for _, h in inside)
         w.note(net)
         what = _f(w, "the host names whose address is in the {net}.0/24 network", net=net)
-        ref = (f"awk '$1 ~ /^{net.replace('.', chr(92) + '.')}\\./ {{print $2}}' {path} | sort > {out}")
-    fmt = (_f(w, "one per line, in {that|the file's} order") if ordered
-           else _f(w, "one per line, {each once|without duplicates}, sorted") + (
-               " " + _f(w, "{numerically|by address}") if kind in ("upstream", "haproxy") else ""))
+        ref = f"awk '$1 ~ /^{net.replace('.', chr(92) + '.')}\\./ {{print $2}}' {path} | sort > {out}"
+    fmt = (
+        _f(w, "one per line, in {that|the file's} order")
+        if ordered
+        else _f(w, "one per line, {each once|without duplicates}, sorted")
+        + (" " + _f(w, "{numerically|by address}") if kind in ("upstream", "haproxy") else "")
+    )
     task = w.phrase(
         "{Extract|List} {what} from {path} into {out}, {fmt}.",
         "{Read|Take} {what} from {path} and {write|save} them to {out}, {fmt}.",
         "Ticket: for the firewall review, {put|write} {what} from {path} into {out}; {fmt}.",
         "Could you go through {path} and write {what} to {out}? {fmt_c}.",
-        what=what, path=w.path_ref(path, "file"), out=w.path_ref(out, "file"), fmt=fmt, fmt_c=fmt[:1].upper()
-        + fmt[1:])
+        what=what,
+        path=w.path_ref(path, "file"),
+        out=w.path_ref(out, "file"),
+        fmt=fmt,
+        fmt_c=fmt[:1].upper() + fmt[1:],
+    )
     expected = "".join(x + "\n" for x in want)
-    check = ("#!/bin/bash\n"
-             f"[ -f {quote(out)} ] || exit 1\n"
-             f"[ \"$(sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' {quote(out)} | grep -v '^$')\" = "
-             f"\"$(printf %s {quote(expected)})\" ]\n")
+    check = (
+        "#!/bin/bash\n"
+        f"[ -f {quote(out)} ] || exit 1\n"
+        f"[ \"$(sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' {quote(out)} | grep -v '^$')\" = "
+        f'"$(printf %s {quote(expected)})" ]\n'
+    )
     reference = [f"cat {path}", ref, f"cat {out}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=2 if kind == "resolv" else 3,
-                 files={path: "".join(line + "\n" for line in lines)})
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=2 if kind == "resolv" else 3,
+        files={path: "".join(line + "\n" for line in lines)},
+    )

@@ -15,18 +15,22 @@ from bashgym_assets.scenarios.factory.world import HOME, SERVICES, WORDS, World,
 # an idle daemon: the child sleep closes fd 3 so only the daemon itself holds what it opened there
 _IDLE = "#!/bin/bash\nwhile :; do sleep 100000 3>&- & wait $!; done\n"
 _STUBBORN = "#!/bin/bash\ntrap '' TERM INT HUP\nwhile :; do sleep 100000 3>&- & wait $!; done\n"
-_HOLDER = "#!/bin/bash\nexec 3>>\"$HOLD\"\nunset HOLD\nwhile :; do sleep 100000 3>&- & wait $!; done\n"
+_HOLDER = '#!/bin/bash\nexec 3>>"$HOLD"\nunset HOLD\nwhile :; do sleep 100000 3>&- & wait $!; done\n'
 _ROLES = ("worker", "agent", "sync", "poller", "watcher", "relay", "feeder", "pump", "runner", "daemon")
 _SUFFIXES = ("d", "2", "-mon", "ctl", "-old")
-_START = ('st() { n=$1; u=$2; shift 2; b=$(pgrep -c -x -P 1 "$n" || true); '
-          'runuser -u "$u" -- "$@" </dev/null >/dev/null 2>&1; '
-          'for i in $(seq 300); do [ "$(pgrep -c -x -P 1 "$n" || true)" -gt "$b" ] && break; sleep 0.02; done; '
-          'pgrep -n -x -P 1 "$n"; }')
+_START = (
+    'st() { n=$1; u=$2; shift 2; b=$(pgrep -c -x -P 1 "$n" || true); '
+    'runuser -u "$u" -- "$@" </dev/null >/dev/null 2>&1; '
+    'for i in $(seq 300); do [ "$(pgrep -c -x -P 1 "$n" || true)" -gt "$b" ] && break; sleep 0.02; done; '
+    'pgrep -n -x -P 1 "$n"; }'
+)
 # fail: says which line failed and what ran, so a gate rejection explains itself
-_CHECK_FUNCS = ('alive() { kill -0 "$1" 2>/dev/null && [ "$(ps -o stat= -p "$1" | cut -c1)" != Z ]; }\n'
-                'gone() { local i p a; for i in $(seq 12); do a=0; for p in "$@"; do alive "$p" && a=1; done; '
-                '[ $a = 0 ] && return 0; sleep 0.05; done; return 1; }\n'
-                'fail() { ps -eo pid,ppid,stat,ni,user,comm | head -30; echo "check failed at line $1"; exit 1; }\n')
+_CHECK_FUNCS = (
+    'alive() { kill -0 "$1" 2>/dev/null && [ "$(ps -o stat= -p "$1" | cut -c1)" != Z ]; }\n'
+    'gone() { local i p a; for i in $(seq 12); do a=0; for p in "$@"; do alive "$p" && a=1; done; '
+    "[ $a = 0 ] && return 0; sleep 0.05; done; return 1; }\n"
+    'fail() { ps -eo pid,ppid,stat,ni,user,comm | head -30; echo "check failed at line $1"; exit 1; }\n'
+)
 
 
 def _f(w: World, template: str, **values: object) -> str:
@@ -36,13 +40,21 @@ def _f(w: World, template: str, **values: object) -> str:
 
 def _name(w: World) -> str:
     """A daemon name of at most 11 characters, not drawn before."""
+
     def make() -> str:
         for _ in range(40):
-            name = w.pick((f"{w.pick(SERVICES)}-{w.pick(_ROLES)}", f"{w.pick(SERVICES)}d",
-                           f"{w.pick(WORDS)}-{w.pick(_ROLES)}", f"{w.pick(SERVICES)}{w.pick(('-w', 'srv', 'mgr'))}"))
+            name = w.pick(
+                (
+                    f"{w.pick(SERVICES)}-{w.pick(_ROLES)}",
+                    f"{w.pick(SERVICES)}d",
+                    f"{w.pick(WORDS)}-{w.pick(_ROLES)}",
+                    f"{w.pick(SERVICES)}{w.pick(('-w', 'srv', 'mgr'))}",
+                )
+            )
             if len(name) <= 11:
                 return name
         return f"{w.pick(('qd', 'jd', 'kd'))}{w.randint(10, 99)}"
+
     return w.unique(make)
 
 
@@ -66,8 +78,15 @@ class _Procs:
     def program(self, name: str, body: str = _IDLE) -> None:
         self.files[f"/usr/local/bin/{name}"] = body
 
-    def start(self, name: str, user: str = "operator", args: str = "", env: str = "", nice: int = 0,
-              gap: bool = False) -> str:
+    def start(
+        self,
+        name: str,
+        user: str = "operator",
+        args: str = "",
+        env: str = "",
+        nice: int = 0,
+        gap: bool = False,
+    ) -> str:
         """Launch one instance; returns the path of the file holding its PID (for the check). ``gap`` waits a few
         clock ticks after, so instances started in a row have distinct start times (pgrep -o/-n tell them apart)."""
         if f"/usr/local/bin/{name}" not in self.files:
@@ -76,8 +95,10 @@ class _Procs:
         record = f"{self.dir}/{self.count}"
         prefix = (f"env {env} " if env else "") + (f"nice -n {nice} " if nice else "")
         tail = f" {args}" if args else ""
-        self.lines.append(f"st {name} {user} {prefix}setsid -f /usr/local/bin/{name}{tail} > {record}"
-                          + ("; sleep 0.03" if gap else ""))
+        self.lines.append(
+            f"st {name} {user} {prefix}setsid -f /usr/local/bin/{name}{tail} > {record}"
+            + ("; sleep 0.03" if gap else "")
+        )
         return record
 
     def run(self, command: str) -> None:
@@ -94,10 +115,12 @@ def _check(*lines: str) -> str:
 
 
 def _alive_all(records: list[str]) -> list[str]:
-    return [f"alive \"$(cat {r})\" || exit 1" for r in records]
+    return [f'alive "$(cat {r})" || exit 1' for r in records]
 
 
-@family("processes-kill-by-name", "processes", "stop every process with a given name, leaving all others running")
+@family(
+    "processes-kill-by-name", "processes", "stop every process with a given name, leaving all others running"
+)
 def kill_by_name(w: World) -> Draft:
     root = w.chance(0.3)
     name = _name(w)
@@ -106,14 +129,19 @@ def kill_by_name(w: World) -> Draft:
     procs.program(name, _STUBBORN if stubborn else _IDLE)
     users = ("operator", "www-data", "daemon") if root else ("operator",)
     n = w.randint(1, 4)
-    decoys: list[tuple[str, str, str]] = []       # name, user, args
+    decoys: list[tuple[str, str, str]] = []  # name, user, args
     for _ in range(w.randint(1, 3)):
         kind = w.pick(("suffix", "suffix", "args", "other"))
         if kind == "suffix":
             decoys.append((_decoy_name(w, name), w.pick(users), ""))
         elif kind == "args":
-            decoys.append((w.unique(lambda: f"{w.pick(('log', 'tail', 'stat'))}-{w.pick(_ROLES)}"), w.pick(users),
-                           f"--follow /var/log/{name}.log"))
+            decoys.append(
+                (
+                    w.unique(lambda: f"{w.pick(('log', 'tail', 'stat'))}-{w.pick(_ROLES)}"),
+                    w.pick(users),
+                    f"--follow /var/log/{name}.log",
+                )
+            )
         else:
             decoys.append((_name(w), w.pick(users), ""))
     launches = [("target", name, w.pick(users), "") for _ in range(n)] + [("decoy", *d) for d in decoys]
@@ -125,43 +153,84 @@ def kill_by_name(w: World) -> Draft:
     keep_names = sorted({d[0] for d in decoys})
     many = _f(w, "{every|each} {instance|copy} of it") if n > 1 else _f(w, "{it|the process}")
     listed = ", ".join(keep_names[:-1]) + " and " + keep_names[-1] if len(keep_names) > 1 else keep_names[0]
-    others = w.spin("{everything else|all other processes} ({including|even} {k}) must keep running", k=listed)
-    where = _f(w, "{on this machine|on the system}, whichever user runs it") if root else \
-        _f(w, "{running under your account|that you are running}")
-    where2 = _f(w, "{on this machine|on the system}") if root else _f(w, "{under your account|in your session}")
+    others = w.spin(
+        "{everything else|all other processes} ({including|even} {k}) must keep running", k=listed
+    )
+    where = (
+        _f(w, "{on this machine|on the system}, whichever user runs it")
+        if root
+        else _f(w, "{running under your account|that you are running}")
+    )
+    where2 = (
+        _f(w, "{on this machine|on the system}") if root else _f(w, "{under your account|in your session}")
+    )
     hung = ""
     if stubborn:
-        hung = " " + (w.spin("They are hung and ignore the {normal|polite} termination signal.") if n > 1
-                      else w.spin("It is hung and ignores the {normal|polite} termination signal."))
+        hung = " " + (
+            w.spin("They are hung and ignore the {normal|polite} termination signal.")
+            if n > 1
+            else w.spin("It is hung and ignores the {normal|polite} termination signal.")
+        )
     task = w.phrase(
         "Stop every process named exactly {name} {where}.{hung} {others}.",
         "{Please |}{kill|terminate} every {name} process {where}.{hung} {others}.",
         "Ticket: {name} is misbehaving {where2}. {Terminate|Stop|Kill} {many}.{hung} {others}.",
         "Could you {get rid of|shut down} every {name} process {where}?{hung} {others}.",
-        name=name, where=where, where2=where2, hung=hung, others=others, many=many)
-    check = _check("gone " + " ".join(f"\"$(cat {r})\"" for r in targets) + " || exit 1",
-                   f"! pgrep -x {name} >/dev/null || exit 1", *_alive_all(keep))
+        name=name,
+        where=where,
+        where2=where2,
+        hung=hung,
+        others=others,
+        many=many,
+    )
+    check = _check(
+        "gone " + " ".join(f'"$(cat {r})"' for r in targets) + " || exit 1",
+        f"! pgrep -x {name} >/dev/null || exit 1",
+        *_alive_all(keep),
+    )
     look = w.pick((f"pgrep -a {name}", f"ps -eo pid,user,comm,args | grep {name}", "ps -ef"))
     if stubborn:
         soft = w.pick((f"pkill -x {name}", f"killall {name}"))
-        kill = [soft, f"sleep 0.5; pgrep -a -x {name}",
-                w.pick((f"pkill -KILL -x {name}", f"killall -9 {name}", f"kill -9 $(pgrep -x {name})"))]
+        kill = [
+            soft,
+            f"sleep 0.5; pgrep -a -x {name}",
+            w.pick((f"pkill -KILL -x {name}", f"killall -9 {name}", f"kill -9 $(pgrep -x {name})")),
+        ]
     else:
-        kill = [w.pick((f"pkill -x {name}", f"killall {name}", f"kill $(pgrep -x {name})",
-                        f"pgrep -x {name} | xargs kill"))]
+        kill = [
+            w.pick(
+                (
+                    f"pkill -x {name}",
+                    f"killall {name}",
+                    f"kill $(pgrep -x {name})",
+                    f"pgrep -x {name} | xargs kill",
+                )
+            )
+        ]
     reference = [look, *kill, f"sleep 0.5; pgrep -a -x {name} || echo 'none left'"]
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if stubborn else 2, files=files,
-                 setup=setup, user="root" if root else "operator")
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=3 if stubborn else 2,
+        files=files,
+        setup=setup,
+        user="root" if root else "operator",
+    )
 
 
-@family("processes-record-pid", "processes", "find one process's PID (by name, age, owner or arguments) into a file")
+@family(
+    "processes-record-pid",
+    "processes",
+    "find one process's PID (by name, age, owner or arguments) into a file",
+)
 def record_pid(w: World) -> Draft:
     name = _name(w)
     procs = _Procs(w)
     variant = w.pick(("single", "oldest", "newest", "args", "user"))
     others_users = ("www-data", "daemon")
     target = ""
-    instances: list[tuple[str, str]] = []   # user, args
+    instances: list[tuple[str, str]] = []  # user, args
     pick_user, arg_val = "", ""
     if variant == "single":
         instances = [("operator", "")]
@@ -173,7 +242,9 @@ def record_pid(w: World) -> Draft:
         instances = [("operator", f"--queue {v}") for v in vals]
     else:
         pick_user = w.pick(others_users)
-        instances = [(pick_user, "")] + [(u, "") for u in w.sample(["operator", *others_users], 2) if u != pick_user]
+        instances = [(pick_user, "")] + [
+            (u, "") for u in w.sample(["operator", *others_users], 2) if u != pick_user
+        ]
         instances = w.shuffled(instances)
     records = []
     decoy = _decoy_name(w, name)
@@ -194,11 +265,16 @@ def record_pid(w: World) -> Draft:
     out = f"{HOME}/{w.pick((name + '.pid', 'pid.txt', name + '_pid.txt', 'target.pid'))}"
     which = {
         "single": _f(w, "the running {name} process", name=name),
-        "oldest": _f(w, "the {oldest|first-started} of the {name} processes{| (the one started first)}",
-                         name=name),
+        "oldest": _f(
+            w, "the {oldest|first-started} of the {name} processes{| (the one started first)}", name=name
+        ),
         "newest": _f(w, "the {newest|most recently started} {name} process", name=name),
-        "args": _f(w, "the {name} process {that works on|handling} the queue {q} (its command line has "
-                       "--queue {q})", name=name, q=arg_val),
+        "args": _f(
+            w,
+            "the {name} process {that works on|handling} the queue {q} (its command line has --queue {q})",
+            name=name,
+            q=arg_val,
+        ),
         "user": _f(w, "the {name} process {run by|owned by|running as} the user {u}", name=name, u=pick_user),
     }[variant]
     which_l = which[:1].lower() + which[1:]
@@ -207,23 +283,37 @@ def record_pid(w: World) -> Draft:
         "{Find|Look up} the process ID of {which} and {save|put} it in {out}, {nothing else|only the number}.",
         "Ticket: {monitoring|the watchdog} needs the PID of {which}. {Store|Write} it in {out}.",
         "What is the PID of {which}? {Put|Write} the number in {out}.",
-        which=which_l, out=w.path_ref(out, "file"))
-    check = _check(f"[ -f {quote(out)} ] || exit 1",
-                   f"[ \"$(tr -d '[:space:]' < {quote(out)})\" = \"$(cat {target})\" ] || exit 1")
+        which=which_l,
+        out=w.path_ref(out, "file"),
+    )
+    check = _check(
+        f"[ -f {quote(out)} ] || exit 1",
+        f'[ "$(tr -d \'[:space:]\' < {quote(out)})" = "$(cat {target})" ] || exit 1',
+    )
     find = {
         "single": w.pick((f"pgrep -x {name}", f"pidof {name}")),
         "oldest": f"pgrep -o -x {name}",
         "newest": f"pgrep -n -x {name}",
-        "args": w.pick((f"pgrep -f -- '{name} --queue {arg_val}$'",
-                        f"ps -eo pid,args | awk '/[{name[0]}]{name[1:]} --queue {arg_val}$/ {{print $1}}'")),
+        "args": w.pick(
+            (
+                f"pgrep -f -- '{name} --queue {arg_val}$'",
+                f"ps -eo pid,args | awk '/[{name[0]}]{name[1:]} --queue {arg_val}$/ {{print $1}}'",
+            )
+        ),
         "user": f"pgrep -x -u {pick_user} {name}",
     }[variant]
     look = w.pick((f"ps -eo pid,user,lstart,args | grep {name}", f"pgrep -a {name}", "ps -ef"))
-    if variant == "single" and find.startswith("pidof"):   # pidof also prints scripts run by name
+    if variant == "single" and find.startswith("pidof"):  # pidof also prints scripts run by name
         find = f"pgrep -x {name}"
     reference = [look, f"{find} > {quote(out)}", f"cat {quote(out)}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=1 if variant == "single" else 2,
-                 files=files, setup=setup)
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=1 if variant == "single" else 2,
+        files=files,
+        setup=setup,
+    )
 
 
 @family("processes-renice", "processes", "lower the CPU priority (raise the niceness) of running processes")
@@ -235,7 +325,7 @@ def renice(w: World) -> Draft:
     start_nice = w.pick((0, 0, 0, 2))
     w.note(level)
     targets: list[str] = []
-    keep: list[tuple[str, int]] = []     # record, the niceness it must keep
+    keep: list[tuple[str, int]] = []  # record, the niceness it must keep
     arg_val = ""
     if variant == "one":
         targets.append(procs.start(name, nice=start_nice))
@@ -253,43 +343,75 @@ def renice(w: World) -> Draft:
     for _ in range(w.randint(1, 2)):
         keep.append((procs.start(w.pick((_decoy_name(w, name), _name(w)))), 0))
     files, setup = procs.install()
-    which = {"one": _f(w, "the running {name} process", name=name),
-             "all": _f(w, "{every|each} running {name} process{| (there are several)}", name=name),
-             "args": _f(w, "the {name} process {running the job|whose command line has --job} {j}", name=name,
-                            j=arg_val)}[variant]
-    keep_text = w.pick(("other processes must keep their current priority",
-                        "everything else must keep its current priority",
-                        "leave the priority of every other process as it is"))
-    alive = _f(w, "without restarting {it|anything}") if variant != "all" else _f(w, "without restarting "
-                                                                                  "{them|anything}")
+    which = {
+        "one": _f(w, "the running {name} process", name=name),
+        "all": _f(w, "{every|each} running {name} process{| (there are several)}", name=name),
+        "args": _f(
+            w, "the {name} process {running the job|whose command line has --job} {j}", name=name, j=arg_val
+        ),
+    }[variant]
+    keep_text = w.pick(
+        (
+            "other processes must keep their current priority",
+            "everything else must keep its current priority",
+            "leave the priority of every other process as it is",
+        )
+    )
+    alive = (
+        _f(w, "without restarting {it|anything}")
+        if variant != "all"
+        else _f(w, "without restarting {them|anything}")
+    )
     task = w.phrase(
         "Set the niceness of {which} to {n} {alive}; {keep}.",
         "{which_c} is {hogging the CPU|slowing everything down}. {Lower its priority|Make it nicer} by setting its "
         "nice value to {n} {alive}; {keep}.",
         "Ticket: {please |}renice {which} to {n} {alive}. {keep_c}.",
         "Could you {drop|lower} the CPU priority of {which} to a nice value of {n}, {alive}? {keep_c}.",
-        which=which, which_c=which[:1].upper() + which[1:], n=level, alive=alive, keep=keep_text,
-        keep_c=keep_text[:1].upper() + keep_text[1:])
-    check = _check(*[f"p=$(cat {r}); alive \"$p\" || exit 1\n[ \"$(ps -o ni= -p \"$p\" | tr -d ' ')\" = {level} ] "
-                     f"|| exit 1" for r in targets],
-                   *[f"p=$(cat {r}); alive \"$p\" || exit 1\n[ \"$(ps -o ni= -p \"$p\" | tr -d ' ')\" = {ni} ] "
-                     "|| exit 1" for r, ni in keep])
-    pids = {"one": f"$(pgrep -x {name})", "all": f"$(pgrep -x {name})",
-            "args": f"$(pgrep -f -- '{name} --job {arg_val}$')"}[variant]
+        which=which,
+        which_c=which[:1].upper() + which[1:],
+        n=level,
+        alive=alive,
+        keep=keep_text,
+        keep_c=keep_text[:1].upper() + keep_text[1:],
+    )
+    check = _check(
+        *[
+            f'p=$(cat {r}); alive "$p" || exit 1\n[ "$(ps -o ni= -p "$p" | tr -d \' \')" = {level} ] '
+            f"|| exit 1"
+            for r in targets
+        ],
+        *[
+            f'p=$(cat {r}); alive "$p" || exit 1\n[ "$(ps -o ni= -p "$p" | tr -d \' \')" = {ni} ] || exit 1'
+            for r, ni in keep
+        ],
+    )
+    pids = {
+        "one": f"$(pgrep -x {name})",
+        "all": f"$(pgrep -x {name})",
+        "args": f"$(pgrep -f -- '{name} --job {arg_val}$')",
+    }[variant]
     cmd = w.pick((f"renice -n {level} -p {pids}", f"renice {level} -p {pids}"))
     if variant == "all" and w.chance(0.4):
         cmd = f"pgrep -x {name} | xargs renice -n {level} -p"
-    reference = [w.pick((f"ps -o pid,ni,args -C {name}", "ps -u operator -o pid,ni,comm,args")), cmd,
-                 f"ps -o pid,ni,args -C {name}"]
+    reference = [
+        w.pick((f"ps -o pid,ni,args -C {name}", "ps -u operator -o pid,ni,comm,args")),
+        cmd,
+        f"ps -o pid,ni,args -C {name}",
+    ]
     return Draft(task=task, check=check, reference=reference, difficulty=2, files=files, setup=setup)
 
 
-@family("processes-file-holder", "processes", "find the process holding a file open (fuser, /proc) and report or stop it")
+@family(
+    "processes-file-holder",
+    "processes",
+    "find the process holding a file open (fuser, /proc) and report or stop it",
+)
 def file_holder(w: World) -> Draft:
     base = w.pick((f"{HOME}/{w.dirname()}", f"/var/tmp/{w.pick(SERVICES)}", f"/srv/{w.pick(SERVICES)}/run"))
     k = w.randint(2, 4)
     exts = w.pick((("lck",), ("db", "lck"), ("log",), ("dat", "idx", "db")))
-    names = [w.filename(w.pick(exts)) for _ in range(k + 1)]   # the last one is held by nobody
+    names = [w.filename(w.pick(exts)) for _ in range(k + 1)]  # the last one is held by nobody
     same_name = w.chance(0.5)
     prog = _name(w) if same_name else ""
     procs = _Procs(w)
@@ -300,8 +422,11 @@ def file_holder(w: World) -> Draft:
     if base.startswith(HOME):
         files = {f"{base}/{n}": "" for n in names}
     else:
-        procs.run(f"mkdir -p {base} && touch " + " ".join(f"{base}/{n}" for n in names)
-                  + f" && chown -R operator:operator {base}")
+        procs.run(
+            f"mkdir -p {base} && touch "
+            + " ".join(f"{base}/{n}" for n in names)
+            + f" && chown -R operator:operator {base}"
+        )
     recs, progs = [], []
     for i in range(k):
         pname = prog if same_name else _name(w)
@@ -314,12 +439,17 @@ def file_holder(w: World) -> Draft:
     pfiles, setup = procs.install()
     files.update(pfiles)
     out = f"{HOME}/{w.pick(('holder', 'culprit', 'owner', 'who'))}.{w.pick(('txt', 'pid'))}"
-    report = {"pid": _f(w, "{its PID|the process ID}"), "kill": _f(w, "{its PID|the process ID}"),
-              "name": _f(w, "{its name|the program's name} (as ps shows it)")}[variant]
+    report = {
+        "pid": _f(w, "{its PID|the process ID}"),
+        "kill": _f(w, "{its PID|the process ID}"),
+        "name": _f(w, "{its name|the program's name} (as ps shows it)"),
+    }[variant]
     stop = ""
     if variant == "kill":
-        stop = " " + w.spin("Then {stop|terminate} that process, and only that one: the other {p}processes keep "
-                            "running.", p=f"{prog} " if same_name else "")
+        stop = " " + w.spin(
+            "Then {stop|terminate} that process, and only that one: the other {p}processes keep running.",
+            p=f"{prog} " if same_name else "",
+        )
     noloc = w.pick(("", " (lsof is not installed)", " (there is no lsof here)"))
     task = w.phrase(
         "{Some process|Something} {keeps|is keeping} {f} open{noloc}. Find {which|the process} and write {report} "
@@ -328,49 +458,83 @@ def file_holder(w: World) -> Draft:
         "Ticket: {f} is {locked|busy} and the {migration|cleanup|backup} cannot start. {Identify|Find} the process "
         "holding it open and {save|record} {report} in {out}.{stop}",
         "Could you find out what is holding {f} open{noloc}? I need {report} in {out}.{stop}",
-        f=w.path_ref(target_file, "file"), noloc=noloc, report=report, out=w.path_ref(out, "file"), stop=stop)
+        f=w.path_ref(target_file, "file"),
+        noloc=noloc,
+        report=report,
+        out=w.path_ref(out, "file"),
+        stop=stop,
+    )
     got = f"$(tr -d '[:space:]' < {quote(out)})"
     lines = [f"[ -f {quote(out)} ] || exit 1"]
     if variant == "name":
-        lines.append(f"[ \"{got}\" = {target_prog} ] || exit 1")
+        lines.append(f'[ "{got}" = {target_prog} ] || exit 1')
     else:
-        lines.append(f"[ \"{got}\" = \"$(cat {target_rec})\" ] || exit 1")
+        lines.append(f'[ "{got}" = "$(cat {target_rec})" ] || exit 1')
     if variant == "kill":
-        lines.append(f"gone \"$(cat {target_rec})\" || exit 1")
+        lines.append(f'gone "$(cat {target_rec})" || exit 1')
         lines += _alive_all([r for r in recs if r != target_rec])
     check = _check(*lines)
     q = quote(target_file)
     if variant == "name":
-        find = w.pick((f"ps -o comm= -p $(fuser {q} 2>/dev/null) > {quote(out)}",
-                       f"ps -o comm= -p \"$(fuser {q} 2>/dev/null | awk '{{print $1}}')\" > {quote(out)}"))
+        find = w.pick(
+            (
+                f"ps -o comm= -p $(fuser {q} 2>/dev/null) > {quote(out)}",
+                f"ps -o comm= -p \"$(fuser {q} 2>/dev/null | awk '{{print $1}}')\" > {quote(out)}",
+            )
+        )
     else:
-        find = w.pick((f"fuser {q} 2>/dev/null | awk '{{print $1}}' > {quote(out)}",
-                       f"fuser {q} 2>/dev/null | tr -d ' ' > {quote(out)}",
-                       f"find /proc/[0-9]*/fd -lname {q} 2>/dev/null | cut -d/ -f3 | sort -u > {quote(out)}"))
-    reference = [w.pick((f"fuser -v {q}", f"ls -l /proc/[0-9]*/fd 2>/dev/null | grep {q}")), find,
-                 f"cat {quote(out)}"]
+        find = w.pick(
+            (
+                f"fuser {q} 2>/dev/null | awk '{{print $1}}' > {quote(out)}",
+                f"fuser {q} 2>/dev/null | tr -d ' ' > {quote(out)}",
+                f"find /proc/[0-9]*/fd -lname {q} 2>/dev/null | cut -d/ -f3 | sort -u > {quote(out)}",
+            )
+        )
+    reference = [
+        w.pick((f"fuser -v {q}", f"ls -l /proc/[0-9]*/fd 2>/dev/null | grep {q}")),
+        find,
+        f"cat {quote(out)}",
+    ]
     if variant == "kill":
-        reference += [f"kill $(cat {quote(out)})", w.pick((f"fuser -v {q} || echo released",
-                                                            "ps -u operator -o pid,comm"))]
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if variant == "kill" else 2,
-                 files=files, setup=setup)
+        reference += [
+            f"kill $(cat {quote(out)})",
+            w.pick((f"fuser -v {q} || echo released", "ps -u operator -o pid,comm")),
+        ]
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=3 if variant == "kill" else 2,
+        files=files,
+        setup=setup,
+    )
 
 
-_SIGNALS = {"HUP": ("reload|re-read", "its configuration", "reload"),
-            "USR1": ("reopen", "its log files", "reopen-logs"),
-            "USR2": ("dump", "its statistics", "dump-stats")}
+_SIGNALS = {
+    "HUP": ("reload|re-read", "its configuration", "reload"),
+    "USR1": ("reopen", "its log files", "reopen-logs"),
+    "USR2": ("dump", "its statistics", "dump-stats"),
+}
 
 
-@family("processes-signal-daemon", "processes", "send a daemon the signal that makes it reload, without restarting it")
+@family(
+    "processes-signal-daemon",
+    "processes",
+    "send a daemon the signal that makes it reload, without restarting it",
+)
 def signal_daemon(w: World) -> Draft:
     name = _name(w)
     sig = w.pick(("HUP", "HUP", "USR1", "USR2"))
     verbs, obj, action = _SIGNALS[sig]
     logdir = f"/var/log/{name}"
-    body = ("#!/bin/bash\n"
-            + "".join(f"trap 'printf \"%(%T)T pid=%s signal={s} action={a[2]}\\n\" -1 $$ >> {logdir}/{name}.log' {s}\n"
-                      for s, a in _SIGNALS.items())
-            + "trap 'exit 0' TERM\nwhile :; do sleep 100000 3>&- & wait $!; done\n")
+    body = (
+        "#!/bin/bash\n"
+        + "".join(
+            f"trap 'printf \"%(%T)T pid=%s signal={s} action={a[2]}\\n\" -1 $$ >> {logdir}/{name}.log' {s}\n"
+            for s, a in _SIGNALS.items()
+        )
+        + "trap 'exit 0' TERM\nwhile :; do sleep 100000 3>&- & wait $!; done\n"
+    )
     procs = _Procs(w)
     procs.program(name, body)
     procs.run(f"mkdir -p {logdir} && touch {logdir}/{name}.log && chown -R operator:operator {logdir}")
@@ -380,7 +544,9 @@ def signal_daemon(w: World) -> Draft:
     if variant == "one":
         targets.append(procs.start(name))
     elif variant == "all":
-        targets = [procs.start(name, args=f"--config /etc/{name}/{w.word()}.conf") for _ in range(w.randint(2, 3))]
+        targets = [
+            procs.start(name, args=f"--config /etc/{name}/{w.word()}.conf") for _ in range(w.randint(2, 3))
+        ]
     else:
         confs = [w.word() for _ in range(w.randint(2, 3))]
         conf = f"/etc/{name}/{w.pick(confs)}.conf"
@@ -394,9 +560,11 @@ def signal_daemon(w: World) -> Draft:
     verb = w.pick(verbs.split("|"))
     what = f"{verb} {obj}"
     whats = f"{verb}s {obj}"
-    which = {"one": _f(w, "the running {n}", n=name),
-             "all": _f(w, "every running {n} {instance|process}", n=name),
-             "config": _f(w, "the {n} instance started with --config {c}", n=name, c=conf)}[variant]
+    which = {
+        "one": _f(w, "the running {n}", n=name),
+        "all": _f(w, "every running {n} {instance|process}", n=name),
+        "config": _f(w, "the {n} instance started with --config {c}", n=name, c=conf),
+    }[variant]
     task = w.phrase(
         "The {n} daemon {v}s {o} when it receives SIG{sig}. Make {which} {v} {o} now, without restarting it (it "
         "must keep its PID).",
@@ -405,31 +573,63 @@ def signal_daemon(w: World) -> Draft:
         "Ticket: {which} has to {what}. It does that on SIG{sig}; {restarting is not allowed|do not restart it}.",
         "Could you get {which} to {what}? It {handles|listens for} SIG{sig} for that. Keep it running with the same "
         "PID.",
-        n=name, v=verb, o=obj, sig=sig, which=which, what=what, whats=whats, other=other)
+        n=name,
+        v=verb,
+        o=obj,
+        sig=sig,
+        which=which,
+        what=what,
+        whats=whats,
+        other=other,
+    )
     log = quote(f"{logdir}/{name}.log")
     # one short wait for every target's handler (already run in practice: the reference ends after it)
-    seen = " && ".join(f"grep -q \"pid=$(cat {r}) signal={sig} \" {log}" for r in targets)
+    seen = " && ".join(f'grep -q "pid=$(cat {r}) signal={sig} " {log}' for r in targets)
     lines = [f"for i in $(seq 12); do {{ {seen}; }} && break; sleep 0.05; done"]
     for r in targets:
-        lines += [f"p=$(cat {r}); alive \"$p\" || exit 1",
-                  f"grep -q \"pid=$p signal={sig} \" {log} || exit 1",
-                  f"! grep \"pid=$p \" {log} | grep -qv \"signal={sig} \" || exit 1"]
+        lines += [
+            f'p=$(cat {r}); alive "$p" || exit 1',
+            f'grep -q "pid=$p signal={sig} " {log} || exit 1',
+            f'! grep "pid=$p " {log} | grep -qv "signal={sig} " || exit 1',
+        ]
     for r in keep:
-        lines += [f"p=$(cat {r}); alive \"$p\" || exit 1", f"! grep -q \"pid=$p \" {log} || exit 1"]
-    lines += [f"alive \"$(cat {keep_other})\" || exit 1",
-              f"! grep -q signal= {quote(f'{logdir}/{other}.log')} || exit 1"]
+        lines += [f'p=$(cat {r}); alive "$p" || exit 1', f'! grep -q "pid=$p " {log} || exit 1']
+    lines += [
+        f'alive "$(cat {keep_other})" || exit 1',
+        f"! grep -q signal= {quote(f'{logdir}/{other}.log')} || exit 1",
+    ]
     check = _check(*lines)
-    send = {"one": w.pick((f"kill -{sig} $(pgrep -x {name})", f"pkill -{sig} -x {name}",
-                           f"kill -s {sig} $(pgrep -x {name})")),
-            "all": w.pick((f"pkill -{sig} -x {name}", f"killall -{sig} {name}")),
-            "config": f"pkill -{sig} -f -- '--config {conf}$'"}[variant]
-    reference = [w.pick((f"pgrep -a {name}", f"ps -eo pid,args | grep {name}")), send,
-                 f"sleep 0.5; tail -n 3 {log}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=2 if variant != "config" else 3,
-                 files=files, setup=setup)
+    send = {
+        "one": w.pick(
+            (
+                f"kill -{sig} $(pgrep -x {name})",
+                f"pkill -{sig} -x {name}",
+                f"kill -s {sig} $(pgrep -x {name})",
+            )
+        ),
+        "all": w.pick((f"pkill -{sig} -x {name}", f"killall -{sig} {name}")),
+        "config": f"pkill -{sig} -f -- '--config {conf}$'",
+    }[variant]
+    reference = [
+        w.pick((f"pgrep -a {name}", f"ps -eo pid,args | grep {name}")),
+        send,
+        f"sleep 0.5; tail -n 3 {log}",
+    ]
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=2 if variant != "config" else 3,
+        files=files,
+        setup=setup,
+    )
 
 
-@family("processes-count-instances", "processes", "count the running processes of one program (optionally one user)")
+@family(
+    "processes-count-instances",
+    "processes",
+    "count the running processes of one program (optionally one user)",
+)
 def count_instances(w: World) -> Draft:
     name = _name(w)
     procs = _Procs(w)
@@ -456,10 +656,15 @@ def count_instances(w: World) -> Draft:
     answer = counts[who] if by_user else sum(counts.values())
     w.note(who)
     out = f"{HOME}/{w.pick(('count', 'n_procs', name + '_count', 'instances'))}.txt"
-    scope = (_f(w, "{running as|owned by|belonging to} the user {u}", u=who) if by_user
-             else _f(w, "{in total|on the whole machine}, whatever user runs them"))
-    not_these = _f(w, f"{{similarly named programs such as {decoy} do not count|only that exact name counts, not "
-                      f"{decoy}}}")
+    scope = (
+        _f(w, "{running as|owned by|belonging to} the user {u}", u=who)
+        if by_user
+        else _f(w, "{in total|on the whole machine}, whatever user runs them")
+    )
+    not_these = _f(
+        w,
+        f"{{similarly named programs such as {decoy} do not count|only that exact name counts, not {decoy}}}",
+    )
     task = w.phrase(
         "How many {n} processes are there {scope}? Write {only|just} the number to {out}; {nd}.",
         "Count the {n} processes {scope} and {save|write} the {count|number} to {out} ({nd}).",
@@ -467,11 +672,24 @@ def count_instances(w: World) -> Draft:
         "{nd}.",
         "{Please |}find out how many {instances|copies} of {n} there are {scope}, and {record|write} the "
         "number in {out}. Note that {nd}.",
-        n=name, scope=scope, out=w.path_ref(out, "file"), nd=not_these)
-    check = _check(f"[ -f {quote(out)} ] || exit 1",
-                   f"[ \"$(tr -d '[:space:]' < {quote(out)})\" = {answer} ] || exit 1")
+        n=name,
+        scope=scope,
+        out=w.path_ref(out, "file"),
+        nd=not_these,
+    )
+    check = _check(
+        f"[ -f {quote(out)} ] || exit 1", f"[ \"$(tr -d '[:space:]' < {quote(out)})\" = {answer} ] || exit 1"
+    )
     flag = f" -u {who}" if by_user else ""
-    cmd = w.pick((f"pgrep -c -x{flag} {name} > {quote(out)}",
-                  f"ps -o comm= {'-u ' + who if by_user else '-e'} | grep -cx {name} > {quote(out)}"))
-    reference = [w.pick(("ps -eo user,pid,comm", f"ps -eo user,comm | grep {name}")), cmd, f"cat {quote(out)}"]
+    cmd = w.pick(
+        (
+            f"pgrep -c -x{flag} {name} > {quote(out)}",
+            f"ps -o comm= {'-u ' + who if by_user else '-e'} | grep -cx {name} > {quote(out)}",
+        )
+    )
+    reference = [
+        w.pick(("ps -eo user,pid,comm", f"ps -eo user,comm | grep {name}")),
+        cmd,
+        f"cat {quote(out)}",
+    ]
     return Draft(task=task, check=check, reference=reference, difficulty=2, files=files, setup=setup)

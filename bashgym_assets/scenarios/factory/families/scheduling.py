@@ -18,13 +18,54 @@ from bashgym_assets.scenarios.factory.world import FIRST_NAMES, HOME, SERVICES, 
 DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 _DAY_ABBR = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 # accounts and groups a Debian base system already has: a service account must not be called so
-_BASE_ACCOUNTS = frozenset({"root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp",
-                            "proxy", "www-data", "backup", "list", "irc", "_apt", "nobody", "operator", "staff",
-                            "users", "adm", "audio", "video", "disk", "src", "shadow", "utmp", "crontab"})
-_VERBS = ("backup", "cleanup", "report", "sync", "rotate", "export", "healthcheck", "digest", "prune", "reindex")
+_BASE_ACCOUNTS = frozenset(
+    {
+        "root",
+        "daemon",
+        "bin",
+        "sys",
+        "sync",
+        "games",
+        "man",
+        "lp",
+        "mail",
+        "news",
+        "uucp",
+        "proxy",
+        "www-data",
+        "backup",
+        "list",
+        "irc",
+        "_apt",
+        "nobody",
+        "operator",
+        "staff",
+        "users",
+        "adm",
+        "audio",
+        "video",
+        "disk",
+        "src",
+        "shadow",
+        "utmp",
+        "crontab",
+    }
+)
+_VERBS = (
+    "backup",
+    "cleanup",
+    "report",
+    "sync",
+    "rotate",
+    "export",
+    "healthcheck",
+    "digest",
+    "prune",
+    "reindex",
+)
 
 # The check's evaluator: argv[1] a crontab file, argv[2] a JSON spec (what must hold). Prints why it fails.
-_CRON_CHECK = r'''
+_CRON_CHECK = r"""
 import json, re, sys
 text = open(sys.argv[1]).read()
 spec = json.loads(sys.argv[2])
@@ -132,7 +173,7 @@ for name, value in spec.get("env", {}).items():
         fail(f"{name} must be set once, to {value!r}, before the first job")
 if "count" in spec and len(active) != spec["count"]:
     fail(f"{len(active)} active lines, expected {spec['count']}")
-'''
+"""
 
 
 def _f(w: World, template: str, **values: object) -> str:
@@ -147,8 +188,22 @@ def _time(w: World) -> tuple[int, int, str]:
 
 def _schedule(w: World) -> tuple[str, list[str]]:
     """A schedule in English and its cron spellings (the first is canonical; all are equivalent)."""
-    kind = w.pick(("daily", "daily", "minutes", "hourly", "hours", "weekdays", "weekend", "weekday", "monthly",
-                   "twice", "business", "yearly"))
+    kind = w.pick(
+        (
+            "daily",
+            "daily",
+            "minutes",
+            "hourly",
+            "hours",
+            "weekdays",
+            "weekend",
+            "weekday",
+            "monthly",
+            "twice",
+            "business",
+            "yearly",
+        )
+    )
     h, m, t = _time(w)
     if kind == "daily":
         if h == 0 and m == 0 and w.chance(0.5):
@@ -165,11 +220,15 @@ def _schedule(w: World) -> tuple[str, list[str]]:
         n = w.pick((2, 3, 4, 6, 8, 12))
         return _f(w, "every {n} hours, on the hour", n=n), [f"0 */{n} * * *", f"0 0-23/{n} * * *"]
     if kind == "weekdays":
-        return (_f(w, "at {t} {on weekdays|every weekday|Monday to Friday}", t=t),
-                [f"{m} {h} * * 1-5", f"{m} {h} * * mon-fri", f"{m} {h} * * 1,2,3,4,5"])
+        return (
+            _f(w, "at {t} {on weekdays|every weekday|Monday to Friday}", t=t),
+            [f"{m} {h} * * 1-5", f"{m} {h} * * mon-fri", f"{m} {h} * * 1,2,3,4,5"],
+        )
     if kind == "weekend":
-        return (_f(w, "at {t} on {weekends|Saturdays and Sundays}", t=t),
-                [f"{m} {h} * * 6,0", f"{m} {h} * * sat,sun", f"{m} {h} * * 0,6"])
+        return (
+            _f(w, "at {t} on {weekends|Saturdays and Sundays}", t=t),
+            [f"{m} {h} * * 6,0", f"{m} {h} * * sat,sun", f"{m} {h} * * 0,6"],
+        )
     if kind == "weekday":
         d = w.randint(0, 6)
         w.note(DAYS[d])
@@ -182,15 +241,25 @@ def _schedule(w: World) -> tuple[str, list[str]]:
     if kind == "twice":
         a, b = sorted(w.sample(range(7), 2))
         w.note(DAYS[a], DAYS[b])
-        return (_f(w, "at {t} on {a}s and {b}s", t=t, a=DAYS[a], b=DAYS[b]),
-                [f"{m} {h} * * {a},{b}", f"{m} {h} * * {_DAY_ABBR[a]},{_DAY_ABBR[b]}"])
+        return (
+            _f(w, "at {t} on {a}s and {b}s", t=t, a=DAYS[a], b=DAYS[b]),
+            [f"{m} {h} * * {a},{b}", f"{m} {h} * * {_DAY_ABBR[a]},{_DAY_ABBR[b]}"],
+        )
     if kind == "business":
         n = w.pick((10, 15, 20, 30))
         h1, h2 = w.randint(6, 10), w.randint(16, 19)
         last = 60 - n
-        return (_f(w, "every {n} minutes from {a}:00 to {b}:{last} on weekdays", n=n, a=f"{h1:02d}", b=f"{h2:02d}",
-                   last=last),
-                [f"*/{n} {h1}-{h2} * * 1-5", f"0-59/{n} {h1}-{h2} * * mon-fri"])
+        return (
+            _f(
+                w,
+                "every {n} minutes from {a}:00 to {b}:{last} on weekdays",
+                n=n,
+                a=f"{h1:02d}",
+                b=f"{h2:02d}",
+                last=last,
+            ),
+            [f"*/{n} {h1}-{h2} * * 1-5", f"0-59/{n} {h1}-{h2} * * mon-fri"],
+        )
     return _f(w, "once a year, on 1 January at {t}", t=t), [f"{m} {h} 1 1 *", f"{m} {h} 1 jan *"]
 
 
@@ -209,8 +278,10 @@ def _command(w: World, home: str = HOME) -> str:
         job = f"{svc}_{w.pick(_VERBS)}"
         return f"{home}/scripts/{job}.sh >> {home}/logs/{job}.log 2>&1"
     if shape == 3:
-        return f"/usr/bin/find {home}/{w.pick(('tmp', 'cache', 'uploads', 'scratch'))} -type f -mtime +" \
-               f"{w.randint(2, 30)} -delete"
+        return (
+            f"/usr/bin/find {home}/{w.pick(('tmp', 'cache', 'uploads', 'scratch'))} -type f -mtime +"
+            f"{w.randint(2, 30)} -delete"
+        )
     if shape == 4:
         return f"/usr/bin/python3 {home}/jobs/{word}_{w.pick(_VERBS)}.py"
     return f"/usr/local/bin/{w.pick(_VERBS)}-{word} --target {svc}"
@@ -237,10 +308,12 @@ def _header(w: World) -> list[str]:
 
 def _cron_check(source: str, spec: dict[str, object], *extra: str) -> str:
     """A check: ``source`` is a bash command printing the crontab text; ``spec`` what must hold of it."""
-    return ("#!/bin/bash\nt=$(mktemp) || exit 1\n"
-            f"{source} > \"$t\" 2>/dev/null || : > \"$t\"\n"
-            f"python3 - \"$t\" {quote(json.dumps(spec))} <<'PY' || exit 1\n{_CRON_CHECK.strip()}\nPY\n"
-            + "".join(f"{line}\n" for line in extra))
+    return (
+        "#!/bin/bash\nt=$(mktemp) || exit 1\n"
+        f'{source} > "$t" 2>/dev/null || : > "$t"\n'
+        f"python3 - \"$t\" {quote(json.dumps(spec))} <<'PY' || exit 1\n{_CRON_CHECK.strip()}\nPY\n"
+        + "".join(f"{line}\n" for line in extra)
+    )
 
 
 def _install(user: str, lines: list[str]) -> str:
@@ -265,7 +338,11 @@ def _edit_crontab(w: World, user: str, pipeline: str) -> list[str]:
     return [f"crontab -u {user} -l | {pipeline} > {tmp}", f"crontab -u {user} {tmp}"]
 
 
-@family("scheduling-cron-add", "scheduling", "add a job to a user's crontab from a schedule given in plain English")
+@family(
+    "scheduling-cron-add",
+    "scheduling",
+    "add a job to a user's crontab from a schedule given in plain English",
+)
 def cron_add(w: World) -> Draft:
     user, setup = _target_user(w)
     when, spell = _schedule(w)
@@ -279,15 +356,25 @@ def cron_add(w: World) -> Draft:
         files[script] = "#!/bin/sh\necho ok\n"
     w.note(user)
     keep = [line for line in existing if not line.startswith("#")]
-    whose = (_f(w, "operator's {personal |}crontab") if user == "operator"
-             else _f(w, "the crontab of the service account {u}", u=user))
-    keep_text = w.pick(("", " Keep the existing entries.", " The jobs already there must stay.")) if keep else ""
+    whose = (
+        _f(w, "operator's {personal |}crontab")
+        if user == "operator"
+        else _f(w, "the crontab of the service account {u}", u=user)
+    )
+    keep_text = (
+        w.pick(("", " Keep the existing entries.", " The jobs already there must stay.")) if keep else ""
+    )
     task = w.phrase(
         "Schedule `{cmd}` to run {when} as {user}, using {whose}.{keep}",
         "{Add|Create} a cron job in {whose} that runs `{cmd}` {when}.{keep}",
         "Ticket: `{cmd}` must run {when} under the {user} account. {Set it up|Add it} in {whose}.{keep}",
         "Could you make cron run `{cmd}` {when} for {user}? It belongs in {whose}.{keep}",
-        cmd=cmd, when=when, user=user, whose=whose, keep=keep_text)
+        cmd=cmd,
+        when=when,
+        user=user,
+        whose=whose,
+        keep=keep_text,
+    )
     spec = {"jobs": [{"cmd": cmd, "sched": spell[0]}], "keep": keep, "count": len(keep) + 1}
     check = _cron_check(f"crontab -u {user} -l", spec, f"! crontab -l 2>/dev/null | grep -qF -- {quote(cmd)}")
     line = f"{w.pick(spell)} {cmd}"
@@ -295,20 +382,30 @@ def cron_add(w: World) -> Draft:
         add = [f"(crontab -u {user} -l 2>/dev/null; echo {quote(line)}) | crontab -u {user} -"]
     else:
         tmp = f"/tmp/{user}.cron"
-        add = [f"crontab -u {user} -l > {tmp} 2>/dev/null; echo {quote(line)} >> {tmp}", f"crontab -u {user} {tmp}"]
+        add = [
+            f"crontab -u {user} -l > {tmp} 2>/dev/null; echo {quote(line)} >> {tmp}",
+            f"crontab -u {user} {tmp}",
+        ]
     reference = [f"crontab -u {user} -l", *add, f"crontab -u {user} -l"]
-    return Draft(task=task, check=check, reference=reference, difficulty=2, files=files, setup=setup, user="root")
+    return Draft(
+        task=task, check=check, reference=reference, difficulty=2, files=files, setup=setup, user="root"
+    )
 
 
-@family("scheduling-cron-remove", "scheduling", "remove or comment out one job of a crontab, keeping the others")
+@family(
+    "scheduling-cron-remove", "scheduling", "remove or comment out one job of a crontab, keeping the others"
+)
 def cron_remove(w: World) -> Draft:
     user, setup = _target_user(w)
     cmd = _command(w, _home(user))
     _, spell = _schedule(w)
     target = f"{spell[0]} {cmd}"
     # a decoy that shares the command's program: a loose grep would take it too
-    decoy = f"{_schedule(w)[1][0]} {cmd} {w.pick(('--full', '--weekly', '--dry-run', '--all'))}" \
-        if w.chance(0.6) else ""
+    decoy = (
+        f"{_schedule(w)[1][0]} {cmd} {w.pick(('--full', '--weekly', '--dry-run', '--all'))}"
+        if w.chance(0.6)
+        else ""
+    )
     others = _other_jobs(w, w.randint(1, 3), _home(user), avoid=cmd)
     jobs = w.shuffled([target, *others] + ([decoy] if decoy else []))
     lines = _header(w) + jobs
@@ -317,18 +414,34 @@ def cron_remove(w: World) -> Draft:
     w.note(user)
     keep = [line for line in lines if not line.startswith("#") and line != target]
     whose = _f(w, "{user}'s crontab", user=user)
-    how = (_f(w, "disable it by commenting it out (keep the line, prefixed with #)") if comment
-           else _f(w, "{remove|delete} {that entry|that line|it}"))
-    rest = w.pick(("every other entry must stay exactly as it is", "all the other lines must stay exactly as before",
-                   "the other jobs must stay as they are", "leave the other entries untouched"))
+    how = (
+        _f(w, "disable it by commenting it out (keep the line, prefixed with #)")
+        if comment
+        else _f(w, "{remove|delete} {that entry|that line|it}")
+    )
+    rest = w.pick(
+        (
+            "every other entry must stay exactly as it is",
+            "all the other lines must stay exactly as before",
+            "the other jobs must stay as they are",
+            "leave the other entries untouched",
+        )
+    )
     deco = " " + _f(w, "(not the {one|job} with {x})", x=decoy.split()[-1]) if decoy else ""
     task = w.phrase(
         "The job running `{cmd}`{deco} in {whose} is {retired|obsolete|no longer needed}: {how}; {rest}.",
         "In {whose}, find the job that runs `{cmd}`{deco} and {how}. {rest_c}.",
         "Ticket: stop cron from running `{cmd}`{deco} for {user}. {how_c} in {whose}; {rest}.",
         "Could you take `{cmd}`{deco} out of {whose}? Please {how}; {rest}.",
-        cmd=cmd, deco=deco, whose=whose, how=how, how_c=how[:1].upper() + how[1:], rest=rest,
-        rest_c=rest[:1].upper() + rest[1:], user=user)
+        cmd=cmd,
+        deco=deco,
+        whose=whose,
+        how=how,
+        how_c=how[:1].upper() + how[1:],
+        rest=rest,
+        rest_c=rest[:1].upper() + rest[1:],
+        user=user,
+    )
     spec: dict[str, object] = {"keep": keep, "absent": [cmd], "count": len(keep)}
     if comment:
         spec["commented"] = [cmd]
@@ -342,7 +455,9 @@ def cron_remove(w: World) -> Draft:
     return Draft(task=task, check=check, reference=reference, difficulty=2, setup=setup, user="root")
 
 
-@family("scheduling-cron-reschedule", "scheduling", "change when an existing cron job runs, keeping its command")
+@family(
+    "scheduling-cron-reschedule", "scheduling", "change when an existing cron job runs, keeping its command"
+)
 def cron_reschedule(w: World) -> Draft:
     user, setup = _target_user(w)
     cmd = _command(w, _home(user))
@@ -366,7 +481,12 @@ def cron_reschedule(w: World) -> Draft:
         "Ticket: `{cmd}` ({whose}) should run {new}, not {old}. Fix the schedule and keep everything else.",
         "Could you change the cron job `{cmd}` for {user} so that it runs {new}? Only its schedule changes; the other "
         "jobs in {whose} stay.",
-        whose=whose, cmd=cmd, old=old_text, new=new_text, user=user)
+        whose=whose,
+        cmd=cmd,
+        old=old_text,
+        new=new_text,
+        user=user,
+    )
     spec = {"jobs": [{"cmd": cmd, "sched": new_spell[0]}], "keep": keep, "count": len(keep) + 1}
     check = _cron_check(f"crontab -u {user} -l", spec)
     new_line = f"{w.pick(new_spell)} {cmd}"
@@ -375,8 +495,10 @@ def cron_reschedule(w: World) -> Draft:
         pipe = f"sed 's|^{esc}$|{new_line.replace('|', chr(92) + '|').replace('&', chr(92) + '&')}|'"
         edit = _edit_crontab(w, user, pipe)
     else:
-        edit = [f"{{ crontab -u {user} -l | grep -vxF {quote(target)}; echo {quote(new_line)}; }} | "
-                f"crontab -u {user} -"]
+        edit = [
+            f"{{ crontab -u {user} -l | grep -vxF {quote(target)}; echo {quote(new_line)}; }} | "
+            f"crontab -u {user} -"
+        ]
     reference = [f"crontab -u {user} -l", *edit, f"crontab -u {user} -l"]
     return Draft(task=task, check=check, reference=reference, difficulty=3, setup=setup, user="root")
 
@@ -412,7 +534,13 @@ def cron_d_file(w: World) -> Draft:
             "Ticket: `{cmd}` must run {when} as {u}. Put it in a new file {path}, not in anyone's personal "
             "crontab.{extra}",
             "Could you schedule `{cmd}` system-wide in {path}? It runs {when}, as {u}.{extra}",
-            path=path, name=name, cmd=cmd, u=run_as, when=when, extra=" " + extra.strip() if extra else "")
+            path=path,
+            name=name,
+            cmd=cmd,
+            u=run_as,
+            when=when,
+            extra=" " + extra.strip() if extra else "",
+        )
     else:
         shell = False
         task = w.phrase(
@@ -424,21 +552,29 @@ def cron_d_file(w: World) -> Draft:
             "picks it up. Keep it in /etc/cron.d and remove any broken leftover.",
             "Why does {path} never fire? Make cron run `{cmd}` {when} as {u} from /etc/cron.d, and leave no "
             "broken copy.",
-            path=path, cmd=cmd, u=run_as, when=when)
+            path=path,
+            cmd=cmd,
+            u=run_as,
+            when=when,
+        )
     spec: dict[str, object] = {"system": True, "jobs": [{"cmd": cmd, "sched": spell[0], "user": run_as}]}
     if shell:
         spec["env"] = {"SHELL": "/bin/bash"}
     q = quote(cmd)
     if variant == "create":
-        extra_lines = [f"f={path}", "[ \"$(stat -c %U \"$f\")\" = root ] && [ -z \"$(find \"$f\" -perm /022)\" ] "
-                       "|| exit 1"]
+        extra_lines = [
+            f"f={path}",
+            '[ "$(stat -c %U "$f")" = root ] && [ -z "$(find "$f" -perm /022)" ] || exit 1',
+        ]
         check = _cron_check(f"cat {path}", spec, *extra_lines)
     else:
-        find = (f"cd /etc/cron.d || exit 1\nf=$(grep -lF -- {q} * 2>/dev/null)\n"
-                "[ \"$(echo \"$f\" | wc -w)\" -eq 1 ] || exit 1\n"
-                "echo \"$f\" | grep -qE '^[A-Za-z0-9_-]+$' || exit 1\n"
-                "[ \"$(stat -c %U \"$f\")\" = root ] && [ -z \"$(find \"$f\" -perm /022)\" ] || exit 1\n")
-        check = "#!/bin/bash\n" + find + _cron_check("cat \"/etc/cron.d/$f\"", spec)[len("#!/bin/bash\n"):]
+        find = (
+            f"cd /etc/cron.d || exit 1\nf=$(grep -lF -- {q} * 2>/dev/null)\n"
+            '[ "$(echo "$f" | wc -w)" -eq 1 ] || exit 1\n'
+            "echo \"$f\" | grep -qE '^[A-Za-z0-9_-]+$' || exit 1\n"
+            '[ "$(stat -c %U "$f")" = root ] && [ -z "$(find "$f" -perm /022)" ] || exit 1\n'
+        )
+        check = "#!/bin/bash\n" + find + _cron_check('cat "/etc/cron.d/$f"', spec)[len("#!/bin/bash\n") :]
     line = f"{w.pick(spell)} {run_as} {cmd}"
     if variant == "create":
         body = (["SHELL=/bin/bash"] if shell else []) + [line]
@@ -457,11 +593,22 @@ def cron_d_file(w: World) -> Draft:
             steps.append(f"mv {path} {good}")
         steps.append(f"chmod 644 {good}")
         reference = [*steps, f"ls -l /etc/cron.d && cat {good}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=2 if variant == "create" else 4,
-                 files=files, setup=setup, user="root")
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=2 if variant == "create" else 4,
+        files=files,
+        setup=setup,
+        user="root",
+    )
 
 
-@family("scheduling-crontab-env", "scheduling", "set MAILTO/PATH/SHELL for every job of a crontab, before the jobs")
+@family(
+    "scheduling-crontab-env",
+    "scheduling",
+    "set MAILTO/PATH/SHELL for every job of a crontab, before the jobs",
+)
 def crontab_env(w: World) -> Draft:
     user, setup = _target_user(w)
     var = w.pick(("MAILTO", "MAILTO", "PATH", "SHELL", "MAILTO_OFF"))
@@ -470,12 +617,17 @@ def crontab_env(w: World) -> Draft:
     elif var == "MAILTO_OFF":
         var, value = "MAILTO", ""
     elif var == "PATH":
-        value = w.pick(("/usr/local/bin:/usr/bin:/bin", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                        f"{HOME}/bin:/usr/local/bin:/usr/bin:/bin"))
+        value = w.pick(
+            (
+                "/usr/local/bin:/usr/bin:/bin",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                f"{HOME}/bin:/usr/local/bin:/usr/bin:/bin",
+            )
+        )
     else:
         value = "/bin/bash"
     jobs = _other_jobs(w, w.randint(2, 4), _home(user))
-    wrong = var == "MAILTO" and w.chance(0.4)   # a stale value to replace, not to add next to
+    wrong = var == "MAILTO" and w.chance(0.4)  # a stale value to replace, not to add next to
     head = ["# crontab"] if w.chance(0.5) else []
     if wrong:
         head.append(f"MAILTO={w.pick(FIRST_NAMES)}@old.example.com")
@@ -483,33 +635,62 @@ def crontab_env(w: World) -> Draft:
     w.note(user, value)
     whose = _f(w, "{user}'s crontab", user=user)
     if var == "MAILTO" and not value:
-        what = _f(w, "{switch off|turn off|disable} cron's e-mails for every job (set MAILTO to an empty value)")
+        what = _f(
+            w, "{switch off|turn off|disable} cron's e-mails for every job (set MAILTO to an empty value)"
+        )
     else:
         what = _f(w, "set {var}={value} for {every job|all the jobs}", var=var, value=value)
-    fix = (" " + w.spin("It currently sends mail to the wrong address: replace that setting rather than adding a "
-                        "second one.")) if wrong else ""
+    fix = (
+        (
+            " "
+            + w.spin(
+                "It currently sends mail to the wrong address: replace that setting rather than adding a "
+                "second one."
+            )
+        )
+        if wrong
+        else ""
+    )
     task = w.phrase(
         "In {whose}, {what}. The setting goes {at the top|before the first job}; the jobs stay as they are.{fix}",
         "{Please |}{update|edit} {whose}: {what}, {placed|put} before any job, without changing the jobs.{fix}",
         "Ticket: the cron jobs of {user} need {var} {set|configured}. {what_c} at the top of {whose} and keep "
         "every job unchanged.{fix}",
         "Could you {what} in {whose}? Put it above the jobs and leave the jobs themselves alone.{fix}",
-        whose=whose, what=what, what_c=what[:1].upper() + what[1:], var=var, user=user, fix=fix)
+        whose=whose,
+        what=what,
+        what_c=what[:1].upper() + what[1:],
+        var=var,
+        user=user,
+        fix=fix,
+    )
     spec = {"env": {var: value}, "keep": jobs, "count": len(jobs) + 1}
     check = _cron_check(f"crontab -u {user} -l", spec)
-    setting = f"{var}={value}" if value else f"{var}=\"\""
+    setting = f"{var}={value}" if value else f'{var}=""'
     if wrong:
         body = _edit_crontab(w, user, f"sed 's|^MAILTO=.*|{setting}|'")
     elif w.chance(0.5):
         body = [f"(echo {quote(setting)}; crontab -u {user} -l) | crontab -u {user} -"]
     else:
-        body = [f"crontab -u {user} -l > /tmp/ct", f"sed -i '1i {setting}' /tmp/ct", f"crontab -u {user} /tmp/ct"]
+        body = [
+            f"crontab -u {user} -l > /tmp/ct",
+            f"sed -i '1i {setting}' /tmp/ct",
+            f"crontab -u {user} /tmp/ct",
+        ]
     reference = [f"crontab -u {user} -l", *body, f"crontab -u {user} -l"]
-    return Draft(task=task, check=check, reference=reference, difficulty=2 if not wrong else 3, setup=setup,
-                 user="root")
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=2 if not wrong else 3,
+        setup=setup,
+        user="root",
+    )
 
 
-@family("scheduling-crontab-backup", "scheduling", "save a crontab to a file, or install one from a saved file")
+@family(
+    "scheduling-crontab-backup", "scheduling", "save a crontab to a file, or install one from a saved file"
+)
 def crontab_backup(w: World) -> Draft:
     user, setup = _target_user(w)
     direction = w.pick(("export", "import", "import"))
@@ -520,8 +701,15 @@ def crontab_backup(w: World) -> Draft:
     if direction == "export":
         setup.append(_install(user, jobs))
         setup.append(f"mkdir -p {saved.rsplit('/', 1)[0]}")
-        why = w.pick(("", " before it gets edited", " so it can be restored later", " as a backup",
-                      " ahead of the server move"))
+        why = w.pick(
+            (
+                "",
+                " before it gets edited",
+                " so it can be restored later",
+                " as a backup",
+                " ahead of the server move",
+            )
+        )
         task = w.phrase(
             "Save a copy of {user}'s {crontab|cron table} to {saved}{why}.",
             "{Back up|Export|Dump} the {crontab|cron jobs} of {user} {into|to} the file {saved}{why}{| (the jobs as "
@@ -529,7 +717,10 @@ def crontab_backup(w: World) -> Draft:
             "Ticket: before the {migration|upgrade|reinstall}, {dump|export|save} {user}'s crontab to {saved}{why}.",
             "Could you {write|copy} {user}'s current crontab {into|to} {saved}{why}?",
             "Every cron {job|entry} {user} has should be {backed up|copied} {to|into} {saved}{why}.",
-            user=user, saved=saved, why=why)
+            user=user,
+            saved=saved,
+            why=why,
+        )
         want = [line for line in jobs if not line.startswith("#")]
         spec = {"keep": want, "count": len(want)}
         check = _cron_check(f"cat {saved}", spec, f"[ -s {saved} ] || exit 1")
@@ -539,8 +730,11 @@ def crontab_backup(w: World) -> Draft:
     current = _other_jobs(w, w.randint(0, 2), _home(user))
     if current:
         setup.append(_install(user, current))
-    replace = (", " + _f(w, "replacing {whatever it has now|its current entries}") if current
-               else " " + _f(w, "(it is {empty|blank} now)"))
+    replace = (
+        ", " + _f(w, "replacing {whatever it has now|its current entries}")
+        if current
+        else " " + _f(w, "(it is {empty|blank} now)")
+    )
     task = w.phrase(
         "Restore {user}'s {crontab|cron table} from the {backup|saved copy} {saved}{replace}.",
         "{Install|Load|Activate} {saved} as the crontab of {user}{replace}.",
@@ -549,10 +743,18 @@ def crontab_backup(w: World) -> Draft:
         "Could you put the {jobs|entries} from {saved} back into {user}'s crontab{replace}?",
         "{The file |}{saved} holds the {jobs|cron entries} {user} should have. Make it {user}'s {active |}crontab"
         "{replace}.",
-        user=user, saved=saved, replace=replace)
+        user=user,
+        saved=saved,
+        replace=replace,
+    )
     want = [line for line in jobs if not line.startswith("#")]
     spec = {"keep": want, "count": len(want)}
     check = _cron_check(f"crontab -u {user} -l", spec)
-    reference = [f"cat {saved}", w.pick((f"crontab -u {user} {saved}", f"crontab -u {user} - < {saved}")),
-                 f"crontab -u {user} -l"]
-    return Draft(task=task, check=check, reference=reference, difficulty=1, files=files, setup=setup, user="root")
+    reference = [
+        f"cat {saved}",
+        w.pick((f"crontab -u {user} {saved}", f"crontab -u {user} - < {saved}")),
+        f"crontab -u {user} -l",
+    ]
+    return Draft(
+        task=task, check=check, reference=reference, difficulty=1, files=files, setup=setup, user="root"
+    )

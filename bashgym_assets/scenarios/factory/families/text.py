@@ -43,8 +43,10 @@ def _holds(path: str, text: str) -> str:
 
 def _holds_words(path: str, lines: list[str]) -> str:
     """A check line: ``path`` holds ``lines`` once runs of blanks are squeezed and blank lines dropped."""
-    return (f"[ -f {quote(path)} ] && [ \"$(awk 'NF {{$1=$1; print}}' {quote(path)})\" = "
-            f"{quote(chr(10).join(lines))} ] || exit 1")
+    return (
+        f"[ -f {quote(path)} ] && [ \"$(awk 'NF {{$1=$1; print}}' {quote(path)})\" = "
+        f"{quote(chr(10).join(lines))} ] || exit 1"
+    )
 
 
 def _ordinal(n: int) -> str:
@@ -96,8 +98,13 @@ def _config_lines(w: World, old: str, with_old: bool) -> list[str]:
     lines = w.lines(w.randint(2, 5), "kv")
     if with_old:
         key = w.pick(("host", "upstream", "target", "endpoint", "source", "base", "primary"))
-        mentions = [f"{key} = {old}", f"# points at {old}", f'{w.pick(WORDS)}_{key}: "{old}"',
-                    f"fallback={old},{old}", f"{w.pick(WORDS)} {old} {w.pick(WORDS)}"]
+        mentions = [
+            f"{key} = {old}",
+            f"# points at {old}",
+            f'{w.pick(WORDS)}_{key}: "{old}"',
+            f"fallback={old},{old}",
+            f"{w.pick(WORDS)} {old} {w.pick(WORDS)}",
+        ]
         for line in w.sample(mentions, w.randint(1, 3)):
             lines.insert(w.randint(0, len(lines)), line)
     return lines
@@ -123,10 +130,20 @@ def replace_in_files(w: World) -> Draft:
         decoys[f"{root}/{sub + '/' if sub else ''}{w.filename(other)}"] = _body(_config_lines(w, old, True))
     if not recursive:  # a file of the right type one level down: out of scope
         decoys[f"{root}/{w.pick(subdirs)}/{w.filename(ext)}"] = _body(_config_lines(w, old, True))
-    scope = (_spin(w, "{, subfolders included|, including subfolders|, anywhere in the tree|, at any depth}",
-                   capitalize=False) if recursive else
-             _spin(w, "{, only the files directly in it, not in its subfolders|; leave subfolders alone|, "
-                   "top level only: do not touch subdirectories}", capitalize=False))
+    scope = (
+        _spin(
+            w,
+            "{, subfolders included|, including subfolders|, anywhere in the tree|, at any depth}",
+            capitalize=False,
+        )
+        if recursive
+        else _spin(
+            w,
+            "{, only the files directly in it, not in its subfolders|; leave subfolders alone|, "
+            "top level only: do not touch subdirectories}",
+            capitalize=False,
+        )
+    )
     task = _phrase(
         w,
         "{Replace|Substitute} every occurrence of '{old}' with '{new}' in {all the .{ext} files|every .{ext} file} "
@@ -137,50 +154,99 @@ def replace_in_files(w: World) -> Draft:
         "{everywhere in them|in every one of them}{scope}.",
         "Can you {swap|replace} '{old}' for '{new}' in the .{ext} files {of|in} {root}{scope}? {Only the .{ext} files "
         "should change.|Files of other types stay as they are.}",
-        old=old, new=new, what=what, ext=ext, root=w.path_ref(root), scope=scope)
-    check = "\n".join(["#!/bin/bash",
-                       *[_holds(p, c.replace(old, new)) for p, c in targets.items()],
-                       *[_holds(p, c) for p, c in decoys.items()]]) + "\n"
+        old=old,
+        new=new,
+        what=what,
+        ext=ext,
+        root=w.path_ref(root),
+        scope=scope,
+    )
+    check = (
+        "\n".join(
+            [
+                "#!/bin/bash",
+                *[_holds(p, c.replace(old, new)) for p, c in targets.items()],
+                *[_holds(p, c) for p, c in decoys.items()],
+            ]
+        )
+        + "\n"
+    )
     delim = "|" if "/" in old + new else w.pick(("/", "/", "|", "#"))
     script = quote(f"s{delim}{_sed_pattern(old, delim)}{delim}{_sed_replacement(new, delim)}{delim}g")
     r = _shell_paths(w)(root)
     if recursive:
         form = w.pick(("exec", "grep", "xargs", "loop"))
-        cmd = {"exec": f"find {r} -type f -name '*.{ext}' -exec sed -i {script} {{}} +",
-               "grep": f"grep -rlF --include='*.{ext}' {quote(old)} {r} | xargs sed -i {script}",
-               "xargs": f"find {r} -type f -name '*.{ext}' -print0 | xargs -0 sed -i {script}",
-               "loop": f"find {r} -type f -name '*.{ext}' | while read -r f; do sed -i {script} \"$f\"; done"}[form]
+        cmd = {
+            "exec": f"find {r} -type f -name '*.{ext}' -exec sed -i {script} {{}} +",
+            "grep": f"grep -rlF --include='*.{ext}' {quote(old)} {r} | xargs sed -i {script}",
+            "xargs": f"find {r} -type f -name '*.{ext}' -print0 | xargs -0 sed -i {script}",
+            "loop": f"find {r} -type f -name '*.{ext}' | while read -r f; do sed -i {script} \"$f\"; done",
+        }[form]
         show = f"grep -rn --include='*.{ext}' {quote(new)} {r}"
     else:
         form = w.pick(("glob", "maxdepth", "loop"))
-        cmd = {"glob": f"sed -i {script} {r}/*.{ext}",
-               "maxdepth": f"find {r} -maxdepth 1 -type f -name '*.{ext}' -exec sed -i {script} {{}} +",
-               "loop": f"for f in {r}/*.{ext}; do sed -i {script} \"$f\"; done"}[form]
+        cmd = {
+            "glob": f"sed -i {script} {r}/*.{ext}",
+            "maxdepth": f"find {r} -maxdepth 1 -type f -name '*.{ext}' -exec sed -i {script} {{}} +",
+            "loop": f'for f in {r}/*.{ext}; do sed -i {script} "$f"; done',
+        }[form]
         show = f"grep -n {quote(new)} {r}/*.{ext}"
     reference = ([f"grep -rlF {quote(old)} {r}"] if w.chance(0.4) else []) + [cmd, show]
-    return Draft(task=task, check=check, reference=reference, difficulty=2 if recursive else 3,
-                 files={**targets, **decoys})
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=2 if recursive else 3,
+        files={**targets, **decoys},
+    )
 
 
 # ---- text-extract-column --------------------------------------------------------------------------------------------
-_DELIMS = {",": ("comma-separated", "csv"), "\t": ("tab-separated", "tsv"), ":": ("colon-separated", "txt"),
-           ";": ("semicolon-separated", "csv"), "|": ("pipe-separated", "dat")}
+_DELIMS = {
+    ",": ("comma-separated", "csv"),
+    "\t": ("tab-separated", "tsv"),
+    ":": ("colon-separated", "txt"),
+    ";": ("semicolon-separated", "csv"),
+    "|": ("pipe-separated", "dat"),
+}
 
 
 def _column_value(w: World, col: str) -> str:
-    return {"name": lambda: w.pick(FIRST_NAMES), "team": lambda: w.pick(TEAMS), "city": lambda: w.pick(CITIES),
-            "id": lambda: str(w.randint(1000, 9999)), "score": lambda: str(w.randint(0, 100)),
-            "service": lambda: w.pick(SERVICES), "port": lambda: str(w.port()),
-            "status": lambda: w.pick(("active", "disabled", "pending", "locked")),
-            "date": lambda: f"{w.date():%Y-%m-%d}", "project": lambda: w.pick(PROJECTS),
-            "fruit": lambda: w.pick(FRUITS), "email": lambda: f"{w.pick(FIRST_NAMES)}@{w.pick(PROJECTS)}.org",
-            }[col]()
+    return {
+        "name": lambda: w.pick(FIRST_NAMES),
+        "team": lambda: w.pick(TEAMS),
+        "city": lambda: w.pick(CITIES),
+        "id": lambda: str(w.randint(1000, 9999)),
+        "score": lambda: str(w.randint(0, 100)),
+        "service": lambda: w.pick(SERVICES),
+        "port": lambda: str(w.port()),
+        "status": lambda: w.pick(("active", "disabled", "pending", "locked")),
+        "date": lambda: f"{w.date():%Y-%m-%d}",
+        "project": lambda: w.pick(PROJECTS),
+        "fruit": lambda: w.pick(FRUITS),
+        "email": lambda: f"{w.pick(FIRST_NAMES)}@{w.pick(PROJECTS)}.org",
+    }[col]()
 
 
 @family("text-extract-column", "text", "extract one column of a delimited file into another file")
 def extract_column(w: World) -> Draft:
-    cols = w.sample(("name", "team", "city", "id", "score", "service", "port", "status", "date", "project",
-                     "fruit", "email"), w.randint(3, 5))
+    cols = w.sample(
+        (
+            "name",
+            "team",
+            "city",
+            "id",
+            "score",
+            "service",
+            "port",
+            "status",
+            "date",
+            "project",
+            "fruit",
+            "email",
+        ),
+        w.randint(3, 5),
+    )
     delim = w.pick(tuple(_DELIMS))
     kind, ext = _DELIMS[delim]
     header = w.chance(0.75)
@@ -194,24 +260,44 @@ def extract_column(w: World) -> Draft:
     lines = ([delim.join(cols)] if header else []) + [delim.join(r) for r in rows]
     values = [r[k - 1] for r in rows]
     expected = {"values": values, "unique": sorted(set(values)), "with_header": [col, *values]}[mode]
-    which = (_spin(w, "the {col} column", col=col, capitalize=False) if header and w.chance(0.6) else
-             _spin(w, "{the {nth} column|column {k}|field {k}}", nth=_ordinal(k), k=k, capitalize=False))
+    which = (
+        _spin(w, "the {col} column", col=col, capitalize=False)
+        if header and w.chance(0.6)
+        else _spin(w, "{the {nth} column|column {k}|field {k}}", nth=_ordinal(k), k=k, capitalize=False)
+    )
     no_head = "{, without the header| (leave out the header line)|, header line excluded}" if header else ""
-    want = _spin(w, {"values": "{the values one per line, in their original order|one value per line, in file order}"
-                               + no_head,
-                     "unique": "{each distinct value once|the distinct values}, sorted{| alphabetically}, one per line"
-                               + no_head,
-                     "with_header": "{the header line followed by the values|the column including its header line}"
-                                    ", one per line, in file order"}[mode], capitalize=False)
-    headed = "{ with a header line| (the first line is a header)}" if header else "{ (no header line)| without a header}"
+    want = _spin(
+        w,
+        {
+            "values": "{the values one per line, in their original order|one value per line, in file order}"
+            + no_head,
+            "unique": "{each distinct value once|the distinct values}, sorted{| alphabetically}, one per line"
+            + no_head,
+            "with_header": "{the header line followed by the values|the column including its header line}"
+            ", one per line, in file order",
+        }[mode],
+        capitalize=False,
+    )
+    headed = (
+        "{ with a header line| (the first line is a header)}"
+        if header
+        else "{ (no header line)| without a header}"
+    )
     task = _phrase(
         w,
-        "{Extract|Pull out|Take} " + which + " of the " + kind + " file {src} and {write|save} it to {out}: {want}.",
+        "{Extract|Pull out|Take} "
+        + which
+        + " of the "
+        + kind
+        + " file {src} and {write|save} it to {out}: {want}.",
         "{src} is " + kind + headed + ". I need " + which + " in {out}: {want}.",
         "Ticket: {write|put} " + which + " from {src} (" + kind + ") into {out}. Format: {want}.",
         "Could you {cut|extract} " + which + " out of {src}? It is " + kind + headed + "; {out} should "
         "{contain|hold} {want}.",
-        src=w.path_ref(src, "file"), out=w.path_ref(out, "file"), want=want)
+        src=w.path_ref(src, "file"),
+        out=w.path_ref(out, "file"),
+        want=want,
+    )
     check = "\n".join(["#!/bin/bash", _holds(out, _body(expected)), _holds(src, _body(lines))]) + "\n"
     sh = _shell_paths(w)
     s, o = sh(src), sh(out)
@@ -222,15 +308,23 @@ def extract_column(w: World) -> Draft:
     skip = header and mode != "with_header"
     form = w.pick(("cut", "awk"))
     if form == "cut":
-        body = (f"tail -n +2 {s} | cut {dflag}-f{k}" if skip and w.chance(0.5) else
-                f"cut {dflag}-f{k} {s}" + (" | tail -n +2" if skip else ""))
+        body = (
+            f"tail -n +2 {s} | cut {dflag}-f{k}"
+            if skip and w.chance(0.5)
+            else f"cut {dflag}-f{k} {s}" + (" | tail -n +2" if skip else "")
+        )
     else:
         body = f"awk -F{fsep} '{'NR>1 ' if skip else ''}{{print ${k}}}' {s}"
     if mode == "unique":
         body += w.pick((" | sort -u", " | sort | uniq"))
     reference = ([f"head -n 3 {s}"] if w.chance(0.5) else []) + [f"{body} > {o}", f"cat {o}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if mode == "unique" else 2,
-                 files={src: _body(lines)})
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=3 if mode == "unique" else 2,
+        files={src: _body(lines)},
+    )
 
 
 # ---- text-count-values ----------------------------------------------------------------------------------------------
@@ -238,7 +332,7 @@ def extract_column(w: World) -> Draft:
 def count_values(w: World) -> Draft:
     pool = w.pick((FRUITS, CITIES, TEAMS, SERVICES, PROJECTS, FIRST_NAMES))
     values = w.sample(pool, w.randint(3, 7))
-    counts = w.sample(range(1, 16), len(values))       # distinct counts: the ranking has no ties
+    counts = w.sample(range(1, 16), len(values))  # distinct counts: the ranking has no ties
     ranked = sorted(zip(values, counts, strict=True), key=lambda vc: -vc[1])
     items = w.shuffled([v for v, c in ranked for _ in range(c)])
     csv = w.chance(0.35)
@@ -259,41 +353,75 @@ def count_values(w: World) -> Draft:
     n = w.randint(2, max(2, len(values) - 1))
     out = _out_name(w, ("counts", "frequency", "ranking", "tally", "top"))
     w.note(n)
-    expected = {"count_value": [f"{c} {v}" for v, c in ranked], "value_count": [f"{v} {c}" for v, c in ranked],
-                "top_n": [v for v, _ in ranked[:n]], "top1": [ranked[0][0]]}[mode]
-    want = {"count_value": "{one line per distinct value: the count, a space, then the value|each distinct value "
-                           "with its count in front (count first, then the value)}, most frequent first",
-            "value_count": "{one line per distinct value: the value, a space, then its count|each value followed "
-                           "by its count on one line}, most frequent first",
-            "top_n": "{only|just} the {n} most {frequent|common} values, one per line, most frequent first",
-            "top1": "{only|just} the single most {frequent|common} value"}[mode]
-    what = (_spin(w, "the values in {the {field_name} column|column {field}} of {src} (CSV, the first line is a "
-                   "header)", field_name=head[field - 1], field=field, src=w.path_ref(src, "file"),
-                   capitalize=False) if csv else
-            _spin(w, "the lines of {src} (one value per line)", src=w.path_ref(src, "file"), capitalize=False))
+    expected = {
+        "count_value": [f"{c} {v}" for v, c in ranked],
+        "value_count": [f"{v} {c}" for v, c in ranked],
+        "top_n": [v for v, _ in ranked[:n]],
+        "top1": [ranked[0][0]],
+    }[mode]
+    want = {
+        "count_value": "{one line per distinct value: the count, a space, then the value|each distinct value "
+        "with its count in front (count first, then the value)}, most frequent first",
+        "value_count": "{one line per distinct value: the value, a space, then its count|each value followed "
+        "by its count on one line}, most frequent first",
+        "top_n": "{only|just} the {n} most {frequent|common} values, one per line, most frequent first",
+        "top1": "{only|just} the single most {frequent|common} value",
+    }[mode]
+    what = (
+        _spin(
+            w,
+            "the values in {the {field_name} column|column {field}} of {src} (CSV, the first line is a "
+            "header)",
+            field_name=head[field - 1],
+            field=field,
+            src=w.path_ref(src, "file"),
+            capitalize=False,
+        )
+        if csv
+        else _spin(
+            w, "the lines of {src} (one value per line)", src=w.path_ref(src, "file"), capitalize=False
+        )
+    )
     task = _phrase(
         w,
         "{Count|Tally} how often each value occurs in {what}. {Write|Save} to {out} {want}.",
         "Please make a frequency count of {what}: {out} should {contain|list} {want}.",
         "Ticket: {rank|summarise} {what} by {frequency|how often they occur}. Output in {out}: {want}.",
         "How often does each value occur in {what}? {Answer|Reply} in {out} with {want}.",
-        what=what, want=_spin(w, want, capitalize=False, n=n), out=w.path_ref(out, "file"))
+        what=what,
+        want=_spin(w, want, capitalize=False, n=n),
+        out=w.path_ref(out, "file"),
+    )
     check = "#!/bin/bash\n" + _holds_words(out, expected) + "\n"
     sh = _shell_paths(w)
     s, o = sh(src), sh(out)
-    source = (w.pick((f"cut -d, -f{field} {s} | tail -n +2", f"tail -n +2 {s} | cut -d, -f{field}"))
-              if csv else "")
+    source = (
+        w.pick((f"cut -d, -f{field} {s} | tail -n +2", f"tail -n +2 {s} | cut -d, -f{field}")) if csv else ""
+    )
     if mode in ("count_value", "value_count") and w.chance(0.35):
         feed = f"{source} | " if csv else ""
         awk = f"awk '{{n[$0]++}} END {{for (v in n) print n[v], v}}'{'' if csv else ' ' + s}"
         cmd = f"{feed}{awk} | sort -rn"
     else:
-        cmd = f"{source} | sort | uniq -c | sort -rn" if csv else f"sort {s} | uniq -c | sort {w.pick(('-rn', '-nr'))}"
-    cmd += {"count_value": "", "value_count": " | awk '{print $2, $1}'",
-            "top_n": f" | head -n {n} | awk '{{print $2}}'", "top1": " | head -n 1 | awk '{print $2}'"}[mode]
+        cmd = (
+            f"{source} | sort | uniq -c | sort -rn"
+            if csv
+            else f"sort {s} | uniq -c | sort {w.pick(('-rn', '-nr'))}"
+        )
+    cmd += {
+        "count_value": "",
+        "value_count": " | awk '{print $2, $1}'",
+        "top_n": f" | head -n {n} | awk '{{print $2}}'",
+        "top1": " | head -n 1 | awk '{print $2}'",
+    }[mode]
     reference = [f"{cmd} > {o}", f"cat {o}"]
-    return Draft(task=task, check=check, reference=reference, difficulty=2 if mode == "count_value" and not csv else 3,
-                 files={src: _body(lines)})
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=2 if mode == "count_value" and not csv else 3,
+        files={src: _body(lines)},
+    )
 
 
 # ---- text-tr-convert -------------------------------------------------------------------------------------------------
@@ -307,7 +435,9 @@ def tr_convert(w: World) -> Draft:
         lines = w.lines(n)
         expected = [x.upper() for x in lines]
     elif mode == "lower":
-        lines = [" ".join(x.upper() if w.chance(0.5) else x.title() for x in line.split()) for line in w.lines(n)]
+        lines = [
+            " ".join(x.upper() if w.chance(0.5) else x.title() for x in line.split()) for line in w.lines(n)
+        ]
         expected = [x.lower() for x in lines]
     elif mode == "crlf":
         lines = w.lines(n, w.pick(("words", "kv")))
@@ -320,65 +450,112 @@ def tr_convert(w: World) -> Draft:
         for _ in range(n):
             words = [w.pick(WORDS) for _ in range(w.randint(2, 5))]
             gaps = [" " * w.randint(1, 4) for _ in words[1:]]
-            gaps[0] = "  " if gaps[0] == " " else gaps[0]     # every line has a run to squeeze
+            gaps[0] = "  " if gaps[0] == " " else gaps[0]  # every line has a run to squeeze
             lines.append(words[0] + "".join(g + x for g, x in zip(gaps, words[1:], strict=True)))
         expected = [" ".join(x.split()) for x in lines]
     elif mode == "colon2nl":
-        parts = w.sample(("/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin",
-                          f"{HOME}/bin", f"/opt/{w.pick(PROJECTS)}/bin", f"{HOME}/.local/bin", "/snap/bin"),
-                         w.randint(4, 7))
+        parts = w.sample(
+            (
+                "/usr/local/bin",
+                "/usr/bin",
+                "/bin",
+                "/usr/local/sbin",
+                "/usr/sbin",
+                "/sbin",
+                f"{HOME}/bin",
+                f"/opt/{w.pick(PROJECTS)}/bin",
+                f"{HOME}/.local/bin",
+                "/snap/bin",
+            ),
+            w.randint(4, 7),
+        )
         lines = [":".join(parts)]
         expected = parts
     else:  # quotes
-        lines = [",".join(f'"{w.pick(WORDS)}"' if w.chance(0.7) else str(w.randint(1, 999)) for _ in range(3))
-                 for _ in range(n)]
+        lines = [
+            ",".join(f'"{w.pick(WORDS)}"' if w.chance(0.7) else str(w.randint(1, 999)) for _ in range(3))
+            for _ in range(n)
+        ]
         expected = [x.replace('"', "") for x in lines]
     original = "".join(f"{x}\r\n" for x in lines) if mode == "crlf" else _body(lines)
     in_place = mode in ("crlf", "quotes", "squeeze") and w.chance(0.5)
-    out = src if in_place else _out_name(w, ("converted", "clean", "fixed", "output", "result"),
-                                         {"tab2comma": "csv", "quotes": "csv"}.get(mode, ext))
-    what = {"upper": "{convert every letter|turn all letters} to upper case",
-            "lower": "{convert every letter|turn all letters} to lower case",
-            "crlf": "{convert the Windows (CRLF) line endings to Unix (LF)|strip the carriage returns (\\r) "
-                    "from the line endings}",
-            "tab2comma": "{replace every tab with a comma|turn it into comma-separated values (each tab becomes a "
-                         "comma)}",
-            "squeeze": "{squeeze every run of spaces into a single space|collapse repeated spaces to one}",
-            "colon2nl": "{split the colon-separated list into one entry per line|put each colon-separated entry "
-                        "on its own line}",
-            "quotes": "{remove every double quote (\")|strip all the double-quote characters}"}[mode]
-    where = (_spin(w, "{in place|by editing the file itself}", capitalize=False) if in_place else
-             _spin(w, "{and write the result to|saving the result as|and save it as} {out}; {the original stays unchanged|"
-                    "leave {src_short} as it is}", out=w.path_ref(out, "file"), src_short="the original",
-                    capitalize=False))
+    out = (
+        src
+        if in_place
+        else _out_name(
+            w,
+            ("converted", "clean", "fixed", "output", "result"),
+            {"tab2comma": "csv", "quotes": "csv"}.get(mode, ext),
+        )
+    )
+    what = {
+        "upper": "{convert every letter|turn all letters} to upper case",
+        "lower": "{convert every letter|turn all letters} to lower case",
+        "crlf": "{convert the Windows (CRLF) line endings to Unix (LF)|strip the carriage returns (\\r) "
+        "from the line endings}",
+        "tab2comma": "{replace every tab with a comma|turn it into comma-separated values (each tab becomes a "
+        "comma)}",
+        "squeeze": "{squeeze every run of spaces into a single space|collapse repeated spaces to one}",
+        "colon2nl": "{split the colon-separated list into one entry per line|put each colon-separated entry "
+        "on its own line}",
+        "quotes": '{remove every double quote (")|strip all the double-quote characters}',
+    }[mode]
+    where = (
+        _spin(w, "{in place|by editing the file itself}", capitalize=False)
+        if in_place
+        else _spin(
+            w,
+            "{and write the result to|saving the result as|and save it as} {out}; {the original stays unchanged|"
+            "leave {src_short} as it is}",
+            out=w.path_ref(out, "file"),
+            src_short="the original",
+            capitalize=False,
+        )
+    )
     task = _phrase(
         w,
         "{Take|Process} {src} and {what}, {where}.",
         "For {src}: {what}, {where}.",
         "Ticket: {src} needs fixing. {what_cap}, {where}.",
         "Can you {what} in {src}? Do it {where}.",
-        src=w.path_ref(src, "file"), what=_spin(w, what, capitalize=False), what_cap=_spin(w, what), where=where)
+        src=w.path_ref(src, "file"),
+        what=_spin(w, what, capitalize=False),
+        what_cap=_spin(w, what),
+        where=where,
+    )
     check_lines = ["#!/bin/bash", _holds(out, _body(expected))]
     if mode == "crlf":
         check_lines.append(f"! grep -q $'\\r' {quote(out)} || exit 1")
     if not in_place:
         # by checksum: a check script cannot carry a carriage return (bundles normalise line endings)
         digest = hashlib.md5(original.encode()).hexdigest()
-        check_lines.append(f"[ \"$(md5sum < {quote(src)} | cut -c1-32)\" = {digest} ] || exit 1")
+        check_lines.append(f'[ "$(md5sum < {quote(src)} | cut -c1-32)" = {digest} ] || exit 1')
     sh = _shell_paths(w)
     s, o = sh(src), sh(out)
-    tr = {"upper": w.pick(("tr 'a-z' 'A-Z'", "tr '[:lower:]' '[:upper:]'")),
-          "lower": w.pick(("tr 'A-Z' 'a-z'", "tr '[:upper:]' '[:lower:]'")),
-          "crlf": "tr -d '\\r'", "tab2comma": "tr '\\t' ','", "squeeze": "tr -s ' '", "colon2nl": "tr ':' '\\n'",
-          "quotes": "tr -d '\"'"}[mode]
+    tr = {
+        "upper": w.pick(("tr 'a-z' 'A-Z'", "tr '[:lower:]' '[:upper:]'")),
+        "lower": w.pick(("tr 'A-Z' 'a-z'", "tr '[:upper:]' '[:lower:]'")),
+        "crlf": "tr -d '\\r'",
+        "tab2comma": "tr '\\t' ','",
+        "squeeze": "tr -s ' '",
+        "colon2nl": "tr ':' '\\n'",
+        "quotes": "tr -d '\"'",
+    }[mode]
     if in_place:
-        sed = {"crlf": "sed -i 's/\\r$//'", "quotes": "sed -i 's/\"//g'", "squeeze": "sed -i 's/  */ /g'"}[mode]
+        sed = {"crlf": "sed -i 's/\\r$//'", "quotes": "sed -i 's/\"//g'", "squeeze": "sed -i 's/  */ /g'"}[
+            mode
+        ]
         cmd = w.pick((f"{sed} {s}", f"{tr} < {s} > {s}.tmp && mv {s}.tmp {s}"))
     else:
         cmd = w.pick((f"{tr} < {s} > {o}", f"cat {s} | {tr} > {o}"))
     reference = [cmd, w.pick((f"cat {o}", f"cat -A {o} | head", f"head {o}"))]
-    return Draft(task=task, check="\n".join(check_lines) + "\n", reference=reference,
-                 difficulty=2 if not in_place else 3, files={src: original})
+    return Draft(
+        task=task,
+        check="\n".join(check_lines) + "\n",
+        reference=reference,
+        difficulty=2 if not in_place else 3,
+        files={src: original},
+    )
 
 
 # ---- text-line-range -------------------------------------------------------------------------------------------------
@@ -394,39 +571,72 @@ def line_range(w: World) -> Draft:
     b = w.randint(a + 2, total - 2)
     n = w.randint(3, 15)
     w.note(a, b, n, _ordinal(a), _ordinal(b))
-    expected = {"range": lines[a - 1:b], "head": lines[:n], "tail": lines[-n:], "from": lines[a - 1:]}[mode]
-    what = _spin(w, {"range": "{lines {a} to {b}|lines {a} through {b}|the lines numbered {a} to {b}} "
-                            "{(inclusive)|(both included)|}",
-                   "head": "the first {n} lines", "tail": "the last {n} lines",
-                   "from": "{the lines from line {a} to the end|all lines from the {nth} one onward}"}[mode],
-                  a=a, b=b, n=n, nth=_ordinal(a), capitalize=False)
+    expected = {"range": lines[a - 1 : b], "head": lines[:n], "tail": lines[-n:], "from": lines[a - 1 :]}[
+        mode
+    ]
+    what = _spin(
+        w,
+        {
+            "range": "{lines {a} to {b}|lines {a} through {b}|the lines numbered {a} to {b}} "
+            "{(inclusive)|(both included)|}",
+            "head": "the first {n} lines",
+            "tail": "the last {n} lines",
+            "from": "{the lines from line {a} to the end|all lines from the {nth} one onward}",
+        }[mode],
+        a=a,
+        b=b,
+        n=n,
+        nth=_ordinal(a),
+        capitalize=False,
+    )
     task = _phrase(
         w,
         "{Write|Copy|Save} {what} of {src} {to|into} {out}.",
         "From {src}, {take|keep} only {what} and {write|put} them in {out}{|, unchanged and in order}.",
         "Ticket: {extract|cut out} {what} from {src} and {save|store} them as {out}.",
         "Could you {get|extract} {what} of {src} into {out}?",
-        what=what, src=w.path_ref(src, "file"), out=w.path_ref(out, "file"))
+        what=what,
+        src=w.path_ref(src, "file"),
+        out=w.path_ref(out, "file"),
+    )
     sh = _shell_paths(w)
     s, o = sh(src), sh(out)
-    cmd = {"range": w.pick((f"sed -n '{a},{b}p' {s}", f"awk 'NR>={a} && NR<={b}' {s}",
-                            f"head -n {b} {s} | tail -n +{a}", f"tail -n +{a} {s} | head -n {b - a + 1}")),
-           "head": w.pick((f"head -n {n} {s}", f"sed -n '1,{n}p' {s}", f"awk 'NR<={n}' {s}")),
-           "tail": w.pick((f"tail -n {n} {s}", f"tail -{n} {s}")),
-           "from": w.pick((f"tail -n +{a} {s}", f"sed -n '{a},$p' {s}", f"sed '1,{a - 1}d' {s}"))}[mode]
-    reference = ([f"wc -l {s}"] if w.chance(0.4) else []) + [f"{cmd} > {o}", w.pick((f"cat {o}", f"wc -l {o}"))]
+    cmd = {
+        "range": w.pick(
+            (
+                f"sed -n '{a},{b}p' {s}",
+                f"awk 'NR>={a} && NR<={b}' {s}",
+                f"head -n {b} {s} | tail -n +{a}",
+                f"tail -n +{a} {s} | head -n {b - a + 1}",
+            )
+        ),
+        "head": w.pick((f"head -n {n} {s}", f"sed -n '1,{n}p' {s}", f"awk 'NR<={n}' {s}")),
+        "tail": w.pick((f"tail -n {n} {s}", f"tail -{n} {s}")),
+        "from": w.pick((f"tail -n +{a} {s}", f"sed -n '{a},$p' {s}", f"sed '1,{a - 1}d' {s}")),
+    }[mode]
+    reference = ([f"wc -l {s}"] if w.chance(0.4) else []) + [
+        f"{cmd} > {o}",
+        w.pick((f"cat {o}", f"wc -l {o}")),
+    ]
     check = "#!/bin/bash\n" + _holds(out, _body(expected)) + "\n"
-    return Draft(task=task, check=check, reference=reference, difficulty=1 if mode in ("head", "tail") else 2,
-                 files={src: _body(lines)})
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=1 if mode in ("head", "tail") else 2,
+        files={src: _body(lines)},
+    )
 
 
 # ---- text-dedupe-lines -----------------------------------------------------------------------------------------------
 def _dedupe_items(w: World) -> list[str]:
     kind = w.pick(("email", "host", "word", "path"))
-    make = {"email": lambda: f"{w.pick(FIRST_NAMES)}@{w.pick(PROJECTS)}.org",
-            "host": lambda: f"{w.pick(SERVICES)}-{w.randint(1, 9)}.{w.pick(PROJECTS)}.lan",
-            "word": lambda: w.pick(WORDS),
-            "path": lambda: f"/srv/{w.pick(PROJECTS)}/{w.pick(WORDS)}"}[kind]
+    make = {
+        "email": lambda: f"{w.pick(FIRST_NAMES)}@{w.pick(PROJECTS)}.org",
+        "host": lambda: f"{w.pick(SERVICES)}-{w.randint(1, 9)}.{w.pick(PROJECTS)}.lan",
+        "word": lambda: w.pick(WORDS),
+        "path": lambda: f"/srv/{w.pick(PROJECTS)}/{w.pick(WORDS)}",
+    }[kind]
     distinct: list[str] = []
     while len(distinct) < w.randint(5, 10):
         value = make()
@@ -435,7 +645,9 @@ def _dedupe_items(w: World) -> list[str]:
     return distinct
 
 
-@family("text-dedupe-lines", "text", "remove duplicate lines (keeping order, sorted, or only repeats/singles)")
+@family(
+    "text-dedupe-lines", "text", "remove duplicate lines (keeping order, sorted, or only repeats/singles)"
+)
 def dedupe_lines(w: World) -> Draft:
     distinct = _dedupe_items(w)
     repeats = w.sample(distinct, w.randint(2, max(2, len(distinct) - 2)))
@@ -451,37 +663,68 @@ def dedupe_lines(w: World) -> Draft:
     for x in lines:
         if x not in seen:
             seen.append(x)
-    expected = {"keep_order": seen, "sorted": sorted(set(lines)),
-                "only_dups": sorted({x for x in lines if lines.count(x) > 1}),
-                "only_once": sorted({x for x in lines if lines.count(x) == 1})}[mode]
-    what = {"keep_order": "{remove the duplicate lines, keeping the first occurrence of each and the original order|"
-                          "drop repeated lines so each line appears once, in the order they first appear}",
-            "sorted": "{remove duplicate lines and sort the rest|keep each distinct line once, sorted}",
-            "only_dups": "{list the lines that occur more than once, each listed once, sorted|find which lines are "
-                         "duplicated (each such line once, sorted)}",
-            "only_once": "{list the lines that occur exactly once, sorted|find the lines that are not repeated "
-                         "anywhere (sorted)}"}[mode]
-    where = (_spin(w, "{in place|by editing the file itself}", capitalize=False) if in_place else
-             _spin(w, "{and write the result to|saving the result as|with the output in} {out}", out=w.path_ref(out, "file"),
-                    capitalize=False))
+    expected = {
+        "keep_order": seen,
+        "sorted": sorted(set(lines)),
+        "only_dups": sorted({x for x in lines if lines.count(x) > 1}),
+        "only_once": sorted({x for x in lines if lines.count(x) == 1}),
+    }[mode]
+    what = {
+        "keep_order": "{remove the duplicate lines, keeping the first occurrence of each and the original order|"
+        "drop repeated lines so each line appears once, in the order they first appear}",
+        "sorted": "{remove duplicate lines and sort the rest|keep each distinct line once, sorted}",
+        "only_dups": "{list the lines that occur more than once, each listed once, sorted|find which lines are "
+        "duplicated (each such line once, sorted)}",
+        "only_once": "{list the lines that occur exactly once, sorted|find the lines that are not repeated "
+        "anywhere (sorted)}",
+    }[mode]
+    where = (
+        _spin(w, "{in place|by editing the file itself}", capitalize=False)
+        if in_place
+        else _spin(
+            w,
+            "{and write the result to|saving the result as|with the output in} {out}",
+            out=w.path_ref(out, "file"),
+            capitalize=False,
+        )
+    )
     task = _phrase(
         w,
         "In {src}, {what}, {where}.",
         "{src} has {duplicates|repeated lines}. {what_cap}, {where}.",
         "Ticket: {deduplicate|clean up} {src}: {what}, {where}.",
         "Can you {what} for {src}, {where}?",
-        src=w.path_ref(src, "file"), what=_spin(w, what, capitalize=False), what_cap=_spin(w, what), where=where)
+        src=w.path_ref(src, "file"),
+        what=_spin(w, what, capitalize=False),
+        what_cap=_spin(w, what),
+        where=where,
+    )
     sh = _shell_paths(w)
     s, o = sh(src), sh(out)
     if in_place:
-        cmd = (w.pick((f"awk '!seen[$0]++' {s} > {s}.tmp && mv {s}.tmp {s}",
-                       f"awk '!seen[$0]++' {s} > /tmp/dedup && cat /tmp/dedup > {s}"))
-               if mode == "keep_order" else w.pick((f"sort -u -o {s} {s}", f"sort -u {s} > {s}.new && mv {s}.new {s}")))
+        cmd = (
+            w.pick(
+                (
+                    f"awk '!seen[$0]++' {s} > {s}.tmp && mv {s}.tmp {s}",
+                    f"awk '!seen[$0]++' {s} > /tmp/dedup && cat /tmp/dedup > {s}",
+                )
+            )
+            if mode == "keep_order"
+            else w.pick((f"sort -u -o {s} {s}", f"sort -u {s} > {s}.new && mv {s}.new {s}"))
+        )
     else:
-        cmd = {"keep_order": f"awk '!seen[$0]++' {s} > {o}",
-               "sorted": w.pick((f"sort -u {s} > {o}", f"sort {s} | uniq > {o}")),
-               "only_dups": f"sort {s} | uniq -d > {o}", "only_once": f"sort {s} | uniq -u > {o}"}[mode]
+        cmd = {
+            "keep_order": f"awk '!seen[$0]++' {s} > {o}",
+            "sorted": w.pick((f"sort -u {s} > {o}", f"sort {s} | uniq > {o}")),
+            "only_dups": f"sort {s} | uniq -d > {o}",
+            "only_once": f"sort {s} | uniq -u > {o}",
+        }[mode]
     reference = [cmd, f"cat {o}"]
     check = "#!/bin/bash\n" + _holds(out, _body(expected)) + "\n"
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if in_place else 2,
-                 files={src: _body(lines)})
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=3 if in_place else 2,
+        files={src: _body(lines)},
+    )

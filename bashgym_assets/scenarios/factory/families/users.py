@@ -23,9 +23,11 @@ def _script(*lines: str) -> str:
 
 def _shell_is(user: str, shell: str) -> str:
     """The login shell of ``user`` is ``shell`` (its /usr twin counts: Debian's /usr is merged)."""
-    return (f"case \"$(getent passwd {user} | cut -d: -f7)\" in {shell}|/usr{shell}) ;; *) exit 1;; esac"
-            if not shell.startswith("/usr/") else
-            f"case \"$(getent passwd {user} | cut -d: -f7)\" in {shell}|{shell[4:]}) ;; *) exit 1;; esac")
+    return (
+        f'case "$(getent passwd {user} | cut -d: -f7)" in {shell}|/usr{shell}) ;; *) exit 1;; esac'
+        if not shell.startswith("/usr/")
+        else f'case "$(getent passwd {user} | cut -d: -f7)" in {shell}|{shell[4:]}) ;; *) exit 1;; esac'
+    )
 
 
 def _in_group(user: str, group: str) -> str:
@@ -39,8 +41,10 @@ def _not_in_group(user: str, group: str) -> str:
 def _members_are(group: str, members: list[str]) -> str:
     """The member list of ``group`` in /etc/group is exactly ``members`` (any order)."""
     want = ",".join(sorted(members))
-    return (f"[ \"$(getent group {group} | cut -d: -f4 | tr ',' '\\n' | sed '/^$/d' | sort | paste -sd,)\" = "
-            f"{quote(want)} ] || exit 1")
+    return (
+        f"[ \"$(getent group {group} | cut -d: -f4 | tr ',' '\\n' | sed '/^$/d' | sort | paste -sd,)\" = "
+        f"{quote(want)} ] || exit 1"
+    )
 
 
 def _and(names: list[str]) -> str:
@@ -65,9 +69,14 @@ def create_in_group(w: World) -> Draft:
     groups = [w.team() for _ in range(1 if primary else w.randint(1, 2))]
     missing = [g for g in groups if w.chance(0.4)]
     uid = w.randint(1100, 4999) if w.chance(0.35) else None
-    comment = f"{user.split('_')[0].rstrip('0123456789').capitalize()} {w.pick(ROLES)}" if w.chance(0.3) else None
-    home = (f"{w.pick(('/srv/home', '/home/staff', '/home/' + w.pick(('users', 'people', 'accounts'))))}/{user}"
-            if w.chance(0.25) else f"/home/{user}")
+    comment = (
+        f"{user.split('_')[0].rstrip('0123456789').capitalize()} {w.pick(ROLES)}" if w.chance(0.3) else None
+    )
+    home = (
+        f"{w.pick(('/srv/home', '/home/staff', '/home/' + w.pick(('users', 'people', 'accounts'))))}/{user}"
+        if w.chance(0.25)
+        else f"/home/{user}"
+    )
     if uid:
         w.note(uid)
     if comment:
@@ -77,8 +86,10 @@ def create_in_group(w: World) -> Draft:
     present = [g for g in groups if g not in missing]
     if present:
         existing_member = w.username()
-        setup.append(" && ".join(f"groupadd {g}" for g in present)
-                     + f" && useradd -M -s /usr/sbin/nologin -G {','.join(present)} {existing_member}")
+        setup.append(
+            " && ".join(f"groupadd {g}" for g in present)
+            + f" && useradd -M -s /usr/sbin/nologin -G {','.join(present)} {existing_member}"
+        )
     if home != f"/home/{user}":
         setup.append(f"mkdir -p {home.rsplit('/', 1)[0]}")
 
@@ -86,25 +97,37 @@ def create_in_group(w: World) -> Draft:
     if primary:
         grp = w.spin("with {group} as its primary group", capitalize=False, group=groups[0])
     elif len(groups) == 1:
-        grp = w.spin("{in|as a member of} the {group} group (as a supplementary group)", capitalize=False,
-                     group=gtext)
+        grp = w.spin(
+            "{in|as a member of} the {group} group (as a supplementary group)", capitalize=False, group=gtext
+        )
     else:
-        grp = w.spin("{in|as a member of} the {group} groups (as supplementary groups)", capitalize=False,
-                     group=gtext)
-    parts = [w.spin("home directory {home} (created{| by you}, owned by {user})", capitalize=False, home=home,
-                    user=user),
-             w.spin("login shell {shell}", capitalize=False, shell=shell)]
+        grp = w.spin(
+            "{in|as a member of} the {group} groups (as supplementary groups)", capitalize=False, group=gtext
+        )
+    parts = [
+        w.spin(
+            "home directory {home} (created{| by you}, owned by {user})",
+            capitalize=False,
+            home=home,
+            user=user,
+        ),
+        w.spin("login shell {shell}", capitalize=False, shell=shell),
+    ]
     if uid:
         parts.append(w.spin("{uid|user id} {uid}", capitalize=False, uid=uid))
     if comment:
         parts.append(w.spin("{full name|comment (GECOS)} '{comment}'", capitalize=False, comment=comment))
     details = w.clauses(parts, ", ")
     if len(missing) == 1:
-        note = w.spin("{The|Note: the} group {g} {does not exist yet|has not been created yet}; create it.",
-                      g=missing[0])
+        note = w.spin(
+            "{The|Note: the} group {g} {does not exist yet|has not been created yet}; create it.",
+            g=missing[0],
+        )
     elif missing:
-        note = w.spin("{The|Note: the} groups {g} {do not exist yet|have not been created yet}; create them.",
-                      g=_and(missing))
+        note = w.spin(
+            "{The|Note: the} groups {g} {do not exist yet|have not been created yet}; create them.",
+            g=_and(missing),
+        )
     else:
         note = ""
     task = w.phrase(
@@ -113,19 +136,27 @@ def create_in_group(w: World) -> Draft:
         "{details}. {note}",
         "Ticket: new account {user} needed. Requirements: {details}; {membership|groups}: {grp_short}. {note}",
         "Could you add a user {user} {grp}? It needs {details}. {note}",
-        user=user, grp=grp, details=details, note=note, grp_short=gtext if not primary else f"primary {groups[0]}")
+        user=user,
+        grp=grp,
+        details=details,
+        note=note,
+        grp_short=gtext if not primary else f"primary {groups[0]}",
+    )
 
-    lines = [f"e=$(getent passwd {user}) || exit 1",
-             f"[ \"$(echo \"$e\" | cut -d: -f6)\" = {home} ] || exit 1", _shell_is(user, shell),
-             f"[ -d {home} ] && [ \"$(stat -c %U {home})\" = {user} ] || exit 1"]
+    lines = [
+        f"e=$(getent passwd {user}) || exit 1",
+        f'[ "$(echo "$e" | cut -d: -f6)" = {home} ] || exit 1',
+        _shell_is(user, shell),
+        f'[ -d {home} ] && [ "$(stat -c %U {home})" = {user} ] || exit 1',
+    ]
     if primary:
-        lines.append(f"[ \"$(id -gn {user})\" = {groups[0]} ] || exit 1")
+        lines.append(f'[ "$(id -gn {user})" = {groups[0]} ] || exit 1')
     else:
         lines += [_in_group(user, g) for g in groups]
     if uid:
-        lines.append(f"[ \"$(id -u {user})\" = {uid} ] || exit 1")
+        lines.append(f'[ "$(id -u {user})" = {uid} ] || exit 1')
     if comment:
-        lines.append(f"[ \"$(echo \"$e\" | cut -d: -f5 | cut -d, -f1)\" = {quote(comment)} ] || exit 1")
+        lines.append(f'[ "$(echo "$e" | cut -d: -f5 | cut -d, -f1)" = {quote(comment)} ] || exit 1')
     if existing_member:
         lines += [_in_group(existing_member, g) for g in present]
     check = _script(*lines)
@@ -148,8 +179,14 @@ def create_in_group(w: World) -> Draft:
         flags.append(f"--groups {','.join(groups)}" if long else f"-G {','.join(groups)}")
     reference.append(f"useradd {' '.join(flags)} {user}")
     if separate:
-        reference.append(w.pick((f"usermod -aG {','.join(groups)} {user}",
-                                 " && ".join(f"gpasswd -a {user} {g}" for g in groups))))
+        reference.append(
+            w.pick(
+                (
+                    f"usermod -aG {','.join(groups)} {user}",
+                    " && ".join(f"gpasswd -a {user} {g}" for g in groups),
+                )
+            )
+        )
     reference.append(w.pick((f"id {user}", f"getent passwd {user}; id {user}", f"id {user}; ls -ld {home}")))
     difficulty = min(3, 1 + int(bool(missing)) + int(separate or primary or len(flags) > 3))
     return Draft(task=task, check=check, reference=reference, difficulty=difficulty, setup=setup, user="root")
@@ -166,15 +203,22 @@ def group_add_members(w: World) -> Draft:
     if gid:
         w.note(gid)
     in_old = [u for u in users if w.chance(0.5)] or [members[0]]
-    setup = [f"groupadd {old}",
-             " && ".join(f"useradd -M -s /usr/sbin/nologin{' -G ' + old if u in in_old else ''} {u}" for u in users)]
+    setup = [
+        f"groupadd {old}",
+        " && ".join(
+            f"useradd -M -s /usr/sbin/nologin{' -G ' + old if u in in_old else ''} {u}" for u in users
+        ),
+    ]
     prev = None
     if exists:
         prev = w.username()
         setup.append(f"groupadd {group} && useradd -M -s /usr/sbin/nologin -G {group} {prev}")
     names = _and(members)
-    keep = w.spin("{they must keep their other group memberships|their existing group memberships must stay|do "
-                  "not remove them from their other groups}", capitalize=False)
+    keep = w.spin(
+        "{they must keep their other group memberships|their existing group memberships must stay|do "
+        "not remove them from their other groups}",
+        capitalize=False,
+    )
     if exists:
         task = w.phrase(
             "Add {names} to the existing group {group} as supplementary members; {prev} {must stay|stays} in it and "
@@ -183,7 +227,12 @@ def group_add_members(w: World) -> Draft:
             "stays); {keep}.",
             "Ticket: group {group} needs {names} as {additional|extra} members. {Keep|Do not remove} {prev}; {keep}.",
             "Can you put {names} into the {group} group? {keep_cap}, and {prev} stays a member.",
-            names=names, group=group, prev=prev, keep=keep, keep_cap=keep[:1].upper() + keep[1:])
+            names=names,
+            group=group,
+            prev=prev,
+            keep=keep,
+            keep_cap=keep[:1].upper() + keep[1:],
+        )
     else:
         gid_text = " " + w.spin("with {gid|group id} {gid}", capitalize=False, gid=gid) if gid else ""
         task = w.phrase(
@@ -192,18 +241,27 @@ def group_add_members(w: World) -> Draft:
             "{keep}.",
             "Ticket: new group {group}{gid_text}; members: {names}. {keep_cap}.",
             "Could you create the {group} group{gid_text} and make {names} members of it? {keep_cap}.",
-            names=names, group=group, gid_text=gid_text, keep=keep, keep_cap=keep[:1].upper() + keep[1:])
+            names=names,
+            group=group,
+            gid_text=gid_text,
+            keep=keep,
+            keep_cap=keep[:1].upper() + keep[1:],
+        )
     want = members + ([prev] if prev else [])
     lines = [f"getent group {group} >/dev/null || exit 1", _members_are(group, want)]
     if gid:
-        lines.append(f"[ \"$(getent group {group} | cut -d: -f3)\" = {gid} ] || exit 1")
+        lines.append(f'[ "$(getent group {group} | cut -d: -f3)" = {gid} ] || exit 1')
     lines += [_in_group(u, old) for u in in_old]
-    lines += [f"[ \"$(id -gn {u})\" = {u} ] || exit 1" for u in members]   # the primary group did not move
+    lines += [f'[ "$(id -gn {u})" = {u} ] || exit 1' for u in members]  # the primary group did not move
     check = _script(*lines)
     reference = [] if exists else [f"groupadd {'-g ' + str(gid) + ' ' if gid else ''}{group}"]
-    style = w.pick(("loop", "gpasswd_a", "each", "gpasswd_m")) if not exists else w.pick(("loop", "gpasswd_a", "each"))
+    style = (
+        w.pick(("loop", "gpasswd_a", "each", "gpasswd_m"))
+        if not exists
+        else w.pick(("loop", "gpasswd_a", "each"))
+    )
     if style == "loop":
-        reference.append(f"for u in {' '.join(members)}; do usermod -aG {group} \"$u\"; done")
+        reference.append(f'for u in {" ".join(members)}; do usermod -aG {group} "$u"; done')
     elif style == "gpasswd_a":
         reference.append(" && ".join(f"gpasswd -a {u} {group}" for u in members))
     elif style == "each":
@@ -211,28 +269,44 @@ def group_add_members(w: World) -> Draft:
     else:
         reference.append(f"gpasswd -M {','.join(members)} {group}")
     reference.append(w.pick((f"getent group {group}", f"grep '^{group}:' /etc/group", f"id {members[0]}")))
-    return Draft(task=task, check=check, reference=reference, difficulty=3 if exists or len(in_old) > 1 else 2,
-                 setup=setup, user="root")
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=3 if exists or len(in_old) > 1 else 2,
+        setup=setup,
+        user="root",
+    )
 
 
 @family("users-lock-account", "users", "disable an account (lock, nologin, expire) without deleting it")
 def lock_account(w: World) -> Draft:
     user = w.username()
     decoy = w.username()
-    actions = [a for a in ("lock", "nologin", "expire") if w.chance(0.55)] or [w.pick(("lock", "nologin", "expire"))]
+    actions = [a for a in ("lock", "nologin", "expire") if w.chance(0.55)] or [
+        w.pick(("lock", "nologin", "expire"))
+    ]
     note_file = w.filename(w.pick(("txt", "md", "csv")))
-    setup = [f"useradd -m -s /bin/bash {user} && useradd -m -s /bin/bash {decoy}",
-             f"echo {quote(f'{user}:{w.token(12)}')} | chpasswd && echo {quote(f'{decoy}:{w.token(12)}')} | chpasswd",
-             f"echo {quote(w.pick(w.lines(2)))} > /home/{user}/{note_file} && chown {user}: /home/{user}/{note_file}"]
+    setup = [
+        f"useradd -m -s /bin/bash {user} && useradd -m -s /bin/bash {decoy}",
+        f"echo {quote(f'{user}:{w.token(12)}')} | chpasswd && echo {quote(f'{decoy}:{w.token(12)}')} | chpasswd",
+        f"echo {quote(w.pick(w.lines(2)))} > /home/{user}/{note_file} && chown {user}: /home/{user}/{note_file}",
+    ]
     parts = {
         "lock": w.spin("{lock its password|lock the password} (so password logins fail)", capitalize=False),
         "nologin": w.spin("{set|change} its login shell to /usr/sbin/nologin", capitalize=False),
-        "expire": w.spin("{expire the account|make the account expire} {now|immediately} (its expiry date must "
-                         "not be in the future)", capitalize=False),
+        "expire": w.spin(
+            "{expire the account|make the account expire} {now|immediately} (its expiry date must "
+            "not be in the future)",
+            capitalize=False,
+        ),
     }
     todo = w.clauses([parts[a] for a in actions], "; ")
-    keep = w.spin("{do not delete the account or its home directory|keep the account and its home directory|"
-                  "the account and its files must stay}", capitalize=False)
+    keep = w.spin(
+        "{do not delete the account or its home directory|keep the account and its home directory|"
+        "the account and its files must stay}",
+        capitalize=False,
+    )
     task = w.phrase(
         "The user {user} {has left|is leaving|is on extended leave}. For that account: {todo}. {keep_cap}; change nothing "
         "else.",
@@ -240,7 +314,11 @@ def lock_account(w: World) -> Draft:
         "Ticket: security asks to {block|disable} {user}. Steps: {todo}. {keep_cap}, and do not touch other "
         "accounts.",
         "Can you {block|deactivate} {user}? Please {todo}, but {keep}.",
-        user=user, todo=todo, keep=keep, keep_cap=keep[:1].upper() + keep[1:])
+        user=user,
+        todo=todo,
+        keep=keep,
+        keep_cap=keep[:1].upper() + keep[1:],
+    )
     today = "$(( $(date +%s) / 86400 ))"
     lines = [f"getent passwd {user} >/dev/null || exit 1", f"[ -f /home/{user}/{note_file} ] || exit 1"]
     hash_field = f"getent shadow {user} | cut -d: -f2"
@@ -253,9 +331,14 @@ def lock_account(w: World) -> Draft:
     else:
         lines.append(_shell_is(user, "/bin/bash"))
     if "expire" in actions:
-        lines.append(f"e=$(getent shadow {user} | cut -d: -f8); [ -n \"$e\" ] && [ \"$e\" -le {today} ] || exit 1")
-    lines += [f"case \"$(getent shadow {decoy} | cut -d: -f2)\" in '$'*) ;; *) exit 1;; esac",
-              _shell_is(decoy, "/bin/bash"), f"[ -z \"$(getent shadow {decoy} | cut -d: -f8)\" ] || exit 1"]
+        lines.append(
+            f'e=$(getent shadow {user} | cut -d: -f8); [ -n "$e" ] && [ "$e" -le {today} ] || exit 1'
+        )
+    lines += [
+        f"case \"$(getent shadow {decoy} | cut -d: -f2)\" in '$'*) ;; *) exit 1;; esac",
+        _shell_is(decoy, "/bin/bash"),
+        f'[ -z "$(getent shadow {decoy} | cut -d: -f8)" ] || exit 1',
+    ]
     check = _script(*lines)
     reference = []
     if len(actions) > 1 and w.chance(0.35):
@@ -263,13 +346,19 @@ def lock_account(w: World) -> Draft:
         reference.append(f"usermod {' '.join(flags[a] for a in actions)} {user}")
     else:
         for a in actions:
-            reference.append({"lock": w.pick((f"passwd -l {user}", f"usermod -L {user}")),
-                              "nologin": f"usermod -s /usr/sbin/nologin {user}",
-                              "expire": w.pick((f"chage -E 0 {user}", f"usermod -e 1 {user}",
-                                                f"chage -E 1970-01-02 {user}"))}[a])
+            reference.append(
+                {
+                    "lock": w.pick((f"passwd -l {user}", f"usermod -L {user}")),
+                    "nologin": f"usermod -s /usr/sbin/nologin {user}",
+                    "expire": w.pick(
+                        (f"chage -E 0 {user}", f"usermod -e 1 {user}", f"chage -E 1970-01-02 {user}")
+                    ),
+                }[a]
+            )
     reference.append(w.pick((f"passwd -S {user}", f"chage -l {user}", f"getent passwd {user}")))
-    return Draft(task=task, check=check, reference=reference, difficulty=min(3, len(actions)), setup=setup,
-                 user="root")
+    return Draft(
+        task=task, check=check, reference=reference, difficulty=min(3, len(actions)), setup=setup, user="root"
+    )
 
 
 @family("users-change-shell", "users", "change the login shell of one or more accounts")
@@ -280,11 +369,20 @@ def change_shell(w: World) -> Draft:
         old = w.pick(("/bin/sh", "/bin/dash", "/bin/rbash"))
         new = "/bin/bash"
         matching = w.sample(users, w.randint(1, len(users) - 1))
-        start = {u: (old if u in matching else w.pick([s for s in ("/bin/bash", "/usr/sbin/nologin",
-                                                                    "/bin/sh", "/bin/dash") if s != old]))
-                 for u in users}
-        svc = f"{w.service()}d"   # a system account with the old shell stays as it is
-        setup = [" && ".join(f"useradd -M -s {start[u]} {u}" for u in users) + f" && useradd -r -M -s {old} {svc}"]
+        start = {
+            u: (
+                old
+                if u in matching
+                else w.pick(
+                    [s for s in ("/bin/bash", "/usr/sbin/nologin", "/bin/sh", "/bin/dash") if s != old]
+                )
+            )
+            for u in users
+        }
+        svc = f"{w.service()}d"  # a system account with the old shell stays as it is
+        setup = [
+            " && ".join(f"useradd -M -s {start[u]} {u}" for u in users) + f" && useradd -r -M -s {old} {svc}"
+        ]
         want = {u: (new if u in matching else start[u]) for u in users}
         want[svc] = old
         task = w.phrase(
@@ -296,13 +394,26 @@ def change_shell(w: World) -> Draft:
             "for each of them; no other account may change.",
             "Could you switch every user account (uid 1000+) that currently logs in with {old} to {new}? Accounts "
             "with other shells and system accounts stay {as they are|unchanged}.",
-            old=old, new=new)
-        reference = [w.pick((f"awk -F: '$3 >= 1000 && $7 == \"{old}\" {{print $1}}' /etc/passwd",
-                             f"getent passwd | awk -F: '$3 >= 1000 && $7 == \"{old}\"'"))]
-        reference.append(w.pick((
-            f"awk -F: '$3 >= 1000 && $7 == \"{old}\" {{print $1}}' /etc/passwd | xargs -r -n1 usermod -s {new}",
-            f"for u in $(awk -F: '$3 >= 1000 && $7 == \"{old}\" {{print $1}}' /etc/passwd); do chsh -s {new} \"$u\"; "
-            "done")))
+            old=old,
+            new=new,
+        )
+        reference = [
+            w.pick(
+                (
+                    f"awk -F: '$3 >= 1000 && $7 == \"{old}\" {{print $1}}' /etc/passwd",
+                    f"getent passwd | awk -F: '$3 >= 1000 && $7 == \"{old}\"'",
+                )
+            )
+        ]
+        reference.append(
+            w.pick(
+                (
+                    f"awk -F: '$3 >= 1000 && $7 == \"{old}\" {{print $1}}' /etc/passwd | xargs -r -n1 usermod -s {new}",
+                    f'for u in $(awk -F: \'$3 >= 1000 && $7 == "{old}" {{print $1}}\' /etc/passwd); do chsh -s {new} "$u"; '
+                    "done",
+                )
+            )
+        )
         difficulty = 3
     else:
         targets = [w.pick(users)] if variant == "one" else w.sample(users, w.randint(2, len(users) - 1))
@@ -318,18 +429,29 @@ def change_shell(w: World) -> Draft:
             "the account}.",
             "Ticket: {login shell|shell} for {names} must be {new}{| (other accounts unchanged)}.",
             "Could you {switch|move} {names} to the {new} shell{| as login shell}?",
-            names=names, new=new)
+            names=names,
+            new=new,
+        )
         cmd = w.pick(("usermod -s", "chsh -s")) if new != "/usr/sbin/nologin" else "usermod -s"
         if plural and w.chance(0.5):
-            reference = [f"for u in {' '.join(targets)}; do {cmd} {new} \"$u\"; done"]
+            reference = [f'for u in {" ".join(targets)}; do {cmd} {new} "$u"; done']
         else:
             reference = [f"{cmd} {new} {u}" for u in targets]
         difficulty = 2 if plural else 1
-    reference.append(w.pick((f"getent passwd {' '.join(users)}", "tail -n 8 /etc/passwd",
-                             f"grep -E '^({'|'.join(users)}):' /etc/passwd")))
-    check = _script(*[f"getent passwd {u} >/dev/null || exit 1" for u in want],
-                    *[_shell_is(u, s) for u, s in want.items()],
-                    _shell_is("operator", "/bin/bash"))
+    reference.append(
+        w.pick(
+            (
+                f"getent passwd {' '.join(users)}",
+                "tail -n 8 /etc/passwd",
+                f"grep -E '^({'|'.join(users)}):' /etc/passwd",
+            )
+        )
+    )
+    check = _script(
+        *[f"getent passwd {u} >/dev/null || exit 1" for u in want],
+        *[_shell_is(u, s) for u, s in want.items()],
+        _shell_is("operator", "/bin/bash"),
+    )
     return Draft(task=task, check=check, reference=reference, difficulty=difficulty, setup=setup, user="root")
 
 
@@ -343,21 +465,40 @@ def account_expiry(w: World) -> Draft:
     if "must_change" in settings and len(settings) == 1:
         settings.append("expire")
     expire = w.date("2025-06-01", 900).date()
-    values = {"max": w.pick((30, 45, 60, 90, 120, 180, 365)), "min": w.pick((1, 2, 3, 7)),
-              "warn": w.pick((5, 7, 10, 14)), "inactive": w.pick((3, 7, 14, 30))}
+    values = {
+        "max": w.pick((30, 45, 60, 90, 120, 180, 365)),
+        "min": w.pick((1, 2, 3, 7)),
+        "warn": w.pick((5, 7, 10, 14)),
+        "inactive": w.pick((3, 7, 14, 30)),
+    }
     w.note(expire.isoformat(), *[values[k] for k in settings if k in values])
     setup = [f"useradd -m -s /bin/bash {user} && useradd -m -s /bin/bash {decoy}"]
     phr = {
         "expire": w.spin("the account {expires|must expire} on {d}", capitalize=False, d=expire.isoformat()),
-        "max": w.spin("the password {must be changed|has to be changed} at least every {n} days", capitalize=False,
-                      n=values["max"]),
-        "min": w.spin("{at least|a minimum of} {n} {unit} must pass between password changes", capitalize=False,
-                      n=values["min"], unit="day" if values["min"] == 1 else "days"),
-        "warn": w.spin("the user {gets|is given} a warning {n} days before the password expires",
-                       capitalize=False, n=values["warn"]),
-        "inactive": w.spin("the account {is disabled|gets locked} {n} days after the password has expired",
-                           capitalize=False, n=values["inactive"]),
-        "must_change": w.spin("the user {must|has to} change the password at the next login", capitalize=False),
+        "max": w.spin(
+            "the password {must be changed|has to be changed} at least every {n} days",
+            capitalize=False,
+            n=values["max"],
+        ),
+        "min": w.spin(
+            "{at least|a minimum of} {n} {unit} must pass between password changes",
+            capitalize=False,
+            n=values["min"],
+            unit="day" if values["min"] == 1 else "days",
+        ),
+        "warn": w.spin(
+            "the user {gets|is given} a warning {n} days before the password expires",
+            capitalize=False,
+            n=values["warn"],
+        ),
+        "inactive": w.spin(
+            "the account {is disabled|gets locked} {n} days after the password has expired",
+            capitalize=False,
+            n=values["inactive"],
+        ),
+        "must_change": w.spin(
+            "the user {must|has to} change the password at the next login", capitalize=False
+        ),
     }
     todo = w.clauses([phr[s] for s in settings], "; ")
     task = w.phrase(
@@ -366,33 +507,52 @@ def account_expiry(w: World) -> Draft:
         "affected}.",
         "Ticket: {user} is a {contractor|temporary account}. Configure it so that {todo}.",
         "Could you {configure|adjust} {user}'s account so that {todo}?",
-        user=user, todo=todo)
+        user=user,
+        todo=todo,
+    )
     field = {"min": 4, "max": 5, "warn": 6, "inactive": 7}
     lines = [f"s=$(getent shadow {user}) || exit 1"]
     if "expire" in settings:
-        lines.append(f"[ \"$(echo \"$s\" | cut -d: -f8)\" = {_days(expire)} ] || exit 1")
+        lines.append(f'[ "$(echo "$s" | cut -d: -f8)" = {_days(expire)} ] || exit 1')
     for k, f in field.items():
         if k in settings:
-            lines.append(f"[ \"$(echo \"$s\" | cut -d: -f{f})\" = {values[k]} ] || exit 1")
+            lines.append(f'[ "$(echo "$s" | cut -d: -f{f})" = {values[k]} ] || exit 1')
     if "must_change" in settings:
-        lines.append("[ \"$(echo \"$s\" | cut -d: -f3)\" = 0 ] || exit 1")
-    lines.append(f"[ -z \"$(getent shadow {decoy} | cut -d: -f8)\" ] || exit 1")
+        lines.append('[ "$(echo "$s" | cut -d: -f3)" = 0 ] || exit 1')
+    lines.append(f'[ -z "$(getent shadow {decoy} | cut -d: -f8)" ] || exit 1')
     check = _script(*lines)
-    opts = {"expire": f"-E {expire.isoformat()}", "max": f"-M {values.get('max')}", "min": f"-m {values.get('min')}",
-            "warn": f"-W {values.get('warn')}", "inactive": f"-I {values.get('inactive')}", "must_change": "-d 0"}
+    opts = {
+        "expire": f"-E {expire.isoformat()}",
+        "max": f"-M {values.get('max')}",
+        "min": f"-m {values.get('min')}",
+        "warn": f"-W {values.get('warn')}",
+        "inactive": f"-I {values.get('inactive')}",
+        "must_change": "-d 0",
+    }
     style = w.pick(("one", "each", "mixed"))
     if style == "one":
         reference = [f"chage {' '.join(opts[s] for s in settings)} {user}"]
     elif style == "each":
         reference = [f"chage {opts[s]} {user}" for s in settings]
     else:
-        alt = {"expire": f"usermod -e {expire.isoformat()} {user}", "max": f"passwd -x {values.get('max')} {user}",
-               "min": f"passwd -n {values.get('min')} {user}", "warn": f"passwd -w {values.get('warn')} {user}",
-               "inactive": f"passwd -i {values.get('inactive')} {user}", "must_change": f"passwd -e {user}"}
+        alt = {
+            "expire": f"usermod -e {expire.isoformat()} {user}",
+            "max": f"passwd -x {values.get('max')} {user}",
+            "min": f"passwd -n {values.get('min')} {user}",
+            "warn": f"passwd -w {values.get('warn')} {user}",
+            "inactive": f"passwd -i {values.get('inactive')} {user}",
+            "must_change": f"passwd -e {user}",
+        }
         reference = [alt[s] for s in settings]
     reference.append(f"chage -l {user}")
-    return Draft(task=task, check=check, reference=reference, difficulty=1 if len(settings) == 1 else 2,
-                 setup=setup, user="root")
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=1 if len(settings) == 1 else 2,
+        setup=setup,
+        user="root",
+    )
 
 
 @family("users-list-group-members", "users", "write the members of a group to a file")
@@ -405,45 +565,81 @@ def list_group_members(w: World) -> Draft:
     mode = w.pick(("supplementary", "all"))
     ordered = w.chance(0.5)
     out = f"{HOME}/{w.pick(('members', group + '_members', 'team', 'who_is_in_' + group))}.{w.pick(('txt', 'lst'))}"
-    setup = [f"groupadd {group} && groupadd {other}",
-             " && ".join([*(f"useradd -M -s /bin/bash -G {group} {u}" for u in supp),
-                          *(f"useradd -M -s /bin/bash -g {group} {u}" for u in prim),
-                          *(f"useradd -M -s /bin/bash -G {other} {u}" for u in decoys)])]
+    setup = [
+        f"groupadd {group} && groupadd {other}",
+        " && ".join(
+            [
+                *(f"useradd -M -s /bin/bash -G {group} {u}" for u in supp),
+                *(f"useradd -M -s /bin/bash -g {group} {u}" for u in prim),
+                *(f"useradd -M -s /bin/bash -G {other} {u}" for u in decoys),
+            ]
+        ),
+    ]
     want = sorted(supp) if mode == "supplementary" else sorted(set(supp + prim))
-    fmt = (w.spin("one name per line, sorted {alphabetically|A to Z}", capitalize=False) if ordered else
-           w.spin("one {user|login} name per line{|, in any order}", capitalize=False))
+    fmt = (
+        w.spin("one name per line, sorted {alphabetically|A to Z}", capitalize=False)
+        if ordered
+        else w.spin("one {user|login} name per line{|, in any order}", capitalize=False)
+    )
     if mode == "supplementary":
-        who = w.spin("the {members|users} listed for the group {group} in /etc/group", capitalize=False,
-                     group=group)
+        who = w.spin(
+            "the {members|users} listed for the group {group} in /etc/group", capitalize=False, group=group
+        )
     else:
-        who = w.spin("{every account|all users} in group {group} ({both those with it as their primary group and "
-                     "its supplementary members|primary or supplementary membership})", capitalize=False, group=group)
+        who = w.spin(
+            "{every account|all users} in group {group} ({both those with it as their primary group and "
+            "its supplementary members|primary or supplementary membership})",
+            capitalize=False,
+            group=group,
+        )
     task = w.phrase(
         "Write {who} to {out}, {fmt}.",
         "{We need|Please make} a list of {who}. Save it to {out} ({fmt}).",
         "Ticket: {audit|review} of group {group}. {Put|Write} {who} in {out}, {fmt}.",
         "Who is in {group}? Write {who} to {out} ({fmt}).",
-        who=who, out=w.path_ref(out, "file"), fmt=fmt, group=group)
+        who=who,
+        out=w.path_ref(out, "file"),
+        fmt=fmt,
+        group=group,
+    )
     cleaned = f"sed -e 's/[[:space:]]*$//' -e '/^$/d' {quote(out)}"
     expected = "\\n".join(want)
     if ordered:
-        lines = [f"[ -f {quote(out)} ] || exit 1", f"[ \"$({cleaned})\" = \"$(printf '{expected}')\" ] || exit 1"]
+        lines = [
+            f"[ -f {quote(out)} ] || exit 1",
+            f'[ "$({cleaned})" = "$(printf \'{expected}\')" ] || exit 1',
+        ]
     else:
-        lines = [f"[ -f {quote(out)} ] || exit 1",
-                 f"[ \"$({cleaned} | sort)\" = \"$(printf '{expected}' | sort)\" ] || exit 1"]
+        lines = [
+            f"[ -f {quote(out)} ] || exit 1",
+            f'[ "$({cleaned} | sort)" = "$(printf \'{expected}\' | sort)" ] || exit 1',
+        ]
     check = _script(*lines)
-    o = "~" + out[len(HOME):] if w.chance(0.5) else out
+    o = "~" + out[len(HOME) :] if w.chance(0.5) else out
     sort = " | sort" if ordered or w.chance(0.5) else ""
     if mode == "supplementary":
-        reference = [w.pick((f"getent group {group} | cut -d: -f4 | tr ',' '\\n'{sort} > {o}",
-                             f"awk -F: '$1 == \"{group}\" {{print $4}}' /etc/group | tr ',' '\\n'{sort} > {o}"))]
+        reference = [
+            w.pick(
+                (
+                    f"getent group {group} | cut -d: -f4 | tr ',' '\\n'{sort} > {o}",
+                    f"awk -F: '$1 == \"{group}\" {{print $4}}' /etc/group | tr ',' '\\n'{sort} > {o}",
+                )
+            )
+        ]
     else:
-        reference = [f"gid=$(getent group {group} | cut -d: -f3); echo $gid",
-                     f"{{ getent group {group} | cut -d: -f4 | tr ',' '\\n'; "
-                     f"getent passwd | awk -F: -v g=\"$gid\" '$4 == g {{print $1}}'; }} | sed '/^$/d' | sort -u > {o}"]
+        reference = [
+            f"gid=$(getent group {group} | cut -d: -f3); echo $gid",
+            f"{{ getent group {group} | cut -d: -f4 | tr ',' '\\n'; "
+            f"getent passwd | awk -F: -v g=\"$gid\" '$4 == g {{print $1}}'; }} | sed '/^$/d' | sort -u > {o}",
+        ]
     reference.append(f"cat {o}")
-    return Draft(task=task, check=check, reference=reference, difficulty=2 if mode == "supplementary" else 3,
-                 setup=setup)
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=2 if mode == "supplementary" else 3,
+        setup=setup,
+    )
 
 
 @family("users-delete-with-home", "users", "remove an account and its home (optionally archiving it first)")
@@ -453,18 +649,22 @@ def delete_with_home(w: World) -> Draft:
     variant = w.pick(("purge", "purge", "archive", "keep_home"))
     names = [w.filename(w.pick(("txt", "md", "csv", "sh"))) for _ in range(w.randint(1, 3))]
     manager = w.username() if variant == "keep_home" else None
-    setup = [f"useradd -m -s /bin/bash {user} && useradd -m -s /bin/bash {decoy}"
-             + (f" && useradd -m -s /bin/bash {manager}" if manager else ""),
-             " && ".join(f"echo {quote(w.pick(w.lines(3)))} > /home/{user}/{n}" for n in names)
-             + f" && chown -R {user}: /home/{user}"]
+    setup = [
+        f"useradd -m -s /bin/bash {user} && useradd -m -s /bin/bash {decoy}"
+        + (f" && useradd -m -s /bin/bash {manager}" if manager else ""),
+        " && ".join(f"echo {quote(w.pick(w.lines(3)))} > /home/{user}/{n}" for n in names)
+        + f" && chown -R {user}: /home/{user}",
+    ]
     archive = None
     if variant == "archive":
         adir = w.pick(("/srv/archive", "/root/offboarding", "/var/backups/homes", "/srv/backup/users"))
         archive = f"{adir}/{user}{w.pick(('-home', '_home', ''))}.{w.pick(('tar.gz', 'tgz', 'tar.gz'))}"
         if w.chance(0.5):
             setup.append(f"mkdir -p {adir}")
-    lines = [f"! getent passwd {user} >/dev/null || exit 1",
-             f"getent passwd {decoy} >/dev/null && [ -d /home/{decoy} ] || exit 1"]
+    lines = [
+        f"! getent passwd {user} >/dev/null || exit 1",
+        f"getent passwd {decoy} >/dev/null && [ -d /home/{decoy} ] || exit 1",
+    ]
     if variant == "purge":
         task = w.phrase(
             "Delete the user {user} together with {its|their} home directory.",
@@ -472,10 +672,14 @@ def delete_with_home(w: World) -> Draft:
             "{stays|must not be touched}.",
             "Ticket: remove {user} (account and /home/{user}).",
             "Could you delete {user}'s account and home directory{| completely}?",
-            user=user, decoy=decoy)
+            user=user,
+            decoy=decoy,
+        )
         lines.append(f"[ ! -e /home/{user} ] || exit 1")
-        reference = [w.pick((f"userdel -r {user}", f"userdel --remove {user}")),
-                     w.pick(("ls /home", f"getent passwd {user} || echo gone"))]
+        reference = [
+            w.pick((f"userdel -r {user}", f"userdel --remove {user}")),
+            w.pick(("ls /home", f"getent passwd {user} || echo gone")),
+        ]
         difficulty = 1
     elif variant == "archive":
         task = w.phrase(
@@ -487,14 +691,23 @@ def delete_with_home(w: World) -> Draft:
             "home.",
             "Could you back up {user}'s home to {archive} as a .tar.gz and then remove the account and the home "
             "directory?",
-            user=user, archive=archive)
+            user=user,
+            archive=archive,
+        )
         names_re = "|".join(names)
-        lines += [f"[ ! -e /home/{user} ] || exit 1", f"[ -f {archive} ] || exit 1",
-                  f"[ \"$(tar -tzf {archive} | grep -cE '(^|/)({names_re})$')\" -ge {len(names)} ] || exit 1"]
+        lines += [
+            f"[ ! -e /home/{user} ] || exit 1",
+            f"[ -f {archive} ] || exit 1",
+            f"[ \"$(tar -tzf {archive} | grep -cE '(^|/)({names_re})$')\" -ge {len(names)} ] || exit 1",
+        ]
         adir = archive.rsplit("/", 1)[0]
-        reference = [f"mkdir -p {adir}",
-                     w.pick((f"tar -czf {archive} -C /home {user}", f"tar czf {archive} /home/{user}")),
-                     f"tar -tzf {archive}", f"userdel -r {user}", f"ls -l {adir}"]
+        reference = [
+            f"mkdir -p {adir}",
+            w.pick((f"tar -czf {archive} -C /home {user}", f"tar czf {archive} /home/{user}")),
+            f"tar -tzf {archive}",
+            f"userdel -r {user}",
+            f"ls -l {adir}",
+        ]
         difficulty = 3
     else:
         task = w.phrase(
@@ -506,13 +719,20 @@ def delete_with_home(w: World) -> Draft:
             "(group {manager} too).",
             "Could you delete {user}'s account, keeping the home directory, and hand everything in it to {manager} "
             "(owner and group)?",
-            user=user, manager=manager)
-        lines += [f"[ -d /home/{user} ] || exit 1",
-                  *[f"[ -f /home/{user}/{n} ] || exit 1" for n in names],
-                  f"[ -z \"$(find /home/{user} \\( ! -user {manager} -o ! -group {manager} \\) -print -quit)\" ] "
-                  "|| exit 1"]
-        reference = [w.pick((f"chown -R {manager}:{manager} /home/{user}", f"chown -R {manager}: /home/{user}")),
-                     f"userdel {user}", f"ls -la /home/{user}"]
+            user=user,
+            manager=manager,
+        )
+        lines += [
+            f"[ -d /home/{user} ] || exit 1",
+            *[f"[ -f /home/{user}/{n} ] || exit 1" for n in names],
+            f'[ -z "$(find /home/{user} \\( ! -user {manager} -o ! -group {manager} \\) -print -quit)" ] '
+            "|| exit 1",
+        ]
+        reference = [
+            w.pick((f"chown -R {manager}:{manager} /home/{user}", f"chown -R {manager}: /home/{user}")),
+            f"userdel {user}",
+            f"ls -la /home/{user}",
+        ]
         if w.chance(0.5):
             reference = [reference[1], reference[0], reference[2]]
         difficulty = 2
@@ -532,21 +752,39 @@ def set_uid(w: World) -> Draft:
     home_files = [w.filename(w.pick(("txt", "md", "csv"))) for _ in range(w.randint(1, 3))]
     data_mine = [w.filename(w.pick(("csv", "json", "log"))) for _ in range(w.randint(1, 3))]
     data_other = [w.filename(w.pick(("csv", "json", "log"))) for _ in range(w.randint(1, 2))]
-    setup = [f"useradd -m -u {old} -s /bin/bash {user} && useradd -M -s /usr/sbin/nologin {other}",
-             " && ".join(f"echo {quote(w.pick(w.lines(2)))} > /home/{user}/{n}" for n in home_files)
-             + f" && chown -R {user}: /home/{user}"]
+    setup = [
+        f"useradd -m -u {old} -s /bin/bash {user} && useradd -M -s /usr/sbin/nologin {other}",
+        " && ".join(f"echo {quote(w.pick(w.lines(2)))} > /home/{user}/{n}" for n in home_files)
+        + f" && chown -R {user}: /home/{user}",
+    ]
     if outside:
-        setup.append(f"mkdir -p {data} && "
-                     + " && ".join(f"echo {w.word()} > {data}/{n}" for n in data_mine + data_other)
-                     + f" && chown {user} " + " ".join(f"{data}/{n}" for n in data_mine)
-                     + f" && chown {other} " + " ".join(f"{data}/{n}" for n in data_other))
+        setup.append(
+            f"mkdir -p {data} && "
+            + " && ".join(f"echo {w.word()} > {data}/{n}" for n in data_mine + data_other)
+            + f" && chown {user} "
+            + " ".join(f"{data}/{n}" for n in data_mine)
+            + f" && chown {other} "
+            + " ".join(f"{data}/{n}" for n in data_other)
+        )
     extra = []
     if outside:
-        extra.append(w.spin("the files under {data} that belong to {user} must still belong to {user} "
-                            "afterwards", capitalize=False, data=data, user=user))
+        extra.append(
+            w.spin(
+                "the files under {data} that belong to {user} must still belong to {user} afterwards",
+                capitalize=False,
+                data=data,
+                user=user,
+            )
+        )
     if with_gid:
-        extra.append(w.spin("give {user}'s own group ({user}) the same number as its gid, and make the files in "
-                            "{their|the} home directory belong to that group", capitalize=False, user=user))
+        extra.append(
+            w.spin(
+                "give {user}'s own group ({user}) the same number as its gid, and make the files in "
+                "{their|the} home directory belong to that group",
+                capitalize=False,
+                user=user,
+            )
+        )
     more = w.clauses(extra, "; ")
     more = f" Also: {more}." if more else ""
     task = w.phrase(
@@ -555,27 +793,45 @@ def set_uid(w: World) -> Draft:
         "sure their home directory still belongs to them}.{more}",
         "Ticket: renumber user {user} to uid {new}.{more}",
         "Could you give {user} the user id {new}?{more}",
-        user=user, new=new, more=more)
-    lines = [f"[ \"$(id -u {user})\" = {new} ] || exit 1",
-             f"[ -z \"$(find /home/{user} ! -uid {new} -print -quit)\" ] || exit 1",
-             *[f"[ -f /home/{user}/{n} ] || exit 1" for n in home_files]]
+        user=user,
+        new=new,
+        more=more,
+    )
+    lines = [
+        f'[ "$(id -u {user})" = {new} ] || exit 1',
+        f'[ -z "$(find /home/{user} ! -uid {new} -print -quit)" ] || exit 1',
+        *[f"[ -f /home/{user}/{n} ] || exit 1" for n in home_files],
+    ]
     if outside:
-        lines += [f"[ \"$(stat -c %u {data}/{n})\" = {new} ] || exit 1" for n in data_mine]
-        lines += [f"[ \"$(stat -c %U {data}/{n})\" = {other} ] || exit 1" for n in data_other]
+        lines += [f'[ "$(stat -c %u {data}/{n})" = {new} ] || exit 1' for n in data_mine]
+        lines += [f'[ "$(stat -c %U {data}/{n})" = {other} ] || exit 1' for n in data_other]
     if with_gid:
-        lines += [f"[ \"$(getent group {user} | cut -d: -f3)\" = {new} ] || exit 1",
-                  f"[ \"$(id -g {user})\" = {new} ] || exit 1",
-                  f"[ -z \"$(find /home/{user} ! -gid {new} -print -quit)\" ] || exit 1"]
+        lines += [
+            f'[ "$(getent group {user} | cut -d: -f3)" = {new} ] || exit 1',
+            f'[ "$(id -g {user})" = {new} ] || exit 1',
+            f'[ -z "$(find /home/{user} ! -gid {new} -print -quit)" ] || exit 1',
+        ]
     check = _script(*lines)
     reference = [f"id {user}", f"usermod -u {new} {user}"]
     if with_gid:
         reference += [f"groupmod -g {new} {user}", f"chgrp -R {user} /home/{user}"]
     if outside:
-        reference.append(w.pick((f"find {data} -uid {old} -exec chown {user} {{}} +",
-                                 f"find {data} -user {old} -print0 | xargs -0 chown {new}",
-                                 f"chown -R --from={old} {user} {data}")))
+        reference.append(
+            w.pick(
+                (
+                    f"find {data} -uid {old} -exec chown {user} {{}} +",
+                    f"find {data} -user {old} -print0 | xargs -0 chown {new}",
+                    f"chown -R --from={old} {user} {data}",
+                )
+            )
+        )
         reference.append(f"ls -ln {data}")
     reference.append(f"id {user}; ls -ln /home/{user}")
-    return Draft(task=task, check=check, reference=reference,
-                 difficulty=2 + int(outside) + int(with_gid) if not (outside and with_gid) else 4,
-                 setup=setup, user="root")
+    return Draft(
+        task=task,
+        check=check,
+        reference=reference,
+        difficulty=2 + int(outside) + int(with_gid) if not (outside and with_gid) else 4,
+        setup=setup,
+        user="root",
+    )
