@@ -771,3 +771,15 @@ def test_eval_cli_names_adapters_by_their_folder() -> None:
 
     assert adapter_labels(["/a/adapters/dpo-7a25", "/a/adapters/grpo-77d7/"]) == ["dpo-7a25", "grpo-77d7"]
     assert adapter_labels(["/x/adapter", "/y/adapter"]) == ["adapter-1", "adapter-2"]
+
+
+def test_the_evaluation_run_config_is_the_evaluators_settings_plus_the_run() -> None:
+    """``EvalSettings`` is defined once: ``benchmark_results``' launchpad config inherits every field and default
+    (issue 30), so episode caps and sandboxes are settable there too, and all of them reach the evaluator."""
+    from bashgym_assets.defs.evaluation import EvalRunConfig
+
+    assert EvalRunConfig().model_dump(include=set(EvalSettings.model_fields)) == EvalSettings().model_dump()
+    run = EvalRunConfig(max_live=8, episode_timeout_s=60.0, max_turns=4, suites=["x"])
+    assert EvalSettings.model_validate(
+        run.model_dump(include=set(EvalSettings.model_fields))
+    ) == EvalSettings(max_live=8, episode_timeout_s=60.0, max_turns=4)

@@ -42,8 +42,10 @@ ADAPTER_ASSETS = (sft_adapter.key, dpo_adapter.key, grpo_adapter.key)
 PROMOTION_CHECK = "promotion_decision"
 
 
-class EvalRunConfig(dg.Config):
-    """Launchpad settings of an evaluation (defaults: the whole held-out split, greedy, 10 turns)."""
+class EvalRunConfig(dg.Config, EvalSettings):
+    """Launchpad settings of an evaluation (defaults: the whole held-out split, greedy, 10 turns): how episodes
+    run (``EvalSettings``, the evaluator's own fields and defaults: caps, samples, sandboxes, batching) and what
+    is evaluated and decided."""
 
     max_scenarios: int | None = None  # the first N held-out scenarios not from the task factory (by id)
     categories: list[str] = []
@@ -54,12 +56,8 @@ class EvalRunConfig(dg.Config):
     # Only the tasks of these external suites (a suite's name or a prefix of its ids, as `bashgym eval --suite`);
     # the factory's families and the fit sample are left out then, and the promotion rests on these tasks alone.
     suites: list[str] = []
-    samples: int = 1
     temperature: float = 0.0
-    max_turns: int = 10
     max_new_tokens: int = 128
-    # A local greedy model is batched continuously (rollout.continuous); False: lockstep turns.
-    continuous: bool = True
     include_base: bool = True
     promote: bool = True
     alpha: float = 0.05
@@ -281,7 +279,7 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
         specs,
         bundles,
         image,
-        EvalSettings(samples=config.samples, max_turns=config.max_turns, continuous=config.continuous),
+        EvalSettings.model_validate(config.model_dump(include=set(EvalSettings.model_fields))),
         Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens),
         eval_id=eval_id,
         progress=context.log.info,
