@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_ingest.py [--mb 220] [--out benchmarks/results/ingest.md]
 
-Generates a corpus of realistic sessions (``bashgym_assets.ingest.synthetic.generate_corpus``) in a temporary
+Generates a corpus of realistic sessions (``bashgym_assets.testing.traces.generate_corpus``) in a temporary
 folder (never in the repo), then runs, each in a fresh process so peak memory is its own:
 
 - baseline: the straightforward approach, ``json.loads`` per line into dicts, pairing tool calls in dicts,
@@ -174,7 +174,7 @@ def main() -> int:
         print(json.dumps(result))
         return 0
 
-    from bashgym_assets.ingest.synthetic import generate_corpus
+    from bashgym_assets.testing.traces import generate_corpus
 
     exe = Path(sys.executable)
     python = str(exe.relative_to(ROOT)) if exe.is_relative_to(ROOT) else str(exe)

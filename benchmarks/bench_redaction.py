@@ -26,7 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bashgym_assets.privacy.redactor import Redactor, tokens_touched  # noqa: E402
-from bashgym_assets.privacy.synthetic import (  # noqa: E402
+from bashgym_assets.sessions import Session  # noqa: E402
+from bashgym_assets.testing.secrets import (  # noqa: E402
     all_text,
     code_session,
     decoy_session,
@@ -34,7 +35,6 @@ from bashgym_assets.privacy.synthetic import (  # noqa: E402
     planted_session,
     survives,
 )
-from bashgym_assets.sessions import Session  # noqa: E402
 
 #: a placeholder glued to a word character: a token was cut in two (``<URL_1>ernal/v1/me``)
 _GLUED = re.compile(r"\w<[A-Z][A-Z0-9_]*_\d+>|<[A-Z][A-Z0-9_]*_\d+>\w")

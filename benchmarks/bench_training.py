@@ -50,7 +50,7 @@ MODES = ("padded", "packed-flat", "packed", "plain", "packed-stock", "packed-bf1
 
 def synthetic_conversations(n: int, seed: int = 0) -> list[list[dict[str, str]]]:
     """Trajectory-shaped conversations with a realistic spread of lengths (1-8 commands, short to long outputs)."""
-    from bashgym_assets.training_data.synthetic import trajectory_messages
+    from bashgym_assets.testing.datasets import trajectory_messages
 
     rng = random.Random(seed)
     words = [

@@ -16,7 +16,7 @@ from bashgym_assets.rollout.continuous import ContinuousDecoder
 from bashgym_assets.rollout.kv_generation import KVGenerator
 from bashgym_assets.rollout.operators import LocalModelOperator, Reply
 from bashgym_assets.rollout.transcript import Message
-from bashgym_assets.training.tiny import build_tiny_model
+from bashgym_assets.testing.tiny_model import build_tiny_model
 
 TASKS = [*BASE_TASKS, "rename every .jpeg in photos/ to .jpg " * 6, "x"]
 OBSERVATIONS = [*BASE_OBSERVATIONS[:3], "done\n" * 30, *BASE_OBSERVATIONS[4:]]

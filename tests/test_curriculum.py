@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from bashgym_assets.testing import datasets as syn
+from bashgym_assets.testing.tiny_model import build_tiny_model
 from bashgym_assets.training.curriculum import curriculum_order, curriculum_sampler, stage_counts, stage_of
-from bashgym_assets.training.tiny import build_tiny_model
 from bashgym_assets.training.trainer import TrainConfig, build_sft_trainer, train_sft
-from bashgym_assets.training_data import synthetic as syn
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import pytest
 
 from bashgym_assets.lake import Lake
 from bashgym_assets.sessions import STEP_ARROW_TYPE
+from bashgym_assets.testing import datasets as syn
 from bashgym_assets.training_data import build as ds
-from bashgym_assets.training_data import synthetic as syn
 from bashgym_assets.training_data.render import segment_messages
 
 

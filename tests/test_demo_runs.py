@@ -254,7 +254,7 @@ def tiny_adapter(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from bashgym_assets.training.tiny import build_tiny_model
+    from bashgym_assets.testing.tiny_model import build_tiny_model
 
     root = tmp_path_factory.mktemp("round-trip-tiny")
     base = build_tiny_model(root / "base", init_range=0.02)

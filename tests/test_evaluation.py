@@ -34,7 +34,7 @@ from bashgym_assets.rollout.transcript import (
 )
 from bashgym_assets.scenarios.bundle import ScenarioBundle, load_folder
 from bashgym_assets.scenarios.gate import HELD_OUT, TRAIN, split_for
-from bashgym_assets.training.tiny import build_tiny_model
+from bashgym_assets.testing.tiny_model import build_tiny_model
 
 PACK = Path(__file__).resolve().parents[1] / "bashgym_assets" / "data" / "scenario_pack"
 

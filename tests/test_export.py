@@ -36,7 +36,7 @@ from bashgym_assets.export.gguf_file import KNOWN_PRE_TOKENIZERS, chkhsh, pre_to
 from bashgym_assets.export.llama_cpp import installed_version
 from bashgym_assets.export.ollama import CHATML_GO_TEMPLATE, default_system
 from bashgym_assets.lake import current_umask
-from bashgym_assets.training.tiny import CHATML_TEMPLATE, build_tiny_model
+from bashgym_assets.testing.tiny_model import CHATML_TEMPLATE, build_tiny_model
 
 SMOL_TEMPLATE = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"

@@ -18,8 +18,8 @@ from bashgym_assets.scenarios.factory.family import family_of
 from bashgym_assets.scenarios.factory.generate import generate
 from bashgym_assets.scenarios.factory.split import HELD_OUT_FAMILIES as HELD_OUT_FAMILY_NAMES
 from bashgym_assets.scenarios.gate import HELD_OUT, TRAIN, split_for
+from bashgym_assets.testing import datasets as syn
 from bashgym_assets.training_data import build as ds
-from bashgym_assets.training_data import synthetic as syn
 
 
 def _generated(per_family: int = 3):

@@ -26,7 +26,7 @@ from bashgym_assets.defs.automation import DOWNSTREAM
 from bashgym_assets.defs.ingest import trace_files_sensor
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.ingest import SAMPLE_TRACES_DIR
-from bashgym_assets.training.tiny import build_tiny_model
+from bashgym_assets.testing.tiny_model import build_tiny_model
 
 SFT, DPO, EVAL, STUDENT = (
     dg.AssetKey(k) for k in ("sft_dataset", "dpo_dataset", "benchmark_results", "student_rollouts")

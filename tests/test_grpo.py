@@ -14,9 +14,9 @@ import pytest
 from bashgym_assets.rollout.transcript import as_dicts
 from bashgym_assets.sandbox import CommandResult
 from bashgym_assets.scenarios.bundle import ScenarioBundle
+from bashgym_assets.testing.tiny_model import build_tiny_model
 from bashgym_assets.training import grpo
 from bashgym_assets.training.grpo import EpisodeOutcome, RewardSpec, episode_reward
-from bashgym_assets.training.tiny import build_tiny_model
 
 
 def _touch(i: int) -> ScenarioBundle:

@@ -51,7 +51,7 @@ from bashgym_assets.rollout.operators import (
 from bashgym_assets.rollout.transcript import Message, initial_messages, parse_reply
 from bashgym_assets.scenarios.bundle import load_folder, parse_bundle
 from bashgym_assets.sessions import Prompt, Session, Step
-from bashgym_assets.training_data import synthetic as syn
+from bashgym_assets.testing import datasets as syn
 from bashgym_assets.training_data.build import build_dpo, build_sft
 
 PACK = Path(__file__).resolve().parents[1] / "bashgym_assets" / "data" / "scenario_pack"

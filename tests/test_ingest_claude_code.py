@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bashgym_assets.ingest.claude_code import ClaudeCodeAdapter, exit_code_of
-from bashgym_assets.ingest.synthetic import T0, ClaudeSessionWriter, write_sample_traces
+from bashgym_assets.testing.traces import T0, ClaudeSessionWriter, write_sample_traces
 
 ADAPTER = ClaudeCodeAdapter()
 

@@ -15,9 +15,9 @@ from bashgym_assets.ingest.bashgym_trace import BashGymTraceAdapter
 from bashgym_assets.ingest.hook import capture_event
 from bashgym_assets.ingest.pipeline import RAW_SESSIONS, discover_repos, ingest_repo
 from bashgym_assets.ingest.repos import NO_REPO_KEY, detect_repo, key_from_remote, sanitize_key
-from bashgym_assets.ingest.synthetic import write_sample_traces
 from bashgym_assets.lake import Lake
 from bashgym_assets.sessions import sessions_from_table
+from bashgym_assets.testing.traces import write_sample_traces
 
 
 @pytest.mark.parametrize(
@@ -224,7 +224,7 @@ def test_fast_table_build_equals_the_schema_helper() -> None:
 
 
 def test_generated_corpus_imports_with_the_generator_totals(tmp_path: Path, settings) -> None:
-    from bashgym_assets.ingest.synthetic import generate_corpus
+    from bashgym_assets.testing.traces import generate_corpus
 
     totals = generate_corpus(tmp_path / "corpus", 3_000_000, seed=11, repos=3)
     lake = Lake(settings)

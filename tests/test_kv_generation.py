@@ -13,7 +13,7 @@ from conversations import OBSERVATIONS, TASKS, start
 from bashgym_assets.rollout.kv_generation import KVCacheStore, kv_cache_enabled, unsupported_reason
 from bashgym_assets.rollout.operators import LocalModelOperator
 from bashgym_assets.rollout.transcript import Message
-from bashgym_assets.training.tiny import build_tiny_model
+from bashgym_assets.testing.tiny_model import build_tiny_model
 
 
 @pytest.fixture(scope="module")

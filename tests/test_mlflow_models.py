@@ -13,9 +13,9 @@ import pytest
 
 from bashgym_assets.config import Settings
 from bashgym_assets.evaluation import promotion as promo
+from bashgym_assets.testing import datasets as syn
+from bashgym_assets.testing.tiny_model import build_tiny_model
 from bashgym_assets.training import registry
-from bashgym_assets.training.tiny import build_tiny_model
-from bashgym_assets.training_data import synthetic as syn
 
 CONV = syn.trajectory_messages("task: list the files", ["ls -la dir1"], ["total 12\nfile.txt"])
 

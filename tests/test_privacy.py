@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 
 from bashgym_assets.privacy.redactor import PlaceholderMap, Redactor, tokens_touched
-from bashgym_assets.privacy.synthetic import all_text, code_session, planted_session, survives
 from bashgym_assets.sessions import Prompt, Session, Step
+from bashgym_assets.testing.secrets import all_text, code_session, planted_session, survives
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ import string
 import pytest
 
 from bashgym_assets.privacy.redactor import PlaceholderMap, Redactor
-from bashgym_assets.privacy.synthetic import all_text, decoy_session, survives
 from bashgym_assets.sessions import Prompt, Session, Step
+from bashgym_assets.testing.secrets import all_text, decoy_session, survives
 
 B62 = string.ascii_letters + string.digits
 GHP = "ghp_R7kq2Lm9XwPz4TfBv8Ny3HcJd6Gs1QaE5uVo"  # random-looking, not a placeholder

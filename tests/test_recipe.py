@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from bashgym_assets.testing import datasets as syn
+from bashgym_assets.testing.tiny_model import build_tiny_model
 from bashgym_assets.training import recipe
-from bashgym_assets.training.tiny import build_tiny_model
 from bashgym_assets.training.trainer import load_adapter
-from bashgym_assets.training_data import synthetic as syn
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ from bashgym_assets.defs import datasets as dd
 from bashgym_assets.defs import training as tr
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.lake import Lake
-from bashgym_assets.training.tiny import build_tiny_model
-from bashgym_assets.training_data import synthetic as syn
+from bashgym_assets.testing import datasets as syn
+from bashgym_assets.testing.tiny_model import build_tiny_model
 
 
 def _evaluate(instance: dg.DagsterInstance):

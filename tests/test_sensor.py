@@ -18,9 +18,9 @@ from bashgym_assets.defs.partitions import repo_partitions
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.ingest.pipeline import RAW_SESSIONS
 from bashgym_assets.ingest.scan import CursorStore, ScanCursor, scan
-from bashgym_assets.ingest.synthetic import T0, ClaudeSessionWriter
 from bashgym_assets.lake import Lake
 from bashgym_assets.sessions import sessions_from_table
+from bashgym_assets.testing.traces import T0, ClaudeSessionWriter
 
 
 def _settle(*paths: Path) -> None:

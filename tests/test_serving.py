@@ -27,11 +27,11 @@ CHAT = [
 
 
 def build_student(root: Path) -> tuple[Path, Path]:
-    """The tiny local chat model (``training/tiny.py``) and a random (non-identity) LoRA adapter on it."""
+    """The tiny local chat model (``testing/tiny_model.py``) and a random (non-identity) LoRA adapter on it."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from bashgym_assets.training.tiny import build_tiny_model
+    from bashgym_assets.testing.tiny_model import build_tiny_model
 
     model_dir = build_tiny_model(root / "model")
     model = AutoModelForCausalLM.from_pretrained(model_dir)

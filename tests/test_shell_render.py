@@ -16,9 +16,9 @@ import pytest
 from bashgym_assets.ingest.claude_code import ClaudeCodeAdapter
 from bashgym_assets.quality.segment import segment_session
 from bashgym_assets.rollout.transcript import bash_syntax_error, parse_reply
+from bashgym_assets.testing import datasets as syn
 from bashgym_assets.training_data import build as ds
 from bashgym_assets.training_data import shell_render as sr
-from bashgym_assets.training_data import synthetic as syn
 from bashgym_assets.training_data.render import render_segment, step_observation
 from bashgym_assets.training_data.shell_render import ShellTurn, Skipped, render_step
 

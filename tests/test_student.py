@@ -20,7 +20,7 @@ from bashgym_assets.rollout.rollouts import HeldOutScenarioError
 from bashgym_assets.rollout.transcript import Message, initial_messages
 from bashgym_assets.scenarios.bundle import ScenarioBundle
 from bashgym_assets.scenarios.gate import HELD_OUT, TRAIN, split_for
-from bashgym_assets.training.tiny import build_tiny_model
+from bashgym_assets.testing.tiny_model import build_tiny_model
 from bashgym_assets.training_data.build import HeldOut, build_dpo
 
 

@@ -137,7 +137,7 @@ def test_suite_gate_refused_by_the_gate_says_why_and_exits_non_zero(
 # ---- eval ----------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from bashgym_assets.training.tiny import build_tiny_model
+    from bashgym_assets.testing.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 

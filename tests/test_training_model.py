@@ -11,10 +11,10 @@ from bashgym_assets.defs import datasets as dd
 from bashgym_assets.defs import training as tr
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.lake import Lake
+from bashgym_assets.testing import datasets as syn
 from bashgym_assets.training import base_model as bm
 from bashgym_assets.training import registry
 from bashgym_assets.training.trainer import generate, load_adapter
-from bashgym_assets.training_data import synthetic as syn
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from bashgym_assets.testing import datasets as syn
+from bashgym_assets.testing.tiny_model import build_tiny_model
 from bashgym_assets.training import registry
 from bashgym_assets.training.masking import IGNORE_INDEX, tokenize_conversation
-from bashgym_assets.training.tiny import build_tiny_model
 from bashgym_assets.training.trainer import (
     TEMPLATES_DIR,
     TrainConfig,
@@ -23,7 +24,6 @@ from bashgym_assets.training.trainer import (
     train_sft,
     training_tokenizer,
 )
-from bashgym_assets.training_data import synthetic as syn
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,8 @@ import pytest
 
 from bashgym_assets.inference import turns
 from bashgym_assets.rollout.operators import LocalModelOperator
+from bashgym_assets.testing.tiny_model import build_tiny_model
 from bashgym_assets.training import grpo, masking
-from bashgym_assets.training.tiny import build_tiny_model
 
 # Phi-style: a turn ends with <|end|>; the tokenizer's eos stays <|im_end|>, the name the old code guessed first
 PHI_LIKE = (

@@ -34,8 +34,8 @@ from bashgym_assets.ingest import SAMPLE_TRACES_DIR
 from bashgym_assets.ingest.pipeline import discover_repos
 from bashgym_assets.instance import ensure_dagster_home
 from bashgym_assets.lake import Lake
-from bashgym_assets.training.tiny import build_tiny_model
-from bashgym_assets.training_data import synthetic as syn
+from bashgym_assets.testing import datasets as syn
+from bashgym_assets.testing.tiny_model import build_tiny_model
 
 pytestmark = pytest.mark.slow
 

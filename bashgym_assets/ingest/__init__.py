@@ -10,7 +10,7 @@ Public API:
 - capture: ``python -I -S .../bashgym_assets/ingest/hook_entry.py`` (the hook, standard library only; see
   ``hook``), ``install_hooks`` / ``uninstall_hooks`` / ``hooks_status``, CLI
   ``python -m bashgym_assets.ingest.hooks_cli install|uninstall|status``
-- demo data: ``SAMPLE_TRACES_DIR`` (bundled), ``synthetic.write_sample_traces``, ``synthetic.generate_corpus``
+- demo data: ``SAMPLE_TRACES_DIR`` (bundled); generators for tests and benchmarks: ``testing.traces``
 """
 
 from pathlib import Path
