@@ -247,3 +247,13 @@ def test_local_model_operator_with_adapter_and_context_trim(tiny_model: tuple[Pa
     assert not torch.allclose(merged, base, atol=1e-3)
     ids = op._encode(op._tokenizer, [m.model_dump() for m in long])
     assert len(ids) <= 200 - 8
+
+
+def test_an_unregistered_operator_kind_is_refused_by_name() -> None:
+    """``<kind>:<rest>`` names an operator kind: one no layer registered is an error that lists the registered ones,
+    never a litellm call to a model of that name; litellm's own ``provider/model:tag`` strings are not kinds."""
+    from bashgym_assets.rollout.operators import LiteLLMOperator, UnknownOperator, make_operator
+
+    with pytest.raises(UnknownOperator, match="no operator kind 'nonsense'"):
+        make_operator("nonsense:whatever")
+    assert isinstance(make_operator("ollama/llama3:8b"), LiteLLMOperator)

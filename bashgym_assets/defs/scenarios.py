@@ -227,8 +227,8 @@ def scenario_candidates(
     quarantine = cands.quarantine + [q.to_bundle_error() for q in external_quarantine] + dupes
     solved_note = "no pending tasks"
     if pending and teacher and teacher != "reference" and config.solve_pending > 0:
-        from bashgym_assets.rollout.operators import make_operator
         from bashgym_assets.rollout.pending import solve_pending
+        from bashgym_assets.serving.router import make_operator  # every operator kind, routed: included
 
         solver = make_operator(teacher, api_base=settings.teacher_api_base)
         report = solve_pending(

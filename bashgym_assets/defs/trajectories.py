@@ -11,7 +11,6 @@ from bashgym_assets.defs.metadata import code_version
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.plots import md_table
 from bashgym_assets.rollout.episode import TRAJECTORY_SCHEMA, EpisodeLimits
-from bashgym_assets.rollout.operators import make_operator
 from bashgym_assets.rollout.rollouts import (
     kept_rate_by_category,
     reject_reason_counts,
@@ -21,6 +20,7 @@ from bashgym_assets.rollout.rollouts import (
 from bashgym_assets.scenarios.bundle import parse_bundle
 from bashgym_assets.scenarios.gate import TRAIN, split_for
 from bashgym_assets.scenarios.report import bar_chart_md
+from bashgym_assets.serving.router import make_operator  # every operator kind, routed: included
 
 
 class RolloutConfig(dg.Config):

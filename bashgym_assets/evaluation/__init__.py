@@ -88,7 +88,7 @@ def operator_for(spec: ModelSpec, sampling: Sampling | None = None) -> Operator:
         if spec.litellm_model.startswith(
             "routed:"
         ):  # teacher/student routing (serving.router); api_base: teacher's
-            from bashgym_assets.rollout.operators import make_operator
+            from bashgym_assets.serving.router import make_operator  # every operator kind, routed: included
 
             return make_operator(
                 spec.litellm_model,

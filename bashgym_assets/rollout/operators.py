@@ -588,9 +588,12 @@ class GuardedOperator(Operator):
 OperatorFactory = Callable[..., Operator]
 # Operators that later layers build on this module add themselves here (``register_operator``): serving registers
 # ``routed:`` (teacher/student routing over two operators of this module), so this module never imports serving.
+# Callers above that layer take ``make_operator`` from ``serving.router``, which registers on import.
 _FACTORIES: dict[str, tuple[OperatorFactory, str]] = {}
-# where a known prefix is registered from: imported on first use (a string: this layer never imports it itself)
-_PROVIDERS = {"routed": "bashgym_assets.serving.router"}
+
+
+class UnknownOperator(ValueError):
+    """A ``<name>:<rest>`` spec whose name no layer registered (and not a litellm ``provider/model`` string)."""
 
 
 def register_operator(prefix: str, factory: OperatorFactory, help: str = "") -> None:
@@ -612,10 +615,13 @@ def make_operator(
     blocked commands."""
     op: Operator
     prefix, _, rest = spec.partition(":")
-    if rest and prefix not in _FACTORIES and prefix in _PROVIDERS:
-        import importlib
-
-        importlib.import_module(_PROVIDERS[prefix])  # registers itself on import
+    if rest and prefix.isidentifier() and prefix != "local" and prefix not in _FACTORIES:
+        # a bare name before ':' is an operator kind, never a litellm model (those are provider/model[:tag])
+        known = ", ".join(f"{p}: ({h})" if h else f"{p}:" for p, (_, h) in sorted(_FACTORIES.items()))
+        raise UnknownOperator(
+            f"no operator kind {prefix!r} (spec {spec!r}): registered are {known or 'none'}; "
+            "routed: comes with bashgym_assets.serving.router (take make_operator from there)"
+        )
     if spec == "reference":
         op = ReferenceOperator()
     elif rest and prefix in _FACTORIES:

@@ -1068,6 +1068,6 @@ def routed_operator(
     return RoutedOperator(router, params)
 
 
-# ``make_operator("routed:...")`` finds ``routed_operator`` here: the operators module imports this one on first use
-# of the prefix (it never imports serving itself)
+# ``routed:`` specs: registered with the operators module on import (it never imports serving); callers above
+# the episodes layer take ``make_operator`` from here so that the registration has happened
 register_operator("routed", routed_operator, help="teacher/student routing: routed:<strategy>[?options]")
