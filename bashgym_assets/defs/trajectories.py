@@ -20,7 +20,6 @@ from bashgym_assets.rollout.rollouts import (
 from bashgym_assets.scenarios.bundle import parse_bundle
 from bashgym_assets.scenarios.gate import TRAIN, split_for
 from bashgym_assets.scenarios.report import bar_chart_md
-from bashgym_assets.serving.router import make_operator  # every operator kind, routed: included
 
 
 class RolloutConfig(dg.Config):
@@ -68,6 +67,9 @@ def verified_trajectories(
     kwargs = {}
     if not spec.startswith("local:") and spec != "reference":
         kwargs = {"temperature": config.temperature}
+    # lazy: the code location loads without the serving stack; every operator kind, routed: included
+    from bashgym_assets.serving.router import make_operator
+
     operator = make_operator(
         spec,
         api_base=api_base,

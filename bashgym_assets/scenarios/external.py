@@ -368,15 +368,16 @@ class ExternalQuarantine(BaseModel):
 
 
 # ---- names ----------------------------------------------------------------------------------------------------
-def _slug(text: str) -> str:
+def name_slug(text: str, empty: str = "x") -> str:
+    """A name as it reads in ids and partition names (``Term Bench!`` -> ``term-bench``)."""
     s = re.sub(r"[^a-z0-9._-]+", "-", text.lower())
     s = re.sub(r"-{2,}", "-", s).strip("-._")
-    return s or "x"
+    return s or empty
 
 
 def external_id(suite: str, task: str) -> str:
     """``ext-<suite>-<task>``, sanitised to the bundle id pattern; long ids keep a hash of the full name."""
-    raw = f"{EXTERNAL_PREFIX}{_slug(suite)}-{_slug(task)}"
+    raw = f"{EXTERNAL_PREFIX}{name_slug(suite)}-{name_slug(task)}"
     if len(raw) <= 96:
         return raw
     digest = hashlib.sha256(f"{suite}/{task}".encode()).hexdigest()[:8]

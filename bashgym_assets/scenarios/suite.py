@@ -14,7 +14,6 @@ stage that trains or judges reads that one only (``Lake.read``), while the SQL v
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -60,9 +59,8 @@ REJECTION_SCHEMA = pa.schema(
 
 
 def slug(name: str) -> str:
-    """A suite name as it reads in ids and partition names (``Term Bench!`` -> ``term-bench``)."""
-    s = re.sub(r"[^a-z0-9._-]+", "-", name.lower())
-    return re.sub(r"-{2,}", "-", s).strip("-._") or "suite"
+    """A suite name as it reads in ids and partition names: the importer's own rule (``external.name_slug``)."""
+    return external.name_slug(name, empty="suite")
 
 
 def partition_for(suite: str) -> str:
