@@ -20,6 +20,7 @@ file with its ``storage`` and/or ``run_launcher`` replaced, everything else (poo
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,23 @@ def instance_config(settings: Settings | None = None) -> dict[str, Any] | None:
     return config
 
 
+def _replace_atomically(target: Path, *, link_to: Path | None = None, text: str = "") -> None:
+    """Make ``target`` a link to ``link_to`` (or a file holding ``text``) with one rename, whatever it was before.
+
+    Not ``lake.atomic_write_text``: that would import DuckDB and pyarrow into every CLI start for one small file.
+    """
+    tmp = target.with_name(f".tmp-{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+    if link_to is not None:
+        tmp.symlink_to(link_to)
+    else:
+        tmp.write_text(text)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def ensure_dagster_home(settings: Settings | None = None) -> Path:
     """Create ``$BASHGYM_HOME/dagster`` with the instance's ``dagster.yaml``; export DAGSTER_HOME.
 
@@ -112,19 +130,18 @@ def ensure_dagster_home(settings: Settings | None = None) -> Path:
     source = PROJECT_ROOT / "dagster.yaml"
     config = instance_config(settings)
     ours = target.is_symlink() or (target.is_file() and target.read_text().startswith(GENERATED_MARK))
+    # Every change is a rename over the target: several processes (a pipeline, a training job, the UI) start at
+    # once on a fresh data folder, and a check-then-create would fail the loser with FileExistsError.
     if config is None:
-        if ours and not (target.is_symlink() and Path(os.readlink(target)) == source):
-            target.unlink()
-        if not target.exists() and not target.is_symlink():
-            target.symlink_to(source)
+        linked = target.is_symlink() and Path(os.readlink(target)) == source
+        if not linked and (ours or not target.exists()):
+            _replace_atomically(target, link_to=source)
     elif ours or not target.exists():
         text = (
             f"{GENERATED_MARK} from {source} and the environment (BASHGYM_DAGSTER_PG_URL, "
             f"BASHGYM_RUN_LAUNCHER); edit that file instead.\n" + yaml.safe_dump(config, sort_keys=False)
         )
-        if target.is_symlink():
-            target.unlink()
-        if not target.is_file() or target.read_text() != text:
-            target.write_text(text)
+        if target.is_symlink() or not target.is_file() or target.read_text() != text:
+            _replace_atomically(target, text=text)
     os.environ["DAGSTER_HOME"] = str(home)
     return home

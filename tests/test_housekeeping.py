@@ -238,11 +238,13 @@ def test_runs_of_a_killed_training_are_ended_when_the_next_pipeline_starts(
     alive = subprocess.Popen([sys.executable, "-c", TRAIN, "alive", str(tmp_path / "alive")], env=env)
     killed = subprocess.Popen([sys.executable, "-c", TRAIN, "kill", str(tmp_path / "killed")], env=env)
     try:
-        _until(
-            lambda: (tmp_path / "killed").exists() and (tmp_path / "alive").exists(),
-            300,
-            "no training started",
-        )
+
+        def started() -> bool:
+            for proc in (alive, killed):  # a training that died on start fails here, not after the timeout
+                assert proc.poll() is None, f"a training exited with {proc.returncode} before it started"
+            return (tmp_path / "killed").exists() and (tmp_path / "alive").exists()
+
+        _until(started, 300, "no training started")
         killed.send_signal(signal.SIGKILL)
         killed.wait()
         assert _mlflow_status(settings) == {
@@ -294,3 +296,45 @@ def test_two_writers_creating_the_experiment_at_once_both_get_it(
     got = registry.experiment_id(loser, "bashgym-training", settings)
     assert got == winner.get_experiment_by_name("bashgym-training").experiment_id
     assert len(winner.search_experiments(filter_string="name = 'bashgym-training'")) == 1
+
+
+def _ensure_home_at_the_barrier(home: str, barrier: Any, errors: Any) -> None:
+    from bashgym_assets.instance import ensure_dagster_home
+
+    settings = Settings(home=Path(home))
+    barrier.wait()
+    try:
+        ensure_dagster_home(settings)
+    except Exception as exc:  # reported to the test, which names it
+        errors.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_processes_starting_together_on_a_fresh_folder_all_get_the_dagster_instance(tmp_path: Path) -> None:
+    """A pipeline and a training job started at once on a fresh data folder both set up ``dagster.yaml``: the
+    second must not fail with FileExistsError because the first linked it in between (it once failed CI)."""
+    import multiprocessing
+
+    from bashgym_assets.config import PROJECT_ROOT
+
+    ctx = multiprocessing.get_context("fork")
+    errors = ctx.Queue()
+    for attempt in range(6):  # several fresh folders: the window is small, and every one must go through
+        home = tmp_path / f"home-{attempt}"
+        Settings(home=home).ensure_dirs()
+        barrier = ctx.Barrier(12)
+        procs = [
+            ctx.Process(target=_ensure_home_at_the_barrier, args=(str(home), barrier, errors))
+            for _ in range(12)
+        ]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [p.exitcode for p in procs] == [0] * 12
+        link = Settings(home=home).dagster_home / "dagster.yaml"
+        assert link.is_symlink() and link.resolve() == PROJECT_ROOT / "dagster.yaml"
+        assert not [p.name for p in link.parent.iterdir() if p.name.startswith(".tmp-")]  # no debris
+    found = []
+    while not errors.empty():
+        found.append(errors.get())
+    assert found == []
