@@ -250,30 +250,16 @@ def test_keeping_the_incumbent_passes_and_says_so() -> None:
 
 @pytest.fixture(scope="module")
 def tiny_adapter(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    from bashgym_assets.testing.tiny_model import build_tiny_model
+    from bashgym_assets.testing.tiny_model import (
+        build_tiny_model,
+        random_lora_adapter,
+        with_smollm_pre_tokenizer,
+    )
 
     root = tmp_path_factory.mktemp("round-trip-tiny")
-    base = build_tiny_model(root / "base", init_range=0.02)
-    # the exporter refuses a tokenizer llama.cpp has no exact pre-tokenizer for (a plain byte-level one that keeps
-    # spaces before quotes): give the tiny model SmolLM's own layout, digits one by one then byte-level (`smollm`)
-    import json
-
-    tj = json.loads((base / "tokenizer.json").read_text())
-    tj["pre_tokenizer"] = {
-        "type": "Sequence",
-        "pretokenizers": [{"type": "Digits", "individual_digits": True}, tj["pre_tokenizer"]],
-    }
-    (base / "tokenizer.json").write_text(json.dumps(tj))
-    torch.manual_seed(1)
-    get_peft_model(
-        AutoModelForCausalLM.from_pretrained(base),
-        LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False),
-    ).save_pretrained(root / "adapter")
-    return base, root / "adapter"
+    # the exporter refuses a tokenizer llama.cpp has no exact pre-tokenizer for: give it SmolLM's layout
+    base = with_smollm_pre_tokenizer(build_tiny_model(root / "base", init_range=0.02))
+    return base, random_lora_adapter(base, root / "adapter")
 
 
 def test_a_round_trip_that_was_not_run_is_skipped_not_passed(
@@ -286,7 +272,7 @@ def test_a_round_trip_that_was_not_run_is_skipped_not_passed(
 
     from bashgym_assets.defs.export import exported_model
     from bashgym_assets.defs.resources import BashgymHome
-    from bashgym_assets.training import registry
+    from bashgym_assets.testing.tiny_model import register_adapter
 
     shutil.copy(empty_mlflow_store, settings.mlflow_dir / "mlflow.db")
     resources = {"bashgym": BashgymHome(home=str(settings.home))}
@@ -304,17 +290,7 @@ def test_a_round_trip_that_was_not_run_is_skipped_not_passed(
         assert meta["round_trip_check"].value == "skipped: nothing was exported"
 
         base, adapter = tiny_adapter
-        registry.log_training_run(
-            kind="sft",
-            run_name="tiny",
-            params={},
-            history=[],
-            summary={},
-            adapter_dir=str(adapter),
-            tags={},
-            settings=settings,
-            base_model=str(base),
-        )
+        register_adapter(settings, base, adapter)
         result = dg.materialize(
             [exported_model],
             resources=resources,

@@ -36,7 +36,13 @@ from bashgym_assets.export.gguf_file import KNOWN_PRE_TOKENIZERS, chkhsh, pre_to
 from bashgym_assets.export.llama_cpp import installed_version
 from bashgym_assets.export.ollama import CHATML_GO_TEMPLATE, default_system
 from bashgym_assets.lake import current_umask
-from bashgym_assets.testing.tiny_model import CHATML_TEMPLATE, build_tiny_model
+from bashgym_assets.testing.tiny_model import (
+    CHATML_TEMPLATE,
+    build_tiny_model,
+    random_lora_adapter,
+    register_adapter,
+    with_smollm_pre_tokenizer,
+)
 
 SMOL_TEMPLATE = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
@@ -59,43 +65,12 @@ PROBES = (
 )
 
 
-def _smollm_pre_tokenizer(folder: Path) -> Path:
-    """Give a tiny model SmolLM's own pre-tokenizer layout (digits one by one, then byte-level): a tokenizer
-    trained from scratch is in no hash table, but this layout is one llama.cpp reproduces exactly (``smollm``)."""
-    tj = json.loads((folder / "tokenizer.json").read_text())
-    tj["pre_tokenizer"] = {
-        "type": "Sequence",
-        "pretokenizers": [{"type": "Digits", "individual_digits": True}, tj["pre_tokenizer"]],
-    }
-    (folder / "tokenizer.json").write_text(json.dumps(tj))
-    return folder
-
-
-def _random_adapter(base: Path, out: Path, scale: float = 1.0) -> Path:
-    """A random (non-zero) LoRA adapter on every linear layer, its B matrices scaled by ``scale``."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(1)
-    peft_model = get_peft_model(
-        AutoModelForCausalLM.from_pretrained(base),
-        LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False),
-    )
-    with torch.no_grad():
-        for name, param in peft_model.named_parameters():
-            if "lora_B" in name:
-                param.mul_(scale)
-    peft_model.save_pretrained(out)
-    return out
-
-
 @pytest.fixture(scope="module")
 def tiny_and_adapter(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A tiny Llama chat model (SmolLM's pre-tokenizer layout) and a random LoRA adapter on every linear layer."""
     root = tmp_path_factory.mktemp("export-tiny")
-    base = _smollm_pre_tokenizer(build_tiny_model(root / "base", init_range=0.02))
-    return base, _random_adapter(base, root / "adapter")
+    base = with_smollm_pre_tokenizer(build_tiny_model(root / "base", init_range=0.02))
+    return base, random_lora_adapter(base, root / "adapter")
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +94,7 @@ def smol_export(smollm2: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
     except LlamaCppError as exc:
         pytest.fail(str(exc), pytrace=False)
     root = tmp_path_factory.mktemp("export-smol")
-    adapter = _random_adapter(smollm2, root / "adapter", scale=0.05)
+    adapter = random_lora_adapter(smollm2, root / "adapter", scale=0.05)
     out = root / "export"
     report = export_model(
         out, formats=("f16", "q8_0"), adapter_dir=adapter, resolved=_resolved(smollm2), max_new_tokens=16
@@ -503,7 +478,6 @@ def test_exported_model_asset_candidate_fallback_and_skip(
 
     from bashgym_assets.defs.export import exported_model
     from bashgym_assets.defs.resources import BashgymHome
-    from bashgym_assets.training import registry
 
     shutil.copy(empty_mlflow_store, settings.mlflow_dir / "mlflow.db")
     resources = {"bashgym": BashgymHome(home=str(settings.home))}
@@ -513,17 +487,7 @@ def test_exported_model_asset_candidate_fallback_and_skip(
         assert "no adapter is registered yet" in meta["skipped"].value
 
         base, adapter = tiny_and_adapter
-        registry.log_training_run(
-            kind="sft",
-            run_name="tiny",
-            params={},
-            history=[],
-            summary={},
-            adapter_dir=str(adapter),
-            tags={},
-            settings=settings,
-            base_model=str(base),
-        )
+        register_adapter(settings, base, adapter)
         result = dg.materialize(
             [exported_model],
             resources=resources,

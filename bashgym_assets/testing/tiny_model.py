@@ -7,6 +7,7 @@ packing via position ids) in milliseconds, so unit tests do not need the 135 M-p
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -81,3 +82,54 @@ def build_tiny_model(
     model.save_pretrained(out_dir)
     fast.save_pretrained(out_dir)
     return out_dir
+
+
+def with_smollm_pre_tokenizer(folder: Path) -> Path:
+    """Give a tiny model SmolLM's own pre-tokenizer layout (digits one by one, then byte-level): a tokenizer
+    trained from scratch is in no hash table, but this layout is one llama.cpp reproduces exactly (``smollm``), so
+    the exporter accepts it."""
+    import json
+
+    tj = json.loads((folder / "tokenizer.json").read_text())
+    tj["pre_tokenizer"] = {
+        "type": "Sequence",
+        "pretokenizers": [{"type": "Digits", "individual_digits": True}, tj["pre_tokenizer"]],
+    }
+    (folder / "tokenizer.json").write_text(json.dumps(tj))
+    return folder
+
+
+def random_lora_adapter(base: Path, out: Path, scale: float = 1.0, seed: int = 1) -> Path:
+    """A random (non-zero) LoRA adapter on every linear layer of ``base``, its B matrices scaled by ``scale``."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    peft_model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(base),
+        LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False),
+    )
+    with torch.no_grad():
+        for name, param in peft_model.named_parameters():
+            if "lora_B" in name:
+                param.mul_(scale)
+    peft_model.save_pretrained(out)
+    return out
+
+
+def register_adapter(settings: Any, base: Path, adapter: Path, run_name: str = "tiny") -> Any:
+    """Log ``adapter`` as an SFT training run on ``base`` and register it, as a finished training would."""
+    from bashgym_assets.training import registry
+
+    return registry.log_training_run(
+        kind="sft",
+        run_name=run_name,
+        params={},
+        history=[],
+        summary={},
+        adapter_dir=str(adapter),
+        tags={},
+        settings=settings,
+        base_model=str(base),
+    )
