@@ -7,6 +7,7 @@ debris of killed writers cleaned up when the next pipeline starts.
   was killed. Called first thing in the child, it asks Linux to send it SIGTERM when the parent dies
   (``PR_SET_PDEATHSIG``), which interrupts the step so ``finally`` blocks and exit hooks clean up, and a watchdog
   thread ends the process for good after a short grace (``SIGALRM``, then SIGKILL) whatever swallows the interrupt.
+  ``die_with_launcher`` does the same for a step in a Docker container, whose parent is the Docker daemon.
 - ``sweep_debris``: atomic writes (``lake.atomic_path``, ``Lake.atomic_artifact_dir``, the trainer's adapter
   folder, the base model conversion) leave ``.tmp-*`` files and folders when killed mid-write, and
   ``atomic_artifact_dir`` an ``.old-<name>.<pid>`` folder when killed between its two renames. Old enough ones
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import math
 import os
 import re
@@ -40,7 +42,7 @@ from bashgym_assets.folder_lock import (  # noqa: F401 - re-exported: the pipeli
     pipeline_lock,
     read_holder,
 )
-from bashgym_assets.processes import open_paths, start_ticks
+from bashgym_assets.processes import boot_id, open_paths, start_ticks
 
 DEBRIS_MIN_AGE_S = 600.0  # a write in progress touches its temporary file far more often than this
 _PR_SET_PDEATHSIG = 1
@@ -96,6 +98,50 @@ def die_with_parent(grace_s: float = 5.0, expected_parent: int | None = None) ->
     if gone:
         os.kill(os.getpid(), signal.SIGTERM)
     return by_kernel
+
+
+def pid_namespace() -> str:
+    """This process's pid namespace (``pid:[4026531836]``): pids mean the same only within one."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def launcher_identity() -> str:
+    """This process named for a step it launches elsewhere (a container): pid, start ticks, boot and pid namespace,
+    as JSON for an environment variable."""
+    pid = os.getpid()
+    return json.dumps({"pid": pid, "start": start_ticks(pid), "boot": boot_id(), "pidns": pid_namespace()})
+
+
+def die_with_launcher(identity: str, grace_s: float = 5.0, poll_s: float = 1.0) -> bool:
+    """End this process when the process ``identity`` (``launcher_identity``'s JSON) ends, though it is not our
+    parent: a step in a Docker container is a child of the Docker daemon, so a ``kill -9`` of the run that launched
+    it would otherwise leave it training for hours. Needs the launcher's pids in sight (the step container shares
+    the host's pid namespace); returns False, watching nothing, when they are not (another namespace, host boot or
+    an unreadable identity: a launcher we cannot see is never taken for dead).
+
+    How it ends: SIGTERM to itself (Dagster fails the step and its ``finally`` blocks run), then ``SIGALRM``'s
+    default action after ``grace_s`` and SIGKILL a second later, as ``die_with_parent`` does."""
+    try:
+        who = json.loads(identity)
+        pid, started = int(who["pid"]), str(who["start"])
+    except (ValueError, KeyError, TypeError):
+        return False
+    if not started or who.get("boot") != boot_id() or who.get("pidns") != pid_namespace():
+        return False
+
+    def watch() -> None:
+        while start_ticks(pid) == started:
+            time.sleep(poll_s)
+        signal.alarm(max(1, math.ceil(grace_s)))
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(math.ceil(grace_s) + 1.0)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="die-with-launcher", daemon=True).start()
+    return True
 
 
 # ---- debris of killed writers ----------------------------------------------------------------------------------

@@ -47,12 +47,8 @@ def test_docker_config_mounts_identical_paths_and_requests_gpus(settings, monkey
     assert "device_requests" not in docker_executor_config(settings, image="img:1")["container_kwargs"]
 
 
-@pytest.mark.docker
-@pytest.mark.slow
-def test_sft_adapter_materializes_through_the_docker_executor(sandbox_image, tmp_path):
-    from bashgym_assets.training.trainer_image import build_trainer_image
-
-    image = build_trainer_image()
+def _docker_gpu_home(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A data folder with a tiny base model and an SFT dataset, and the environment of a docker-executor run."""
     home = tmp_path / "home"
     dagster_home = home / "dagster"
     dagster_home.mkdir(parents=True)
@@ -62,7 +58,6 @@ def test_sft_adapter_materializes_through_the_docker_executor(sandbox_image, tmp
     d = syn.demo_inputs()
     built = ds.build_sft(d["segments"], d["trajectories"])
     Lake(settings).write("sft_dataset", built.rows, schema=ds.SFT_SCHEMA)
-
     env = {k: v for k, v in os.environ.items() if not k.startswith("BASHGYM_")}
     env.update(
         {
@@ -73,6 +68,40 @@ def test_sft_adapter_materializes_through_the_docker_executor(sandbox_image, tmp
             "BASHGYM_DOCKER_GPUS": "none",
         }
     )
+    return home, dagster_home, env
+
+
+def _materialize_cmd(select: str, run_config: dict) -> list[str]:
+    return [
+        str(VENV_BIN / "dagster"),
+        "asset",
+        "materialize",
+        "-m",
+        "bashgym_assets.gpu_definitions",
+        "--select",
+        select,
+        "--config-json",
+        json.dumps(run_config),
+    ]
+
+
+def _step_containers(client: docker.DockerClient, dagster_home: Path) -> list:
+    return [
+        c
+        for c in client.containers.list(
+            all=True, filters={"label": f"{STEP_CONTAINER_LABEL}={STEP_CONTAINER_KIND}"}
+        )
+        if f"DAGSTER_HOME={dagster_home}" in c.attrs["Config"]["Env"]
+    ]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_sft_adapter_materializes_through_the_docker_executor(sandbox_image, tmp_path):
+    from bashgym_assets.training.trainer_image import build_trainer_image
+
+    image = build_trainer_image()
+    home, dagster_home, env = _docker_gpu_home(tmp_path)
     run_config = {
         "ops": {
             "sft_adapter": {
@@ -89,30 +118,14 @@ def test_sft_adapter_materializes_through_the_docker_executor(sandbox_image, tmp
     client = docker.from_env()
     try:
         done = subprocess.run(
-            [
-                str(VENV_BIN / "dagster"),
-                "asset",
-                "materialize",
-                "-m",
-                "bashgym_assets.gpu_definitions",
-                "--select",
-                "base_model,sft_adapter",
-                "--config-json",
-                json.dumps(run_config),
-            ],
+            _materialize_cmd("base_model,sft_adapter", run_config),
             env=env,
             capture_output=True,
             text=True,
             timeout=900,
         )
         assert done.returncode == 0, done.stderr[-4000:]
-        containers = [
-            c
-            for c in client.containers.list(
-                all=True, filters={"label": f"{STEP_CONTAINER_LABEL}={STEP_CONTAINER_KIND}"}
-            )
-            if f"DAGSTER_HOME={dagster_home}" in c.attrs["Config"]["Env"]
-        ]
+        containers = _step_containers(client, dagster_home)
         steps = sorted(
             e.split("=", 1)[1]
             for c in containers
@@ -137,8 +150,64 @@ def test_sft_adapter_materializes_through_the_docker_executor(sandbox_image, tmp
         assert mat.metadata["model_uri"].value == "models:/bashgym-operator/1"
         assert mat.metadata["steps"].value == 2
     finally:
-        for c in client.containers.list(
-            all=True, filters={"label": f"{STEP_CONTAINER_LABEL}={STEP_CONTAINER_KIND}"}
-        ):
-            if f"DAGSTER_HOME={dagster_home}" in c.attrs["Config"]["Env"]:
-                c.remove(force=True)
+        for c in _step_containers(client, dagster_home):
+            c.remove(force=True)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_training_step_container_ends_when_the_run_that_launched_it_is_killed(sandbox_image, tmp_path):
+    """The step container is the Docker daemon's child, not the run's: before it watched its launcher, a
+    ``kill -9`` of the run left it training to the end (here: 100,000 steps)."""
+    import time
+
+    from bashgym_assets.training.trainer_image import build_trainer_image
+
+    build_trainer_image()
+    home, dagster_home, env = _docker_gpu_home(tmp_path)
+    run_config = {
+        "ops": {
+            "sft_adapter": {
+                "config": {
+                    "max_steps": 100_000,
+                    "batch_size": 2,
+                    "grad_accum": 1,
+                    "max_length": 256,
+                    "run_name": "docker-killed",
+                }
+            }
+        }
+    }
+    client = docker.from_env()
+    run = subprocess.Popen(
+        _materialize_cmd("sft_adapter", run_config),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while not [c for c in _step_containers(client, dagster_home) if c.status == "running"]:
+            assert run.poll() is None, run.stderr.read()[-4000:] if run.stderr else ""
+            assert time.monotonic() < deadline, "no step container started"
+            time.sleep(1)
+        (step,) = _step_containers(client, dagster_home)
+        assert step.attrs["HostConfig"]["PidMode"] == "host"
+        time.sleep(5)  # into the training loop
+        step.reload()
+        assert step.status == "running"
+        run.kill()
+        run.wait()
+        deadline = time.monotonic() + 60
+        while step.status == "running":
+            assert time.monotonic() < deadline, "the step container outlived the run that launched it"
+            time.sleep(1)
+            step.reload()
+        assert not (
+            home / "artifacts" / "adapters" / "docker-killed"
+        ).exists()  # it did not train on to the end
+    finally:
+        if run.poll() is None:
+            run.kill()
+        for c in _step_containers(client, dagster_home):
+            c.remove(force=True)

@@ -118,6 +118,75 @@ def test_step_children_die_with_their_killed_parent(tmp_path: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
+LAUNCHER = """
+import time
+from bashgym_assets.housekeeping import launcher_identity
+print(launcher_identity(), flush=True)
+time.sleep(300)
+"""
+
+STEP = """
+import sys, time
+from pathlib import Path
+import dagster as dg
+from bashgym_assets.housekeeping import die_with_launcher
+out = Path(sys.argv[1])
+assert die_with_launcher(sys.argv[2], grace_s=2, poll_s=0.2)
+
+@dg.asset
+def training_step() -> None:   # what a step container runs: the launcher is not its parent
+    (out / "step.started").write_text("")
+    try:
+        time.sleep(120)
+        (out / "step.finished").write_text("")
+    finally:
+        (out / "step.cleaned").write_text("")
+
+dg.materialize([training_step], raise_on_error=False)
+"""
+
+
+@pytest.mark.slow
+def test_a_step_launched_elsewhere_ends_when_its_launcher_is_killed(tmp_path: Path) -> None:
+    """A step in a Docker container is the Docker daemon's child: the run that launched it can die without the
+    kernel telling the step. It watches the launcher's identity instead and ends, cleanly, within seconds."""
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER], env=_env(), stdout=subprocess.PIPE, text=True
+    )
+    assert launcher.stdout is not None
+    identity = launcher.stdout.readline().strip()
+    step = subprocess.Popen([sys.executable, "-c", STEP, str(tmp_path), identity], env=_env())
+    try:
+        _until(
+            lambda: (tmp_path / "step.started").exists() or step.poll() is not None, 180, "no step started"
+        )
+        assert step.poll() is None, "the step ended before its launcher did"
+        time.sleep(1.0)
+        assert step.poll() is None  # a live launcher is left to run
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+        _until(lambda: step.poll() is not None, 30, "the step outlived its launcher")
+        assert (tmp_path / "step.cleaned").exists() and not (tmp_path / "step.finished").exists()
+    finally:
+        for proc in (launcher, step):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_a_launcher_this_process_cannot_see_is_never_taken_for_dead() -> None:
+    import json
+
+    from bashgym_assets.housekeeping import die_with_launcher, launcher_identity
+
+    mine = json.loads(launcher_identity())
+    assert mine["pid"] == os.getpid() and mine["start"] and mine["pidns"].startswith("pid:")
+    # a run worker in its own container (another pid namespace), another boot, or no identity: nothing is watched
+    for other in ({**mine, "pidns": "pid:[1]"}, {**mine, "boot": "another-boot"}, {**mine, "start": ""}):
+        assert die_with_launcher(json.dumps(other)) is False
+    assert die_with_launcher("not json") is False and die_with_launcher("{}") is False
+
+
 WRITER = """
 import sys, time
 from bashgym_assets.lake import Lake, atomic_path

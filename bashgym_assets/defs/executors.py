@@ -7,6 +7,11 @@ install the venv links to) read-only, the data folder and ``DAGSTER_HOME`` read-
 code, writes the same lake / MLflow / adapters and reports to the same SQLite instance. GPUs are requested with
 ``device_requests`` when the engine has the NVIDIA runtime (``BASHGYM_DOCKER_GPUS=auto``, the default), always
 (``all`` or a count) or never (``none``).
+
+A step container is a child of the Docker daemon, not of the run that launched it, so a ``kill -9`` of that run
+would leave it training. Each container therefore gets the launching process's identity
+(``BASHGYM_STEP_LAUNCHER``) and the host's pid namespace, and the step ends itself when that process is gone
+(``housekeeping.die_with_launcher``, armed when the step loads this code location).
 """
 
 import json
@@ -19,9 +24,11 @@ from typing import Any
 import dagster as dg
 
 from bashgym_assets.config import PROJECT_ROOT, Settings, get_settings
+from bashgym_assets.housekeeping import die_with_launcher, launcher_identity
 
 STEP_CONTAINER_LABEL = "org.bashgym.kind"
 STEP_CONTAINER_KIND = "trainer-step"
+STEP_LAUNCHER_ENV = "BASHGYM_STEP_LAUNCHER"
 PASSTHROUGH_ENV = [
     "BASHGYM_HOME",
     "BASHGYM_BASE_MODEL",
@@ -88,11 +95,16 @@ def docker_executor_config(settings: Settings | None = None, image: str | None =
         f"HOME={settings.home / 'cache' / 'container-home'}",
     ]
     env += [f"{k}={os.environ[k]}" for k in PASSTHROUGH_ENV if k in os.environ and k != "BASHGYM_HOME"]
+    # this process launches the steps (the run worker resolves the executor): they end when it does
+    env.append(f"{STEP_LAUNCHER_ENV}={launcher_identity()}")
     kwargs: dict[str, Any] = {
         "volumes": _volumes(settings, dagster_home),
         "working_dir": str(PROJECT_ROOT),
         "labels": {STEP_CONTAINER_LABEL: STEP_CONTAINER_KIND},
         "shm_size": "1g",
+        # the launcher's pid must mean the same in the step: the trainer is the user's own code with their data
+        # folder mounted read-write (not a sandbox), so seeing the host's processes gives it nothing new
+        "pid_mode": "host",
     }
     if any(os.environ.get(k) for k in EXTERNAL_STORE_ENV):
         kwargs["network_mode"] = "host"
@@ -114,6 +126,10 @@ def gpu_executor() -> dg.ExecutorDefinition:
         return dg.in_process_executor
     if kind == "docker":
         from dagster_docker import docker_executor
+
+        launcher = os.environ.get(STEP_LAUNCHER_ENV)
+        if launcher and os.environ.get("DAGSTER_RUN_STEP_KEY"):  # this process is a step in its container
+            die_with_launcher(launcher)
 
         return docker_executor.configured(docker_executor_config(), name="gpu_docker_executor")
     raise ValueError(f"BASHGYM_GPU_EXECUTOR={kind!r}: use 'in_process' or 'docker'")
