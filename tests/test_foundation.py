@@ -334,3 +334,22 @@ def test_a_partitioned_step_runs_every_partition_in_one_process(tmp_path: Path) 
     with pytest.raises(RuntimeError, match="3 partitions"):
         demo.run_plan([step], ["a", "b", "c"], dict(env, FAIL_PARTITION="b"), lines.append)
     assert len(instance.get_runs()) == 6  # the failing partition did not stop the others
+
+
+def test_code_version_of_a_package_changes_with_any_of_its_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An asset names the package it runs (``training.grpo``); an edit to any module in it is a new version."""
+    from bashgym_assets.defs.metadata import code_version
+
+    pkg = tmp_path / "pkg_for_code_version"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from pkg_for_code_version.logic import f\n")
+    (pkg / "logic.py").write_text("def f():\n    return 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = code_version("pkg_for_code_version")
+    assert code_version("pkg_for_code_version") == before
+    (pkg / "logic.py").write_text("def f():\n    return 2\n")
+    code_version.cache_clear()  # hashed once per process (a code location loads once)
+    assert code_version("pkg_for_code_version") != before
+    assert code_version("pkg_for_code_version.logic") != code_version("pkg_for_code_version")

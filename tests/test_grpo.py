@@ -6,6 +6,8 @@ changes, and ``grpo_adapter`` through Dagster (MLflow curves, registration, the 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
@@ -172,6 +174,21 @@ def test_reward_func_reads_the_rollout_keys_and_refuses_without_them() -> None:
     assert fn(prompts=["a", "a"], completions=["x", "y"], **keys) == [1.0, pytest.approx(-0.44)]
     with pytest.raises(KeyError, match="rollout_func"):
         fn(prompts=["a"], completions=["x"])
+
+
+def test_the_reward_module_loads_without_torch_trl_or_transformers() -> None:
+    """``grpo.reward`` is pure: a fresh interpreter that imports it (and scores and screens an episode with it)
+    has loaded none of the training stack, so the reward can be read and tested without a model."""
+    code = (
+        "import sys\n"
+        "from bashgym_assets.training.grpo import reward\n"
+        "assert reward.episode_reward(reward.EpisodeOutcome(scenario_id='s', verified=True, terminated=True)) == 1.0\n"
+        "assert reward.detect_hack(['kill -9 1'], 'exit') == 'tried to end the container'\n"
+        "print(sorted(m for m in ('torch', 'trl', 'transformers') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]", f"grpo.reward loaded the training stack: {done.stdout.strip()}"
 
 
 # ---- groups and the sampler ---------------------------------------------------------------------------------

@@ -28,13 +28,25 @@ from bashgym_assets.defs.training import (
 )
 from bashgym_assets.plots import png_markdown
 from bashgym_assets.training import base_model as bm
-from bashgym_assets.training import grpo, registry
+from bashgym_assets.training import registry
+from bashgym_assets.training.grpo.reward import RewardSpec
+from bashgym_assets.training.grpo.sampler import GroupRecord
+from bashgym_assets.training.grpo.settings import GRPOSettings
+from bashgym_assets.training.grpo.train import (
+    GRPORun,
+    grpo_train_config,
+    progress_line,
+    reward_curve_png,
+    train_bundles,
+    train_grpo,
+    transcript_markdown,
+)
 from bashgym_assets.training.trainer import TrainConfig
 
 GATED_SCENARIOS = dg.AssetKey("gated_scenarios")
 
 
-class GRPORunConfig(dg.Config, grpo.GRPOSettings):
+class GRPORunConfig(dg.Config, GRPOSettings):
     """Launchpad settings of a GRPO run: what it plays (``GRPOSettings``, the trainer's own fields and defaults:
     group size, groups per step, episode caps, sampling, the difficulty ladder) and how it trains and is named."""
 
@@ -50,8 +62,8 @@ class GRPORunConfig(dg.Config, grpo.GRPOSettings):
     register_as: str | None = None
 
 
-def _settings(cfg: GRPORunConfig) -> grpo.GRPOSettings:
-    return grpo.GRPOSettings.model_validate(cfg.model_dump(include=set(grpo.GRPOSettings.model_fields)))
+def _settings(cfg: GRPORunConfig) -> GRPOSettings:
+    return GRPOSettings.model_validate(cfg.model_dump(include=set(GRPOSettings.model_fields)))
 
 
 @dg.asset(
@@ -76,7 +88,7 @@ def grpo_adapter(
     lake = bashgym.lake()
     settings = bashgym.settings()
     gated = gated_scenario_rows(lake)
-    bundles = grpo.train_bundles(
+    bundles = train_bundles(
         gated, limit=config.max_scenarios, categories=config.categories, max_difficulty=config.max_difficulty
     )
     if not bundles:
@@ -108,17 +120,17 @@ def grpo_adapter(
         save_every=config.save_every,
     )
     run_settings = _settings(config)
-    cfg = grpo.grpo_train_config(cfg, run_settings)  # one group per micro-batch: logged as it trains
+    cfg = grpo_train_config(cfg, run_settings)  # one group per micro-batch: logged as it trains
     images.ensure_docker_engine()
     image = bashgym.sandbox_image_tag()
     context.log.info(
         f"grpo {run_name}: {len(bundles)} train scenarios, {config.max_steps} steps x "
         f"{config.scenarios_per_step} groups of {config.num_generations}, from {sft_dir}"
     )
-    held: dict[str, grpo.GRPORun] = {}
+    held: dict[str, GRPORun] = {}
 
     def train(on_log: Any) -> Any:
-        held["run"] = grpo.train_grpo(
+        held["run"] = train_grpo(
             cfg, run_settings, bundles, str(sft_dir), image, on_log=on_log, progress=context.log.info
         )
         return held["run"].result
@@ -135,14 +147,14 @@ def grpo_adapter(
         adapter_run_tags(context, base, lineage),
         train,
         rows,
-        line=grpo.progress_line,
+        line=progress_line,
     )
     run = held["run"]
     report_dir = lake.artifact_dir("reports", run_name)
-    png = grpo.reward_curve_png(run.steps, report_dir / "reward.png", title=f"grpo {run_name}")
+    png = reward_curve_png(run.steps, report_dir / "reward.png", title=f"grpo {run_name}")
     groups_md = _groups_markdown(run.groups)
     (report_dir / "groups.md").write_text(groups_md)
-    transcript = "\n\n---\n\n".join(grpo.transcript_markdown(o) for o in run.transcripts[-2:]) or "(none)"
+    transcript = "\n\n---\n\n".join(transcript_markdown(o) for o in run.transcripts[-2:]) or "(none)"
     (report_dir / "transcripts.md").write_text(transcript)
     client = registry.client(settings)
     for path in (png, report_dir / "groups.md", report_dir / "transcripts.md"):
@@ -206,7 +218,7 @@ def grpo_adapter(
     return dg.MaterializeResult(metadata=metadata, data_version=done.data_version)
 
 
-def _groups_markdown(groups: list[grpo.GroupRecord]) -> str:
+def _groups_markdown(groups: list[GroupRecord]) -> str:
     """How many groups could teach anything: all-pass / all-fail groups carry no success signal."""
     kinds: dict[str, int] = {}
     for g in groups:
@@ -222,7 +234,7 @@ def _groups_markdown(groups: list[grpo.GroupRecord]) -> str:
 
 
 def _reward_markdown() -> str:
-    r = grpo.RewardSpec()
+    r = RewardSpec()
     return (
         f"verified: +{r.success}; costs: {r.failed_command}/failed command (cap {r.failed_command_cap}), "
         f"{r.prose_turn}/prose turn (cap {r.prose_cap}), {r.extra_turn}/turn beyond the reference's length "

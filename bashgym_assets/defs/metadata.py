@@ -93,14 +93,19 @@ def lake_metadata(tbl: pa.Table) -> dict[str, Any]:
 
 @cache
 def code_version(*modules: str) -> str:
-    """A short hash of the plain modules' source an asset runs: it changes when their logic does. The files are
-    read, not imported: a code location must load without torch or presidio."""
+    """A short hash of the plain modules' source an asset runs: it changes when their logic does. A package counts
+    with every module in it (its logic is spread over them). The files are read, not imported: a code location
+    must load without torch or presidio."""
     digest = hashlib.sha256()
     for name in modules:
         spec = importlib.util.find_spec(name)
         if spec is None or not spec.origin:
             raise ValueError(f"code_version: no source for module {name!r}")
-        digest.update(Path(spec.origin).read_bytes())
+        files = [Path(spec.origin)]
+        for folder in spec.submodule_search_locations or []:
+            files += sorted(p for p in Path(folder).rglob("*.py") if p != Path(spec.origin))
+        for file in files:
+            digest.update(file.read_bytes())
     return digest.hexdigest()[:12]
 
 

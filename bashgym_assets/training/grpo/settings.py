@@ -1,0 +1,36 @@
+"""What a GRPO run plays, as settings: their own module because the Dagster run config (``defs/grpo.py``), the
+episodes and the trainer all read them, and none of those should have to import another (or TRL) to get them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
+Progress = Callable[[str], None]  # where a long step says what it is doing (a log line, ``print``)
+
+
+class GRPOSettings(BaseModel):
+    """What a GRPO run plays: group size, groups per optimizer step, episode caps, sampling, the sampler."""
+
+    num_generations: int = 4  # episodes per scenario (the group whose rewards are compared)
+    scenarios_per_step: int = 2  # groups per optimizer step (all played together, in lockstep)
+    max_turns: int = 6
+    max_new_tokens: int = 64  # per reply
+    max_context_tokens: int = 2048  # prompt + episode; an episode that would outgrow it ends (unterminated)
+    temperature: float = 0.8
+    top_p: float = 1.0
+    command_timeout_s: float = 10.0
+    turn_timeout_s: float = 30.0  # a command still running after this is cut off with its episode
+    episode_timeout_s: float = 120.0  # sandbox time per episode
+    check_timeout_s: float = 30.0
+    max_unusable_in_a_row: int | None = 3
+    setup_workers: int = 4
+    micro_batch: int = 16  # sequences per generate call
+    beta: float = 0.0  # KL to the SFT model (0: no reference forward pass, TRL's default)
+    prefer_informative: bool = True
+    # A curriculum by difficulty: draw only scenarios up to a ceiling that starts at the easiest difficulty and
+    # rises by one when the last ``ladder_window`` scored episodes under it pass at ``ladder_promote_at`` or more.
+    difficulty_ladder: bool = False
+    ladder_promote_at: float = 0.5
+    ladder_window: int = 16
