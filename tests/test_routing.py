@@ -27,7 +27,6 @@ from bashgym_assets.serving.router import (
     Router,
     RouterConfig,
     Strategy,
-    _uniform,
     conversation_id,
     measured_clean_rate,
     parse_route_spec,
@@ -35,6 +34,7 @@ from bashgym_assets.serving.router import (
     task_complexity,
     teacher_backend,
 )
+from bashgym_assets.serving.router import uniform_draw as _uniform
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
