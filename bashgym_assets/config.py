@@ -6,18 +6,19 @@ project), so a whole installation can be moved, backed up or wiped as one folder
 
 from __future__ import annotations
 
+import argparse
 import os
+import typing
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
+from types import UnionType
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-
-def _env_path(name: str, default: Path) -> Path:
-    value = os.environ.get(name)
-    return Path(value).expanduser().resolve() if value else default
 
 
 def with_psycopg2(uri: str) -> str:
@@ -40,62 +41,159 @@ def redact_uri(uri: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
-def _env_paths(name: str, default: list[Path]) -> list[Path]:
-    value = os.environ.get(name)
-    if not value:
-        return default
-    return [Path(p).expanduser().resolve() for p in value.split(os.pathsep) if p.strip()]
+def _as_path(value: object) -> object:
+    """A path given as text (the environment, a launchpad field) expanded and resolved, so that ``~/data`` or a
+    relative folder stays the same folder whatever the working directory is later; a ``Path`` is kept as given."""
+    return Path(value).expanduser().resolve() if isinstance(value, str) else value
 
 
-class Settings(BaseModel):
+def _as_paths(value: object) -> object:
+    """``:``-separated folders (the shell's PATH convention, not JSON), each expanded and resolved."""
+    if isinstance(value, str):
+        return [_as_path(p.strip()) for p in value.split(os.pathsep) if p.strip()]
+    return value
+
+
+def _blank(value: object) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+#: A list of folders read from one ``:``-separated variable: ``NoDecode`` keeps pydantic-settings from parsing the
+#: text as JSON, the validators split it.
+Folders = Annotated[list[Path], NoDecode]
+
+
+class Settings(BaseSettings):
     """Where bashgym keeps its data and which models and executors it uses.
 
-    Environment variables (all optional):
-
-    ``BASHGYM_HOME``            data folder (parquet lake, DuckDB, Dagster instance, MLflow, adapters, images)
-    ``BASHGYM_TRACE_DIRS``      ``:``-separated folders of agent session logs (default ``~/.claude/projects``
-                                plus the live-capture folder ``$BASHGYM_HOME/traces``)
-    ``BASHGYM_TEACHER_MODEL``   litellm model string for authoring and rollouts (e.g. ``anthropic/claude-...``,
-                                ``ollama/qwen2.5:32b``, ``openai/<name>`` with ``BASHGYM_TEACHER_API_BASE``)
-    ``BASHGYM_TEACHER_API_BASE`` base URL of an OpenAI-compatible server for the teacher
-    ``BASHGYM_BASE_MODEL``      local folder or hub id of the base model (default: offline SmolLM2-135M-Instruct)
-    ``BASHGYM_GPU_EXECUTOR``    ``in_process`` (default) or ``docker`` for the GPU code location
-    ``BASHGYM_SANDBOX_IMAGE``   override the sandbox image tag (default: derived from ``sandbox_images/``)
-    ``BASHGYM_EVAL_SUITE_DIRS`` ``:``-separated folders of external shell-task suites (Terminal-Bench 1.x,
-                                Harbor 2.x) imported as evaluation-only scenarios (``ext-`` ids, always held out)
-    ``BASHGYM_MLFLOW_TRACKING_URI`` MLflow tracking and registry store (default: SQLite in the data folder);
-                                e.g. ``postgresql://user:pw@host:5432/mlflow`` (opened with psycopg2) or an
-                                ``http://host:5000`` tracking server
-    ``BASHGYM_DAGSTER_PG_URL``  ``postgresql+psycopg2://user:pw@host:5432/dagster`` for the Dagster instance (runs,
-                                event log, schedules); unset: SQLite files in DAGSTER_HOME (``bashgym_assets.instance``)
-    ``BASHGYM_RUN_LAUNCHER``    ``default`` (runs in a local process) or ``docker`` (dagster-docker's
-                                ``DockerRunLauncher``: every run in its own trainer-image container)
+    Every field is read from one environment variable (all optional), its ``validation_alias``: ``BASHGYM_HOME``,
+    ``BASHGYM_TRACE_DIRS``, ``BASHGYM_TEACHER_MODEL``, ``BASHGYM_TEACHER_API_BASE``, ``BASHGYM_BASE_MODEL``,
+    ``BASHGYM_GPU_EXECUTOR``, ``BASHGYM_SANDBOX_IMAGE``, ``BASHGYM_EVAL_SUITE_DIRS``,
+    ``BASHGYM_MLFLOW_TRACKING_URI``, ``BASHGYM_DAGSTER_PG_URL``, ``BASHGYM_RUN_LAUNCHER``; each field's
+    ``description`` says what it does (the Dagster resource shows the same text in the launchpad). A keyword
+    argument (``Settings(home=...)``, by field name) wins over the environment; a variable that is empty or only
+    whitespace counts as unset; a value outside a field's choices fails here, naming the variable. No ``.env``
+    file is read: ``dagster dev`` already loads one into the environment of the processes it starts, and the
+    same settings must not depend on the directory a command happens to run in.
     """
 
-    home: Path = Field(default_factory=lambda: _env_path("BASHGYM_HOME", PROJECT_ROOT / ".bashgym"))
-    trace_dirs_override: list[Path] | None = Field(
-        default_factory=lambda: _env_paths("BASHGYM_TRACE_DIRS", []) or None
-    )
-    teacher_model: str = Field(default_factory=lambda: os.environ.get("BASHGYM_TEACHER_MODEL", "reference"))
-    teacher_api_base: str | None = Field(default_factory=lambda: os.environ.get("BASHGYM_TEACHER_API_BASE"))
-    base_model: str | None = Field(default_factory=lambda: os.environ.get("BASHGYM_BASE_MODEL"))
-    gpu_executor: str = Field(default_factory=lambda: os.environ.get("BASHGYM_GPU_EXECUTOR", "in_process"))
-    sandbox_image_override: str | None = Field(
-        default_factory=lambda: os.environ.get("BASHGYM_SANDBOX_IMAGE")
-    )
-    eval_suite_dirs: list[Path] = Field(default_factory=lambda: _env_paths("BASHGYM_EVAL_SUITE_DIRS", []))
-    # URLs that may carry a password: kept out of repr (logs, tracebacks)
-    mlflow_tracking_uri_override: str | None = Field(
-        default_factory=lambda: os.environ.get("BASHGYM_MLFLOW_TRACKING_URI", "").strip() or None, repr=False
-    )
-    dagster_pg_url: str | None = Field(
-        default_factory=lambda: os.environ.get("BASHGYM_DAGSTER_PG_URL", "").strip() or None, repr=False
-    )
-    run_launcher: str = Field(
-        default_factory=lambda: os.environ.get("BASHGYM_RUN_LAUNCHER", "").strip() or "default"
+    model_config = SettingsConfigDict(
+        frozen=True,
+        case_sensitive=True,  # the variables as written, like os.environ.get
+        validate_by_name=True,  # Settings(home=...) as well as the variable names
+        validate_by_alias=True,
+        extra="ignore",  # a keyword this version does not know is ignored, as with a plain BaseModel
     )
 
-    model_config = {"frozen": True}
+    home: Path = Field(
+        default=PROJECT_ROOT / ".bashgym",
+        validation_alias="BASHGYM_HOME",
+        description="Data folder (parquet lake, DuckDB, Dagster instance, MLflow, adapters, images). "
+        "Default: .bashgym/ in the project.",
+    )
+    trace_dirs_override: Folders | None = Field(
+        default=None,
+        validation_alias="BASHGYM_TRACE_DIRS",
+        description="':'-separated folders of agent session logs. "
+        "Default: ~/.claude/projects and the live-capture folder <home>/traces.",
+    )
+    teacher_model: str = Field(
+        default="reference",
+        validation_alias="BASHGYM_TEACHER_MODEL",
+        description="litellm model string of the teacher (authoring, rollouts), e.g. anthropic/claude-..., "
+        "ollama/qwen2.5:32b, openai/<name> with a teacher API base. Default: 'reference' (offline, the "
+        "pack's own reference solutions).",
+    )
+    teacher_api_base: str | None = Field(
+        default=None,
+        validation_alias="BASHGYM_TEACHER_API_BASE",
+        description="Base URL of an OpenAI-compatible server for the teacher.",
+    )
+    base_model: str | None = Field(
+        default=None,
+        validation_alias="BASHGYM_BASE_MODEL",
+        description="Local folder or hub id of the base model. Default: the offline SmolLM2-135M-Instruct.",
+    )
+    gpu_executor: Literal["in_process", "docker"] = Field(
+        default="in_process",
+        validation_alias="BASHGYM_GPU_EXECUTOR",
+        description="Where the GPU code location runs its steps: in_process, or docker (a trainer-image "
+        "container per step).",
+    )
+    sandbox_image_override: str | None = Field(
+        default=None,
+        validation_alias="BASHGYM_SANDBOX_IMAGE",
+        description="Docker image for sandboxes. Default: bashgym-sandbox:<hash of sandbox_images/>, built by "
+        "the sandbox_image asset.",
+    )
+    eval_suite_dirs: Folders = Field(
+        default=[],
+        validation_alias="BASHGYM_EVAL_SUITE_DIRS",
+        description="':'-separated folders of external shell-task suites (Terminal-Bench 1.x, Harbor 2.x) "
+        "imported as evaluation-only scenarios (ext- ids, always held out).",
+    )
+    # URLs that may carry a password: kept out of repr (logs, tracebacks)
+    mlflow_tracking_uri_override: str | None = Field(
+        default=None,
+        repr=False,
+        validation_alias="BASHGYM_MLFLOW_TRACKING_URI",
+        description="MLflow tracking and registry store, e.g. postgresql://user:pw@host:5432/mlflow (opened "
+        "with psycopg2) or an http://host:5000 tracking server. Default: SQLite in the data folder.",
+    )
+    dagster_pg_url: str | None = Field(
+        default=None,
+        repr=False,
+        validation_alias="BASHGYM_DAGSTER_PG_URL",
+        description="postgresql+psycopg2://user:pw@host:5432/dagster for the Dagster instance (runs, event log, "
+        "schedules). Default: SQLite files in DAGSTER_HOME (bashgym_assets.instance).",
+    )
+    run_launcher: Literal["default", "docker"] = Field(
+        default="default",
+        validation_alias="BASHGYM_RUN_LAUNCHER",
+        description="default (runs in a local process) or docker (dagster-docker's DockerRunLauncher: every "
+        "run in its own trainer-image container).",
+    )
+
+    def __init__(self, **values: Any) -> None:
+        """Keyword arguments by field name; a blank one (None, or empty or whitespace text) is not given, so the
+        environment still applies: the Dagster resource passes its unset fields so."""
+        super().__init__(**{k: v for k, v in values.items() if not _blank(v)})
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Keyword arguments over the environment; no ``.env`` file, no secrets folder (see the class doc)."""
+        return init_settings, env_settings
+
+    @model_validator(mode="before")
+    @classmethod
+    def _blank_is_unset(cls, data: Any) -> Any:
+        """Values stripped; an empty or whitespace-only one is left out, so its default applies (``FOO= cmd`` or a
+        templated ``FOO=${UNSET}`` means "not set", not "a folder named ''")."""
+        if not isinstance(data, dict):
+            return data
+        return {k: v.strip() if isinstance(v, str) else v for k, v in data.items() if not _blank(v)}
+
+    @field_validator("home", mode="before")
+    @classmethod
+    def _expand_home(cls, value: object) -> object:
+        return _as_path(value)
+
+    @field_validator("trace_dirs_override", "eval_suite_dirs", mode="before")
+    @classmethod
+    def _split_folders(cls, value: object) -> object:
+        return _as_paths(value)
+
+    @field_validator("trace_dirs_override")
+    @classmethod
+    def _no_folders_is_unset(cls, value: list[Path] | None) -> list[Path] | None:
+        return value or None  # ":" names no folder: the defaults apply
 
     # ---- folders under the data home -------------------------------------------------------------------
     @cached_property
@@ -172,6 +270,40 @@ class Settings(BaseModel):
             self.models_dir,
         ):
             folder.mkdir(parents=True, exist_ok=True)
+
+
+def add_field_options(
+    parser: argparse.ArgumentParser,
+    model: type[BaseModel],
+    aliases: Mapping[str, Sequence[str]] | None = None,
+) -> None:
+    """One option per field of ``model`` (``max_turns`` -> ``--max-turns``, a bool ``continuous`` ->
+    ``--continuous/--no-continuous``, a ``Literal`` -> its choices), its type, default and help from the field,
+    parsed into ``dest`` = the field name: a field added to a trainer's or evaluator's config object is on the
+    command line with nothing else to write, and the command line cannot drift from it. ``aliases``: extra option
+    strings of a field (the short names a command always had)."""
+    for name, field in model.model_fields.items():
+        flags = ["--" + name.replace("_", "-"), *(aliases or {}).get(name, [])]
+        default = field.get_default(call_default_factory=True)
+        described = (field.description or "").replace("%", "%%")
+        shown = f"{described} (default: %(default)s)" if described else "default: %(default)s"
+        if field.annotation is bool:
+            parser.add_argument(
+                *flags, dest=name, action=argparse.BooleanOptionalAction, default=default, help=shown
+            )
+            continue
+        origin, args = typing.get_origin(field.annotation), typing.get_args(field.annotation)
+        if origin is Literal:
+            parser.add_argument(*flags, dest=name, choices=list(args), default=default, help=shown)
+            continue
+        # X, or X | None (the option's default may be None)
+        kinds = (
+            [a for a in args if a is not type(None)] if origin in (Union, UnionType) else [field.annotation]
+        )
+        kind: Any = kinds[0] if len(kinds) == 1 else None
+        if kind not in (int, float, str, Path):
+            raise TypeError(f"{model.__name__}.{name}: no command-line option for a {field.annotation} field")
+        parser.add_argument(*flags, dest=name, type=kind, default=default, help=shown)
 
 
 def get_settings() -> Settings:

@@ -1,14 +1,16 @@
 """Resources: the platform's settings as one Dagster resource, visible and overridable per run in the launchpad.
 
-Each field left unset falls back to the embedded default (``bashgym_assets.config.Settings``). A setting given in
-the environment when the code location loads is wired in as a Dagster ``EnvVar``, so the UI shows which variable
-it comes from (and its value is read where the run executes, not baked into the definitions).
+The resource holds only what a run sets; ``bashgym_assets.config.Settings`` reads everything else (its
+environment variable, else its default) and parses both the same way, so neither the defaults nor the variable
+names nor the parsing are written twice. A setting given in the environment when the code location loads is wired
+in as a Dagster ``EnvVar``, so the UI shows which variable it comes from (and its value is read where the run
+executes, not baked into the definitions).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from pydantic import Field
@@ -16,83 +18,54 @@ from pydantic import Field
 from bashgym_assets.config import Settings
 from bashgym_assets.lake import Lake
 
-#: resource field -> environment variable it is read from when set.
-ENV_FIELDS = {
-    "home": "BASHGYM_HOME",
-    "trace_dirs": "BASHGYM_TRACE_DIRS",
-    "teacher_model": "BASHGYM_TEACHER_MODEL",
-    "teacher_api_base": "BASHGYM_TEACHER_API_BASE",
-    "base_model": "BASHGYM_BASE_MODEL",
-    "sandbox_image": "BASHGYM_SANDBOX_IMAGE",
-    "eval_suite_dirs": "BASHGYM_EVAL_SUITE_DIRS",
+#: resource field -> the ``Settings`` field it sets (the launchpad's names, which run configs already use).
+SETTINGS_FIELDS = {
+    "home": "home",
+    "trace_dirs": "trace_dirs_override",
+    "teacher_model": "teacher_model",
+    "teacher_api_base": "teacher_api_base",
+    "base_model": "base_model",
+    "sandbox_image": "sandbox_image_override",
+    "eval_suite_dirs": "eval_suite_dirs",
 }
 
 
-def _paths(value: str | None) -> list[Path] | None:
-    if not value:
-        return None
-    return [Path(p).expanduser().resolve() for p in value.split(os.pathsep) if p.strip()]
+def env_var(settings_field: str) -> str:
+    """The environment variable ``Settings`` reads a field from (its validation alias)."""
+    alias = Settings.model_fields[settings_field].validation_alias
+    assert isinstance(alias, str), settings_field
+    return alias
+
+
+#: resource field -> environment variable it is read from when set.
+ENV_FIELDS = {field: env_var(target) for field, target in SETTINGS_FIELDS.items()}
+
+
+def _like(settings_field: str) -> Any:
+    """An optional text field described as ``Settings`` describes the field it sets (unset: Settings decides)."""
+    return Field(default=None, description=Settings.model_fields[settings_field].description)
 
 
 class BashgymHome(dg.ConfigurableResource):
     """Where the data lives and which models, sandbox image and trace folders a run uses."""
 
-    home: str | None = Field(
-        default=None,
-        description="Data folder (lake, Dagster instance, MLflow, adapters). "
-        "Default: BASHGYM_HOME, else .bashgym/ in the project.",
-    )
-    trace_dirs: str | None = Field(
-        default=None,
-        description="':'-separated folders of agent session logs. "
-        "Default: ~/.claude/projects and the live-capture folder.",
-    )
-    teacher_model: str | None = Field(
-        default=None,
-        description="litellm model string of the teacher "
-        "(authoring, rollouts). Default: 'reference' (offline, the pack's own "
-        "reference solutions).",
-    )
-    teacher_api_base: str | None = Field(
-        default=None, description="Base URL of an OpenAI-compatible server for the teacher."
-    )
-    base_model: str | None = Field(
-        default=None,
-        description="Local folder or hub id of the base model. Default: the offline SmolLM2-135M-Instruct.",
-    )
-    sandbox_image: str | None = Field(
-        default=None,
-        description="Docker image for sandboxes. Default: "
-        "bashgym-sandbox:<hash of sandbox_images/>, built by the sandbox_image asset.",
-    )
-    eval_suite_dirs: str | None = Field(
-        default=None,
-        description="':'-separated folders of external "
-        "shell-task suites imported as held-out evaluation scenarios.",
-    )
+    home: str | None = _like("home")
+    trace_dirs: str | None = _like("trace_dirs_override")
+    teacher_model: str | None = _like("teacher_model")
+    teacher_api_base: str | None = _like("teacher_api_base")
+    base_model: str | None = _like("base_model")
+    sandbox_image: str | None = _like("sandbox_image_override")
+    eval_suite_dirs: str | None = _like("eval_suite_dirs")
 
     def settings(self) -> Settings:
         """The plain-module settings: the resource's values over the environment's over the defaults."""
-        base = Settings() if not self.home else Settings(home=Path(self.home).expanduser().resolve())
-        overrides: dict[str, object] = {}
-        if self.trace_dirs:
-            overrides["trace_dirs_override"] = _paths(self.trace_dirs)
-        if self.teacher_model:
-            overrides["teacher_model"] = self.teacher_model
-        if self.teacher_api_base:
-            overrides["teacher_api_base"] = self.teacher_api_base
-        if self.base_model:
-            overrides["base_model"] = self.base_model
-        if self.sandbox_image:
-            overrides["sandbox_image_override"] = self.sandbox_image
-        if self.eval_suite_dirs:
-            overrides["eval_suite_dirs"] = _paths(self.eval_suite_dirs) or []
-        return base.model_copy(update=overrides) if overrides else base
+        return Settings(**{target: getattr(self, field) for field, target in SETTINGS_FIELDS.items()})
 
     def sandbox_image_tag(self) -> str:
         """The image sandboxes run: the configured one, else the one built from ``sandbox_images/``."""
-        if self.sandbox_image:
-            return self.sandbox_image
+        configured = self.settings().sandbox_image_override
+        if configured:
+            return configured
         from bashgym_assets import images
 
         return images.sandbox_image_tag()

@@ -19,9 +19,12 @@ import argparse
 import json
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bashgym_assets.config import get_settings
+from bashgym_assets.config import add_field_options, get_settings
+
+if TYPE_CHECKING:
+    from bashgym_assets.evaluation import EvalSettings
 
 
 def adapter_labels(folders: list[str]) -> list[str]:
@@ -107,21 +110,29 @@ def add_selection_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
-    """How the episodes run: samples, decoding, caps, batching, where the summaries go."""
-    p.add_argument("--samples", type=int, default=1)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--max-turns", type=int, default=10)
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--micro-batch", type=int, default=16, help="sequences per generate call")
-    p.add_argument("--max-live", type=int, default=40, help="sandboxes alive at once")
+    """How the episodes run: one option per ``EvalSettings`` field (samples, caps, sandboxes, batching; its type,
+    default and help from the field, as the asset's run config has them), decoding, where the summaries go."""
+    from bashgym_assets.evaluation import EvalSettings
+
+    add_field_options(p, EvalSettings)
     p.add_argument(
         "--lockstep",
-        action="store_true",
-        help="decode each turn of all live episodes as one batch (default for a local greedy model: "
-        "continuous batching, each reply leaving and each next prompt joining the running batch)",
+        dest="continuous",
+        action="store_false",
+        default=argparse.SUPPRESS,  # --continuous' default stands
+        help="same as --no-continuous: decode each turn of all live episodes as one batch",
     )
-    p.add_argument("--max-rows", type=int, default=32, help="continuous batching: rows a decode step")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--micro-batch", type=int, default=16, help="sequences per generate call")
     p.add_argument("--json", help="also write the summaries to this JSON file")
+
+
+def eval_settings(args: argparse.Namespace) -> EvalSettings:
+    """The ``EvalSettings`` of parsed ``add_run_options`` options."""
+    from bashgym_assets.evaluation import EvalSettings
+
+    return EvalSettings(**{name: getattr(args, name) for name in EvalSettings.model_fields})
 
 
 def _positive(text: str) -> int:
@@ -258,7 +269,6 @@ def evaluate_bundles(
     from bashgym_assets.evaluation import (
         EVAL_EPISODE_SCHEMA,
         EVALUATION_SETS,
-        EvalSettings,
         Sampling,
         compare,
     )
@@ -281,13 +291,7 @@ def evaluate_bundles(
         specs,
         bundles,
         image,
-        EvalSettings(
-            samples=args.samples,
-            max_turns=args.max_turns,
-            max_live=args.max_live,
-            continuous=not args.lockstep,
-            max_rows=args.max_rows,
-        ),
+        eval_settings(args),
         Sampling(
             temperature=args.temperature, max_new_tokens=args.max_new_tokens, micro_batch=args.micro_batch
         ),

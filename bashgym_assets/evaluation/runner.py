@@ -24,7 +24,7 @@ from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from bashgym_assets.evaluation.metrics import (
     SANDBOX_ERROR,
@@ -44,21 +44,30 @@ from bashgym_assets.scenarios.bundle import ScenarioBundle
 
 
 class EvalSettings(BaseModel):
-    """How an evaluation runs: caps per episode, samples per scenario, how many sandboxes live at once."""
+    """How an evaluation runs: caps per episode, samples per scenario, how many sandboxes live at once. The one
+    definition the evaluator, ``benchmark_results``' run config (``defs.evaluation.EvalRunConfig``) and the
+    options of ``bashgym eval`` (``evaluation.cli``) share: a field added here is in all three."""
 
-    samples: int = 1
-    max_turns: int = 10
-    episode_timeout_s: float = 240.0
-    command_timeout_s: float = 20.0
-    check_timeout_s: float = 30.0
-    max_live: int = 40
-    setup_workers: int = 4
-    # Replies in a row that are not commands (prose, babble) before the episode ends as lost: the failure class
-    # is already decided by then, and each such reply costs a whole token budget of generation.
-    max_unusable_in_a_row: int = 3
-    # Continuous batching of a local model (else lockstep turns); at most this many rows per decode step.
-    continuous: bool = True
-    max_rows: int = 32
+    samples: int = Field(
+        default=1, description="episodes per scenario and model (pass@k needs temperature > 0)"
+    )
+    max_turns: int = Field(default=10, description="replies an episode may run before it ends unfinished")
+    episode_timeout_s: float = Field(default=240.0, description="seconds an episode may take in all")
+    command_timeout_s: float = Field(default=20.0, description="seconds one command may run in the sandbox")
+    check_timeout_s: float = Field(default=30.0, description="seconds the scenario's check may run")
+    max_live: int = Field(default=40, description="sandboxes alive at once")
+    setup_workers: int = Field(default=4, description="threads starting sandboxes (and running setups)")
+    # The failure class is already decided by then, and each such reply costs a whole token budget of generation.
+    max_unusable_in_a_row: int = Field(
+        default=3,
+        description="replies in a row that are not commands (prose, babble) before the episode ends as lost",
+    )
+    continuous: bool = Field(
+        default=True,
+        description="continuous batching of a local model: each reply leaves and each next prompt joins the "
+        "running batch (else lockstep turns, all live episodes decoded as one batch)",
+    )
+    max_rows: int = Field(default=32, description="continuous batching: rows a decode step")
 
     def limits(self) -> EpisodeLimits:
         return EpisodeLimits(

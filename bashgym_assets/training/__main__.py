@@ -17,6 +17,7 @@ import sys
 
 import pyarrow.parquet as pq
 
+from bashgym_assets.config import add_field_options
 from bashgym_assets.lake import Lake
 from bashgym_assets.training.base_model import resolve_base_model
 from bashgym_assets.training.curriculum import stage_of
@@ -36,27 +37,7 @@ ALIASES = {"learning_rate": ["--lr"], "attn_implementation": ["--attn"]}
 def add_hyperparam_arguments(p: argparse.ArgumentParser) -> None:
     """One option per ``TrainHyperparams`` field (``--max-length``, ``--no-packing``, ...), its default and help
     from the field: the CLI cannot drift from the trainer's config."""
-    import typing
-
-    for name, field in TrainHyperparams.model_fields.items():
-        flag = "--" + name.replace("_", "-")
-        if field.annotation is bool:
-            p.add_argument(
-                flag,
-                dest=name,
-                action=argparse.BooleanOptionalAction,
-                default=field.default,
-                help=field.description,
-            )
-            continue
-        args = typing.get_args(field.annotation)
-        if typing.get_origin(field.annotation) is typing.Literal:
-            p.add_argument(flag, dest=name, choices=list(args), default=field.default, help=field.description)
-            continue
-        kind = next((a for a in args if a is not type(None)), None) if args else field.annotation
-        p.add_argument(
-            flag, *ALIASES.get(name, []), dest=name, type=kind, default=field.default, help=field.description
-        )
+    add_field_options(p, TrainHyperparams, ALIASES)
 
 
 def main(argv: list[str] | None = None) -> int:
