@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bashgym_assets.config import PROJECT_ROOT
+from bashgym_assets.config import PROJECT_ROOT, get_settings
 
 RECIPE_DIR = PROJECT_ROOT / "sandbox_images" / "base"
 IMAGE_REPOSITORY = "bashgym-sandbox"
@@ -111,7 +111,7 @@ def recipe_hash(recipe_dir: Path = RECIPE_DIR) -> str:
 
 def sandbox_image_tag(recipe_dir: Path = RECIPE_DIR) -> str:
     """The image name the sandbox uses: ``BASHGYM_SANDBOX_IMAGE`` or ``bashgym-sandbox:<recipe hash>``."""
-    override = os.environ.get("BASHGYM_SANDBOX_IMAGE")
+    override = get_settings().sandbox_image_override
     if override:
         return override
     return f"{IMAGE_REPOSITORY}:{recipe_hash(recipe_dir)}"
