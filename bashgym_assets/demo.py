@@ -164,8 +164,8 @@ def _topological(keys: list[str], nodes: dict[str, AssetNode]) -> list[str]:
 # wordy as the base, operate 0%; at 1e-3, 12 steps typed commands on 6 of 8 held-out scenarios and exited on 5),
 # 3 train scenarios x 2 sampled student attempts, one GRPO step (2 groups of 2, 3 turns), one gentle DPO step (lr 5e-5: at SFT's rate DPO
 # drove its loss to ~0 and the replies to the token cap), the evaluation on 6 held-out scenarios (4 turns, 40 new
-# tokens a reply), and the export without its GGUF read-back (transformers' GGUF loader alone takes ~32 s here;
-# ``bashgym export`` and the asset's default config verify the round trip).
+# tokens a reply), and the export without its GGUF read-back (transformers' GGUF loader is slow on a CPU:
+# BENCHMARKS.md; ``bashgym export`` and the asset's default config verify the round trip).
 # ``full``: what reproduces the recorded before/after table (BENCHMARKS.md): the pack plus 4 gated variants of each
 # train scenario, two epochs of SFT at lr 1e-3 over 768-token rows (one epoch at lr 5e-4 left validation loss at
 # 1.18 and terminate at 76%; two at 1e-3: 0.49 and 94%), the evaluation on the whole held-out split.
@@ -194,10 +194,9 @@ PROFILES: dict[str, dict[str, dict]] = {
     },
     # ``quick`` (`bashgym demo --quick`): a smoke run of every stage, same code paths, tiny budgets: 16 pack
     # scenarios (both splits, every category), 2 optimizer steps of SFT over 256-token rows, 2 student scenarios,
-    # 1 GRPO step, 1 DPO step, the evaluation on 3 held-out scenarios with 2 turns of 16 tokens (a decode step of
-    # SmolLM2 costs ~0.12-0.25 s on 2 cores: benchmarks/bench_kv_decode.py; replies are capped hard), and the export without its
-    # GGUF read-back (transformers' GGUF loader alone takes ~32 s here; tests/test_export.py covers the round
-    # trip). Proves the plumbing, not a model.
+    # 1 GRPO step, 1 DPO step, the evaluation on 3 held-out scenarios with 2 turns of 16 tokens (decode steps are
+    # what a CPU pays most for: benchmarks/bench_kv_decode.py; replies are capped hard), and the export without its
+    # GGUF read-back (slow on a CPU; tests/test_export.py covers the round trip). Proves the plumbing, not a model.
     "quick": {
         "generated_scenarios": {"per_family": 1},
         "scenario_candidates": {"pack_sample": 16, "generated_max": 8},
@@ -297,7 +296,7 @@ def run_plan(
     there. Raises on the first failure with the failing run's log tail.
 
     Every step runs in ONE child process (``plan_main``): the imports (torch, transformers, TRL, PEFT, MLflow:
-    ~15 s on 2 cores) and the process start are paid once for the whole demo instead of once per step. A step
+    seconds each) and the process start are paid once for the whole demo instead of once per step. A step
     runs on its location's executor: the CPU location's in process (chosen in the run config, so a re-execution
     from the UI does the same), the GPU location's wherever ``BASHGYM_GPU_EXECUTOR`` puts its steps (in this
     process by default, a container each with ``docker``). ``process_per_step`` gives every step a child of its
@@ -595,7 +594,7 @@ def plan_main() -> None:
             sys.exit(1)
         print(f"    ok in {time.monotonic() - started:.1f} s", flush=True)
     # Leave without the interpreter's teardown: with torch, transformers and the Dagster instance loaded, module
-    # cleanup and native destructors took 2-5 s here after the last step had finished. The exit hooks that matter
+    # cleanup and native destructors take seconds after the last step has finished. The exit hooks that matter
     # (sandbox removal, MLflow trace flush) are ``atexit`` functions: run them first.
     import atexit
 

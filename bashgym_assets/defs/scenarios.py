@@ -114,7 +114,7 @@ class CandidatesConfig(dg.Config):
 
 
 class GateConfig(dg.Config):
-    max_parallel: int = 4  # sandboxes at once: Docker-bound, 2.5-3.4x over serial on 2 cores (bench_gate)
+    max_parallel: int = 4  # sandboxes at once: Docker-bound, well over serial (benchmarks/bench_gate.py)
     command_timeout_s: float = 30.0
 
 

@@ -30,7 +30,7 @@ class RolloutConfig(dg.Config):
     api_base: str | None = None
     adapter_dir: str | None = None
     samples: int = 1
-    max_parallel: int = 4  # sandboxes at once: Docker-bound, 2.5-3.4x over serial on 2 cores (bench_gate)
+    max_parallel: int = 4  # sandboxes at once: Docker-bound, well over serial (benchmarks/bench_gate.py)
     max_turns: int = 30
     episode_timeout_s: float = 300.0
     temperature: float = 0.0

@@ -102,7 +102,7 @@ def _struct_list(items_per_row: list[list[Any]], struct: pa.StructType) -> pa.Ar
 
 
 def session_table(sessions: list[Session]) -> pa.Table:
-    """``sessions_to_table`` built column by column (the hot path of ingest; the same table, ~5x faster)."""
+    """``sessions_to_table`` built column by column (the hot path of ingest; the same table, faster: BENCHMARKS.md)."""
     arrays = []
     for f in SESSION_ARROW_SCHEMA:
         if f.name == "steps":

@@ -3,8 +3,8 @@ decode steps (issue 11).
 
 ``KVGenerator.generate`` decodes a turn's replies in lockstep: the call lasts until its longest reply ends, and
 the episodes whose replies ended early wait for it, then for their sandbox, then for the next call. On a CPU the
-cost of a decode step grows slowly with the rows in it (SmolLM2-135M on 2 cores: ~72 ms for 1 row, ~190 ms for 8,
-~250 ms for 32; ``benchmarks/bench_kv_decode.py``), so what matters is keeping many rows busy on every step.
+cost of a decode step grows slowly with the rows in it (far less than in proportion: ``benchmarks/bench_kv_decode.py``
+and BENCHMARKS.md), so what matters is keeping many rows busy on every step.
 ``ContinuousDecoder`` does that: a reply that ends leaves the batch at once (its episode runs the command in its
 sandbox while the others go on decoding), and the episode's next prompt joins the running batch as soon as it is
 submitted, without waiting for the slowest reply of the turn. What bounds the wall time is then the total number of
