@@ -120,6 +120,10 @@ def _task_folders(root: Path, depth: int = 0) -> tuple[list[tuple[Path, str]], l
     return tasks, odd
 
 
+def _refused(suite: str, path: Path, layout: str, reason: str) -> ExternalQuarantine:
+    return ExternalQuarantine(suite=suite, task=path.name, layout=layout, reason=reason, path=str(path))
+
+
 def import_suite(
     folder: Path | str, suite: str | None = None
 ) -> tuple[list[ScenarioBundle], list[ExternalQuarantine]]:
@@ -161,33 +165,15 @@ def import_suite(
         try:
             bundle = import_task(path, suite, task_layout)
         except Unimportable as exc:
-            quarantine.append(
-                ExternalQuarantine(
-                    suite=suite, task=path.name, layout=task_layout, reason=str(exc), path=str(path)
-                )
-            )
+            quarantine.append(_refused(suite, path, task_layout, str(exc)))
             continue
         except Exception as exc:  # never let one odd folder stop the suite
-            quarantine.append(
-                ExternalQuarantine(
-                    suite=suite,
-                    task=path.name,
-                    layout=task_layout,
-                    path=str(path),
-                    reason=f"import failed: {type(exc).__name__}: {one_line(exc)}",
-                )
-            )
+            reason = f"import failed: {type(exc).__name__}: {one_line(exc)}"
+            quarantine.append(_refused(suite, path, task_layout, reason))
             continue
         if bundle.id in seen:
-            quarantine.append(
-                ExternalQuarantine(
-                    suite=suite,
-                    task=path.name,
-                    layout=task_layout,
-                    path=str(path),
-                    reason=f"duplicate id {bundle.id!r} (first from {seen[bundle.id]})",
-                )
-            )
+            reason = f"duplicate id {bundle.id!r} (first from {seen[bundle.id]})"
+            quarantine.append(_refused(suite, path, task_layout, reason))
             continue
         seen[bundle.id] = str(path)
         bundles.append(bundle)
