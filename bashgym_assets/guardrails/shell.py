@@ -5,6 +5,8 @@ Not a full bash grammar; enough to know, for every simple command in a line, its
 (so ``curl ... | sh`` is seen as "a download feeds a shell" even through subshells and ``tee``), and which command
 and process substitutions (``$(...)``, backticks, ``<(...)``) it runs, whose text the rules analyse in turn.
 What is quoted stays data: ``echo 'rm -rf /'`` has the words ``echo`` and ``rm -rf /``.
+Every word and redirection keeps its span in the text, so a caller can also rewrite exactly one command's text
+(the external-suite importer replaces installer commands and pytest runs that way).
 
 It never raises on odd input: an unterminated quote or substitution takes the rest of the text, an unbalanced
 ``)`` is ignored, and ``Parsed.errors`` says what was odd (the caller then backs the parse up with a token scan).
@@ -50,6 +52,7 @@ SEPARATORS = frozenset({";", "&", "&&", "||", "\n", ";;", ";&", ";;&"})
 CASE_ENDS = frozenset({";;", ";&", ";;&"})
 _LEAD_WORDS = frozenset({"!", "do", "then", "else", "elif", "if", "while", "until", "{"})
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
+_ARRAY_HEAD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=$")
 _ANSI_C = {
     "n": "\n",
     "t": "\t",
@@ -100,6 +103,7 @@ class Redirect:
     target: Word | None = None
     heredoc: str | None = None
     heredoc_start: int = 0
+    fd_start: int = -1  # where the fd digits (``2`` of ``2>&1``) start; -1 without an fd
 
 
 @dataclass
@@ -138,6 +142,7 @@ class _Token:
     word: Word | None = None
     fd: int | None = None
     redirect: Redirect | None = None  # the here-document redirection the lexer fills in
+    fd_start: int = -1
 
 
 class _WordBuilder:
@@ -166,8 +171,9 @@ def upstream(a: Command, b: Command) -> bool:
 
 
 class _Lexer:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, arrays: bool = False) -> None:
         self.text = text
+        self.arrays = arrays
         self.n = len(text)
         self.masked = list(text)
         self.errors: list[str] = []
@@ -431,23 +437,38 @@ class _Lexer:
                 self.mask(i, k + 1)
                 i = k + 1
                 continue
+            if (
+                c == "("
+                and self.arrays
+                and self.cur is not None
+                and not self.cur.quoted
+                and _ARRAY_HEAD.match("".join(self.cur.parts))
+            ):  # name=(a b c): the array's words are data, not a subshell
+                k = self.matching_paren(i + 1)
+                if k < 0:
+                    self.errors.append(f"unterminated array at {i}")
+                    k = n
+                self.cur.add(text[i : k + 1])
+                self.cur.dynamic = True
+                i = k + 1
+                continue
             if c in "|&;()<>":
-                fd = None
+                fd, fd_start = None, -1
                 if (
                     c in "<>"
                     and self.cur is not None
                     and not self.cur.quoted
                     and "".join(self.cur.parts).isdigit()
                 ):
-                    fd = int("".join(self.cur.parts))
+                    fd, fd_start = int("".join(self.cur.parts)), self.cur.start
                     self.cur = None
                 else:
                     self.flush(i)
                 op = next(o for o in _OPS_BY_CHAR[c] if text.startswith(o, i))
-                self.tokens.append(_Token("op", op, i, i + len(op), fd=fd))
+                self.tokens.append(_Token("op", op, i, i + len(op), fd=fd, fd_start=fd_start))
                 i += len(op)
                 if op in ("<<", "<<-"):
-                    self.expect_delim = Redirect(op, i - len(op), i, fd=fd)
+                    self.expect_delim = Redirect(op, i - len(op), i, fd=fd, fd_start=fd_start)
                     self.tokens[-1].redirect = self.expect_delim
                 continue
             w = self.word(i)
@@ -514,9 +535,12 @@ class _Lexer:
 MAX_PATH = 64
 
 
-def parse(text: str) -> Parsed:
-    """Simple commands of ``text`` with their pipeline positions; never raises on odd input."""
-    lexer = _Lexer(text)
+def parse(text: str, arrays: bool = False) -> Parsed:
+    """Simple commands of ``text`` with their pipeline positions; never raises on odd input.
+
+    ``arrays``: read ``name=(a b)`` as one word (bash's array assignment). Off for the guardrails, which read the
+    parenthesised words as a subshell's command and so err toward inspecting them."""
+    lexer = _Lexer(text, arrays)
     lexer.run()
     tokens = lexer.tokens
     errors = list(lexer.errors)
@@ -596,7 +620,7 @@ def parse(text: str) -> Parsed:
             errors.append(f"redirection {pending.op!r} without a target at {pending.start}")
             pending = None
         if op in REDIRECTS:
-            red = tok.redirect or Redirect(op, tok.start, tok.end, fd=tok.fd)
+            red = tok.redirect or Redirect(op, tok.start, tok.end, fd=tok.fd, fd_start=tok.fd_start)
             cur.redirects.append(red)
             cur.touch(tok.start, tok.end)
             pending = red

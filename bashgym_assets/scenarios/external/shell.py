@@ -1,14 +1,17 @@
-"""A small shell lexer: the simple commands of a script with their spans, so the rewrite can find an installer
-or a pytest run (also inside ``$( )``, after ``then``/``sudo``) and replace exactly its text. No library does
-this: ``shlex`` splits words but loses the spans, the nesting and the command boundaries."""
+"""The simple commands of a script with their spans, so the rewrite can find an installer or a pytest run (also
+inside ``$( )``, after ``then``/``sudo``) and replace exactly its text. The parsing is the guardrails' parser
+(``bashgym_assets.guardrails.shell``); this module only shapes its commands the way the rewrite reads them:
+redirections as words where they are written, substitutions' commands as commands of their own."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+from bashgym_assets.guardrails.shell import Redirect, parse
+from bashgym_assets.guardrails.shell import Word as ParsedWord
 
-# ---- a shell lexer: simple commands with their spans ----------------------------------------------------------
+
 @dataclass
 class Word:
     text: str  # the word with quotes removed (expansions left as written)
@@ -20,7 +23,7 @@ class Word:
 @dataclass
 class SimpleCommand:
     words: list[Word]
-    nested: bool = False  # inside $( ) or backticks
+    nested: bool = False  # inside $( ), backticks or <( )
 
     @property
     def start(self) -> int:
@@ -57,194 +60,50 @@ RESERVED = frozenset(
         "coproc",
     }
 )
-_HEREDOC_RE = re.compile(r"<<(-?)[ \t]*(?:'([^'\n]*)'|\"([^\"\n]*)\"|\\?([A-Za-z0-9_.+-]+))")
 
 
-def _matching(src: str, i: int, open_c: str = "(", close_c: str = ")") -> int:
-    """Index of the bracket closing the one at ``i`` (quotes skipped); len(src) - 1 when unbalanced."""
-    depth, j, n = 0, i, len(src)
-    while j < n:
-        c = src[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == "'":
-            k = src.find("'", j + 1)
-            j = n if k < 0 else k + 1
-            continue
-        if c == '"':
-            j += 1
-            while j < n and src[j] != '"':
-                j += 2 if src[j] == "\\" else 1
-            j += 1
-            continue
-        if c == open_c:
-            depth += 1
-        elif c == close_c:
-            depth -= 1
-            if depth == 0:
-                return j
-        j += 1
-    return n - 1
+def _redirect_words(text: str, base: int, red: Redirect) -> list[Word]:
+    """A redirection as the words it is written as: ``2>&1`` and ``>/dev/null`` one word, ``> out`` two, a
+    here-document's ``<< 'EOF'`` one word as written (its body is data, never commands)."""
+    start = red.fd_start if red.fd_start >= 0 else red.start
+    op_end = red.start + len(red.op)  # red.end is the target's end once the parser has read it
+    op = text[start:op_end]
+    target = red.target
+    if target is None:
+        return [Word(op, op, base + start, base + op_end)]
+    raw = text[start : target.end]
+    if red.op in ("<<", "<<-"):
+        return [Word(raw, raw, base + start, base + target.end)]
+    if target.start == op_end:
+        return [Word(op + target.value, raw, base + start, base + target.end)]
+    return [
+        Word(op, op, base + start, base + op_end),
+        Word(target.value, text[target.start : target.end], base + target.start, base + target.end),
+    ]
 
 
 def shell_commands(src: str, base: int = 0, nested: bool = False) -> list[SimpleCommand]:
-    """The simple commands of a shell script, in order, with nested ``$( )``/backtick commands included.
+    """The simple commands of a shell script, in order, each after the commands of its substitutions
+    (``$( )``, backticks, ``<( )``, marked ``nested``); spans are offsets in ``src`` plus ``base``.
 
-    Good enough to find and replace installer commands: quotes, escapes, comments, heredoc bodies (skipped),
-    line continuations, ``&&``/``||``/``;``/``|``/``&`` and redirections like ``2>&1`` are understood.
-    """
-    cmds: list[SimpleCommand] = []
-    words: list[Word] = []
-    cur: list[str] = []
-    start: int | None = None
-    heredocs: list[tuple[str, bool]] = []
-    i, n = 0, len(src)
-
-    def end_word(at: int) -> None:
-        nonlocal start, cur
-        if start is not None:
-            words.append(Word("".join(cur), src[start:at], base + start, base + at))
-        start, cur = None, []
-
-    def end_cmd(at: int) -> None:
-        nonlocal words
-        end_word(at)
+    Words are as the rewrite reads them: quotes removed, expansions as written, redirections where they stand
+    (``2>&1``, ``> out``); ``name=(a b)`` is one word (an array, not a command); here-document bodies are
+    skipped; reserved words (``then``, ``do``, ``!``) stay words, ``{``/``}`` and case patterns do not."""
+    out: list[SimpleCommand] = []
+    for cmd in parse(src, arrays=True).commands:
+        parsed: list[tuple[int, ParsedWord | None, list[Word]]] = [
+            (w.start, w, [Word(w.value, src[w.start : w.end], base + w.start, base + w.end)])
+            for w in cmd.words
+        ]
+        parsed += [(r.start, r.target, _redirect_words(src, base, r)) for r in cmd.redirects]
+        parsed.sort(key=lambda item: item[0])
+        for _, word, _ in parsed:
+            for sub in word.subs if word is not None else []:
+                out.extend(shell_commands(sub.text, base + sub.start, True))
+        words = [w for _, _, ws in parsed for w in ws]
         if words:
-            cmds.append(SimpleCommand(words, nested))
-        words = []
-
-    def begin() -> None:
-        nonlocal start
-        if start is None:
-            start = i
-
-    while i < n:
-        c = src[i]
-        if c == "\\":
-            if i + 1 < n and src[i + 1] == "\n":
-                end_word(i)
-                i += 2
-                continue
-            begin()
-            cur.append(src[i + 1 : i + 2])
-            i += 2
-            continue
-        if c in " \t\r":
-            end_word(i)
-            i += 1
-            continue
-        if c == "\n":
-            end_cmd(i)
-            i += 1
-            for delim, strip_tabs in heredocs:
-                while i < n:
-                    eol = src.find("\n", i)
-                    eol = n if eol < 0 else eol
-                    line = src[i:eol]
-                    i = eol + 1
-                    if (line.lstrip("\t") if strip_tabs else line) == delim:
-                        break
-            heredocs = []
-            continue
-        if c == "#" and start is None:
-            eol = src.find("\n", i)
-            i = n if eol < 0 else eol
-            continue
-        if c == "'":
-            begin()
-            k = src.find("'", i + 1)
-            k = n if k < 0 else k
-            cur.append(src[i + 1 : k])
-            i = k + 1
-            continue
-        if c == '"':
-            begin()
-            j = i + 1
-            while j < n and src[j] != '"':
-                if src[j] == "\\" and j + 1 < n:
-                    cur.append(src[j + 1] if src[j + 1] in '"\\$`\n' else src[j : j + 2])
-                    j += 2
-                    continue
-                if src.startswith("$(", j) and not src.startswith("$((", j):
-                    k = _matching(src, j + 1)
-                    cmds.extend(shell_commands(src[j + 2 : k], base + j + 2, True))
-                    cur.append(src[j : k + 1])
-                    j = k + 1
-                    continue
-                if src[j] == "`":
-                    k = src.find("`", j + 1)
-                    k = n - 1 if k < 0 else k
-                    cmds.extend(shell_commands(src[j + 1 : k], base + j + 1, True))
-                    cur.append(src[j : k + 1])
-                    j = k + 1
-                    continue
-                cur.append(src[j])
-                j += 1
-            i = j + 1
-            continue
-        if c == "$" and src.startswith("$((", i):
-            begin()
-            k = _matching(src, i + 1)
-            cur.append(src[i : k + 1])
-            i = k + 1
-            continue
-        if c == "$" and src.startswith("$(", i):
-            begin()
-            k = _matching(src, i + 1)
-            cmds.extend(shell_commands(src[i + 2 : k], base + i + 2, True))
-            cur.append(src[i : k + 1])
-            i = k + 1
-            continue
-        if c == "$" and src.startswith("${", i):
-            begin()
-            k = _matching(src, i + 1, "{", "}")
-            cur.append(src[i : k + 1])
-            i = k + 1
-            continue
-        if c == "`":
-            begin()
-            k = src.find("`", i + 1)
-            k = n - 1 if k < 0 else k
-            cmds.extend(shell_commands(src[i + 1 : k], base + i + 1, True))
-            cur.append(src[i : k + 1])
-            i = k + 1
-            continue
-        if c == "<" and src.startswith("<<", i) and not src.startswith("<<<", i):
-            m = _HEREDOC_RE.match(src, i)
-            if m:
-                end_word(i)
-                start = i
-                cur = [m.group(0)]
-                end_word(m.end())
-                heredocs.append((m.group(2) or m.group(3) or m.group(4) or "", m.group(1) == "-"))
-                i = m.end()
-                continue
-        if c in ";&|()":
-            prev = "".join(cur)
-            if c == "&" and (prev.endswith((">", "<")) or src.startswith("&>", i)):
-                begin()
-                cur.append(c)
-                i += 1
-                continue
-            if c == "|" and prev.endswith(">"):
-                begin()
-                cur.append(c)
-                i += 1
-                continue
-            if c == "(" and prev.endswith("="):  # array assignment a=(1 2)
-                k = _matching(src, i)
-                cur.append(src[i : k + 1])
-                i = k + 1
-                continue
-            end_cmd(i)
-            i += 2 if src.startswith(("&&", "||", ";;", "|&"), i) else 1
-            continue
-        begin()
-        cur.append(c)
-        i += 1
-    end_cmd(n)
-    return cmds
+            out.append(SimpleCommand(words, nested))
+    return out
 
 
 _LEADING_RESERVED = frozenset(
