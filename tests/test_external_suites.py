@@ -1,11 +1,11 @@
-"""External shell-task suites (Terminal-Bench 1.x, Harbor 2.x): import, quarantine, offline pytest, gate, and
-that nothing of them can reach a training set."""
+"""External shell-task suites (Terminal-Bench 1.x, Harbor 2.x): import, quarantine, the check's pytest (the
+sandbox image's own), gate, and that nothing of them can reach a training set."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -678,26 +678,48 @@ def test_rewrite_keeps_what_it_does_not_understand() -> None:
     assert "pip install never-run-this" in rw.text and "$(true)" in rw.text
 
 
-# ---- the offline pytest stand-in ---------------------------------------------------------------------------------
-def run_offline_pytest(tmp_path: Path, files: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    lib = tmp_path / "lib"
-    lib.mkdir(parents=True, exist_ok=True)
-    (lib / "pytest.py").write_text(external.OFFLINE_PYTEST.read_text())
-    tests = tmp_path / "tests"
-    for rel, content in files.items():
-        put(tests, rel, content)
-    env = {**os.environ, "PYTHONPATH": str(lib), "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.run(
-        [sys.executable, "-c", "import sys, pytest; sys.exit(pytest.main(sys.argv[1:]))", *args],
-        cwd=tmp_path,
-        env=env,
-        text=True,
-        capture_output=True,
-        timeout=60,
+# ---- the check's pytest: the image's own ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def pytest_box(sandbox_image: str):
+    """One sandbox of the real image that checks run in (each check cleans up after itself)."""
+    from bashgym_assets.sandbox import Sandbox
+    from bashgym_assets.scenarios.bundle import ScenarioBundle
+    from bashgym_assets.scenarios.sandboxing import spec_for_bundle
+
+    bundle = ScenarioBundle(
+        task="t",
+        category="external",
+        difficulty=1,
+        user="root",
+        workdir="/app",
+        check="true",
+        reference=["true"],
     )
+    with Sandbox(spec_for_bundle(bundle, sandbox_image)) as box:
+        assert box.setup().ok
+        assert box.run_as_root("mkdir -p /app", timeout_s=15).exit_code == 0
+        yield box
 
 
-OFFLINE_SUITE = """
+def run_check_pytest(box, files: dict[str, str], *args: str) -> tuple[int, str]:
+    """Runs ``files`` (written to /tests) through a TB 1.x check whose verifier is ``pytest ARGS`` as the importer
+    rewrites it; returns pytest's exit status and the check's output."""
+    plan = external.TestPlan(
+        files={rel: (text.encode(), False) for rel, text in files.items()},
+        entry=" ".join(['"$BASHGYM_PYTEST"', *args]),
+        pytest=True,
+        layout=TB1,
+    )
+    result = box.run_check(external.build_check(plan, "/app", "test"), timeout_s=60)
+    output = result.stdout + result.stderr
+    runs = [line for line in output.splitlines() if line.startswith("bashgym: pytest runs exited ")]
+    assert len(runs) == 1, output
+    status = int(runs[0].split()[4])
+    assert result.exit_code == (0 if status == 0 else 1), output  # TB 1.x: passes iff every pytest run passed
+    return status, output
+
+
+SUITE_FEATURES = """
 import os
 import pytest
 
@@ -761,31 +783,49 @@ class TestGroup:
 """
 
 
-def test_offline_pytest_runs_what_the_suites_use(tmp_path: Path) -> None:
-    result = run_offline_pytest(
-        tmp_path,
-        {"test_outputs.py": OFFLINE_SUITE},
-        "tests/test_outputs.py",
+def test_the_checks_pytest_runs_what_the_suites_use_and_leaves_no_trace(pytest_box) -> None:
+    """The image's pytest, with the options of the suites' plugins (pytest-json-ctrf, -timeout, -cov,
+    -json-report) that the image lacks accepted and ignored, and nothing of the run left behind."""
+    status, output = run_check_pytest(
+        pytest_box,
+        {"test_outputs.py": SUITE_FEATURES},
+        '"$TEST_DIR/test_outputs.py"',
         "-rA",
-        "--ctrf",
-        "/nonexistent/ctrf.json",
+        "--ctrf /nonexistent/ctrf.json --timeout 30 --cov=/app --cov-report term --json-report",
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "11 passed, 0 failed, 0 errors, 1 skipped, 1 xfailed" in result.stdout
-    assert "test_outputs.py::test_stacked[10-1-2] PASSED" in result.stdout
-    assert "test_outputs.py::test_stacked[1-two] PASSED" in result.stdout
+    assert status == 0, output
+    assert "pytest-7.2.1" in output and "11 passed, 1 skipped, 1 xfailed" in output, output
+    assert (
+        "test_outputs.py::test_stacked[10-1-2]" in output and "test_outputs.py::test_stacked[1-two]" in output
+    )
+    left = pytest_box.run_as_root(
+        "ls -A /tmp; ls -d /tests /logs 2>&1; find / -xdev \\( -name .pytest_cache -o -name 'pytest-of-*' "
+        "-o -path '*/__pycache__/test_outputs*' \\) 2>/dev/null",
+        timeout_s=30,
+    )
+    assert left.stdout.splitlines() == [
+        "ls: cannot access '/tests': No such file or directory",
+        "ls: cannot access '/logs': No such file or directory",
+    ], left.stdout
 
 
-def test_offline_pytest_fails_and_collects_like_pytest(tmp_path: Path) -> None:
-    failing = run_offline_pytest(
-        tmp_path, {"test_a.py": "def test_ok():\n    pass\n\ndef test_bad():\n    assert 1 == 2\n"}, "tests"
+def test_the_checks_pytest_fails_and_collects_as_pytest(pytest_box) -> None:
+    status, failing = run_check_pytest(
+        pytest_box,
+        {"test_a.py": "def test_ok():\n    pass\n\ndef test_bad():\n    assert 1 == 2\n"},
+        '"$TEST_DIR"',
+        "-rA",
     )
-    assert failing.returncode == 1 and "test_a.py::test_bad FAILED" in failing.stdout
-    assert "assert 1 == 2" in failing.stdout
-    broken = run_offline_pytest(tmp_path / "b", {"test_b.py": "import nonexistent_module\n"}, "tests")
-    assert broken.returncode == 1 and "collection error" in broken.stdout
-    empty = run_offline_pytest(tmp_path / "c", {"helper.py": "X = 1\n"}, "tests")
-    assert empty.returncode == 5
+    assert status == 1 and "FAILED ../tests/test_a.py::test_bad" in failing and "assert 1 == 2" in failing
+    assert "1 failed, 1 passed" in failing, failing
+    status, broken = run_check_pytest(pytest_box, {"test_b.py": "import nonexistent_module\n"}, '"$TEST_DIR"')
+    assert status == 2 and "ERROR collecting" in broken and "No module named 'nonexistent_module'" in broken
+    status, empty = run_check_pytest(pytest_box, {"helper.py": "X = 1\n"}, '"$TEST_DIR"')
+    assert status == 5 and "no tests ran" in empty, empty
+    status, unknown = run_check_pytest(
+        pytest_box, {"test_c.py": "def test_c():\n    pass\n"}, "--no-such-option"
+    )
+    assert status == 4 and "unrecognized arguments: --no-such-option" in unknown, unknown
 
 
 XUNIT_SUITE = """
@@ -840,47 +880,157 @@ class TestBrokenSetup:
 """
 
 
-def test_offline_pytest_runs_xunit_style_setups_like_pytest(tmp_path: Path) -> None:
+def test_the_checks_pytest_runs_xunit_style_setups(pytest_box) -> None:
     """Published suites keep state in ``setup_method``/``setup_class``/``setup_module`` (a Terminal-Bench task's
-    ``TestManifestComparison``); the stand-in used to skip them and fail even the reference solution."""
-    offline = run_offline_pytest(tmp_path / "offline", {"test_outputs.py": XUNIT_SUITE}, "tests")
-    assert "3 passed, 0 failed, 1 errors" in offline.stdout, offline.stdout + offline.stderr
-    assert offline.returncode == 1
-    assert (
-        "TestBrokenSetup::test_never_runs ERROR" in offline.stdout
-        and "no baseline manifest" in offline.stdout
+    ``TestManifestComparison``); a failing set-up is an ERROR of its test, which never runs."""
+    status, output = run_check_pytest(pytest_box, {"test_outputs.py": XUNIT_SUITE}, '"$TEST_DIR"', "-rA")
+    assert status == 1 and "3 passed, 1 error" in output, output
+    assert "ERROR ../tests/test_outputs.py::TestBrokenSetup::test_never_runs" in output
+    assert "no baseline manifest" in output and "AssertionError: ran without its set-up" not in output
+
+
+def test_the_images_pytest_is_what_the_static_look_assumes(pytest_box) -> None:
+    """``PYTEST_FIXTURES`` are exactly the fixtures the check's pytest offers (no plugin's), and every module of
+    ``PYTEST_MODULES`` imports in the image: the screening of test files refuses what the image lacks, nothing more."""
+    listed = pytest_box.run_as_root(
+        "cd /tmp && python3 -B -m pytest -p no:cacheprovider --fixtures", timeout_s=60
+    ).stdout
+    fixtures = {
+        line.split()[0] for line in listed.splitlines() if re.match(r"^[a-z_]+( \[\w+ scope\])? -- ", line)
+    }
+    assert fixtures | {"request"} == external.PYTEST_FIXTURES, listed
+    modules = sorted(external.PYTEST_MODULES)
+    imported = pytest_box.run_as_root(
+        f"python3 -B -c 'import {', '.join(modules)}; print(\"ok\")'", timeout_s=60
     )
-    assert "ran without its set-up" not in offline.stdout
-    put(tmp_path / "real" / "tests", "test_outputs.py", XUNIT_SUITE)  # the real pytest agrees
-    real = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=tmp_path / "real",
-        text=True,
-        capture_output=True,
-        timeout=120,
-    )
-    assert "3 passed, 1 error" in real.stdout and real.returncode == 1, real.stdout
+    assert imported.stdout.strip() == "ok", imported.stdout + imported.stderr
 
 
 def test_pytest_problems_are_found_statically() -> None:
     problems = external.pytest_problems(
         {
-            "test_outputs.py": "import numpy\nimport solution\nimport pytest\n\n"
+            "test_outputs.py": "import numpy\nimport solution\nimport pytest\nimport _pytest.monkeypatch\n"
+            "import pluggy\n\n"
             "def test_a(mocker):\n    pass\n\nasync def test_b():\n    pass\n\n"
-            "def test_c(tmp_path):\n    pytest.register_assert_rewrite('x')\n",
-            "conftest.py": "def pytest_configure(config):\n    pass\n",
+            "def test_c(tmp_path, caplog, recwarn, tmpdir):\n    pytest.register_assert_rewrite('x')\n",
+            "conftest.py": "pytest_plugins = ['pytest_asyncio']\n\ndef pytest_configure(config):\n    pass\n",
         },
         provided_modules=set(),
         instruction="Write /app/solution.py with a function solve().",
     )
     text = "; ".join(problems)
-    assert "tests import packages not in the sandbox image: numpy" in text  # solution.py is the agent's
+    # solution.py is the agent's; pytest and what it brings (_pytest, pluggy) are the image's
+    assert "tests import packages not in the sandbox image: numpy, pytest_asyncio" in text
+    assert "tests need a pytest plugin the sandbox image lacks:" in text
     assert "the fixture 'mocker'" in text and "async tests" in text
-    assert "pytest.register_assert_rewrite" in text and "pytest_configure" in text
-    assert "tmp_path" not in text
+    # what the image's pytest has is no problem: its own fixtures, attributes, hooks
+    for fine in ("tmp_path", "caplog", "recwarn", "tmpdir", "register_assert_rewrite", "pytest_configure"):
+        assert fine not in text, (fine, text)
+    generated = external.pytest_problems(
+        {
+            "conftest.py": "def pytest_generate_tests(metafunc):\n    metafunc.parametrize('word', ['a'])\n",
+            "test_w.py": "import pytest\n\npytestmark = pytest.mark.parametrize('n', [1])\n\n"
+            "def test_w(word, n):\n    assert word and n\n",
+        },
+        set(),
+    )
+    assert generated == []
     assert external.pytest_problems({"test_x.py": "def test_x(:\n"}, set())[0].startswith(
         "test_x.py does not parse under Python 3.11"
     )
+
+
+# Uses what the clone once shipped in place of pytest lacked (its screening quarantined this task): a conftest
+# hook parametrizing tests, the caplog/recwarn/tmpdir fixtures, pytest.deprecated_call, register_assert_rewrite.
+PYTEST_FEATURES_CONFTEST = """
+import pytest
+
+pytest.register_assert_rewrite("helpers")
+
+
+def pytest_generate_tests(metafunc):
+    if "word" in metafunc.fixturenames:
+        metafunc.parametrize("word", ["alpha", "beta"], ids=["first", "second"])
+"""
+
+PYTEST_FEATURES_TESTS = """
+import logging
+import warnings
+from pathlib import Path
+
+import pytest
+
+REPORT = Path("/app/report.txt")
+
+
+def read_words():
+    logging.getLogger("report").warning("reading %s", REPORT)
+    if not REPORT.exists():
+        warnings.warn("no report", DeprecationWarning)
+        return []
+    return REPORT.read_text().split()
+
+
+def test_reading_is_logged(caplog):
+    with caplog.at_level(logging.WARNING):
+        words = read_words()
+    assert "reading /app/report.txt" in caplog.text and words
+
+
+def test_word(word):
+    assert word in read_words()
+
+
+def test_no_warning_once_written(recwarn, tmpdir):
+    tmpdir.join("copy.txt").write(REPORT.read_text())
+    assert read_words() and len(recwarn) == 0
+
+
+def test_warns_while_missing(tmp_path, monkeypatch):
+    monkeypatch.setitem(globals(), "REPORT", tmp_path / "absent.txt")
+    with pytest.deprecated_call():
+        assert read_words() == []
+    assert REPORT.name == "absent.txt" and Path("/app/report.txt").exists()
+"""
+
+
+@pytest.mark.docker
+def test_a_check_using_pytest_features_the_clone_lacked_runs_on_the_images_pytest(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    """Once quarantined ("tests use pytest features the offline runner lacks"), now imported, admitted by the gate
+    and checked by the image's pytest: every test fails on the untouched state and passes after the reference."""
+    from bashgym_assets.sandbox import Sandbox
+    from bashgym_assets.scenarios.gate import GateLimits, gate_bundle
+    from bashgym_assets.scenarios.sandboxing import spec_for_bundle
+
+    folder = harbor_task(
+        tmp_path / "s",
+        "pytest-features",
+        {
+            "instruction.md": "Write the words alpha and beta into /app/report.txt.\n",
+            "tests/test.sh": UV_PYTEST_SH,
+            "tests/conftest.py": PYTEST_FEATURES_CONFTEST,
+            "tests/test_outputs.py": PYTEST_FEATURES_TESTS,
+            "solution/solve.sh": "#!/bin/bash\necho alpha beta > /app/report.txt\n",
+        },
+    )
+    bundle = external.import_task(folder, "s")
+    result = gate_bundle(bundle, sandbox_image, GateLimits(command_timeout_s=60, check_timeout_s=60))
+    assert result.admitted, (result.reason, result.detail)
+    with Sandbox(spec_for_bundle(bundle, sandbox_image)) as box:
+        assert box.setup().ok
+        before = box.run_check(bundle.check, timeout_s=60)
+        assert before.exit_code == 1 and "reward.txt = 0" in before.stdout, before.stdout
+        assert "5 failed" in before.stdout and "test_word[first]" in before.stdout, before.stdout
+        for command in bundle.reference:
+            assert box.run_as_root(command, timeout_s=60).exit_code == 0, command
+        after = box.run_check(bundle.check, timeout_s=60)
+        assert after.exit_code == 0 and "reward.txt = 1" in after.stdout, after.stdout + after.stderr
+        assert (
+            "5 passed in" in after.stdout
+            and "PASSED ../tests/test_outputs.py::test_word[second]" in after.stdout
+        )
 
 
 # ---- nothing external reaches training ----------------------------------------------------------------------------

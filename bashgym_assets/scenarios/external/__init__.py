@@ -27,7 +27,7 @@ How a task maps onto a bundle (the rules are the same for both layouts):
   values exported and ``cd`` into the ``WORKDIR`` of that point); inside it, installs of tools the image already
   has (``apt-get install -y git``), ``apt-get update``, the harness's tmux/asciinema and test tooling baked into
   the image (a venv with pytest and its dependencies, also from a ``-r`` lock file the task copies in: the check
-  brings its own pytest) are replaced by ``true``; anything else that needs the network (apt/pip/uv/npm/...
+  runs the sandbox image's pytest) are replaced by ``true``; anything else that needs the network (apt/pip/uv/npm/...
   installs, curl, wget, remote git) makes the task un-importable. ``COPY``/``ADD`` of build-context files become
   ``files`` when they are printable UTF-8 text (written back byte for byte); any other file (a tarball, a utmp
   log, an image, a byte-order mark, Latin-1) travels as base64 text under ``STAGE_DIR`` in ``files`` and is
@@ -52,12 +52,14 @@ How a task maps onto a bundle (the rules are the same for both layouts):
   check itself into ``/tests`` (moved aside and restored if the task had one) and removed on exit, so nothing of
   the verifier is in the container while the operator acts. The verifier scripts are rewritten like ``RUN``
   lines: installing curl/uv/pytest is dropped, and every ``pytest`` run (``uvx -w pytest ... pytest``, ``uv run
-  pytest``, ``python -m pytest``...) goes to the image's pytest, or, as the image has none, to the bundled
-  ``offline_pytest`` stand-in; test code importing a package the image lacks (numpy, requests...) or pytest
-  features the stand-in lacks is quarantined. **Pass rule**: Harbor (2.x) passes iff ``/logs/verifier/reward.txt``
-  holds 1 (or ``reward.json``'s reward is 1); with no reward file, iff the test script exits 0. TB 1.x passes iff
-  every pytest run passed (its harness parses pytest's results, not the script's exit status); with no pytest run,
-  iff ``run-tests.sh`` exits 0. ``run_tests_in_same_shell`` is ignored: the check always runs in its own shell.
+  pytest``, ``python -m pytest``...) goes to the image's own pytest (Debian's ``python3-pytest`` 7.2), with no
+  cache, its temporary folders inside the check's, and the options of plugins the image lacks (``--ctrf``,
+  ``--timeout``, ``--cov``...) accepted and ignored; test code importing a package the image lacks (numpy,
+  requests...), or needing a pytest plugin it lacks (its fixtures, async tests), is quarantined. **Pass rule**:
+  Harbor (2.x) passes iff ``/logs/verifier/reward.txt`` holds 1 (or ``reward.json``'s reward is 1); with no
+  reward file, iff the test script exits 0. TB 1.x passes iff every pytest run passed (its harness parses
+  pytest's results, not the script's exit status); with no pytest run, iff ``run-tests.sh`` exits 0.
+  ``run_tests_in_same_shell`` is ignored: the check always runs in its own shell.
 - **reference**: the solution folder (``solution/`` or ``solution.sh``) written to ``/solution`` in one command
   and run with ``bash`` in the next (``solution.yaml``: its commands, one per turn), rewritten like ``RUN`` lines.
   It runs as the agent (as the harnesses run it); an unprivileged agent cannot make ``/solution``, so its
@@ -76,10 +78,12 @@ other modules use are re-exported here: ``from bashgym_assets.scenarios.external
 from __future__ import annotations
 
 from bashgym_assets.scenarios.external.check import (
-    OFFLINE_PYTEST,
+    PYTEST_FIXTURES,
+    PYTEST_MODULES,
     TestPlan,
     build_check,
     image_has_pytest,
+    options_plugin,
     pytest_problems,
     pytest_wrapper,
 )
@@ -183,9 +187,10 @@ __all__ = [
     "MAX_TASK_BYTES",
     "MAX_UNPACKED_BYTES",
     "OFFERED_USERS",
-    "OFFLINE_PYTEST",
     "OPERATOR",
     "PROBLEM",
+    "PYTEST_FIXTURES",
+    "PYTEST_MODULES",
     "REFUSE",
     "REPLACE",
     "Rewrite",
@@ -217,6 +222,7 @@ __all__ = [
     "image_has",
     "image_has_pytest",
     "image_packages",
+    "options_plugin",
     "import_suite",
     "import_suites",
     "import_task",

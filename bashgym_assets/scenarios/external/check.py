@@ -1,6 +1,6 @@
 """The bundle's check: the task's own verifier run as root on the final state, by its layout's pass rule, with
-its pytest runs sent to the image's pytest or the bundled ``offline_pytest`` stand-in; and the static look at the
-test files that refuses what that stand-in (or the image) cannot run."""
+its pytest runs sent to the image's own pytest (Debian's ``python3-pytest``); and the static look at the test
+files that refuses what the image cannot run (a package, a pytest plugin or its fixtures, newer syntax)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import re
 import shlex
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from bashgym_assets.scenarios.external.common import (
@@ -46,12 +45,87 @@ _WELL_KNOWN_THIRD_PARTY = frozenset(
     }
 )
 # ---- pytest support --------------------------------------------------------------------------------------------
-# The pytest stand-in a check carries when the image has no pytest (a sibling module of this package).
-OFFLINE_PYTEST = Path(__file__).parent.parent / "offline_pytest.py"
+# The checks run the image's pytest (Debian bookworm's python3-pytest, 7.2.1): these are the modules that package
+# and its dependencies put in the image, so a test may import them.
+PYTEST_MODULES = frozenset(
+    {
+        "pytest",
+        "_pytest",
+        "py",
+        "pluggy",
+        "iniconfig",
+        "packaging",
+        "exceptiongroup",
+        "attr",
+        "attrs",
+        "importlib_metadata",
+        "more_itertools",
+        "pkg_resources",
+        "tomli",
+        "typing_extensions",
+        "zipp",
+    }
+)
+# pytest 7.2.1's own fixtures (``python3 -m pytest --fixtures``), less ``cache``: the check runs without the cache
+# provider, so that it writes no ``.pytest_cache``. Any other fixture a test asks for and no test file defines comes
+# from a plugin the image lacks (``mocker``, ``benchmark``...).
+PYTEST_FIXTURES = frozenset(
+    {
+        "request",
+        "capsys",
+        "capsysbinary",
+        "capfd",
+        "capfdbinary",
+        "caplog",
+        "doctest_namespace",
+        "monkeypatch",
+        "pytestconfig",
+        "record_property",
+        "record_xml_attribute",
+        "record_testsuite_property",
+        "recwarn",
+        "tmp_path",
+        "tmp_path_factory",
+        "tmpdir",
+        "tmpdir_factory",
+    }
+)
+# Options of pytest plugins the suites' verifiers install with pytest (pytest-json-ctrf, pytest-timeout,
+# pytest-cov, pytest-json-report), which the image lacks: accepted and ignored, as their reports and limits are
+# not what decides a check, so that a verifier passing one still runs its tests (name -> takes a value).
+IGNORED_PLUGIN_OPTIONS = {
+    "--ctrf": True,
+    "--timeout": True,
+    "--cov": None,  # an optional value
+    "--cov-report": True,
+    "--no-cov": False,
+    "--json-report": False,
+    "--json-report-file": True,
+}
+PLUGIN_MODULE = "bashgym_pytest_options"
 
 
 def image_has_pytest() -> bool:
     return image_has("python3-pytest")
+
+
+def options_plugin() -> str:
+    """The pytest plugin (a module beside the wrapper) that accepts ``IGNORED_PLUGIN_OPTIONS``."""
+    lines = [
+        f'"""bashgym: accepts and ignores options of pytest plugins the sandbox image lacks ({PLUGIN_MODULE})."""',
+        "",
+        "",
+        "def pytest_addoption(parser):",
+        '    group = parser.getgroup("bashgym", "options of plugins the sandbox lacks (ignored)")',
+    ]
+    for name, value in IGNORED_PLUGIN_OPTIONS.items():
+        dest = "bashgym_ignored_" + name.lstrip("-").replace("-", "_")
+        if value is None:
+            kind = 'action="append", nargs="?", const=True'
+        else:
+            kind = 'action="append"' if value else 'action="store_true"'
+        lines.append(f'    group.addoption("{name}", {kind}, dest="{dest}")')
+    return "\n".join(lines) + "\n"
 
 
 def _catches_import_error(node: ast.Try) -> bool:
@@ -150,9 +224,40 @@ def _required_args(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return [a for a in required if a not in ("self", "cls")]
 
 
+def _module_parametrized(tree: ast.Module) -> set[str]:
+    """Arguments a module-level ``pytestmark`` parametrizes (every test of the module gets them)."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets
+        ):
+            marks = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+            names |= _parametrized(marks)
+    return names
+
+
+def _named_plugins(tree: ast.Module) -> set[str]:
+    """Top-level modules a ``pytest_plugins = ...`` names (each must be importable in the image)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "pytest_plugins" for t in node.targets
+        ):
+            values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+            found.update(
+                v.value.split(".")[0]
+                for v in values
+                if isinstance(v, ast.Constant) and isinstance(v.value, str)
+            )
+    return found
+
+
 def pytest_problems(sources: dict[str, str], provided_modules: set[str], instruction: str = "") -> list[str]:
-    """Why these pytest files cannot run in the sandbox (imports the image lacks, pytest features the
-    offline stand-in lacks, syntax newer than the image's Python 3.11); empty when they can."""
+    """Why these pytest files cannot run on the image's pytest (no pytest in the image, imports or plugins the
+    image lacks, fixtures only a missing plugin provides, async tests, syntax newer than the image's Python
+    3.11); empty when they can."""
+    if not image_has_pytest():
+        return ["the tests run pytest and the sandbox image has no python3-pytest"]
     problems: list[str] = []
     trees: dict[str, ast.Module] = {}
     for name, text in sorted(sources.items()):
@@ -166,8 +271,8 @@ def pytest_problems(sources: dict[str, str], provided_modules: set[str], instruc
     stdlib = set(sys.stdlib_module_names) - _STDLIB_MISSING
     missing: set[str] = set()
     for tree in trees.values():
-        for mod in _imports(tree):
-            if mod in stdlib or mod in local or mod == "pytest" or mod in provided_modules:
+        for mod in _imports(tree) | _named_plugins(tree):
+            if mod in stdlib or mod in local or mod in PYTEST_MODULES or mod in provided_modules:
                 continue
             if mod not in _WELL_KNOWN_THIRD_PARTY and re.search(
                 rf"(?<![\w.-]){re.escape(mod)}(\.py\b|/|\b)", instruction
@@ -176,55 +281,36 @@ def pytest_problems(sources: dict[str, str], provided_modules: set[str], instruc
             missing.add(mod)
     if missing:
         problems.append(f"tests import packages not in the sandbox image: {', '.join(sorted(missing))}")
-    if image_has_pytest():
-        return problems
-    from bashgym_assets.scenarios import offline_pytest
-
-    unsupported: set[str] = set()
-    fixtures: set[str] = set(offline_pytest.BUILTIN_FIXTURES)
+    # Arguments pytest_generate_tests may parametrize cannot be told statically: trust them there.
+    generated = any(
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "pytest_generate_tests"
+        for tree in trees.values()
+        for node in tree.body
+    )
+    fixtures: set[str] = set(PYTEST_FIXTURES)
     for tree in trees.values():
         fixtures |= _fixture_names(tree)
+    unsupported: set[str] = set()
     for name, tree in trees.items():
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Attribute)
-                and isinstance(node.value, ast.Name)
-                and node.value.id == "pytest"
-                and node.attr not in offline_pytest.SUPPORTED_ATTRS
-            ):
-                unsupported.add(f"pytest.{node.attr}")
-            if (
-                isinstance(node, ast.ImportFrom)
-                and node.module
-                and node.module.split(".")[0] in ("pytest", "_pytest")
-            ):
-                unsupported.update(
-                    f"pytest.{a.name}"
-                    for a in node.names
-                    if node.module != "pytest" or a.name not in offline_pytest.SUPPORTED_ATTRS
-                )
-            if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "pytest_plugins" for t in node.targets
-            ):
-                unsupported.add("pytest_plugins")
         base = posixpath.basename(name)
-        if base == "conftest.py":
-            for node in tree.body:
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith(
-                    "pytest_"
-                ):
-                    unsupported.add(f"the conftest hook {node.name}")
         if not (base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py"):
             continue
+        module_params = _module_parametrized(tree)
         for fn, extra in _test_functions(tree):
             for arg in _required_args(fn):
-                if arg not in fixtures and arg not in extra and arg not in _parametrized(fn.decorator_list):
+                if not (
+                    generated
+                    or arg in fixtures
+                    or arg in extra
+                    or arg in module_params
+                    or arg in _parametrized(fn.decorator_list)
+                ):
                     unsupported.add(f"the fixture {arg!r} ({base}::{fn.name})")
             if isinstance(fn, ast.AsyncFunctionDef):
                 unsupported.add(f"async tests ({base}::{fn.name})")
     if unsupported:
         problems.append(
-            "tests use pytest features the offline runner lacks: " + ", ".join(sorted(unsupported))
+            "tests need a pytest plugin the sandbox image lacks: " + ", ".join(sorted(unsupported))
         )
     return problems
 
@@ -249,16 +335,15 @@ def _test_functions(tree: ast.Module) -> list[tuple[ast.FunctionDef | ast.AsyncF
 
 
 def pytest_wrapper(report: str) -> str:
-    """The executable the rewritten verifier calls instead of pytest; appends each run's status to a report."""
-    run = (
-        'python3 -B -m pytest -p no:cacheprovider "$@"'
-        if image_has_pytest()
-        else 'PYTHONPATH="$d${PYTHONPATH:+:$PYTHONPATH}" python3 -B -c '
-        "'import sys, pytest; sys.exit(pytest.main(sys.argv[1:]))' \"$@\""
-    )
+    """The executable the rewritten verifier calls instead of pytest: the image's pytest, with no cache and its
+    temporary folders inside the check's own (the check leaves no trace), accepting ``IGNORED_PLUGIN_OPTIONS``
+    (a module beside it); appends each run's exit status to ``report``. A verifier's own ``--basetemp`` wins."""
     return (
         "#!/bin/bash\n# bashgym: runs the task's pytest tests offline (see bashgym_assets/scenarios/external/check.py)\n"
-        f'd=$(dirname "$0")\n{run}\nrc=$?\necho "$rc" >> {report}\nexit $rc\n'
+        'd=$(dirname "$0")\n'
+        'PYTHONPATH="$d${PYTHONPATH:+:$PYTHONPATH}" python3 -B -m pytest -p no:cacheprovider '
+        f'-p {PLUGIN_MODULE} --basetemp "$d/../pytest-tmp" "$@"\n'
+        f'rc=$?\necho "$rc" >> {report}\nexit $rc\n'
     )
 
 
@@ -310,10 +395,9 @@ def build_check(plan: TestPlan, workdir: str, source: str) -> str:
             f"cat > \"$__bg/bin/bashgym-pytest\" <<'{delim}'\n{wrapper}{delim}\n"
             'chmod 0755 "$__bg/bin/bashgym-pytest"'
         )
-        if not image_has_pytest():
-            shim = OFFLINE_PYTEST.read_text(encoding="utf-8")
-            delim = heredoc_delim(shim)
-            out.append(f"cat > \"$__bg/bin/pytest.py\" <<'{delim}'\n{shim}{delim}")
+        plugin = options_plugin()
+        delim = heredoc_delim(plugin)
+        out.append(f"cat > \"$__bg/bin/{PLUGIN_MODULE}.py\" <<'{delim}'\n{plugin}{delim}")
         out.append('export BASHGYM_PYTEST="$__bg/bin/bashgym-pytest"')
     out.append(f"export TEST_DIR={TEST_DIR} T_BENCH_TEST_DIR={TEST_DIR}")
     for k, v in plan.env.items():

@@ -1,6 +1,7 @@
 """Rewriting a task's shell (a Dockerfile's ``RUN``, the verifier, the solution) for the offline sandbox: installs
-of what the image has are dropped, pytest runs go to the check's own pytest, a user the image already has is
-asserted instead of created, and whatever still needs the network is named so the task can be quarantined."""
+of what the image has are dropped, pytest runs go to the image's pytest through the check's wrapper, a user the
+image already has is asserted instead of created, and whatever still needs the network is named so the task can be
+quarantined."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ _TEST_BOOTSTRAP_PACKAGES = (
     )
     | _HARNESS_PACKAGES
 )
-# Python packages a check brings itself (the pytest run) or that only matter to the installer.
+# Python packages the image provides to the check (its pytest) or that only matter to the installer.
 _DROPPABLE_PY = re.compile(
     r"^(pytest([-_].*)?|pip|setuptools|wheel|uv|iniconfig|pluggy|packaging|exceptiongroup|"
     r"tomli|colorama|pygments)$"
