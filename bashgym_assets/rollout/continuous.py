@@ -34,6 +34,10 @@ evaluation leaves at their defaults: a row's own token budget (``max_new_tokens`
 else is in the batch; sampled rows never draft), the log-probabilities of the tokens it chose (``top_logprobs``),
 and ``cancel`` (a client went away, a stop string was met: the row leaves the batch at once, its slot is free for
 the next step). ``submit`` returns the row, whose ``gen`` grows as the decoder steps (what a stream reads).
+
+Kept rather than transformers' own continuous batching (``generate_batch``): it wins in the same run on the same
+requests (``benchmarks/generation_vs_transformers.py``), and theirs lacks KV reuse across turns, per-row seeds and
+top log-probabilities (``bashgym_assets/inference/__init__.py`` says why in full).
 """
 
 from __future__ import annotations
