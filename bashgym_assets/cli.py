@@ -567,7 +567,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="the whole pipeline with a training profile (default: full), ending "
         "in the evaluation and the promotion decision",
     )
-    train_p.add_argument("--profile", default="full", choices=["demo", "quick", "full", "factory-cpu"])
+    train_p.add_argument(
+        "--profile", default="full", choices=["demo", "quick", "full", "factory-cpu", "factory-cpu-bf16"]
+    )
     train_p.add_argument("--skip", default="", help="comma-separated assets to leave out of the plan")
     train_p.add_argument(
         "--only",

@@ -271,6 +271,14 @@ PROFILES: dict[str, dict[str, dict]] = {
 }
 
 
+# ``factory-cpu-bf16``: the same plan with SFT in bfloat16 (CPUs with AVX-512 BF16 or AMX train it faster: the
+# lean-loss section of BENCHMARKS.md); what it does to the adapter's quality is measured there too.
+PROFILES["factory-cpu-bf16"] = {
+    **PROFILES["factory-cpu"],
+    "sft_adapter": {**PROFILES["factory-cpu"]["sft_adapter"], "dtype": "bfloat16"},
+}
+
+
 def step_config(step: PlanStep, profile: str) -> dict | None:
     """``--config-json`` for one run: the profile's config of the assets in it (None when it has none)."""
     if profile not in PROFILES:
