@@ -42,7 +42,7 @@ from bashgym_assets.folder_lock import (  # noqa: F401 - re-exported: the pipeli
     pipeline_lock,
     read_holder,
 )
-from bashgym_assets.processes import boot_id, open_paths, start_ticks
+from bashgym_assets.processes import boot_id, open_paths, pid_namespace, start_ticks
 
 DEBRIS_MIN_AGE_S = 600.0  # a write in progress touches its temporary file far more often than this
 _PR_SET_PDEATHSIG = 1
@@ -53,6 +53,17 @@ _OLD_RE = re.compile(r"^\.old-(?P<name>.+)\.(?P<pid>\d+)$")
 def _interrupt_on_sigterm(signum: int, frame: Any) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
     raise KeyboardInterrupt("SIGTERM (parent process gone?): stopping")
+
+
+def _end_this_process(grace_s: float, interrupt: bool) -> None:
+    """The watchdogs' ending: ``SIGALRM`` armed for ``grace_s`` (its default action terminates in the kernel,
+    whatever holds the interpreter), SIGTERM now when asked (the graceful interrupt), SIGKILL a second after the
+    alarm in case a handler took it."""
+    signal.alarm(max(1, math.ceil(grace_s)))
+    if interrupt:
+        os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(math.ceil(grace_s) + 1.0)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def die_with_parent(grace_s: float = 5.0, expected_parent: int | None = None) -> bool:
@@ -88,24 +99,12 @@ def die_with_parent(grace_s: float = 5.0, expected_parent: int | None = None) ->
     def watch() -> None:
         while not gone and os.getppid() == parent:
             time.sleep(0.5)
-        signal.alarm(max(1, math.ceil(grace_s)))
-        if not by_kernel and not gone:
-            os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(math.ceil(grace_s) + 1.0)
-        os.kill(os.getpid(), signal.SIGKILL)
+        _end_this_process(grace_s, interrupt=not by_kernel and not gone)
 
     threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
     if gone:
         os.kill(os.getpid(), signal.SIGTERM)
     return by_kernel
-
-
-def pid_namespace() -> str:
-    """This process's pid namespace (``pid:[4026531836]``): pids mean the same only within one."""
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return ""
 
 
 def launcher_identity() -> str:
@@ -135,10 +134,7 @@ def die_with_launcher(identity: str, grace_s: float = 5.0, poll_s: float = 1.0) 
     def watch() -> None:
         while start_ticks(pid) == started:
             time.sleep(poll_s)
-        signal.alarm(max(1, math.ceil(grace_s)))
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(math.ceil(grace_s) + 1.0)
-        os.kill(os.getpid(), signal.SIGKILL)
+        _end_this_process(grace_s, interrupt=True)
 
     threading.Thread(target=watch, name="die-with-launcher", daemon=True).start()
     return True

@@ -36,6 +36,14 @@ def start_ticks(pid: int) -> str:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
+def pid_namespace() -> str:
+    """This process's pid namespace (``pid:[4026531836]``): a pid means the same process only within one."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
 def process_tags(pid: int | None = None) -> dict[str, str]:
     """The tags that name a process (default: this one)."""
     pid = pid or os.getpid()
