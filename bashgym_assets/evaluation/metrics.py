@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from bashgym_assets.rollout.episode import MESSAGE_TYPE
 from bashgym_assets.rollout.transcript import BABBLE, COMMAND, EMPTY, EXIT, FENCED, PROSE, Message, TypedLine
@@ -79,6 +79,15 @@ class EvalEpisode(BaseModel):
     wall_s: float = 0.0
     sampling: str = "{}"  # JSON of the decoding settings
     messages: list[Message] = Field(default_factory=list)
+    # why it failed, beyond the failure class (``evaluation.failures``): detail classes, primary first,
+    # comma-joined ("wrong_path,premature_exit"); "" when clean, not the model's doing, or in rows older than it
+    failure_detail: str = ""
+
+    @field_validator("failure_detail", mode="before")
+    @classmethod
+    def _old_rows_have_none(cls, value: Any) -> Any:
+        """Partitions written before the field read back as null when read together with newer ones."""
+        return "" if value is None else value
 
 
 EVAL_EPISODE_SCHEMA = pa.schema(
@@ -104,6 +113,7 @@ EVAL_EPISODE_SCHEMA = pa.schema(
         ("wall_s", pa.float64()),
         ("sampling", pa.string()),
         ("messages", pa.list_(MESSAGE_TYPE)),
+        ("failure_detail", pa.string()),
     ]
 )
 
@@ -268,6 +278,7 @@ class ModelSummary(BaseModel):
     mean_turns: float
     wall_s: float
     sampling: dict[str, Any] = Field(default_factory=dict)
+    failure_details: dict[str, int] = Field(default_factory=dict)  # episodes per primary detail class
 
 
 def summarize(
@@ -301,4 +312,5 @@ def summarize(
         mean_turns=round(sum(e.n_turns for e in eps) / len(eps), 2) if eps else 0.0,
         wall_s=round(wall_s, 2),
         sampling=sampling or {},
+        failure_details=dict(Counter(d.split(",", 1)[0] for e in episodes if (d := e.failure_detail))),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bashgym_assets.evaluation import failures
 from bashgym_assets.evaluation.metrics import RATES, EvalEpisode, ModelSummary
 from bashgym_assets.plots import figure_png, md_table, pyplot
 from bashgym_assets.rollout import tracing
@@ -159,6 +160,8 @@ def rates_plot_png(summaries: Sequence[ModelSummary]) -> bytes:
 def transcript_markdown(e: EvalEpisode, max_chars: int = 2500) -> str:
     """One episode as a terminal session, with its verdict."""
     verdict = "clean" if e.clean else f"failed: {e.failure_class}"
+    if tags := failures.tags_of(e):
+        verdict += f" / {tags[0]}" + (f" (also {', '.join(tags[1:])})" if tags[1:] else "")
     lines = [
         f"**{e.scenario_id}** ({e.category}, d{e.difficulty}) by `{e.model}`: {verdict} "
         f"(operated {e.operated}, terminated {e.terminated}, verified {e.verified}, {e.n_turns} turns)"
@@ -186,3 +189,74 @@ def failing_transcripts(episodes: Sequence[EvalEpisode], model: str, limit: int 
             seen.add(e.failure_class)
     picked += [e for e in fails if e not in picked]
     return picked[:limit]
+
+
+# ---- why episodes failed (``evaluation.failures``) ----------------------------------------------------------------
+def split_by_set(episodes: Sequence[EvalEpisode], set_of: dict[str, str]) -> dict[str, list[EvalEpisode]]:
+    """Episodes per evaluation set (``set_of``: scenario id -> set name; a scenario in none goes to "other")."""
+    out: dict[str, list[EvalEpisode]] = {}
+    for e in episodes:
+        out.setdefault(set_of.get(e.scenario_id, "other"), []).append(e)
+    return out
+
+
+def failure_detail_rows(by_set: dict[str, Sequence[EvalEpisode]]) -> list[dict[str, Any]]:
+    """One row per (evaluation set, model): episodes, failed ones the model is to blame for, and how many of those
+    fell in each detail class (every class a column, so tables from two evaluations line up)."""
+    rows = []
+    for name, episodes in by_set.items():
+        models = list(dict.fromkeys(e.model for e in episodes))
+        for model in models:
+            eps = [e for e in episodes if e.model == model]
+            counts = failures.detail_counts(eps)
+            rows.append(
+                {
+                    "set": name,
+                    "model": model,
+                    "n": len(eps),
+                    "failed": sum(counts.values()),
+                    **{c: counts.get(c, 0) for c in failures.DETAIL_CLASSES},
+                }
+            )
+    return rows
+
+
+def failure_detail_markdown(by_set: dict[str, Sequence[EvalEpisode]], title: str = "") -> str:
+    """The detail classes' counts per set and model; only the columns some row uses."""
+    rows = failure_detail_rows(by_set)
+    used = [c for c in failures.DETAIL_CLASSES if any(r[c] for r in rows)]
+    head = ["set", "model", "n", "failed", *used]
+    text = md_table(head, [[r[k] for k in head] for r in rows]) if rows else "(no episode)"
+    return (f"**{title}**\n\n" if title else "") + text
+
+
+def detail_transcripts(episodes: Sequence[EvalEpisode], per_class: int = 3) -> dict[str, list[EvalEpisode]]:
+    """Up to ``per_class`` episodes of each detail class, different scenarios first (in the order given)."""
+    picked: dict[str, list[EvalEpisode]] = {}
+    for c in failures.DETAIL_CLASSES:
+        of_class = [e for e in episodes if failures.detail_of(e) == c]
+        first: list[int] = []  # positions: two samples of one scenario may be equal records
+        seen: set[str] = set()
+        for i, e in enumerate(of_class):
+            if e.scenario_id not in seen:
+                first.append(i)
+                seen.add(e.scenario_id)
+        order = first + [i for i in range(len(of_class)) if i not in first]
+        chosen = [of_class[i] for i in order[:per_class]]
+        if chosen:
+            picked[c] = chosen
+    return picked
+
+
+def failure_details_report(
+    by_set: dict[str, Sequence[EvalEpisode]], per_class: int = 3, transcripts_of: str | None = None
+) -> str:
+    """``failure_details.md``: the counts table, then ``per_class`` transcripts of each class (of the model
+    ``transcripts_of`` only, when given)."""
+    parts = [failure_detail_markdown(by_set, title="why episodes failed (detail class per set and model)")]
+    episodes = [
+        e for eps in by_set.values() for e in eps if transcripts_of is None or e.model == transcripts_of
+    ]
+    for c, eps in detail_transcripts(episodes, per_class).items():
+        parts.append(f"### {c}\n\n" + "\n\n".join(transcript_markdown(e) for e in eps))
+    return "\n\n".join(parts) + "\n"

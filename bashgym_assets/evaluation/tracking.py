@@ -75,6 +75,22 @@ def _metrics(summaries: Sequence[ModelSummary], prefix: str = "") -> dict[str, f
         out[f"{prefix}{s.model}_mean_turns"] = s.mean_turns
         for k, v in s.pass_at_k.items():
             out[f"{prefix}{s.model}_{k.replace('@', '_at_')}"] = v
+        for cls, n in s.failure_details.items():  # why episodes failed (``evaluation.failures``)
+            out[f"{prefix}{s.model}_detail_{cls}"] = n
+    return out
+
+
+def detail_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """``<set>_<model>_detail_<class>`` counts (and ``..._failed``) from ``report.failure_detail_rows``."""
+    from bashgym_assets.evaluation.failures import DETAIL_CLASSES
+
+    out: dict[str, float] = {}
+    for r in rows:
+        key = f"{r['set']}_{r['model']}".replace(" ", "_").replace("-", "_")
+        out[f"{key}_failed"] = r["failed"]
+        for cls in DETAIL_CLASSES:
+            if r.get(cls):
+                out[f"{key}_detail_{cls}"] = r[cls]
     return out
 
 
@@ -90,10 +106,12 @@ def log_to_mlflow(
     report_dir: Path,
     dagster_run_id: str = "",
     started_ms: int | None = None,
+    failure_details: Sequence[dict[str, Any]] = (),
 ) -> dict[str, str]:
     """The evaluation run (linking both models) and the candidate's training run's ``eval_*`` metrics.
     ``started_ms``: when the evaluation began (epoch ms), so the run's duration is the evaluation's, not the
-    logging's."""
+    logging's. ``failure_details``: ``report.failure_detail_rows`` of the evaluation sets, logged as metrics and
+    as the table ``failure_details.json`` (``failure_details.md`` in ``report_dir`` goes up as it is)."""
     from mlflow.entities import Metric, Param, RunTag
 
     from bashgym_assets.processes import process_tags
@@ -118,6 +136,7 @@ def log_to_mlflow(
     rid = run.info.run_id
     now = int(time.time() * 1000)
     metrics = [Metric(k, float(v), now, 0) for k, v in _metrics(summaries).items()]
+    metrics += [Metric(k, float(v), now, 0) for k, v in detail_metrics(failure_details).items()]
     metrics.append(Metric("sign_test_p", decision.test.p_value, now, 0))
     params = [
         Param("scenarios", str(summaries[0].scenarios if summaries else 0)),
@@ -130,9 +149,12 @@ def log_to_mlflow(
         params=params,
         tags=[RunTag("mlflow.note.content", (report_dir / "comparison.md").read_text()[:5000])],
     )
-    for name in ("comparison.md", "rates.png", "failing_transcripts.md"):
+    for name in ("comparison.md", "rates.png", "failing_transcripts.md", "failure_details.md"):
         if (report_dir / name).exists():
             c.log_artifact(rid, str(report_dir / name))
+    if failure_details:
+        columns = list(failure_details[0])
+        c.log_table(rid, {k: [r.get(k, 0) for r in failure_details] for k in columns}, "failure_details.json")
     traces = link_episode_traces(c, exp, eval_id, rid)
     c.set_terminated(rid, "FINISHED")
     if candidate_run_id:
