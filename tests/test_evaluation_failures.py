@@ -164,3 +164,34 @@ def test_three_transcripts_per_class_prefer_different_scenarios() -> None:
     )
     picked = report.detail_transcripts([*same, other], per_class=3)["repeated_command"]
     assert len(picked) == 3 and {e.scenario_id for e in picked} == {CLEAN_TMP.id, COUNT_DIR1.id}
+
+
+@pytest.mark.slow
+def test_the_evaluation_run_in_mlflow_carries_the_counts_and_the_table(settings, tmp_path) -> None:
+    from bashgym_assets.training import registry
+
+    eps = _annotated()
+    by_set = {"fit": [e for e in eps if e.scenario_id == COUNT_DIR1.id], "unseen": eps}
+    rows = report.failure_detail_rows(by_set)
+    (tmp_path / "comparison.md").write_text("table")
+    (tmp_path / "failure_details.md").write_text(
+        report.failure_details_report(by_set, transcripts_of="candidate")
+    )
+    links = tracking.log_to_mlflow(
+        settings,
+        eval_id="eval-details",
+        summaries=[summarize("candidate", [e for e in eps if e.model == "candidate"])],
+        decision=tracking._manual("1", "test", False),
+        promoted=False,
+        candidate_run_id=None,
+        specs=[],
+        report_dir=tmp_path,
+        failure_details=rows,
+    )
+    c = registry.client(settings)
+    run = c.get_run(links["evaluation_run_id"])
+    assert run.data.metrics["candidate_detail_wrong_path"] == 3
+    assert run.data.metrics["fit_base_detail_wrong_path"] == 1
+    assert run.data.metrics["unseen_candidate_failed"] == rows[2]["failed"]
+    names = {a.path for a in c.list_artifacts(links["evaluation_run_id"])}
+    assert {"failure_details.md", "failure_details.json"} <= names
