@@ -142,7 +142,7 @@ def test_counts_per_model_and_set_in_the_summary_report_and_mlflow_metrics() -> 
     assert fit["failed"] == sum(fit[c] for c in failures.DETAIL_CLASSES)
     metrics = tracking.detail_metrics(rows)
     assert (
-        metrics["fit_base_detail_wrong_path"] == 1 and metrics["unseen_candidate_failed"] == rows[2]["failed"]
+        metrics["fit/base_detail_wrong_path"] == 1 and metrics["unseen/candidate_failed"] == rows[2]["failed"]
     )
 
     md = report.failure_details_report(by_set, per_class=3, transcripts_of="candidate")
@@ -191,7 +191,7 @@ def test_the_evaluation_run_in_mlflow_carries_the_counts_and_the_table(settings,
     c = registry.client(settings)
     run = c.get_run(links["evaluation_run_id"])
     assert run.data.metrics["candidate_detail_wrong_path"] == 3
-    assert run.data.metrics["fit_base_detail_wrong_path"] == 1
-    assert run.data.metrics["unseen_candidate_failed"] == rows[2]["failed"]
+    assert run.data.metrics["fit/base_detail_wrong_path"] == 1
+    assert run.data.metrics["unseen/candidate_failed"] == rows[2]["failed"]
     names = {a.path for a in c.list_artifacts(links["evaluation_run_id"])}
     assert {"failure_details.md", "failure_details.json"} <= names

@@ -81,12 +81,13 @@ def _metrics(summaries: Sequence[ModelSummary], prefix: str = "") -> dict[str, f
 
 
 def detail_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """``<set>_<model>_detail_<class>`` counts (and ``..._failed``) from ``report.failure_detail_rows``."""
+    """``<set>/<model>_detail_<class>`` counts (and ``<set>/<model>_failed``) from ``report.failure_detail_rows``:
+    the names ``_metrics`` gives a set's summaries under the prefix ``<set>/``, so the two never disagree."""
     from bashgym_assets.evaluation.failures import DETAIL_CLASSES
 
     out: dict[str, float] = {}
     for r in rows:
-        key = f"{r['set']}_{r['model']}".replace(" ", "_").replace("-", "_")
+        key = f"{str(r['set']).replace(':', '_')}/{r['model']}"
         out[f"{key}_failed"] = r["failed"]
         for cls in DETAIL_CLASSES:
             if r.get(cls):
@@ -136,7 +137,10 @@ def log_to_mlflow(
     rid = run.info.run_id
     now = int(time.time() * 1000)
     metrics = [Metric(k, float(v), now, 0) for k, v in _metrics(summaries).items()]
-    metrics += [Metric(k, float(v), now, 0) for k, v in detail_metrics(failure_details).items()]
+    logged = {m.key for m in metrics}  # a set's summaries may have given its detail counts already
+    metrics += [
+        Metric(k, float(v), now, 0) for k, v in detail_metrics(failure_details).items() if k not in logged
+    ]
     metrics.append(Metric("sign_test_p", decision.test.p_value, now, 0))
     params = [
         Param("scenarios", str(summaries[0].scenarios if summaries else 0)),
