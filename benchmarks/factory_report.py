@@ -1,7 +1,8 @@
 """The task factory's report: what one seed draws, why draws were dropped, the family split, the command+flag
-coverage and the similarity of train tasks to every evaluation task (what BENCHMARKS.md quotes).
+coverage, the real variety (whole phrasings, solution skeletons, state-changing cores, collapsed families) and the
+similarity of train tasks to every evaluation task (what BENCHMARKS.md quotes).
 
-    .venv/bin/python benchmarks/factory_report.py [--per-family 90] [--seed 0] [--out benchmarks/results/factory.md]
+    .venv/bin/python benchmarks/factory_report.py [--per-family 55] [--seed 0] [--out benchmarks/results/factory.md]
 
 No sandbox: the gate's side is ``bench_factory_gate.py`` and ``bashgym factory``.
 """
@@ -26,6 +27,13 @@ from bashgym_assets.scenarios.factory.family import all_families  # noqa: E402
 from bashgym_assets.scenarios.factory.generate import evaluation_tasks, generate  # noqa: E402
 from bashgym_assets.scenarios.factory.similarity import histogram  # noqa: E402
 from bashgym_assets.scenarios.factory.split import HELD_OUT_FAMILIES  # noqa: E402
+from bashgym_assets.scenarios.factory.variety import (  # noqa: E402
+    COLLAPSED_MAX,
+    MIN_TASKS_TO_JUDGE,
+    VARIETY_HEADERS,
+    run_variety,
+    variety_rows,
+)
 
 
 def md_table(headers: list[str], rows: list[list[object]]) -> list[str]:
@@ -38,7 +46,7 @@ def md_table(headers: list[str], rows: list[list[object]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--per-family", type=int, default=90)
+    ap.add_argument("--per-family", type=int, default=55)  # the factory default
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "factory.md")
     args = ap.parse_args(argv)
@@ -53,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     train = [b for y in run.yields if not y.held_out for b in y.bundles]
     cov = coverage(bundles)
     drops = run.drops()
+    variety, vt = run_variety(run.yields)
+    collapsed = [v.family for v in variety if v.collapsed]
     out = [
         f"# Task factory report ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
         "",
@@ -62,10 +72,16 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"- {len(families)} families over {len({f.category for f in families.values()})} categories; "
         f"{len(HELD_OUT_FAMILIES & set(families))} held out (a skill never trained)",
-        f"- {len(bundles)} distinct tasks ({len(train)} train, {len(held)} held-out families) from "
+        f"- {len(bundles)} tasks with distinct normalised instructions ({len(train)} train, {len(held)} held-out "
+        "families) from "
         f"{run.draws} raw draws in {wall:.1f} s; dropped: "
         + (", ".join(f"{r} {n}" for r, n in drops.most_common()) or "none"),
+        f"- variety: {vt.phrasings} whole phrasings (median {vt.median_phrasings:g} a family), {vt.skeletons} "
+        f"distinct solution skeletons, {vt.cores} distinct state-changing cores ({vt.core_share:.0%} of the "
+        f"tasks; median {vt.median_cores:g} a family)",
         f"- {len(cov)} distinct command+flag combinations, {len({c.split(' ')[0] for c in cov})} commands",
+        f"- {len(collapsed)} families collapse to <= {COLLAPSED_MAX} state-changing cores"
+        + (f": {', '.join(collapsed)}" if collapsed else ""),
         f"- guard: {len(evals)} evaluation tasks (pack held-out + external suites) plus the held-out families'",
         "",
     ]
@@ -100,6 +116,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     out += [
         "",
+        "## Variety per family",
+        "",
+        "Whole phrasings: the templates `World.phrase` picked (synonyms, intros and drawn values are not another "
+        "one). Skeletons: the reference's commands, flags, pipes and redirects with arguments masked; cores: the "
+        "same without look-only lines (`scenarios/skills.py`). Collapsed: <= "
+        f"{COLLAPSED_MAX} cores over >= {MIN_TASKS_TO_JUDGE} tasks (`scenarios/factory/variety.py`).",
+        "",
+    ]
+    out += md_table(VARIETY_HEADERS, [[str(c).replace("|", "\\|") for c in r] for r in variety_rows(variety)])
+    out += [
+        "",
         "## Similarity of kept train tasks to the nearest evaluation task",
         "",
         "Estimated Jaccard (MinHash, 128 permutations) of every train draw that reached the guard against "
@@ -122,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     out.append(", ".join(f"`{k}` {v}" for k, v in sorted(cov.items(), key=lambda kv: (-kv[1], kv[0]))))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(out) + "\n")
-    print("\n".join(out[:12]))
+    print("\n".join(out[:14]))
     print(f"wrote {args.out}")
     return 0
 

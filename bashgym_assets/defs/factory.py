@@ -20,6 +20,14 @@ from bashgym_assets.scenarios.factory.family import all_families
 from bashgym_assets.scenarios.factory.generate import evaluation_tasks, generate
 from bashgym_assets.scenarios.factory.similarity import INSTRUCTION_MAX, REFERENCE_MAX, histogram
 from bashgym_assets.scenarios.factory.split import is_held_out_family
+from bashgym_assets.scenarios.factory.variety import (
+    COLLAPSED_MAX,
+    MIN_TASKS_TO_JUDGE,
+    VARIETY_HEADERS,
+    collapse_warning,
+    run_variety,
+    variety_rows,
+)
 
 family_partitions = dg.StaticPartitionsDefinition(sorted(all_families()))
 # One run over every family is what `bashgym factory` and the demo launch; Dagster marks the single-run backfill
@@ -79,12 +87,15 @@ def _per_family(config: FactoryConfig) -> int:
     partitions_def=family_partitions,
     backfill_policy=_SINGLE_RUN,
     code_version=code_version(
-        "bashgym_assets.scenarios.factory.generate", "bashgym_assets.scenarios.factory.similarity"
+        "bashgym_assets.scenarios.factory.generate",
+        "bashgym_assets.scenarios.factory.similarity",
+        "bashgym_assets.scenarios.factory.variety",
     ),
     description="Tasks drawn by the task factory, one partition per family (a shell skill as code): distinct "
     "instructions after names and numbers are normalised, held-out families recorded in "
     "scenarios/factory/split.py, train tasks too similar to any evaluation task refused. Every task "
-    "still has to pass the gate downstream.",
+    "still has to pass the gate downstream. Metadata counts the real variety: whole phrasings, solution "
+    "skeletons and state-changing cores per family, families that collapse to one or two solutions flagged.",
 )
 def generated_scenarios(
     context: dg.AssetExecutionContext, config: FactoryConfig, bashgym: BashgymHome
@@ -166,6 +177,10 @@ def generated_scenarios(
     for y in run.yields:
         for e in y.errors:
             context.log.warning(f"{y.family}: {e}")
+    variety, vt = run_variety(run.yields)
+    for v in variety:
+        if v.collapsed:
+            context.log.warning(collapse_warning(v))
     return dg.MaterializeResult(
         metadata={
             "tasks": dg.MetadataValue.int(len(bundles)),
@@ -196,6 +211,19 @@ def generated_scenarios(
             "by_category": counts_table(
                 dict(sorted(Counter(b.category for b in bundles).items())), "category", "tasks"
             ),
+            "whole_phrasings": dg.MetadataValue.int(vt.phrasings),
+            "solution_skeletons": dg.MetadataValue.int(vt.skeletons),
+            "state_changing_cores": dg.MetadataValue.int(vt.cores),
+            "collapsed_families": dg.MetadataValue.int(vt.collapsed),
+            "variety": dg.MetadataValue.md(
+                f"{vt.tasks} tasks from **{vt.phrasings} whole phrasings** (median {vt.median_phrasings:g} a "
+                f"family), **{vt.skeletons} distinct solution skeletons**, **{vt.cores} distinct state-changing "
+                f"cores** ({vt.core_share:.0%} of the tasks; median {vt.median_cores:g} a family), {vt.commands} "
+                f"commands, {vt.command_flags} command+flag combinations; {vt.collapsed} families collapse to "
+                f"<= {COLLAPSED_MAX} cores (judged at >= {MIN_TASKS_TO_JUDGE} tasks). Counted by "
+                "scenarios/factory/variety.py."
+            ),
+            "variety_per_family": table(VARIETY_HEADERS, variety_rows(variety)),
             "command_flag_combinations": dg.MetadataValue.int(len(cov)),
             "commands": dg.MetadataValue.int(len(commands)),
             "coverage": table(["command+flag", "tasks"], [[k, v] for k, v in sorted(cov.items())]),

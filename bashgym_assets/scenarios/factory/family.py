@@ -70,9 +70,14 @@ class Family:
 
     def make(self, seed: int | str) -> tuple[ScenarioBundle, list[str]]:
         """The bundle for ``seed`` and the values the world drew (for the normaliser)."""
+        bundle, world = self.make_world(seed)
+        return bundle, list(world.values)
+
+    def make_world(self, seed: int | str) -> tuple[ScenarioBundle, World]:
+        """The bundle for ``seed`` and the world it was drawn from (its values and the phrasing it picked)."""
         world = World(f"{self.name}:{seed}")
         draft = self.draw(world)
-        return to_bundle(self, draft, seed), list(world.values)
+        return to_bundle(self, draft, seed), world
 
 
 FAMILIES: dict[str, Family] = {}

@@ -67,6 +67,7 @@ class FamilyYield:
     drops: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)  # first few draw errors, for the quarantine
     exhausted: bool = False
+    phrasings: dict[str, str] = field(default_factory=dict)  # kept bundle id -> World.phrasing_id (variety.py)
 
     @property
     def kept(self) -> int:
@@ -117,7 +118,8 @@ def draw_family(
             break
         out.draws += 1
         try:
-            bundle, values = fam.make(f"{seed}:{i}")
+            bundle, world = fam.make_world(f"{seed}:{i}")
+            values = world.values
         except ValidationError as exc:
             out.drops[INVALID_BUNDLE] += 1
             if len(out.errors) < 3:
@@ -141,6 +143,7 @@ def draw_family(
                 continue
         seen.add(key)
         out.bundles.append(bundle)
+        out.phrasings[bundle.id] = world.phrasing_id()
     out.exhausted = out.kept < n
     return out
 

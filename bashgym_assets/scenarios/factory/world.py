@@ -15,6 +15,7 @@ import posixpath
 import random
 import re
 import string
+import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
@@ -307,6 +308,16 @@ INTROS = (
 )
 
 
+def _call_site() -> str:
+    """``module.py:line`` of the family code that called ``World.phrase`` (through thin ``_phrase`` wrappers)."""
+    frame = sys._getframe(2)
+    while frame.f_back is not None and (
+        frame.f_code.co_filename == __file__ or frame.f_code.co_name.endswith("phrase")
+    ):
+        frame = frame.f_back
+    return f"{posixpath.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
 class World:
     """A seeded source of everything a family draws: ``World(seed)`` always draws the same task."""
 
@@ -314,6 +325,7 @@ class World:
         self.seed = seed
         self.rng = random.Random(str(seed))
         self.values: list[str] = []  # names and numbers drawn, for the instruction normaliser
+        self.phrasings: list[str] = []  # which whole template each ``phrase`` call picked (``phrasing_id``)
         self._used: set[str] = set()
 
     # ---- basic draws ----------------------------------------------------------------------------------------------
@@ -501,8 +513,11 @@ class World:
         return text[:1].upper() + text[1:] if capitalize else text
 
     def phrase(self, *templates: str, **values: object) -> str:
-        """One of several whole phrasings (imperative, request, ticket, question), spun, with an optional intro."""
-        body = self.spin(self.pick(templates), **values)
+        """One of several whole phrasings (imperative, request, ticket, question), spun, with an optional intro.
+        Which template was picked is recorded in ``phrasings`` (what the factory's variety counts read)."""
+        template = self.pick(templates)
+        self.phrasings.append(f"{_call_site()}#{templates.index(template) + 1}/{len(templates)}")
+        body = self.spin(template, **values)
         intro = self.pick(INTROS)
         head = body.split(" ", 1)[0]
         asks = body.lower().startswith(("could you", "can you", "would you", "please"))
@@ -516,6 +531,14 @@ class World:
         ):
             return body  # a ticket keeps its own heading; a path or an acronym keeps its case
         return intro + body[:1].lower() + body[1:]
+
+    def phrasing_id(self) -> str:
+        """Which whole phrasing this world's task was written from: for each ``phrase`` call, in order, the call's
+        place in the family's code and the position of the template it picked (``files.py:467#2/4``), joined
+        with ``+``; ``-`` when ``phrase`` was never called (the family's one fixed wording). A template is named
+        by its place, not its text, because families splice drawn clauses into their templates: two tasks share a
+        phrasing when they differ only in ``{a|b}`` synonyms, the intro, spliced clauses and drawn values."""
+        return "+".join(self.phrasings) or "-"
 
     def clauses(self, parts: Sequence[str], joiner: str = "; ") -> str:
         """Constraints in a drawn order (the order of constraints must not give the skill away)."""
