@@ -19,16 +19,17 @@ from bashgym_assets.defs.metadata import code_version, gated_scenario_rows
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.defs.training import base_model, dpo_adapter, sft_adapter
 from bashgym_assets.evaluation import (
-    BUNDLED_HELD_OUT,
     EVAL_EPISODE_SCHEMA,
-    HELD_OUT_FAMILIES,
-    TRAIN_FIT,
+    TRANSFER,
     EvalSettings,
     ModelSpec,
     Sampling,
+    admitted,
     compare,
     evaluation_bundles,
+    judges,
     report,
+    set_names,
 )
 from bashgym_assets.evaluation import promotion as promo
 from bashgym_assets.evaluation import tracking as eval_tracking
@@ -49,10 +50,13 @@ class EvalRunConfig(dg.Config, EvalSettings):
 
     max_scenarios: int | None = None  # the first N held-out scenarios not from the task factory (by id)
     categories: list[str] = []
-    # Measured three ways: the bundled held-out tasks, this many tasks of each of the factory's held-out families
-    # (None: all of them, 0: none) and, for fit only (never a promotion figure), a sample of trained-family tasks
+    # The evaluation sets (fit, transfer, unseen, bundled, suite:NAME; empty: unseen, bundled and every suite, plus
+    # fit / transfer when their sizes below are set). Only unseen, bundled and the suites judge (promotion).
+    sets: list[str] = []
+    # unseen: this many tasks of each of the factory's held-out families (None: all of them, 0: none)
     heldout_per_family: int | None = 3
-    fit_sample: int = 0
+    fit_sample: int = 0  # fit: a sample of trained-family tasks (30 when fit is named in sets without a size)
+    transfer_per_family: int = 0  # transfer: fresh draws per trained family (2 when named without a size)
     # Only the tasks of these external suites (a suite's name or a prefix of its ids, as `bashgym eval --suite`);
     # the factory's families and the fit sample are left out then, and the promotion rests on these tasks alone.
     suites: list[str] = []
@@ -210,23 +214,29 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     lake = bashgym.lake()
     settings = bashgym.settings()
     gated = gated_scenario_rows(lake)
+    from bashgym_assets.scenarios.suite import known_suites, of_suites
+
+    try:
+        names = set_names(config.sets, known_suites(gated)) if config.sets else None
+    except ValueError as exc:
+        raise dg.Failure(str(exc)) from exc
     sets = evaluation_bundles(
         gated,
+        sets=names,
         limit=config.max_scenarios,
         categories=config.categories,
         per_heldout_family=config.heldout_per_family,
         fit_sample=config.fit_sample,
+        transfer_per_family=config.transfer_per_family,
     )
     if config.suites:
-        from bashgym_assets.scenarios.suite import of_suites
-
-        sets = {
-            name: of_suites(bs, config.suites) if name == BUNDLED_HELD_OUT else []
-            for name, bs in sets.items()
-        }
+        sets = {name: of_suites(bs, config.suites) if judges(name) else [] for name, bs in sets.items()}
+    if sets.get(TRANSFER):
+        images.ensure_docker_engine()
+        sets[TRANSFER] = admitted(sets[TRANSFER], bashgym.sandbox_image_tag(), progress=context.log.info)
     set_of = {b.id: name for name, bs in sets.items() for b in bs}
     bundles = [b for bs in sets.values() for b in bs]
-    if not any(sets[name] for name in (BUNDLED_HELD_OUT, HELD_OUT_FAMILIES)):
+    if not any(bs for name, bs in sets.items() if judges(name)):
         if config.suites:
             from bashgym_assets.scenarios.suite import known_suites
 
@@ -288,9 +298,10 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     lake.write(
         "eval_episodes", [e.model_dump() for e in episodes], partition=eval_id, schema=EVAL_EPISODE_SCHEMA
     )
-    # Every held-out figure (the promotion rule included) is over the held-out sets only; fit is reported apart.
+    # Every held-out figure (the promotion rule included) is over the judging sets only (unseen, bundled, suites);
+    # fit and transfer measure trained skills and are reported apart.
     heldout = {
-        r.summary.model: [e for e in r.episodes if set_of.get(e.scenario_id) != TRAIN_FIT] for r in results
+        r.summary.model: [e for e in r.episodes if judges(set_of.get(e.scenario_id, ""))] for r in results
     }
     summaries = [
         summarize(r.summary.model, heldout[r.summary.model], r.summary.wall_s, r.summary.sampling)
@@ -335,7 +346,7 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     report_dir = lake.artifact_dir("reports", eval_id)
     png = report.rates_plot_png(summaries)
     (report_dir / "rates.png").write_bytes(png)
-    n_heldout = len(sets[BUNDLED_HELD_OUT]) + len(sets[HELD_OUT_FAMILIES])
+    n_heldout = sum(len(bs) for name, bs in sets.items() if judges(name))
     comparison_md = report.comparison_markdown(
         summaries, title=f"{eval_id}: held-out split, {n_heldout} scenarios"
     )
@@ -361,6 +372,7 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
         report_dir=report_dir,
         dagster_run_id=context.run_id,
         started_ms=started_ms,
+        set_summaries=set_summaries,
     )
     rows = report.comparison_rows(summaries)
     metadata = {
@@ -377,6 +389,11 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
         "champion_version": dg.MetadataValue.text(champion.version if champion else "none"),
         "scenarios": dg.MetadataValue.int(n_heldout),
         **{f"scenarios: {name}": dg.MetadataValue.int(len(bs)) for name, bs in sets.items()},
+        **{
+            f"{name}: {s.model} clean": dg.MetadataValue.float(s.rates["clean"].rate)
+            for name, ss in set_summaries.items()
+            for s in ss
+        },
         "dagster/row_count": dg.MetadataValue.int(len(episodes)),
         "promoted": dg.MetadataValue.bool(promoted),
         "mlflow_evaluation_run": dg.MetadataValue.url(links["evaluation_run_link"]),

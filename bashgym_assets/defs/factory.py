@@ -18,7 +18,7 @@ from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.scenarios.factory.catalog import coverage, task_rows
 from bashgym_assets.scenarios.factory.family import all_families
 from bashgym_assets.scenarios.factory.generate import evaluation_tasks, generate
-from bashgym_assets.scenarios.factory.similarity import INSTRUCTION_MAX, REFERENCE_MAX, histogram
+from bashgym_assets.scenarios.factory.similarity import INSTRUCTION_MAX, histogram
 from bashgym_assets.scenarios.factory.split import is_held_out_family
 from bashgym_assets.scenarios.factory.variety import (
     COLLAPSED_MAX,
@@ -28,6 +28,7 @@ from bashgym_assets.scenarios.factory.variety import (
     run_variety,
     variety_rows,
 )
+from bashgym_assets.scenarios.skills import GOAL_TWIN, SKELETON_TWIN
 
 family_partitions = dg.StaticPartitionsDefinition(sorted(all_families()))
 # One run over every family is what `bashgym factory` and the demo launch; Dagster marks the single-run backfill
@@ -55,8 +56,8 @@ DROPS_SCHEMA = pa.schema(
 SIMILARITY_SCHEMA = pa.schema(
     [
         ("scenario_id", pa.string()),
-        ("instruction_similarity", pa.float64()),
-        ("reference_similarity", pa.float64()),
+        ("goal_similarity", pa.float64()),
+        ("skeleton_similarity", pa.float64()),
         ("nearest_eval_task", pa.string()),
         ("refused", pa.bool_()),
     ]
@@ -143,8 +144,8 @@ def generated_scenarios(
         sims.setdefault(fam, []).append(
             {
                 "scenario_id": sid,
-                "instruction_similarity": round(instr, 4),
-                "reference_similarity": round(ref, 4),
+                "goal_similarity": round(instr, 4),
+                "skeleton_similarity": round(ref, 4),
                 "nearest_eval_task": nearest,
                 "refused": refused,
             }
@@ -157,8 +158,8 @@ def generated_scenarios(
     cov = coverage(bundles)
     commands = Counter(c.split(" ")[0] for c in cov)
     drops = run.drops()
-    instr_sims = [s[1] for s in run.similarities]
-    ref_sims = [s[2] for s in run.similarities]
+    goal_sims = [s[1] for s in run.similarities]
+    skeleton_sims = [s[2] for s in run.similarities]
     samples = [[b.id.split(".")[1], b.difficulty, b.task[:220]] for y in run.yields for b in y.bundles[:2]]
     family_rows = [
         [
@@ -227,20 +228,19 @@ def generated_scenarios(
             "command_flag_combinations": dg.MetadataValue.int(len(cov)),
             "commands": dg.MetadataValue.int(len(commands)),
             "coverage": table(["command+flag", "tasks"], [[k, v] for k, v in sorted(cov.items())]),
-            "instruction_similarity_to_eval": table(
-                ["band", "train tasks"], [list(r) for r in histogram(instr_sims)]
-            )
-            if instr_sims
+            "goal_similarity_to_eval": table(["band", "train tasks"], [list(r) for r in histogram(goal_sims)])
+            if goal_sims
             else dg.MetadataValue.md("_no train family in this run_"),
-            "reference_similarity_to_eval": table(
-                ["band", "train tasks"], [list(r) for r in histogram(ref_sims)]
+            "skeleton_similarity_to_eval": table(
+                ["band", "train tasks"], [list(r) for r in histogram(skeleton_sims)]
             )
-            if ref_sims
+            if skeleton_sims
             else dg.MetadataValue.md("_no train family in this run_"),
             "guard": dg.MetadataValue.md(
-                f"{len(eval_tasks)} evaluation tasks (pack held-out split + external suites) + the held-out families; "
-                f"refused: instruction >= {INSTRUCTION_MAX} or reference >= {REFERENCE_MAX} with a related "
-                f"instruction; {drops.get('near_duplicate_of_eval', 0)} refused in this run"
+                f"{len(eval_tasks)} evaluation tasks (the clean bundled held-out split + external suites) + the "
+                f"held-out families; refused: a skill twin (goal >= {GOAL_TWIN} and solution skeleton >= "
+                f"{SKELETON_TWIN}, or the same skeleton; scenarios/skills.py) or a near-copied instruction (3-grams "
+                f">= {INSTRUCTION_MAX}); {drops.get('near_duplicate_of_eval', 0)} refused in this run"
             ),
             "samples": table(["family", "difficulty", "instruction"], samples[:60]),
             "per_family_requested": dg.MetadataValue.int(per_family),

@@ -23,10 +23,19 @@ from bashgym_assets.scenarios.bundle import ScenarioBundle
 from bashgym_assets.scenarios.gate import HELD_OUT
 
 __all__ = [
-    "BUNDLED_HELD_OUT",
+    "BUNDLED",
+    "BUNDLED_TWINS",
+    "DEFAULT_SETS",
     "EVALUATION_SETS",
-    "HELD_OUT_FAMILIES",
-    "TRAIN_FIT",
+    "FIT",
+    "SUITE_PREFIX",
+    "TRANSFER",
+    "UNSEEN",
+    "admitted",
+    "judges",
+    "set_names",
+    "suite_set",
+    "transfer_bundles",
     "EVAL_EPISODE_SCHEMA",
     "EvalEpisode",
     "evaluation_bundles",
@@ -169,39 +178,151 @@ def pick_bundles(
     return out[:limit] if limit else out
 
 
-# ---- evaluation sets: the three ways every model is measured (issue 29) -------------------------------------
-BUNDLED_HELD_OUT = "held-out (bundled)"
-HELD_OUT_FAMILIES = "held-out families"
-TRAIN_FIT = "train families (fit)"
-EVALUATION_SETS = (BUNDLED_HELD_OUT, HELD_OUT_FAMILIES, TRAIN_FIT)
+# ---- evaluation sets: the four ways every model is measured (issue 37) -------------------------------------
+FIT = "fit"  # tasks trained on (a sample of the trained families' gated tasks): does it do what it was shown?
+TRANSFER = (
+    "transfer"  # fresh draws of trained families under the reserved transfer seed: the skills, new values
+)
+UNSEEN = "unseen"  # the held-out families: skills no train family teaches (factory.split, measured)
+BUNDLED = (
+    "bundled"  # the pack's held-out tasks less those with a train twin (factory.split.BUNDLED_TRAIN_TWINS)
+)
+BUNDLED_TWINS = (
+    "bundled-twins"  # the pack's held-out tasks that have a train twin: reported once, never judges
+)
+SUITE_PREFIX = "suite:"  # each imported external suite is a set of its own: suite:<name>
+EVALUATION_SETS = (FIT, TRANSFER, UNSEEN, BUNDLED)
+DEFAULT_SETS = (
+    UNSEEN,
+    BUNDLED,
+)  # what `bashgym eval` and benchmark_results run without --set (+ every suite)
 
 
-def evaluation_set(scenario_id: str, split: str | None = None) -> str:
-    """Which of the three sets a scenario measures: the held-out split's hand-written and imported tasks, the
-    factory's held-out families (skills never trained), or tasks of other families / the train split (fit, never a
-    promotion figure). A generated id says its family, so ``split`` is needed only for the other ids."""
+def suite_set(name: str) -> str:
+    return f"{SUITE_PREFIX}{name}"
+
+
+def judges(set_name: str) -> bool:
+    """Whether a set's figures may judge a model (promotion): the clean held-out sets and external suites; fit and
+    transfer measure trained skills, the bundled twins a leak."""
+    return set_name in (UNSEEN, BUNDLED) or set_name.startswith(SUITE_PREFIX)
+
+
+def is_transfer_source(source: str) -> bool:
+    from bashgym_assets.scenarios.factory.split import TRANSFER_SEED
+
+    return f"@{TRANSFER_SEED}:" in (source or "")
+
+
+def evaluation_set(scenario_id: str, split: str | None = None, source: str = "") -> str:
+    """Which set a scenario measures: a generated task by its family (held out: ``unseen``; trained: ``transfer``
+    when drawn under the transfer seed, else ``fit``), an external task by its suite, a pack task by its split
+    (held out: ``bundled``, or ``bundled-twins`` when a train family teaches its skill; train: ``fit``)."""
+    from bashgym_assets.scenarios.external import suite_of
     from bashgym_assets.scenarios.factory.family import family_of
-    from bashgym_assets.scenarios.factory.split import HELD_OUT_FAMILIES as HELD_OUT_FAMILY_NAMES
+    from bashgym_assets.scenarios.factory.split import HELD_OUT_FAMILIES, is_bundled_train_twin
+    from bashgym_assets.scenarios.gate import is_external
 
     family = family_of(scenario_id)
     if family is not None:
-        return HELD_OUT_FAMILIES if family in HELD_OUT_FAMILY_NAMES else TRAIN_FIT
-    return TRAIN_FIT if split not in (None, HELD_OUT) else BUNDLED_HELD_OUT
+        if family in HELD_OUT_FAMILIES:
+            return UNSEEN
+        return TRANSFER if is_transfer_source(source) else FIT
+    if is_external(scenario_id):
+        return suite_set(suite_of(source) or "external")
+    if split not in (None, HELD_OUT):
+        return FIT
+    return BUNDLED_TWINS if is_bundled_train_twin(scenario_id) else BUNDLED
+
+
+def set_names(wanted: Sequence[str], known_suites: Sequence[str] = ()) -> list[str]:
+    """The sets a ``--set`` list names (``suite:NAME`` or a bare suite name for a suite); none given: the
+    default sets and every known suite. Unknown names raise with what there is."""
+    if not wanted:
+        return [*DEFAULT_SETS, *(suite_set(s) for s in known_suites)]
+    out = []
+    for name in wanted:
+        if name in (*EVALUATION_SETS, BUNDLED_TWINS):
+            out.append(name)
+        elif name.startswith(SUITE_PREFIX) or name in known_suites:
+            out.append(name if name.startswith(SUITE_PREFIX) else suite_set(name))
+        else:
+            raise ValueError(
+                f"unknown evaluation set {name!r}: {', '.join(EVALUATION_SETS)}, {BUNDLED_TWINS} or a suite "
+                f"({', '.join(suite_set(s) for s in known_suites) or 'none imported'})"
+            )
+    return list(dict.fromkeys(out))
+
+
+def transfer_bundles(
+    gated_rows: Iterable[Mapping[str, Any]], per_family: int, categories: Sequence[str] = ()
+) -> list[ScenarioBundle]:
+    """``per_family`` fresh tasks of every trained family that has tasks in ``gated_rows``, drawn under the
+    reserved transfer seed; a draw that equals any gated task of its family (id or instruction) is skipped, so no
+    transfer task is in any training set. Not gated yet: ``admitted`` does that (it needs a sandbox image)."""
+    from bashgym_assets.scenarios.factory.family import all_families, family_of
+    from bashgym_assets.scenarios.factory.generate import draw_family
+    from bashgym_assets.scenarios.factory.split import TRANSFER_SEED, is_held_out_family
+
+    if per_family <= 0:
+        return []
+    seen_ids: set[str] = set()
+    seen_tasks: set[str] = set()
+    families: set[str] = set()
+    for r in gated_rows:
+        family = family_of(str(r.get("scenario_id") or ""))
+        if family and not is_held_out_family(family):
+            families.add(family)
+            seen_ids.add(str(r["scenario_id"]))
+            seen_tasks.add(" ".join(str(r.get("task") or "").lower().split()))
+    registry = all_families()
+    out: list[ScenarioBundle] = []
+    for name in sorted(families):
+        if name not in registry or (categories and registry[name].category not in categories):
+            continue
+        drawn = draw_family(registry[name], per_family * 3, TRANSFER_SEED).bundles
+        fresh = [
+            b for b in drawn if b.id not in seen_ids and " ".join(b.task.lower().split()) not in seen_tasks
+        ]
+        out += fresh[:per_family]
+    return out
+
+
+def admitted(
+    bundles: Sequence[ScenarioBundle], image: str | None, progress: Callable[[str], None] | None = None
+) -> list[ScenarioBundle]:
+    """The bundles the reference gate admits (transfer draws are evaluated only once certified, like every
+    task in gated_scenarios)."""
+    from bashgym_assets.scenarios.gate import gate_bundles
+
+    if not bundles:
+        return []
+    results = gate_bundles(bundles, image)
+    kept = [b for b, r in zip(bundles, results, strict=True) if r.admitted]
+    if progress and len(kept) < len(bundles):
+        progress(f"transfer: {len(bundles) - len(kept)} of {len(bundles)} fresh draws refused by the gate")
+    return kept
 
 
 def evaluation_bundles(
     gated_rows: Iterable[Mapping[str, Any]],
     *,
+    sets: Sequence[str] | None = None,
     limit: int | None = None,
     categories: Sequence[str] = (),
     per_heldout_family: int | None = 3,
     fit_sample: int = 0,
+    transfer_per_family: int = 0,
     seed: int = 0,
 ) -> dict[str, list[ScenarioBundle]]:
-    """The bundles of each evaluation set: every held-out scenario not from the factory (``limit``: the first
-    ones by id), ``per_heldout_family`` tasks of each held-out family (seeded; None: all of them, 0: none) and
-    ``fit_sample`` tasks of the factory's TRAINED families (the sft_dataset's train split of families, seeded)."""
+    """The bundles of each wanted set (``sets``; None: the default sets, every suite in the rows, and fit /
+    transfer when their sizes ask for them): ``bundled`` (the clean pack held-out tasks; ``limit``: the first ones
+    by id), ``per_heldout_family`` tasks of each held-out family (seeded; None: all of them, 0: none) for
+    ``unseen``, ``fit_sample`` tasks of the TRAINED families (the sft_dataset's train split of families, seeded),
+    ``transfer_per_family`` fresh draws of each trained family (ungated: see ``admitted``), and each suite."""
+    from bashgym_assets.scenarios.external import suite_of
     from bashgym_assets.scenarios.factory.family import family_of
+    from bashgym_assets.scenarios.gate import is_external
     from bashgym_assets.training_data.build import scenario_group, split_for
 
     rows = [r for r in gated_rows if r.get("admitted") is not False]
@@ -210,19 +331,43 @@ def evaluation_bundles(
         for r in rows
         if r.get("split") == HELD_OUT
     ]
-    bundled = pick_bundles((b for b in held if not family_of(b.id)), limit=limit, categories=categories)
-    by_family: dict[str, list[ScenarioBundle]] = {}
-    for b in held:
-        if (family := family_of(b.id)) is not None:
-            by_family.setdefault(family, []).append(b)
-    families: list[ScenarioBundle] = []
-    if per_heldout_family != 0:
+    suites = sorted({suite_of(b.source) or "external" for b in held if is_external(b.id)})
+    if sets is None:
+        wanted = set_names([], suites)
+        wanted += [FIT] if fit_sample else []
+        wanted += [TRANSFER] if transfer_per_family else []
+    else:
+        wanted = list(sets)
+    out: dict[str, list[ScenarioBundle]] = {name: [] for name in wanted}
+    pack_held = [b for b in held if not family_of(b.id) and not is_external(b.id)]
+    if BUNDLED in out:
+        out[BUNDLED] = pick_bundles(
+            (b for b in pack_held if evaluation_set(b.id) == BUNDLED), limit=limit, categories=categories
+        )
+    if BUNDLED_TWINS in out:
+        out[BUNDLED_TWINS] = pick_bundles(
+            (b for b in pack_held if evaluation_set(b.id) == BUNDLED_TWINS),
+            limit=limit,
+            categories=categories,
+        )
+    for name in out:
+        if name.startswith(SUITE_PREFIX):
+            suite = name.removeprefix(SUITE_PREFIX)
+            out[name] = pick_bundles(
+                (b for b in held if is_external(b.id) and (suite_of(b.source) or "external") == suite),
+                limit=limit,
+                categories=categories,
+            )
+    if UNSEEN in out and per_heldout_family != 0:
+        by_family: dict[str, list[ScenarioBundle]] = {}
+        for b in held:
+            if (family := family_of(b.id)) is not None:
+                by_family.setdefault(family, []).append(b)
         for family in sorted(by_family):
-            families += pick_bundles(
+            out[UNSEEN] += pick_bundles(
                 by_family[family], categories=categories, sample=per_heldout_family, seed=seed
             )
-    fit: list[ScenarioBundle] = []
-    if fit_sample:
+    if FIT in out:
         trained = (
             ScenarioBundle.model_validate(json.loads(r["bundle_json"]))
             for r in rows
@@ -230,8 +375,10 @@ def evaluation_bundles(
             and family_of(str(r["scenario_id"]))
             and split_for(scenario_group(str(r["scenario_id"]))) == "train"
         )
-        fit = pick_bundles(trained, categories=categories, sample=fit_sample, seed=seed)
-    return {BUNDLED_HELD_OUT: bundled, HELD_OUT_FAMILIES: families, TRAIN_FIT: fit}
+        out[FIT] = pick_bundles(trained, categories=categories, sample=fit_sample or 30, seed=seed)
+    if TRANSFER in out:
+        out[TRANSFER] = transfer_bundles(rows, transfer_per_family or 2, categories)
+    return out
 
 
 def compare(

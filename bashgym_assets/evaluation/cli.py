@@ -71,10 +71,29 @@ def add_parsers(sub: Any) -> None:
         "none), beside every other held-out scenario",
     )
     ev.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an evaluation set (repeatable): fit (tasks trained on), transfer (fresh draws of trained families "
+        "under the reserved transfer seed), unseen (the held-out families), bundled (the pack's clean held-out "
+        "tasks), bundled-twins (those with a train twin; never judges) or suite:NAME (an imported suite). "
+        "Default: unseen, bundled and every imported suite",
+    )
+    ev.add_argument(
         "--fit",
         type=int,
         default=0,
-        help="also N tasks of the factory's trained families (fit, reported apart; never judges)",
+        help="N tasks of the factory's trained families for the fit set (default 30 with --set fit; reported "
+        "apart, never judges)",
+    )
+    ev.add_argument(
+        "--transfer",
+        type=int,
+        default=0,
+        help="N fresh tasks of each trained family for the transfer set (default 2 with --set transfer; gated "
+        "before they run; reported apart, never judges)",
     )
     add_run_options(ev)
     ev.set_defaults(fn=cmd_eval)
@@ -198,14 +217,32 @@ def _bundles(args: argparse.Namespace) -> tuple[list[Any], dict[str, str]]:
             "only held-out figures judge a model"
         )
         return split_bundles(rows, args.split, **pick), {}
+    from bashgym_assets.evaluation import TRANSFER, admitted, set_names
+
+    wanted = getattr(args, "sets", None) or []
+    suites_known = suites.known_suites(rows)
+    try:
+        names = set_names(wanted, suites_known) if wanted else None
+    except ValueError as exc:
+        raise RuntimeError(str(exc)) from exc
     sets = evaluation_bundles(
         rows,
+        sets=names,
         limit=args.limit,
         categories=args.category,
         seed=args.seed,
         per_heldout_family=None if args.per_family < 0 else args.per_family,
         fit_sample=args.fit,
+        transfer_per_family=getattr(args, "transfer", 0),
     )
+    if sets.get(TRANSFER):
+        from bashgym_assets import images
+
+        print(f"transfer: gating {len(sets[TRANSFER])} fresh draws of the trained families", flush=True)
+        images.ensure_docker_engine()
+        sets[TRANSFER] = admitted(sets[TRANSFER], images.sandbox_image_tag(), progress=print)
+    for name, bs in sets.items():
+        print(f"set {name}: {len(bs)} scenarios", flush=True)
     set_of = {b.id: name for name, bs in sets.items() for b in bs}
     bundles = [b for bs in sets.values() for b in bs]
     if args.sample is not None:
@@ -268,7 +305,6 @@ def evaluate_bundles(
     from bashgym_assets import images
     from bashgym_assets.evaluation import (
         EVAL_EPISODE_SCHEMA,
-        EVALUATION_SETS,
         Sampling,
         compare,
     )
@@ -307,7 +343,7 @@ def evaluate_bundles(
     summaries = [r.summary for r in results]
     print()
     print(comparison_markdown(summaries, title=f"{eval_id} ({len(bundles)} scenarios)"))
-    for name in EVALUATION_SETS:
+    for name in dict.fromkeys(set_of.values()):  # each evaluation set, in the order it was asked for
         ids = {i for i, s in set_of.items() if s == name}
         if ids and len(ids) < len(bundles):
             print()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +108,7 @@ def log_to_mlflow(
     dagster_run_id: str = "",
     started_ms: int | None = None,
     failure_details: Sequence[dict[str, Any]] = (),
+    set_summaries: Mapping[str, Sequence[ModelSummary]] | None = None,
 ) -> dict[str, str]:
     """The evaluation run (linking both models) and the candidate's training run's ``eval_*`` metrics.
     ``started_ms``: when the evaluation began (epoch ms), so the run's duration is the evaluation's, not the
@@ -137,6 +138,11 @@ def log_to_mlflow(
     rid = run.info.run_id
     now = int(time.time() * 1000)
     metrics = [Metric(k, float(v), now, 0) for k, v in _metrics(summaries).items()]
+    for set_name, ss in (
+        set_summaries or {}
+    ).items():  # each evaluation set under its own name: fit/..., unseen/...
+        prefix = set_name.replace(":", "_") + "/"
+        metrics += [Metric(k, float(v), now, 0) for k, v in _metrics(ss, prefix).items()]
     logged = {m.key for m in metrics}  # a set's summaries may have given its detail counts already
     metrics += [
         Metric(k, float(v), now, 0) for k, v in detail_metrics(failure_details).items() if k not in logged

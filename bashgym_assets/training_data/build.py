@@ -27,13 +27,16 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, Field
 
 from bashgym_assets.guardrails.flags import unsafe_turn
 from bashgym_assets.rollout.transcript import EXIT_COMMAND
 from bashgym_assets.scenarios.factory.family import family_of
+from bashgym_assets.scenarios.factory.split import is_bundled_train_twin
 from bashgym_assets.scenarios.gate import HELD_OUT, is_external
+from bashgym_assets.scenarios.skills import SkillIndex, skill_doc
 from bashgym_assets.training_data.render import RenderedSegment, normalise_text, render_segment
 from bashgym_assets.training_data.shell_render import syntax_error
 
@@ -144,10 +147,14 @@ class Quarantined(BaseModel):
 
 
 class HeldOut(BaseModel):
-    """A held-out scenario as the contamination check needs it."""
+    """A held-out scenario as the contamination check needs it: its task text (a row may not contain it) and, when
+    its skill must not train either, its reference solution (a row may not be its skill twin:
+    ``scenarios.skills``)."""
 
     id: str
     task: str
+    reference: list[str] = []
+    guards_skill: bool = True  # False for a bundled task whose skill a train family teaches (split.py)
 
 
 class BuildResult(BaseModel):
@@ -269,11 +276,44 @@ def heldout_from_rows(scenarios: Iterable[Mapping[str, Any]]) -> list[HeldOut]:
         if s.get("split") != HELD_OUT:
             continue
         task = s.get("task")
-        if not task and s.get("bundle_json"):
-            bundle = json.loads(s["bundle_json"])
+        bundle = json.loads(s["bundle_json"]) if s.get("bundle_json") else {}
+        if not task:
             task = bundle.get("announcement") or bundle.get("task")
-        out.append(HeldOut(id=str(s.get("id") or s["scenario_id"]), task=str(task or "")))
+        reference = [str(c) for c in (s.get("reference") or bundle.get("reference") or [])]
+        sid = str(s.get("id") or s["scenario_id"])
+        out.append(
+            HeldOut(
+                id=sid, task=str(task or ""), reference=reference, guards_skill=not is_bundled_train_twin(sid)
+            )
+        )
     return out
+
+
+class SkillGuard:
+    """The skill-level half of the contamination check: a row whose task and commands are a skill twin of a
+    held-out scenario (same goal, same state-changing commands: ``scenarios.skills``) teaches what that scenario
+    measures, whatever its wording. One index of the held-out side, one sparse product a row."""
+
+    def __init__(self, heldout: Sequence[HeldOut]) -> None:
+        guarded = [h for h in heldout if h.guards_skill and h.reference]
+        self.index = SkillIndex([skill_doc(h.id, h.task, h.reference) for h in guarded]) if guarded else None
+
+    def why(self, messages: Sequence[Mapping[str, Any]]) -> str | None:
+        if self.index is None:
+            return None
+        users = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+        commands = [str(m.get("content") or "") for m in messages if m.get("role") == "assistant"]
+        if not users or not commands:
+            return None
+        scores = self.index.scores([skill_doc("row", users[0], commands)])
+        twins = scores.twin[0]
+        if not twins.any():
+            return None
+        j = int(np.argmax(np.where(twins, scores.skill[0], -1.0)))
+        return (
+            f"skill twin of held-out scenario {self.index.docs[j].id} (goal {scores.goal[0, j]:.2f}, solution "
+            f"skeleton {scores.skeleton[0, j]:.2f}): it would teach what that scenario measures"
+        )
 
 
 def _external(scenario_id: str | None) -> str | None:
@@ -284,7 +324,12 @@ def _external(scenario_id: str | None) -> str | None:
 
 
 def _contaminated(
-    texts: Iterable[str], scenario_id: str | None, heldout: Sequence[HeldOut], heldout_ids: set[str]
+    texts: Iterable[str],
+    scenario_id: str | None,
+    heldout: Sequence[HeldOut],
+    heldout_ids: set[str],
+    skills: SkillGuard | None = None,
+    messages: Sequence[Mapping[str, Any]] = (),
 ) -> str | None:
     if why := _external(scenario_id):
         return why
@@ -295,7 +340,7 @@ def _contaminated(
         task = normalise_text(h.task)
         if len(task) >= MIN_CONTAMINATION_CHARS and task in joined:
             return f"contains the task text of held-out scenario {h.id}"
-    return None
+    return skills.why(messages) if skills is not None and messages else None
 
 
 def _unsafe_row(raw: Mapping[str, Any], messages: list[dict[str, str]]) -> str | None:
@@ -325,6 +370,7 @@ def build_sft(
     A generated task's rows are split by family (``scenario_group``); ``observation_chars`` shortens long command
     outputs of trajectories (``shorten_observations``)."""
     heldout_ids = {h.id for h in heldout}
+    skills = SkillGuard(heldout)
     rows: dict[str, SFTRow] = {}
     quarantine: list[Quarantined] = []
     counts: dict[str, int] = defaultdict(int)
@@ -333,7 +379,14 @@ def build_sft(
         why = (
             _why_bad_conversation(row.messages)
             or unparseable_turn(row.messages)
-            or _contaminated([m["content"] for m in row.messages], row.scenario_id, heldout, heldout_ids)
+            or _contaminated(
+                [m["content"] for m in row.messages],
+                row.scenario_id,
+                heldout,
+                heldout_ids,
+                skills,
+                row.messages,
+            )
         )
         if not why and (why := _unsafe_row(raw, row.messages)):
             counts["unsafe_excluded"] += 1
@@ -459,6 +512,7 @@ def build_dpo(
     """Preference pairs on the same task: kept vs rejected rollouts of one scenario; passing (gold/silver or
     verified) vs failed trace segments with the same normalised prompt."""
     heldout_ids = {h.id for h in heldout}
+    skills = SkillGuard(heldout)
     quarantine: list[Quarantined] = []
     counts: dict[str, int] = defaultdict(int)
     # group -> (passing [(source, messages, meta)], failing [...])
@@ -534,6 +588,8 @@ def build_dpo(
                     meta[key]["scenario_id"],
                     heldout,
                     heldout_ids,
+                    skills,
+                    prompt + chosen,
                 )
                 if why:
                     quarantine.append(_quarantine("dpo_dataset", f"{good_src} vs {bad_src}", why, {}))
@@ -574,14 +630,17 @@ def build_dpo(
 def contamination_violations(
     rows: Iterable[Mapping[str, Any]], heldout: Sequence[HeldOut]
 ) -> list[dict[str, str]]:
-    """Rows of a written dataset (SFT or DPO) that derive from or contain a held-out scenario's task."""
+    """Rows of a written dataset (SFT or DPO) that derive from or contain a held-out scenario's task, or are a
+    skill twin of one (the same goal with the same commands: ``SkillGuard``)."""
     heldout_ids = {h.id for h in heldout}
+    skills = SkillGuard(heldout)
     out = []
     for r in rows:
         texts = [
             m["content"] for col in ("messages", "prompt", "chosen", "rejected") for m in (r.get(col) or [])
         ]
-        why = _contaminated(texts, r.get("scenario_id"), heldout, heldout_ids)
+        conversation = list(r.get("messages") or []) or [*(r.get("prompt") or []), *(r.get("chosen") or [])]
+        why = _contaminated(texts, r.get("scenario_id"), heldout, heldout_ids, skills, conversation)
         if why:
             out.append(
                 {

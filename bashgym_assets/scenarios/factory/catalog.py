@@ -72,7 +72,8 @@ _LOOP_HEADS = frozenset({"for", "select", "case"})  # their words are names and 
 _SUBCOMMANDS = frozenset({"git", "docker", "systemctl", "apt-get", "pip"})
 
 
-def _commands_in(text: str, depth: int = 0) -> Iterable[list[str]]:
+def commands_in(text: str, depth: int = 0) -> Iterable[list[str]]:
+    """The words of every simple command in ``text``, those in substitutions included (3 levels deep)."""
     parsed = parse(text)
     for cmd in parsed.commands:
         words = [
@@ -90,7 +91,7 @@ def _commands_in(text: str, depth: int = 0) -> Iterable[list[str]]:
         if depth < 3:
             for w in cmd.words:
                 for sub in w.subs:
-                    yield from _commands_in(sub.text, depth + 1)
+                    yield from commands_in(sub.text, depth + 1)
 
 
 def _flag(word: str) -> str | None:
@@ -103,7 +104,7 @@ def _flag(word: str) -> str | None:
     return word
 
 
-def _one(words: list[str], out: set[str]) -> None:
+def command_units(words: list[str], out: set[str]) -> None:
     """Count one simple command's combinations, following wrappers and ``find -exec`` to the command they run."""
     while words:
         name = posixpath.basename(words[0])
@@ -152,8 +153,8 @@ def command_flags(reference: Sequence[str]) -> set[str]:
     """The command+flag combinations of a reference solution (see the module doc)."""
     out: set[str] = set()
     for line in reference:
-        for words in _commands_in(line):
-            _one(words, out)
+        for words in commands_in(line):
+            command_units(words, out)
     return out
 
 

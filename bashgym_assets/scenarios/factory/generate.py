@@ -8,8 +8,8 @@ dropped, and counted, when:
 - ``invalid_bundle``: the draft does not make a valid ``ScenarioBundle``;
 - ``duplicate_instruction``: its normalised instruction was already drawn in this family (families are
   different skills, so one family's result never depends on which others are drawn with it);
-- ``near_duplicate_of_eval``: it is too similar to an evaluation task (``similarity.EvalGuard``); only train
-  families are guarded, a held-out family's tasks *are* evaluation tasks.
+- ``near_duplicate_of_eval``: it is a skill twin or a near-copy of an evaluation task (``similarity.EvalGuard``);
+  only train families are guarded, a held-out family's tasks *are* evaluation tasks.
 
 A family that cannot produce N distinct tasks within ``max_draws_factor * N`` draws gives what it has: the report
 says so (``exhausted``) instead of looping forever.
@@ -67,7 +67,9 @@ class FamilyYield:
     drops: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)  # first few draw errors, for the quarantine
     exhausted: bool = False
-    phrasings: dict[str, str] = field(default_factory=dict)  # kept bundle id -> World.phrasing_id (variety.py)
+    phrasings: dict[str, str] = field(
+        default_factory=dict
+    )  # kept bundle id -> World.phrasing_id (variety.py)
 
     @property
     def kept(self) -> int:
@@ -81,7 +83,9 @@ class FactoryRun:
     seed: int
     per_family: int
     yields: list[FamilyYield]
-    similarities: list[tuple[str, float, float, str]] = field(default_factory=list)  # id, instr, ref, nearest
+    similarities: list[tuple[str, float, float, str]] = field(
+        default_factory=list
+    )  # id, goal, skeleton, nearest
 
     @property
     def bundles(self) -> list[ScenarioBundle]:
@@ -98,7 +102,7 @@ class FactoryRun:
         return sum(y.draws for y in self.yields)
 
 
-Guard = Callable[[ScenarioBundle], tuple[bool, float, float, str]]
+Guard = Callable[[ScenarioBundle, Sequence[str]], tuple[bool, float, float, str]]
 
 
 def draw_family(
@@ -109,7 +113,8 @@ def draw_family(
     guard: Guard | None = None,
     similarities: list[tuple[str, float, float, str]] | None = None,
 ) -> FamilyYield:
-    """Up to ``n`` distinct tasks of one family. ``guard(bundle) -> (refuse, instr_sim, ref_sim, nearest)``."""
+    """Up to ``n`` distinct tasks of one family. ``guard(bundle, drawn values) -> (refuse, goal_sim, skeleton_sim,
+    nearest)``."""
     held_out = is_held_out_family(fam.name)
     out = FamilyYield(family=fam.name, category=fam.category, held_out=held_out, wanted=n)
     seen: set[str] = set()
@@ -135,9 +140,9 @@ def draw_family(
             out.drops[DUPLICATE] += 1
             continue
         if guard is not None and not held_out:
-            refuse, instr_sim, ref_sim, nearest = guard(bundle)
+            refuse, goal_sim, skel_sim, nearest = guard(bundle, values)
             if similarities is not None:
-                similarities.append((bundle.id, instr_sim, ref_sim, nearest))
+                similarities.append((bundle.id, goal_sim, skel_sim, nearest))
             if refuse:
                 out.drops[NEAR_DUPLICATE] += 1
                 continue
@@ -149,15 +154,19 @@ def draw_family(
 
 
 def evaluation_tasks(suite_dirs: Sequence[object] = ()) -> list[ScenarioBundle]:
-    """Every task that evaluates and so must never be near-copied into training: the bundled pack's held-out
-    split and the imported external suites (the held-out families are added by ``generate``)."""
+    """Every task whose skill must never train: the bundled pack's clean held-out split (its train twins are out of
+    the score: ``split.BUNDLED_TRAIN_TWINS``) and the imported external suites (the held-out families are added by
+    ``generate``)."""
     from bashgym_assets.scenarios.candidates import load_pack
     from bashgym_assets.scenarios.external import import_suites
+    from bashgym_assets.scenarios.factory.split import is_bundled_train_twin
     from bashgym_assets.scenarios.gate import HELD_OUT, split_for
 
     pack, _ = load_pack()
     external, _ = import_suites(list(suite_dirs)) if suite_dirs else ([], [])
-    return [b for b in pack if split_for(b.id) == HELD_OUT] + list(external)
+    return [b for b in pack if split_for(b.id) == HELD_OUT and not is_bundled_train_twin(b.id)] + list(
+        external
+    )
 
 
 def generate(

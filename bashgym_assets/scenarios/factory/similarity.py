@@ -1,16 +1,16 @@
-"""The near-duplicate guard: a generated train task too close to an evaluation task is refused, and counted.
+"""The evaluation guard: a train task that copies an evaluation task, or teaches its skill, is refused and counted.
 
-Similarity is Jaccard over shingles, estimated with MinHash (``datasketch``): word 3-grams of the instruction (a
-near-copy), the instruction's content words (a paraphrase: stop words left out) and word 2-grams of the reference
-solution, lower-cased. Every train task is compared with *every* evaluation task
-(the bundled held-out split, the held-out families' tasks, imported external suites): the signatures of the
-evaluation side are one matrix, so a comparison is one vectorised row compare, not a Python loop.
+Two tests, either refuses:
 
-A task is refused when its instruction is a near-copy (3-gram ``instruction >= INSTRUCTION_MAX``), or when it is the
-same solution under a loosely related wording (``reference >= REFERENCE_MAX`` and content words
-``>= INSTRUCTION_WITH_REF``).
-Why not reference similarity alone: a train family and a held-out task may share a common idiom (``wc -l``,
-``tar -xzf``) and that is the skill being taught, not a leak of the task.
+- **skill twin** (``scenarios/skills.py``): the same goal reached with the same state-changing commands, whatever
+  the wording and the names (``goal`` and ``skeleton`` TF-IDF cosines, thresholds calibrated there). This is what
+  keeps a held-out number a measure of an unseen skill: a templated rewording with renamed paths is a twin.
+- **near-copy**: word 3-grams of the instruction, estimated with MinHash (``datasketch``), ``>= INSTRUCTION_MAX``:
+  a copied instruction is contamination even when its solution differs.
+
+Every train task is compared with *every* evaluation task (the clean bundled held-out split, the held-out
+families' tasks, imported external suites): the evaluation side is one sparse matrix (skills) and one signature
+matrix (MinHash), so a comparison is one vectorised product, not a Python loop.
 """
 
 from __future__ import annotations
@@ -22,79 +22,11 @@ import numpy as np
 from datasketch import MinHash
 
 from bashgym_assets.scenarios.bundle import ScenarioBundle
+from bashgym_assets.scenarios.skills import SkillIndex, is_twin, skill_doc
 
 NUM_PERM = 128
 INSTRUCTION_MAX = 0.5
-REFERENCE_MAX = 0.7
-INSTRUCTION_WITH_REF = 0.3
 _TOKEN = re.compile(r"[a-z0-9_./~*-]+")
-_STOP = frozenset(
-    {
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "of",
-        "in",
-        "on",
-        "to",
-        "into",
-        "from",
-        "for",
-        "with",
-        "by",
-        "at",
-        "as",
-        "is",
-        "are",
-        "be",
-        "it",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "every",
-        "each",
-        "all",
-        "any",
-        "some",
-        "your",
-        "you",
-        "my",
-        "me",
-        "i",
-        "we",
-        "our",
-        "please",
-        "can",
-        "could",
-        "would",
-        "should",
-        "will",
-        "must",
-        "only",
-        "just",
-        "then",
-        "than",
-        "so",
-        "not",
-        "no",
-        "do",
-        "does",
-        "did",
-        "has",
-        "have",
-        "had",
-        "there",
-        "here",
-        "which",
-        "what",
-        "who",
-        "how",
-    }
-)
 _SCHEME = "affine32"
 _PERMUTATIONS = MinHash(num_perm=NUM_PERM, seed=1, scheme=_SCHEME).permutations  # shared: the costly part
 
@@ -104,10 +36,6 @@ def shingles(text: str, n: int) -> set[bytes]:
     if len(words) < n:
         return {" ".join(words).encode()} if words else set()
     return {" ".join(words[i : i + n]).encode() for i in range(len(words) - n + 1)}
-
-
-def content_words(text: str) -> set[bytes]:
-    return {w.encode() for w in _TOKEN.findall(text.lower()) if w not in _STOP}
 
 
 def signature(items: set[bytes]) -> np.ndarray | None:
@@ -123,51 +51,45 @@ def instruction_text(bundle: ScenarioBundle) -> str:
     return bundle.announcement or bundle.task
 
 
-def reference_text(bundle: ScenarioBundle) -> str:
-    return "\n".join(bundle.reference)
-
-
 class EvalGuard:
     """Compares bundles with a fixed set of evaluation tasks; ``__call__`` returns
-    ``(refuse, instruction similarity, reference similarity, nearest evaluation id)``."""
+    ``(refuse, goal similarity, skeleton similarity, nearest evaluation id)`` of the nearest task (a refusing one
+    first)."""
 
     def __init__(self, eval_tasks: Sequence[ScenarioBundle]) -> None:
         self.ids = [b.id for b in eval_tasks]
         # an empty set's row never equals a real signature: 2**64-1 - k is no MinHash value (they are < 2**32)
-        self._instr, self._words, self._ref = (
-            _matrix([f(b) for b in eval_tasks], k) for k, f in enumerate(_SIGNERS)
-        )
+        self._instr = _matrix([_SIGNERS[0](b) for b in eval_tasks], 0)
+        self._skills = SkillIndex([skill_doc(b.id, instruction_text(b), b.reference) for b in eval_tasks])
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def similarities(self, bundle: ScenarioBundle) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Estimated Jaccard of the bundle's instruction (3-grams, content words) and reference with every
+    def similarities(
+        self, bundle: ScenarioBundle, values: Sequence[str] = ()
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The bundle's instruction 3-gram Jaccard (MinHash estimate), goal and skeleton cosines with every
         evaluation task."""
         if not self.ids:
             return np.zeros(0), np.zeros(0), np.zeros(0)
-        out = []
-        for matrix, signer in zip((self._instr, self._words, self._ref), _SIGNERS, strict=True):
-            sig = signer(bundle)
-            out.append((matrix == sig).mean(axis=1) if sig is not None else np.zeros(len(self.ids)))
-        return out[0], out[1], out[2]
+        sig = _SIGNERS[0](bundle)
+        instr = (self._instr == sig).mean(axis=1) if sig is not None else np.zeros(len(self.ids))
+        scores = self._skills.scores(
+            [skill_doc(bundle.id, instruction_text(bundle), bundle.reference, values=values)]
+        )
+        return instr, scores.goal[0], scores.skeleton[0]
 
-    def __call__(self, bundle: ScenarioBundle) -> tuple[bool, float, float, str]:
-        instr, words, ref = self.similarities(bundle)
+    def __call__(self, bundle: ScenarioBundle, values: Sequence[str] = ()) -> tuple[bool, float, float, str]:
+        instr, goal, skel = self.similarities(bundle, values)
         if not len(instr):
             return False, 0.0, 0.0, ""
-        refused = (instr >= INSTRUCTION_MAX) | ((ref >= REFERENCE_MAX) & (words >= INSTRUCTION_WITH_REF))
-        # the nearest task: a refusing one if any, else the closest by instruction then reference
-        score = instr + 0.5 * ref + refused * 10
+        refused = (instr >= INSTRUCTION_MAX) | is_twin(goal, skel)
+        score = np.minimum(goal, skel) + 0.1 * instr + refused * 10
         k = int(np.argmax(score))
-        return bool(refused.any()), float(instr.max()), float(ref.max()), self.ids[k]
+        return bool(refused.any()), float(goal[k]), float(skel[k]), self.ids[k]
 
 
-_SIGNERS = (
-    lambda b: signature(shingles(instruction_text(b), 3)),
-    lambda b: signature(content_words(instruction_text(b))),
-    lambda b: signature(shingles(reference_text(b), 2)),
-)
+_SIGNERS = (lambda b: signature(shingles(instruction_text(b), 3)),)
 
 
 def _matrix(signatures: list[np.ndarray | None], k: int) -> np.ndarray:
@@ -196,13 +118,13 @@ def guard_train_bundles(
         if split_of(b.id) != "train" or not len(guard):
             kept.append(b)
             continue
-        near, instr, ref, nearest = guard(b)
+        near, goal, skel, nearest = guard(b)
         if near:
             refused.append(
                 (
                     b,
-                    f"near-duplicate of evaluation task {nearest} (instruction {instr:.2f}, reference "
-                    f"{ref:.2f}): never trains",
+                    f"skill twin or near-copy of evaluation task {nearest} (goal {goal:.2f}, solution skeleton "
+                    f"{skel:.2f}): never trains",
                 )
             )
         else:
