@@ -1,6 +1,8 @@
-"""An evaluation's episodes measured three ways (issue 29): the bundled held-out tasks, the task factory's held-out
-families (skills never trained) and trained-family tasks (fit), each model with Wilson 95% intervals, per
-difficulty, and its failure classes; plus one transcript of a clean held-out episode when there is one.
+"""An evaluation's episodes per evaluation set (issue 37): fit, transfer, unseen, bundled (clean), bundled-twins (the
+bundled tasks a train family teaches: reported once, never judges) and each external suite, each model with Wilson
+95% intervals, per difficulty, and its failure classes; plus one transcript of a clean judging episode.
+The set of an episode is re-derived from its id and source (``evaluation.evaluation_set``), so episodes recorded
+before the sets had these names are shown under them too.
 
     .venv/bin/python benchmarks/eval_sets_report.py EVAL_ID [EVAL_ID ...] [--label EVAL_ID=name] [--out FILE]
 
@@ -17,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bashgym_assets.evaluation import EVALUATION_SETS, TRAIN_FIT, evaluation_set  # noqa: E402
+from bashgym_assets.evaluation import BUNDLED_TWINS, EVALUATION_SETS, evaluation_set, judges  # noqa: E402
 from bashgym_assets.evaluation.metrics import RATES, EvalEpisode, summarize  # noqa: E402
 from bashgym_assets.evaluation.report import transcript_markdown  # noqa: E402
 from bashgym_assets.lake import Lake  # noqa: E402
@@ -40,9 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"Evaluations: {', '.join(args.eval_ids)}", ""]
     head = "| set | model | n | " + " | ".join(RATES) + " | mean turns | failure classes |"
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
-    for name in EVALUATION_SETS:
+    seen = {evaluation_set(e.scenario_id, source=e.source) for eps in by_model.values() for e in eps}
+    for name in [*EVALUATION_SETS, BUNDLED_TWINS, *sorted(seen - {*EVALUATION_SETS, BUNDLED_TWINS})]:
         for model, episodes in by_model.items():
-            eps = [e for e in episodes if evaluation_set(e.scenario_id) == name]
+            eps = [e for e in episodes if evaluation_set(e.scenario_id, source=e.source) == name]
             if not eps:
                 continue
             s = summarize(model, eps)
@@ -54,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     lines += [
         "",
-        "Verified by difficulty (all three sets):",
+        "Verified by difficulty (all sets):",
         "",
         "| model | " + " | ".join(f"difficulty {d}" for d in range(1, 5)) + " |",
         "|---|---|---|---|---|",
@@ -67,9 +70,12 @@ def main(argv: list[str] | None = None) -> int:
         ]
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
     clean = [
-        e for eps in by_model.values() for e in eps if e.clean and evaluation_set(e.scenario_id) != TRAIN_FIT
+        e
+        for eps in by_model.values()
+        for e in eps
+        if e.clean and judges(evaluation_set(e.scenario_id, source=e.source))
     ]
-    lines += ["", f"Clean held-out episodes: {len(clean)}"]
+    lines += ["", f"Clean episodes of the judging sets (unseen, bundled, suites): {len(clean)}"]
     if clean:
         lines += ["", transcript_markdown(clean[0])]
     text = "\n".join(lines) + "\n"

@@ -137,10 +137,10 @@ def test_guard_refuses_near_copies_of_eval_tasks_and_keeps_the_rest() -> None:
         ["find /var/log/app -name '*.log' -mtime +5 -exec gzip {} +"],
     )
     far = _bundle("gen.t.2", "Add a user called kira to the group devops", ["usermod -aG devops kira"])
-    refused, instr, _ref, nearest = guard(near)
-    assert refused and instr >= 0.5 and nearest == "heldout-x"
-    refused, instr, ref, _ = guard(far)
-    assert not refused and instr < 0.2 and ref < 0.2
+    refused, goal, skel, nearest = guard(near)
+    assert refused and goal >= 0.5 and nearest == "heldout-x"
+    refused, goal, skel, _ = guard(far)
+    assert not refused and goal < 0.2 and skel < 0.2
     # both ways: the same solution under a loosely related wording is refused too
     same_solution = _bundle(
         "gen.t.3",
@@ -163,7 +163,7 @@ def test_generate_refuses_train_tasks_copied_from_an_eval_task() -> None:
 
 # ---- held-out families never reach training ------------------------------------------------------------------------
 def test_held_out_families_split_everywhere_an_id_is_split() -> None:
-    held = "files-move-older-than"
+    held = "logs-rotate"
     train = next(n for n in FAMILIES if n not in HELD_OUT_FAMILIES)
     hb, _ = FAMILIES[held].make(0)
     tb, _ = FAMILIES[train].make(0)
@@ -231,7 +231,7 @@ def test_a_family_end_to_end_in_a_real_sandbox_reference_passes_wrong_answer_fai
     bundle, _ = fam.make("e2e:1")
     result = gate_bundle(bundle, sandbox_image)
     assert result.admitted, result.detail
-    assert result.split == HELD_OUT  # a held-out family
+    assert result.split == TRAIN  # a train family since the split of 2026-11-28 (factory/split.py)
     src = bundle.reference[1].split("find ", 1)[1].split(" ", 1)[0]
     dst = bundle.reference[0].split("mkdir -p ", 1)[1]
     wrong_answers = [
@@ -265,7 +265,7 @@ def test_generated_scenarios_asset_partitions_metadata_and_candidates(bashgym_ho
     from bashgym_assets.defs.scenarios import scenario_candidates
     from bashgym_assets.lake import Lake
 
-    held = "files-move-older-than"
+    held = "logs-rotate"
     trains = [n for n in sorted(FAMILIES) if n not in HELD_OUT_FAMILIES][:2]
     keys = sorted([held, *trains])
     resources = {"bashgym": BashgymHome(home=str(bashgym_home))}
@@ -286,7 +286,7 @@ def test_generated_scenarios_asset_partitions_metadata_and_candidates(bashgym_ho
         "per_family",
         "by_difficulty",
         "samples",
-        "instruction_similarity_to_eval",
+        "goal_similarity_to_eval",
         "dropped_by_reason",
     } <= set(meta)
     lake = Lake(root=bashgym_home / "lake")

@@ -1,21 +1,29 @@
-"""Issue 29's data side: the family split of the training-set builders, short renders and the three evaluation
-sets (bundled held-out, held-out families, trained-family fit)."""
+"""The family split of the training-set builders, short renders and the four evaluation sets (issue 37: fit,
+transfer, unseen, bundled; plus each external suite)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
+import pytest
+
 from bashgym_assets.evaluation import (
-    BUNDLED_HELD_OUT,
-    HELD_OUT_FAMILIES,
-    TRAIN_FIT,
+    BUNDLED,
+    BUNDLED_TWINS,
+    FIT,
+    TRANSFER,
+    UNSEEN,
     evaluation_bundles,
     evaluation_set,
+    is_transfer_source,
+    set_names,
+    transfer_bundles,
 )
 from bashgym_assets.scenarios.bundle import load_folder
 from bashgym_assets.scenarios.candidates import PACK_DIR
 from bashgym_assets.scenarios.factory.family import family_of
 from bashgym_assets.scenarios.factory.generate import generate
+from bashgym_assets.scenarios.factory.split import BUNDLED_TRAIN_TWINS
 from bashgym_assets.scenarios.factory.split import HELD_OUT_FAMILIES as HELD_OUT_FAMILY_NAMES
 from bashgym_assets.scenarios.gate import HELD_OUT, TRAIN, split_for
 from bashgym_assets.testing import datasets as syn
@@ -77,16 +85,24 @@ def test_short_renders_cut_long_outputs_keep_exit_code_task_and_commands():
     assert "more lines of output cut]" in row["messages"][3]["content"]
 
 
-def test_three_evaluation_sets_from_gated_rows():
+def _rows(generated):
     pack, _ = load_folder(PACK_DIR)
-    generated = _generated(5)
-    rows = [
-        {"scenario_id": b.id, "split": split_for(b.id), "bundle_json": b.model_dump_json()}
+    return [
+        {"scenario_id": b.id, "split": split_for(b.id), "task": b.task, "bundle_json": b.model_dump_json()}
         for b in list(pack) + list(generated)
     ]
-    sets = evaluation_bundles(rows, per_heldout_family=2, fit_sample=20, seed=1)
-    bundled, families, fit = sets[BUNDLED_HELD_OUT], sets[HELD_OUT_FAMILIES], sets[TRAIN_FIT]
+
+
+def test_four_evaluation_sets_from_gated_rows():
+    generated = _generated(5)
+    rows = _rows(generated)
+    sets = evaluation_bundles(
+        rows, sets=[FIT, UNSEEN, BUNDLED, BUNDLED_TWINS], per_heldout_family=2, fit_sample=20, seed=1
+    )
+    bundled, families, fit = sets[BUNDLED], sets[UNSEEN], sets[FIT]
     assert bundled and all(not family_of(b.id) and split_for(b.id) == HELD_OUT for b in bundled)
+    assert not {b.id for b in bundled} & set(BUNDLED_TRAIN_TWINS)  # the clean bundled set
+    assert {b.id for b in sets[BUNDLED_TWINS]} == set(BUNDLED_TRAIN_TWINS)  # reported apart when asked
     per_family = defaultdict(int)
     for b in families:
         per_family[family_of(b.id)] += 1
@@ -95,9 +111,35 @@ def test_three_evaluation_sets_from_gated_rows():
     assert all(
         ds.split_for(ds.scenario_group(b.id)) == "train" for b in fit
     )  # trained families, not validation
-    assert {evaluation_set(b.id, HELD_OUT) for b in families} == {HELD_OUT_FAMILIES}
-    assert evaluation_set(bundled[0].id) == BUNDLED_HELD_OUT and evaluation_set(fit[0].id, TRAIN) == TRAIN_FIT
+    assert {evaluation_set(b.id, HELD_OUT) for b in families} == {UNSEEN}
+    assert evaluation_set(bundled[0].id) == BUNDLED and evaluation_set(fit[0].id, TRAIN) == FIT
+    assert evaluation_set(next(iter(BUNDLED_TRAIN_TWINS))) == BUNDLED_TWINS
     everything = evaluation_bundles(rows, per_heldout_family=None)
-    assert len(everything[HELD_OUT_FAMILIES]) == sum(split_for(b.id) == HELD_OUT for b in generated)
-    assert evaluation_bundles(rows, per_heldout_family=0)[HELD_OUT_FAMILIES] == []
-    assert evaluation_bundles(rows)[TRAIN_FIT] == []  # fit only when asked
+    assert len(everything[UNSEEN]) == sum(split_for(b.id) == HELD_OUT for b in generated)
+    assert evaluation_bundles(rows, per_heldout_family=0)[UNSEEN] == []
+    assert FIT not in evaluation_bundles(rows) and TRANSFER not in evaluation_bundles(rows)  # only when asked
+    assert list(evaluation_bundles(rows)) == [UNSEEN, BUNDLED]
+
+
+def test_transfer_draws_are_fresh_tasks_of_trained_families_under_the_reserved_seed():
+    generated = _generated(3)
+    rows = _rows(generated)
+    transfer = transfer_bundles(rows, 2)
+    trained = {family_of(b.id) for b in generated if split_for(b.id) == TRAIN}
+    assert {family_of(b.id) for b in transfer} == trained
+    assert all(is_transfer_source(b.source) for b in transfer)
+    assert not {b.id for b in transfer} & {r["scenario_id"] for r in rows}  # in no training set
+    assert not {b.task for b in transfer} & {r["task"] for r in rows}
+    assert all(evaluation_set(b.id, TRAIN, b.source) == TRANSFER for b in transfer)
+    # a draw that equals a gated training task is skipped
+    planted = [*rows, {"scenario_id": transfer[0].id, "split": TRAIN, "task": transfer[0].task}]
+    assert transfer[0].id not in {b.id for b in transfer_bundles(planted, 2)}
+    assert transfer_bundles(rows, 0) == []
+
+
+def test_set_names_take_the_four_names_and_suites():
+    assert set_names([]) == ["unseen", "bundled"]
+    assert set_names([], ["tb"]) == ["unseen", "bundled", "suite:tb"]
+    assert set_names(["fit", "transfer", "tb"], ["tb"]) == ["fit", "transfer", "suite:tb"]
+    with pytest.raises(ValueError, match="unknown evaluation set 'heldout'"):
+        set_names(["heldout"])

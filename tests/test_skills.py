@@ -80,7 +80,7 @@ DIFFERENT_FAMILIES = [
     ("scheduling-cron-d-file", "scheduling-crontab-backup"),
 ]
 DIFFERENT_TASKS = {  # a bundled task and a family that shares words or commands with it, not its skill
-    "a-perms-remove-world-write": "permissions-chown-tree",
+    "b-data-csv-count-country": "data-column-stat",
     "a-procs-kill-tree": "processes-renice",
     "b-git-current-branch": "git-revert-commit",
     "a-users-duplicate-uids": "users-change-shell",

@@ -361,6 +361,12 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
     fails = report.failing_transcripts(episodes, "candidate", limit=3)
     transcripts_md = "\n\n".join(report.transcript_markdown(e) for e in fails) or "(no failing episode)"
     (report_dir / "failing_transcripts.md").write_text(transcripts_md)
+    # why episodes failed, per set and model (``evaluation.failures``), three transcripts a class
+    by_set = report.split_by_set(episodes, set_of)
+    detail_rows = report.failure_detail_rows(by_set)
+    (report_dir / "failure_details.md").write_text(
+        report.failure_details_report(by_set, transcripts_of="candidate")
+    )
     links = eval_tracking.log_to_mlflow(
         settings,
         eval_id=eval_id,
@@ -373,6 +379,7 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
         dagster_run_id=context.run_id,
         started_ms=started_ms,
         set_summaries=set_summaries,
+        failure_details=detail_rows,
     )
     rows = report.comparison_rows(summaries)
     metadata = {
@@ -383,6 +390,7 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
         "per_difficulty": _table(report.per_difficulty_rows(summaries)),
         "per_evaluation_set": _table(report.per_set_rows(set_summaries)),
         "failing_transcripts": dg.MetadataValue.md(transcripts_md),
+        "failure_details": _table(detail_rows),
         "eval_id": dg.MetadataValue.text(eval_id),
         "candidate": dg.MetadataValue.text(f"{cand_key.to_user_string()}: {specs[0].describe()}"),
         "candidate_version": dg.MetadataValue.text(cand_version or "unregistered"),

@@ -19,18 +19,23 @@ goal is something else); scikit-learn's ``transform`` drops unknown words before
 inflate exactly those scores.
 
 A pair is a **skill twin** when both similarities are high (``goal >= GOAL_TWIN`` and ``skeleton >=
-SKELETON_TWIN``), or when the solution is the same (``skeleton >= SAME_SOLUTION``) under a related goal (``goal >=
-SAME_SOLUTION_GOAL``: ``gunzip -k`` to decompress one file vs ``gunzip -k`` over a folder): a shared idiom under a different goal (``wc -l`` counting words vs counting users) is the skill
+SKELETON_TWIN``), or when the solution is the same (``skeleton >= SAME_SOLUTION``), says something (a rare command
+or flag: ``SPECIFIC_IDF``) and the goal is related (``goal >= SAME_SOLUTION_GOAL``: ``gunzip -k`` to decompress
+one file vs ``gunzip -k`` over a folder): a shared idiom under a different goal (``wc -l`` counting words vs counting users) is the skill
 being *used*, not leaked, and a same-worded goal solved with other commands is a different skill. Two families
 are twins when their **family score** (the mean over one family's tasks of the best pair score in the other, in
 both directions, the larger taken) reaches ``FAMILY_TWIN``.
 
-Calibration (``tests/test_skills.py`` holds the pairs; BENCHMARKS.md "Honest yardsticks" the histograms): over the
-factory at 12 draws a family, the 13 twins an outside review found (10 bundled held-out tasks and 3 held-out
-families that had a train twin) score goal 0.31-0.83 / skeleton 0.35-1.0 against their twin, while the best
-match of a genuinely different skill rarely has both above 0.3. The thresholds sit at the low edge of the twins
-(every one flagged) and above the bulk of different-skill pairs: a guard that errs towards refusing a train task
-costs one draw; one that errs the other way makes a held-out number meaningless.
+Calibration (``tests/test_skills.py`` holds the pairs; BENCHMARKS.md "Honest yardsticks" the histograms). The 10
+bundled twins of the outside review score goal 0.27-0.82 and skeleton 0.52-1.0 against their train family (the
+lowest goal, ``a-archives-gunzip-keep``, is caught by the same-solution rule: ``gunzip -k``, skeleton 1.0); its
+3 family twins score 0.33-0.44 as families. Genuinely different skills, also in one category or sharing
+commands (``git-revert-commit`` / ``git-tag-release``, ``logs-rotate`` / ``logs-top-ips``, ...), score 0.0-0.16
+as families, and the best match of a bundled task that only shares an idiom with a family (``a-procs-kill-tree``
+/ ``processes-renice``) stays below one of the two task thresholds. Over the whole factory the train families'
+nearest-neighbour family scores have p25 0.22, median 0.28, p75 0.32: ``FAMILY_TWIN`` = 0.3 sits at the top of
+that range, the task thresholds at the low edge of the twins (every one flagged). A guard that errs towards
+refusing costs one draw; one that errs the other way makes a held-out number meaningless.
 """
 
 from __future__ import annotations
@@ -56,6 +61,10 @@ SKELETON_TWIN = 0.3
 SAME_SOLUTION = 0.9  # an (almost) identical skeleton needs less agreement of the goal...
 SAME_SOLUTION_GOAL = 0.15  # ...but some: ``chmod -R`` alone does not make two goals one skill
 FAMILY_TWIN = 0.3
+# The same-solution rule needs a solution that says something: one command+flag used by fewer than about one task
+# in 20 of the corpus (IDF log(20) + 1). A heredoc into a file (``cat > f <<EOF``) is how many skills end; ``gunzip
+# -k`` or ``sqlite3 -csv`` is a skill.
+SPECIFIC_IDF = math.log(20) + 1
 BACKGROUND_DRAWS = 8  # draws a family in the IDF's background corpus
 
 # Commands that only look at the system, unless a flag below or a redirect makes them write.
@@ -461,6 +470,18 @@ class TfIdf:
         self.idf = np.array([math.log((1 + n) / (1 + df[t])) + 1 for t in sorted(df)], dtype=np.float64)
         self.unknown_idf = math.log(1 + n) + 1
 
+    def rarest(self, docs: Sequence[Sequence[str]]) -> np.ndarray:
+        """Each document's largest IDF (its rarest token; unknown tokens are the rarest of all), 0 when empty."""
+        return np.array(
+            [
+                max(
+                    (self.idf[self.vocab[t]] if t in self.vocab else self.unknown_idf for t in doc),
+                    default=0.0,
+                )
+                for doc in docs
+            ]
+        )
+
     def matrix(self, docs: Sequence[Sequence[str]]) -> sparse.csr_matrix:
         """Known tokens as columns; each row's norm also counts its unknown tokens (they weigh against a match)."""
         rows, cols, vals = [], [], []
@@ -485,10 +506,13 @@ class TfIdf:
 
 @dataclass
 class PairScores:
-    """Cosine similarities of every left task with every right task: goal, skeleton, and the skill score."""
+    """Cosine similarities of every left task with every right task: goal, skeleton, and the skill score.
+    ``specific``: whether both solutions use a command+flag rare enough to identify a skill (see ``SPECIFIC_IDF``);
+    only then does an identical skeleton count as the same solution."""
 
     goal: np.ndarray
     skeleton: np.ndarray
+    specific: np.ndarray | bool = True
 
     @property
     def skill(self) -> np.ndarray:
@@ -497,13 +521,15 @@ class PairScores:
 
     @property
     def twin(self) -> np.ndarray:
-        return is_twin(self.goal, self.skeleton)
+        return is_twin(self.goal, self.skeleton, self.specific)
 
 
-def is_twin(goal: np.ndarray | float, skeleton: np.ndarray | float) -> np.ndarray | bool:
-    """The twin rule (module doc): both high, or the same solution under a related goal."""
+def is_twin(
+    goal: np.ndarray | float, skeleton: np.ndarray | float, specific: np.ndarray | bool = True
+) -> np.ndarray | bool:
+    """The twin rule (module doc): both high, or the same specific solution under a related goal."""
     return ((goal >= GOAL_TWIN) & (skeleton >= SKELETON_TWIN)) | (
-        (skeleton >= SAME_SOLUTION) & (goal >= SAME_SOLUTION_GOAL)
+        (skeleton >= SAME_SOLUTION) & (goal >= SAME_SOLUTION_GOAL) & specific
     )
 
 
@@ -530,15 +556,17 @@ def background_corpus() -> tuple[SkillDoc, ...]:
 
 class SkillIndex:
     """A fixed set of tasks (the evaluation side) to compare other tasks with, one vectorised product a batch.
-    The IDF comes from these tasks, ``corpus`` and the ``background_corpus``."""
+    The IDF comes from the ``background_corpus`` (and ``corpus`` if given), never from the compared tasks: the
+    guard, the contamination check and the reports then score the same pair the same way."""
 
     def __init__(self, docs: Sequence[SkillDoc], corpus: Sequence[SkillDoc] = ()) -> None:
         self.docs = list(docs)
-        base = [*self.docs, *corpus, *background_corpus()]
+        base = [*corpus, *background_corpus()]
         self._goal = TfIdf(d.goal for d in base)
         self._skel = TfIdf(d.skeleton for d in base)
         self._g = self._goal.matrix([d.goal for d in self.docs])
         self._s = self._skel.matrix([d.skeleton for d in self.docs])
+        self._specific = self._skel.rarest([d.skeleton for d in self.docs]) >= SPECIFIC_IDF
 
     def __len__(self) -> int:
         return len(self.docs)
@@ -547,9 +575,11 @@ class SkillIndex:
         """Pair scores of ``others`` (rows) against the index (columns)."""
         g = self._goal.matrix([d.goal for d in others]) @ self._g.T
         s = self._skel.matrix([d.skeleton for d in others]) @ self._s.T
+        specific = self._skel.rarest([d.skeleton for d in others]) >= SPECIFIC_IDF
         return PairScores(
             goal=g.toarray().astype(np.float32, copy=False),
             skeleton=s.toarray().astype(np.float32, copy=False),
+            specific=np.outer(specific, self._specific),
         )
 
 
@@ -572,7 +602,7 @@ def best_matches(left: Sequence[SkillDoc], right: Sequence[SkillDoc]) -> list[Ma
     """For each left task, its nearest right task (a twin first, then by skill score)."""
     if not left or not right:
         return [Match(d.id, "", 0.0, 0.0, False) for d in left]
-    scores = SkillIndex(right, corpus=left).scores(left)
+    scores = SkillIndex(right).scores(left)
     skill = scores.skill + scores.twin * 10.0
     out = []
     for i, d in enumerate(left):
@@ -598,7 +628,7 @@ def family_scores(
     docs = [d for n in names for d in groups[n]]
     if not docs:
         return {}
-    index = SkillIndex(docs, corpus=corpus)
+    index = SkillIndex(docs, corpus=corpus)  # corpus: only when a caller wants another IDF
     skill = index.scores(docs).skill
     bounds: dict[str, tuple[int, int]] = {}
     start = 0

@@ -67,23 +67,24 @@ class EvalGuard:
 
     def similarities(
         self, bundle: ScenarioBundle, values: Sequence[str] = ()
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The bundle's instruction 3-gram Jaccard (MinHash estimate), goal and skeleton cosines with every
-        evaluation task."""
+        evaluation task, and whether each pair's solutions are specific enough to be compared as a whole."""
         if not self.ids:
-            return np.zeros(0), np.zeros(0), np.zeros(0)
+            return np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool)
         sig = _SIGNERS[0](bundle)
         instr = (self._instr == sig).mean(axis=1) if sig is not None else np.zeros(len(self.ids))
         scores = self._skills.scores(
             [skill_doc(bundle.id, instruction_text(bundle), bundle.reference, values=values)]
         )
-        return instr, scores.goal[0], scores.skeleton[0]
+        specific = np.broadcast_to(scores.specific, scores.goal.shape)[0]
+        return instr, scores.goal[0], scores.skeleton[0], specific
 
     def __call__(self, bundle: ScenarioBundle, values: Sequence[str] = ()) -> tuple[bool, float, float, str]:
-        instr, goal, skel = self.similarities(bundle, values)
+        instr, goal, skel, specific = self.similarities(bundle, values)
         if not len(instr):
             return False, 0.0, 0.0, ""
-        refused = (instr >= INSTRUCTION_MAX) | is_twin(goal, skel)
+        refused = (instr >= INSTRUCTION_MAX) | is_twin(goal, skel, specific)
         score = np.minimum(goal, skel) + 0.1 * instr + refused * 10
         k = int(np.argmax(score))
         return bool(refused.any()), float(goal[k]), float(skel[k]), self.ids[k]

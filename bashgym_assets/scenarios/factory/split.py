@@ -13,9 +13,9 @@ train twin (``scripting-loop-rename`` ~ ``files-rename-pattern`` 0.50, ``schedul
 ``environment-export-variable`` 0.33); those families train now. ``tests/test_split.py`` re-measures all of this
 at a smaller draw and fails when a family change makes the split unclean.
 
-**Bundled held-out tasks with a train twin** (``BUNDLED_TRAIN_TWINS``): 22 of the pack's 35 held-out tasks have a
+**Bundled held-out tasks with a train twin** (``BUNDLED_TRAIN_TWINS``): 23 of the pack's 35 held-out tasks have a
 skill twin in a train family (same goal, same commands; e.g. ``b-logs-compress-old`` ~ ``logs-compress-old``). They
-are taken out of the ``bundled`` score (the clean set is the other 13) and never guard training (their skill
+are taken out of the ``bundled`` score (the clean set is the other 12) and never guard training (their skill
 trains on purpose); they still never train themselves. The evaluation of 2026-11-28 reported both numbers once
 (BENCHMARKS.md, "Honest yardsticks"); only the clean one is reported since.
 
@@ -57,6 +57,7 @@ BUNDLED_TRAIN_TWINS: dict[str, str] = {
     "a-files-prune-empty": "disk-empty-cleanup",
     "a-perms-ssh-key": "permissions-private-secrets",
     "a-perms-umask-bashrc": "environment-umask-profile",
+    "a-perms-remove-world-write": "permissions-group-write-tree",
     "a-perms-world-writable-audit": "permissions-world-writable-report",
     "a-procs-stubborn-service": "processes-kill-by-name",
     "a-sched-monthly-cleanup-logged": "scheduling-crontab-env",
