@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from bashgym_assets.evaluation.metrics import EVAL_EPISODE_SCHEMA, EvalEpisode, ModelSummary
-from bashgym_assets.evaluation.runner import EvalResult, EvalSettings, evaluate
+from bashgym_assets.evaluation.runner import EpisodeSink, EvalResult, EvalSettings, evaluate
 from bashgym_assets.rollout.operators import LiteLLMOperator, LocalModelOperator, Operator, ReferenceOperator
 from bashgym_assets.scenarios.bundle import ScenarioBundle
 from bashgym_assets.scenarios.gate import HELD_OUT
@@ -389,8 +389,10 @@ def compare(
     sampling: Sampling | None = None,
     eval_id: str | None = None,
     progress: Callable[[str], None] | None = None,
+    sink: EpisodeSink | None = None,
 ) -> list[EvalResult]:
-    """Each model over the same scenarios in the same run (one after another, so one model is in memory)."""
+    """Each model over the same scenarios in the same run (one after another, so one model is in memory); each
+    episode handed to ``sink`` as soon as it is scored (``runner.LakeEpisodeWriter``: into the lake)."""
     eval_id = eval_id or uuid.uuid4().hex[:12]
     results = []
     for spec in specs:
@@ -405,6 +407,7 @@ def compare(
                 model_ref=spec.describe(),
                 eval_id=eval_id,
                 progress=progress,
+                sink=sink,
             )
         )
         del op  # free the weights before the next model loads

@@ -16,7 +16,10 @@ Episodes go to the lake (``eval_episodes``, partition = the evaluation id) like 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -302,14 +305,11 @@ def evaluate_bundles(
 ) -> int:
     """The evaluation of ``bashgym eval`` on given scenarios (``bashgym suite eval`` runs it on a gated suite):
     every model of ``args`` in sandboxes, the episodes into ``eval_episodes[eval_id]``, the results table."""
-    from bashgym_assets import images
-    from bashgym_assets.evaluation import (
-        EVAL_EPISODE_SCHEMA,
-        Sampling,
-        compare,
-    )
+    from bashgym_assets import images, stopping
+    from bashgym_assets.evaluation import Sampling, compare
     from bashgym_assets.evaluation.metrics import summarize
     from bashgym_assets.evaluation.report import comparison_markdown
+    from bashgym_assets.evaluation.runner import LakeEpisodeWriter
     from bashgym_assets.lake import Lake
 
     settings = get_settings()
@@ -323,23 +323,32 @@ def evaluate_bundles(
         + ", ".join(f"{s.label} ({s.describe()})" for s in specs),
         flush=True,
     )
-    results = compare(
-        specs,
-        bundles,
-        image,
-        eval_settings(args),
-        Sampling(
-            temperature=args.temperature, max_new_tokens=args.max_new_tokens, micro_batch=args.micro_batch
-        ),
-        eval_id=eval_id,
-        progress=lambda line: print(line, flush=True),
-    )
-    Lake(settings).write(
-        "eval_episodes",
-        [e.model_dump() for r in results for e in r.episodes],
-        partition=eval_id,
-        schema=EVAL_EPISODE_SCHEMA,
-    )
+    run = eval_settings(args)
+    # each episode into the lake within seconds of its end, so a stopped or killed evaluation loses none of them
+    writer = LakeEpisodeWriter(Lake(settings), eval_id)
+    try:
+        with stopping.on_signals("bashgym eval") as scope:
+            scope.on_stop(_say_stopping)
+            try:
+                results = compare(
+                    specs,
+                    bundles,
+                    image,
+                    run,
+                    Sampling(
+                        temperature=args.temperature,
+                        max_new_tokens=args.max_new_tokens,
+                        micro_batch=args.micro_batch,
+                    ),
+                    eval_id=eval_id,
+                    progress=lambda line: print(line, flush=True),
+                    sink=writer,
+                )
+            except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (stopping.Stopped)
+                _print_partial(exc, writer, specs, len(bundles) * run.samples, eval_id)
+                raise
+    except stopping.Stopped as exc:
+        return exc.exit_code
     summaries = [r.summary for r in results]
     print()
     print(comparison_markdown(summaries, title=f"{eval_id} ({len(bundles)} scenarios)"))
@@ -364,6 +373,38 @@ def evaluate_bundles(
         with open(args.json, "w") as fh:
             json.dump([s.model_dump() for s in summaries], fh, indent=2)
     return 0
+
+
+def _say_stopping() -> None:
+    """Said the moment the first signal arrives (from the signal handler: a raw write, never a reentrant print)."""
+    with contextlib.suppress(OSError):
+        os.write(
+            2,
+            b"stopping: the finished episodes are written, the running ones dropped, the sandboxes removed\n",
+        )
+
+
+def _print_partial(exc: BaseException, writer: Any, specs: list[Any], per_model: int, eval_id: str) -> None:
+    """What a stopped evaluation finished: where its episodes are and the table over them, model by model."""
+    from bashgym_assets.evaluation.metrics import summarize
+    from bashgym_assets.evaluation.report import comparison_markdown
+    from bashgym_assets.stopping import signal_name
+
+    with contextlib.suppress(Exception):  # whatever failed, the episodes that finished are kept
+        writer.flush()
+    name = signal_name(getattr(exc, "signum", signal.SIGINT))
+    episodes = writer.episodes
+    print(
+        f"\n{eval_id}: stopped by {name} after {len(episodes)} of {per_model * len(specs)} episodes; the "
+        f"finished ones are in eval_episodes[{eval_id}] ({writer.written} written), the running ones were dropped",
+        flush=True,
+    )
+    labels = [s.label for s in specs if any(e.model == s.label for e in episodes)]
+    if labels:
+        summaries = [summarize(label, [e for e in episodes if e.model == label]) for label in labels]
+        print(
+            comparison_markdown(summaries, title=f"{eval_id} (stopped: finished episodes only)"), flush=True
+        )
 
 
 def cmd_model_override(args: argparse.Namespace) -> int:

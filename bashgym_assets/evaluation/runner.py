@@ -11,6 +11,14 @@ while queued ones take their place (at most ``max_live`` sandboxes at once). The
 ``rollout.episode.EpisodeDriver``, the same one rollouts use, and the render is ``rollout.transcript``'s, so a
 model is evaluated in exactly the format it was trained on. The check runs as root on the final state; what the
 model claims is never consulted.
+
+Nothing finished is lost: each scored episode goes to an ``EpisodeSink`` at once (``bashgym eval``'s is a
+``LakeEpisodeWriter``: ``eval_episodes[eval_id]`` rewritten atomically every few seconds, so a killed evaluation, even
+``kill -9``, leaves its finished episodes in the lake). An interrupt (Ctrl-C, or ``stopping.on_signals``' ``Stopped``
+on SIGTERM) leaves at once: the sink is flushed, the pools are given up without waiting for the commands they run,
+and the sandboxes are removed. An episode's time cap is wall time, its model's generation included: a reply still
+being generated when the cap passes is given up (continuous batching takes it out of the batch) and the episode ends
+as ``time_cap`` (failure class ``timeout``).
 """
 
 from __future__ import annotations
@@ -18,15 +26,18 @@ from __future__ import annotations
 import contextlib
 import heapq
 import json
+import threading
 import time
 import uuid
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
 from bashgym_assets.evaluation.metrics import (
+    EVAL_EPISODE_SCHEMA,
     SANDBOX_ERROR,
     SETUP_FAILED,
     EvalEpisode,
@@ -52,7 +63,11 @@ class EvalSettings(BaseModel):
         default=1, description="episodes per scenario and model (pass@k needs temperature > 0)"
     )
     max_turns: int = Field(default=10, description="replies an episode may run before it ends unfinished")
-    episode_timeout_s: float = Field(default=240.0, description="seconds an episode may take in all")
+    episode_timeout_s: float = Field(
+        default=240.0,
+        description="wall seconds an episode may take, the model's generation and its commands together "
+        "(past it the episode ends as a timeout)",
+    )
     command_timeout_s: float = Field(default=20.0, description="seconds one command may run in the sandbox")
     check_timeout_s: float = Field(default=30.0, description="seconds the scenario's check may run")
     max_live: int = Field(default=40, description="sandboxes alive at once")
@@ -172,17 +187,24 @@ def _episode_trace(job: LiveEpisode, e: EvalEpisode, kind: str = "evaluation") -
 
 
 class EtaEstimator:
-    """Seconds left in an evaluation, from the pace of turns, not from episodes finished per elapsed second.
+    """Seconds left in an evaluation: an estimate from the measured pace of turns and lengths of episodes.
 
-    That old estimate, (episodes left) x elapsed / (episodes done), read 10,078 s at the first finished episode of
-    a run that ended at 567 s: ``elapsed`` held the model load, the sandboxes' start and the slow first generation,
-    and episodes run side by side, so the first one to end says nothing about how long the others take. Here:
+    Not (episodes left) x elapsed / (episodes done): that read 10,078 s at the first finished episode of a run that
+    ended at 567 s (``elapsed`` held the model load, the sandboxes' start and the slow first generation, and
+    episodes run side by side). Not the turn cap either (every episode assumed to run to it): that is an upper
+    bound, several times the truth when episodes exit after a few turns. Here:
 
     - the pace is the mean time between two turns of one episode, so nothing before an episode's first turn counts
       (no estimate until some episode has run two turns);
-    - an episode takes the mean turns of the episodes that ended, and a live one at least one turn more, less the
-      time it has already waited for it; until an episode has ended, the turn cap: then the estimate is an upper
-      bound, and the line says ``at most``;
+    - an episode that has run ``n`` turns is expected to run as long as the ended episodes that ran more than ``n``
+      did, on average; when none did (none has ended yet, or it outlasted them all), halfway from its next turn to
+      the turn cap, the mean of a length known only to lie between the two. So a live episode is never expected to
+      end at a length it has already passed, and the long episodes still running weigh in the length expected of
+      the queued ones: the mean over every started episode of its length, known or expected (the ended ones alone
+      are the short ones, early on);
+    - an episode also costs time outside its turns: its container's start and set-up before its first turn, its
+      check and removal after its last (with one sandbox at a time, most of an evaluation of quick episodes). Both
+      are measured (``start`` to the first turn, less one pace; the last turn to ``finish``) and added;
     - live episodes run side by side, and queued ones take the first free of ``max_live`` slots, so the estimate is
       when the last one would end.
 
@@ -203,7 +225,15 @@ class EtaEstimator:
         self.ended: set[Hashable] = set()  # no more turns (exit, a cap), not yet scored
         self.finished = 0
         self._pace = [0.0, 0]  # sum and count of the seconds between two turns of an episode
-        self._lengths = [0, 0]  # sum and count of the turns of the episodes that ended
+        self.lengths: list[int] = []  # the turns of the episodes that ended
+        self.started: dict[Hashable, float] = {}  # episodes whose container is being started: since when
+        self._before = [0.0, 0]  # sum and count: start to first turn
+        self._after = [0.0, 0]  # sum and count: last turn to scored
+        self._ended_at: dict[Hashable, float] = {}
+
+    def start(self, key: Hashable) -> None:
+        """The episode's container is being started (it has left the queue)."""
+        self.started[key] = self.clock()
 
     def turn(self, key: Hashable, ended: bool = False) -> None:
         """One turn of one episode just ran (its reply applied); ``ended``: it was the episode's last."""
@@ -211,6 +241,9 @@ class EtaEstimator:
         if key in self.last_turn:
             self._pace[0] += now - self.last_turn[key]
             self._pace[1] += 1
+        elif key in self.started:
+            self._before[0] += now - self.started.pop(key)
+            self._before[1] += 1
         self.last_turn[key] = now
         self.turns[key] = self.turns.get(key, 0) + 1
         if ended:
@@ -221,21 +254,28 @@ class EtaEstimator:
             return
         self.ended.add(key)
         n = self.turns.pop(key, 0)
-        self.last_turn.pop(key, None)
+        last = self.last_turn.pop(key, None)
+        if last is not None:
+            self._ended_at[key] = last
         if n:  # an episode whose set-up failed ran no turn: it says nothing about an episode's length
-            self._lengths[0] += n
-            self._lengths[1] += 1
+            self.lengths.append(n)
 
     def finish(self, key: Hashable) -> None:
         """The episode is scored (check run, container removed)."""
         self._end(key)
         self.ended.discard(key)
+        self.started.pop(key, None)
         self.finished += 1
+        if key in self._ended_at:
+            self._after[0] += self.clock() - self._ended_at.pop(key)
+            self._after[1] += 1
 
-    @property
-    def upper_bound(self) -> bool:
-        """No episode has ended yet: each is assumed to run to the turn cap."""
-        return not self._lengths[1]
+    def expected_length(self, n: int = 0) -> float:
+        """The turns an episode that has run ``n`` of them is expected to run in all (see the class docstring)."""
+        longer = [length for length in self.lengths if length > n]
+        if longer:
+            return min(sum(longer) / len(longer), self.max_turns)
+        return min(n + 1, self.max_turns) / 2 + self.max_turns / 2
 
     def seconds_left(self) -> float | None:
         """None until the pace is known (some episode ran two turns)."""
@@ -243,29 +283,141 @@ class EtaEstimator:
             return None
         now = self.clock()
         pace = self._pace[0] / self._pace[1]
-        length = (
-            self.max_turns if self.upper_bound else min(self._lengths[0] / self._lengths[1], self.max_turns)
-        )
+        after = self._after[0] / self._after[1] if self._after[1] else 0.0
+        before = max(0.0, self._before[0] / self._before[1] - pace) if self._before[1] else 0.0
+        expected = {key: self.expected_length(n) for key, n in self.turns.items()}
         ends = [
-            max(0.0, max(1.0, length - n) * pace - (now - self.last_turn[key]))
+            max(0.0, max(1.0, expected[key] - n) * pace - (now - self.last_turn[key])) + after
             for key, n in self.turns.items()
         ]
         ends += [0.0] * max(0, self.max_live - len(ends) - len(self.ended))  # free slots
         queued = max(0, self.total - self.finished - len(self.turns) - len(self.ended))
         if queued and ends:
+            known = [*self.lengths, *expected.values()]
+            length = sum(known) / len(known) if known else self.expected_length(0)
             heapq.heapify(ends)
             for _ in range(queued):
-                heapq.heappush(ends, heapq.heappop(ends) + length * pace)
+                heapq.heappush(ends, heapq.heappop(ends) + before + length * pace + after)
         return max(ends, default=0.0)
 
     def line(self, finished: int, start: float) -> str:
         """``3/19 episodes done, 120 s elapsed, ETA 45 s`` (no ETA until it is known)."""
         left = self.seconds_left()
-        eta = "" if left is None else f", ETA {'at most ' if self.upper_bound else ''}{left:.0f} s"
+        eta = "" if left is None else f", ETA {left:.0f} s"
         return f"{finished}/{self.total} episodes done, {self.clock() - start:.0f} s elapsed{eta}"
 
 
 PROGRESS_EVERY_S = 15.0
+POLL_S = 0.25  # how often a wait looks at the episodes' time caps
+
+
+class EpisodeSink(Protocol):
+    """Where scored episodes go as they finish (``evaluate``'s ``sink``): ``add`` each batch, ``flush`` before the
+    evaluation gives up (a stop) or ends."""
+
+    def add(self, episodes: Sequence[EvalEpisode]) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class LakeEpisodeWriter:
+    """Finished episodes into ``eval_episodes[eval_id]`` while the evaluation runs, so that a stopped or killed one
+    (even ``kill -9``) leaves them in the lake.
+
+    The partition is rewritten whole, atomically (``Lake.write``), with every episode finished so far: a reader
+    sees the episodes of the last write, each one whole, never half a batch, and never one twice (an episode is
+    added once; a rerun is another evaluation, another ``eval_id``). Writes are at most ``every_s`` apart and at
+    least 20 times as far apart as the last one took, so the rewriting of a growing partition stays a few percent
+    of the run: an episode is written within seconds of finishing. Every model of one evaluation shares the
+    writer (one partition, as before). Thread-safe; ``flush`` writes what has not been written."""
+
+    def __init__(
+        self,
+        lake: Any,
+        eval_id: str,
+        every_s: float = 2.0,
+        asset: str = "eval_episodes",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.lake, self.eval_id, self.every_s, self.asset, self.clock = lake, eval_id, every_s, asset, clock
+        self.episodes: list[EvalEpisode] = []
+        self.written = 0  # episodes in the lake
+        self.writes = 0
+        self._rows: list[dict[str, Any]] = []
+        self._last = float("-inf")
+        self._cost = 0.0
+        self._lock = threading.RLock()
+
+    def add(self, episodes: Sequence[EvalEpisode]) -> None:
+        with self._lock:
+            self.episodes.extend(episodes)
+            self._rows.extend(e.model_dump() for e in episodes)
+            if self.clock() - self._last >= max(self.every_s, 20 * self._cost):
+                self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            if self.written == len(self._rows) and self.writes:
+                return
+            t0 = self.clock()
+            self.lake.write(self.asset, self._rows, partition=self.eval_id, schema=EVAL_EPISODE_SCHEMA)
+            self.written, self.writes = len(self._rows), self.writes + 1
+            self._last = self.clock()
+            self._cost = self._last - t0
+
+
+@contextlib.contextmanager
+def _pool(workers: int, prefix: str) -> Iterator[ThreadPoolExecutor]:
+    """A thread pool that waits for its work on a normal exit only: an interrupt (Ctrl-C, a stop) leaves at once,
+    its queued work cancelled and its running work (a command in a sandbox about to be removed) left to end on its
+    own, instead of waiting up to a command's time limit for it."""
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=prefix)
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+@contextlib.contextmanager
+def _saved_first(sink: EpisodeSink | None, traces: Any, boxes: Callable[[], Sequence[Any]]) -> Iterator[None]:
+    """On an interrupt (Ctrl-C, a stop) or a failure: the finished episodes written first, then every sandbox
+    removed at once (in parallel: one by one, forty of them took seconds), then the traces written."""
+    try:
+        yield
+    except BaseException:
+        if sink is not None:
+            with contextlib.suppress(Exception):
+                sink.flush()
+        alive = [b for b in boxes() if b is not None]
+        if alive:
+            with ThreadPoolExecutor(max_workers=min(16, len(alive)), thread_name_prefix="eval-remove") as ex:
+                list(ex.map(lambda b: b.close(), alive))  # close() never raises
+        if traces is not None:
+            with contextlib.suppress(Exception):
+                traces.flush()
+        raise
+
+
+def _in_background(fn: Callable[[], Any]) -> Future:
+    """``fn()`` in a daemon thread: a generation the evaluation may give up on (an episode's time cap, a stop) must
+    not hold the process at exit, as a pool's worker thread would."""
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="eval-generate", daemon=True).start()
+    return future
+
+
+def _out_of_time(job: LiveEpisode) -> bool:
+    """Whether the episode has used its wall time (it then ends as ``time_cap`` when asked for its next turn)."""
+    return job.driver is not None and not job.driver.done and job.driver.remaining_s() <= 0
 
 
 def _last_turn(job: LiveEpisode, settings: EvalSettings) -> bool:
@@ -296,18 +448,21 @@ def _run_continuous(
     """The continuous loop: every episode is in exactly one place: its container being set up, the decoder (its
     reply being generated), the pool (its reply being run in its sandbox, or its check once it ended) or ready
     (deciding what is next). Containers are set up in the background, so decoding starts with the first one ready
-    instead of after all of them."""
+    instead of after all of them. An episode whose wall time runs out while its reply is generated leaves the
+    decoder (``stream.cancel``; a stream without it: the late reply is dropped) and ends as ``time_cap``."""
     ready: list[LiveEpisode] = []
     opening: dict[Future, LiveEpisode] = {}  # container start and scenario set-up
     running: dict[Future, LiveEpisode] = {}  # a reply being applied in the episode's sandbox
     closing: dict[Future, LiveEpisode] = {}  # the check and the container's removal of an ended episode
     by_key: dict[int, LiveEpisode] = {}
+    cancel = getattr(stream, "cancel", None)
     last_say = time.monotonic()
     warned = False
-    with ThreadPoolExecutor(max_workers=settings.setup_workers, thread_name_prefix="eval-setup") as setup:
+    with _pool(settings.setup_workers, "eval-setup") as setup:
         while True:
             alive = len(opening) + len(ready) + len(by_key) + len(running) + len(closing)
             for j in take(settings.max_live - alive):
+                eta.start(id(j))
                 opening[setup.submit(open_job, j)] = j
             for j in ready:
                 if j.driver is not None and j.driver.wants_reply():
@@ -320,9 +475,16 @@ def _run_continuous(
                 else:  # ended, or its set-up failed: scored (as infrastructure when it never started)
                     closing[pool.submit(close, j)] = j
             ready = []
-            if stream.busy:
+            for key, j in [(k, j) for k, j in by_key.items() if _out_of_time(j)]:
+                del by_key[key]
+                if cancel is not None:
+                    cancel(key)
+                ready.append(j)  # wants_reply() ends it as time_cap: it is scored next round
+            if stream.busy and by_key:
                 for key, reply, seconds in stream.step():
-                    j = by_key.pop(key)
+                    j = by_key.pop(key, None)
+                    if j is None:
+                        continue  # given up on (its time cap passed) while it was generated
                     j.driver.note_model_call(seconds, reply.new_tokens)
                     running[pool.submit(apply_reply, j, reply)] = j
                 if stream.fallback and not warned:
@@ -331,8 +493,10 @@ def _run_continuous(
                         f"[{label}] continuous batching given up ({stream.fallback}); the episodes go on with "
                         "batched generate calls"
                     )
+            elif ready:
+                pass  # episodes whose time ran out while they were generated: scored next round
             elif opening or running or closing:
-                wait([*opening, *running, *closing], return_when=FIRST_COMPLETED)
+                wait([*opening, *running, *closing], timeout=1.0, return_when=FIRST_COMPLETED)
             else:
                 break  # nothing queued (take gave nothing), nothing alive
             for futures in (opening, running):
@@ -355,6 +519,23 @@ def _run_continuous(
                 )
 
 
+def _generate(asking: list[LiveEpisode]) -> dict[int, Reply]:
+    """The replies of every asking episode: one batched call per distinct operator object (a local model is one
+    object for all scenarios; the reference operator is bound per scenario)."""
+    groups: dict[int, list[LiveEpisode]] = {}
+    for j in asking:
+        groups.setdefault(id(j.operator), []).append(j)
+    replies: dict[int, Reply] = {}
+    for members in groups.values():
+        try:
+            got = members[0].operator.replies([j.driver.seen for j in members])
+        except Exception as exc:  # noqa: BLE001 - an operator bug fails its episodes, not the run
+            got = [Reply(error=f"{type(exc).__name__}: {exc}") for _ in members]
+        for j, reply in zip(members, got, strict=True):
+            replies[id(j)] = reply
+    return replies
+
+
 def evaluate(
     operator: Operator,
     bundles: Sequence[ScenarioBundle],
@@ -365,9 +546,12 @@ def evaluate(
     eval_id: str | None = None,
     progress: Progress | None = None,
     trace_kind: str = "evaluation",
+    sink: EpisodeSink | None = None,
 ) -> EvalResult:
     """Every (scenario, sample) episode of one operator, batched continuously or in lockstep (see the module
-    docstring); one ``EvalEpisode`` each, traced as ``trace_kind`` (``_episode_trace``)."""
+    docstring); one ``EvalEpisode`` each, traced as ``trace_kind`` (``_episode_trace``) and handed to ``sink`` as
+    soon as it is scored. An interrupt (``KeyboardInterrupt``, ``stopping.Stopped``) propagates at once, after
+    ``sink.flush()``; the episodes still running are dropped and their sandboxes removed."""
     settings = settings or EvalSettings()
     label = label or operator.name
     model_ref = model_ref or operator.name
@@ -398,30 +582,37 @@ def evaluate(
     eta = EtaEstimator(total, settings.max_turns, settings.max_live)
     turn = 0
     workers = max(1, min(settings.max_live, 16))
-    sink = tracing.sink()  # one MLflow trace per episode, written in batches (BASHGYM_TRACES=0: none)
+    traces = tracing.sink()  # one MLflow trace per episode, written in batches (BASHGYM_TRACES=0: none)
     stream = None
     if settings.continuous and all(j.operator is operator for j in queue):
         make = getattr(operator, "reply_stream", None)
         stream = make(max_rows=settings.max_rows) if make is not None else None
     from bashgym_assets.sandbox import closing_sandboxes
 
+    def open_job(j: LiveEpisode) -> LiveEpisode:
+        # the time cap is wall time: the model's generation counts, as a user waiting for it would count it
+        return open_episode(j, image, settings.limits(), count_operator_time=True)
+
     with (
-        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval") as pool,
+        _pool(workers, "eval") as pool,
         closing_sandboxes(lambda: [j.box for j in jobs]),
+        _saved_first(sink, traces, lambda: [j.box for j in jobs]),
     ):
 
         def record(jobs: list[LiveEpisode], closed: list[EvalEpisode]) -> None:
             done.extend(closed)
             for j in jobs:
                 eta.finish(id(j))
+            if sink is not None:
+                sink.add(closed)
             for j, e in zip(jobs, closed, strict=True):  # a routed operator logs each episode's outcome
                 hook = getattr(j.operator, "record_outcome", None)
                 if hook is not None:
                     with contextlib.suppress(Exception):  # the decision log is a side record: never fatal
                         hook("clean" if e.clean else (e.failure_class or "failed"), scenario_id=e.scenario_id)
-            if sink is not None:
+            if traces is not None:
                 for j, e in zip(jobs, closed, strict=True):
-                    sink.add(_episode_trace(j, e, trace_kind))
+                    traces.add(_episode_trace(j, e, trace_kind))
 
         def close(j: LiveEpisode) -> EvalEpisode:
             return _close(j, eval_id, label, model_ref, sampling, settings.check_timeout_s)
@@ -435,10 +626,10 @@ def evaluate(
             if room <= 0 or not queue:
                 return live
             opening, queue = queue[:room], queue[room:]
-            with ThreadPoolExecutor(
-                max_workers=settings.setup_workers, thread_name_prefix="eval-setup"
-            ) as ex:
-                opened = list(ex.map(lambda j: open_episode(j, image, settings.limits()), opening))
+            for j in opening:
+                eta.start(id(j))
+            with _pool(settings.setup_workers, "eval-setup") as ex:
+                opened = list(ex.map(open_job, opening))
             finish([j for j in opened if j.driver is None])
             return live + [j for j in opened if j.driver is not None]
 
@@ -454,7 +645,7 @@ def evaluate(
                 stream,
                 pool,
                 take,
-                lambda j: open_episode(j, image, settings.limits()),
+                open_job,
                 settings,
                 close,
                 record,
@@ -476,19 +667,25 @@ def evaluate(
                     continue
                 turn += 1
                 t0 = time.monotonic()
-                # One batched call per distinct operator object (a local model is one object for all scenarios;
-                # the reference operator is bound per scenario).
-                groups: dict[int, list[LiveEpisode]] = {}
-                for j in asking:
-                    groups.setdefault(id(j.operator), []).append(j)
-                replies: dict[int, Any] = {}
-                for members in groups.values():
+                # generated in the background, so that an episode whose wall time runs out meanwhile ends
+                # then (its reply, when it comes, is dropped) rather than when the whole batch is done
+                pending = _in_background(lambda asking=asking: _generate(asking))
+                replies: dict[int, Reply] = {}
+                while asking:
                     try:
-                        got = members[0].operator.replies([j.driver.seen for j in members])
-                    except Exception as exc:  # noqa: BLE001 - an operator bug fails its episodes, not the run
-                        got = [Reply(error=f"{type(exc).__name__}: {exc}") for _ in members]
-                    for j, reply in zip(members, got, strict=True):
-                        replies[id(j)] = reply
+                        replies = pending.result(timeout=POLL_S)
+                        break
+                    except FutureTimeout:
+                        late = [j for j in asking if _out_of_time(j)]
+                        if late:
+                            gone = {id(j) for j in late}
+                            asking = [j for j in asking if id(j) not in gone]
+                            live = [j for j in live if id(j) not in gone]
+                            for j in late:
+                                j.driver.wants_reply()  # ends it as time_cap
+                            finish(late)
+                # a reply that came after its episode's time cap is not run: it ends as time_cap next round
+                asking = [j for j in asking if not _out_of_time(j)]
                 gen_s = time.monotonic() - t0
                 for j in asking:
                     j.driver.note_model_call(gen_s, replies[id(j)].new_tokens)
@@ -508,9 +705,11 @@ def evaluate(
     summary = summarize(label, done, wall_s=wall, sampling=json.loads(sampling))
     if sink is not None:
         sink.flush()
+    if traces is not None:
+        traces.flush()
         say(
-            f"[{label}] traces: {sink.written} written to MLflow so far ({sink.write_s:.2f} s writing)"
-            + (f", errors: {sink.errors[-1]}" if sink.errors else "")
+            f"[{label}] traces: {traces.written} written to MLflow so far ({traces.write_s:.2f} s writing)"
+            + (f", errors: {traces.errors[-1]}" if traces.errors else "")
         )
     say(
         f"[{label}] {total} episodes in {wall:.0f} s: "

@@ -66,8 +66,9 @@ class EpisodeDriver:
 
     ``seen`` is what the operator is shown (with the scaffold when it is scaffolded); ``episode`` is the record.
     ``count_operator_time``: whether the time cap counts the operator's thinking (wall clock, as a live session
-    does) or only the time commands run in the sandbox (the evaluator: in lockstep an episode waits for the whole
-    batch's generation, which says nothing about this episode).
+    does; the evaluator, so that a model generating for ten minutes on a loaded machine ends at the cap) or only
+    the time commands run in the sandbox (GRPO's group rollouts, where an episode waits for the whole group's
+    generation, which says nothing about this episode).
     """
 
     def __init__(

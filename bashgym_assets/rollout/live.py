@@ -37,18 +37,21 @@ class LiveEpisode:
 SESSION_BACKSTOP_S = 3 * 3600.0
 
 
-def open_episode(job: LiveEpisode, image: str | None, limits: EpisodeLimits) -> LiveEpisode:
+def open_episode(
+    job: LiveEpisode, image: str | None, limits: EpisodeLimits, count_operator_time: bool = False
+) -> LiveEpisode:
     """Container, setup, operator shell: any failure is recorded on the job (never raised). A failure of the
     machinery (an engine error, a setup step that never reported) is tried once more before it is recorded, and is
-    recorded as ``infra_error: ...``, never as the scenario's fault."""
+    recorded as ``infra_error: ...``, never as the scenario's fault. ``count_operator_time``: the episode's time cap
+    is wall time (generation included: the evaluation), else sandbox time only (see ``EpisodeDriver``)."""
     from bashgym_assets.sandbox import Sandbox
 
     job.started = time.monotonic()
     for attempt in range(2):
         job.setup_error = job.sandbox_error = ""
         try:
-            # The sandbox's own session cap is a backstop only: the episode's time cap counts sandbox time (see
-            # EpisodeDriver), the turn cap bounds the model's time, and the sandbox's lease ends it if we die.
+            # The sandbox's own session cap is a backstop only: the episode's time cap (EpisodeDriver) and the
+            # turn cap bound the episode, and the sandbox's lease ends it if we die.
             spec = spec_for_bundle(
                 job.bundle,
                 image,
@@ -67,7 +70,11 @@ def open_episode(job: LiveEpisode, image: str | None, limits: EpisodeLimits) -> 
                     continue
                 return job
             job.driver = EpisodeDriver(
-                job.box.session(), job.bundle, job.operator.scaffolded, limits, count_operator_time=False
+                job.box.session(),
+                job.bundle,
+                job.operator.scaffolded,
+                limits,
+                count_operator_time=count_operator_time,
             )
             return job
         except Exception as exc:  # noqa: BLE001 - a broken container fails this episode only

@@ -445,6 +445,15 @@ class LocalReplyStream:
         else:
             self.decoder.submit(key, ids)
 
+    def cancel(self, key: Any) -> None:
+        """Stop generating one conversation's reply (its episode ran out of time): it leaves the batch at once and
+        its reply never comes."""
+        self._asked.pop(key, None)
+        self._ready = [r for r in self._ready if r[0] != key]
+        if self.decoder is not None:
+            with self.operator._lock:
+                self.decoder.cancel(key)
+
     def step(self) -> list[tuple[Any, Reply, float]]:
         """Advance the decoder by one step: ``(key, reply, seconds since it was submitted)`` of replies that ended."""
         import time
