@@ -200,3 +200,47 @@ def test_the_recorded_split_is_clean_at_the_skill_level() -> None:
     )  # the record is what the measure finds (draws vary a little)
     assert all(f not in HELD_OUT_FAMILIES for f in BUNDLED_TRAIN_TWINS.values())
     assert json.dumps(sorted(HELD_OUT_FAMILIES))  # recorded, not computed at run time
+
+
+# ---- the blocking contamination check, at the skill level -----------------------------------------------------
+def _gated_row(b: ScenarioBundle, split: str) -> dict:
+    return {"scenario_id": b.id, "split": split, "bundle_json": b.model_dump_json()}
+
+
+def test_contamination_check_refuses_a_skill_twin_row_and_the_builder_quarantines_it() -> None:
+    from bashgym_assets.testing import datasets as syn
+    from bashgym_assets.training_data import build as ds
+
+    fam = all_families()["logs-rotate"]  # a held-out family
+    held, _ = fam.make("0:0")
+    twin, _ = fam.make("0:5")  # the same skill, other names and words, posing as a train task
+    other, _ = all_families()["users-lock-account"].make("0:1")
+    heldout = ds.heldout_from_rows([_gated_row(held, HELD_OUT)])
+    assert heldout[0].reference == held.reference and heldout[0].guards_skill
+    rows = [syn.trajectory(f"train-{b.id}", b.task, list(b.reference), kept=True) for b in (twin, other)]
+    built = ds.build_sft([], rows, heldout=heldout)
+    assert [r["scenario_id"] for r in built.rows] == [f"train-{other.id}"]
+    assert any("skill twin of held-out scenario" in q.reason for q in built.quarantine)
+    # the check on a written table says the same, and a bundled task with a train twin does not guard its skill
+    sft_rows = ds.build_sft([], rows).rows
+    bad = ds.contamination_violations(sft_rows, heldout)
+    assert len(bad) == 1 and "skill twin" in bad[0]["reason"]
+    bundled_twin = next(iter(BUNDLED_TRAIN_TWINS))
+    relaxed = [h.model_copy(update={"id": bundled_twin, "guards_skill": False}) for h in heldout]
+    assert (
+        ds.heldout_from_rows([{**_gated_row(held, HELD_OUT), "scenario_id": bundled_twin}])[0].guards_skill
+        is False
+    )
+    assert ds.contamination_violations(sft_rows, relaxed) == []
+
+
+def test_the_contamination_check_reads_the_suites_bashgym_suite_gated(tmp_path) -> None:
+    from bashgym_assets.defs.datasets import _heldout
+    from bashgym_assets.lake import Lake
+
+    lake = Lake(root=tmp_path / "lake")
+    pipeline, _ = all_families()["logs-rotate"].make("0:0")
+    suite_task = pipeline.model_copy(update={"id": "ext-mysuite-rotate"})
+    lake.write("gated_scenarios", [_gated_row(pipeline, HELD_OUT)])
+    lake.write("gated_scenarios", [_gated_row(suite_task, HELD_OUT)], partition="suite-mysuite")
+    assert {h.id for h in _heldout(lake)} == {pipeline.id, "ext-mysuite-rotate"}

@@ -36,7 +36,10 @@ def _rows(lake: Lake, asset: str, partitioned: bool) -> list[dict[str, Any]]:
 
 
 def _heldout(lake: Lake) -> list[ds.HeldOut]:
-    return ds.heldout_from_rows(_rows(lake, "gated_scenarios", partitioned=False))
+    """Every evaluation task: the pipeline's held-out split and the suites `bashgym suite gate` admitted."""
+    from bashgym_assets.scenarios.suite import gated_rows
+
+    return ds.heldout_from_rows(gated_rows(lake))
 
 
 def _token_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:

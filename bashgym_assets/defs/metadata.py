@@ -126,7 +126,9 @@ def lake_file_metadata(lake: Any, asset: str, partition: str | None = None) -> d
 def gated_scenario_rows(lake: Any) -> list[dict[str, Any]]:
     """``gated_scenarios`` as rows for the assets that play scenarios (student rollouts, GRPO, the evaluation); a
     lake that never gated any is a clear run failure, not a traceback."""
-    try:
-        return lake.read("gated_scenarios").to_pylist()
-    except FileNotFoundError as exc:
-        raise dg.Failure("gated_scenarios has never been materialized: gate the scenarios first") from exc
+    from bashgym_assets.scenarios.suite import gated_rows
+
+    rows = gated_rows(lake)  # the pipeline's and every suite `bashgym suite gate` admitted
+    if not rows:
+        raise dg.Failure("gated_scenarios has never been materialized: gate the scenarios first")
+    return rows

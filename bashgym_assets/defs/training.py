@@ -78,11 +78,9 @@ def _dataset_lineage(context: dg.AssetExecutionContext, key: dg.AssetKey, table:
 def _assert_uncontaminated(lake: Any, name: str, rows: list[dict[str, Any]]) -> None:
     """Re-run the contamination check here: a blocking check only stops downstream steps of the SAME run, and
     these assets live in the other code location, so they never share a run with the dataset."""
-    try:
-        scenarios = lake.read("gated_scenarios").to_pylist()
-    except FileNotFoundError:
-        scenarios = []
-    bad = contamination_violations(rows, heldout_from_rows(scenarios))
+    from bashgym_assets.scenarios.suite import gated_rows
+
+    bad = contamination_violations(rows, heldout_from_rows(gated_rows(lake)))
     if bad:
         raise dg.Failure(
             f"{name} contains held-out scenarios ({len(bad)} rows, e.g. {bad[0]}): rebuild it first",
