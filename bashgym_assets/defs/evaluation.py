@@ -34,6 +34,7 @@ from bashgym_assets.evaluation import (
 from bashgym_assets.evaluation import promotion as promo
 from bashgym_assets.evaluation import tracking as eval_tracking
 from bashgym_assets.evaluation.metrics import summarize
+from bashgym_assets.evaluation.runner import LakeEpisodeWriter
 from bashgym_assets.plots import png_markdown
 from bashgym_assets.training import base_model as bm
 from bashgym_assets.training.registry import REGISTERED_MODEL
@@ -285,6 +286,7 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
         + ", ".join(f"{s.label} ({s.describe()})" for s in specs)
     )
     started_ms = int(time.time() * 1000)
+    writer = LakeEpisodeWriter(lake, eval_id)  # finished episodes reach the lake as they finish
     results = compare(
         specs,
         bundles,
@@ -293,11 +295,12 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
         Sampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens),
         eval_id=eval_id,
         progress=context.log.info,
+        sink=writer,
     )
     episodes = [e for r in results for e in r.episodes]
     lake.write(
         "eval_episodes", [e.model_dump() for e in episodes], partition=eval_id, schema=EVAL_EPISODE_SCHEMA
-    )
+    )  # the whole evaluation, in model order (the writer's partition, replaced)
     # Every held-out figure (the promotion rule included) is over the judging sets only (unseen, bundled, suites);
     # fit and transfer measure trained skills and are reported apart.
     heldout = {

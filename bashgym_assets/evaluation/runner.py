@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from bashgym_assets.evaluation.failures import with_detail
 from bashgym_assets.evaluation.metrics import (
     EVAL_EPISODE_SCHEMA,
     SANDBOX_ERROR,
@@ -126,7 +127,7 @@ def _close(
     kinds = reply_kinds(lines, codes)
     clean = failure == "" and operated and episode.terminated and verified
     b = job.bundle
-    return EvalEpisode(
+    episode_row = EvalEpisode(
         eval_id=eval_id,
         model=label,
         model_ref=model_ref,
@@ -149,6 +150,7 @@ def _close(
         sampling=sampling,
         messages=episode.messages,
     )
+    return with_detail(episode_row, b)  # why it failed, read against its scenario (``evaluation.failures``)
 
 
 def _episode_trace(job: LiveEpisode, e: EvalEpisode, kind: str = "evaluation") -> tracing.EpisodeTrace:
