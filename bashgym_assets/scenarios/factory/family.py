@@ -29,6 +29,7 @@ GENERATED_PREFIX = "gen."
 SOURCE_PREFIX = "factory:"
 CATEGORIES = (
     "archives",
+    "compose",
     "data",
     "disk",
     "environment",

@@ -1,0 +1,169 @@
+"""Compositions (``factory/families/compose.py``): every composed family draws reproducibly with the variety the
+factory asks for, and in a real sandbox its reference passes while two wrong answers fail the check (only the
+first step(s); a wrong value, a wrong selection or the steps in the wrong order)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+import pytest
+
+from bashgym_assets.scenarios.bundle import ScenarioBundle
+from bashgym_assets.scenarios.factory.family import all_families
+from bashgym_assets.scenarios.skills import state_changing_core
+
+FAMILIES = all_families()
+COMPOSED = sorted(n for n, f in FAMILIES.items() if f.category == "compose")
+
+
+def _want(bundle: ScenarioBundle) -> dict:
+    """The expected state a composed family's check carries (its ``WANT`` JSON)."""
+    return json.loads(bundle.check.split("WANT = json.loads(r'''", 1)[1].split("''')", 1)[0])
+
+
+def _backup_line(b: ScenarioBundle) -> int:
+    """Where the reference copies the config to its backup."""
+    name = _want(b)["backup"].rsplit("/", 1)[1]
+    return next(
+        i
+        for i, line in enumerate(b.reference)
+        if (line.startswith(("cp ", "install ")) or (line.startswith("cat ") and " > " in line))
+        and line.rstrip("'").endswith(name)
+    )
+
+
+# ---- wrong answers: each returns the command list, given a bundle drawn by ``_draw`` ----------------------------
+def _archive_only(b: ScenarioBundle) -> list[str]:
+    """Packs the archive, never writes the report (nor removes the originals): all up to the ``cd`` back."""
+    back = next(i for i, line in enumerate(b.reference) if line.startswith("cd ") and "&&" not in line)
+    return b.reference[:back]
+
+
+def _archive_everything(b: ScenarioBundle) -> list[str]:
+    """Every step done, but the selection dropped: all files go into the archive and the report."""
+    return [re.sub(r" -name '\*\.\w+'| -mtime \+\d+", "", line) for line in b.reference]
+
+
+def _compress_only(b: ScenarioBundle) -> list[str]:
+    """Compresses, writes no manifest."""
+    return b.reference[:2]
+
+
+def _compress_keeping_originals(b: ScenarioBundle) -> list[str]:
+    """Every step done, but ``-k`` keeps the uncompressed originals beside the compressed ones."""
+    tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}[_want(b)["suffix"]]
+    return [b.reference[0], re.sub(rf"\b{tool}\b", f"{tool} -k", b.reference[1]), *b.reference[2:]]
+
+
+def _json_without_report(b: ScenarioBundle) -> list[str]:
+    """Extracts, filters and converts, never writes the total."""
+    return [line for line in b.reference if "txt" not in line]
+
+
+def _json_other_status(b: ScenarioBundle) -> list[str]:
+    """Every step done with another status value: the wrong rows."""
+    keep = _want(b)["rows"][0][4]
+    return [line.replace(f'"{keep}"', '"nosuch"').replace(f",{keep}$", ",nosuch$") for line in b.reference]
+
+
+def _folder_only(b: ScenarioBundle) -> list[str]:
+    """Creates the user and the folder, never registers it."""
+    return [line for line in b.reference if ">>" not in line and "tee -a" not in line]
+
+
+def _registry_overwritten(b: ScenarioBundle) -> list[str]:
+    """Every step done, but the registry is overwritten instead of appended to."""
+    return [line.replace(">> ", "> ").replace("tee -a", "tee") for line in b.reference]
+
+
+def _backup_only(b: ScenarioBundle) -> list[str]:
+    """Makes the backup, changes nothing."""
+    return b.reference[: _backup_line(b) + 1]
+
+
+def _edit_before_backup(b: ScenarioBundle) -> list[str]:
+    """The steps in the wrong order: edit first, then back up (the backup holds the new file)."""
+    i = _backup_line(b)
+    ref = list(b.reference)
+    ref[i], ref[i + 1] = ref[i + 1], ref[i]
+    return ref
+
+
+# family -> (a predicate choosing a seed whose draw shows the composition at its longest, two wrong answers)
+WRONG: dict[str, tuple[Callable[[ScenarioBundle], bool], Callable, Callable]] = {
+    "compose-find-archive-report": (
+        lambda b: b.difficulty == 4 and "**" not in " ".join(b.reference),
+        _archive_only,
+        _archive_everything,
+    ),
+    "compose-compress-manifest": (lambda b: b.difficulty == 4, _compress_only, _compress_keeping_originals),
+    "compose-filter-csv-to-json": (
+        lambda b: bool(_want(b)["report"]) and '"' + _want(b)["rows"][0][4] + '"' in " ".join(b.reference),
+        _json_without_report,
+        _json_other_status,
+    ),
+    "compose-user-folder-register": (lambda b: b.difficulty == 4, _folder_only, _registry_overwritten),
+    "compose-backup-edit-patch": (  # an edit that reads the config itself, so the swapped order still runs
+        lambda b: (
+            b.difficulty == 4 and _want(b)["backup"].rsplit("/", 1)[1] not in b.reference[_backup_line(b) + 1]
+        ),
+        _backup_only,
+        _edit_before_backup,
+    ),
+}
+
+
+def _draw(name: str) -> ScenarioBundle:
+    """The first draw (``compose:<i>``) whose task suits the family's wrong answers."""
+    suits = WRONG[name][0]
+    for i in range(200):
+        bundle, _ = FAMILIES[name].make(f"compose:{i}")
+        if suits(bundle):
+            return bundle
+    raise AssertionError(f"no suitable draw of {name}")
+
+
+def test_every_composed_family_has_its_wrong_answers() -> None:
+    assert len(COMPOSED) >= 5
+    assert set(WRONG) == set(COMPOSED)
+
+
+@pytest.mark.parametrize("name", COMPOSED)
+def test_composed_family_draws_reproducibly_with_variety(name: str) -> None:
+    fam = FAMILIES[name]
+    assert fam.make(3)[0] == fam.make(3)[0]
+    phrasings, cores, difficulties = set(), set(), set()
+    for seed in range(55):
+        bundle, world = fam.make_world(seed)
+        phrasings.add(world.phrasing_id())
+        cores.add(state_changing_core(bundle.reference))
+        difficulties.add(bundle.difficulty)
+        assert bundle.user in ("operator", "root")
+    assert len(phrasings) >= 6, phrasings
+    assert len(cores) >= 10, len(cores)
+    assert difficulties == {3, 4}  # two steps are 3, three steps are 4
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("name", COMPOSED)
+def test_composed_reference_passes_and_two_wrong_answers_fail(name: str, sandbox_image: str) -> None:
+    from bashgym_assets.sandbox import Sandbox
+    from bashgym_assets.scenarios.gate import gate_bundle
+    from bashgym_assets.scenarios.sandboxing import spec_for_bundle
+
+    bundle = _draw(name)
+    result = gate_bundle(bundle, sandbox_image)
+    assert result.admitted, result.detail
+    for wrong in WRONG[name][1:]:
+        commands = wrong(bundle)
+        assert commands != bundle.reference
+        with Sandbox(spec_for_bundle(bundle, sandbox_image)) as box:
+            assert box.setup().ok
+            session = box.session()
+            for command in commands:
+                session.run(command)
+            after = box.run_check(bundle.check)
+            assert after.exit_code not in (0, None), (wrong.__name__, commands, after)
