@@ -34,6 +34,7 @@ CATEGORIES = (
     "disk",
     "environment",
     "files",
+    "forensics",
     "git",
     "logs",
     "networking-offline",
