@@ -38,6 +38,7 @@ CATEGORIES = (
     "git",
     "logs",
     "networking-offline",
+    "packaging",
     "permissions",
     "processes",
     "scheduling",
