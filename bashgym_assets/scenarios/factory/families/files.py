@@ -64,7 +64,14 @@ def move_older_than(w: World) -> Draft:
         "be moved} to {dst}; newer ones stay {put|where they are}.",
         "Ticket: {src} is cluttered. {Move|Shift} the {what} not modified in the last {days} days to {dst}.",
         "Can you {move|shift} the {what} from {src} that haven't changed in over {days} days to {dst}?",
+        "{dst} should end up holding every {what_one} from {src} that is older than {days} days, and {src} only "
+        "the {recent|newer} ones.",
+        "{src} is getting crowded. Anything in there {older than|past} {days} days can {live in|go to} {dst} "
+        "- leave the recent stuff {alone|where it is}, ok?",
+        "Archive policy for {src}: {what} {untouched|unmodified} for more than {days} days belong in {dst}. "
+        "Apply it{| now}{|, creating {dst} if it is missing}.",
         what=what,
+        what_one=what.removesuffix("s"),
         src=w.path_ref(src),
         dst=w.path_ref(dst),
         days=days,
@@ -81,10 +88,27 @@ def move_older_than(w: World) -> Draft:
         + "\n"
     )
     name_filter = f" -name '*.{ext}'" if ext else ""
+    sh = _shell_paths(w)
+    s, d = sh(src), sh(dst)
+    sel = f"find {s} -maxdepth 1 -type f{name_filter} -mtime +{days}"
+    move = w.pick(
+        (
+            f"{sel} -exec mv -t {d} {{}} +",
+            f"{sel} -exec mv {{}} {d}/ \\;",
+            f"{sel} -print0 | xargs -0 -r mv -t {d}",
+            f'{sel} | while read -r f; do mv "$f" {d}/; done',
+            f'for f in $({sel}); do mv "$f" {d}/; done',
+            "python3 -c 'import os, shutil, sys, time; s, d, n, e = sys.argv[1:]; "
+            "[shutil.move(os.path.join(s, f), d) for f in os.listdir(s) if os.path.isfile(os.path.join(s, f)) "
+            "and f.endswith(e) and time.time() - os.path.getmtime(os.path.join(s, f)) > int(n) * 86400]"
+            f"' {s} {d} {days} {quote('.' + ext) if ext else quote('')}",
+        )
+    )
     reference = [
-        f"mkdir -p {quote(dst)}",
-        f"find {quote(src)} -maxdepth 1 -type f{name_filter} -mtime +{days} -exec mv -t {quote(dst)} {{}} +",
-        f"ls {quote(dst)}",
+        *([f"{sel}"] if w.chance(0.3) else []),
+        w.pick((f"mkdir -p {d}", f"[ -d {d} ] || mkdir {d}", f"install -d {d}")),
+        move,
+        w.pick((f"ls {d}", f"ls -l {d} {s}")),
     ]
     return Draft(
         task=task, check=check, reference=reference, difficulty=2 if not ext else 3, files=files, setup=setup
@@ -116,6 +140,11 @@ def count_by_extension(w: World) -> Draft:
         "in {out}.",
         "Ticket: we need the number of *.{ext} files in the {tree|whole tree} at {root}. Save it to {out}{| as a "
         "single number}.",
+        "{out} should {contain|hold} nothing but the {count|total} of .{ext} files found {anywhere|at any depth} in "
+        "{root}.",
+        "How many {ext} files have we got under {root}, subfolders and all? Drop the number in {out}{|, thanks}.",
+        "For the {inventory|repo stats|weekly report} I'm tracking how many .{ext} files live in {root}. Folders "
+        "that happen to end in .{ext} don't count, only {real|regular} files. Record the total in {out}.",
         ext=ext,
         root=w.path_ref(root),
         out=w.path_ref(out, "file"),
@@ -124,7 +153,20 @@ def count_by_extension(w: World) -> Draft:
         f"#!/bin/bash\n[ -f {quote(out)} ] || exit 1\n"
         f"[ \"$(tr -d '[:space:]' < {quote(out)})\" = '{len(targets)}' ]\n"
     )
-    reference = [f"find {quote(root)} -type f -name '*.{ext}' | wc -l > {quote(out)}", f"cat {quote(out)}"]
+    sh = _shell_paths(w)
+    r, o = sh(root), sh(out)
+    count = w.pick(
+        (
+            f"find {r} -type f -name '*.{ext}' | wc -l > {o}",
+            f"find {r} -type f -name '*.{ext}' -printf . | wc -c > {o}",
+            f"find {r} -type f | grep -c '\\.{ext}$' > {o}",
+            f'n=0; shopt -s globstar; for f in {r}/**/*.{ext}; do [ -f "$f" ] && n=$((n+1)); done; echo $n > {o}',
+            'python3 -c \'import pathlib, sys; print(sum(p.is_file() for p in pathlib.Path(sys.argv[1]).rglob("*." '
+            f"+ sys.argv[2])))' {r} {ext} > {o}",
+            f"find {r} -type f -name '*.{ext}' -print0 | tr -cd '\\0' | wc -c > {o}",
+        )
+    )
+    reference = [*([f"find {r} -name '*.{ext}'"] if w.chance(0.3) else []), count, f"cat {o}"]
     return Draft(
         task=task,
         check=check,
@@ -300,6 +342,11 @@ def rename_pattern(w: World) -> Draft:
         "match stay as they are.}",
         "Ticket: {naming cleanup|rename job} in {folder}: {what}. Subdirectories are out of scope.",
         "Could you {what} in {folder}? {Just the files at its top level, not in subfolders.|Leave subfolders alone.}",
+        "The names in {folder} are inconsistent and a script downstream trips over them. Fix that at the top "
+        "level of the folder: {what}. Anything in a subfolder is {someone else's|a separate} problem.",
+        "{folder}, top level only, no subfolders: {what}.",
+        "Is there a quick way to {what} in {folder}? Do it for me, but only for the files sitting directly "
+        "in it.",
         folder=w.path_ref(folder),
         what=what,
     )
@@ -372,6 +419,10 @@ def copy_preserve(w: World) -> Draft:
         "{what_c}. The copies must {keep|preserve} the {original|same} modes and timestamps.",
         "Ticket: {what}. {keep_c}: {tools compare them|a script compares them} with the originals.",
         "Could you {what}? {keep_c}, please.",
+        "Last time someone copied these the timestamps were reset and the {sync|deploy} re-sent everything. "
+        "This time: {what}, and {keep}.",
+        "Goal: {what} - {identical|the same} content, modes and mtimes as the originals.",
+        "{what_c}. {Plain copies won't do|A plain cp is not enough}: {keep}.",
         what=what,
         what_c=what[:1].upper() + what[1:],
         keep=keep,
@@ -471,6 +522,9 @@ def organise_by_extension(w: World) -> Draft:
         "{folder_c} is a mess. " + there.replace("{move|sort}", "{Move|Sort}") + "; {extra}.",
         "Ticket: organise {folder}: " + there + ". {extra_c}.",
         "Could you " + of_folder + "? {extra_c}.",
+        "I can never find anything in {folder}. Here is the rule I want applied: " + there + ". {extra_c}.",
+        "Goal: afterwards every file with an extension in {folder} sits in a subfolder for its type. In "
+        "detail: " + there + ". {extra_c}.",
         extra=extra,
         extra_c=extra[:1].upper() + extra[1:],
         folder=folder_ref,
@@ -578,6 +632,11 @@ def delete_by_pattern(w: World) -> Draft:
         "{Nothing else goes.|Keep everything else.}",
         "Ticket: clean {desc} files out of {root} (recursively). Other files stay.",
         "Could you {get rid of|delete} the {desc} files {in|under} {root} and all its subfolders?",
+        "After you are done, no file matching {desc} should be left {anywhere|at any depth} in {root}; "
+        "everything else there must survive.",
+        "{Editors|Tools} left {desc} {junk|debris} all over {root} and it ends up in commits. Purge those files "
+        "from the whole tree{|, but only those}.",
+        "rm all {desc} under {root} (recursive){|, nothing else}.",
         desc=desc,
         root=root_ref,
         root_c=root_ref[:1].upper() + root_ref[1:],
@@ -752,6 +811,8 @@ def symlink(w: World) -> Draft:
         "Ticket: {what}.",
         "Could you {what}?",
         "{Small|Quick} {link|symlink} job: {what}.",
+        "We manage these paths with symlinks, not copies. {what_c}, please, and check the link afterwards.",
+        "Is it possible to {what}? Go ahead and do it.",
         what=what,
         what_c=what[:1].upper() + what[1:],
     )
@@ -823,6 +884,9 @@ def recent_list(w: World) -> Draft:
         "Ticket: {for the incremental backup|before the sync}, we need the files in {root} {when}. {Put|Write} them "
         "in {out}, {fmt}.",
         "Could you find every file {under|in} {root}, at any depth, {when}, and list them in {out}: {fmt}?",
+        "Something in {root} changed recently and I want to see what. {out} should list the files {when} "
+        "({fmt}).",
+        "{out}: the files in {root} {when}; {fmt}.",
         root=w.path_ref(root),
         when=when,
         out=w.path_ref(out, "file"),
