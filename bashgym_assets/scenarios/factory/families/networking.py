@@ -481,6 +481,10 @@ def listen_port_config(w: World) -> Draft:
         "Ticket: move the {svc} service from port {old} to {new} by editing {path}. Only {where} changes; "
         "{upstream}.",
         "Could you switch {svc} to port {new}? The config is {path}: {where} is {old} now. {up_c}.",
+        "Port {old} is being handed to another team, so {svc} has to give it up. Its config lives in {path}: "
+        "set {where} to {new} and change nothing else - {upstream}.",
+        "{path}: {where} {old} -> {new}. {up_c}.",
+        "After your edit, {svc} should come up on {new} when it reads {path}. {up_c}; only {where} moves.",
         svc=svc,
         new=new,
         old=old,
@@ -506,7 +510,25 @@ def listen_port_config(w: World) -> Draft:
         "PY\n"
     )
     files = {path: text}
-    reference = [f"grep -n {old} {path}", ref, f"grep -n -e {old} -e {new} {path}"]
+    n = target + 1  # the line to change, counted from 1: every way below edits that line only
+    ref = w.pick(
+        (
+            ref,
+            ref,
+            f"sed -i '{n}s/{old}/{new}/' {path}",
+            f"perl -pi -e 's/{old}/{new}/ if $. == {n}' {path}",
+            f"awk 'NR == {n} {{ sub(/{old}/, \"{new}\") }} 1' {path} > {path}.tmp && cat {path}.tmp > {path} "
+            f"&& rm {path}.tmp",
+            "python3 -c 'import sys; p, n, a, b = sys.argv[1:]; t = open(p).read().splitlines(True); "
+            f'i = int(n) - 1; t[i] = t[i].replace(a, b); open(p, "w").writelines(t)\' {path} {n} {old} {new}',
+            f"vi -e -s -c '{n}s/{old}/{new}/' -c wq {path}",
+        )
+    )
+    reference = [
+        w.pick((f"grep -n {old} {path}", f"cat -n {path}")),
+        ref,
+        f"grep -n -e {old} -e {new} {path}",
+    ]
     return Draft(
         task=task,
         check=check,
@@ -643,6 +665,10 @@ def ssh_config_host(w: World) -> Draft:
         "Ticket: I want to type `ssh {alias}` instead of the full command. In ~/.ssh/config it needs {listing}. "
         "{modes_c}.{keep}{star}",
         "Could you add {alias} to ~/.ssh/config ({listing})? {modes_c}.{keep}{star}",
+        "I keep mistyping the options for this server. Give me a {shortcut|host alias} {alias} in ~/.ssh/config "
+        "that sets {listing}; {modes}.{keep}{star}",
+        "Goal: `ssh {alias}` just works, using {listing}, all from ~/.ssh/config. {modes_c}.{keep}{star}",
+        "~/.ssh/config: new Host {alias} ({listing}). {modes_c}.{keep}{star}",
         alias=alias,
         listing=listing,
         modes=modes,
@@ -785,6 +811,11 @@ def config_ip_report(w: World) -> Draft:
         "{Read|Take} {what} from {path} and {write|save} them to {out}, {fmt}.",
         "Ticket: for the firewall review, {put|write} {what} from {path} into {out}; {fmt}.",
         "Could you go through {path} and write {what} to {out}? {fmt_c}.",
+        "The network team is renumbering and asked what {path} refers to. Send them {what}, written to {out} "
+        "{fmt}.",
+        "{out} must list {what} found in {path}, {fmt}.",
+        "{what_c} from {path} -> {out}. {fmt_c}.",
+        what_c=what[:1].upper() + what[1:],
         what=what,
         path=w.path_ref(path, "file"),
         out=w.path_ref(out, "file"),

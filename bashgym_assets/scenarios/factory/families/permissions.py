@@ -150,6 +150,11 @@ def group_write_tree(w: World) -> Draft:
         "Could you make {root} and everything below it {shared with|writable by} the {group} group? "
         "{The group needs|Its members need} read and write on all files and full access to the directories; "
         "{constraints}.",
+        "We are moving {root} from a one-person project to a team one: {group} takes it over together. Make "
+        "everything in it belong to group {group}, with group read/write on files and directories; {constraints}.",
+        "{root} -> group {group}, group-writable, recursively. {constraints}.",
+        "Goal: any member of {group} can edit any file under {root} and create files in its directories, "
+        "because the whole tree has group {group} with group write. Also, {constraints}.",
         group=group,
         root=w.path_ref(root),
         constraints=constraints,
@@ -270,6 +275,10 @@ def scripts_executable(w: World) -> Draft:
         "permission {for_whom} to {what}; {keep}.",
         "Ticket: {what} {scope} {must|needs to} be executable {for_whom}. {Keep|Note}: {keep}.",
         "Can you {set|add} the execute bit {for_whom} on {what} {scope}? Please {keep}.",
+        "The deploy runs {what} {scope} directly and fails with 'Permission denied'. Let them execute "
+        "{for_whom}; {keep}.",
+        "chmod job: {what} {scope}, +x {for_whom}. {keep_c}.",
+        keep_c=keep[:1].upper() + keep[1:],
         what=what,
         scope=scope,
         for_whom=for_whom,
@@ -362,6 +371,11 @@ def private_secrets(w: World) -> Draft:
         "{rest}.",
         "Could you {tighten|restrict} the permissions of the {kinds} files {scope} so they are {access}? Also, "
         "{rest}.",
+        "A scanner reported that other accounts on this box can read our {kinds} files {scope}. Nobody but the "
+        "owner should: make each one {access}; {rest}.",
+        "{kinds} files {scope}: {access}. {rest_c}.",
+        "Goal: after this, no other user can read any {kinds} file {scope}, because each is {access}; {rest}.",
+        rest_c=rest[:1].upper() + rest[1:],
         kinds=kinds,
         scope=scope,
         access=access,
@@ -440,6 +454,12 @@ def enter_directory(w: World) -> Draft:
         "there should be {want} ({mode}), {and |}{keep}.",
         "Can you repair the directory permissions under {root}? {Every|Each} directory should end up {mode} "
         "({want}), and {keep}.",
+        "`ls` works on some folders in {root} but `cd` into them {is refused|fails}: their search (x) bit is "
+        "missing. Restore traversal by giving the directories of that tree mode {mode}; {keep}.",
+        "I get 'Permission denied' {as soon as I|whenever I try to} walk into parts of {root}. Could you make the "
+        "whole tree walkable again? Folders: {want}. {keep_c}.",
+        "{root}: folders you can't enter. Make them {mode} - the folders only; {keep}.",
+        keep_c=keep[:1].upper() + keep[1:],
         root=w.path_ref(root),
         mode=f"{target:o}",
         want=want,
@@ -447,10 +467,19 @@ def enter_directory(w: World) -> Draft:
     )
     check = _script(*[_mode_is(d, target) for d in dirs], *[_mode_is(p, modes[p]) for p in paths])
     r = _home_short(w, root)
-    reference = [
-        f"find {r} -type d -exec chmod {w.pick((f'{target:o}', sym))} {{}} \\;",
-        w.pick((f"ls -lR {r}", f"find {r} -type d -printf '%m %p\\n'", f"find {r} -ls")),
-    ]
+    m = w.pick((f"{target:o}", sym))
+    # a directory must be fixed before anything descends into it: pre-order, one directory at a time
+    fix = w.pick(
+        (
+            f"find {r} -type d -exec chmod {m} {{}} \\;",
+            f"find {r} -type d -execdir chmod {m} {{}} \\;",
+            f"python3 -c 'import os, sys\nfor d, _, _ in os.walk(sys.argv[1]):\n    os.chmod(d, 0o{target:o})' {r}",
+            f'fix() {{ chmod {m} "$1"; for d in "$1"/*/; do [ -d "$d" ] && fix "${{d%/}}"; done; }}; fix {r}',
+            f'until [ -z "$(find {r} -type d ! -perm {target:o} 2>/dev/null)" ]; do '
+            f"find {r} -type d ! -perm {target:o} -exec chmod {m} {{}} + 2>/dev/null; done",
+        )
+    )
+    reference = [fix, w.pick((f"ls -lR {r}", f"find {r} -type d -printf '%m %p\\n'", f"find {r} -ls"))]
     if w.chance(0.4):
         reference.insert(0, f"ls -la {r}")
     return Draft(task=task, check=check, reference=reference, difficulty=3, setup=setup, files=files)
@@ -500,6 +529,9 @@ def world_writable_report(w: World) -> Draft:
         "{out}. {fix_part}",
         "Ticket: report every world-writable file in {the tree at |}{root} to {out}, listing {fmt}. {fix_part}",
         "Which files under {root} are writable by everyone? Save {fmt} to {out}. {fix_part}",
+        "Hardening pass on {root}: any user on the machine can overwrite some files there. I need the list, "
+        "{fmt}, in {out}. {fix_part}",
+        "{out} must name every regular file below {root} whose mode lets others write it: {fmt}. {fix_part}",
         root=w.path_ref(root),
         out=w.path_ref(out, "file"),
         fmt=fmt,
@@ -767,6 +799,9 @@ def normalise_modes(w: World) -> Draft:
         "every file} to {f}, recursively. {scripts}",
         "Ticket: {root} has inconsistent permissions. Target: directories {d}, files {f}. {scripts}",
         "Could you make every directory in {root} mode {d} and every file mode {f}? {scripts}",
+        "A bad unzip left {root} with random modes. Reset them to our standard: {d} for directories, {f} for "
+        "regular files. {scripts}",
+        "{root}: dirs {d}, files {f}, recursively. {scripts}",
         root=w.path_ref(root),
         d=f"{dmode:o}",
         f=f"{fmode:o}",
