@@ -3,8 +3,9 @@
 Plain Python (no Dagster, no MLflow), so that every store can record its writer the same way: a Dagster run
 (``defs/run_health``), an MLflow run (``training/registry``), the data folder's lock (``housekeeping``). A pid alone
 is not an identity (pids are reused, and another machine has its own), so a process is named by its pid, its start
-time in clock ticks since boot, the host name and the boot id: a reused pid or another host is never mistaken for
-the writer, and a process on another host or boot is reported as "cannot tell", never as dead.
+time in clock ticks since boot, the host name, the boot id and its pid namespace: a reused pid, another host or a
+container's own numbering is never mistaken for the writer, and a process on another host, boot or pid namespace is
+reported as "cannot tell", never as dead.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ PID_TAG = "bashgym/pid"
 PID_START_TAG = "bashgym/pid_start"
 HOST_TAG = "bashgym/host"
 BOOT_TAG = "bashgym/boot"
+PIDNS_TAG = "bashgym/pidns"
 
 
 def boot_id() -> str:
@@ -36,10 +38,11 @@ def start_ticks(pid: int) -> str:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
-def pid_namespace() -> str:
-    """This process's pid namespace (``pid:[4026531836]``): a pid means the same process only within one."""
+def pid_namespace(pid: int | None = None) -> str:
+    """A process's pid namespace (default: this one's, ``pid:[4026531836]``): a pid means the same process only
+    within one."""
     try:
-        return os.readlink("/proc/self/ns/pid")
+        return os.readlink(f"/proc/{pid or 'self'}/ns/pid")
     except OSError:
         return ""
 
@@ -52,15 +55,20 @@ def process_tags(pid: int | None = None) -> dict[str, str]:
         PID_START_TAG: start_ticks(pid),
         HOST_TAG: socket.gethostname(),
         BOOT_TAG: boot_id(),
+        PIDNS_TAG: pid_namespace(pid),
     }
 
 
 def process_alive(tags: dict[str, str]) -> bool | None:
-    """Whether the recorded process still runs; None when this machine cannot tell (no tag, other host or boot)."""
+    """Whether the recorded process still runs; None when this machine cannot tell (no tag, other host, boot or
+    pid namespace: a run worker in a container with the host's network has the host's name and kernel, but its
+    pid numbers another process here)."""
     pid = tags.get(PID_TAG)
     if not pid or not pid.isdigit():
         return None
     if tags.get(HOST_TAG) != socket.gethostname() or tags.get(BOOT_TAG, "") != boot_id():
+        return None
+    if tags.get(PIDNS_TAG) and tags[PIDNS_TAG] != pid_namespace():
         return None
     started = start_ticks(int(pid))
     if not started:

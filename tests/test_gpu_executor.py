@@ -28,7 +28,10 @@ def test_in_process_is_the_default(monkeypatch):
     from bashgym_assets.defs.executors import gpu_executor
 
     monkeypatch.delenv("BASHGYM_GPU_EXECUTOR", raising=False)
-    assert gpu_executor() is dg.in_process_executor
+    # Dagster's in-process executor, wrapped so that the run's worker answers for the run
+    executor = gpu_executor()
+    assert executor.name == dg.in_process_executor.name and executor is not dg.in_process_executor
+    assert executor.config_schema is dg.in_process_executor.config_schema
     monkeypatch.setenv("BASHGYM_GPU_EXECUTOR", "kubernetes")
     with pytest.raises(ValueError, match="in_process' or 'docker"):
         gpu_executor()

@@ -273,3 +273,40 @@ def test_partition_ingest_uses_the_sensor_cursor_instead_of_reading_every_file(
     assert peeked == [moved.name]  # without the index: every session file under the folders
     assert report.sessions == expected + 1
     assert moved.stem in lake.read(RAW_SESSIONS, "webshop").column("session_id").to_pylist()
+
+
+def test_files_an_ingest_read_as_they_are_start_no_new_work(tmp_path: Path, settings) -> None:
+    """Issue 40: `make ui` after `make demo` re-ingested every sample repository, because the trace sensor's cursor
+    was new. An ingest records what it read; a scan's changes less those files is what is left to do."""
+    from bashgym_assets.ingest.pipeline import ingested_files, not_yet_ingested
+    from bashgym_assets.ingest.scan import scan
+
+    traces = tmp_path / "projects"
+    write_sample_traces(traces)
+    for path in traces.rglob("*.jsonl"):
+        _settled(path)
+    lake = Lake(settings)
+    for repo in ("webshop", "datapipe"):
+        ingest_repo(lake, [traces], repo)  # what the demo (or any run of raw_sessions) does
+    webshop = sorted(str(p) for p in (traces / "-home-demo-projects-webshop").glob("*.jsonl"))
+    assert sorted(ingested_files(lake, "webshop")) == webshop
+    # a session's subagent file is read with the session (not as a source of its own): on record too
+    subagent = next((traces / "-home-demo-projects-datapipe").glob("*/subagents/agent-*.jsonl"))
+    assert str(subagent) in ingested_files(lake, "datapipe")
+    fresh = scan([traces])  # a sensor that never ticked over this data folder: every file is new to it
+    assert {"webshop", "datapipe", "infra-scripts"} <= set(fresh.changed)
+    assert str(subagent) in fresh.changed["datapipe"]
+    todo = not_yet_ingested(lake, fresh.changed, fresh.cursor.files)
+    assert "webshop" not in todo and "datapipe" not in todo
+    assert todo["infra-scripts"] == fresh.changed["infra-scripts"]
+
+    grown = Path(webshop[0])  # a file that changed since it was read is work again, and only that file
+    with open(grown, "a") as fh:
+        fh.write(grown.read_text().splitlines()[-1] + "\n")
+    again = scan([traces], fresh.cursor)
+    assert not_yet_ingested(lake, again.changed, again.cursor.files) == {"webshop": [str(grown)]}
+    assert not_yet_ingested(lake, fresh.changed, scan([traces]).cursor.files)["webshop"] == [str(grown)]
+
+    lake.delete(RAW_SESSIONS, "webshop")  # the partition gone: nothing is on record any more
+    assert ingested_files(lake, "webshop") == {}
+    assert "webshop" in not_yet_ingested(lake, fresh.changed, fresh.cursor.files)

@@ -215,3 +215,40 @@ def test_cursor_store_keeps_state_out_of_the_sensor_cursor(tmp_path: Path) -> No
             fh.write(_tool_lines(i))
         store.save(scan([folder], store.load(token)).cursor)
     assert len(list((tmp_path / "cursors").glob("*.cursor"))) == CursorStore.KEEP
+
+
+@pytest.mark.slow
+def test_a_new_sensor_starts_no_run_for_files_already_ingested(watched: Path, bashgym_home: Path) -> None:
+    """Issue 40: `make ui` after `make demo`: the sensor, ticking for the first time, ran the ingest of every
+    repository the demo had just ingested. Files an ingest already read as they are now start nothing; a new
+    repository, a changed file, and a partition rewritten since, do."""
+    resources = {"bashgym": BashgymHome(home=str(bashgym_home))}
+    defs = _per_repo_defs(resources)
+    a1 = _session(watched, "alpha", "a1")
+    _session(watched, "alpha", "a2", steps=3)
+    _session(watched, "beta", "b1")
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(repo_partitions.name, ["alpha", "beta"])  # as `bashgym demo` does
+        job = defs.resolve_job_def("ingest_repo_job")
+        assert job.execute_in_process(partition_key="alpha", instance=instance).success  # an earlier run
+
+        fresh = dg.build_sensor_context(instance=instance, cursor=None, resources=resources)
+        first = ingest_defs.trace_files_sensor(fresh)  # no cursor: every file is new to this sensor
+        assert [r.partition_key for r in first.run_requests] == ["beta"]  # never ingested
+        assert first.dynamic_partitions_requests == []
+        assert first.skip_reason is None
+
+        assert job.execute_in_process(partition_key="beta", instance=instance).success
+        again = ingest_defs.trace_files_sensor(
+            dg.build_sensor_context(instance=instance, cursor=None, resources=resources)
+        )
+        assert again.run_requests == []
+        assert "2 repos already ingested as they are" in again.skip_reason.skip_message
+
+        with open(a1, "ab") as fh:
+            fh.write(_tool_lines(3))
+        changed = ingest_defs.trace_files_sensor(
+            dg.build_sensor_context(instance=instance, cursor=None, resources=resources)
+        )
+        assert [r.partition_key for r in changed.run_requests] == ["alpha"]
+        assert changed.run_requests[0].tags["bashgym/changed_files"] == "1"  # only the file that changed

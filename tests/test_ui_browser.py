@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -277,3 +279,136 @@ def _run_failure(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
         for e in events
         if e.dagster_event is not None and e.dagster_event.is_failure
     )
+
+
+# --- `make ui` right after `make demo` (issue 40) -------------------------------------------------------------
+
+LEFT_FOR_THE_SENSOR = "infra-scripts"
+SENSOR_TICKS = (
+    "query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { __typename ... on Sensor { sensorState "
+    "{ status ticks(limit: 20) { status timestamp skipReason runIds } } } } }"
+)
+
+
+@contextmanager
+def _make_ui(settings: Settings) -> Iterator[ui_check.Server]:
+    """``dagster dev -w workspace.yaml -h 127.0.0.1 -p PORT``, what ``make ui`` runs (the webserver and the daemon,
+    every sensor in its default state), over the data folder's instance; ready when both code locations loaded."""
+    port = ui_check.free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "DAGSTER_HOME": str(settings.dagster_home), "BASHGYM_HOME": str(settings.home)}
+    cmd = [ui_check._bin("dagster"), "dev", "-w", str(ui_check.PROJECT_ROOT / "workspace.yaml")]
+    log = settings.home / "logs" / "make-ui.log"
+    with ui_check._process("dagster dev", [*cmd, "-h", "127.0.0.1", "-p", str(port)], url, log, env) as srv:
+        deadline = time.monotonic() + 240
+        while True:
+            srv.alive()
+            try:
+                entries = ui_check._graphql(url, ui_check.LOCATIONS_QUERY)["data"]["workspaceOrError"]
+                if all(e["loadStatus"] == "LOADED" for e in entries["locationEntries"]):
+                    break
+            except (OSError, KeyError, TypeError, ValueError):
+                pass
+            assert time.monotonic() < deadline, f"dagster dev not ready after 240s:\n{srv.tail()}"
+            time.sleep(1)
+        yield srv
+
+
+def _ticks(url: str, location: str, sensor: str) -> list[dict]:
+    selector = {"repositoryLocationName": location, "repositoryName": "__repository__", "sensorName": sensor}
+    found = ui_check._graphql(url, SENSOR_TICKS, {"s": selector})["data"]["sensorOrError"]
+    assert found["__typename"] == "Sensor", found
+    return found["sensorState"]["ticks"]
+
+
+def test_make_ui_after_the_demo_fails_no_run(
+    bashgym_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40: `make ui` right after `make demo`, the sample traces as the trace folder: the trace sensor ran the
+    ingest of the 4 sample repositories again, on the multiprocess executor, and the dead-run reaper (a sensor of
+    both code locations) failed 3 of them while they ran, their first step's process being gone.
+
+    The demo's own code ingests 3 of the repositories; `dagster dev` starts as `make ui` starts it; the sensor's
+    first tick must ask only for the fourth, that run must succeed with the reaper ticking beside it (and the test
+    reaping too, as the sensor does, while the run is in its later steps), and the Runs page shows no failure."""
+    t0 = time.monotonic()
+    ui_check.find_chromium()
+    settings = Settings(home=bashgym_home)
+    settings.ensure_dirs()
+    monkeypatch.setenv("BASHGYM_TRACE_DIRS", str(SAMPLE_TRACES_DIR))
+    monkeypatch.setenv("DAGSTER_HOME", str(settings.dagster_home))
+    ensure_dagster_home(settings)
+    repos = discover_repos([SAMPLE_TRACES_DIR])
+    ingested = [r for r in repos if r != LEFT_FOR_THE_SENSOR]
+    assert LEFT_FOR_THE_SENSOR in repos and len(ingested) == 3
+    demo.register_partitions(repos)
+    steps = demo.only(demo.plan(demo.asset_nodes()), ("raw_sessions", "redacted_sessions", "tiered_traces"))
+    demo.run_plan(steps, ingested, demo.demo_env(), lambda _: None, profile="quick")
+    filled = time.monotonic() - t0
+
+    from bashgym_assets.defs import run_health
+
+    with dg.DagsterInstance.get() as instance:
+        before = {r.run_id for r in instance.get_runs()}  # the demo's
+    with dg.DagsterInstance.get() as instance, _make_ui(settings) as ui:
+        deadline = time.monotonic() + 240
+        while not [
+            t for t in _ticks(ui.url, "bashgym_cpu", "trace_files_sensor") if t["status"] != "STARTED"
+        ]:
+            ui.alive()
+            assert time.monotonic() < deadline, f"the trace sensor never ticked:\n{ui.tail()}"
+            time.sleep(1)
+        ticked = _ticks(ui.url, "bashgym_cpu", "trace_files_sensor")[-1]
+        launched = [
+            r
+            for r in instance.get_runs()
+            if r.run_id not in before and r.tags.get("dagster/sensor_name") == "trace_files_sensor"
+        ]
+        assert [r.tags.get("dagster/partition") for r in launched] == [LEFT_FOR_THE_SENSOR], ticked
+
+        # the sensor's run, on the CPU location's multiprocess executor, reaped (as the reaper sensor does) all along
+        (run,) = launched
+        reaped: list[str] = []
+        while not (run := instance.get_run_by_id(run.run_id)).is_finished:
+            ui.alive()
+            run_health.reap_dead_runs(instance, reaped.append)
+            assert time.monotonic() < deadline + 300, f"the sensor's run did not finish:\n{ui.tail()}"
+            time.sleep(1)
+        assert run.status == dg.DagsterRunStatus.SUCCESS, (reaped, _run_failure(instance, run))
+        steps_run = {
+            e.step_key for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)
+        }
+        assert {"raw_sessions", "redacted_sessions", "tiered_traces"} <= steps_run
+        pids = {
+            e.dagster_event.pid for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_START)
+        }
+        assert run.tags[run_health.PID_TAG] not in {
+            str(p) for p in pids
+        }  # a process per step; tagged: the worker
+
+        reaper = _ticks(ui.url, "bashgym_cpu", "dead_run_reaper")
+        assert reaper and all("no dead runs" in (t["skipReason"] or "") for t in reaper), reaper
+        # whatever else `make ui` started meanwhile (the datasets' automation after the new partition) ends well too
+        deadline = time.monotonic() + 300
+        while [r for r in instance.get_runs() if not r.is_finished]:
+            assert time.monotonic() < deadline, [r.status for r in instance.get_runs()]
+            time.sleep(2)
+        failed = [r for r in instance.get_runs() if r.status != dg.DagsterRunStatus.SUCCESS]
+        assert not failed, [_run_failure(instance, r) for r in failed]
+
+        with ui_check.Browser() as browser:
+            (result,) = ui_check.check_pages(
+                browser,
+                [
+                    ui_check.Page(
+                        "make-ui-runs",
+                        f"{ui.url}/runs",
+                        [LEFT_FOR_THE_SENSOR, "trace_files_sensor", "Success"],
+                        absent=["Failure", "Execution failed"],
+                        timeout=90,
+                    )
+                ],
+                settings.home / "screenshots",
+            )
+        assert result.ok, result.describe()
+    print(f"filled in {filled:.0f}s, whole test {time.monotonic() - t0:.0f}s")

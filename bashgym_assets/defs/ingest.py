@@ -8,7 +8,14 @@ import dagster as dg
 from bashgym_assets.defs.metadata import code_version, lake_file_metadata, table
 from bashgym_assets.defs.partitions import repo_partitions
 from bashgym_assets.defs.resources import BashgymHome
-from bashgym_assets.ingest.pipeline import QUARANTINE, RAW_SESSIONS, IngestReport, cursor_store, ingest_repo
+from bashgym_assets.ingest.pipeline import (
+    QUARANTINE,
+    RAW_SESSIONS,
+    IngestReport,
+    cursor_store,
+    ingest_repo,
+    not_yet_ingested,
+)
 from bashgym_assets.ingest.repos import NO_REPO_KEY
 from bashgym_assets.ingest.scan import run_key, scan
 from bashgym_assets.plots import figure_markdown, md_table
@@ -136,30 +143,37 @@ ingest_repo_job = dg.define_asset_job(
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=30,
     description="Watches the trace folders; adds a repo partition for each new repository and requests a "
-    "run only for repos whose files gained complete lines.",
+    "run only for repos whose files gained complete lines since they were last ingested.",
 )
 def trace_files_sensor(context: dg.SensorEvaluationContext, bashgym: BashgymHome) -> dg.SensorResult:
-    store = cursor_store(bashgym.lake())
+    lake = bashgym.lake()
+    store = cursor_store(lake)
     result = scan(bashgym.settings().trace_dirs, store.load(context.cursor))
     known = set(context.instance.get_dynamic_partitions(repo_partitions.name))
     new_keys = [repo for repo in result.repos if repo not in known]
+    # new to this cursor but already ingested as they are (by `bashgym demo`, the UI, a sensor run before the
+    # cursor was lost): no run, so `make ui` after `make demo` re-ingests nothing
+    changed = not_yet_ingested(lake, result.changed, result.cursor.files)
+    ingested = len(result.changed) - len(changed)
     requests = [
         dg.RunRequest(
             run_key=run_key(repo, result.cursor, files),
             partition_key=repo,
             tags={"bashgym/changed_files": str(len(files))},
         )
-        for repo, files in sorted(result.changed.items())
+        for repo, files in sorted(changed.items())
     ]
     context.log.info(
-        f"scanned {result.files_seen} files in {result.seconds:.2f}s: {len(requests)} repos changed, "
-        f"{len(result.waiting)} waiting for a complete line, {len(result.removed)} removed"
+        f"scanned {result.files_seen} files in {result.seconds:.2f}s: {len(requests)} repos changed"
+        + (f" ({ingested} more already ingested as they are)" if ingested else "")
+        + f", {len(result.waiting)} waiting for a complete line, {len(result.removed)} removed"
     )
+    already = f"; {ingested} repos already ingested as they are" if ingested else ""
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[repo_partitions.build_add_request(new_keys)] if new_keys else [],
         cursor=store.save(result.cursor),
-        skip_reason=None if requests else f"no changed trace files ({result.files_seen} watched)",
+        skip_reason=None if requests else f"no changed trace files ({result.files_seen} watched{already})",
     )
 
 

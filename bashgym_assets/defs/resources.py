@@ -71,8 +71,9 @@ class BashgymHome(dg.ConfigurableResource):
         return images.sandbox_image_tag()
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """Record the process that executes this run on the run (``run_health``): if it dies, the dead-run reaper
-        can tell, fail the run and free the pool slot it held."""
+        """Record this process as the run's worker when nothing did (``run_health.tag_current_run``: an in-process
+        run of an executor that is not the code locations' own, whose ``RunWorkerExecutor`` records its worker
+        before any step): if it dies, the dead-run reaper can tell, fail the run and free the pool slot it held."""
         from bashgym_assets.defs.run_health import tag_current_run
 
         tag_current_run(context.instance, context.run_id)

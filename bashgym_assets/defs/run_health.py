@@ -1,15 +1,24 @@
-"""Dead runs never hold the ``gpu`` pool: every run records the process that executes it, and a run whose process
-is gone is marked failed and its concurrency slots freed.
+"""Dead runs never hold the ``gpu`` pool, and live runs are never taken for dead: every run records its run
+worker (the process that runs the whole plan), and a run whose worker is gone is marked failed and its concurrency
+slots freed.
 
 Why our own: Dagster's run monitoring needs a run launcher that can check its workers' health, and neither the
 default launcher nor in-process execution (the demo, ``bashgym factory``, notebooks) can; a ``kill -9`` during a
 GPU step then left its pool slot claimed forever and every later GPU step waited on it. So each run is tagged
-with its process (pid, the process's start time, host and boot id: a reused pid or another machine is never
-mistaken for the run), and ``reap_dead_runs``, called before a GPU step and by the ``dead_run_reaper`` sensor,
-fails the runs whose process is provably gone. A run whose process this machine cannot judge (another host, no
-tag) is left alone and named when something waits on it. MLflow runs left RUNNING by a dead writer are ended as
-KILLED the same way (``reap_dead_mlflow_runs``: their own process tags, else their ``dagster_run_id``'s run), by the
-sensor and when a pipeline starts (``housekeeping.pipeline_session``).
+with its worker (pid, the process's start time, host, boot id and pid namespace: a reused pid, another machine or
+a container's numbering is never mistaken for the run), and ``reap_dead_runs`` fails the runs whose worker is
+provably gone: when any run starts and while one of its steps waits for a pool (``defs/executors.py``), before
+each GPU step of a ``bashgym`` pipeline, and in the ``dead_run_reaper`` sensor. The worker, not a step: with the
+multiprocess executor (the CPU location's ``ingest_repo_job``) each step is a process of its own that ends when
+the step does, and a run tagged with its first step's process was failed while its later steps still ran. The
+executors of both code locations (``defs/executors.py``, ``RunWorkerExecutor``) record the process that runs
+their plan, whatever runs the steps (in process, a process per step, a container per step); an in-process run
+of another executor is recorded by the ``bashgym`` resource (``tag_current_run``), its step being its worker.
+
+A run whose worker this machine cannot judge (another host, pid namespace, no tag) is left alone and named when
+something waits on it. MLflow runs left RUNNING by a dead writer are ended as KILLED the same way
+(``reap_dead_mlflow_runs``: their own process tags, else their ``dagster_run_id``'s run), by the sensor and when
+a pipeline starts (``housekeeping.pipeline_session``).
 """
 
 import sqlite3
@@ -25,6 +34,7 @@ from bashgym_assets.processes import (  # noqa: F401 - re-exported: the run tags
     HOST_TAG,
     PID_START_TAG,
     PID_TAG,
+    PIDNS_TAG,
     process_alive,
     process_tags,
 )
@@ -34,7 +44,7 @@ _LIVE_STATUSES = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.
 DAGSTER_RUN_TAG = "dagster_run_id"  # what bashgym's MLflow runs (training, evaluation) carry
 
 
-_PROCESS_TAGS = (PID_TAG, PID_START_TAG, HOST_TAG, BOOT_TAG)
+_PROCESS_TAGS = (PID_TAG, PID_START_TAG, HOST_TAG, BOOT_TAG, PIDNS_TAG)
 
 
 def run_process_tags(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dict[str, str]:
@@ -51,13 +61,22 @@ def run_process_tags(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dict[s
 
 
 def tag_current_run(instance: dg.DagsterInstance | None, run_id: str | None) -> None:
-    """Record this process on the run (once: the first step's process is the run's, for in-process executors;
-    over a process identity inherited from a parent run)."""
+    """Record this process on the run when nothing else did (its worker, ``record_run_worker``, is recorded
+    before any step starts): for an in-process executor the first step's process is the run's worker. Over a
+    process identity inherited from a parent run."""
     if instance is None or not run_id:
         return
     run = instance.get_run_by_id(run_id)
     if run is not None and PID_TAG not in run_process_tags(instance, run):
         instance.add_run_tags(run_id, process_tags())
+
+
+def record_run_worker(instance: dg.DagsterInstance, run: dg.DagsterRun) -> None:
+    """Record this process, the one that runs the run's plan, as the run's worker: over whatever the run carries
+    (a parent's identity, an earlier worker of a resumed run). The reaper judges the run by it alone."""
+    mine = process_tags()
+    if any(run.tags.get(k) != v for k, v in mine.items()):
+        instance.add_run_tags(run.run_id, mine)
 
 
 def reap_dead_runs(instance: dg.DagsterInstance, log: Callable[[str], None] = print) -> list[str]:

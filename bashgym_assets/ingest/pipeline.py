@@ -10,10 +10,15 @@ Failures are isolated per file: an adapter that raises on one file, or a session
 puts that file in the quarantine table with the exception's message and the rest of the partition lands
 (what that file gave in an earlier run is carried over rather than lost). Rows of an earlier run that can no
 longer be read back (written before values were range-checked) are quarantined instead of failing the run.
+
+Each ingest records which files it read, at which size and modification time (``ingested_files``, beside the scan
+cursors, bound to the partition file it wrote): the trace sensor starts no run for files an ingest already read
+as they are now, whoever ran it (``bashgym demo``, the UI, an earlier sensor run), even when its own cursor is new.
 """
 
 from __future__ import annotations
 
+import json
 import operator
 import time
 from collections import Counter
@@ -30,7 +35,7 @@ import pyarrow.parquet as pq
 from bashgym_assets.ingest.base import QuarantineRecord, SessionAdapter, conform_session
 from bashgym_assets.ingest.repos import resolve_repo
 from bashgym_assets.ingest.scan import CursorStore, FileEntry, indexed_repo_key, iter_trace_files, repo_key_of
-from bashgym_assets.lake import Lake, atomic_path
+from bashgym_assets.lake import Lake, atomic_path, atomic_write_text
 from bashgym_assets.sessions import SESSION_ARROW_SCHEMA, Session
 
 RAW_SESSIONS = "raw_sessions"
@@ -117,20 +122,29 @@ def session_table(sessions: list[Session]) -> pa.Table:
 
 
 def session_sources(
-    dirs: Iterable[Path], repo: str | None = None, index: dict[str, FileEntry] | None = None
+    dirs: Iterable[Path],
+    repo: str | None = None,
+    index: dict[str, FileEntry] | None = None,
+    stats: dict[str, tuple[int, int]] | None = None,
 ) -> Iterator[tuple[Path, SessionAdapter]]:
     """Session files under the folders (highest adapter priority first), optionally only one repo's.
 
     Finding one repo's files means knowing every file's repo; ``index`` (the sensor's last cursor) gives it for
     files unchanged since that tick, so a partition run stats the other repos' files instead of reading their
-    heads (with 100,000 files, reading every head cost each run seconds, and each run is a fresh process)."""
+    heads (with 100,000 files, reading every head cost each run seconds, and each run is a fresh process).
+    ``stats``: filled with the (size, mtime_ns) of every trace file of the repo, taken before it is read: the
+    sources, and the files their adapter reads with them (a Claude Code session's ``subagents/agent-*.jsonl``)."""
     found = []
     for path, st, adapter in iter_trace_files(dirs):
-        if not adapter.matches(path):
+        source = adapter.matches(path)
+        if not source and stats is None:
             continue
         if repo is not None and indexed_repo_key(path, st, adapter, index) != repo:
             continue
-        found.append((path, adapter))
+        if stats is not None:
+            stats[str(path)] = (st.st_size, st.st_mtime_ns)
+        if source:
+            found.append((path, adapter))
     found.sort(key=lambda pa_: (-pa_[1].priority, str(pa_[0])))
     yield from found
 
@@ -140,11 +154,13 @@ def parse_sources(
     report: IngestReport,
     repo: str | None = None,
     failed: set[str] | None = None,
+    unsettled: set[str] | None = None,
 ) -> Iterator[Session]:
     """Parse each source once; quarantine and counts go to ``report``; duplicates by session id dropped.
 
     An exception from an adapter quarantines that file (its path goes to ``failed``) and the next file is
-    parsed: one bad file never fails the partition.
+    parsed: one bad file never fails the partition. A file being rewritten while it was read goes to ``failed``
+    and ``unsettled``.
     """
     seen: dict[str, tuple[str, str, str]] = {}  # session id -> (adapter, file, content hash) of the one kept
     for path, adapter in sources:
@@ -167,6 +183,8 @@ def parse_sources(
         report.quarantine.extend(outcome.quarantine)
         if outcome.unsettled and failed is not None:
             failed.add(str(path))  # being rewritten right now: its earlier rows stay until it has settled
+        if outcome.unsettled and unsettled is not None:
+            unsettled.add(str(path))
         for session in sessions:
             if repo is not None and session.repo != repo:
                 session.repo = repo  # the partition the scan filed this file under stays authoritative
@@ -284,13 +302,74 @@ def scan_index(lake: Lake) -> dict[str, FileEntry]:
     return store.latest().files if store.folder.is_dir() else {}
 
 
+def _ingested_files_path(lake: Lake, repo: str, create: bool = True) -> Path:
+    return (
+        lake.artifact_dir("ingest", "ingested_files", create=create)
+        / f"{lake.table_path(RAW_SESSIONS, repo).stem}.json"
+    )
+
+
+def _file_stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def record_ingested_files(lake: Lake, repo: str, files: dict[str, tuple[int, int]]) -> None:
+    """Record the files an ingest of ``repo`` read ({path: (size, mtime_ns)} as they were before reading), bound
+    to the partition file it wrote (its size and mtime): a partition rewritten or removed since voids the record."""
+    table = _file_stamp(lake.table_path(RAW_SESSIONS, repo))
+    if table is None:
+        return
+    record = {"table": list(table), "files": {path: list(stamp) for path, stamp in sorted(files.items())}}
+    atomic_write_text(_ingested_files_path(lake, repo), json.dumps(record, separators=(",", ":")))
+
+
+def ingested_files(lake: Lake, repo: str) -> dict[str, tuple[int, int]]:
+    """The files the last ingest of ``repo`` read, {path: (size, mtime_ns)}; {} when none is on record or the
+    partition file is no longer the one that ingest wrote."""
+    try:
+        record = json.loads(_ingested_files_path(lake, repo, create=False).read_text())
+        table = _file_stamp(lake.table_path(RAW_SESSIONS, repo))
+        if table is None or tuple(record["table"]) != table:
+            return {}
+        return {path: (int(stamp[0]), int(stamp[1])) for path, stamp in record["files"].items()}
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return {}
+
+
+def not_yet_ingested(
+    lake: Lake, changed: dict[str, list[str]], cursor: dict[str, FileEntry]
+) -> dict[str, list[str]]:
+    """``changed`` (repo -> files, a scan's) less the files that the last ingest of their repo read as they are now
+    (same size and mtime as in ``cursor``); repos left with nothing are dropped."""
+    left: dict[str, list[str]] = {}
+    for repo, files in changed.items():
+        done = ingested_files(lake, repo)
+        todo = [
+            f
+            for f in files
+            if f not in cursor
+            or done.get(f) != (cursor[f].size, cursor[f].mtime_ns)
+            or cursor[f].repo != repo
+        ]
+        if todo:
+            left[repo] = todo
+    return left
+
+
 def ingest_repo(lake: Lake, dirs: Iterable[Path], repo: str) -> IngestReport:
-    """Rebuild ``raw_sessions[repo]`` (and its quarantine table) from the trace folders."""
+    """Rebuild ``raw_sessions[repo]`` (and its quarantine table) from the trace folders, and record which files
+    it read (``ingested_files``)."""
     started = time.perf_counter()
     report = IngestReport(repo=repo)
     final = lake.table_path(RAW_SESSIONS, repo)
     written: set[str] = set()
     failed: set[str] = set()  # files that raised or could not be written: their earlier rows are kept
+    read: dict[str, tuple[int, int]] = {}
+    unsettled: set[str] = set()
 
     def flush(batch: list[Session]) -> None:
         table, kept = writable_table(batch, report, failed)
@@ -305,7 +384,8 @@ def ingest_repo(lake: Lake, dirs: Iterable[Path], repo: str) -> IngestReport:
         try:
             batch: list[Session] = []
             index = scan_index(lake)
-            for session in parse_sources(session_sources(dirs, repo, index), report, repo, failed):
+            sources = session_sources(dirs, repo, index, read)
+            for session in parse_sources(sources, report, repo, failed, unsettled):
                 batch.append(session)
                 if len(batch) >= BATCH_SESSIONS:
                     flush(batch)
@@ -324,6 +404,9 @@ def ingest_repo(lake: Lake, dirs: Iterable[Path], repo: str) -> IngestReport:
     lake.write(
         QUARANTINE, [q.model_dump() for q in report.quarantine], partition=repo, schema=QUARANTINE_SCHEMA
     )
+    # a file being rewritten while it was read is not on record (what it holds now was not taken); one that
+    # raised is: read again unchanged, it would raise again
+    record_ingested_files(lake, repo, {f: stamp for f, stamp in read.items() if f not in unsettled})
     report.seconds = time.perf_counter() - started
     return report
 
