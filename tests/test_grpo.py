@@ -579,3 +579,17 @@ def test_the_grpo_run_config_is_the_trainers_settings_plus_the_run() -> None:
     assert _settings(run) == grpo.GRPOSettings(
         top_p=0.9, micro_batch=4, episode_timeout_s=60.0, difficulty_ladder=True
     )
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["timeout 5 kill -9 1", "nice kill -9 1", "env -u X kill -9 1", "nice -n 5 sudo kill 1", "X=1 kill -9 1"],
+)
+def test_a_wrapped_kill_of_pid_1_is_a_hack_to_grpo_and_to_the_command_rules(command: str) -> None:
+    """One wrapper table (``guardrails.commands.unwrap``): what the command rules call ``kill_init`` the reward
+    calls ending the container, whatever wrapper program runs it (before: six wrappers known to the reward)."""
+    from bashgym_assets.guardrails.commands import classify_command
+
+    assert "kill_init" in classify_command(command).rules
+    assert grpo.hack_in_command(command) == "tried to end the container"
+    assert grpo.hack_in_command(command.replace(" 1", " 4242")) == ""  # another pid is no hack

@@ -115,20 +115,20 @@ _SHELL_NAMES = {"bash", "sh", "-bash", "dash", "init", "tini", "docker-init"}
 
 def _segments(command: str) -> Iterator[list[str]]:
     """Simple commands of a line as word lists, from the guardrails' shell parser (quotes, substitutions and
-    here-documents respected: a ``;`` inside a quoted commit message is text, not a command separator)."""
+    here-documents respected: a ``;`` inside a quoted commit message is text, not a command separator), each as
+    the command that actually runs: the guardrails' own ``unwrap`` skips assignments and every wrapper program it
+    knows (``sudo``, ``timeout 5``, ``nice -n 5``, ``env -u X``, ``xargs``, ...), so a wrapped kill is the same kill
+    to the reward as to the command rules (one table, in ``guardrails.commands``)."""
+    from bashgym_assets.guardrails.commands import unwrap
     from bashgym_assets.guardrails.shell import parse
 
     for cmd in parse(command).commands:
         for word in cmd.words:  # what runs inside $(...), `...` and <(...) counts too
             for sub in word.subs:
                 yield from _segments(sub.text)
-        words = [w.value for w in cmd.words]
-        while words and (
-            "=" in words[0] or words[0] in ("sudo", "command", "exec", "nohup", "env", "builtin")
-        ):
-            words = words[1:]
-        if words:
-            yield words
+        inv = unwrap(cmd)
+        if inv is not None and inv.name:
+            yield [inv.name, *(w.value for w in inv.args)]
 
 
 def _kill_targets(words: list[str]) -> list[str]:
