@@ -4,6 +4,8 @@ certified by the real gate in real sandboxes (a reference passes, a wrong answer
 from __future__ import annotations
 
 import json
+import posixpath
+import shlex
 from pathlib import Path
 
 import dagster as dg
@@ -232,8 +234,11 @@ def test_a_family_end_to_end_in_a_real_sandbox_reference_passes_wrong_answer_fai
     result = gate_bundle(bundle, sandbox_image)
     assert result.admitted, result.detail
     assert result.split == TRAIN  # a train family since the split of 2026-11-28 (factory/split.py)
-    src = bundle.reference[1].split("find ", 1)[1].split(" ", 1)[0]
-    dst = bundle.reference[0].split("mkdir -p ", 1)[1]
+    # the reference is drawn (find -exec, xargs, a loop, python3...): read the folders from the files and the check
+    src = posixpath.dirname(next(iter(bundle.files)))
+    dst = posixpath.dirname(
+        shlex.split(bundle.check.splitlines()[1])[2]
+    )  # [ -f DST/old ] && [ ! -e SRC/old ]
     wrong_answers = [
         [f"mkdir -p {dst}", f"mv {src}/* {dst}/"],  # moves the new files too
         [f"mkdir -p {dst}", f"cp -p {src}/* {dst}/"],  # copies instead of moving

@@ -20,7 +20,26 @@ from bashgym_assets.scenarios.factory.variety import (
 from bashgym_assets.scenarios.factory.world import World
 
 FAMILIES = all_families()
-COLLAPSED = "files-count-by-extension"  # one solution (`find ... -type f | wc -l`) under three phrasings
+COLLAPSED = "files-count-by-extension"  # a real partition, played by ``_collapsed`` where the asset runs
+
+
+def _collapsed(name: str = "test-collapsed") -> Family:
+    """What files-count-by-extension was before issue 39: one solution (`find ... -type f | wc -l`) under three
+    phrasings (the real families no longer collapse, so the shape is kept here)."""
+
+    def draw(w: World) -> Draft:
+        n = w.randint(1, 10_000)
+        w.note(n)
+        task = w.phrase(
+            "Count the .py files under /tmp/d{n} and write the number to /tmp/n{n}.",
+            "How many .py files does /tmp/d{n} contain? Put the count in /tmp/n{n}.",
+            "Ticket: we need the number of *.py files in /tmp/d{n}. Save it to /tmp/n{n}.",
+            n=n,
+        )
+        reference = [f"find /tmp/d{n} -type f -name '*.py' | wc -l > /tmp/n{n}", f"cat /tmp/n{n}"]
+        return Draft(task=task, check=f"test -s /tmp/n{n}", reference=reference, difficulty=1)
+
+    return Family(name=name, category="files", skill="test", draw=draw)
 
 
 def _family(name: str, phrase_calls: int, templates: tuple[str, ...]) -> Family:
@@ -65,7 +84,7 @@ def test_a_phrasing_is_the_sequence_of_templates_picked_and_no_call_counts_one()
 
 
 def test_real_families_collapsed_one_flagged_and_a_varied_one_not() -> None:
-    y = draw_family(FAMILIES[COLLAPSED], 20, seed=0)
+    y = draw_family(_collapsed(), 20, seed=0)
     v = yield_variety(y)
     assert v.tasks == 20 and v.phrasings == 3  # the family offers three whole templates
     assert v.skeletons == 1 and v.cores == 1 and v.top_core_tasks == 20
@@ -76,13 +95,13 @@ def test_real_families_collapsed_one_flagged_and_a_varied_one_not() -> None:
     assert varied.cores > COLLAPSED_MAX and not varied.collapsed
 
     # too few tasks to tell: never flagged, whatever the cores
-    few = family_variety(COLLAPSED, y.bundles[: MIN_TASKS_TO_JUDGE - 1], y.phrasings)
+    few = family_variety("test-collapsed", y.bundles[: MIN_TASKS_TO_JUDGE - 1], y.phrasings)
     assert few.cores == 1 and not few.collapsed
 
 
 def test_run_totals_count_shapes_once_and_sum_phrasings() -> None:
     ys = [
-        draw_family(FAMILIES[COLLAPSED], 12, seed=0),
+        draw_family(_collapsed(), 12, seed=0),
         draw_family(FAMILIES["git-revert-commit"], 12, seed=0),
     ]
     per, tot = run_variety(ys)
@@ -92,9 +111,12 @@ def test_run_totals_count_shapes_once_and_sum_phrasings() -> None:
     assert tot.collapsed == 2 and abs(tot.core_share - 2 / 24) < 1e-9
 
 
-def test_generated_scenarios_metadata_carries_the_variety(bashgym_home: Path) -> None:
+def test_generated_scenarios_metadata_carries_the_variety(bashgym_home: Path, monkeypatch) -> None:
     from bashgym_assets.defs.factory import generated_scenarios
     from bashgym_assets.defs.resources import BashgymHome
+    from bashgym_assets.scenarios.factory import family as registry
+
+    monkeypatch.setitem(registry.FAMILIES, COLLAPSED, _collapsed(COLLAPSED))
 
     instance = dg.DagsterInstance.ephemeral()
     result = dg.materialize(
