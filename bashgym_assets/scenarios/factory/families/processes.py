@@ -176,6 +176,10 @@ def kill_by_name(w: World) -> Draft:
         "{Please |}{kill|terminate} every {name} process {where}.{hung} {others}.",
         "Ticket: {name} is misbehaving {where2}. {Terminate|Stop|Kill} {many}.{hung} {others}.",
         "Could you {get rid of|shut down} every {name} process {where}?{hung} {others}.",
+        "Every {name} process {where} has to be terminated; afterwards none may be left.{hung} {others}.",
+        "{name} {where}: all of them, gone.{hung} {others}.",
+        "Half the box's memory is going to {name} processes {where} that nobody needs. Make them go away.{hung} "
+        "{others}.",
         name=name,
         where=where,
         where2=where2,
@@ -283,6 +287,9 @@ def record_pid(w: World) -> Draft:
         "{Find|Look up} the process ID of {which} and {save|put} it in {out}, {nothing else|only the number}.",
         "Ticket: {monitoring|the watchdog} needs the PID of {which}. {Store|Write} it in {out}.",
         "What is the PID of {which}? {Put|Write} the number in {out}.",
+        "I want to attach a debugger to {which}, but I don't know its process ID. Could you write it to {out}?",
+        "{out} <- PID of {which}.",
+        "{out} should contain the process ID of {which} and nothing more.",
         which=which_l,
         out=w.path_ref(out, "file"),
     )
@@ -368,6 +375,9 @@ def renice(w: World) -> Draft:
         "nice value to {n} {alive}; {keep}.",
         "Ticket: {please |}renice {which} to {n} {alive}. {keep_c}.",
         "Could you {drop|lower} the CPU priority of {which} to a nice value of {n}, {alive}? {keep_c}.",
+        "Interactive work on this machine is sluggish because of {which}. Make the scheduler favour everything "
+        "else: its niceness should be {n}, {alive}. {keep_c}.",
+        "nice {n} for {which}, {alive}. {keep_c}.",
         which=which,
         which_c=which[:1].upper() + which[1:],
         n=level,
@@ -458,6 +468,9 @@ def file_holder(w: World) -> Draft:
         "Ticket: {f} is {locked|busy} and the {migration|cleanup|backup} cannot start. {Identify|Find} the process "
         "holding it open and {save|record} {report} in {out}.{stop}",
         "Could you find out what is holding {f} open{noloc}? I need {report} in {out}.{stop}",
+        "I tried to unmount and replace {f} but something still uses it. Track down the culprit{noloc}; {report} "
+        "goes to {out}.{stop}",
+        "{out}: {report} of whatever has {f} open{noloc}.{stop}",
         f=w.path_ref(target_file, "file"),
         noloc=noloc,
         report=report,
@@ -573,6 +586,10 @@ def signal_daemon(w: World) -> Draft:
         "Ticket: {which} has to {what}. It does that on SIG{sig}; {restarting is not allowed|do not restart it}.",
         "Could you get {which} to {what}? It {handles|listens for} SIG{sig} for that. Keep it running with the same "
         "PID.",
+        "{which_cap}: SIG{sig}, so it will {what}. Same PID afterwards.",
+        "Without a restart - the PID must stay the same - {which} has to {what}. Its SIG{sig} handler does exactly "
+        "that.",
+        which_cap=which[:1].upper() + which[1:],
         n=name,
         v=verb,
         o=obj,
@@ -672,6 +689,10 @@ def count_instances(w: World) -> Draft:
         "{nd}.",
         "{Please |}find out how many {instances|copies} of {n} there are {scope}, and {record|write} the "
         "number in {out}. Note that {nd}.",
+        "We suspect {n} is forking more than it should. Give me the current count of {n} processes {scope} in "
+        "{out} ({nd}).",
+        "{out}: number of {n} processes {scope}. {nd_c}.",
+        nd_c=not_these[:1].upper() + not_these[1:],
         n=name,
         scope=scope,
         out=w.path_ref(out, "file"),
