@@ -109,6 +109,11 @@ def path_prepend(w: World) -> Draft:
         "Put {dir} first on PATH {where}, without dropping the other entries. {fix}",
         "Could you set up your login shells so that {dir} comes first on PATH {where}? The existing PATH must "
         "{stay|remain} after it. {fix}",
+        "I installed new {names} into {dir}, but my shell still runs the old ones from elsewhere. Fix my login "
+        "environment {where}: {dir} goes in front, everything already on PATH stays behind it. {fix}",
+        "PATH for login shells: {dir} first, then the rest as before. Configure it {where}. {fix}",
+        "Goal: a fresh login shell runs {dir}/{first} when I type `{first}`, and still finds every other command "
+        "it found before. Set PATH {where}. {fix}",
         dir=w.path_ref(tools_dir),
         names=names,
         first=tools[0],
@@ -138,6 +143,8 @@ def path_prepend(w: World) -> Draft:
             (
                 f"echo 'export PATH=\"{target}:$PATH\"' >> {file}",
                 f"printf '%s\\n' 'PATH=\"{target}:$PATH\"' >> {file}",
+                f"echo 'PATH=\"{target}:$PATH\"; export PATH' | tee -a {file}",
+                f"cat >> {file} <<'EOF'\nexport PATH=\"{target}:$PATH\"\nEOF",
             )
         )
     )
@@ -214,6 +221,11 @@ def export_variable(w: World) -> Draft:
         "processes included); set {pron} {where}. {extra}",
         "Could you make {sure|certain} that every login shell you open has {assign} exported? {Put|Set} {pron} "
         "{where}. {extra}",
+        "My scripts keep failing because {assign} is missing when I log in again. Make it stick: {pron} has to "
+        "be exported in every login shell, set {where}. {extra}",
+        "Persist for login shells, exported: {assign}. Put it {where}. {extra}",
+        "Goal: `printenv` in any fresh login shell shows {assign}, and programs it starts inherit {pron}. Set "
+        "{pron} {where}. {extra}",
         assign=assign,
         where=_where(w, rc),
         extra=extra,
@@ -438,6 +450,11 @@ def write_env_file(w: World) -> Draft:
         "The {app|service} in {pdir} reads its configuration from {out}. Write that file {origin} ({fmt}).",
         "Ticket: {we need|missing} {out}, {origin}; {fmt}.",
         "Could you write {out} {origin}? Use {fmt}.",
+        "Deploying {pdir} fails with 'missing configuration': the app expects {out}, which nobody created. "
+        "Build it {origin}; {fmt}.",
+        "{out}, {origin}. {fmt_c}.",
+        "I'd like {out} to exist, filled {origin}. It gets sourced by the start script, so: {fmt}.",
+        fmt_c=fmt[:1].upper() + fmt[1:],
         out=w.path_ref(out, "file"),
         origin=origin,
         fmt=fmt,
@@ -651,6 +668,9 @@ def editorconfig(w: World) -> Draft:
         "sections {spec}.",
         "Ticket: add {out}. {Contents|Required settings}: {root_text}{spec}.",
         "Could you set up {out}? {It needs|Put in it} {root_text}{spec}.",
+        "Every pull request in this repo fights over tabs, spaces and line endings. Settle it with an "
+        "EditorConfig file, {out}, holding {root_text}{spec}.",
+        "{out}: {root_text}{spec}.",
         out=w.path_ref(out, "file"),
         spec=spec,
         root_text=root_text,
@@ -745,6 +765,9 @@ def umask_profile(w: World) -> Draft:
         "permanent {where}. {extra}",
         "Ticket: default permissions for the operator: {what} (in every new login shell, set {where}). {extra}",
         "Could you set things up so that, in every login shell you open, {what}? {Configure|Put} it {where}. {extra}",
+        "Files I create keep coming out with the wrong permissions. From my next login on, {what}; configure it "
+        "{where}. {extra}",
+        "login shells: {what}. Set it {where}. {extra}",
         what=what,
         where=_where(w, rc),
         extra=extra,
@@ -758,7 +781,14 @@ def umask_profile(w: World) -> Draft:
     if planted:
         reference += ["grep -n umask ~/.profile ~/.bashrc", f"sed -i '/^umask {bad:03o}$/d' ~/.profile"]
     reference.append(
-        w.pick((f"echo 'umask {mask:03o}' >> {file}", f"printf '%s\\n' 'umask {mask:03o}' >> {file}"))
+        w.pick(
+            (
+                f"echo 'umask {mask:03o}' >> {file}",
+                f"printf '%s\\n' 'umask {mask:03o}' >> {file}",
+                f"echo 'umask {mask:03o}' | tee -a {file}",
+                f"cat >> {file} <<'EOF'\numask {mask:03o}\nEOF",
+            )
+        )
     )
     reference.append(_verify(w, file, "umask; umask -S"))
     return Draft(
