@@ -105,7 +105,8 @@ def cmd_factory(args: argparse.Namespace) -> int:
         started = time.monotonic()
         profile = demo.PROFILES["factory"]
         profile["generated_scenarios"] = {"per_family": args.per_family, "seed": args.seed}
-        profile["gated_scenarios"] = {"max_parallel": args.parallel}
+        # unset: the gate's default, the CPU cores (gate.default_parallelism)
+        profile["gated_scenarios"] = {"max_parallel": args.parallel} if args.parallel else {}
         steps = demo.only(demo.plan(demo.asset_nodes((demo.CPU_MODULE,))), FACTORY_ASSETS)
         for i, step in enumerate(steps, 1):
             print(f"  {i}. {step.describe()}")
@@ -269,7 +270,7 @@ def cmd_move(args: argparse.Namespace) -> int:
 
     from bashgym_assets.relocate import move_home
 
-    move_home(get_settings().home, Path(args.new_path), copy=args.copy, force=args.force)
+    move_home(get_settings().home, Path(args.new_path), copy=args.copy, force=args.force, wait=args.wait)
     return 0
 
 
@@ -277,7 +278,7 @@ def cmd_relocate(args: argparse.Namespace) -> int:
     """Rewrite the paths of a data folder that was copied or moved by hand to where it is now."""
     from bashgym_assets.relocate import relocate_in_place
 
-    relocate_in_place(get_settings(), old=args.old, force=args.force)
+    relocate_in_place(get_settings(), old=args.old, force=args.force, wait=args.wait)
     return 0
 
 
@@ -369,6 +370,22 @@ def add_suite_parsers(sub: Any) -> None:
     ev.set_defaults(fn=cmd_suite_eval)
 
 
+class _DeprecatedAlias(argparse.Action):
+    """An old option name kept for scripts that use it: stores into the new option and says to use that."""
+
+    def __init__(self, *args: Any, new_name: str, **kwargs: Any) -> None:
+        self.new_name = new_name
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        print(
+            f"warning: {option_string} is deprecated and will be removed: use {self.new_name} (the same "
+            "setting; the evaluation's own limits are --command-timeout-s / --check-timeout-s)",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
+
+
 def _suite_arguments(p: argparse.ArgumentParser, gate: bool) -> None:
     p.add_argument("path", help="the suite folder (a folder of task folders, or one task folder)")
     p.add_argument(
@@ -376,14 +393,38 @@ def _suite_arguments(p: argparse.ArgumentParser, gate: bool) -> None:
     )
     if not gate:
         return
-    p.add_argument("--parallel", type=int, default=4, help="sandboxes at once in the gate (default 4)")
     p.add_argument(
-        "--command-timeout",
+        "--parallel",
+        type=int,
+        default=None,
+        help="sandboxes at once in the gate (default: the CPU cores this process may use)",
+    )
+    # The gate's own limits, named apart from the evaluation's --command-timeout-s / --check-timeout-s (which
+    # `suite eval` also takes): one name each. The old names stay as hidden aliases that say so.
+    p.add_argument(
+        "--gate-command-timeout-s",
         type=float,
         default=30.0,
         help="seconds per reference command in the gate (default 30, as the gated_scenarios asset)",
     )
-    p.add_argument("--check-timeout", type=float, default=30.0, help="seconds per run of a task's check")
+    p.add_argument(
+        "--gate-check-timeout-s",
+        type=float,
+        default=30.0,
+        help="seconds per run of a task's check in the gate (default 30)",
+    )
+    for old_name, new_name in (
+        ("--command-timeout", "--gate-command-timeout-s"),
+        ("--check-timeout", "--gate-check-timeout-s"),
+    ):
+        p.add_argument(
+            old_name,
+            type=float,
+            dest=new_name.lstrip("-").replace("-", "_"),
+            action=_DeprecatedAlias,
+            new_name=new_name,
+            help=argparse.SUPPRESS,
+        )
     p.add_argument(
         "--wait",
         action="store_true",
@@ -417,7 +458,7 @@ def _gate_suite(args: argparse.Namespace) -> Any:
     from bashgym_assets.housekeeping import pipeline_lock
     from bashgym_assets.lake import Lake
     from bashgym_assets.scenarios import suite
-    from bashgym_assets.scenarios.gate import GateLimits
+    from bashgym_assets.scenarios.gate import GateLimits, default_parallelism
 
     settings = get_settings()
     settings.ensure_dirs()
@@ -445,13 +486,16 @@ def _gate_suite(args: argparse.Namespace) -> Any:
             )
 
     with pipeline_lock(settings, wait=bool(args.wait)):  # one writer of the data folder at a time
-        print(f"gating {n} task(s) in fresh sandboxes ({image}, {args.parallel} at once)", flush=True)
+        parallel = args.parallel or default_parallelism()
+        print(f"gating {n} task(s) in fresh sandboxes ({image}, {parallel} at once)", flush=True)
         verdict = suite.gate(
             imported,
             image,
-            max_parallel=args.parallel,
+            max_parallel=parallel,
             progress=progress,
-            limits=GateLimits(command_timeout_s=args.command_timeout, check_timeout_s=args.check_timeout),
+            limits=GateLimits(
+                command_timeout_s=args.gate_command_timeout_s, check_timeout_s=args.gate_check_timeout_s
+            ),
         )
         partition = suite.write_gate(Lake(settings), verdict)
     for line in [*suite.gate_lines(verdict), *suite.lake_lines(partition)]:
@@ -600,7 +644,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="distinct tasks per family (55 x 96 families: ~5,300 tasks, ~15 min to gate)",
     )
     factory_p.add_argument("--seed", type=int, default=0)
-    factory_p.add_argument("--parallel", type=int, default=8, help="sandboxes at once in the gate")
+    factory_p.add_argument(
+        "--parallel",
+        type=int,
+        default=None,
+        help="sandboxes at once in the gate (default: the CPU cores this process may use)",
+    )
     factory_p.add_argument(
         "--wait",
         action="store_true",
@@ -620,6 +669,11 @@ def build_parser() -> argparse.ArgumentParser:
     move.add_argument(
         "--force", action="store_true", help="even when other processes have files open in the data folder"
     )
+    move.add_argument(
+        "--wait",
+        action="store_true",
+        help="if a pipeline holds the data folder, queue behind it (default: refuse, naming it)",
+    )
     move.set_defaults(fn=cmd_move)
     relocate = sub.add_parser(
         "relocate",
@@ -629,6 +683,11 @@ def build_parser() -> argparse.ArgumentParser:
     relocate.add_argument("--from", dest="old", help="where it was (default: what its stores say)")
     relocate.add_argument(
         "--force", action="store_true", help="even when other processes have files open in the data folder"
+    )
+    relocate.add_argument(
+        "--wait",
+        action="store_true",
+        help="if a pipeline holds the data folder, queue behind it (default: refuse, naming it)",
     )
     relocate.set_defaults(fn=cmd_relocate)
     sql = sub.add_parser("sql", help="run SQL over the lake (every asset is a DuckDB view)")
@@ -675,20 +734,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that run long and own sandboxes, Dagster runs or MLflow runs: SIGTERM / SIGINT stops them in order
+# (``pipeline_stop.stoppable``: children stopped, sandboxes removed, runs ended, one line said; exit 128 + signal).
+STOPPABLE_COMMANDS = frozenset({"demo", "train", "factory", "suite", "eval"})
+
+
 def main(argv: list[str] | None = None) -> int:
+    from bashgym_assets.stopping import Stopped
+
     args = build_parser().parse_args(argv)
     try:
+        if args.command in STOPPABLE_COMMANDS:
+            from bashgym_assets.pipeline_stop import stoppable
+
+            with stoppable(f"bashgym {args.command}"):
+                return args.fn(args)
         return args.fn(args)
+    except Stopped as stopped:  # its one line is said
+        return stopped.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except (RuntimeError, LookupError, ValueError, OSError) as exc:
         from bashgym_assets.faults import explain_os_error
 
-        print(f"error: {exc}", file=sys.stderr)
         hint = explain_os_error(str(exc))  # a full disk says so, whatever layer reported it
-        if hint:
-            print(hint, file=sys.stderr)
+        if hint:  # one line, not the failing step's traceback (that stays in its run's log)
+            what = (str(exc).splitlines() or [""])[0].split(": ", 1)[0].rstrip(":")
+            print(f"{hint} [{what}]" if what else hint, file=sys.stderr)
+        else:
+            print(f"error: {exc}", file=sys.stderr)
         return 1
 
 

@@ -24,6 +24,8 @@ from typing import Any
 
 import dagster as dg
 
+from bashgym_assets import stopping
+
 CPU_MODULE = "bashgym_assets.definitions"
 GPU_MODULE = "bashgym_assets.gpu_definitions"
 
@@ -223,7 +225,7 @@ PROFILES: dict[str, dict[str, dict]] = {
     # cut to those three assets; ``--per-family`` overrides the draw size).
     "factory": {
         "generated_scenarios": {"per_family": 55},
-        "gated_scenarios": {"max_parallel": 8},
+        "gated_scenarios": {},  # sandboxes at once: the cores (the gate's default; more starves each of them)
     },
     # ``factory-cpu`` (`bashgym train --profile factory-cpu`, issue 29): SFT on the task factory's train families
     # on 2 CPU cores in under two hours. 16 draws per family (~1,500 tasks, 82 trained families, a tenth of them
@@ -232,7 +234,7 @@ PROFILES: dict[str, dict[str, dict]] = {
     # benchmark_results`, then `--only grpo_adapter,benchmark_results`), each evaluated the same three ways.
     "factory-cpu": {
         "generated_scenarios": {"per_family": 16},
-        "gated_scenarios": {"max_parallel": 8},
+        "gated_scenarios": {},  # sandboxes at once: the cores (the gate's default; more starves each of them)
         "verified_trajectories": {"max_parallel": 6},
         "sft_dataset": {"observation_chars": 400},
         "sft_adapter": {
@@ -262,7 +264,7 @@ PROFILES: dict[str, dict[str, dict]] = {
             "difficulty_ladder": True,
             "ladder_window": 8,
         },
-        "benchmark_results": {"heldout_per_family": 3, "fit_sample": 35},
+        "benchmark_results": {"heldout_per_family": 3, "fit_sample": 35, "transfer_per_family": 1},
     },
     "full": {
         "scenario_candidates": {"variants_per_scenario": 4},
@@ -342,13 +344,17 @@ def run_plan(
             json.dumps(payload),
         ]
         done: list[float] = []
-        returncode, tail = _run_streaming(cmd, env, echo, done)
+        errors: list[str] = []
+        returncode, tail = _run_streaming(cmd, env, echo, done, errors)
         for step, elapsed in zip(batch, done, strict=False):
             timings.append((step, ",".join(partitions) if step.partitioned else None, elapsed))
         if returncode != 0:
             failed = batch[len(done)] if len(done) < len(batch) else batch[-1]
+            # the first line says why (the failed step's own error, ``_ERROR_LINE``), the child's log tail follows
+            why = f" {errors[0]}" if errors else ""
             raise RuntimeError(
-                f"materializing {_label(failed, partitions)} failed (exit {returncode}):\n" + "\n".join(tail)
+                f"materializing {_label(failed, partitions)} failed (exit {returncode}):{why}\n"
+                + "\n".join(tail)
             )
         batch.clear()
 
@@ -502,26 +508,48 @@ _SHOWN = (
 
 _STEP_START = "--> "
 _POOL_LINE = "    [pool] "  # what a GPU step waits for, always shown
+_ERROR_LINE = "    [error] "  # why a run failed, in one line: the first line of what the user reads
 _STEP_DONE_RE = re.compile(r"^    ok in ([0-9.]+) s$")
 
 
 def _run_streaming(
-    cmd: list[str], env: dict[str, str], echo: Callable[[str], None], done: list[float] | None = None
+    cmd: list[str],
+    env: dict[str, str],
+    echo: Callable[[str], None],
+    done: list[float] | None = None,
+    errors: list[str] | None = None,
 ) -> tuple[int, list[str]]:
     """Run a child (``plan_main``) and echo its step markers and progress lines as they come; keep the tail for
-    errors. ``done`` collects the duration of each step ``plan_main`` finished."""
+    errors. ``done`` collects the duration of each step ``plan_main`` finished, ``errors`` the one-line reasons
+    of its failed runs (``failure_lines``)."""
     from collections import deque
 
     tail: deque[str] = deque(maxlen=40)
-    with subprocess.Popen(
-        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1
-    ) as proc:
+    errors = [] if errors is None else errors
+    # a SIGTERM / Ctrl-C of the command (``stopping.on_signals``) is forwarded to the child, which stops its step
+    # the way it stops any interrupt; this loop then sees it end
+    with (
+        stopping.delegating() as adopt,
+        subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            bufsize=1,
+        ) as proc,
+    ):
+        adopt(proc)
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.rstrip("\n")
             if line.startswith(_STEP_START):
                 tail.clear()  # a failure's tail is the failing step's own log
                 echo(line)
+                continue
+            if line.startswith(_ERROR_LINE):
+                errors.append(line.removeprefix(_ERROR_LINE))
                 continue
             finished = _STEP_DONE_RE.match(line)
             if finished:
@@ -555,6 +583,21 @@ def demo_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
+
+
+def failure_lines(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """One line per failed step of a run: the step and the error that failed it, under Dagster's wrapper (a
+    step's failure is a ``DagsterExecutionStepExecutionError`` whose cause is the asset's own error)."""
+    lines = []
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE):
+        event = record.dagster_event
+        error = event.step_failure_data.error if event and event.step_failure_data else None
+        while error is not None and error.cause is not None and error.cls_name.startswith("Dagster"):
+            error = error.cause
+        if error is not None and event is not None:
+            first = (error.message.strip().splitlines() or [error.cls_name])[0]
+            lines.append(f"{event.step_key}: {first}"[:1000])
+    return lines
 
 
 def plan_main() -> None:
@@ -597,16 +640,23 @@ def plan_main() -> None:
             run = runner.run(assets, step["config"], process_tags(), partition_key=key, partition_range=span)
             if run.status != dg.DagsterRunStatus.SUCCESS:
                 failed.append(key or step["label"])
+                for line in failure_lines(instance, run.run_id):
+                    print(f"{_ERROR_LINE}{line}", flush=True)
         if failed:
             print(f"failed {'partitions' if step['partitioned'] else 'run'}: {', '.join(failed)}", flush=True)
-            sys.exit(1)
+            _leave(1)
         print(f"    ok in {time.monotonic() - started:.1f} s", flush=True)
-    # Leave without the interpreter's teardown: with torch, transformers and the Dagster instance loaded, module
-    # cleanup and native destructors take seconds after the last step has finished. The exit hooks that matter
-    # (sandbox removal, MLflow trace flush) are ``atexit`` functions: run them first.
+    _leave(0)
+
+
+def _leave(code: int) -> None:
+    """Leave without the interpreter's teardown: with torch, transformers and the Dagster instance loaded, module
+    cleanup and native destructors take seconds after the last step has finished, and a failed (or interrupted)
+    step's worker threads would be waited for. The exit hooks that matter (sandbox removal, MLflow trace flush)
+    are ``atexit`` functions: run them first."""
     import atexit
 
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)

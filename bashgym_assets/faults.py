@@ -9,6 +9,7 @@ on the text of a failure they are about to print.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 from pathlib import Path
@@ -51,6 +52,15 @@ def _folder_for(text: str, folder: str | Path | None) -> Path:
     from bashgym_assets.config import get_settings
 
     home = get_settings().home.resolve()
+    lines = text.splitlines()
+    # a path on a line that says the disk is full is where the write failed, inside the data folder or not (a
+    # failing step's log names many folders before the one it filled)
+    for line in lines:
+        if _FULL_RE.search(line) or _IO_RE.search(line):
+            for match in _PATH_RE.findall(line):
+                path = Path(match.rstrip("."))
+                if _existing(path) is not None and path != Path("/"):
+                    return path if path.is_dir() else path.parent
     for match in _PATH_RE.findall(text):
         path = Path(match.rstrip("."))
         try:
@@ -59,6 +69,44 @@ def _folder_for(text: str, folder: str | Path | None) -> Path:
         except (OSError, ValueError):
             continue
     return home
+
+
+# What a write that failed for want of room says when the writer does not pass the errno on: torch.save (its
+# zip writer: "unexpected pos N vs M", "file write failed", "basic_ios::clear: iostream error"), EIO.
+_WRITE_FAILED_RE = re.compile(
+    r"unexpected pos \d+ vs \d+|file write failed|iostream error|PytorchStreamWriter|Input/output error"
+    r"|\[Errno 5\]",
+    re.IGNORECASE,
+)
+
+
+def disk_full_error(exc: BaseException, folder: str | Path) -> OSError | None:
+    """The ``OSError(ENOSPC)`` that ``exc``, raised while writing under ``folder``, really was, or None.
+
+    A full disk under a checkpoint save reached the user as ``RuntimeError: [enforce fail at
+    inline_container.cc:672] . unexpected pos 118080 vs 117972`` (torch.save), the word "disk" nowhere. Counted as
+    a full disk: ENOSPC / EDQUOT anywhere in the exception's chain or its words, or a failed write (``_WRITE_FAILED_RE``)
+    while ``folder``'s disk has less than ``LOW_SPACE_BYTES`` left. The error names ``folder`` and the room left
+    there, so ``explain_os_error`` (and the one line ``bashgym`` ends with) names the right disk."""
+    import errno
+
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in chain and len(chain) < 16:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    text = "\n".join(f"{type(e).__name__}: {e}" for e in chain)
+    full = any(isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT) for e in chain)
+    full = full or bool(_FULL_RE.search(text))
+    probe = _existing(Path(folder))
+    free = None
+    if probe is not None:
+        with contextlib.suppress(OSError):
+            free = shutil.disk_usage(probe).free
+    if not full and not (free is not None and free < LOW_SPACE_BYTES and _WRITE_FAILED_RE.search(text)):
+        return None
+    room = f", {_human(free)} free there" if free is not None else ""
+    return OSError(errno.ENOSPC, f"No space left on device (writing under {folder}{room})", str(folder))
 
 
 def explain_os_error(text: str, folder: str | Path | None = None) -> str | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster._core.errors import DagsterExecutionInterruptedError
 
 from bashgym_assets.config import redact_uri
 from bashgym_assets.defs.metadata import code_version
@@ -158,8 +159,10 @@ def train_live(
 
     try:
         return train(on_log), run_id
-    except BaseException:
-        registry.fail_training_run(run_id, settings)
+    except BaseException as exc:
+        # an interrupt (Dagster's on SIGTERM / Ctrl-C, a stopped `bashgym` command) is a stop, not a failure
+        interrupted = isinstance(exc, KeyboardInterrupt | DagsterExecutionInterruptedError)
+        registry.fail_training_run(run_id, settings, status="KILLED" if interrupted else "FAILED")
         raise
 
 

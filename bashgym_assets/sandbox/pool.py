@@ -54,24 +54,26 @@ class SandboxPool:
 
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """Every item's result in input order. Every item runs even if some raise; then ``PoolError`` is raised
-        (it carries the per-item exceptions and the other results). On KeyboardInterrupt, items not yet started
-        are cancelled and the running ones finish (each closes its own sandbox) before the interrupt propagates.
+        (it carries the per-item exceptions and the other results). On KeyboardInterrupt (Ctrl-C, a stop: Dagster's
+        interrupt too) the items not yet started are cancelled and the interrupt propagates at once: the running
+        ones end in their threads, each closing its own sandbox, and a process that exits first removes what is
+        still open (its exit hook). Before, a stopped gate waited for its running items, up to their timeouts.
         """
         items = list(items)
         results: list = [None] * len(items)
         errors: dict[int, BaseException] = {}
-        with ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="sandbox-pool") as ex:
-            futures = [ex.submit(fn, item) for item in items]
-            try:
-                for i, fut in enumerate(futures):
-                    try:
-                        results[i] = fut.result()
-                    except Exception as exc:  # noqa: BLE001 - collected per item, raised together below
-                        errors[i] = exc
-            except BaseException:
-                for fut in futures:
-                    fut.cancel()
-                raise
+        ex = ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="sandbox-pool")
+        futures = [ex.submit(fn, item) for item in items]
+        try:
+            for i, fut in enumerate(futures):
+                try:
+                    results[i] = fut.result()
+                except Exception as exc:  # noqa: BLE001 - collected per item, raised together below
+                    errors[i] = exc
+        except BaseException:
+            ex.shutdown(wait=False, cancel_futures=True)
+            raise
+        ex.shutdown(wait=True)
         if errors:
             raise PoolError(errors, results)
         return results

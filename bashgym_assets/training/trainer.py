@@ -20,12 +20,14 @@ log-probabilities, precomputed once from a frozen copy of the SFT adapter. This 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -398,33 +400,88 @@ def without_printer(trainer: Any) -> Any:
     return trainer
 
 
-def resume_point(config: TrainConfig) -> tuple[str | None, int]:
-    """The last checkpoint to resume from and its step; ``resume=False`` clears old checkpoints instead."""
+_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+
+
+def checkpoint_step(folder: Path) -> int | None:
+    """The step a ``checkpoint-N`` folder holds, or None when the folder is incomplete: the Trainer writes
+    ``trainer_state.json`` last, so a save cut short (a full disk, a kill) left none, or half of one."""
     import json
 
-    from transformers.trainer_utils import get_last_checkpoint
+    try:
+        return int(json.loads((folder / "trainer_state.json").read_text())["global_step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
+
+def resume_point(config: TrainConfig) -> tuple[str | None, int]:
+    """The last complete checkpoint to resume from and its step; ``resume=False`` clears old checkpoints instead.
+
+    An incomplete ``checkpoint-N`` (``checkpoint_step`` None: its save ran out of disk, or was killed) is removed
+    with a warning, and the run resumes from the last complete one before it (or starts over): before, the
+    Trainer's newest-folder rule picked it, and every rerun failed on its missing ``trainer_state.json``."""
     ckpt = config.ckpt_dir()
     if not ckpt.is_dir():
         return None, 0
     if not config.resume:
         shutil.rmtree(ckpt)
         return None, 0
-    last = get_last_checkpoint(str(ckpt))
-    if last is None:
+    complete: list[tuple[int, int, Path]] = []
+    for folder in ckpt.iterdir():
+        named = _CHECKPOINT_RE.match(folder.name)
+        if named is None or not folder.is_dir():
+            continue
+        step = checkpoint_step(folder)
+        if step is None:
+            logger.warning(
+                "removing the incomplete checkpoint %s (no readable trainer_state.json: its save was cut short, "
+                "by a full disk or a kill); the run resumes from the last complete one, if any",
+                folder,
+            )
+            shutil.rmtree(folder, ignore_errors=True)
+            continue
+        complete.append((int(named.group(1)), step, folder))
+    if not complete:
         return None, 0
-    return last, int(json.loads((Path(last) / "trainer_state.json").read_text())["global_step"])
+    _, step, folder = max(complete)
+    return str(folder), step
+
+
+@contextlib.contextmanager
+def full_disk_said(folder: Path) -> Iterator[None]:
+    """A write under ``folder`` that failed for want of room raises ``OSError(ENOSPC)`` naming ``folder``
+    (``faults.disk_full_error``), whatever the writer said (torch.save: "unexpected pos N vs M")."""
+    from bashgym_assets.faults import disk_full_error
+
+    try:
+        yield
+    except Exception as exc:
+        full = disk_full_error(exc, folder)
+        if full is None:
+            raise
+        raise full from exc
+
+
+def run_training(trainer: Any, resume: str | None, config: TrainConfig) -> Any:
+    """``trainer.train`` from ``resume``, a full disk under the checkpoint folder said as one (``full_disk_said``)."""
+    with full_disk_said(config.ckpt_dir()):
+        return trainer.train(resume_from_checkpoint=resume)
 
 
 def publish_adapter(model: Any, output_dir: Path) -> None:
-    """Write only the (default) adapter into the run folder, atomically (tmp folder + rename)."""
+    """Write only the (default) adapter into the run folder, atomically (tmp folder + rename), with the modes the
+    umask gives (as lake files have): another user's server, notebook or evaluation loads it."""
+    from bashgym_assets.lake import follow_umask
+
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{output_dir.name}.", dir=output_dir.parent))
     try:
-        model.save_pretrained(tmp, selected_adapters=["default"])
+        with full_disk_said(output_dir.parent):
+            model.save_pretrained(tmp, selected_adapters=["default"])
         for extra in tmp.iterdir():  # PEFT writes a README.md model card: the folder holds the adapter only
             if extra.name not in ("adapter_config.json", "adapter_model.safetensors"):
                 extra.unlink() if extra.is_file() else shutil.rmtree(extra)
+        follow_umask(tmp)  # mkdtemp made it 0700 and safetensors 0600: other users must load it too
         if output_dir.exists():
             shutil.rmtree(output_dir)
         os.replace(tmp, output_dir)
@@ -627,7 +684,7 @@ def train_sft(
     mask, examples = _mask_report(trainer, train, config.max_length)
     if not any(e.n_trained for e in examples):
         raise ValueError("no training example has an assistant token inside max_length")
-    out = trainer.train(resume_from_checkpoint=resume)
+    out = run_training(trainer, resume, config)
     history, val_loss = history_from_log(trainer.state.log_history)
     publish_adapter(trainer.model, Path(config.output_dir))
     wall = float(out.metrics.get("train_runtime", 0.0))
@@ -712,7 +769,7 @@ def train_dpo(
             callbacks=callbacks,
         )
     )
-    out = trainer.train(resume_from_checkpoint=resume)
+    out = run_training(trainer, resume, config)
     history, _ = history_from_log(trainer.state.log_history)
     publish_adapter(trainer.model, Path(config.output_dir))
     data = trainer.train_dataset.select_columns(["prompt_ids", "chosen_ids", "rejected_ids"]).to_list()
