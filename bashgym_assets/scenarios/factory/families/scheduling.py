@@ -369,6 +369,10 @@ def cron_add(w: World) -> Draft:
         "{Add|Create} a cron job in {whose} that runs `{cmd}` {when}.{keep}",
         "Ticket: `{cmd}` must run {when} under the {user} account. {Set it up|Add it} in {whose}.{keep}",
         "Could you make cron run `{cmd}` {when} for {user}? It belongs in {whose}.{keep}",
+        "Right now nobody remembers to run `{cmd}` by hand. From now on it should happen {when}, as {user}, "
+        "through {whose}.{keep}",
+        "cron, {user}: `{cmd}`, {when}.{keep}",
+        "Is `{cmd}` scheduled anywhere? It is not - add it to {whose} so it runs {when}.{keep}",
         cmd=cmd,
         when=when,
         user=user,
@@ -378,14 +382,23 @@ def cron_add(w: World) -> Draft:
     spec = {"jobs": [{"cmd": cmd, "sched": spell[0]}], "keep": keep, "count": len(keep) + 1}
     check = _cron_check(f"crontab -u {user} -l", spec, f"! crontab -l 2>/dev/null | grep -qF -- {quote(cmd)}")
     line = f"{w.pick(spell)} {cmd}"
-    if w.chance(0.5):
-        add = [f"(crontab -u {user} -l 2>/dev/null; echo {quote(line)}) | crontab -u {user} -"]
-    else:
-        tmp = f"/tmp/{user}.cron"
-        add = [
-            f"crontab -u {user} -l > {tmp} 2>/dev/null; echo {quote(line)} >> {tmp}",
-            f"crontab -u {user} {tmp}",
-        ]
+    tmp = f"/tmp/{user}.cron"
+    cu = f"crontab -u {user}"
+    ways = [
+        [f"({cu} -l 2>/dev/null; echo {quote(line)}) | {cu} -"],
+        [f"{cu} -l > {tmp} 2>/dev/null; echo {quote(line)} >> {tmp}", f"{cu} {tmp}"],
+        [f"{{ {cu} -l 2>/dev/null; printf '%s\\n' {quote(line)}; }} | {cu} -"],
+        [f"{cu} -l 2>/dev/null | J={quote(line)} awk '1; END {{ print ENVIRON[\"J\"] }}' | {cu} -"],
+        [
+            f"{cu} -l 2>/dev/null | python3 -c 'import sys; sys.stdout.write(sys.stdin.read() + sys.argv[1] + "
+            f'"\\n")\' {quote(line)} > {tmp}',
+            f"{cu} {tmp}",
+        ],
+        [f"{cu} -l > {tmp} 2>/dev/null || true", f"echo {quote(line)} | tee -a {tmp}", f"{cu} - < {tmp}"],
+    ]
+    if keep and "'" not in line:  # sed appends after the last line only when there is one
+        ways.append([f"{cu} -l | sed '$a {line.replace(chr(92), chr(92) * 2)}' | {cu} -"])
+    add = w.pick(ways)
     reference = [f"crontab -u {user} -l", *add, f"crontab -u {user} -l"]
     return Draft(
         task=task, check=check, reference=reference, difficulty=2, files=files, setup=setup, user="root"
@@ -433,6 +446,9 @@ def cron_remove(w: World) -> Draft:
         "In {whose}, find the job that runs `{cmd}`{deco} and {how}. {rest_c}.",
         "Ticket: stop cron from running `{cmd}`{deco} for {user}. {how_c} in {whose}; {rest}.",
         "Could you take `{cmd}`{deco} out of {whose}? Please {how}; {rest}.",
+        "`{cmd}`{deco} keeps running from {whose} although the thing it serves is gone. {how_c}; {rest}.",
+        "{whose}: `{cmd}`{deco} - {how}. {rest_c}.",
+        "After your change cron must no longer run `{cmd}`{deco} for {user}. {how_c} in {whose}; {rest}.",
         cmd=cmd,
         deco=deco,
         whose=whose,
@@ -446,11 +462,25 @@ def cron_remove(w: World) -> Draft:
     if comment:
         spec["commented"] = [cmd]
     check = _cron_check(f"crontab -u {user} -l", spec)
+    py = 'python3 -c \'import sys; o = sys.argv[1]; sys.stdout.write("".join('
     if comment:
         esc = target.replace("*", "\\*").replace("|", "\\|").replace(".", "\\.")
-        pipe = f"sed 's|^{esc}$|# &|'"
+        pipe = w.pick(
+            (
+                f"sed 's|^{esc}$|# &|'",
+                f'O={quote(target)} awk \'$0 == ENVIRON["O"] {{ $0 = "# " $0 }} 1\'',
+                py + f'"# " + l if l.rstrip("\\n") == o else l for l in sys.stdin))\' {quote(target)}',
+            )
+        )
     else:
-        pipe = w.pick((f"grep -vxF {quote(target)}", f"grep -v -- {quote(cmd + '$')}"))
+        pipe = w.pick(
+            (
+                f"grep -vxF {quote(target)}",
+                f"grep -v -- {quote(cmd + '$')}",
+                f"O={quote(target)} awk '$0 != ENVIRON[\"O\"]'",
+                py + f'l for l in sys.stdin if l.rstrip("\\n") != o))\' {quote(target)}',
+            )
+        )
     reference = [f"crontab -u {user} -l", *_edit_crontab(w, user, pipe), f"crontab -u {user} -l"]
     return Draft(task=task, check=check, reference=reference, difficulty=2, setup=setup, user="root")
 
@@ -481,6 +511,10 @@ def cron_reschedule(w: World) -> Draft:
         "Ticket: `{cmd}` ({whose}) should run {new}, not {old}. Fix the schedule and keep everything else.",
         "Could you change the cron job `{cmd}` for {user} so that it runs {new}? Only its schedule changes; the other "
         "jobs in {whose} stay.",
+        "`{cmd}` runs {old} and collides with the backups. Move it to {new} in {whose}; no other job changes.",
+        "{whose}: `{cmd}` {old} -> {new}. Nothing else.",
+        "The team agreed that `{cmd}` (for {user}) should run {new} from now on rather than {old}. Update its "
+        "schedule in {whose} and keep the rest of the file as it is.",
         whose=whose,
         cmd=cmd,
         old=old_text,
@@ -490,7 +524,17 @@ def cron_reschedule(w: World) -> Draft:
     spec = {"jobs": [{"cmd": cmd, "sched": new_spell[0]}], "keep": keep, "count": len(keep) + 1}
     check = _cron_check(f"crontab -u {user} -l", spec)
     new_line = f"{w.pick(new_spell)} {cmd}"
-    if w.chance(0.5):
+    how = w.randint(0, 3)
+    if how == 2:
+        pipe = f'O={quote(target)} N={quote(new_line)} awk \'$0 == ENVIRON["O"] {{ $0 = ENVIRON["N"] }} 1\''
+        edit = _edit_crontab(w, user, pipe)
+    elif how == 3:
+        pipe = (
+            'python3 -c \'import sys; o, n = sys.argv[1:]; sys.stdout.write("".join(n + "\\n" if '
+            f'l.rstrip("\\n") == o else l for l in sys.stdin))\' {quote(target)} {quote(new_line)}'
+        )
+        edit = _edit_crontab(w, user, pipe)
+    elif how == 0:
         esc = target.replace("*", "\\*").replace("|", "\\|").replace(".", "\\.")
         pipe = f"sed 's|^{esc}$|{new_line.replace('|', chr(92) + '|').replace('&', chr(92) + '&')}|'"
         edit = _edit_crontab(w, user, pipe)
@@ -657,6 +701,9 @@ def crontab_env(w: World) -> Draft:
         "Ticket: the cron jobs of {user} need {var} {set|configured}. {what_c} at the top of {whose} and keep "
         "every job unchanged.{fix}",
         "Could you {what} in {whose}? Put it above the jobs and leave the jobs themselves alone.{fix}",
+        "The jobs in {whose} behave differently from an interactive shell because cron gives them a bare "
+        "environment. Fix that: {what}, above the jobs; the jobs themselves stay.{fix}",
+        "{whose}: {what} (top of the file, jobs untouched).{fix}",
         whose=whose,
         what=what,
         what_c=what[:1].upper() + what[1:],
