@@ -691,9 +691,16 @@ def ssh_config_host(w: World) -> Draft:
             )
         )
     else:
-        write = f"printf %s {quote(('' if not existing else chr(10)) + block)} >> ~/.ssh/config"
+        text = ("" if not existing else chr(10)) + block
+        write = w.pick(
+            (
+                f"printf %s {quote(text)} >> ~/.ssh/config",
+                f"cat >> ~/.ssh/config <<'EOF'\n{text}EOF",
+                f"printf %s {quote(text)} | tee -a ~/.ssh/config",
+            )
+        )
     reference = [
-        "mkdir -p ~/.ssh && chmod 700 ~/.ssh",
+        w.pick(("mkdir -p ~/.ssh && chmod 700 ~/.ssh", "install -d -m 700 ~/.ssh")),
         w.pick(("cat ~/.ssh/config", "ls -la ~/.ssh")),
         write,
         f"chmod 600 {cfg}",
