@@ -461,4 +461,4 @@ def test_public_data_in_scenario_candidates_pending_kept_and_near_copies_of_eval
     assert candidates == {f"st.{records[0]['id']}"}
     assert [r["id"] for r in lake.read_rows("scenario_pending")] == [f"st.{records[2]['id']}"]
     reasons = [r["reason"] for r in lake.read_rows("scenario_candidates_quarantine")]
-    assert any("near-duplicate of evaluation task " + held.id in r for r in reasons), reasons
+    assert any("of evaluation task " + held.id in r for r in reasons), reasons

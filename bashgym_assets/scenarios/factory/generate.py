@@ -169,6 +169,16 @@ def evaluation_tasks(suite_dirs: Sequence[object] = ()) -> list[ScenarioBundle]:
     )
 
 
+def bundled_twin_tasks() -> list[ScenarioBundle]:
+    """The pack's held-out tasks whose skill a train family teaches (``split.BUNDLED_TRAIN_TWINS``): out of the
+    clean score and of the skill guard, still guarded against being copied into training."""
+    from bashgym_assets.scenarios.candidates import load_pack
+    from bashgym_assets.scenarios.factory.split import is_bundled_train_twin
+
+    pack, _ = load_pack()
+    return [b for b in pack if is_bundled_train_twin(b.id)]
+
+
 def generate(
     per_family: int,
     seed: int = 0,

@@ -56,11 +56,15 @@ class EvalGuard:
     ``(refuse, goal similarity, skeleton similarity, nearest evaluation id)`` of the nearest task (a refusing one
     first)."""
 
-    def __init__(self, eval_tasks: Sequence[ScenarioBundle]) -> None:
-        self.ids = [b.id for b in eval_tasks]
+    def __init__(self, eval_tasks: Sequence[ScenarioBundle], copies: Sequence[ScenarioBundle] = ()) -> None:
+        """``eval_tasks`` are guarded both ways; ``copies`` (held-out tasks whose skill trains on purpose: the
+        bundled train twins) only against a near-copied instruction: such a task still never trains itself."""
+        self.ids = [b.id for b in [*eval_tasks, *copies]]
         # an empty set's row never equals a real signature: 2**64-1 - k is no MinHash value (they are < 2**32)
-        self._instr = _matrix([_SIGNERS[0](b) for b in eval_tasks], 0)
-        self._skills = SkillIndex([skill_doc(b.id, instruction_text(b), b.reference) for b in eval_tasks])
+        self._instr = _matrix([_SIGNERS[0](b) for b in [*eval_tasks, *copies]], 0)
+        skill_docs = [skill_doc(b.id, instruction_text(b), b.reference) for b in eval_tasks]
+        self._n_skill = len(skill_docs)
+        self._skills = SkillIndex(skill_docs)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -74,11 +78,20 @@ class EvalGuard:
             return np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool)
         sig = _SIGNERS[0](bundle)
         instr = (self._instr == sig).mean(axis=1) if sig is not None else np.zeros(len(self.ids))
+        pad = len(self.ids) - self._n_skill  # the copy-only tasks: no skill comparison
+        if not self._n_skill:
+            zeros = np.zeros(pad)
+            return instr, zeros, zeros, np.zeros(pad, dtype=bool)
         scores = self._skills.scores(
             [skill_doc(bundle.id, instruction_text(bundle), bundle.reference, values=values)]
         )
         specific = np.broadcast_to(scores.specific, scores.goal.shape)[0]
-        return instr, scores.goal[0], scores.skeleton[0], specific
+        return (
+            instr,
+            np.concatenate([scores.goal[0], np.zeros(pad)]),
+            np.concatenate([scores.skeleton[0], np.zeros(pad)]),
+            np.concatenate([specific, np.zeros(pad, dtype=bool)]),
+        )
 
     def __call__(self, bundle: ScenarioBundle, values: Sequence[str] = ()) -> tuple[bool, float, float, str]:
         instr, goal, skel, specific = self.similarities(bundle, values)
@@ -108,11 +121,14 @@ def histogram(
 
 
 def guard_train_bundles(
-    bundles: Sequence[ScenarioBundle], eval_tasks: Sequence[ScenarioBundle], split_of: Callable[[str], str]
+    bundles: Sequence[ScenarioBundle],
+    eval_tasks: Sequence[ScenarioBundle],
+    split_of: Callable[[str], str],
+    copies: Sequence[ScenarioBundle] = (),
 ) -> tuple[list[ScenarioBundle], list[tuple[ScenarioBundle, str]]]:
     """Imported train-split bundles kept, and those refused as near-copies of an evaluation task with the reason;
     held-out bundles pass untouched (they evaluate). ``split_of(id) -> "train" | "held_out"``."""
-    guard = EvalGuard(eval_tasks)
+    guard = EvalGuard(eval_tasks, copies)
     kept: list[ScenarioBundle] = []
     refused: list[tuple[ScenarioBundle, str]] = []
     for b in bundles:
