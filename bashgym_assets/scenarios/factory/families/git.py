@@ -1087,3 +1087,464 @@ def amend_last(w: World) -> Draft:
         files=files,
         setup=setup,
     )
+
+
+# ---- workflows: conflicts, cherry-picks, stashes, squashes -----------------------------------------------------------
+def _git_where(w: World, repo_path: str) -> tuple[str | None, str]:
+    """Where the shell starts (the repository itself, its parent or home) and how the task names the repository."""
+    wd = w.pick((None, repo_path, repo_path, posixpath.dirname(repo_path)))
+    if wd == HOME:
+        wd = None
+    if wd == repo_path:
+        return wd, w.pick(
+            ("the repository you are in", "this repository", "the current repository", w.path_ref(repo_path))
+        )
+    return wd, w.path_ref(repo_path)
+
+
+def _cd(w: World, repo_path: str, wd: str | None) -> list[str]:
+    if wd == repo_path:
+        return [w.pick(("git status --short", "git branch -a", "pwd"))]
+    return [f"cd {quote(repo_path)}"]
+
+
+def _setting_file(w: World, n: int) -> str:
+    return "".join(
+        f"{w.pick(WORDS)}_{w.pick(('limit', 'mode', 'name', 'path', 'flag'))} = {w.randint(1, 999)}\n"
+        for _ in range(n)
+    )
+
+
+@family(
+    "git-resolve-conflict",
+    "git",
+    "merge a branch whose changes conflict and resolve each conflicted file by keeping the side asked for",
+)
+def resolve_conflict(w: World) -> Draft:
+    repo_path = _repo_path(w)
+    main = w.pick(("main", "main", "master", "develop"))
+    repo = _Repo(w, repo_path, branch=main)
+    pool = [
+        "config/app.ini",
+        "VERSION",
+        "docs/setup.md",
+        f"src/{w.pick(SERVICES)}.py",
+        "Makefile",
+        f"lib/{w.pick(WORDS)}.js",
+        "settings.toml",
+    ]
+    k = w.randint(2, 3)
+    conflicted = w.sample(pool, k)
+    clean = w.pick([p for p in pool if p not in conflicted])
+    base = {p: _setting_file(w, 3) for p in [*conflicted, clean]}
+    repo.commit("Initial commit", writes=base)
+    repo.touch(clean)
+    feature = f"{w.pick(('feature', 'topic', 'release', 'hotfix'))}/{w.word()}"
+    w.note(feature, *conflicted, clean)
+    ours, theirs = {}, {}
+    for p in conflicted:
+        lines = base[p].splitlines(keepends=True)
+        i = w.randint(0, len(lines) - 1)
+        key = lines[i].split(" = ")[0]
+        a, b = w.sample(range(1000, 9999), 2)
+        ours[p] = "".join(lines[:i] + [f"{key} = {a}\n"] + lines[i + 1 :])
+        theirs[p] = "".join(lines[:i] + [f"{key} = {b}\n"] + lines[i + 1 :])
+    repo.branch_off(feature)
+    repo.commit(writes={p: theirs[p] for p in conflicted})
+    clean_new = repo.tree[clean] + repo.line() + "\n"
+    repo.commit(writes={clean: clean_new})
+    repo.switch(main)
+    repo.commit(writes={p: ours[p] for p in conflicted})
+    meta = f"/root/.merge-{w.token(6)}"
+    repo.run(f"git rev-parse {main} > {meta}.main && git rev-parse {quote(feature)} > {meta}.feat")
+    files, setup = repo.install()
+    keep_ours = w.sample(conflicted, w.randint(1, k - 1))
+    keep_theirs = [p for p in conflicted if p not in keep_ours]
+    want = {p: (ours[p] if p in keep_ours else theirs[p]) for p in conflicted}
+    msg = w.pick(("", "", f"Merge {feature} into {main}", f"Merge branch '{feature}'"))
+    w.note(msg)
+    sides = w.clauses(
+        [
+            _f(w, "{o}: keep {our} version", o=p, our=w.pick((f"the {main}", "our", f"{main}'s")))
+            for p in keep_ours
+        ]
+        + [_f(w, "{o}: take the version from {f}", o=p, f=feature) for p in keep_theirs]
+    )
+    commit = (
+        _f(w, "commit the merge with the message '{m}'", m=msg)
+        if msg
+        else _f(w, "{finish|conclude} the merge with a merge commit{| (the default message is fine)}")
+    )
+    wd, repo_ref = _git_where(w, repo_path)
+    task = w.phrase(
+        "In {repo}, merge {feature} into {main}. It conflicts; resolve it like this: {sides}. Then {commit}.",
+        "Ticket: {feature} has to land on {main} in {repo}. The merge {conflicts|stops with conflicts}. "
+        "Resolution agreed with the team: {sides}. {commit_c}.",
+        "hey, can you merge {feature} into {main} in {repo}? there will be conflicts: {sides}. {commit_c}, please.",
+        "Merge {feature} -> {main} ({repo}); conflicts: {sides}; {commit}.",
+        "Why is {feature} still not in {main}? Its merge in {repo} conflicts. Do the merge, settling the conflicted "
+        "files as follows: {sides}. {commit_c}; other changes from {feature} come in as they are.",
+        "I want {main} in {repo} to contain everything from {feature}. The two branches changed the same lines, so "
+        "git will ask: {sides}. Keep every other change the merge brings, and {commit}. Do not rebase anything.",
+        repo=repo_ref,
+        feature=feature,
+        main=main,
+        sides=sides,
+        commit=commit,
+        commit_c=_cap(commit),
+    )
+    lines = [
+        f'[ "$(git symbolic-ref -q HEAD)" = refs/heads/{main} ] || exit 1',
+        f'[ "$(git rev-parse HEAD^1)" = "$(cat {meta}.main)" ] || exit 1',
+        f'[ "$(git rev-parse HEAD^2)" = "$(cat {meta}.feat)" ] || exit 1',
+        '[ -z "$(git status --porcelain --untracked-files=no)" ] || exit 1',
+        f"diff <(git show HEAD:{quote(clean)}) <(printf %s {quote(clean_new)}) >/dev/null || exit 1",
+    ]
+    for p, text in want.items():
+        lines.append(f"diff <(git show HEAD:{quote(p)}) <(printf %s {quote(text)}) >/dev/null || exit 1")
+    if msg:
+        lines.append(f'[ "$(git log -1 --format=%s)" = {quote(msg)} ] || exit 1')
+    check = _check(repo_path, *lines)
+    ref = [
+        *_cd(w, repo_path, wd),
+        f"git merge {quote(feature)}" if w.chance(0.7) else f"git merge --no-ff {quote(feature)}",
+    ]
+    style = w.pick(("checkout", "restore", "show", "mixed"))
+    for p in keep_ours:
+        s = style if style != "mixed" else w.pick(("checkout", "restore", "show"))
+        ref.append(
+            {
+                "checkout": f"git checkout --ours -- {quote(p)}",
+                "restore": f"git restore --ours {quote(p)}",
+                "show": f"git show HEAD:{quote(p)} > {quote(p)}",
+            }[s]
+        )
+    for p in keep_theirs:
+        s = style if style != "mixed" else w.pick(("checkout", "restore", "show"))
+        ref.append(
+            {
+                "checkout": w.pick(
+                    (f"git checkout --theirs -- {quote(p)}", f"git checkout {quote(feature)} -- {quote(p)}")
+                ),
+                "restore": f"git restore --theirs {quote(p)}",
+                "show": w.pick(
+                    (
+                        f"git show MERGE_HEAD:{quote(p)} > {quote(p)}",
+                        f"git show {quote(feature)}:{quote(p)} > {quote(p)}",
+                    )
+                ),
+            }[s]
+        )
+    ref.append(w.pick(("git add " + " ".join(quote(p) for p in conflicted), "git add -A", "git add -u")))
+    if msg:
+        ref.append(w.pick((f"git commit -m {quote(msg)}", f"git commit -q -m {quote(msg)}")))
+    else:
+        ref.append(
+            w.pick(
+                ("git commit --no-edit", "GIT_EDITOR=true git merge --continue", "git commit -q --no-edit")
+            )
+        )
+    ref.append(w.pick(("git log --oneline --graph -5", "git show --stat HEAD")))
+    return Draft(task=task, check=check, reference=ref, difficulty=3, files=files, setup=setup, workdir=wd)
+
+
+@family("git-cherry-pick", "git", "copy one named commit from another branch onto a branch with cherry-pick")
+def cherry_pick(w: World) -> Draft:
+    repo_path = _repo_path(w)
+    main = w.pick(("main", "main", "master"))
+    repo = _Repo(w, repo_path, branch=main)
+    paths = _seed_files(w, repo, w.randint(3, 5))
+    for _ in range(w.randint(1, 2)):
+        repo.touch()
+    target = w.pick(
+        (
+            f"release/{w.randint(1, 4)}.{w.randint(0, 9)}",
+            f"stable-{w.word()}",
+            "production",
+            f"maint/{w.word()}",
+        )
+    )
+    repo.branch_off(target)
+    for _ in range(w.randint(0, 2)):
+        repo.touch()
+    repo.switch(main)
+    source = w.pick((main, f"feature/{w.word()}", f"dev-{w.word()}"))
+    if source != main:
+        repo.branch_off(source)
+    n = w.randint(3, 5)
+    idx = w.randint(0, n - 1)
+    picked = ""
+    picked_file = ""
+    for i in range(n):
+        if i == idx:
+            new = f"{w.pick(('tests', 'docs', 'src'))}/{w.word()}.{w.pick(('py', 'md', 'txt'))}"
+            picked = f"Fix {w.pick(_NOUNS)} {w.pick(('crash', 'regression', 'off-by-one', 'typo', 'leak'))}"
+            picked_file = new
+            repo.commit(picked, writes={new: repo.line() + "\n"})
+        else:
+            repo.touch(w.pick(paths))
+    repo.switch(w.pick((main, source)) if source != main else main)
+    start_branch = repo.branch
+    meta = f"/root/.pick-{w.token(6)}"
+    repo.run(
+        f"git rev-parse {quote(target)} > {meta}.target && git rev-parse {quote(source)} > {meta}.source "
+        f"&& git rev-parse {main} > {meta}.main"
+    )
+    files, setup = repo.install()
+    w.note(target, source, picked, picked_file)
+    wd, repo_ref = _git_where(w, repo_path)
+    stay = w.chance(0.3)
+    back = _f(w, " and {switch|go} back to {b} afterwards", b=start_branch) if stay else ""
+    task = w.phrase(
+        "In {repo}, apply the commit '{s}' from {src} to the {t} branch{back}. Only that commit: nothing else from "
+        "{src} may reach {t}.",
+        "Ticket: the fix '{s}' ({src}) is needed on {t} too. {Cherry-pick|Backport} it in {repo}{back}; "
+        "{src} itself stays as it is.",
+        "can you backport '{s}' onto {t}? repo is {repo}, the commit sits on {src}{back}.",
+        "Cherry-pick '{s}' ({src}) -> {t}, repository {repo}{back}.",
+        "Which branch has '{s}'? Only {src}, and {t} needs it as well. Bring that one commit over in {repo}{back}, "
+        "without merging {src}.",
+        "Our {t} branch in {repo} is missing the change made by the commit '{s}' on {src}. Copy exactly that "
+        "commit onto the tip of {t} as one new commit (same change, same subject){back}. Do not rewrite {src} or "
+        "{t}'s existing history.",
+        repo=repo_ref,
+        s=picked,
+        src=source,
+        t=target,
+        back=back,
+    )
+    lines = [
+        f"pick=$({_by_subject(picked, quote(source))})",
+        f'[ "$(git rev-parse {quote(target)}^)" = "$(cat {meta}.target)" ] || exit 1',
+        f'[ "$(git log -1 --format=%s {quote(target)})" = {quote(picked)} ] || exit 1',
+        f'[ "$(git diff --name-only {quote(target)}^ {quote(target)})" = {quote(picked_file)} ] || exit 1',
+        f'[ "$(git show "$pick" | git patch-id --stable | cut -d" " -f1)" = '
+        f'"$(git show {quote(target)} | git patch-id --stable | cut -d" " -f1)" ] || exit 1',
+        f'[ "$(git rev-parse {quote(source)})" = "$(cat {meta}.source)" ] || exit 1',
+        f'[ "$(git rev-parse {main})" = "$(cat {meta}.main)" ] || exit 1',
+        '[ -z "$(git status --porcelain --untracked-files=no)" ] || exit 1',
+    ]
+    if stay:
+        lines.append(f'[ "$(git symbolic-ref -q HEAD)" = refs/heads/{start_branch} ] || exit 1')
+    check = _check(repo_path, *lines)
+    grep = quote("^" + picked + "$")
+    find = w.pick(
+        (
+            f"h=$(git log {quote(source)} --format=%H --grep={grep})",
+            f"h=$(git log {quote(source)} --format=%h -1 --fixed-strings --grep={quote(picked)})",
+            f"h=$(git rev-parse {quote(':/' + picked)})",
+        )
+    )
+    go = w.pick(
+        (f"git switch {quote(target)}", f"git checkout {quote(target)}", f"git checkout -q {quote(target)}")
+    )
+    how = w.pick(("pick", "pick", "x", "am", "apply"))
+    apply = {
+        "pick": 'git cherry-pick "$h"',
+        "x": 'git cherry-pick -x "$h"',
+        "am": 'git format-patch -1 --stdout "$h" | git am -q',
+        "apply": 'git show "$h" | git apply --index && git commit -q -C "$h"',
+    }[how]
+    ref = [
+        *_cd(w, repo_path, wd),
+        w.pick((f"git log --oneline {quote(source)} -8", "git branch -a")),
+        find,
+        go,
+        apply,
+    ]
+    if stay:
+        ref.append(w.pick((f"git switch {start_branch}", f"git checkout {start_branch}", "git switch -")))
+    ref.append(f"git log --oneline -3 {quote(target)}")
+    return Draft(task=task, check=check, reference=ref, difficulty=3, files=files, setup=setup, workdir=wd)
+
+
+@family(
+    "git-stash-switch",
+    "git",
+    "set uncommitted work aside (stash), switch to the branch it belongs on and re-apply it there",
+)
+def stash_switch(w: World) -> Draft:
+    repo_path = _repo_path(w)
+    main = w.pick(("main", "main", "master"))
+    repo = _Repo(w, repo_path, branch=main)
+    paths = _seed_files(w, repo, w.randint(3, 5))
+    rel = w.pick(paths)
+    body = _setting_file(w, 5)
+    repo.commit(writes={rel: body})
+    branch = f"{w.pick(('feature', 'fix', 'wip', 'topic'))}{w.pick(('/', '-'))}{w.word()}"
+    repo.branch_off(branch)
+    lines = body.splitlines(keepends=True)
+    first = f"{lines[0].split(' = ')[0]} = {w.randint(1000, 9999)}\n"
+    on_branch = "".join([first, *lines[1:]])
+    repo.commit(writes={rel: on_branch})
+    repo.switch(main)
+    for _ in range(w.randint(0, 2)):
+        repo.touch(w.pick([p for p in paths if p != rel]))
+    wip_line = f"{w.pick(WORDS)}_{w.pick(('retries', 'budget', 'window'))} = {w.randint(1, 99)}\n"
+    want = on_branch + wip_line
+    extra = ""
+    if w.chance(0.4):
+        extra = f"notes/{w.word()}.md"
+        repo.run(f"mkdir -p notes && echo {quote('- ' + w.pick(WORDS))} > {quote(extra)}")
+    repo.run(f"printf %s {quote(wip_line)} >> {quote(rel)}")
+    meta = f"/root/.stash-{w.token(6)}"
+    repo.run(f"git rev-parse {main} > {meta}.main && git rev-parse {quote(branch)} > {meta}.branch")
+    files, setup = repo.install()
+    commit_msg = w.pick(("", "", f"Add {wip_line.split(' = ')[0]} setting", f"WIP: {w.pick(_NOUNS)}"))
+    w.note(branch, rel, commit_msg, extra)
+    wd, repo_ref = _git_where(w, repo_path)
+    end = (
+        _f(w, "then commit it there with the message '{m}'", m=commit_msg)
+        if commit_msg
+        else _f(w, "{leave it uncommitted there|do not commit it yet}")
+    )
+    also = _f(w, " (together with the new file {e})", e=extra) if extra else ""
+    task = w.phrase(
+        "In {repo} I started editing {f}{also} on {main}, but that work belongs on {b}. Move the uncommitted "
+        "changes over to {b} and {end}. {main} must stay as it is and nothing may be left in the stash.",
+        "Ticket: uncommitted changes to {f}{also} in {repo} were made on the wrong branch ({main}). Stash them, "
+        "switch to {b}, re-apply them there and {end}. Leave the stash empty.",
+        "oops, I edited {f}{also} on {main} in {repo} - can you carry that over to {b}? {end_c}, and don't leave "
+        "anything stashed.",
+        "Stash the changes in {repo}, switch to {b}, apply them{also}; {end}; empty stash at the end.",
+        "How do I get my uncommitted edit of {f}{also} from {main} onto {b} in {repo}? Just do it for me: {end}; "
+        "{main}'s commits stay untouched and no stash entry remains.",
+        "Goal: in {repo} the branch {b} is checked out with my work-in-progress on {f}{also} applied on top of "
+        "it, {main} unchanged, and an empty stash list. Git refuses to switch with those changes, so set them "
+        "aside first; {end}.",
+        repo=repo_ref,
+        f=rel,
+        also=also,
+        main=main,
+        b=branch,
+        end=end,
+        end_c=_cap(end),
+    )
+    lines_ = [
+        f'[ "$(git symbolic-ref -q HEAD)" = refs/heads/{branch} ] || exit 1',
+        f'[ "$(git rev-parse {main})" = "$(cat {meta}.main)" ] || exit 1',
+        '[ -z "$(git stash list)" ] || exit 1',
+        f"diff {quote(rel)} <(printf %s {quote(want)}) >/dev/null || exit 1",
+    ]
+    if extra:
+        lines_.append(f"[ -f {quote(extra)} ] || exit 1")
+    if commit_msg:
+        lines_ += [
+            f'[ "$(git rev-parse HEAD^)" = "$(cat {meta}.branch)" ] || exit 1',
+            f'[ "$(git log -1 --format=%s)" = {quote(commit_msg)} ] || exit 1',
+            f"diff <(git show HEAD:{quote(rel)}) <(printf %s {quote(want)}) >/dev/null || exit 1",
+        ]
+        if extra:
+            lines_.append(f"git cat-file -e HEAD:{quote(extra)} 2>/dev/null || exit 1")
+    else:
+        lines_.append(f'[ "$(git rev-parse HEAD)" = "$(cat {meta}.branch)" ] || exit 1')
+    check = _check(repo_path, *lines_)
+    stash = w.pick(
+        (
+            "git stash",
+            "git stash push",
+            f"git stash push -m {quote('wip ' + w.pick(WORDS))}",
+            "git stash -u" if extra else "git stash save",
+        )
+    )
+    go = w.pick((f"git switch {quote(branch)}", f"git checkout {quote(branch)}"))
+    back = w.pick(("git stash pop", "git stash apply && git stash drop", "git stash pop --index"))
+    steps = [stash, go, back]
+    if w.chance(0.2):
+        steps = (
+            [f"git switch --merge {quote(branch)}"]
+            if not extra or w.chance(0.5)
+            else [f"git checkout -m {quote(branch)}"]
+        )
+    ref = [*_cd(w, repo_path, wd), "git status --short", *steps]
+    if commit_msg:
+        add = w.pick(("git add -A", f"git add {quote(rel)}" + (f" {quote(extra)}" if extra else "")))
+        ref += [add, f"git commit -m {quote(commit_msg)}"]
+    ref.append(w.pick(("git status", "git log --oneline -3 && git stash list")))
+    return Draft(task=task, check=check, reference=ref, difficulty=3, files=files, setup=setup, workdir=wd)
+
+
+@family(
+    "git-squash-commits", "git", "squash the last N commits of a branch into one commit with a given message"
+)
+def squash_commits(w: World) -> Draft:
+    repo_path = _repo_path(w)
+    main = w.pick(("main", "master"))
+    repo = _Repo(w, repo_path, branch=main)
+    paths = _seed_files(w, repo, w.randint(3, 5))
+    for _ in range(w.randint(1, 3)):
+        repo.touch()
+    on_branch = w.chance(0.6)
+    branch = main
+    if on_branch:
+        branch = f"{w.pick(('feature', 'topic', 'wip'))}/{w.word()}"
+        repo.branch_off(branch)
+    n = w.randint(2, 5)
+    for i in range(n):
+        repo.touch(
+            w.pick(paths),
+            subject=w.pick(("wip", "fixup", "more", f"wip {i + 1}", "oops", "try again"))
+            if w.chance(0.5)
+            else None,
+        )
+    msg = f"{w.pick(_VERBS)} {w.pick(_NOUNS)}{w.pick(('', ' for ' + w.pick(SERVICES)))}"
+    meta = f"/root/.squash-{w.token(6)}"
+    repo.run(f"git rev-parse HEAD~{n} > {meta}.base && git rev-parse 'HEAD^{{tree}}' > {meta}.tree")
+    if on_branch and w.chance(0.5):
+        repo.switch(main)
+    files, setup = repo.install()
+    w.note(n, msg, branch)
+    wd, repo_ref = _git_where(w, repo_path)
+    which = _f(w, "the last {n} commits {on|of} {b}", n=n, b=branch)
+    task = w.phrase(
+        "Squash {which} in {repo} into a single commit with the message '{m}'.",
+        "Ticket: before review, {which} in {repo} should become one commit, message '{m}'. The final content "
+        "must not change.",
+        "can you squash {which} into one? repo: {repo}. use '{m}' as the message",
+        "{repo}: {which} -> one commit '{m}'.",
+        "Why does {b} in {repo} have {n} tiny commits on top? Please make them one commit, '{m}', with exactly "
+        "the same resulting files and the same commit underneath.",
+        "History clean-up in {repo}: replace {which} by one commit whose message is '{m}'. Everything before "
+        "those {n} commits stays as it is, and the tree at the tip must be identical to what it is now.",
+        repo=repo_ref,
+        which=which,
+        m=msg,
+        n=n,
+        b=branch,
+    )
+    check = _check(
+        repo_path,
+        f'[ "$(git rev-parse {quote(branch)}^)" = "$(cat {meta}.base)" ] || exit 1',
+        f'[ "$(git rev-parse \'{branch}^{{tree}}\')" = "$(cat {meta}.tree)" ] || exit 1',
+        f'[ "$(git log -1 --format=%s {quote(branch)})" = {quote(msg)} ] || exit 1',
+        '[ -z "$(git status --porcelain --untracked-files=no)" ] || exit 1',
+    )
+    ref = [*_cd(w, repo_path, wd), f"git log --oneline -{n + 2} {quote(branch)}"]
+    if repo.branch != branch:
+        ref.append(w.pick((f"git switch {quote(branch)}", f"git checkout {quote(branch)}")))
+    how = w.pick(("soft", "soft", "softbase", "merge", "committree", "rebase"))
+    if how == "soft":
+        ref += [
+            f"git reset --soft HEAD~{n}",
+            w.pick((f"git commit -m {quote(msg)}", f"git commit -q -m {quote(msg)}")),
+        ]
+    elif how == "softbase":
+        ref += [f"base=$(git rev-parse HEAD~{n})", 'git reset --soft "$base"', f"git commit -m {quote(msg)}"]
+    elif how == "merge":
+        ref += [
+            "git branch -f squash-tmp HEAD",
+            f"git reset -q --hard HEAD~{n}",
+            "git merge --squash squash-tmp",
+            f"git commit -m {quote(msg)}",
+            "git branch -D squash-tmp",
+        ]
+    elif how == "committree":
+        ref += [f"git reset -q --soft $(git commit-tree 'HEAD^{{tree}}' -p HEAD~{n} -m {quote(msg)})"]
+    else:
+        todo = "sed -i '2,$ s/^pick/squash/'"
+        ref += [
+            f"GIT_SEQUENCE_EDITOR={quote(todo)} GIT_EDITOR=true git rebase -q -i HEAD~{n}",
+            f"git commit --amend -m {quote(msg)}",
+        ]
+    ref.append(w.pick(("git log --oneline -3", "git show --stat HEAD")))
+    return Draft(task=task, check=check, reference=ref, difficulty=3, files=files, setup=setup, workdir=wd)
