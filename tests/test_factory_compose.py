@@ -5,6 +5,7 @@ first step(s); a wrong value, a wrong selection or the steps in the wrong order)
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections.abc import Callable
 
@@ -12,6 +13,7 @@ import pytest
 
 from bashgym_assets.scenarios.bundle import ScenarioBundle
 from bashgym_assets.scenarios.factory.family import all_families
+from bashgym_assets.scenarios.factory.world import quote
 from bashgym_assets.scenarios.skills import state_changing_core
 
 FAMILIES = all_families()
@@ -91,6 +93,79 @@ def _edit_before_backup(b: ScenarioBundle) -> list[str]:
     return ref
 
 
+def _index_of(b: ScenarioBundle, pattern: str) -> int:
+    """The first reference line that matches ``pattern`` (a regex)."""
+    return next(i for i, line in enumerate(b.reference) if re.search(pattern, line))
+
+
+def _bump_only(b: ScenarioBundle) -> list[str]:
+    """Edits the version file, never commits (nor tags)."""
+    return b.reference[: _index_of(b, r"git (add|commit)")]
+
+
+def _tag_before_commit(b: ScenarioBundle) -> list[str]:
+    """The steps in the wrong order: tag first (the old tip), then commit."""
+    i = _index_of(b, r"git (add|commit)")
+    ref = list(b.reference)
+    ref[i], ref[i + 1] = ref[i + 1], ref[i]
+    return ref
+
+
+def _copy_only(b: ScenarioBundle) -> list[str]:
+    """Copies the tree without the pattern, never locks it nor writes the manifest."""
+    return b.reference[: _index_of(b, r"rsync|cp -|tar -C|cpio") + 1]
+
+
+def _copy_everything(b: ScenarioBundle) -> list[str]:
+    """Every step done, but the copy keeps the excluded files."""
+    want = _want(b)
+    i = _index_of(b, r"rsync|cp -|tar -C|cpio")
+    return [*b.reference[:i], f"cp -a {quote(want['src'])} {quote(want['dst'])}", *b.reference[i + 1 :]]
+
+
+def _quarantine_move_only(b: ScenarioBundle) -> list[str]:
+    """Moves the marked files, writes no report and locks nothing."""
+    report = posixpath.basename(_want(b)["report"])
+    return [line for line in b.reference if report not in line and not line.startswith("chmod")]
+
+
+def _quarantine_flattened(b: ScenarioBundle) -> list[str]:
+    """Every step done, but the files land flat in the quarantine (their relative paths lost)."""
+    want = _want(b)
+    q, base, report = quote(want["quarantine"]), quote(want["base"]), quote(want["report"])
+    listing = f"find {q} -type f | wc -l" if want["kind"] == "count" else f"find {q} -type f -printf '%P\\n'"
+    return [
+        f"mkdir -p {q}",
+        f"grep -rlZ {quote(want['marker'])} {base} | xargs -0 mv -t {q}",
+        f"{listing} > {report}",
+        f"chmod 700 {q}",
+    ]
+
+
+def _split_only(b: ScenarioBundle) -> list[str]:
+    """Splits the log, never compresses the parts nor writes the index."""
+    return b.reference[: _index_of(b, r"^mkdir -p") + 2]
+
+
+def _index_before_compress(b: ScenarioBundle) -> list[str]:
+    """The steps in the wrong order: the index is written before the parts are compressed."""
+    i = _index_of(b, r"^mkdir -p") + 2  # the compress line follows the split
+    ref = list(b.reference)
+    ref[i], ref[i + 1] = ref[i + 1], ref[i]
+    return ref
+
+
+def _shared_without_dropin(b: ScenarioBundle) -> list[str]:
+    """Creates the group and the folder, never the member's file."""
+    return [line for line in b.reference if _want(b)["file"] not in line]
+
+
+def _group_without_members(b: ScenarioBundle) -> list[str]:
+    """Every step done, but the group is created empty: its members were never added."""
+    group = _want(b)["group"]
+    return [f"groupadd {group}" if line.startswith("groupadd") else line for line in b.reference]
+
+
 # family -> (a predicate choosing a seed whose draw shows the composition at its longest, two wrong answers)
 WRONG: dict[str, tuple[Callable[[ScenarioBundle], bool], Callable, Callable]] = {
     "compose-find-archive-report": (
@@ -105,6 +180,19 @@ WRONG: dict[str, tuple[Callable[[ScenarioBundle], bool], Callable, Callable]] = 
         _json_other_status,
     ),
     "compose-user-folder-register": (lambda b: b.difficulty == 4, _folder_only, _registry_overwritten),
+    "compose-bump-commit-tag": (lambda b: b.difficulty == 4, _bump_only, _tag_before_commit),
+    "compose-copy-readonly-manifest": (lambda b: b.difficulty == 4, _copy_only, _copy_everything),
+    "compose-quarantine-marker": (lambda b: b.difficulty == 4, _quarantine_move_only, _quarantine_flattened),
+    "compose-split-log-index": (
+        lambda b: b.difficulty == 4 and not b.reference[_index_of(b, r"^mkdir -p") + 3].startswith("cd "),
+        _split_only,
+        _index_before_compress,
+    ),
+    "compose-group-shared-folder": (
+        lambda b: b.difficulty == 4,
+        _shared_without_dropin,
+        _group_without_members,
+    ),
     "compose-backup-edit-patch": (  # an edit that reads the config itself, so the swapped order still runs
         lambda b: (
             b.difficulty == 4 and _want(b)["backup"].rsplit("/", 1)[1] not in b.reference[_backup_line(b) + 1]
@@ -126,7 +214,7 @@ def _draw(name: str) -> ScenarioBundle:
 
 
 def test_every_composed_family_has_its_wrong_answers() -> None:
-    assert len(COMPOSED) >= 5
+    assert len(COMPOSED) >= 10
     assert set(WRONG) == set(COMPOSED)
 
 

@@ -1,6 +1,9 @@
 """Compositions: tasks that chain two or three skills (select then archive then report; compress then write a
 checksum manifest then lock it; filter then load into SQLite; back up then edit then record the diff; create a
-user's folder then set its owner and mode then register it), each step's result checked.
+user's folder then set its owner and mode then register it; bump a version then commit then tag; copy a tree
+without a pattern then lock it and write its manifest; quarantine marked files keeping their paths then report and
+lock; split a log by service then compress and index the parts; create a group then its shared folder then a
+member's drop-in file), each step's result checked.
 
 A composition is only as good as its check: every step leaves state of its own (an archive *and* a report, a
 compressed file *and* a manifest line that verifies it, a backup *and* an edited config *and* a diff that turns the
@@ -20,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
+import tomllib
+from datetime import timedelta
 
 from bashgym_assets.scenarios.factory.family import Draft, family
 from bashgym_assets.scenarios.factory.world import HOME, PROJECTS, TEAMS, WORDS, World, quote
@@ -1303,4 +1308,1150 @@ def backup_edit_patch(w: World) -> Draft:
         files=files,
         user=user,  # type: ignore[arg-type]
         workdir=None if wd == _home(user) else wd,
+    )
+
+
+# ---- 6. bump a version in a file, commit it (then tag the commit) --------------------------------------------------
+_GIT_ENV = (
+    "env = dict(os.environ, GIT_OPTIONAL_LOCKS='0', GIT_CONFIG_COUNT='1', GIT_CONFIG_KEY_0='safe.directory', "
+    "GIT_CONFIG_VALUE_0='*')\n"
+)
+_RELEASE_CHECK = (
+    """
+import subprocess, tomllib
+"""
+    + _GIT_ENV
+    + """
+def git(*args):
+    r = subprocess.run(["git", "-C", WANT["repo"], *args], capture_output=True, text=True, env=env)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+base = open(WANT["base_file"]).read().strip()
+head = git("rev-parse", "-q", "--verify", "refs/heads/" + WANT["branch"])
+if head is None:
+    fail("no branch " + WANT["branch"])
+if head == base:
+    fail("nothing was committed on " + WANT["branch"])
+if git("rev-parse", "-q", "--verify", head + "^") != base:
+    fail("the new commit does not sit directly on the old tip")
+changed = git("diff", "--name-only", base, head)
+if changed != WANT["file"]:
+    fail(f"the commit changes {changed!r}, want only {WANT['file']}")
+r = subprocess.run(["git", "-C", WANT["repo"], "show", head + ":" + WANT["file"]], capture_output=True, text=True,
+                   env=env)
+kind, text = WANT["kind"], r.stdout
+try:
+    if kind == "json":
+        ok = json.loads(text) == WANT["expected"]
+    elif kind == "toml":
+        ok = tomllib.loads(text) == WANT["expected"]
+    else:
+        ok = text.strip() == WANT["expected"]
+except ValueError as exc:
+    fail(f"the committed {WANT['file']} does not parse: {exc}")
+if not ok:
+    fail("the committed " + WANT["file"] + " is not the old one with the new version")
+if WANT["message"] and git("log", "-1", "--format=%s", head) != WANT["message"]:
+    fail("commit message is " + repr(git("log", "-1", "--format=%s", head)))
+if WANT["tag"]:
+    if git("rev-parse", "-q", "--verify", "refs/tags/" + WANT["tag"] + "^{commit}") != head:
+        fail("tag " + WANT["tag"] + " missing or not on the bump commit")
+if git("rev-parse", "-q", "--verify", "refs/tags/" + WANT["old_tag"] + "^{commit}") not in git("rev-list", base).split():
+    fail("the earlier tag " + WANT["old_tag"] + " moved or went")
+"""
+)
+
+_DEP_NAMES = (
+    "requests",
+    "click",
+    "rich",
+    "httpx",
+    "pydantic",
+    "attrs",
+    "lodash",
+    "express",
+    "chalk",
+    "yargs",
+)
+
+
+def _version_file(w: World, kind: str, name: str, version: str, dep_version: str) -> tuple[str, object]:
+    """The text of a version file and what the check compares (parsed JSON/TOML, or the bare version)."""
+    dep = w.pick(_DEP_NAMES)
+    if kind == "json":
+        data = {
+            "name": name,
+            "version": version,
+            "description": " ".join(w.lines(1)).capitalize(),
+            "main": "index.js",
+            "scripts": {"test": "node test.js"},
+            "dependencies": {dep: "^" + dep_version},
+        }
+        return json.dumps(data, indent=2) + "\n", data
+    if kind == "toml":
+        text = (
+            f'[project]\nname = "{name}"\nversion = "{version}"\nrequires-python = ">=3.10"\n'
+            f'dependencies = ["{dep}>={dep_version}"]\n\n[tool.{name.replace("-", "_")}]\nlevel = "info"\n'
+        )
+        return text, text
+    return version + "\n", version
+
+
+def _sed_version(version: str) -> str:
+    """A version for a basic sed regex (dots literal)."""
+    return version.replace(".", "\\.")
+
+
+@family(
+    "compose-bump-commit-tag",
+    CATEGORY,
+    "bump the version in VERSION, package.json or pyproject.toml, commit exactly that, optionally tag the commit",
+)
+def bump_commit_tag(w: World) -> Draft:
+    user = "operator"  # root has no git identity in the sandbox
+    wd, setup = _where(w, user)
+    name = w.pick((w.project(), w.service(), f"{w.project()}-{w.pick(('api', 'cli', 'lib', 'web'))}"))
+    repo = wd if (wd != _home(user) and w.chance(0.5)) else f"{wd}/{name}"
+    kind = w.pick(("plain", "json", "toml"))
+    vfile = {
+        "plain": w.pick(("VERSION", "VERSION", "version.txt")),
+        "json": "package.json",
+        "toml": "pyproject.toml",
+    }[kind]
+    major, minor, patch = w.randint(0, 3), w.randint(0, 12), w.randint(0, 9)
+    old = f"{major}.{minor}.{patch}"
+    bump = w.pick(("patch", "minor", "major"))
+    new = {
+        "patch": f"{major}.{minor}.{patch + 1}",
+        "minor": f"{major}.{minor + 1}.0",
+        "major": f"{major + 1}.0.0",
+    }[bump]
+    old_text, _ = _version_file(
+        w, kind, name, old, old
+    )  # the dependency pin shares the old version: a near miss
+    new_text = old_text.replace(f'"version": "{old}"', f'"version": "{new}"').replace(
+        f'\nversion = "{old}"', f'\nversion = "{new}"'
+    )
+    if kind == "plain":
+        new_text = new + "\n"
+    expected: object = new
+    if kind == "json":
+        expected = json.loads(new_text)
+    elif kind == "toml":
+        expected = tomllib.loads(new_text)
+    branch = w.pick(("main", "main", "master", "trunk"))
+    message = w.pick((f"Bump version to {new}", f"Release {new}", f"chore: release v{new}", f"Version {new}"))
+    tag = w.pick((f"v{new}", f"v{new}", new, f"release-{new}")) if w.chance(0.55) else ""
+    old_tag = f"v{old}" if tag.startswith("v") or not tag else (old if tag == new else f"release-{old}")
+    w.note(old, new, message, tag, branch, vfile)
+    extra = {
+        "README.md": f"# {name}\n\nCurrent release: {old}\n",
+        "CHANGELOG.md": f"# Changelog\n\n## {new}\n\n- {' '.join(w.lines(1))}\n\n## {old}\n\n- first cut\n",
+        f"src/{w.word()}.py": _body(w.lines(3, "kv")),
+    }
+    base_file = f"/root/.base-{w.token(6)}"
+    script = f"/root/.mkrepo-{w.token(6)}.sh"
+    stamp = f"{w.date('2024-01-01', 500):%Y-%m-%d %H:%M:%S} +0000"
+    ident = (
+        f"GIT_AUTHOR_NAME=Operator GIT_AUTHOR_EMAIL=operator@sandbox.invalid GIT_AUTHOR_DATE={quote(stamp)} "
+        f"GIT_COMMITTER_NAME=Operator GIT_COMMITTER_EMAIL=operator@sandbox.invalid GIT_COMMITTER_DATE={quote(stamp)}"
+    )
+    lines = [
+        "set -e",
+        "export HOME=/root GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory "
+        "GIT_CONFIG_VALUE_0='*'",
+        f"mkdir -p {quote(repo)} && cd {quote(repo)}",
+        f"git init -q -b {branch}",
+    ]
+    files = {f"{repo}/{rel}": text for rel, text in extra.items()}
+    files[f"{repo}/{vfile}"] = old_text
+    lines.append(f"git add -A && {ident} git commit -q -m 'Initial import'")
+    lines.append(f"{ident} git tag {quote(old_tag)}")
+    lines.append(f"printf %s {quote(_body(w.lines(2)))} >> README.md")
+    lines.append(f"git add -A && {ident} git commit -q -m {quote('Update README for ' + old)}")
+    scratch = w.pick(("notes.local", "scratch.txt", "TODO.mine", ".env.local"))
+    lines.append(f"printf %s {quote(_body(w.lines(2)))} > {scratch}")  # untracked: must not be committed
+    lines.append(f"git rev-parse HEAD > {base_file}")
+    lines.append(f"chown -R {user}:{user} {quote(repo)}")
+    files[script] = "\n".join(lines) + "\n"
+    setup.append(f"bash {script} && rm -f {script}")
+    r_ref = _ref(w, repo, wd, user)
+    if repo == wd:
+        r_ref = w.pick((r_ref, _f(w, "the repository {you are in|in the current directory}")))
+    bump_en = _f(
+        w,
+        "{bump|raise|change} the version in {f} from {o} to {n}",
+        f=vfile,
+        o=old,
+        n=new,
+    )
+    commit_en = _f(
+        w, "commit {only that file|just that change} on {b} with the message '{m}'", b=branch, m=message
+    )
+    tag_en = _f(w, "tag {that|the new} commit {t}", t=tag) if tag else ""
+    steps = [x for x in (bump_en, commit_en, tag_en) if x]
+    task = w.phrase(
+        "In {r}, {steps_then}.",
+        "Ticket: cut release {n} of {name}. {steps_numbered} Nothing else in the working tree goes into the commit.",
+        "can you do the {n} release in {r}? {steps_and_cap}. Leave {scratch} out of it.",
+        "{r}: {f} {o} -> {n}; git commit -m '{m}'{tag_terse}",
+        "When you are done, the tip of {b} in {r} should be one new commit, '{m}', that changes only {f} (version {n} "
+        "instead of {o}){tag_goal}.",
+        "Could you release {name} {n}? The repo is {r}. {steps_numbered}",
+        "We version {name} by hand: the number lives in {f}, and every release is one commit{tag_why}. The current "
+        "version is {o}; make it {n}: {steps_and}. Other files, including untracked ones, stay out of the commit.",
+        r=r_ref,
+        steps_then=", then ".join(steps),
+        steps_numbered=" ".join(f"{i}) {s[:1].upper() + s[1:]}." for i, s in enumerate(steps, 1)),
+        steps_and="; ".join(steps),
+        steps_and_cap="; ".join(steps)[:1].upper() + "; ".join(steps)[1:],
+        n=new,
+        o=old,
+        f=vfile,
+        m=message,
+        b=branch,
+        name=name,
+        scratch=scratch,
+        tag_terse=f"; git tag {tag}" if tag else "",
+        tag_goal=_f(w, ", and the tag {t} should point at it", t=tag) if tag else "",
+        tag_why=" " + _f(w, "with a tag ({t} this time)", t=tag) if tag else "",
+    )
+    ref = [f"cd {quote(repo)}"] if repo != wd else []
+    ref.append(
+        w.pick(("git status --short", "git log --oneline --decorate -3", f"cat {vfile}", "git tag -l"))
+    )
+    if kind == "plain":
+        edits = [
+            f"echo {new} > {vfile}",
+            f"printf '%s\\n' {new} > {vfile}",
+            f"sed -i 's/^{_sed_version(old)}$/{new}/' {vfile}",
+        ]
+    elif kind == "json":
+        edits = [
+            f"jq '.version = \"{new}\"' {vfile} > /tmp/{vfile}.new && cat /tmp/{vfile}.new > {vfile}",
+            f'sed -i \'s/"version": "{_sed_version(old)}"/"version": "{new}"/\' {vfile}',
+            'python3 -c \'import json, sys; p = sys.argv[1]; d = json.load(open(p)); d["version"] = sys.argv[2]; '
+            f'open(p, "w").write(json.dumps(d, indent=2) + "\\n")\' {vfile} {new}',
+        ]
+    else:
+        edits = [
+            f'sed -i \'s/^version = "{_sed_version(old)}"/version = "{new}"/\' {vfile}',
+            f"sed -i '/^\\[project\\]/,/^\\[/ s/^version = .*/version = \"{new}\"/' {vfile}",
+            "python3 -c 'import re, sys; p = sys.argv[1]; t = open(p).read(); "
+            f'open(p, "w").write(re.sub(r"(?m)^version = .*$", "version = \\"{new}\\"", t, count=1))\' {vfile}',
+        ]
+    ref.append(w.pick(edits))
+    ref.append(
+        w.pick(
+            (
+                f"git add {vfile} && git commit -m {quote(message)}",
+                f"git commit -am {quote(message)}",
+                f"git commit -m {quote(message)} -- {vfile}",
+                f"git add -u && git commit -q -m {quote(message)}",
+            )
+        )
+    )
+    if tag:
+        ref.append(
+            w.pick(
+                (
+                    f"git tag {tag}",
+                    f"git tag -a {tag} -m {quote('Release ' + new)}",
+                    f"git tag {tag} HEAD",
+                    f"git tag -a {tag} -m {quote(message)} HEAD",
+                )
+            )
+        )
+    ref.append(
+        w.pick(
+            ("git log --oneline --decorate -3", "git show --stat HEAD", "git status --short && git tag -l")
+        )
+    )
+    check = _python_check(
+        _RELEASE_CHECK,
+        {
+            "repo": repo,
+            "base_file": base_file,
+            "branch": branch,
+            "file": vfile,
+            "kind": kind,
+            "expected": expected,
+            "message": message,
+            "tag": tag,
+            "old_tag": old_tag,
+        },
+    )
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=4 if tag else 3,
+        setup=setup,
+        files=files,
+        user=user,
+        workdir=None if wd == _home(user) else wd,
+    )
+
+
+# ---- 7. copy a tree without one kind of file, then make the copy read-only and/or write its manifest -------------
+_MIRROR_CHECK = """
+import hashlib, re, stat
+src, dst = WANT["src"], WANT["dst"]
+for rel, digest in WANT["source"].items():
+    p = os.path.join(src, rel)
+    if not os.path.isfile(p) or hashlib.md5(open(p, "rb").read()).hexdigest() != digest:
+        fail("the source changed: " + rel)
+if not os.path.isdir(dst):
+    fail("no copy at " + dst)
+got = {}
+for top, dirs, names in os.walk(dst):
+    for n in names:
+        p = os.path.join(top, n)
+        got[os.path.relpath(p, dst)] = hashlib.md5(open(p, "rb").read()).hexdigest()
+want = WANT["copy"]
+if sorted(got) != sorted(want):
+    extra, missing = sorted(set(got) - set(want)), sorted(set(want) - set(got))
+    fail(f"the copy holds {len(got)} files; extra {extra[:5]}, missing {missing[:5]}")
+for rel, digest in want.items():
+    if got[rel] != digest:
+        fail("content differs in the copy: " + rel)
+if WANT["lock"]:
+    for rel in want:
+        if os.stat(os.path.join(dst, rel)).st_mode & 0o222:
+            fail("still writable in the copy: " + rel)
+if WANT["manifest"]:
+    algo = WANT["algo"]
+    size = hashlib.new(algo).digest_size * 2
+    try:
+        lines = [x.rstrip("\\n") for x in open(WANT["manifest"]) if x.strip()]
+    except OSError:
+        fail("no manifest " + WANT["manifest"])
+    seen = {}
+    for line in lines:
+        m = re.fullmatch(r"([0-9a-fA-F]{%d}) [ *](.+)" % size, line.strip())
+        if not m:
+            fail("not a checksum line: " + line)
+        name = m.group(2)
+        for p in WANT["prefixes"]:
+            if name.startswith(p):
+                name = name[len(p):]
+                break
+        name = re.sub(r"^(\\./)+", "", name)
+        seen[name] = m.group(1).lower()
+    if sorted(seen) != sorted(want) or len(lines) != len(want):
+        fail(f"the manifest names {sorted(seen)[:6]}..., want the {len(want)} copied files")
+    for rel, digest in seen.items():
+        if hashlib.new(algo, open(os.path.join(dst, rel), "rb").read()).hexdigest() != digest:
+            fail("wrong checksum for " + rel)
+"""
+
+_EXCLUDES = (
+    # the pattern, how a person names it, the extension of the files it drops, a near-miss name it must keep
+    ("*.tmp", "temporary files (*.tmp)", "tmp", "tmp_notes.txt"),
+    ("*.log", "log files (*.log)", "log", "logging.conf"),
+    ("*.bak", "backup files (*.bak)", "bak", "bak.README"),
+    ("*.pyc", "compiled Python files (*.pyc)", "pyc", "pyc_cache.md"),
+    ("*.swp", "editor swap files (*.swp)", "swp", "swp.txt"),
+)
+
+
+@family(
+    "compose-copy-readonly-manifest",
+    CATEGORY,
+    "copy a folder tree leaving out one pattern, then make the copy read-only and/or write a checksum manifest of it",
+)
+def copy_readonly_manifest(w: World) -> Draft:
+    user = "root" if w.chance(0.25) else "operator"
+    wd, setup = _where(w, user)
+    src = f"{wd}/{w.pick(('site', 'release', 'project', 'config', 'docs', w.dirname()))}"
+    pattern, pattern_en, drop_ext, near = w.pick(_EXCLUDES)
+    keep_exts = [e for e in ("txt", "md", "conf", "json", "html", "py", "csv", "yaml") if e != drop_ext]
+    subs = ["", "", w.word(), w.word(), f"{w.word()}/{w.pick(('v1', 'assets', 'lib', 'static'))}"]
+    contents: dict[str, str] = {}
+    for _ in range(w.randint(5, 9)):
+        contents[posixpath.join(w.pick(subs), w.filename(w.pick(keep_exts)))] = _body(
+            w.lines(w.randint(1, 4))
+        )
+    for _ in range(w.randint(2, 4)):
+        contents[posixpath.join(w.pick(subs), w.filename(drop_ext))] = _body(w.lines(w.randint(1, 3)))
+    contents[posixpath.join(w.pick(subs), near)] = _body(w.lines(2))
+    copy = {rel: _md5(t) for rel, t in contents.items() if not rel.endswith("." + drop_ext)}
+    files = {f"{src}/{rel}": t for rel, t in contents.items()}
+    if not src.startswith(_home(user) + "/"):
+        setup.append(f"chown -R {user}:{user} {quote(src)}")
+    dst_parent = w.pick((wd, wd, f"{wd}/{w.pick(('mirror', 'snapshots', 'frozen', 'handoff'))}"))
+    dst = f"{dst_parent}/{posixpath.basename(src)}-{w.pick(('copy', 'snapshot', _dated(w), 'frozen'))}"
+    plan = w.pick(("lock", "manifest", "both", "both"))
+    lock, with_manifest = plan in ("lock", "both"), plan in ("manifest", "both")
+    algo = w.pick(("sha256", "sha256", "md5", "sha1"))
+    manifest = (
+        f"{wd}/{w.pick((posixpath.basename(dst) + '.' + algo, algo.upper() + 'SUMS', 'MANIFEST.' + algo))}"
+        if with_manifest
+        else ""
+    )
+    w.note(pattern, algo, plan)
+    s_ref, d_ref = _ref(w, src, wd, user), _ref(w, dst, wd, user)
+    m_ref = _ref(w, manifest, wd, user, "file") if manifest else ""
+    copy_en = _f(
+        w,
+        "{copy|mirror} {s} to {d} {with everything except|leaving out|skipping} the {p}",
+        s=s_ref,
+        d=d_ref,
+        p=pattern_en,
+    )
+    lock_en = _f(w, "make every file in the copy read-only{| for everyone}") if lock else ""
+    man_en = (
+        _f(
+            w,
+            "write {a|an} {a_up} manifest of the copy to {m} ({a}sum format, paths relative to the copy, so "
+            "`cd {d} && {a}sum -c {m}` verifies it)",
+            a=algo,
+            a_up=algo.upper(),
+            m=manifest,
+            d=dst,
+        )
+        if manifest
+        else ""
+    )
+    steps = [x for x in (copy_en, man_en, lock_en) if x]
+    task = w.phrase(
+        "{steps_then}. {s} itself stays as it is.",
+        "Ticket: freeze a copy of {s}. {steps_numbered}",
+        "could you {copy|clone} {s} over to {d}? Leave out the {p}. After that, {rest}.",
+        "cp {s} -> {d} minus {pat}{lock_terse}{man_terse}",
+        "I need {d} to be an exact copy of {s} minus the {p}{lock_goal}{man_goal}. Do not change the source.",
+        "How would you hand over {s} as a frozen snapshot? Do it: {steps_and}.",
+        "We ship {s} to the {auditors|other team} as a snapshot: no {p} in it{lock_goal}{man_goal}. Put it at {d}; "
+        "{steps_and}.",
+        s=s_ref,
+        d=d_ref,
+        p=pattern_en,
+        pat=pattern,
+        steps_then=", then ".join(steps),
+        steps_numbered=" ".join(f"{i}) {x[:1].upper() + x[1:]}." for i, x in enumerate(steps, 1)),
+        steps_and="; ".join(steps),
+        rest=" and ".join(steps[1:]),
+        lock_terse="; chmod a-w the copy" if lock else "",
+        man_terse=f"; {algo}sum manifest -> {manifest}" if manifest else "",
+        lock_goal=_f(w, ", with {no file in it writable|every file read-only}") if lock else "",
+        man_goal=_f(w, ", and {m} listing the {a} checksum of every copied file", m=m_ref, a=algo)
+        if manifest
+        else "",
+    )
+    S, D = _sh(src, wd), _sh(dst, wd)
+    ref = [w.pick((f"find {S} -type f | sort", f"tree {S}", f"ls -laR {S}", f"find {S} -name '{pattern}'"))]
+    if dst_parent != wd:
+        ref.append(f"mkdir -p {_sh(dst_parent, wd)}")
+    Da = quote(dst)
+    ref.append(
+        w.pick(
+            (
+                f"rsync -a --exclude='{pattern}' {S}/ {D}/",
+                f"rsync -av --exclude '{pattern}' {S}/ {D}",
+                f"cp -a {S} {D} && find {D} -name '{pattern}' -delete",
+                f"cp -r {S} {D} && find {D} -type f -name '{pattern}' -exec rm {{}} +",
+                f"mkdir -p {D} && tar -C {S} --exclude='{pattern}' -cf - . | tar -C {D} -xf -",
+                f"mkdir -p {D} && (cd {S} && find . -type f ! -name '{pattern}' | cpio -pdm {Da})",
+            )
+        )
+    )
+    sums = f"{algo}sum"
+    M = _sh(manifest, wd) if manifest else ""
+    Ma = quote(manifest)
+    man_cmds = [
+        f"(cd {D} && find . -type f -exec {sums} {{}} +) > {M}",
+        f"cd {D} && find . -type f -print0 | sort -z | xargs -0 {sums} > {Ma}",
+        f"find {D} -type f | sort | xargs {sums} > {M}",
+        f"cd {D} && {sums} $(find . -type f) > {Ma}",
+    ]
+    lock_cmds = [
+        f"chmod -R a-w {D}",
+        f"find {D} -type f -exec chmod 444 {{}} +",
+        f"find {D} -type f -exec chmod a-w {{}} +",
+        f"chmod -R ugo-w {D}",
+    ]
+    body: list[str] = []
+    if manifest:
+        body.append(w.pick(man_cmds))
+    if lock:
+        body.append(w.pick(lock_cmds))
+    if manifest and lock and w.chance(0.3):
+        body.reverse()  # the order does not matter: the manifest lives outside the copy
+    for line in body:
+        ref.append(line)
+        if line.startswith("cd "):
+            ref.append(f"cd {quote(wd)}")
+    ref.append(
+        w.pick(
+            (
+                f"cd {D} && {sums} -c {Ma}" if manifest else f"ls -lR {D}",
+                f"find {D} -type f -ls",
+                f"ls -lR {D}",
+            )
+        )
+    )
+    prefixes = [dst + "/", posixpath.relpath(dst, wd) + "/", "./" + posixpath.relpath(dst, wd) + "/"]
+    check = _python_check(
+        _MIRROR_CHECK,
+        {
+            "src": src,
+            "dst": dst,
+            "source": {rel: _md5(t) for rel, t in contents.items()},
+            "copy": copy,
+            "lock": lock,
+            "manifest": manifest,
+            "algo": algo,
+            "prefixes": prefixes,
+        },
+    )
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=4 if plan == "both" else 3,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd == _home(user) else wd,
+    )
+
+
+# ---- 8. find files that carry a marker, move them into quarantine keeping their paths, report (and lock it) -------
+_QUARANTINE_CHECK = """
+import hashlib, re, stat
+base, q = WANT["base"], WANT["quarantine"]
+for rel, digest in WANT["moved"].items():
+    if os.path.lexists(os.path.join(base, rel)):
+        fail("still in place: " + rel)
+    p = os.path.join(q, rel)
+    if not os.path.isfile(p):
+        fail("not in quarantine at its relative path: " + rel)
+    if hashlib.md5(open(p, "rb").read()).hexdigest() != digest:
+        fail("content changed in quarantine: " + rel)
+for rel, digest in WANT["stay"].items():
+    p = os.path.join(base, rel)
+    if not os.path.isfile(p) or hashlib.md5(open(p, "rb").read()).hexdigest() != digest:
+        fail("a file without the marker moved or changed: " + rel)
+inside = sorted(os.path.relpath(os.path.join(t, n), q) for t, _, ns in os.walk(q) for n in ns)
+if inside != sorted(WANT["moved"]):
+    fail(f"quarantine holds {inside}")
+try:
+    lines = [x.strip() for x in open(WANT["report"]) if x.strip()]
+except OSError:
+    fail("no report " + WANT["report"])
+if WANT["kind"] == "count":
+    if len(lines) != 1 or not re.fullmatch(r"\\d+", lines[0].split()[0]) or int(lines[0].split()[0]) != len(WANT["moved"]):
+        fail(f"report says {lines}, want {len(WANT['moved'])}")
+else:
+    names = []
+    for x in lines:
+        for p in WANT["prefixes"]:
+            if x.startswith(p):
+                x = x[len(p):]
+                break
+        names.append(re.sub(r"^(\\./)+", "", x))
+    if sorted(names) != sorted(WANT["moved"]):
+        fail(f"report lists {lines}")
+if WANT["lock"] and os.stat(q).st_mode & 0o077:
+    fail(f"{q} has mode {stat.S_IMODE(os.stat(q).st_mode):o}: group or others may still get in")
+"""
+
+_MARKERS = ("DO-NOT-SHIP", "INTERNAL-ONLY", "LEGAL-HOLD", "PII-RAW", "SECRET-DRAFT", "EMBARGOED")
+
+
+@family(
+    "compose-quarantine-marker",
+    CATEGORY,
+    "move every file that contains a marker into a quarantine folder keeping relative paths, report, maybe lock it",
+)
+def quarantine_marker(w: World) -> Draft:
+    user = "root" if w.chance(0.25) else "operator"
+    wd, setup = _where(w, user)
+    base = f"{wd}/{w.pick(('content', 'shared', 'outbox', 'publish', 'docs', w.dirname()))}"
+    marker = w.pick(_MARKERS)
+    near = w.pick(
+        [
+            n
+            for n in (marker.lower(), marker.replace("-", "_"), marker.replace("-", " "), marker.title())
+            if n != marker
+        ]
+    )
+    subs = ["", w.word(), w.word(), f"{w.word()}/{w.pick(('drafts', '2024', 'old', 'inbox'))}"]
+    contents: dict[str, str] = {}
+    marked: list[str] = []
+    for i in range(w.randint(8, 12)):
+        rel = posixpath.join(w.pick(subs), w.filename(w.pick(("txt", "md", "csv", "html", "json", "conf"))))
+        lines = w.lines(w.randint(2, 5))
+        if i < 2 or w.chance(0.3):
+            lines.insert(w.randint(0, len(lines)), f"{w.pick(('# ', '', 'status: ', '<!-- '))}{marker}")
+            marked.append(rel)
+        elif i < 4:
+            lines.insert(w.randint(0, len(lines)), near)  # a near miss: another case or separator
+        contents[rel] = _body(lines)
+    moved = {rel: _md5(contents[rel]) for rel in marked}
+    stay = {rel: _md5(t) for rel, t in contents.items() if rel not in moved}
+    files = {f"{base}/{rel}": t for rel, t in contents.items()}
+    if not base.startswith(_home(user) + "/"):
+        setup.append(f"chown -R {user}:{user} {quote(base)}")
+    q = f"{wd}/{w.pick(('quarantine', 'quarantine', '.quarantine', 'held', 'isolated'))}"
+    kind = w.pick(("count", "list", "list"))
+    report = f"{wd}/{w.pick(('quarantined', 'moved', 'report', 'held'))}.{w.pick(('txt', 'lst', 'log'))}"
+    lock = w.chance(0.5)
+    w.note(marker, kind)
+    b_ref, q_ref, r_ref = _ref(w, base, wd, user), _ref(w, q, wd, user), _ref(w, report, wd, user, "file")
+    rep_en = {
+        "count": _f(
+            w,
+            "{the number|how many} of files {you moved|that went into quarantine}, {just the number|a bare number}",
+        ),
+        "list": _f(w, "the moved files' paths relative to {b}, one per line", b=b_ref),
+    }[kind]
+    lock_en = _f(w, "{shut|lock} {q} so only its owner can enter it (mode 700)", q=q_ref) if lock else ""
+    steps = [
+        _f(
+            w,
+            "move every file under {b} that contains the exact text {m} into {q}, keeping each one's path relative to "
+            "{b} (so {b}/x/y.txt ends up as {q}/x/y.txt)",
+            b=b_ref,
+            m=marker,
+            q=q_ref,
+        ),
+        _f(w, "write {rep} to {r}", rep=rep_en, r=r_ref),
+        lock_en,
+    ]
+    steps = [x for x in steps if x]
+    task = w.phrase(
+        "{steps_then}.",
+        "Ticket: files marked {m} leaked into {b}. {steps_numbered} Case matters: {near} is not the marker.",
+        "hey, anything in {b} with {m} in it has to go into {q} (same subfolders as in {b}). Then {rest}, please.",
+        "grep -r {m} {b} -> mv into {q} keeping paths; {kind_terse} -> {r}{lock_terse}",
+        "By the end, no file under {b} should contain {m}: they should all sit in {q} at the same relative paths, "
+        "and {r} should hold {rep}.{lock_s}",
+        "Which files under {b} carry the {m} marker? Quarantine them: {steps_and}.",
+        "Our publishing job copies {b} out every night, so nothing marked {m} (exactly that text; {near} is "
+        "something else) may stay there. {steps_numbered}",
+        b=b_ref,
+        q=q_ref,
+        r=r_ref,
+        m=marker,
+        near=near,
+        rep=rep_en,
+        steps_then=", then ".join(steps),
+        steps_numbered=" ".join(f"{i}) {x[:1].upper() + x[1:]}." for i, x in enumerate(steps, 1)),
+        steps_and="; ".join(steps),
+        rest=" and ".join(steps[1:]),
+        kind_terse="count" if kind == "count" else "list",
+        lock_terse="; chmod 700 the quarantine" if lock else "",
+        lock_s=" " + lock_en[:1].upper() + lock_en[1:] + "." if lock else "",
+    )
+    B, Q, R = _sh(base, wd), _sh(q, wd), _sh(report, wd)
+    Qa, M = quote(q), quote(marker)
+    ref = [
+        w.pick(
+            (
+                f"grep -rl {M} {B}",
+                f"grep -rn {M} {B}",
+                f"grep -rlF {M} {B} | sort",
+                f"find {B} -type f | sort",
+            )
+        )
+    ]
+    list_cmd = ""
+    if kind == "list" and w.chance(0.4):  # record first, from the source
+        list_cmd = w.pick((f"(cd {B} && grep -rl {M} .) > {R}", f"grep -rlF {M} {B} > {R}"))
+        ref.append(list_cmd)
+    elif kind == "count" and w.chance(0.4):
+        list_cmd = f"grep -rl {M} {B} | wc -l > {R}"
+        ref.append(list_cmd)
+    move = w.pick(
+        (
+            [
+                f'cd {B} && grep -rl {M} . | while read -r f; do mkdir -p {Qa}/"$(dirname "$f")" && '
+                f'mv "$f" {Qa}/"$f"; done'
+            ],
+            [
+                f"cd {B} && grep -rlZ {M} . | xargs -0 -I{{}} install -D -m 644 {{}} {Qa}/{{}}",
+                f"grep -rlZ {M} . | xargs -0 rm",
+            ],
+            [f"mkdir -p {Q}", f"cd {B} && grep -rl {M} . | cpio -pdm {Qa} && grep -rl {M} . | xargs rm -f"],
+            [
+                f"mkdir -p {Q}",
+                f"cd {B} && grep -rl {M} . | rsync -a --files-from=- --remove-source-files . {Qa}/",
+            ],
+            [
+                f"mkdir -p {Q}",
+                f"cd {B} && grep -rlF {M} . | tar -cf - -T - --remove-files | tar -C {Qa} -xf -",
+            ],
+            [
+                "python3 -c 'import os, shutil, sys; b, q, m = sys.argv[1:]; "
+                "[(os.makedirs(os.path.dirname(os.path.join(q, os.path.relpath(os.path.join(t, n), b))), exist_ok=True), "
+                "shutil.move(os.path.join(t, n), os.path.join(q, os.path.relpath(os.path.join(t, n), b)))) "
+                "for t, _, ns in list(os.walk(b)) for n in ns if m in open(os.path.join(t, n)).read()]' "
+                f"{B} {Q} {M}"
+            ],
+        )
+    )
+    ref += move
+    if any(x.startswith("cd ") for x in move):
+        ref.append(f"cd {quote(wd)}")
+    if not list_cmd:
+        ref.append(
+            {
+                "count": w.pick(
+                    (f"find {Q} -type f | wc -l > {R}", f"find {Q} -type f -printf . | wc -c > {R}")
+                ),
+                "list": w.pick(
+                    (f"find {Q} -type f -printf '%P\\n' > {R}", f"(cd {Q} && find . -type f) > {R}")
+                ),
+            }[kind]
+        )
+    if lock:
+        ref.append(
+            w.pick((f"chmod 700 {Q}", f"chmod go= {Q}", f"chmod -R go-rwx {Q}", f"chmod u=rwx,go= {Q}"))
+        )
+    ref.append(w.pick((f"cat {R}", f"ls -laR {Q}; cat {R}", f"grep -rc {M} {B} | grep -v ':0$'; cat {R}")))
+    check = _python_check(
+        _QUARANTINE_CHECK,
+        {
+            "base": base,
+            "quarantine": q,
+            "marker": marker,
+            "moved": moved,
+            "stay": stay,
+            "report": report,
+            "kind": kind,
+            "lock": lock,
+            "prefixes": [
+                base + "/",
+                posixpath.relpath(base, wd) + "/",
+                "./" + posixpath.relpath(base, wd) + "/",
+            ],
+        },
+    )
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=4 if lock else 3,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd == _home(user) else wd,
+    )
+
+
+# ---- 9. split a mixed log by service, (compress each part,) then list the parts in an index ----------------------
+_SPLIT_CHECK = """
+import bz2, gzip, lzma, re
+out, suffix = WANT["out"], WANT["suffix"]
+opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, "": open}[suffix]
+if open(WANT["log"]).read() != WANT["log_text"]:
+    fail("the original log changed")
+names = sorted(n for n in os.listdir(out) if os.path.join(out, n) != WANT["index"]) if os.path.isdir(out) else []
+want = sorted(s + ".log" + suffix for s in WANT["parts"])
+if names != want:
+    fail(f"{out} holds {names}, want {want}")
+for svc, lines in WANT["parts"].items():
+    try:
+        with opener(os.path.join(out, svc + ".log" + suffix), "rt") as fh:
+            got = fh.read().splitlines()
+    except Exception as exc:
+        fail(f"{svc}.log{suffix} unreadable: {exc}")
+    if got != lines:
+        fail(f"{svc}.log{suffix} holds {len(got)} lines, want its {len(lines)} (in the original order)")
+try:
+    rows = [x.split() for x in open(WANT["index"]) if x.strip()]
+except OSError:
+    fail("no index " + WANT["index"])
+seen = {}
+for row in rows:
+    name = row[0]
+    for p in WANT["prefixes"]:
+        if name.startswith(p):
+            name = name[len(p):]
+            break
+    name = re.sub(r"^(\\./)+", "", name)
+    if os.path.join(out, name) == WANT["index"] or name == os.path.basename(WANT["index"]):
+        continue  # an index that lists itself is forgiven
+    seen[name] = row[1:]
+if sorted(seen) != want:
+    fail(f"the index lists {sorted(seen)}, want {want}")
+if WANT["counts"]:
+    for svc, lines in WANT["parts"].items():
+        cell = seen[svc + ".log" + suffix]
+        if not cell or cell[0] != str(len(lines)):
+            fail(f"the index gives {cell} lines for {svc}, want {len(lines)}")
+"""
+
+_SPLIT_MSGS = (
+    "request served in {n} ms",
+    "cache miss for key user:{n}",
+    "retrying upstream (attempt {n})",
+    "queue depth {n}",
+    "job {n} finished",
+    "slow query took {n} ms",
+    "token refreshed for session {n}",
+    "connection pool at {n}%",
+)
+
+
+@family(
+    "compose-split-log-index",
+    CATEGORY,
+    "split a mixed log into one file per service (by the service field), optionally compress each, index them",
+)
+def split_log_index(w: World) -> Draft:
+    user = "root" if w.chance(0.25) else "operator"
+    wd, setup = _where(w, user)
+    services = [w.service() for _ in range(w.randint(3, 5))]
+    fmt = w.pick(("field2", "bracket"))
+    t = w.date("2024-01-01", 500)
+    lines: list[str] = []
+    parts: dict[str, list[str]] = {s: [] for s in services}
+    for i in range(w.randint(14, 24)):
+        svc = services[i % len(services)] if i < len(services) else w.pick(services)
+        t = t + timedelta(seconds=w.randint(1, 600))
+        msg = w.pick(_SPLIT_MSGS).format(n=w.randint(2, 999))
+        if w.chance(0.2):  # a near miss: the message names another service
+            msg = (
+                f"calling {w.pick([s for s in services if s != svc])} {w.pick(('failed', 'ok', 'timed out'))}"
+            )
+        level = w.pick(("INFO", "INFO", "WARN", "ERROR", "DEBUG"))
+        line = (
+            f"{t:%Y-%m-%dT%H:%M:%S} {svc} {level} {msg}"
+            if fmt == "field2"
+            else f"{t:%Y-%m-%d %H:%M:%S} [{svc}] {level} {msg}"
+        )
+        lines.append(line)
+        parts[svc].append(line)
+    log = f"{wd}/{w.pick(('logs', 'var', 'incoming'))}/{w.pick(('combined', 'all', 'app', 'platform'))}.log"
+    log_text = _body(lines)
+    files = {log: log_text}
+    if not log.startswith(_home(user) + "/"):
+        setup.append(f"chown -R {user}:{user} {quote(posixpath.dirname(log))}")
+    out = f"{wd}/{w.pick(('by-service', 'split', 'per-service', 'services'))}"
+    tool, suffix = w.pick(
+        (("gzip", ".gz"), ("gzip", ".gz"), ("bzip2", ".bz2"), ("xz", ".xz"), ("", ""), ("", ""))
+    )
+    index = w.pick((f"{out}/index.txt", f"{out}/INDEX", f"{wd}/{posixpath.basename(out)}.index"))
+    counts = w.chance(0.4)
+    w.note(fmt, tool, counts)
+    l_ref, o_ref, i_ref = (
+        _ref(w, log, wd, user, "file"),
+        _ref(w, out, wd, user),
+        _ref(w, index, wd, user, "file"),
+    )
+    field_en = {
+        "field2": _f(w, "the service is the second {field|column} of each line"),
+        "bracket": _f(w, "the service is the name in [brackets] after the timestamp"),
+    }[fmt]
+    split_en = _f(
+        w,
+        "split {l} into one file per service in {o}, named SERVICE.log, each keeping its lines in the original order",
+        l=l_ref,
+        o=o_ref,
+    )
+    comp_en = _f(w, "compress each of them with {t} (no uncompressed copy left)", t=tool) if tool else ""
+    idx_en = _f(
+        w,
+        "list the {final|resulting} file names in {i}, one per line{c}",
+        i=i_ref,
+        c=_f(w, ", each followed by a space and its number of lines") if counts else "",
+    )
+    steps = [x for x in (split_en, comp_en, idx_en) if x]
+    task = w.phrase(
+        "{steps_then}. ({field})",
+        "Ticket: {l} mixes {k} services. {steps_numbered} Note: {field}; a message may mention another service.",
+        "could you break {l} up by service into {o}? {field_cap}. {rest_cap}, and leave {l} as it is.",
+        "split {l} by service -> {o}/SERVICE.log{comp_terse}; index -> {i}{count_terse}",
+        "I want {o} to hold one SERVICE.log{sfx} per service found in {l} ({field}), and {i} to list them{c_goal}.",
+        "How many services write to {l}? Give each its own file: {steps_and}. ({field})",
+        "Each team should only see its own service's lines, but {l} has everyone's. {field_cap}. {steps_numbered}",
+        l=l_ref,
+        o=o_ref,
+        i=i_ref,
+        k=len(services),
+        field=field_en,
+        field_cap=field_en[:1].upper() + field_en[1:],
+        steps_then=", then ".join(steps),
+        steps_numbered=" ".join(f"{i}) {x[:1].upper() + x[1:]}." for i, x in enumerate(steps, 1)),
+        steps_and="; ".join(steps),
+        rest_cap=" and ".join(steps[1:])[:1].upper() + " and ".join(steps[1:])[1:],
+        comp_terse=f", {tool} each" if tool else "",
+        count_terse=" (name + line count)" if counts else "",
+        sfx=suffix,
+        c_goal=" " + _f(w, "with {their|the} line counts") if counts else "",
+    )
+    LG, OD, IX = _sh(log, wd), _sh(out, wd), _sh(index, wd)
+    Oa = quote(out)
+    key = "$2" if fmt == "field2" else "substr($3, 2, length($3) - 2)"
+    ref = [
+        w.pick(
+            (
+                f"head {LG}",
+                f"awk '{{print $2}}' {LG} | sort | uniq -c"
+                if fmt == "field2"
+                else f"grep -o '\\[[a-z-]*\\]' {LG} | sort | uniq -c",
+                f"wc -l {LG}",
+            )
+        ),
+        f"mkdir -p {OD}",
+    ]
+    if fmt == "field2":
+        grep_one = f'grep "^[^ ]* $s " {LG} > {OD}/$s.log'
+        names = f"$(awk '{{print $2}}' {LG} | sort -u)"
+    else:
+        grep_one = f'grep "^[^[]*\\[$s\\] " {LG} > {OD}/$s.log'
+        names = f"$(grep -o '^[^[]*\\[[^]]*\\]' {LG} | sed 's/.*\\[//; s/\\]//' | sort -u)"
+    ref.append(
+        w.pick(
+            (
+                f'awk \'{{print > ("{posixpath.relpath(out, wd)}/" {key} ".log")}}\' {LG}',
+                f'awk -v d={Oa} \'{{f = d "/" {key} ".log"; print >> f}}\' {LG}',
+                f"for s in {names}; do {grep_one}; done",
+                "python3 -c 'import sys, re; d = sys.argv[2]; "
+                '[open(d + "/" + re.split(r"[ \\[\\]]+", l)[2 if "[" in l else 1] + ".log", "a").write(l) '
+                f"for l in open(sys.argv[1])]' {LG} {OD}",
+            )
+        )
+    )
+    if tool:
+        ref.append(
+            w.pick(
+                (
+                    f"{tool} {OD}/*.log",
+                    f'for f in {OD}/*.log; do {tool} "$f"; done',
+                    f"find {OD} -name '*.log' -exec {tool} {{}} +",
+                )
+            )
+        )
+    glob = f"*.log{suffix}"
+    if counts:
+        cat = {"": "cat", ".gz": "zcat", ".bz2": "bzcat", ".xz": "xzcat"}[suffix]
+        idx = w.pick(
+            (
+                f'cd {OD} && for f in {glob}; do echo "$f $({cat} "$f" | wc -l)"; done > {quote(index)}',
+                f'for f in {OD}/{glob}; do printf \'%s %s\\n\' "$(basename "$f")" "$({cat} "$f" | wc -l)"; done > {IX}',
+            )
+        )
+    else:
+        idx = w.pick(
+            (
+                f"cd {OD} && ls {glob} > {quote(index)}",
+                f"ls {OD} | grep '\\.log{_sed_version(suffix)}$' > {IX}",
+                f"find {OD} -name '{glob}' -printf '%f\\n' | sort > {IX}",
+                f"(cd {OD} && printf '%s\\n' {glob}) > {IX}",
+            )
+        )
+    ref.append(idx)
+    if idx.startswith("cd "):
+        ref.append(f"cd {quote(wd)}")
+    ref.append(w.pick((f"cat {IX}", f"ls -l {OD} && cat {IX}")))
+    check = _python_check(
+        _SPLIT_CHECK,
+        {
+            "log": log,
+            "log_text": log_text,
+            "out": out,
+            "suffix": suffix,
+            "parts": parts,
+            "index": index,
+            "counts": counts,
+            "prefixes": [out + "/", posixpath.relpath(out, wd) + "/"],
+        },
+    )
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=4 if tool else 3,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd == _home(user) else wd,
+    )
+
+
+# ---- 10. create a group with members, its shared folder (owner, mode), then a drop-in file for one member ---------
+_SHARED_CHECK = """
+import grp, pwd, stat
+try:
+    g = grp.getgrnam(WANT["group"])
+except KeyError:
+    fail("no group " + WANT["group"])
+for u in WANT["members"]:
+    if u not in g.gr_mem and pwd.getpwnam(u).pw_gid != g.gr_gid:
+        fail(f"{u} is not in {WANT['group']}")
+for u in WANT["outsiders"]:
+    if u in g.gr_mem:
+        fail(f"{u} must not be in {WANT['group']}")
+def owned(path, user, mode, kind):
+    try:
+        st = os.stat(path)
+    except OSError:
+        fail("missing: " + path)
+    if (kind == "dir") != stat.S_ISDIR(st.st_mode):
+        fail(f"{path} is not a {kind}")
+    if st.st_uid != pwd.getpwnam(user).pw_uid or st.st_gid != g.gr_gid:
+        fail(f"{path} belongs to uid {st.st_uid} gid {st.st_gid}, want {user}:{WANT['group']}")
+    if stat.S_IMODE(st.st_mode) != int(mode, 8):
+        fail(f"{path} has mode {stat.S_IMODE(st.st_mode):o}, want {mode}")
+owned(WANT["folder"], WANT["owner"], WANT["mode"], "dir")
+if WANT["file"]:
+    owned(WANT["file"], WANT["member"], WANT["file_mode"], "file")
+    if [x.rstrip() for x in open(WANT["file"]) if x.strip()] != [WANT["text"]]:
+        fail("the drop-in file does not hold exactly the line " + repr(WANT["text"]))
+"""
+
+
+@family(
+    "compose-group-shared-folder",
+    CATEGORY,
+    "create a group with members and its shared folder (owner, group, mode), optionally a member's drop-in file",
+)
+def group_shared_folder(w: World) -> Draft:
+    wd, setup = _where(w, "root")
+    team = w.team()
+    group = w.pick((team, f"{team}-share", f"{team}rw", f"proj-{w.project()}"))
+    members = [w.username() for _ in range(w.randint(2, 3))]
+    outsider = w.username()
+    for u in [*members, outsider]:
+        setup.append(f"useradd -M -s /bin/bash {u}")
+    if w.chance(0.5):  # a near-miss group name that already exists
+        setup.append(f"groupadd {group}-old && usermod -aG {group}-old {outsider}")
+    folder = w.pick(
+        (f"/srv/{w.pick(('shared', 'teams', 'collab'))}/{team}", f"/data/{team}", f"/home/shared/{group}")
+    )
+    lead = w.pick(members)
+    owner = w.pick(("root", lead))
+    mode = w.pick(("770", "770", "775", "750"))
+    drop = w.chance(0.5)
+    member = w.pick(members)
+    fname = w.pick((f"{member}.txt", f"README-{member}", f"{member}.welcome", f"hello-{member}.md"))
+    dfile = f"{folder}/{fname}" if drop else ""
+    fmode = w.pick(("640", "660", "644")) if drop else ""
+    text = f"{w.pick(('welcome', 'owner', 'contact', 'on-call'))}: {member}" if drop else ""
+    w.note(group, mode, owner, fmode, text)
+    users_en = ", ".join(members[:-1]) + " and " + members[-1]
+    group_en = _f(w, "{create|add} the group {g} with {us} as members", g=group, us=users_en)
+    folder_en = _f(
+        w,
+        "{make|create} {f} owned by {o} and the group {g}, mode {m}",
+        f=folder,
+        o=owner,
+        g=group,
+        m=w.pick((mode, f"{mode} ({_MODE_WORDS.get(mode, 'as given')})")),
+    )
+    drop_en = (
+        _f(
+            w,
+            "put a file {fn} in it for {u}, owned by {u} and {g}, mode {fm}, holding the single line '{t}'",
+            fn=fname,
+            u=member,
+            g=group,
+            fm=fmode,
+            t=text,
+        )
+        if drop
+        else ""
+    )
+    steps = [x for x in (group_en, folder_en, drop_en) if x]
+    task = w.phrase(
+        "{steps_then}. {x} stays out of the group.",
+        "Ticket: new shared space for {team}. {steps_numbered}",
+        "hey, {team} needs a shared folder: {steps_and}. Thanks!",
+        "groupadd {g} ({us}); mkdir {f} {o}:{g} {m}{drop_terse}",
+        "By the end, {us} should be in {g} ({x} not), {f} should belong to {o}:{g} with mode {m}{drop_goal}.",
+        "Could you set up group storage for {team}? {steps_numbered} Do not add {x}.",
+        "People in {team} keep mailing files around; they need one place to share them. {steps_and_cap}. Only "
+        "the people named go into the group.",
+        steps_then=", then ".join(steps),
+        steps_numbered=" ".join(f"{i}) {x[:1].upper() + x[1:]}." for i, x in enumerate(steps, 1)),
+        steps_and="; ".join(steps),
+        steps_and_cap="; ".join(steps)[:1].upper() + "; ".join(steps)[1:],
+        team=team,
+        g=group,
+        us=users_en,
+        x=outsider,
+        f=folder,
+        o=owner,
+        m=mode,
+        drop_terse=f"; {fname} for {member} ({member}:{group} {fmode}, '{text}')" if drop else "",
+        drop_goal=_f(
+            w, ", and {d} should belong to {u} ({fm}) and say '{t}'", d=dfile, u=member, fm=fmode, t=text
+        )
+        if drop
+        else "",
+    )
+    ref = [
+        w.pick(
+            (f"getent group {group} || echo none", f"id {members[0]}", f"ls -ld {posixpath.dirname(folder)}")
+        )
+    ]
+    csv = ",".join(members)
+    ref.append(
+        w.pick(
+            (
+                f"groupadd {group} && " + " && ".join(f"usermod -aG {group} {u}" for u in members),
+                f'groupadd {group} && for u in {" ".join(members)}; do usermod -a -G {group} "$u"; done',
+                f"groupadd {group} && gpasswd -M {csv} {group}",
+                f"groupadd {group} && " + " && ".join(f"gpasswd -a {u} {group}" for u in members),
+            )
+        )
+    )
+    F = quote(folder)
+    ref += w.pick(
+        (
+            [f"install -d -o {owner} -g {group} -m {mode} {F}"],
+            [f"mkdir -p {F}", f"chown {owner}:{group} {F}", f"chmod {mode} {F}"],
+            [
+                f"mkdir -p {quote(posixpath.dirname(folder))} && mkdir -m {mode} {F}",
+                f"chown {owner}:{group} {F}",
+            ],
+            [f"mkdir -p {F} && chgrp {group} {F} && chown {owner} {F}", f"chmod {_symbolic(mode)} {F}"],
+        )
+    )
+    if drop:
+        D = quote(dfile)
+        ref += w.pick(
+            (
+                [f"echo {quote(text)} > {D}", f"chown {member}:{group} {D} && chmod {fmode} {D}"],
+                [f"echo {quote(text)} | install -o {member} -g {group} -m {fmode} /dev/stdin {D}"],
+                [
+                    f"touch {D} && chown {member}:{group} {D} && chmod {fmode} {D}",
+                    f"printf '%s\\n' {quote(text)} >> {D}",
+                ],
+                [
+                    f"printf '%s\\n' {quote(text)} > {D}",
+                    f"chown {member} {D}",
+                    f"chgrp {group} {D}",
+                    f"chmod {_symbolic(fmode)} {D}",
+                ],
+            )
+        )
+    ref.append(w.pick((f"ls -la {F}", f"getent group {group}; stat -c '%U:%G %a %n' {F} {F}/*")))
+    check = _python_check(
+        _SHARED_CHECK,
+        {
+            "group": group,
+            "members": members,
+            "outsiders": [outsider],
+            "folder": folder,
+            "owner": owner,
+            "mode": mode,
+            "file": dfile,
+            "member": member,
+            "file_mode": fmode,
+            "text": text,
+        },
+    )
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=4 if drop else 3,
+        setup=setup,
+        files={},
+        user="root",
+        workdir=None if wd == "/root" else wd,
     )
