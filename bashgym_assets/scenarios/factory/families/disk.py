@@ -136,6 +136,9 @@ def largest_files_report(w: World) -> Draft:
         "{them|the answer} to {out}, {fmt}.",
         "Ticket: space report for {root}. {Put|Write} {what} in the whole tree into {out}, {fmt}.",
         "Could you {find|report} {what} anywhere under {root}? {List|Write} them in {out}, {fmt}.",
+        "Before I ask for a bigger volume I want to see what is eating {root}. {out} should list {what} in the "
+        "whole tree, {fmt}.",
+        "{out}: {what} below {root}, {fmt}.",
         what=what,
         root=w.path_ref(root),
         out=w.path_ref(out, "file"),
@@ -229,6 +232,9 @@ def folder_usage(w: World) -> Draft:
         "it, at any depth.",
         "Ticket: disk usage per subdirectory of {root}; {out} should {contain|hold} {what}.",
         "Could you {run a usage report on|compare the sizes of} the subfolders of {root} and save to {out} {what}?",
+        "Quota warnings keep coming from {root} and I don't know which folder is to blame. Size up each "
+        "subfolder (all of its contents) and put {what} in {out}.",
+        "du per subfolder of {root} -> {out}: {what}.",
         root=w.path_ref(root),
         out=w.path_ref(out, "file"),
         what=what,
@@ -322,6 +328,9 @@ def find_large_files(w: World) -> Draft:
         "Ticket: {kind} above {limit} in {root} (subfolders included): {action}. {Smaller files stay.|Leave the "
         "smaller ones alone.}",
         "Could you {find|track down} {kind} bigger than {limit} in {root}, subfolders included, and {action}?",
+        "The backup of {root} exceeds its size budget, and a few oversized {kind} are to blame: whatever is over "
+        "{limit}, at any depth - {action}.",
+        "{root}, recursive, {kind} > {limit}: {action}.",
         kind=kind,
         limit=limit,
         root=w.path_ref(root),
@@ -410,6 +419,10 @@ def empty_cleanup(w: World) -> Draft:
         + what.replace("{where}", "in it").replace("{delete|remove}", "{Delete|Remove}")
         + ".",
         "Could you " + what.replace("{where}", "under {root}") + "?",
+        "A crashed sync job left hollow leftovers all over {root}. "
+        + what.replace("{where}", "{under|anywhere in} {root}").replace("{delete|remove}", "{Delete|Remove}")
+        + ".",
+        "Empties in {root}: " + what.replace("{where}", "in that tree") + ".",
         root=w.path_ref(root),
     )
     gone, stay = [], [*full, outside]
@@ -537,6 +550,9 @@ def truncate_logs(w: World) -> Draft:
         "{The disk is almost full|Logs are eating the disk}: {what}. {why_c}.",
         "Ticket: {what}. Note: {why}.",
         "Could you {what}? {why_c}.",
+        "The partition is at 98% and the pager keeps going off. Quick fix while we plan a real one: {what}. "
+        "{why_c}.",
+        "{what_c} ({why}).",
         what=what,
         what_c=what[:1].upper() + what[1:],
         why=why,
@@ -636,6 +652,8 @@ def duplicate_files(w: World) -> Draft:
             "file of the tree (all copies, one path per line). Names do not matter, only content.",
             "Which files in {root} are duplicates by content? Write the paths of all of them (every copy) to {out}, "
             "one per line.",
+            "{out} must list, one full path per line, every file in {root} (at any depth) that has at least one "
+            "byte-identical twin there; list all the copies, not just the extra ones.",
             root=w.path_ref(root),
             out=w.path_ref(out, "file"),
         )
@@ -684,6 +702,8 @@ def duplicate_files(w: World) -> Draft:
         "to one in {lib}; the rest stay, and {lib} is not to be changed.",
         "Could you delete from {inc} the files that already exist in {lib} with the same content? Names may differ, "
         "and a file with the same name but other content is not a copy.",
+        "We imported into {inc} again and half of it was already in {lib}. Purge from {inc} whatever {lib} "
+        "already holds (by content - names can differ); {lib} itself stays as it is.",
         inc=w.path_ref(inc),
         lib=w.path_ref(lib),
     )
