@@ -156,6 +156,9 @@ def extract_member(w: World) -> Draft:
         "archive.",
         "Could you get {what} out of {archive} {how}? {Don't unpack the other files.|The other members must stay "
         "packed.}",
+        "Somebody overwrote {what} and the only good copy is inside {archive}. Recover that one member {how} - "
+        "unpacking the whole archive would clobber newer files.",
+        "{archive}: extract {what} only, {how}.",
         what=what,
         how=how,
         archive=w.path_ref(archive, "file"),
@@ -269,6 +272,9 @@ def create_excluding(w: World) -> Draft:
         "Ticket: we need a backup of {src} as {archive} ({kind}), {but without|minus} {desc}. Keep the folder "
         "itself as it is.",
         "Could you {bundle|archive} {src} as {kind} at {archive}? {Skip|Exclude} {desc}.",
+        "I'm sending {src} to a colleague, and {desc} would only bloat the upload. Produce {archive} ({kind}) "
+        "without {desc}; the folder itself stays as it is.",
+        "{archive} <- {src} ({kind}), minus {desc}.",
         kind=kind,
         archive=w.path_ref(archive, "file"),
         src=w.path_ref(src),
@@ -360,6 +366,8 @@ def list_contents(w: World) -> Draft:
         "What is inside {archive}? {Put|Write} {want} in {out}{|, without extracting it}.",
         "Ticket: for the audit we need a {manifest|listing} of {archive}: {want}, {saved as|in} {out}.",
         "{Could you|Please} {list|inventory} {archive} into {out}: {want}?",
+        "Nobody remembers what went into {archive}, and unpacking it here is not an option. Record {want} in {out}.",
+        "{out}: {want} - for {archive}.",
         want=want,
         archive=w.path_ref(archive, "file"),
         out=w.path_ref(out, "file"),
@@ -610,6 +618,9 @@ def recompress(w: World) -> Draft:
         "Ticket: {old} is {src_tool}-compressed; {produce|create} {new} with the same content compressed with "
         "{dst_tool}. {keep_cap}.",
         "Can you {recompress|convert} {old} to {dst_tool} ({new}) and {keep_txt}?",
+        "The tooling downstream only understands {dst_tool}, but {old} came in as {src_tool}. Repack the same "
+        "data as {new}; {keep_txt}.",
+        "{src_tool} -> {dst_tool}: {old} becomes {new}. {keep_cap}.",
         old=w.path_ref(old, "file"),
         new=w.path_ref(new_path, "file"),
         src_tool=src_tool,
@@ -719,6 +730,9 @@ def find_corrupt(w: World) -> Draft:
         "each one's integrity and {action}.",
         "Ticket: integrity check of the {what} files in {folder}: {action}.",
         "Which of the {what} archives in {folder} are broken? {Find out|Test them} and {action}.",
+        "A restore drill failed halfway because one of the {what} archives in {folder} would not open. Find every "
+        "archive there that fails its integrity test and {action}.",
+        "{folder}: test each {what} archive, then {action}.",
         what=what,
         folder=w.path_ref(folder),
         action=action,
