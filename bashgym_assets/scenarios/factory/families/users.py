@@ -136,6 +136,9 @@ def create_in_group(w: World) -> Draft:
         "{details}. {note}",
         "Ticket: new account {user} needed. Requirements: {details}; {membership|groups}: {grp_short}. {note}",
         "Could you add a user {user} {grp}? It needs {details}. {note}",
+        "{user} starts on Monday and will need to log in {grp}. Prepare the account ahead of time: {details}. "
+        "{note}",
+        "useradd request - login {user}; {details}; groups: {grp_short}. {note}",
         user=user,
         grp=grp,
         details=details,
@@ -314,6 +317,9 @@ def lock_account(w: World) -> Draft:
         "Ticket: security asks to {block|disable} {user}. Steps: {todo}. {keep_cap}, and do not touch other "
         "accounts.",
         "Can you {block|deactivate} {user}? Please {todo}, but {keep}.",
+        "We think the credentials of {user} leaked. Until that is sorted out, nobody may use the account: "
+        "{todo}. {keep_cap}.",
+        "{user}: {todo}. {keep_cap}.",
         user=user,
         todo=todo,
         keep=keep,
@@ -507,6 +513,9 @@ def account_expiry(w: World) -> Draft:
         "affected}.",
         "Ticket: {user} is a {contractor|temporary account}. Configure it so that {todo}.",
         "Could you {configure|adjust} {user}'s account so that {todo}?",
+        "HR sent the dates for {user}'s contract, and the account has to follow them: {todo}. Nothing else "
+        "about the account changes.",
+        "{user}, password/expiry settings: {todo}.",
         user=user,
         todo=todo,
     )
@@ -597,6 +606,9 @@ def list_group_members(w: World) -> Draft:
         "{We need|Please make} a list of {who}. Save it to {out} ({fmt}).",
         "Ticket: {audit|review} of group {group}. {Put|Write} {who} in {out}, {fmt}.",
         "Who is in {group}? Write {who} to {out} ({fmt}).",
+        "Before we rename the {group} group I need to know whom it affects. Put {who} in {out}, {fmt}.",
+        "{out}: {who}. {fmt_c}.",
+        fmt_c=fmt[:1].upper() + fmt[1:],
         who=who,
         out=w.path_ref(out, "file"),
         fmt=fmt,
@@ -793,6 +805,9 @@ def set_uid(w: World) -> Draft:
         "sure their home directory still belongs to them}.{more}",
         "Ticket: renumber user {user} to uid {new}.{more}",
         "Could you give {user} the user id {new}?{more}",
+        "Files that {user} creates on the shared storage show up with the wrong owner, because the uid here does "
+        "not match the rest of the fleet, where it is {new}. Align it.{more}",
+        "{user}: uid -> {new}.{more}",
         user=user,
         new=new,
         more=more,
