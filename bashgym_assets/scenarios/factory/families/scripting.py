@@ -174,6 +174,9 @@ def loop_rename(w: World) -> Draft:
         "as they are}; " + keep + ".",
         "Ticket: bulk rename needed. In short: " + what + ". " + keep.capitalize() + ".",
         "Can you write a loop to " + what + "? " + keep.capitalize() + ".",
+        "Doing this by hand would take all afternoon, so script it: " + what + ". " + keep.capitalize() + ".",
+        "Rename job - " + what + ". " + keep.capitalize() + ".",
+        "The import tool rejects the current file names. Fix them: " + what + "; " + keep + ".",
         ext=ext,
         new_ext=new_ext,
         where=where,
@@ -410,6 +413,10 @@ def arg_script(w: World) -> Draft:
         + ". It must be runnable directly "
         "(executable, with a shebang line).",
         "Can you {create|write} {path}? It should be an executable {bash|shell} script that " + does + ".",
+        "I keep doing this by hand and want a reusable command instead. Put an executable script at {path} that "
+        + does
+        + ".",
+        "{path}: new executable script; it " + does + ".",
         path=w.path_ref(path, "file"),
     )
     q = quote
@@ -471,6 +478,9 @@ def usage_exit_codes(w: World) -> Draft:
         "argument; {spec}.",
         "Please {create|write} {path} (executable). Behaviour: {spec}. File names with spaces must work.",
         "Can you write a small {tool|script} at {path}? Usage is `{name} FILE`; {spec}.",
+        "Other scripts will call {path} and rely on its exit status, so the argument handling has to be strict. "
+        "It is run as `{name} FILE` and must be executable: {spec}.",
+        "`{name} FILE` at {path} (executable): {spec}.",
         path=w.path_ref(path, "file"),
         spec=spec,
         name=name,
@@ -593,6 +603,8 @@ def numbered_files(w: World) -> Draft:
         "{Set up|Generate} a numbered series of {count} files in {folder} ({spec}){| with a loop}.",
         "Ticket: {folder} needs {count} placeholder files, {spec}.",
         "Could you use a loop to create {count} files in {folder}? {spec_cap}.",
+        "The test fixture expects {count} numbered files waiting in {folder}. Generate them: {spec}.",
+        "{folder}: {count} files, {spec}.",
         count=count,
         folder=w.path_ref(folder),
         spec=spec,
@@ -764,6 +776,8 @@ def while_read(w: World) -> Draft:
         "{Read|Go through} {lst_ref} line by line: {parts}.",
         "Ticket: automate this with a loop: {parts}.",
         "Can you {loop over|process} the list in {lst_ref}? {parts_cap}.",
+        "The list in {lst_ref} is too long to handle one entry at a time by hand. Loop over it: {parts}.",
+        "For each line of {lst_ref}: {parts}.",
         parts=parts,
         parts_cap=parts[:1].upper() + parts[1:],
         lst_ref=w.path_ref(lst, "file"),
@@ -900,9 +914,28 @@ def bashrc_function(w: World) -> Draft:
         )
         + "\n"
     )
-    add = w.pick((f"echo {q(fn)} >> ~/.bashrc", f"printf '%s\\n' {q(fn)} >> ~/.bashrc"))
+    head, body = f"{name}() {{ ", fn[len(name) + 5 : -3]  # fn is `name() { body; }`
+    assert fn.startswith(head) and fn.endswith("; }")
+    if w.chance(0.3):
+        fn = f"function {name} {{ {body}; }}"
+    add = w.pick(
+        (
+            [f"echo {q(fn)} >> ~/.bashrc"],
+            [f"printf '%s\\n' {q(fn)} >> ~/.bashrc"],
+            [f"cat >> ~/.bashrc <<'EOF'\n{name}() {{\n    {body}\n}}\nEOF"],
+            [f"printf '%s\\n' {q(fn)} | tee -a ~/.bashrc"],
+            [
+                f"F={q(fn)} awk '1; END {{ print ENVIRON[\"F\"] }}' ~/.bashrc > /tmp/bashrc.new",
+                "cat /tmp/bashrc.new > ~/.bashrc",
+            ],
+            [
+                'python3 -c \'import os, sys; open(os.path.expanduser("~/.bashrc"), "a").write(sys.argv[1] + '
+                f'"\\n")\' {q(fn)}'
+            ],
+        )
+    )
     # the operator's shell stays as it is (sourcing ~/.bashrc there would change its prompt): a new one proves it
-    ref = ["tail -n 3 ~/.bashrc", add, f"bash -ic {q(f'type {name}; {demo}')} 2>/dev/null"]
+    ref = ["tail -n 3 ~/.bashrc", *add, f"bash -ic {q(f'type {name}; {demo}')} 2>/dev/null"]
     return Draft(task=task, check=check, reference=ref, difficulty=3)
 
 
@@ -1110,6 +1143,9 @@ def fix_broken_script(w: World) -> Draft:
         "Can you {debug|repair|fix} {path}? {symptom_cap}. What it should do: {does}.",
         "Bug report: {symptom} when running {path}. {Spec|The script's job}: {does}. {Make it work again|Repair "
         "it}{|, keeping it at the same path}.",
+        "{path} worked last week; now {symptom}. What it is for: {does}. Repair the script itself so it does "
+        "that again (same path, still executable).",
+        "{path}: {symptom}. Should: {does}. Fix it.",
         path=w.path_ref(path, "file"),
         symptom=symptom,
         symptom_cap=symptom[:1].upper() + symptom[1:],
