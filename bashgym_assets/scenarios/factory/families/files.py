@@ -439,7 +439,15 @@ def copy_preserve(w: World) -> Draft:
     sh = _shell_paths(w)
     s, d = sh(src), sh(dest)
     if whole:
-        cmd = w.pick((f"cp -a {s} {d}", f"cp -rp {s} {d}", f"rsync -a {s}/ {d}/"))
+        cmd = w.pick(
+            (
+                f"cp -a {s} {d}",
+                f"cp -rp {s} {d}",
+                f"rsync -a {s}/ {d}/",
+                f"cp -r --preserve=mode,timestamps {s} {d}",
+                f"mkdir {d} && tar -C {s} -cf - . | tar -C {d} -xpf -",
+            )
+        )
         show = w.pick((f"ls -lR {d}", f"diff -r {s} {d} && echo same"))
     else:
         cmd = w.pick(
@@ -447,6 +455,9 @@ def copy_preserve(w: World) -> Draft:
                 f"cp -p {s}/*.{ext} {d}/",
                 f"rsync -a {s}/*.{ext} {d}/",
                 f"find {s} -maxdepth 1 -type f -name '*.{ext}' -exec cp -p {{}} {d}/ \\;",
+                f"cp --preserve=mode,timestamps {s}/*.{ext} {d}/",
+                f'for f in {s}/*.{ext}; do cp -p "$f" {d}/; done',
+                f"tar -C {s} -cf - $(cd {s} && ls *.{ext}) | tar -C {d} -xpf -",
             )
         )
         show = f"ls -l --time-style=long-iso {d}"
@@ -541,13 +552,23 @@ def organise_by_extension(w: World) -> Draft:
     f = sh(folder)
     if by_category:
         cmds = [f"cd {f}", "mkdir -p " + " ".join(cats)]
-        cmds += [f"mv {' '.join('*.' + e for e in exts if exts[e] == c)} {c}/" for c in cats]
+        if w.chance(0.5):
+            cmds += [f"mv {' '.join('*.' + e for e in exts if exts[e] == c)} {c}/" for c in cats]
+        else:
+            for c in cats:
+                names = " -o ".join(f"-name '*.{e}'" for e in exts if exts[e] == c)
+                sel = f"\\( {names} \\)" if " -o " in names else names
+                cmds.append(f"find . -maxdepth 1 -type f {sel} -exec mv -t {c} {{}} +")
     else:
         loop = w.pick(
             (
                 'for x in *.*; do [ -f "$x" ] || continue; mkdir -p "${x##*.}" && mv -- "$x" "${x##*.}/";'
                 " done",
                 'for x in *.*; do if [ -f "$x" ]; then e="${x##*.}"; mkdir -p "$e"; mv "$x" "$e/"; fi; done',
+                'find . -maxdepth 1 -type f -name \'*.*\' -exec sh -c \'mkdir -p "${1##*.}" && mv "$1" '
+                '"${1##*.}/"\' _ {} \\;',
+                'python3 -c \'import os, shutil\nfor f in os.listdir("."):\n    if os.path.isfile(f) and "." in f:\n'
+                '        e = f.rsplit(".", 1)[1]\n        os.makedirs(e, exist_ok=True)\n        shutil.move(f, e + "/")\'',
             )
         )
         cmds = [f"cd {f}", loop]

@@ -198,6 +198,11 @@ def count_status_codes(w: World) -> Draft:
         "Ticket: we need a status code breakdown of {files} ({scope}). Save it {as|to} {out}; {spec}.",
         "How many times does each HTTP status code {appear|occur} in {files}? {Count|Consider} {scope} and put the "
         "answer in {out}, {spec}.",
+        "The dashboard is down and I need the status code mix from {files} the old-fashioned way. Look at "
+        "{scope}; the numbers go in {out} ({spec}).",
+        "{out} should hold a per-status-code count of {scope} in {files}; {spec}.",
+        "status codes -> counts, from {files} ({scope}), into {out}. {spec_cap}.",
+        spec_cap=spec[:1].upper() + spec[1:],
         files=files_en,
         scope=scope_en,
         out=w.path_ref(out, "file"),
@@ -319,6 +324,13 @@ def errors_between(w: World) -> Draft:
         + level
         + " {lines|entries} in {log} {fall|were logged} between {a} and {b} ({both ends|bounds} "
         "included)? {result_cap}.",
+        "Support says users saw failures {window}. Before anyone digs in, I need "
+        + whats
+        + " from {log} for exactly that window, so {result}.",
+        "Only "
+        + whats
+        + " {window} in {log} matter here - nothing outside the window, no other levels. {result_cap}.",
+        "{log}, " + level + " only, {window}: {result}.",
         log=w.path_ref(log, "file"),
         window=window,
         result=result,
@@ -333,12 +345,26 @@ def errors_between(w: World) -> Draft:
         )
     else:
         check = "#!/bin/bash\n" + _lines_check(out, want)
-    sel = (
-        f'awk \'$1 >= "{a}" && $1 <= "{b}" && $2 == "{level}"\' {quote(log)}'
-        if w.chance(0.6)
-        else f"grep ' {level} ' {quote(log)} | awk '$1 >= \"{a}\" && $1 <= \"{b}\"'"
+    sel = w.pick(
+        (
+            f'awk \'$1 >= "{a}" && $1 <= "{b}" && $2 == "{level}"\' {quote(log)}',
+            f"grep ' {level} ' {quote(log)} | awk '$1 >= \"{a}\" && $1 <= \"{b}\"'",
+            f"awk -v a={a} -v b={b} -v l={level} '$1 >= a && $1 <= b && $2 == l' {quote(log)}",
+            "python3 -c 'import sys; a, b, l, p = sys.argv[1:]; sys.stdout.writelines(x for x in open(p) "
+            f"if a <= x.split()[0] <= b and x.split()[1] == l)' {a} {b} {level} {quote(log)}",
+        )
     )
-    cmd = f"{sel} | wc -l > {quote(out)}" if count else f"{sel} > {quote(out)}"
+    if count:
+        cmd = w.pick(
+            (
+                f"{sel} | wc -l > {quote(out)}",
+                f"{sel} | grep -c . > {quote(out)}",
+                f'awk \'$1 >= "{a}" && $1 <= "{b}" && $2 == "{level}" {{ n++ }} END {{ print n + 0 }}\' '
+                f"{quote(log)} > {quote(out)}",
+            )
+        )
+    else:
+        cmd = f"{sel} > {quote(out)}"
     reference = [f"head -n 3 {quote(log)}"] if w.chance(0.5) else []
     reference += [f"mkdir -p {quote(posixpath.dirname(out))}", cmd, f"cat {quote(out)}"]
     return Draft(task=task, check=check, reference=reference, difficulty=3, files=files)
@@ -406,6 +432,11 @@ def top_ips(w: World) -> Draft:
         "Please rank the clients in {log} by how many requests they sent and keep "
         + what
         + " in {out}: {spec}.",
+        "Someone is hammering us. Using {log}, work out "
+        + what
+        + " by request count; {out} gets the answer ({spec}).",
+        "{out} must end up with " + what + " from {log}, ranked by requests. {spec_cap}.",
+        "top talkers in {log} -> {out}. {spec_cap}.",
         log=w.path_ref(log, "file"),
         out=w.path_ref(out, "file"),
         n=n,
@@ -526,6 +557,9 @@ def rotate(w: World) -> Draft:
         "Ticket: manual log rotation for {log}. {Expected result|Wanted}: {spec}. {Leave|Do not touch} the other "
         "logs in {the folder|that directory}.",
         "Could you rotate {log} for me? {Make sure|I want}: {spec}.",
+        "The service writing {log} cannot be restarted today, but the file is huge. Rotate it without "
+        "logrotate, like this: {spec}.",
+        "{log} rotation, by hand. Steps: {spec}.",
         log=w.path_ref(log, "file"),
         spec=spec,
     )
@@ -657,6 +691,12 @@ def errors_per_service(w: World) -> Draft:
         "How many errors did each service log? The logs are in {where}. {Write|Put} the answer in {out}; {spec}.",
         "Ticket: error summary per service {needed|wanted} from {where}. Output: {out}, {spec}.",
         "Please {produce|build} a per-service error count from {where} {in|into} {out} ({spec}).",
+        "Which service is the noisiest? I want every service's ERROR total from {where} written to {out}, "
+        "so we can compare: {spec}.",
+        "{out} = ERROR count per service over {where}. {spec_cap}.",
+        "For the weekly reliability review, each team wants to know how many errors its service logged. The "
+        "logs are in {where}; put the counts in {out} ({spec}).",
+        spec_cap=spec[:1].upper() + spec[1:],
         where=where,
         out=w.path_ref(out, "file"),
         spec=spec,
@@ -743,6 +783,13 @@ def first_occurrence(w: World) -> Draft:
         + ' "{msg}" message and {record|write} '
         + what_en
         + " in {out}.",
+        'I am building a timeline. For "{msg}" in {log}, I need the '
+        + which_en
+        + " occurrence: write "
+        + what_en
+        + " to {out}.",
+        "{out} should contain " + what_en + " of the " + which_en + ' "{msg}" line in {log}.',
+        "grep-job: " + which_en + ' "{msg}" in {log}; ' + what_en + " -> {out}.",
         log=w.path_ref(log, "file"),
         msg=msg,
         out=w.path_ref(out, "file"),
@@ -850,6 +897,11 @@ def compress_old(w: World) -> Draft:
         "{days} days. {keep_cap}.",
         "Could you gzip the logs {scope} that haven't changed in over {days} days? {keep_cap}; {leave|don't touch} "
         "the recent ones.",
+        "We keep {days} days of plain-text logs. Everything ending in .log {scope} that is older than that "
+        "gets gzipped; {keep}.",
+        "After this, no .log file {scope} older than {days} days should be left uncompressed, and nothing newer "
+        "should be touched. {keep_cap}.",
+        "gzip .log {scope}, mtime > {days} days. {keep_cap}.",
         scope=scope,
         days=days,
         keep=keep_en,
@@ -874,7 +926,21 @@ def compress_old(w: World) -> Draft:
     gz = "gzip -k" if keep else "gzip"
     find = f"find {q(folder)} -maxdepth 1 -type f -name '*.log' -mtime +{days}"
     cmd = w.pick(
-        (f"{find} -exec {gz} {{}} +", f"{find} -exec {gz} {{}} \\;", f"{find} -print0 | xargs -0 {gz}")
+        (
+            f"{find} -exec {gz} {{}} +",
+            f"{find} -exec {gz} {{}} \\;",
+            f"{find} -print0 | xargs -0 {gz}",
+            f'for f in $({find}); do {gz} "$f"; done',
+            f'{find} | while read -r f; do {gz} "$f"; done',
+            "python3 -c 'import gzip, os, shutil, sys, time; d, n, k = sys.argv[1], int(sys.argv[2]), sys.argv[3]\n"
+            "for f in os.listdir(d):\n"
+            "    p = os.path.join(d, f)\n"
+            '    if f.endswith(".log") and os.path.isfile(p) and time.time() - os.path.getmtime(p) > n * 86400:\n'
+            '        with open(p, "rb") as src, gzip.open(p + ".gz", "wb") as dst:\n'
+            "            shutil.copyfileobj(src, dst)\n"
+            "        k or os.remove(p)' "
+            f"{q(folder)} {days} {'keep' if keep else q('')}",
+        )
     )
-    ref = [f"ls -lt {q(folder)}", f"{find}", cmd, f"ls -l {q(folder)}"]
+    ref = [f"ls -lt {q(folder)}", *([find] if w.chance(0.5) else []), cmd, f"ls -l {q(folder)}"]
     return Draft(task=task, check=check, reference=ref, difficulty=2, files=files, setup=setup)

@@ -815,10 +815,27 @@ def normalise_modes(w: World) -> Draft:
         f"find {r} -type d -exec chmod {dmode:o} {{}} +",
         f"find {r} -type f -exec chmod {fmode:o} {{}} +",
     ]
-    if w.chance(0.4):
+    way = w.randint(0, 4)
+    if way == 1:
         reference = [
             f"find {r} -type d -print0 | xargs -0 chmod {dmode:o}",
             f"find {r} -type f -print0 | xargs -0 chmod {fmode:o}",
+        ]
+    elif way == 2:  # directories first: a file mode without x must never land on a directory
+        reference = [
+            f"find {r} -type d -exec chmod {dmode:o} {{}} \\;",
+            f"find {r} -type f -exec chmod {fmode:o} {{}} \\;",
+        ]
+    elif way == 3:
+        reference = [
+            "python3 -c 'import os, sys\nd, f = int(sys.argv[2], 8), int(sys.argv[3], 8)\n"
+            "for top, _, files in os.walk(sys.argv[1]):\n    os.chmod(top, d)\n"
+            f"    for n in files:\n        os.chmod(os.path.join(top, n), f)' {r} {dmode:o} {fmode:o}"
+        ]
+    elif way == 4:
+        reference = [
+            f'find {r} -type d | while read -r d; do chmod {dmode:o} "$d"; done',
+            f'find {r} -type f | while read -r f; do chmod {fmode:o} "$f"; done',
         ]
     if keep_scripts:
         reference.append(f"find {r} -type f -name '*.sh' -exec chmod {smode:o} {{}} +")
