@@ -56,15 +56,12 @@ def _family(name: str, phrase_calls: int, templates: tuple[str, ...]) -> Family:
     return Family(name=name, category="files", skill="test", draw=draw)
 
 
+_TOUCH = "{Create|Make|Touch|Add} {an empty|a blank|a new} {file|file called} /tmp/x{n} {now|today|please|}."
+
+
 def test_one_whole_phrasing_drawn_many_times_counts_one() -> None:
     # synonyms make 20 distinct instructions (the dedupe keeps them all), but they are one whole phrasing
-    fam = _family(
-        "test-one-phrasing",
-        1,
-        (
-            "{Create|Make|Touch|Add} {an empty|a blank|a new} {file|file called} /tmp/x{n} {now|today|please|}.",
-        ),
-    )
+    fam = _family("test-one-phrasing", 1, (_TOUCH,))
     y = draw_family(fam, 20, seed=0)
     assert y.kept == 20 and set(y.phrasings) == {b.id for b in y.bundles}
     v = yield_variety(y)
@@ -102,7 +99,7 @@ def test_real_families_collapsed_one_flagged_and_a_varied_one_not() -> None:
 def test_run_totals_count_shapes_once_and_sum_phrasings() -> None:
     ys = [
         draw_family(_collapsed(), 12, seed=0),
-        draw_family(FAMILIES["git-revert-commit"], 12, seed=0),
+        draw_family(_family("test-touch", 1, (_TOUCH,)), 12, seed=0),  # one core, as git-revert-commit had
     ]
     per, tot = run_variety(ys)
     assert tot.tasks == 24 and tot.families == 2
