@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from datetime import timedelta
 
 from bashgym_assets.scenarios.factory.family import Draft, family
 from bashgym_assets.scenarios.factory.world import (
@@ -225,6 +226,11 @@ def csv_top_n(w: World) -> Draft:
         "{details}",
         "From {src}, {select|take} the {n} {rows|records} {ranked|ordered} by {col} (" + order + ") and "
         "{store|write} them in {out}. {details_cap}",
+        "{src} -> {out}: top {n} by {col} (" + order + "). {details_cap}",
+        "Quick one for the dashboard: from {src} I need the {n} {rows|records} with the "
+        + most
+        + " {col}, written to "
+        "{out}. {details_cap}",
         n=n,
         col=col,
         src=w.path_ref(src, "file"),
@@ -445,6 +451,9 @@ def sqlite_export_csv(w: World) -> Draft:
         "{db}. {Output|Target}: {out}, with {constraints}.",
         "Could you {query|pull} the {table} rows where {where} out of {db} and save them as CSV in {out}? "
         "{I need|Include} {constraints}.",
+        "{db} -> {out}: {table} rows where {where}, CSV with {constraints}.",
+        "The spreadsheet people want the {table} records of {db} that match one condition ({where}). Give them a CSV "
+        "file {out} with {constraints}.",
         table=table,
         db=w.path_ref(db, "file"),
         out=w.path_ref(out, "file"),
@@ -620,6 +629,10 @@ def jq_filter(w: World) -> Draft:
         + fmt
         + " in {out}? (The file keeps them "
         "in {where}.)",
+        "{src} -> {out}: the {noun} whose {en}, " + fmt + " (records in {where}).",
+        "Which {noun} in {src} qualify? I want the ones whose {en}; the records sit in {where}. Write "
+        + fmt
+        + " to {out}.",
         src=w.path_ref(src, "file"),
         out=w.path_ref(out, "file"),
         noun=noun,
@@ -706,6 +719,8 @@ def csv_to_jsonl(w: World) -> Draft:
         "{src} is a CSV file with a header line. {Produce|Write} {out} from it, {spec}.",
         "Ticket: the importer {only reads|wants} JSON, not CSV. Turn {src} into {out} ({spec}).",
         "Can you {turn|convert} the CSV {src} into JSON at {out}? {Format|Requirements}: {spec}.",
+        "{src} -> {out} as JSON ({spec}).",
+        "Our new service only ingests JSON, and the data we have is the CSV {src}. Please convert it to {out}; {spec}.",
         src=w.path_ref(src, "file"),
         out=w.path_ref(out, "file"),
         spec=spec,
@@ -793,6 +808,8 @@ def column_stat(w: World) -> Draft:
         "{src} is a CSV with a header line. What is the " + what + " {scope}? {details_cap}.",
         "Ticket: {finance|the report|a dashboard} needs the " + what + " from {src}, {scope}. {details_cap}.",
         "Please {find|get} the " + what + " {scope}, from {src}. {details_cap}.",
+        "{src}: " + what + " {scope}. {details_cap}.",
+        "hey, quick number needed - what's the " + what + " {scope} in {src}? {details_cap}.",
         src=w.path_ref(src, "file"),
         col=col,
         scope=scope,
@@ -960,6 +977,9 @@ def csv_join(w: World) -> Draft:
         "{Requirements|Format}: {spec}.",
         "Can you match the rows of {left} with {right} by {key} and {save|write} the result to {out}? "
         "{Use|I need}: {spec}.",
+        "{left} + {right} on {key} -> {out} ({spec}).",
+        "I have two CSV exports, {left} and {right}, that share a {key} column, and I want them side by side. Write the "
+        "joined table to {out}; {spec}.",
         left=w.path_ref(lpath, "file"),
         right=w.path_ref(rpath, "file"),
         key=key,
@@ -1110,4 +1130,517 @@ def sqlite_update(w: World) -> Draft:
         difficulty=1 if op == "set_one" else 2,
         files=files,
         setup=setup,
+    )
+
+
+# ---- JSON merge / rename, CSV dedupe, SQLite index and view ----------------------------------------------------------
+def _f(w: World, template: str, **values: object) -> str:
+    return w.spin(template, capitalize=False, **values)
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _data_where(w: World, folder: str) -> tuple[str | None, str]:
+    """Where the shell starts (home, the data's folder or a drawn project folder) as the operator."""
+    wd = w.pick((None, folder, folder, f"{HOME}/{w.pick(('work', 'tmp', 'scratch'))}"))
+    if wd == HOME:
+        wd = None
+    return (
+        wd,
+        "" if wd is None or wd == folder else f"mkdir -p {quote(wd)} && chown operator:operator {quote(wd)}",
+    )
+
+
+def _rel(path: str, wd: str | None) -> str:
+    """How a reference writes ``path``: relative to the working directory when inside it."""
+    if wd and path.startswith(wd + "/"):
+        return quote(posixpath.relpath(path, wd))
+    return quote(path)
+
+
+def _ref_path(w: World, path: str, wd: str | None, kind: str = "file") -> str:
+    if wd and path.startswith(wd + "/") and w.chance(0.5):
+        return "./" + posixpath.relpath(path, wd)
+    return w.path_ref(path, kind)
+
+
+def _deep_merge(a: dict, b: dict) -> dict:  # type: ignore[type-arg]
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+@family("data-json-merge", "data", "merge two JSON config files into one (the second file's values win)")
+def json_merge(w: World) -> Draft:
+    svc = w.pick(("api", "worker", "gateway", "indexer", "mailer", "scheduler", "ledger"))
+    base = {
+        "service": svc,
+        "server": {
+            "host": w.pick(("0.0.0.0", "127.0.0.1", "localhost")),
+            "workers": w.randint(1, 8),
+            "timeout_s": w.randint(5, 120),
+        },
+        "logging": {"level": w.pick(("info", "warning")), "file": f"/var/log/{svc}.log"},
+        "cache": {"enabled": w.chance(0.5), "ttl_s": w.randint(30, 3600)},
+    }
+    over: dict = {}  # type: ignore[type-arg]
+    for section in w.sample(("server", "logging", "cache"), w.randint(2, 3)):
+        key = w.pick(sorted(base[section]))  # type: ignore[arg-type]
+        old = base[section][key]  # type: ignore[index]
+        if isinstance(old, bool):
+            new: object = not old
+        elif isinstance(old, int):
+            new = old + w.randint(1, 50)
+        else:
+            new = {"level": w.pick(("debug", "error")), "file": f"/srv/{svc}/{w.word()}.log"}.get(
+                key, "10.0.0.5"
+            )
+        over.setdefault(section, {})[key] = new
+    extra_key = w.pick(("region", "owner", "environment"))
+    over[extra_key] = w.pick(("eu-west", "us-east", "staging", "production", w.pick(TEAMS)))
+    if w.chance(0.5):
+        over.setdefault("server", {})["max_body_kb"] = w.randint(64, 4096)
+    deep = w.chance(0.7)
+    want = _deep_merge(base, over) if deep else {**base, **over}
+    folder = f"{HOME}/{w.pick(('config', 'deploy', 'etc', svc))}"
+    a_name = w.pick(("defaults.json", "base.json", "config.default.json"))
+    b_name = w.pick(("local.json", "overrides.json", "production.json", "site.json"))
+    a, b = f"{folder}/{a_name}", f"{folder}/{b_name}"
+    decoy = f"{folder}/{b_name.replace('.json', '.example.json')}"
+    out = w.pick((f"{folder}/config.json", f"{folder}/merged.json", f"{HOME}/{svc}-effective.json"))
+    w.note(svc, a_name, b_name, out)
+    decoy_body = _deep_merge(over, {"server": {"workers": 99}})
+    files = {
+        a: json.dumps(base, indent=2) + "\n",
+        b: json.dumps(over, indent=w.pick((2, 4))) + "\n",
+        decoy: json.dumps(decoy_body, indent=2) + "\n",
+    }
+    wd, mk = _data_where(w, folder)
+    how = (
+        _f(
+            w,
+            "nested sections are merged key by key{| (a key the second file does not set keeps its default)}",
+        )
+        if deep
+        else _f(
+            w,
+            "a top-level key in the second file replaces the {whole|entire} value from the first{| (no deep merge)}",
+        )
+    )
+    task = w.phrase(
+        "Merge {a} and {b} into {out}: values from {b} win, and {how}.",
+        "Ticket: the effective config for {svc} is {a} overlaid with {b}. Write it to {out} as JSON; {how}. Ignore "
+        "the .example file.",
+        "can you combine {a} with {b} into {out}? {b} overrides {a}; {how}.",
+        "{out} = {a} merged with {b} ({b} wins; {how}).",
+        "What does {svc} actually run with? Its settings are {a} with {b} on top. Save the merged JSON as {out} "
+        "- {how}.",
+        "We deploy {svc} with a single config file. Produce {out} from the defaults in {a} and the site settings "
+        "in {b}, where {b} takes precedence; {how}. Leave both input files unchanged.",
+        a=_ref_path(w, a, wd),
+        b=_ref_path(w, b, wd),
+        out=_ref_path(w, out, wd),
+        svc=svc,
+        how=how,
+    )
+    check = _python_check(
+        f"base = json.loads(r'''{json.dumps(base)}''')\n"
+        f"got = json.load(open({out!r}))\n"
+        f"sys.exit(0 if got == WANT and json.load(open({a!r})) == base else 1)",
+        want,
+    )
+    A, B, OUT = _rel(a, wd), _rel(b, wd), _rel(out, wd)
+    op = "*" if deep else "+"
+    how_ref = w.pick(("slurp", "input", "slurpfile", "reduce", "python", "python"))
+    if how_ref == "slurp":
+        cmd = f"jq -s '.[0] {op} .[1]' {A} {B} > {OUT}"
+    elif how_ref == "input":
+        cmd = f"jq -n 'input as $a | input as $b | $a {op} $b' {A} {B} > {OUT}"
+    elif how_ref == "slurpfile":
+        cmd = f"jq --slurpfile o {B} '. {op} $o[0]' {A} > {OUT}"
+    elif how_ref == "reduce":
+        cmd = f"jq -s 'reduce .[] as $x ({{}}; . {op} $x)' {A} {B} > {OUT}"
+    else:
+        merge = (
+            "def merge(a, b):\n    for k, v in b.items():\n"
+            "        a[k] = merge(a[k], v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v\n    return a\n"
+            if deep
+            else "def merge(a, b):\n    a.update(b)\n    return a\n"
+        )
+        cmd = (
+            f"python3 - <<'EOF'\nimport json\n{merge}"
+            f"a = json.load(open({A}))\nb = json.load(open({B}))\n"
+            f"json.dump(merge(a, b), open({OUT}, 'w'), indent={w.pick((2, 4))})\nEOF"
+        )
+    if how_ref != "python" and w.chance(0.3):
+        cmd = cmd.replace("jq ", f"jq {w.pick(('-S', '--indent 4', '--tab'))} ", 1)
+    if how_ref != "python" and w.chance(0.25):
+        cmd = cmd.replace(f" > {OUT}", f" | tee {OUT}")
+    ref = [w.pick((f"cat {A} {B}", f"jq . {B}", f"ls {quote(folder)}")), cmd, f"jq . {OUT}"]
+    return Draft(
+        task=task, check=check, reference=ref, difficulty=3, files=files, setup=[mk] if mk else [], workdir=wd
+    )
+
+
+@family("data-json-rename-key", "data", "rename one key in every object of a JSON array (jq or python3)")
+def json_rename_key(w: World) -> Draft:
+    noun, key, num, flag, label, labels = w.pick(_JSON_KINDS)
+    old = w.pick((num, flag, label))
+    new = w.pick(
+        {
+            num: (f"{num}_v2", f"{num.split('_')[0]}_value", "amount" if num != "size_kb" else "kilobytes"),
+            flag: (f"is_{flag}", f"{flag}_flag"),
+            label: (f"{label}_name", "group" if label != "group" else "grouping", "owner_" + label),
+        }[old]
+    )
+    n = w.randint(4, 9)
+    used: set[str] = set()
+    records = []
+    for _ in range(n):
+        k = _json_key(w, noun)
+        while k in used:
+            k = _json_key(w, noun)
+        used.add(k)
+        records.append({key: k, num: w.randint(1, 5000), flag: w.chance(0.4), label: w.pick(labels)})
+    missing = w.chance(0.4)
+    if missing:  # one record lacks the key: it must not gain one
+        del records[w.randint(0, n - 1)][old]
+    wrapped = w.chance(0.4)
+    doc: object = (
+        {"generated": f"2024-{w.randint(1, 12):02d}-{w.randint(1, 28):02d}", noun: records}
+        if wrapped
+        else records
+    )
+    want_records = [{(new if k == old else k): v for k, v in r.items()} for r in records]
+    want: object = {**doc, noun: want_records} if wrapped else want_records  # type: ignore[dict-item]
+    folder = f"{HOME}/{w.pick(('data', 'exports', 'inventory', noun))}"
+    src = f"{folder}/{w.filename('json', stem=w.pick((noun, f'{noun}_list', 'records', 'dump')))}"
+    in_place = w.chance(0.5)
+    out = (
+        src
+        if in_place
+        else f"{folder}/{w.filename('json', stem=w.pick((f'{noun}_renamed', f'{noun}_v2', 'converted')))}"
+    )
+    w.note(noun, old, new)
+    files = {src: json.dumps(doc, indent=2) + "\n"}
+    wd, mk = _data_where(w, folder)
+    dest = (
+        _f(w, "{in place|in the file itself}")
+        if in_place
+        else _f(w, "writing the result to {o}", o=_ref_path(w, out, wd))
+    )
+    where = _f(w, " (the records are under .{n})", n=noun) if wrapped else ""
+    keep = (
+        _f(
+            w,
+            "{records without that key stay without it|a record that has no {o} must not get {nw}}",
+            o=old,
+            nw=new,
+        )
+        if missing
+        else _f(w, "nothing else changes")
+    )
+    task = w.phrase(
+        "Rename the key {o} to {nw} in every object of {src}{where}, {dest}; {keep}.",
+        "Ticket: the consumer of {src} now expects {nw} instead of {o}. Rename that key in each record{where}, "
+        "{dest}. {keep_c}.",
+        "quick one - in {src}{where} every '{o}' field should be called '{nw}'. {dest_c}, and {keep}.",
+        "{src}: {o} -> {nw} in all records{where}; {dest}; {keep}.",
+        "Can you rename the {o} field of the {noun} in {src}{where} to {nw}? {dest_c}; values, other keys and the "
+        "order of the records stay the same, and {keep}.",
+        "Schema change for the {noun} export {src}{where}: the field {o} is renamed {nw}. Apply it to the data, "
+        "{dest}, keeping every value and the record order; {keep}.",
+        src=_ref_path(w, src, wd),
+        where=where,
+        o=old,
+        nw=new,
+        dest=dest,
+        dest_c=_cap(dest),
+        keep=keep,
+        keep_c=_cap(keep),
+        noun=noun,
+    )
+    check = _python_check(f"sys.exit(0 if json.load(open({out!r})) == WANT else 1)", want)
+    if not in_place:
+        check += _python_check(f"sys.exit(0 if json.load(open({src!r})) == WANT else 1)", doc)
+    S, OUT = _rel(src, wd), _rel(out, wd)
+    path = f".{noun}" if wrapped else "."
+    how = w.pick(("entries", "has", "update", "python", "sed"))
+    o, nw = old, new
+    if how == "entries":
+        expr = f'{path} |= map(with_entries(if .key == "{o}" then .key = "{nw}" else . end))'
+    elif how == "has":
+        expr = f'{path} |= map(if has("{o}") then .{nw} = .{o} | del(.{o}) else . end)'
+    elif how == "update":
+        expr = f'{path}[] |= (if has("{o}") then . + {{"{nw}": .{o}}} | del(.{o}) else . end)'
+    else:
+        expr = ""
+    if how == "python":
+        get = f"doc['{noun}']" if wrapped else "doc"
+        cmd = (
+            f"python3 - <<'EOF'\nimport json\ndoc = json.load(open({S}))\n"
+            f"for r in {get}:\n    if '{o}' in r:\n        r['{nw}'] = r.pop('{o}')\n"
+            f"json.dump(doc, open({OUT}, 'w'), indent=2)\nEOF"
+        )
+        cmds = [cmd]
+    elif how == "sed":
+        cmds = (
+            [f'sed -i \'s/"{o}":/"{nw}":/\' {S}'] if in_place else [f'sed \'s/"{o}":/"{nw}":/\' {S} > {OUT}']
+        )
+    elif in_place:
+        cmds = w.pick(
+            (
+                [f"jq '{expr}' {S} > /tmp/renamed.json", f"mv /tmp/renamed.json {S}"],
+                [f'tmp=$(mktemp) && jq \'{expr}\' {S} > "$tmp" && cat "$tmp" > {S} && rm "$tmp"'],
+                [f"jq '{expr}' {S} > {S}.new && mv {S}.new {S}"],
+                [f"cp {S} /tmp/orig.json", f"jq --indent 2 '{expr}' /tmp/orig.json > {S}"],
+            )
+        )
+    else:
+        cmds = [f"jq {w.pick(('', '--indent 4 ', '-c ', '--tab '))}'{expr}' {S} > {OUT}"]
+    ref = [
+        w.pick((f"jq '{path} | .[0]' {S}", f"head -20 {S}", f"jq -c '{path}[]' {S}")),
+        *cmds,
+        f"jq -c '{path}[]' {OUT}",
+    ]
+    return Draft(
+        task=task, check=check, reference=ref, difficulty=2, files=files, setup=[mk] if mk else [], workdir=wd
+    )
+
+
+@family(
+    "data-csv-dedupe-latest", "data", "deduplicate CSV rows by a key column, keeping each key's latest row"
+)
+def csv_dedupe_latest(w: World) -> Draft:
+    kind = w.pick(("hosts", "customers", "devices", "tickets"))
+    key, other = {
+        "hosts": ("host", ("status", ("up", "down", "degraded"))),
+        "customers": ("email", ("plan", ("free", "pro", "team"))),
+        "devices": ("serial", ("firmware", ("1.2.0", "1.3.1", "2.0.0", "2.0.4"))),
+        "tickets": ("ticket", ("state", ("open", "pending", "closed"))),
+    }[kind]
+    ts_col = w.pick(("updated_at", "seen", "timestamp", "modified"))
+    header = [key, ts_col, other[0], w.pick(("note", "by", "source"))]
+    keys: list[str] = []
+    while len(keys) < w.randint(4, 7):
+        k = {
+            "hosts": lambda: f"{w.pick(WORDS)}-{w.randint(1, 30):02d}",
+            "customers": lambda: f"{w.pick(FIRST_NAMES)}@{w.pick(('example.com', 'mail.example'))}",
+            "devices": lambda: f"SN{w.randint(10000, 99999)}",
+            "tickets": lambda: f"T-{w.randint(100, 999)}",
+        }[kind]()
+        if k not in keys:
+            keys.append(k)
+    rows: list[list[str]] = []
+    latest: dict[str, list[str]] = {}
+    for k in keys:
+        stamps = sorted(w.sample(range(0, 60 * 24 * 90), w.randint(1, 4)))
+        for s in stamps:
+            d = w.date("2024-01-01", 0)
+            t = d.replace(hour=0, minute=0, second=0) + timedelta(minutes=s)
+            row = [k, t.strftime("%Y-%m-%dT%H:%M"), w.pick(other[1]), w.pick(WORDS)]
+            rows.append(row)
+            latest[k] = row
+    rows = w.shuffled(rows)
+    want = [",".join(r) for r in latest.values()]
+    folder = f"{HOME}/{w.pick(('data', 'exports', 'inbox', kind))}"
+    src = f"{folder}/{w.filename('csv', stem=w.pick((kind, f'{kind}_history', f'{kind}_log', 'snapshots')))}"
+    out = f"{w.pick((folder, HOME))}/{w.filename('csv', stem=w.pick((f'{kind}_latest', f'{kind}_current', 'deduped')))}"
+    w.note(kind, key, ts_col, out)
+    files = {src: _csv(header, rows)}
+    wd, mk = _data_where(w, folder)
+    task = w.phrase(
+        "{src} has several rows per {key}. Write {out} with one row per {key}: the one with the latest {ts}. Keep "
+        "the header; row order does not matter.",
+        "Ticket: dedupe {src} by {key}, keeping for each {key} only its most recent row (by {ts}). Output with the "
+        "same header to {out}.",
+        "can you squash {src} down to the newest row per {key} ({ts} decides)? put it in {out}, header included, "
+        "any order is fine",
+        "{src} -> {out}: one row per {key}, the latest {ts} wins, header kept.",
+        "Which state is current for each {key} in {src}? Only the row with the newest {ts} counts. Save exactly "
+        "those rows (with the header line, in any order) as {out}.",
+        "The history file {src} is append-only and not sorted, so a {key} appears several times. For a snapshot, "
+        "produce {out} holding the header and, for every {key}, the single row whose {ts} is the latest, "
+        "unchanged. The source file stays as it is.",
+        src=_ref_path(w, src, wd),
+        out=_ref_path(w, out, wd),
+        key=key,
+        ts=ts_col,
+    )
+    check = (
+        f"[ \"$(head -n 1 {quote(out)} | tr -d '\\r')\" = {quote(','.join(header))} ] || exit 1\n"
+        + _lines_check(out, [",".join(header), *want], ordered=False)
+    )
+    S, OUT = _rel(src, wd), _rel(out, wd)
+    how = w.pick(("awk2", "sortu", "sortawk", "python", "sqlite", "tac"))
+    if how == "awk2":
+        cmd = f"awk -F, 'NR==FNR {{ if (FNR > 1 && $2 > m[$1]) m[$1] = $2; next }} FNR == 1 || $2 == m[$1]' {S} {S} > {OUT}"
+    elif how == "sortu":
+        cmd = f"{{ head -n 1 {S}; tail -n +2 {S} | sort -t, -k1,1 -k2,2r | sort -t, -s -u -k1,1; }} > {OUT}"
+    elif how == "sortawk":
+        cmd = f"{{ head -n 1 {S}; tail -n +2 {S} | sort -t, -k2,2r | awk -F, '!seen[$1]++'; }} > {OUT}"
+    elif how == "tac":
+        cmd = f"(head -n 1 {S} && tail -n +2 {S} | sort -t, -k2,2 | tac | awk -F, '!seen[$1]++') > {OUT}"
+    elif how == "python":
+        cmd = (
+            f"python3 - <<'EOF'\nimport csv\nrows = list(csv.reader(open({S})))\nlatest = {{}}\n"
+            f"for r in rows[1:]:\n    if r[0] not in latest or r[1] > latest[r[0]][1]:\n        latest[r[0]] = r\n"
+            f"with open({OUT}, 'w', newline='') as f:\n    csv.writer(f, lineterminator='\\n').writerows([rows[0], *latest.values()])\nEOF"
+        )
+    else:
+        cmd = (
+            f"sqlite3 -csv -header :memory: '.import {S} t' "
+            f"'SELECT * FROM t WHERE ({key}, {ts_col}) IN (SELECT {key}, max({ts_col}) FROM t GROUP BY {key})' > {OUT}"
+        )
+    ref = [w.pick((f"head {S}", f"wc -l {S}", f"cut -d, -f1 {S} | sort | uniq -c")), cmd, f"cat {OUT}"]
+    return Draft(
+        task=task, check=check, reference=ref, difficulty=3, files=files, setup=[mk] if mk else [], workdir=wd
+    )
+
+
+@family(
+    "data-sqlite-index-view",
+    "data",
+    "add an index and/or a view to a SQLite database, leaving its rows as they are",
+)
+def sqlite_index_view(w: World) -> Draft:
+    # not the products table: a view over prices reads like the held-out price update
+    table, cols = w.pick([t for t in _DB_TABLES if t[0] != "products"])
+    rows = _db_rows(w, cols, w.randint(6, 12))
+    names = [c for c, _ in cols]
+    what = w.pick(("index", "view", "both"))
+    idx_cols = w.sample([c for c, k in cols if k != "pk"], w.randint(1, 2))
+    unique = (
+        len(idx_cols) == 1 and w.chance(0.2) and len({r[names.index(idx_cols[0])] for r in rows}) == len(rows)
+    )
+    idx_name = w.pick(
+        (f"idx_{table}_{'_'.join(idx_cols)}", f"{table}_{idx_cols[0]}_idx", f"ix_{idx_cols[0]}")
+    )
+    where_sql, where_en, pred = _db_condition(w, cols, rows)
+    sel = [n for n in names if w.chance(0.6)] or names[:2]
+    view = w.pick(
+        (f"{table}_{w.pick(('active', 'selected', 'report', 'subset'))}", f"v_{table}", f"{w.word()}_{table}")
+    )
+    w.note(table, idx_name, view, *idx_cols, *sel)
+    db = f"{w.pick((HOME, f'{HOME}/db', f'{HOME}/{w.dirname()}'))}/{w.filename('db', stem=w.pick(('app', 'crm', 'ops', 'reporting', table)))}"
+    files, setup = _sqlite_setup(w, db, _db_sql(table, cols, rows))
+    folder = posixpath.dirname(db)
+    wd, mk = _data_where(w, folder)
+    if mk:
+        setup.append(mk)
+    want_view = sorted([[r[names.index(c)] for c in sel] for r in rows if pred(r)])
+    parts = []
+    if what in ("index", "both"):
+        parts.append(
+            _f(
+                w,
+                "an {u}index named {i} on {t}({c})",
+                u="UNIQUE " if unique else "",
+                i=idx_name,
+                t=table,
+                c=", ".join(idx_cols),
+            )
+        )
+    if what in ("view", "both"):
+        parts.append(
+            _f(
+                w,
+                "a view named {v} that {shows|returns} the columns {s} of the {t} rows {where}",
+                v=view,
+                s=", ".join(sel),
+                t=table,
+                where=where_en,
+            )
+        )
+    things = " and ".join(parts)
+    task = w.phrase(
+        "Create {things} in {db} (a SQLite file). Do not change any rows.",
+        "Ticket: {db} needs {things}. The data itself must stay exactly as it is.",
+        "could you add {things} to {db}? no data changes please",
+        "{db}: add {things}; rows untouched.",
+        "Reports on {db} are slow and hard to write. Can you create {things}? Leave the table's rows alone.",
+        "Schema change for {db} (SQLite): it should end up with {things}. Existing tables and rows are not to be "
+        "modified, only the new object{s} added.",
+        db=_ref_path(w, db, wd),
+        things=things,
+        s="s" if what == "both" else "",
+    )
+    body = [
+        "import sqlite3",
+        f"con = sqlite3.connect({db!r})",
+        f"rows = sorted(list(map(str, r)) for r in con.execute('SELECT * FROM {table}'))",
+        "ok = rows == WANT['rows']",
+    ]
+    if what in ("index", "both"):
+        body += [
+            f"il = {{r[1]: r[2] for r in con.execute(\"PRAGMA index_list('{table}')\")}}",
+            f"ok = ok and {idx_name!r} in il and bool(il[{idx_name!r}]) == {unique!r}",
+            f"ok = ok and [r[2] for r in con.execute(\"PRAGMA index_info('{idx_name}')\")] == {idx_cols!r}",
+        ]
+    if what in ("view", "both"):
+        body += [
+            f"ok = ok and con.execute(\"SELECT type FROM sqlite_master WHERE name = '{view}'\").fetchone() == ('view',)",
+            f"cur = con.execute('SELECT * FROM {view}')",
+            f"ok = ok and [d[0] for d in cur.description] == {sel!r}",
+            "ok = ok and sorted(list(map(str, r)) for r in cur) == WANT['view']",
+        ]
+    body.append("sys.exit(0 if ok else 1)")
+    check = _python_check("\n".join(body), {"rows": sorted([list(r) for r in rows]), "view": want_view})
+    stmts = []
+    ine = w.pick(("", "IF NOT EXISTS "))
+    if what in ("index", "both"):
+        stmts.append(
+            f"CREATE {'UNIQUE ' if unique else ''}INDEX {ine}{idx_name} ON {table}({', '.join(idx_cols)});"
+        )
+    if what in ("view", "both"):
+        stmts.append(f"CREATE VIEW {ine}{view} AS SELECT {', '.join(sel)} FROM {table} WHERE {where_sql};")
+    D = _rel(db, wd)
+    how = w.pick(("arg", "heredoc", "pipe", "file", "python"))
+    sql = " ".join(stmts)
+    if how == "arg":
+        flag = w.pick(("-bail", "-batch", "-echo"))
+        one = w.chance(0.5)
+        cmds = (
+            [f"sqlite3 {flag} {D} {quote(s)}" for s in stmts] if one else [f"sqlite3 {flag} {D} {quote(sql)}"]
+        )
+    elif how == "heredoc":
+        cmds = [f"sqlite3 {D} <<'SQL'\n" + "\n".join(stmts) + "\nSQL"]
+    elif how == "pipe":
+        cmds = [f"echo {quote(sql)} | sqlite3 {D}"]
+    elif how == "file":
+        cmds = [
+            f"printf '%s\\n' {' '.join(quote(s) for s in stmts)} > /tmp/schema.sql",
+            w.pick((f"sqlite3 {D} < /tmp/schema.sql", f"sqlite3 {D} '.read /tmp/schema.sql'")),
+        ]
+    else:
+        cmds = [
+            f"python3 -c {quote(f'import sqlite3; c = sqlite3.connect({db!r}); c.executescript({sql!r}); c.commit()')}"
+        ]
+    if w.chance(0.2):
+        cmds.insert(0, f"cp {D} {D}.bak")
+    look = [
+        w.pick(
+            (
+                f"sqlite3 {D} .schema",
+                f"sqlite3 {D} '.tables'",
+                f"sqlite3 -header {D} 'SELECT * FROM {table} LIMIT 3'",
+            )
+        )
+    ]
+    end = (
+        f"sqlite3 {D} '.indexes {table}'"
+        if what == "index"
+        else f"sqlite3 -header {D} 'SELECT * FROM {view}'"
+    )
+    return Draft(
+        task=task,
+        check=check,
+        reference=[*look, *cmds, end],
+        difficulty=2 if what != "both" else 3,
+        files=files,
+        setup=setup,
+        workdir=wd,
     )
