@@ -7,6 +7,7 @@ content), trailing newlines aside: a half-done edit or an output in the wrong pl
 from __future__ import annotations
 
 import hashlib
+import json
 
 from bashgym_assets.scenarios.factory.family import Draft, family
 from bashgym_assets.scenarios.factory.world import (
@@ -154,6 +155,9 @@ def replace_in_files(w: World) -> Draft:
         "{everywhere in them|in every one of them}{scope}.",
         "Can you {swap|replace} '{old}' for '{new}' in the .{ext} files {of|in} {root}{scope}? {Only the .{ext} files "
         "should change.|Files of other types stay as they are.}",
+        "{root}: '{old}' -> '{new}' in *.{ext}{scope}; other files unchanged.",
+        "We renamed the {what} from '{old}' to '{new}', but the .{ext} files under {root} still use the old one{scope}. "
+        "Update them all, and leave every other file as it is.",
         old=old,
         new=new,
         what=what,
@@ -294,6 +298,8 @@ def extract_column(w: World) -> Draft:
         "Ticket: {write|put} " + which + " from {src} (" + kind + ") into {out}. Format: {want}.",
         "Could you {cut|extract} " + which + " out of {src}? It is " + kind + headed + "; {out} should "
         "{contain|hold} {want}.",
+        "{src} -> {out}: " + which + ", {want}.",
+        "hey, I only care about " + which + " of {src} (" + kind + "). can you put it in {out}? {want}",
         src=w.path_ref(src, "file"),
         out=w.path_ref(out, "file"),
         want=want,
@@ -388,6 +394,8 @@ def count_values(w: World) -> Draft:
         "Please make a frequency count of {what}: {out} should {contain|list} {want}.",
         "Ticket: {rank|summarise} {what} by {frequency|how often they occur}. Output in {out}: {want}.",
         "How often does each value occur in {what}? {Answer|Reply} in {out} with {want}.",
+        "{what} -> {out}: {want}.",
+        "Which values turn up most often in {what}? I want a frequency table in {out}: {want}.",
         what=what,
         want=_spin(w, want, capitalize=False, n=n),
         out=w.path_ref(out, "file"),
@@ -595,6 +603,9 @@ def line_range(w: World) -> Draft:
         "From {src}, {take|keep} only {what} and {write|put} them in {out}{|, unchanged and in order}.",
         "Ticket: {extract|cut out} {what} from {src} and {save|store} them as {out}.",
         "Could you {get|extract} {what} of {src} into {out}?",
+        "{src} -> {out}: {what} only.",
+        "I only need part of {src} for a bug report: {what}. Please put exactly those lines in {out}, unchanged and "
+        "in order.",
         what=what,
         src=w.path_ref(src, "file"),
         out=w.path_ref(out, "file"),
@@ -694,6 +705,8 @@ def dedupe_lines(w: World) -> Draft:
         "{src} has {duplicates|repeated lines}. {what_cap}, {where}.",
         "Ticket: {deduplicate|clean up} {src}: {what}, {where}.",
         "Can you {what} for {src}, {where}?",
+        "{src}: {what}, {where}.",
+        "The list {src} was built by appending several exports, so some lines repeat. Please {what}, {where}.",
         src=w.path_ref(src, "file"),
         what=_spin(w, what, capitalize=False),
         what_cap=_spin(w, what),
@@ -727,4 +740,563 @@ def dedupe_lines(w: World) -> Draft:
         reference=reference,
         difficulty=3 if in_place else 2,
         files={src: _body(lines)},
+    )
+
+
+# ---- reports with awk, fixed-width files, numbering and wrapping ------------------------------------------------------
+def _text_where(w: World, folder: str) -> tuple[str | None, list[str]]:
+    """Where the operator's shell starts: home, the file's folder, or another project folder."""
+    wd = w.pick((None, folder, folder, f"{HOME}/{w.pick(('work', 'tmp', 'notes'))}"))
+    if wd in (None, HOME):
+        return None, []
+    return wd, [f"mkdir -p {quote(wd)} && chown operator:operator {quote(wd)}"]
+
+
+def _rel(path: str, wd: str | None) -> str:
+    if wd and path.startswith(wd + "/"):
+        return quote(path[len(wd) + 1 :])
+    return quote(path)
+
+
+def _ref_path(w: World, path: str, wd: str | None, kind: str = "file") -> str:
+    if wd and path.startswith(wd + "/") and w.chance(0.5):
+        return "./" + path[len(wd) + 1 :]
+    return w.path_ref(path, kind)
+
+
+def _text_folder(w: World) -> str:
+    return w.pick((f"{HOME}/{w.pick(('reports', 'data', 'notes', 'ops', 'inbox'))}", f"{HOME}/{w.project()}"))
+
+
+@family("text-awk-report", "text", "pick fields of matching records with awk and format them into a report")
+def awk_report(w: World) -> Draft:
+    names = [
+        f"{w.pick(SERVICES)}-{w.pick(('backup', 'sync', 'build', 'export', 'scan', 'prune'))}"
+        for _ in range(12)
+    ]
+    names = list(dict.fromkeys(names))[: w.randint(6, 10)]
+    statuses = ("ok", "failed", "skipped")
+    recs = [[n, w.pick(FIRST_NAMES), str(w.randint(1, 240)), w.pick(statuses)] for n in names]
+    target = w.pick(("failed", "ok"))
+    if not any(r[3] == target for r in recs):
+        recs[0][3] = target
+    if all(r[3] == target for r in recs):
+        recs[-1][3] = "skipped"
+    sep = w.pick((" ", "\t", ":"))
+    head = w.chance(0.5)
+    lines = (["# job owner minutes status"] if head else []) + [sep.join(r) for r in recs]
+    folder = _text_folder(w)
+    src = f"{folder}/{w.filename(w.pick(('txt', 'log', 'dat')), stem=w.pick(('jobs', 'runs', 'nightly', 'batch')))}"
+    out = (
+        f"{w.pick((folder, HOME))}/{w.filename('txt', stem=w.pick(('report', f'{target}_jobs', 'summary')))}"
+    )
+    fmt = w.pick(("owner_job", "job_min", "tab", "csv"))
+    total = w.chance(0.35)
+    pick = [r for r in recs if r[3] == target]
+    render = {
+        "owner_job": lambda r: f"{r[1]}: {r[0]}",
+        "job_min": lambda r: f"{r[0]} ({r[2]} min)",
+        "tab": lambda r: f"{r[0]}\t{r[1]}",
+        "csv": lambda r: f"{r[0]},{r[2]}",
+    }[fmt]
+    want = [render(r) for r in pick]
+    if total:
+        want.append(f"TOTAL {sum(int(r[2]) for r in pick)}")
+    w.note(target, fmt, src, out)
+    shape = {
+        "owner_job": "owner, a colon and a space, then the job name (like 'dana: api-backup')",
+        "job_min": "the job name followed by its minutes in parentheses (like 'api-backup (12 min)')",
+        "tab": "the job name, a tab, then the owner",
+        "csv": "the job name, a comma, then the minutes",
+    }[fmt]
+    tot = (
+        _spin(w, ", then a last line 'TOTAL <n>' with the sum of their minutes", capitalize=False)
+        if total
+        else ""
+    )
+    fields = {" ": "separated by spaces", "\t": "tab-separated", ":": "colon-separated"}[sep]
+    wd, setup = _text_where(w, folder)
+    task = _phrase(
+        w,
+        "{src} lists jobs ({fields}: job, owner, minutes, status). Write to {out} one line per {t} job, in file "
+        "order: {shape}{tot}.",
+        "Ticket: we need a report of the {t} jobs from {src} in {out}. Each line: {shape}; keep the file's "
+        "order{tot}.",
+        "can you pull the {t} jobs out of {src} into {out}? one line each - {shape}{tot}",
+        "{src} ({fields}) -> {out}: {t} jobs only, {shape}, file order{tot}.",
+        "Which jobs in {src} have the status {t}? The columns are job, owner, minutes, status ({fields}). Answer "
+        "in {out}, one line a job in the order they appear: {shape}{tot}.",
+        "For the morning stand-up I want a short list made from the job table {src}: every job whose status is "
+        "{t}, one line each in the original order, formatted as {shape}{tot}. Save it as {out}; other jobs and "
+        "any comment line are left out.",
+        src=_ref_path(w, src, wd),
+        out=_ref_path(w, out, wd),
+        t=target,
+        shape=shape,
+        tot=tot,
+        fields=fields,
+    )
+    check = "#!/bin/bash\n" + _holds(out, _body(want)) + "\n"
+    s, o = _rel(src, wd), _rel(out, wd)
+    fs = {" ": "", "\t": "-F'\\t' ", ":": "-F: "}[sep]
+    cond = f'$4 == "{target}"'
+    awk_out = {
+        "owner_job": ('print $2 ": " $1', 'printf "%s: %s\\n", $2, $1'),
+        "job_min": ('print $1 " (" $3 " min)"', 'printf "%s (%d min)\\n", $1, $3'),
+        "tab": ('print $1 "\\t" $2', 'printf "%s\\t%s\\n", $1, $2'),
+        "csv": ('print $1 "," $3', 'OFS = ","; print $1, $3'),
+    }[fmt]
+    how = w.pick(("awk", "awk", "awkv", "grep", "python", "loop"))
+    end = ' END { print "TOTAL " t }' if total else ""
+    acc = " t += $3;" if total else ""
+    if how in ("awk", "awkv"):
+        action = w.pick(awk_out)
+        c = cond if how == "awk" else "$4 == want"
+        v = f"-v want={target} " if how == "awkv" else ""
+        cmd = f"awk {fs}{v}'!/^#/ && {c} {{{acc} {action} }}{end}' {s} > {o}"
+    elif how == "grep":
+        gs = {" ": " ", "\t": "$'\\t'", ":": ":"}[sep]
+        pat = f"'{gs}{target}$'" if sep != "\t" else f"$'\\t{target}$'"
+        cmd = f"grep -v '^#' {s} | grep {pat} | awk {fs}'{{{acc} {awk_out[0]} }}{end}' > {o}"
+    elif how == "python":
+        py_sep = {" ": "None", "\t": "'\\t'", ":": "':'"}[sep]
+        py_fmt = {
+            "owner_job": "f'{o}: {j}'",
+            "job_min": "f'{j} ({m} min)'",
+            "tab": "f'{j}\\t{o}'",
+            "csv": "f'{j},{m}'",
+        }[fmt]
+        cmd = (
+            f"python3 - <<'EOF'\nout, t = [], 0\nfor line in open({s}):\n"
+            f"    if line.startswith('#') or not line.strip():\n        continue\n"
+            f"    j, o, m, st = line.split({py_sep})\n    if st.strip() == '{target}':\n"
+            f"        out.append({py_fmt}); t += int(m)\n"
+            + ("out.append(f'TOTAL {t}')\n" if total else "")
+            + f"open({o}, 'w').write(''.join(x + '\\n' for x in out))\nEOF"
+        )
+    else:
+        ifs = {" ": "' '", "\t": "$'\\t'", ":": ":"}[sep]
+        echo = {
+            "owner_job": 'echo "$o: $j"',
+            "job_min": 'echo "$j ($m min)"',
+            "tab": 'printf \'%s\\t%s\\n\' "$j" "$o"',
+            "csv": 'echo "$j,$m"',
+        }[fmt]
+        tl = "; t=$((t + m))" if total else ""
+        cmd = (
+            f't=0; while IFS={ifs} read -r j o m st; do [ "${{j#\\#}}" = "$j" ] || continue; '
+            f'[ "$st" = {target} ] && {{ {echo}{tl}; }}; done < {s} > {o}'
+        )
+        if total:
+            cmd += f'; echo "TOTAL $t" >> {o}'
+    ref = [w.pick((f"head -n 5 {s}", f"cat {s}")), cmd, f"cat {o}"]
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=3 if total else 2,
+        files={src: _body(lines)},
+        setup=setup,
+        workdir=wd,
+    )
+
+
+@family(
+    "text-fixed-width",
+    "text",
+    "convert a fixed-width column file to delimited fields, or delimited to aligned",
+)
+def fixed_width(w: World) -> Draft:
+    cols = [("name", 12), (w.pick(("team", "city")), 10), (w.pick(("amount", "count", "hours")), 7)]
+    n = w.randint(5, 9)
+    rows = []
+    for _ in range(n):
+        rows.append(
+            [
+                w.pick(FIRST_NAMES) + w.pick(("", "", "_" + w.pick(("jr", "ops", "x")))),
+                w.pick(TEAMS) if cols[1][0] == "team" else w.pick(CITIES),
+                str(w.randint(1, 99999)),
+            ]
+        )
+    to_delim = w.chance(0.65)
+    delim = w.pick((",", ";", "|", "\t"))
+    dname = {",": "commas", ";": "semicolons", "|": "pipes ('|')", "\t": "tabs"}[delim]
+
+    def fixed(r: list[str]) -> str:
+        return f"{r[0]:<12}{r[1]:<10}{r[2]:>7}"
+
+    fixed_lines = [fixed(r) for r in rows]
+    delim_lines = [delim.join(r) for r in rows]
+    header = w.chance(0.4)
+    hnames = [c for c, _ in cols]
+    if header:
+        delim_lines = [delim.join(hnames), *delim_lines]
+    folder = _text_folder(w)
+    stem = w.pick(("payroll", "ledger", "roster", "export", "mainframe"))
+    if to_delim:
+        src = f"{folder}/{w.filename(w.pick(('txt', 'dat', 'fw')), stem=stem)}"
+        out = f"{folder}/{w.filename('csv' if delim == ',' else 'txt', stem=stem + '_fields')}"
+        src_body, want = fixed_lines, delim_lines
+    else:
+        src = f"{folder}/{w.filename('csv' if delim == ',' else 'txt', stem=stem)}"
+        out = f"{folder}/{w.filename(w.pick(('txt', 'dat')), stem=stem + '_fixed')}"
+        src_body, want = delim_lines, fixed_lines
+    w.note(src, out, delim)
+    layout = _spin(
+        w,
+        "name in columns 1-12 (left-aligned), {c2} in 13-22 (left-aligned), {c3} in 23-29 (right-aligned), "
+        "padded with spaces",
+        capitalize=False,
+        c2=cols[1][0],
+        c3=cols[2][0],
+    )
+    hd = (
+        _spin(w, ", {starting with|with first} the header line {h}", capitalize=False, h=delim.join(hnames))
+        if header and to_delim
+        else ""
+    )
+    if header and not to_delim:
+        hd = _spin(w, " (its first line is a header, which the output leaves out)", capitalize=False)
+    if to_delim:
+        goal = _spin(
+            w,
+            "the same records with the fields separated by {d} and no padding{hd}",
+            capitalize=False,
+            d=dname,
+            hd=hd,
+        )
+    else:
+        goal = _spin(w, "the records in a fixed-width layout: {layout}", capitalize=False, layout=layout)
+    src_desc = (
+        _spin(w, "a fixed-width file ({layout})", capitalize=False, layout=layout)
+        if to_delim
+        else _spin(w, "delimited by {d}{hd}", capitalize=False, d=dname, hd=hd)
+    )
+    wd, setup = _text_where(w, folder)
+    task = _phrase(
+        w,
+        "{src} is {desc}. Write {out} with {goal}.",
+        "Ticket: reformat {src} ({desc}) into {out}: {goal}.",
+        "hey, could you turn {src} into {out}? the input is {desc}; I need {goal}",
+        "Reformat {src} -> {out}. Input: {desc}. Output: {goal}.",
+        "How do I get {src} ({desc}) into the other format? Please produce {out} holding {goal}.",
+        "The legacy tool reading {out} needs {goal}. Its data comes from {src}, which is {desc}. Create {out} "
+        "from it; keep the records in their order and leave {src} as it is.",
+        src=_ref_path(w, src, wd),
+        out=_ref_path(w, out, wd),
+        desc=src_desc,
+        goal=goal,
+    )
+    if to_delim:
+        check = "#!/bin/bash\n" + _holds(out, _body(want)) + "\n"
+    else:  # trailing spaces do not matter in a fixed-width file
+        check = (
+            f"#!/bin/bash\n[ -f {quote(out)} ] || exit 1\n"
+            f"[ \"$(sed 's/[[:space:]]*$//' {quote(out)})\" = {quote(chr(10).join(x.rstrip() for x in want))} ] "
+            "|| exit 1\n"
+        )
+    s, o = _rel(src, wd), _rel(out, wd)
+    qd = quote(delim) if delim != "\t" else "'\\t'"
+    how = w.pick(("awk", "awk", "sed", "python", "loop", "cut"))
+    if to_delim:
+        hline = f"echo {quote(delim.join(hnames))}; " if header else ""
+        if how == "awk":
+            body = (
+                f"awk -v OFS={qd} '{{ a = substr($0, 1, 12); b = substr($0, 13, 10); c = substr($0, 23, 7); "
+                'gsub(/ /, "", a); gsub(/ /, "", b); gsub(/ /, "", c); print a, b, c }\' ' + s
+            )
+        elif how == "sed":
+            d = delim
+            body = f"sed -E 's/^(.{{12}})(.{{10}})(.{{7}})$/\\1{d}\\2{d}\\3/; s/ +//g' {s}"
+            if delim == "\t":
+                body = f"sed -E 's/^(.{{12}})(.{{10}})(.{{7}})$/\\1\\t\\2\\t\\3/; s/ +//g' {s}"
+        elif how == "python":
+            body = (
+                f"python3 - > {o} <<'EOF'\n"
+                + (f"print({delim.join(hnames)!r})\n" if header else "")
+                + f"for l in open({s}):\n    l = l.rstrip('\\n')\n"
+                f"    print({delim!r}.join([l[:12].strip(), l[12:22].strip(), l[22:29].strip()]))\nEOF"
+            )
+        elif how == "loop":
+            body = (
+                f"while IFS= read -r l; do a=${{l:0:12}}; b=${{l:12:10}}; c=${{l:22:7}}; "
+                f"printf '%s{delim if delim != chr(9) else chr(92) + 't'}%s{delim if delim != chr(9) else chr(92) + 't'}%s\\n' "
+                f"${{a// /}} ${{b// /}} ${{c// /}}; done < {s}"
+            )
+        else:
+            body = (
+                f"paste -d {qd} <(cut -c1-12 {s} | tr -d ' ') <(cut -c13-22 {s} | tr -d ' ') "
+                f"<(cut -c23-29 {s} | tr -d ' ')"
+            )
+        if how == "python":
+            cmd = body
+        elif header:
+            cmd = f"{{ {hline}{body}; }} > {o}"
+        else:
+            cmd = f"{body} > {o}"
+    else:
+        skip = "NR > 1 " if header else ""
+        if how in ("awk", "cut"):
+            cmd = f"awk -F{qd} '{skip}{{ printf \"%-12s%-10s%7s\\n\", $1, $2, $3 }}' {s} > {o}"
+        elif how == "sed":
+            cmd = (
+                f"{'tail -n +2 ' + s + ' | ' if header else ''}while IFS={qd if delim != chr(9) else chr(36) + qd} "
+                f'read -r a b c; do printf \'%-12s%-10s%7s\\n\' "$a" "$b" "$c"; done '
+                f"{'' if header else '< ' + s + ' '}> {o}"
+            )
+        elif how == "python":
+            cmd = (
+                f"python3 - <<'EOF'\nlines = open({s}).read().splitlines(){'[1:]' if header else ''}\n"
+                f"with open({o}, 'w') as f:\n    for l in lines:\n        a, b, c = l.split({delim!r})\n"
+                f"        f.write(f'{{a:<12}}{{b:<10}}{{c:>7}}\\n')\nEOF"
+            )
+        else:
+            cmd = (
+                f"{'sed 1d ' + s + ' | ' if header else ''}awk -F{qd} -v OFS='' "
+                f'\'{{ $1 = sprintf("%-12s", $1); $2 = sprintf("%-10s", $2); $3 = sprintf("%7s", $3); print }}\''
+                f"{'' if header else ' ' + s} > {o}"
+            )
+    ref = [w.pick((f"head -n 3 {s}", f"cat -A {s} | head -n 3")), cmd, f"cat {o}"]
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=3,
+        files={src: _body(src_body)},
+        setup=setup,
+        workdir=wd,
+    )
+
+
+@family(
+    "text-number-lines",
+    "text",
+    "number the lines of a file (all, or only the non-blank ones) in a given format",
+)
+def number_lines(w: World) -> Draft:
+    lines = []
+    for _ in range(w.randint(6, 14)):
+        lines.append("" if w.chance(0.2) else " ".join(w.pick(WORDS) for _ in range(w.randint(1, 6))))
+    if all(x for x in lines):
+        lines.insert(w.randint(1, len(lines) - 1), "")
+    lines = [x for i, x in enumerate(lines) if x or (i and lines[i - 1])]  # no two blank lines in a row
+    if not lines[0]:
+        lines[0] = w.pick(WORDS)
+    sep = w.pick((": ", "\t", ". ", ") ", " "))
+    pad = w.pick((0, 0, 3, 4))
+    blanks = w.pick(("all", "skip", "drop"))
+    want, n = [], 0
+    for x in lines:
+        if not x and blanks != "all":
+            if blanks == "skip":
+                want.append("")
+            continue
+        n += 1
+        want.append(f"{n:0{pad}d}{sep}{x}" if pad else f"{n}{sep}{x}")
+    folder = _text_folder(w)
+    src = f"{folder}/{w.filename(w.pick(('txt', 'md')), stem=w.pick(('notes', 'draft', 'script', 'poem', 'todo')))}"
+    in_place = w.chance(0.25)
+    out = (
+        src
+        if in_place
+        else f"{w.pick((folder, HOME))}/{w.filename('txt', stem=w.pick(('numbered', 'listing')))}"
+    )
+    w.note(src, out, pad)
+    sep_en = {
+        ": ": "a colon and a space",
+        "\t": "a tab",
+        ". ": "a dot and a space",
+        ") ": "')' and a space",
+        " ": "one space",
+    }[sep]
+    num_en = (
+        _spin(w, "zero-padded to {p} digits (like {e})", capitalize=False, p=pad, e=f"{1:0{pad}d}")
+        if pad
+        else ""
+    )
+    shape = _spin(
+        w,
+        "the line number{pn}, then {s}, then the line",
+        capitalize=False,
+        s=sep_en,
+        pn=(" " + num_en) if pad else "",
+    )
+    blank_en = {
+        "all": _spin(w, "blank lines are numbered too", capitalize=False),
+        "skip": _spin(w, "blank lines stay blank and do not get a number", capitalize=False),
+        "drop": _spin(w, "blank lines are left out and not counted", capitalize=False),
+    }[blanks]
+    dest = _spin(w, "{in place|in the file itself}", capitalize=False) if in_place else ""
+    wd, setup = _text_where(w, folder)
+    o_ref = _ref_path(w, out, wd)
+    into = dest or _spin(w, "into {o}", capitalize=False, o=o_ref)
+    task = _phrase(
+        w,
+        "Number the lines of {src} {into}: each line starts with {shape}; {blank}.",
+        "Ticket: reviewers want line numbers in {src}. Write it {into} with {shape} on every line ({blank}).",
+        "could you add line numbers to {src} {into}? format: {shape}. {blank_c}.",
+        "{src} -> numbered {into}; {shape}; {blank}.",
+        "How can I refer to lines of {src} in a discussion? Give it numbers {into}: {shape}, and {blank}.",
+        "I print {src} for a code review and need each line prefixed with its number. Produce the numbered "
+        "version {into}: {shape}. Note that {blank}; the text of the lines stays unchanged.",
+        src=_ref_path(w, src, wd),
+        into=into,
+        shape=shape,
+        blank=blank_en,
+        blank_c=_spin(w, blank_en),
+    )
+    check = "#!/bin/bash\n" + _holds(out, _body(want)) + "\n"
+    s = _rel(src, wd)
+    o = _rel(out, wd)
+    target = "/tmp/numbered.txt" if in_place else o
+    sq = {": ": ": ", "\t": "\\t", ". ": ". ", ") ": ") ", " ": " "}[sep]
+    fmt = f"%0{pad}d" if pad else "%d"
+    cond = {"all": "", "skip": "NF == 0 { print; next } ", "drop": "NF == 0 { next } "}[blanks]
+    how = w.pick(("awk", "awk", "nl", "python", "loop", "sed"))
+    if how == "nl" and not pad and blanks != "drop":
+        body = f"nl -b{'a' if blanks == 'all' else 't'} -w1 -s {quote(sep) if sep != chr(9) else chr(36) + quote(sep).replace(chr(9), chr(92) + 't')} {s}"
+        if blanks == "skip":
+            body += " | sed 's/^[[:space:]]*$//'"
+        cmd = f"{body} > {target}"
+    elif how == "sed" and blanks == "all" and not pad:
+        cmd = f"sed = {s} | sed 'N; s/\\n/{sq}/' > {target}"
+    elif how == "python":
+        keep = {"all": "True", "skip": "line.strip()", "drop": "line.strip()"}[blanks]
+        other = "out.append('')" if blanks == "skip" else "pass"
+        cmd = (
+            f"python3 - <<'EOF'\nout, n = [], 0\nfor line in open({s}).read().splitlines():\n"
+            f"    if {keep}:\n        n += 1\n        out.append(f'{{n:{'0' + str(pad) if pad else ''}}}{sep.replace(chr(9), chr(92) + 't')}{{line}}')\n"
+            f"    else:\n        {other}\n"
+            f"open({('/tmp/numbered.txt' if in_place else out)!r}, 'w').write(''.join(x + '\\n' for x in out))\nEOF"
+        )
+    elif how == "loop":
+        skipl = {
+            "all": "",
+            "skip": '[ -z "$l" ] && { echo; continue; }; ',
+            "drop": '[ -z "$l" ] && continue; ',
+        }[blanks]
+        cmd = f'n=0; while IFS= read -r l; do {skipl}n=$((n + 1)); printf \'{fmt}{sq}%s\\n\' "$n" "$l"; done < {s} > {target}'
+    else:
+        cmd = f"awk '{cond}{{ printf \"{fmt}{sq}%s\\n\", ++n, $0 }}' {s} > {target}"
+    ref = [w.pick((f"cat -A {s}", f"wc -l {s}", f"cat {s}")), cmd]
+    if in_place:
+        ref.append(
+            w.pick((f"mv /tmp/numbered.txt {s}", f"cat /tmp/numbered.txt > {s}", f"cp /tmp/numbered.txt {s}"))
+        )
+    ref.append(f"cat {o}")
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=2,
+        files={src: _body(lines)},
+        setup=setup,
+        workdir=wd,
+    )
+
+
+def _greedy_wrap(words: list[str], width: int) -> list[str]:
+    out, cur = [], ""
+    for word in words:
+        if cur and len(cur) + 1 + len(word) > width:
+            out.append(cur)
+            cur = word
+        else:
+            cur = f"{cur} {word}" if cur else word
+    return [*out, cur] if cur else out
+
+
+@family("text-wrap-lines", "text", "wrap long lines of a text file at a width without splitting words")
+def wrap_lines(w: World) -> Draft:
+    width = w.pick((40, 50, 60, 64, 72))
+    paras = [[w.pick(WORDS) for _ in range(w.randint(14, 40))] for _ in range(w.randint(1, 3))]
+    src_lines: list[str] = []
+    for i, p in enumerate(paras):
+        if i:
+            src_lines.append("")
+        src_lines.append(" ".join(p))
+    folder = _text_folder(w)
+    src = f"{folder}/{w.filename(w.pick(('txt', 'md')), stem=w.pick(('README', 'notes', 'announcement', 'motd', 'letter')))}"
+    in_place = w.chance(0.3)
+    out = (
+        src
+        if in_place
+        else f"{w.pick((folder, HOME))}/{w.filename('txt', stem=w.pick(('wrapped', 'formatted')))}"
+    )
+    w.note(src, out, width)
+    wd, setup = _text_where(w, folder)
+    into = (
+        _spin(w, "{in place|in the file itself}", capitalize=False)
+        if in_place
+        else _spin(w, "into {o}", capitalize=False, o=_ref_path(w, out, wd))
+    )
+    task = _phrase(
+        w,
+        "Wrap the text of {src} at {n} characters {into}: no line longer than {n}, no word split, paragraphs "
+        "still separated by a blank line.",
+        "Ticket: {src} has very long lines. Rewrap it {into} so that every line is at most {n} characters, "
+        "breaking only between words and keeping the blank lines between paragraphs.",
+        "can you wrap {src} to {n} columns {into}? don't break words, keep the paragraphs",
+        "{src}: wrap at {n} chars, words intact, paragraphs kept; {into}.",
+        "Why does {src} scroll sideways in the terminal? Its paragraphs are single long lines. Fix that {into}: "
+        "lines of at most {n} characters, words whole, the same words in the same order.",
+        "The mail template {src} must fit a {n}-column window. Reflow it {into}: break lines between words so no "
+        "line exceeds {n} characters, keep every word in order, and keep one blank line between paragraphs.",
+        src=_ref_path(w, src, wd),
+        n=width,
+        into=into,
+    )
+    greedy = [len(_greedy_wrap(p, width)) for p in paras]
+    body = (
+        "paras, cur = [], []\n"
+        f"for line in open({out!r}).read().splitlines():\n"
+        "    line = line.rstrip()\n"
+        "    if not line:\n"
+        "        if cur: paras.append(cur); cur = []\n"
+        "        continue\n"
+        "    cur.append(line)\n"
+        "if cur: paras.append(cur)\n"
+        "ok = len(paras) == len(WANT['words'])\n"
+        "for p, words, g in zip(paras, WANT['words'], WANT['greedy']):\n"
+        "    ok = ok and [x for l in p for x in l.split()] == words and all(len(l) <= WANT['n'] for l in p)\n"
+        "    ok = ok and len(p) <= g + 1 + g // 4\n"
+        "sys.exit(0 if ok else 1)"
+    )
+    payload = {"words": paras, "greedy": greedy, "n": width}
+    check = f"python3 - <<'PYCHECK' || exit 1\nimport json, sys\nWANT = json.loads(r'''{json.dumps(payload)}''')\n{body}\nPYCHECK\n"
+    s, o = _rel(src, wd), _rel(out, wd)
+    target = "/tmp/wrapped.txt" if in_place else o
+    how = w.pick(("fold", "fold", "fmt", "fmtu", "python", "awk"))
+    if how == "fold":
+        cmd = w.pick(
+            (f"fold -s -w {width} {s} > {target}", f"fold -sw {width} {s} | sed 's/ *$//' > {target}")
+        )
+    elif how == "fmt":
+        cmd = f"fmt -w {width} {s} > {target}"
+    elif how == "fmtu":
+        cmd = f"fmt -u -w {width} {s} > {target}"
+    elif how == "python":
+        cmd = (
+            f"python3 - <<'EOF'\nimport textwrap\nparas = open({s}).read().split('\\n\\n')\n"
+            f"out = '\\n\\n'.join(textwrap.fill(p, {width}) for p in paras)\n"
+            f"open({('/tmp/wrapped.txt' if in_place else out)!r}, 'w').write(out.rstrip('\\n') + '\\n')\nEOF"
+        )
+    else:
+        cmd = (
+            f"awk -v W={width} 'NF == 0 {{ print; next }} {{ line = $1; for (i = 2; i <= NF; i++) "
+            f'{{ if (length(line) + 1 + length($i) > W) {{ print line; line = $i }} else line = line " " $i }} '
+            f"print line }}' {s} > {target}"
+        )
+    ref = [w.pick((f"wc -L {s}", f"head -c 300 {s}", f"awk '{{ print length }}' {s}")), cmd]
+    if in_place:
+        ref.append(w.pick((f"mv /tmp/wrapped.txt {s}", f"cat /tmp/wrapped.txt > {s}")))
+    ref.append(w.pick((f"cat {o}", f"wc -L {o}")))
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=2,
+        files={src: _body(src_lines)},
+        setup=setup,
+        workdir=wd,
     )
