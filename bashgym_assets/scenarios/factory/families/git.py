@@ -350,6 +350,9 @@ def author_commit_count(w: World) -> Draft:
         "{scope}. The repository is {repo}; put {just |}the number in {out}.",
         "For {a contributor summary|the release notes} I need to know how many commits {who} authored {scope} in "
         "{repo}. Write that number {alone |}to {out}.",
+        "{repo}: commits by {who} {scope} -> {out} (just the number).",
+        "hey, quick stats question - how many commits has {who} got {scope} in {repo}? drop the number into {out}, "
+        "nothing else",
         who=who,
         scope=scope_text,
         repo=w.path_ref(repo_path),
@@ -466,6 +469,9 @@ def find_introducing(w: World) -> Draft:
         "for the commit that introduced it{gone} and write {what} to {out}.",
         "{Track down|Identify} the commit in which {someone|a teammate} first added `{needle}` to {repo}{gone}, "
         "and record {what} in {out}.",
+        "{repo}: where did `{needle}` come from{gone}? {what} -> {out}.",
+        "Someone added `{needle}` to the code in {repo} at some point{gone}, and we want to ask them about it. Search "
+        "the history for the first commit that added it and write {what} to {out}.",
         repo=w.path_ref(repo_path),
         needle=needle,
         gone=gone,
@@ -674,6 +680,9 @@ def branch_commit(w: World) -> Draft:
         "commit to {m}.{extra}{ret}",
         "Could you {make|open} a branch called {b} in {repo} from {m} and {record|commit} this change on it: "
         "{change}? Use '{msg}' as the commit message.{extra}{ret}",
+        "{repo}: new branch {b} from {m}; {change}; commit '{msg}'; {m} unchanged.{extra}{ret}",
+        "I don't want to touch {m} in {repo} yet. Put this on a fresh branch {b} (created from {m}) instead: {change}, "
+        "committed as '{msg}'.{extra}{ret}",
         repo=w.path_ref(repo_path),
         b=branch,
         m=main,
@@ -759,6 +768,8 @@ def revert_commit(w: World) -> Draft:
         "{which} in {repo} broke things. {keep}{later}.",
         "Ticket: {which} in {repo} has to be {backed out|reverted}. {keep}{later}.",
         "Can you {back out|revert} {which} in {repo}? {keep}{later}.",
+        "{repo}: revert {which}. {keep}{later}.",
+        "hey, {which} in {repo} needs to go away again - can you undo it? {keep}{later}.",
         which=which,
         repo=w.path_ref(repo_path),
         keep=keep,
@@ -782,7 +793,22 @@ def revert_commit(w: World) -> Draft:
     )
     if ident == "last" and w.chance(0.5):
         pick = "git revert --no-edit HEAD"
-    reference = [f"cd {quote(repo_path)}", "git log --oneline", pick, "git log --oneline -3"]
+    rev = pick.split("--no-edit ", 1)[1]
+    undo = f"Revert {bad!r}".replace("'", '"')
+    steps = w.pick(
+        (
+            [pick],
+            [pick],
+            [f"h={rev}", 'git revert --no-edit "$h"'],
+            [f"git revert -n {rev}", f"git commit -m {quote(undo)}"],
+            [f"git revert --no-commit {rev}", "git status --short", f"git commit -q -m {quote(undo)}"],
+            [f"GIT_EDITOR=true git revert {rev}"],
+            [f"git revert --no-edit -s {rev}"],
+            [f"git show {rev} | git apply -R", f"git commit -a -m {quote(undo)}"],
+            [f"git diff {rev} {rev}^ | git apply", f"git commit -q -am {quote(undo)}"],
+        )
+    )
+    reference = [f"cd {quote(repo_path)}", "git log --oneline", *steps, "git log --oneline -3"]
     return Draft(
         task=task,
         check=check,
@@ -843,6 +869,9 @@ def tag_release(w: World) -> Draft:
         "{Please |}tag the {release|new version} in {repo}: {kind}, {where}.",
         "Ticket: release {new} is {ready|out}. Put {kind} {where} in {repo}{| and leave the other tags alone}.",
         "Could you mark {new} in {repo}? I need {kind} {where}.",
+        "{repo}: {kind}, {where}; v{old} stays.",
+        "We are shipping {new} from {repo} and the tag is still missing. Please add {kind} {where}, leaving the older "
+        "tags as they are.",
         repo=w.path_ref(repo_path),
         kind=kind,
         where=where,
@@ -949,6 +978,8 @@ def restore_file(w: World) -> Draft:
         "{Please |}{fix|sort out} {repo}: {what}{end}{only}.",
         "Ticket: in {repo}, {what}{end}{only}.",
         "Could you help with {repo}? {what}{end}{only}.",
+        "{repo}: {what}{end}{only}.",
+        "A file in {repo} needs to come back from history. Here is the situation: {what}{end}{only}.",
         repo=w.path_ref(repo_path),
         what=what,
         end=end,
@@ -1047,6 +1078,8 @@ def amend_last(w: World) -> Draft:
         "{Please |}amend the last commit in {repo}: {ask}. {Fix|Correct} it {keep}; {nopush}.",
         "Ticket: in {repo}, {ask}. {nopush_c}. Fix it {keep}.",
         "{Oops|Whoops}: in {repo}, {ask}. Could you {amend|fix} it {keep}? {nopush_c}.",
+        "{repo}: {ask}. Amend it {keep}; {nopush}.",
+        "Before I push {repo}, the last commit needs a fix: {ask}. Please correct it {keep} - {nopush}.",
         repo=w.path_ref(repo_path),
         ask=ask,
         keep=keep,
