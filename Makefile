@@ -4,7 +4,12 @@ export BASHGYM_HOME ?= $(CURDIR)/.bashgym
 export DAGSTER_HOME ?= $(BASHGYM_HOME)/dagster
 VENV := .venv/bin
 UI_PORT ?= 3000
-MLFLOW_PORT ?= 5000
+# MLFLOW_PORT=N (unset: BASHGYM_MLFLOW_UI_URL's port, else 5000): where `make mlflow` serves, and where the MLflow
+# links of every target here point (Dagster's asset metadata, the CLI's output); `make mlflow` also records its
+# address in the data folder, so runs started later without it link there too (bashgym_assets/mlflow_ui.py)
+ifneq ($(MLFLOW_PORT),)
+export BASHGYM_MLFLOW_UI_URL ?= http://127.0.0.1:$(MLFLOW_PORT)
+endif
 
 .PHONY: setup demo demo-quick test test-fast notebooks ui mlflow lint bench images clean
 
@@ -30,12 +35,11 @@ notebooks: setup  ## run every notebook in notebooks/ on the data folder; fails 
 ui: setup         ## the Dagster UI on http://127.0.0.1:3000 (both code locations; UI_PORT=... to move it)
 	$(VENV)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
 
-# One worker (a local UI, one user), and litellm's bundled price list instead of an online fetch that each worker
-# retried offline (95 s to the first page with 4 workers: issue 32).
+# `mlflow server` on the data folder's store, started as ui_check starts it (bashgym_assets/mlflow_ui.py): each
+# experiment opens on its runs (or traces), one worker (a local UI, one user), and litellm's bundled price list
+# instead of an online fetch that each worker retried offline (issues 32, 40).
 mlflow: setup     ## the MLflow UI on http://127.0.0.1:5000 over the same data folder (MLFLOW_PORT=... to move it)
-	@uri="$$($(VENV)/python -c 'import sys; from bashgym_assets.config import get_settings, redact_uri; s = get_settings(); sys.exit(f"BASHGYM_MLFLOW_TRACKING_URI is already a tracking server ({redact_uri(s.mlflow_tracking_uri)}): open that one") if s.mlflow_tracks_on_server else print(s.mlflow_tracking_uri)')" || exit 1; \
-	LITELLM_LOCAL_MODEL_COST_MAP=True $(VENV)/mlflow ui --backend-store-uri "$$uri" \
-	  --default-artifact-root $(BASHGYM_HOME)/mlflow/artifacts -h 127.0.0.1 -p $(MLFLOW_PORT) --workers 1
+	$(VENV)/python -m bashgym_assets.mlflow_ui $(if $(MLFLOW_PORT),--port $(MLFLOW_PORT))
 
 lint:             ## ruff (check and format), the layers contract (import-linter), mypy on core and engines
 	$(VENV)/ruff check bashgym_assets tests benchmarks

@@ -248,7 +248,7 @@ data folder      {settings.home}
 parquet lake     {settings.lake_dir}/<asset>/<partition>.parquet
 artifacts        {settings.artifacts_dir}
 Dagster instance {settings.dagster_home}     -> make ui      (http://127.0.0.1:3000)
-MLflow           {redact_uri(settings.mlflow_tracking_uri)}  -> make mlflow  (http://127.0.0.1:5000)
+MLflow           {redact_uri(settings.mlflow_tracking_uri)}  -> make mlflow  ({settings.mlflow_ui_url})
 SQL over the lake: .venv/bin/bashgym sql "select tier, count(*) from tiered_traces group by 1"
 notebooks        make notebooks  (notebooks/traces.ipynb, notebooks/training.ipynb, run on this lake)
 """)

@@ -19,6 +19,8 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: Where ``make mlflow`` serves with neither MLFLOW_PORT nor BASHGYM_MLFLOW_UI_URL
+DEFAULT_MLFLOW_UI_URL = "http://127.0.0.1:5000"
 
 
 def with_psycopg2(uri: str) -> str:
@@ -39,6 +41,19 @@ def redact_uri(uri: str) -> str:
         return uri
     host = parts.netloc.rsplit("@", 1)[1]
     return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
+#: ``make mlflow`` writes the address it serves on into this file beside the store (``bashgym_assets.mlflow_ui``)
+MLFLOW_UI_URL_RECORD = "ui_url"
+
+
+def recorded_mlflow_ui_url(mlflow_dir: Path) -> str | None:
+    """The address the last ``make mlflow`` served ``mlflow_dir``'s store on (no trailing slash), or None."""
+    try:
+        recorded = (mlflow_dir / MLFLOW_UI_URL_RECORD).read_text().strip()
+    except OSError:
+        return None
+    return recorded.rstrip("/") if recorded.startswith(("http://", "https://")) else None
 
 
 def _as_path(value: object) -> object:
@@ -69,7 +84,8 @@ class Settings(BaseSettings):
     Every field is read from one environment variable (all optional), its ``validation_alias``: ``BASHGYM_HOME``,
     ``BASHGYM_TRACE_DIRS``, ``BASHGYM_TEACHER_MODEL``, ``BASHGYM_TEACHER_API_BASE``, ``BASHGYM_BASE_MODEL``,
     ``BASHGYM_GPU_EXECUTOR``, ``BASHGYM_SANDBOX_IMAGE``, ``BASHGYM_EVAL_SUITE_DIRS``,
-    ``BASHGYM_MLFLOW_TRACKING_URI``, ``BASHGYM_DAGSTER_PG_URL``, ``BASHGYM_RUN_LAUNCHER``; each field's
+    ``BASHGYM_MLFLOW_TRACKING_URI``, ``BASHGYM_MLFLOW_UI_URL``, ``BASHGYM_DAGSTER_PG_URL``,
+    ``BASHGYM_RUN_LAUNCHER``; each field's
     ``description`` says what it does (the Dagster resource shows the same text in the launchpad). A keyword
     argument (``Settings(home=...)``, by field name) wins over the environment; a variable that is empty or only
     whitespace counts as unset; a value outside a field's choices fails here, naming the variable. No ``.env``
@@ -139,6 +155,14 @@ class Settings(BaseSettings):
         validation_alias="BASHGYM_MLFLOW_TRACKING_URI",
         description="MLflow tracking and registry store, e.g. postgresql://user:pw@host:5432/mlflow (opened "
         "with psycopg2) or an http://host:5000 tracking server. Default: SQLite in the data folder.",
+    )
+    mlflow_ui_url_override: str | None = Field(
+        default=None,
+        repr=False,
+        validation_alias="BASHGYM_MLFLOW_UI_URL",
+        description="Where a person opens the MLflow UI: the base of the run links in the Dagster metadata, and "
+        "the address `make mlflow` serves on. Default: the tracking server for an http(s) tracking URI, else "
+        "where the last `make mlflow` served (MLFLOW_PORT=...), else http://127.0.0.1:5000.",
     )
     dagster_pg_url: str | None = Field(
         default=None,
@@ -236,6 +260,18 @@ class Settings(BaseSettings):
         """Artifact root for new experiments: the data folder's (SQLite or Postgres store, same shared disk), or
         None for a tracking server, whose own ``--default-artifact-root`` / artifact proxy then applies."""
         return None if self.mlflow_tracks_on_server else self.mlflow_artifact_uri
+
+    @property
+    def mlflow_ui_url(self) -> str:
+        """The MLflow UI a person opens for this store, without a trailing slash: ``BASHGYM_MLFLOW_UI_URL`` when
+        set; the tracking server itself for an http(s) tracking URI; else (SQLite, Postgres: no server of their
+        own) where the last ``make mlflow`` served (its ``MLFLOW_PORT``, recorded in the data folder); else
+        ``make mlflow``'s default, http://127.0.0.1:5000."""
+        if self.mlflow_ui_url_override:
+            return self.mlflow_ui_url_override.rstrip("/")
+        if self.mlflow_tracks_on_server:
+            return self.mlflow_tracking_uri.rstrip("/")
+        return recorded_mlflow_ui_url(self.mlflow_dir) or DEFAULT_MLFLOW_UI_URL
 
     @cached_property
     def capture_dir(self) -> Path:

@@ -34,6 +34,7 @@ from typing import Any
 
 from bashgym_assets.config import PROJECT_ROOT, Settings, get_settings, redact_uri
 
+CLICKABLE = "button, a, [role=tab], [role=button]"  # what Browser.click_text looks for by default
 # The heading of Dagster's first-visit "community" dialog; dagster.yaml turns it off (nux: enabled: false).
 DAGSTER_NUX_HEADING = "Join the Dagster community"
 
@@ -55,9 +56,14 @@ def find_chromium() -> str:
     raise UICheckError("no chromium binary: install Debian's 'chromium' package (make setup does)")
 
 
+#: Requests to the servers started here, on loopback: never through a proxy of the environment (HTTP(S)_PROXY
+#: without 127.0.0.1 in NO_PROXY sent them there, and a proxy that does not answer made every server "not ready")
+LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 def _http_ok(url: str, timeout: float = 2.0) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with LOOPBACK.open(url, timeout=timeout) as r:
             return 200 <= r.status < 400
     except (urllib.error.URLError, OSError):
         return False
@@ -132,7 +138,7 @@ def _graphql(
     req = urllib.request.Request(
         f"{url}/graphql", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(req, timeout=timeout) as r:
+    with LOOPBACK.open(req, timeout=timeout) as r:
         return json.loads(r.read())
 
 
@@ -266,38 +272,29 @@ def stop_sensors(dagster_url: str, names: Sequence[str]) -> list[str]:
 
 @contextmanager
 def mlflow_server(
-    settings: Settings, port: int | None = None, timeout: float = 120.0, wait: bool = True
+    settings: Settings, port: int | None = None, timeout: float = 240.0, wait: bool = True
 ) -> Iterator[Server]:
-    """``mlflow server`` on the installation's store (what ``make mlflow`` runs): the data folder's SQLite file, or
-    the database ``BASHGYM_MLFLOW_TRACKING_URI`` names."""
-    if settings.mlflow_tracks_on_server:
-        raise UICheckError(
-            f"BASHGYM_MLFLOW_TRACKING_URI is already a tracking server "
-            f"({redact_uri(settings.mlflow_tracking_uri)}): open that one"
-        )
+    """MLflow's UI as ``make mlflow`` serves it (``mlflow_ui.server_command`` and ``server_env``: each experiment
+    opening on its kind's page, litellm's bundled price list instead of an online fetch) on the installation's
+    store: the data folder's SQLite file, or the database ``BASHGYM_MLFLOW_TRACKING_URI`` names. On a free port
+    unless given; it records no address in the data folder (the links keep pointing at ``make mlflow``'s). The
+    store is prepared first, as ``make mlflow`` prepares it (``mlflow_ui.prepare``)."""
+    from bashgym_assets import mlflow_ui
+
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [
-        _bin("mlflow"),
-        "server",
-        "--backend-store-uri",
-        settings.mlflow_tracking_uri,
-        "--default-artifact-root",
-        settings.mlflow_artifact_uri,
-        "-h",
-        "127.0.0.1",
-        "-p",
-        str(port),
-        "--workers",
-        "1",
-    ]
+    try:
+        cmd = mlflow_ui.server_command(settings, port)
+    except (ValueError, RuntimeError) as exc:
+        raise UICheckError(str(exc)) from None
+    mlflow_ui.prepare(settings)
     with _process(
-        "mlflow", cmd, url, settings.home / "logs" / "ui-check-mlflow.log", dict(os.environ)
+        "mlflow", cmd, url, settings.home / "logs" / "ui-check-mlflow.log", mlflow_ui.server_env()
     ) as srv:
 
         def ready() -> None:
             deadline = time.monotonic() + timeout
-            while not _http_ok(f"{url}/health"):
+            while not _http_ok(f"{url}/health", timeout=10):  # a loaded machine answers late, not never
                 srv.alive()
                 if time.monotonic() > deadline:
                     raise UICheckError(
@@ -366,7 +363,7 @@ class Browser:
 
         threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()  # type: ignore
         port = ws_url.split("//", 1)[1].split("/", 1)[0]
-        targets = json.loads(urllib.request.urlopen(f"http://{port}/json/list", timeout=10).read())
+        targets = json.loads(LOOPBACK.open(f"http://{port}/json/list", timeout=10).read())
         page = next(t for t in targets if t.get("type") == "page")
         # entered by hand: the connection lives as long as this object (closed in close())
         self._ws = connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30).__enter__()
@@ -438,7 +435,7 @@ class Browser:
             text = self.text()
         return text, missing
 
-    def click_text(self, label: str, selector: str = "button, a, [role=tab], [role=button]") -> bool:
+    def click_text(self, label: str, selector: str = CLICKABLE) -> bool:
         """Click the first visible element matching ``selector`` whose text is ``label``."""
         return bool(
             self.evaluate(
@@ -489,6 +486,10 @@ class Page:
     gone: list[str] = field(default_factory=list)  # loading indicators to wait out
     settle: float = 1.0  # seconds to let late requests draw before the screenshot
     timeout: float = 60.0
+    # texts that say the page itself has drawn, before any click: an address that differs from the one before only
+    # after the '#' keeps the single-page app, which shows the previous page a moment longer
+    ready: list[str] = field(default_factory=list)
+    click_selector: str = CLICKABLE  # which elements ``click`` labels name
 
 
 @dataclass
@@ -518,9 +519,11 @@ def check_pages(browser: Browser, pages: Sequence[Page], out_dir: Path) -> list[
         t0 = time.monotonic()
         browser.goto(page.url)
         missing: list[str] = []
-        for label in page.click:
+        if page.ready:
+            _, missing = browser.wait_for(page.ready, timeout=page.timeout, settle=0)
+        for label in page.click if not missing else ():
             _, missing = browser.wait_for([label], timeout=page.timeout, settle=0)
-            if missing or not browser.click_text(label):
+            if missing or not browser.click_text(label, selector=page.click_selector):
                 missing = [f"(clickable '{label}')"]
                 break
         if not missing:
@@ -547,8 +550,49 @@ EXPORT_ASSET, ROUND_TRIP_CHECK = "exported_model", "gguf_round_trip"
 # The home timeline: runs of a code location's asset job are shown under this label; a run without an origin (a job
 # no location defines) is left off, and with no run shown it says EMPTY_TIMELINE.
 HIDDEN_ASSET_JOB_LABEL, EMPTY_TIMELINE = "Jobless asset materializations", "No runs or scheduled ticks"
-# The address asset metadata links to (RegisteredAdapter.run_link: the `make mlflow` default)
-MLFLOW_LINK_BASE = "http://127.0.0.1:5000"
+# An experiment opened on MLflow's GenAI overview instead of its own page (issue 40): a fresh browser profile showed
+# every experiment so, training and evaluation included
+GENAI_OVERVIEW = ["No data available for the selected time range", "Token Usage"]
+# What an experiment's own page shows: the runs table, the traces table
+RUNS_TABLE, TRACES_TABLE = ["Run Name", "Created", "Duration"], ["Input", "Output", "State"]
+EMPTY_TRACES = "Start tracing your LLM application"
+EXPERIMENT_LIST = [
+    "Time created",
+    "Last modified",
+]  # MLflow's experiment list has drawn (the names are links)
+
+
+def experiment_page(client: Any, experiment: Any, mlflow_url: str) -> Page:
+    """Clicking an experiment's name in MLflow's list opens the page of its kind (``mlflow_store.EXPERIMENT_KINDS``,
+    the ``mlflow.experimentKind`` tag that ``mlflow_ui`` serves the UI to follow), never the GenAI overview: a
+    RUNS experiment its runs table with its newest run, a TRACES one its traces table."""
+    from bashgym_assets.mlflow_store import EXPERIMENT_KIND_TAG, TRACES
+
+    name = f"mlflow-experiment-{experiment.name}"
+    if (experiment.tags or {}).get(EXPERIMENT_KIND_TAG) == TRACES:
+        traces = client.search_traces(
+            locations=[experiment.experiment_id], max_results=1, include_spans=False
+        )
+        expect = ["Traces", *TRACES_TABLE] if traces else [EMPTY_TRACES]
+    else:
+        runs = client.search_runs(
+            [experiment.experiment_id], max_results=1, order_by=["attributes.start_time DESC"]
+        )
+        expect = (
+            ["Runs", *RUNS_TABLE, "matching run", *(r.info.run_name for r in runs)]
+            if runs
+            else ["No runs logged"]
+        )
+    return Page(
+        name,
+        f"{mlflow_url}/#/experiments",
+        expect,
+        absent=GENAI_OVERVIEW,
+        click=[experiment.name],
+        ready=EXPERIMENT_LIST,
+        # its link in the list (the sidebar keeps a link of the same name back to the list after a visit)
+        click_selector=f'a[href$="#/experiments/{experiment.experiment_id}"]',
+    )
 
 
 def default_pages(
@@ -566,12 +610,16 @@ def default_pages(
     version of the same model, not this asset's), and that run's page is opened through the link's path. The
     model page must show the ``champion`` alias when a version has it, and otherwise show none (the candidate
     alias only): no champion is the normal state after a demo whose candidates did not beat the base. When the
+    project's MLflow experiments, clicked in MLflow's experiment list, must each open on its runs table (traces for
+    the rollouts' and the routing's), never on the GenAI overview; the adapter page's MLflow link must start with
+    the configured MLflow UI address (``Settings.mlflow_ui_url``). When the
     evaluation ran, its promotion check must say what it decided (kept the incumbent, or promoted) without
     failing, and the export's round trip must show as skipped when it did not run (never "Passed"). When runs
     started in the last hours, the home timeline must show them under their code locations (a run of a job no
     location defines is left off it).
     """
     from bashgym_assets.evaluation.promotion import CANDIDATE, CHAMPION, alias_version
+    from bashgym_assets.mlflow_store import EXPERIMENT_KINDS
     from bashgym_assets.training import registry
 
     model = model or registry.REGISTERED_MODEL
@@ -648,7 +696,7 @@ def default_pages(
                 "bashgym_gpu",
                 "Latest materialization",
                 "mlflow_run",
-                f"href={MLFLOW_LINK_BASE}{run_path}",
+                f"href={registry.ui_base_url(settings.mlflow_tracking_uri, settings)}{run_path}",
                 "model_uri",
                 f"models:/{model}/{adapter.version}",
                 "final_loss",
@@ -680,6 +728,12 @@ def default_pages(
             "mlflow-adapter-run",
             f"{m}{run_path}",
             [run.info.run_name, "loss", "dagster_run_id", "dataset_version", "Finished", model],
+        ),
+        # each of the project's experiments, clicked in MLflow's list: its runs (or traces), not the GenAI overview
+        *(
+            experiment_page(c, e, m)
+            for e in sorted(c.search_experiments(), key=lambda e: e.name)
+            if e.name in EXPERIMENT_KINDS
         ),
     ]
     recent = _recent_run_rows(settings)

@@ -24,6 +24,7 @@ VARIABLES = {
     "BASHGYM_SANDBOX_IMAGE": "sandbox_image_override",
     "BASHGYM_EVAL_SUITE_DIRS": "eval_suite_dirs",
     "BASHGYM_MLFLOW_TRACKING_URI": "mlflow_tracking_uri_override",
+    "BASHGYM_MLFLOW_UI_URL": "mlflow_ui_url_override",
     "BASHGYM_DAGSTER_PG_URL": "dagster_pg_url",
     "BASHGYM_RUN_LAUNCHER": "run_launcher",
 }
@@ -51,6 +52,7 @@ def test_each_variable_sets_its_field_and_is_named_in_the_docstring(env, tmp_pat
         "BASHGYM_SANDBOX_IMAGE": "my/image:1",
         "BASHGYM_EVAL_SUITE_DIRS": str(tmp_path / "s"),
         "BASHGYM_MLFLOW_TRACKING_URI": "http://mlflow:5000",
+        "BASHGYM_MLFLOW_UI_URL": "http://mlflow-ui:8080/",
         "BASHGYM_DAGSTER_PG_URL": "postgresql+psycopg2://u:pw@h:5432/d",
         "BASHGYM_RUN_LAUNCHER": "docker",
     }
@@ -66,6 +68,7 @@ def test_each_variable_sets_its_field_and_is_named_in_the_docstring(env, tmp_pat
     )
     assert (s.gpu_executor, s.run_launcher, s.sandbox_image_override) == ("docker", "docker", "my/image:1")
     assert s.eval_suite_dirs == [tmp_path / "s"] and s.mlflow_tracks_on_server
+    assert s.mlflow_ui_url == "http://mlflow-ui:8080"  # over the tracking server's own address
     assert s.dagster_pg_url == values["BASHGYM_DAGSTER_PG_URL"] and "pw" not in repr(s)
     # every field carries the text the launchpad shows
     assert all(f.description for f in Settings.model_fields.values())

@@ -295,13 +295,13 @@ class TraceSink:
         if name not in self._experiments:
             from mlflow.tracking import MlflowClient
 
-            from bashgym_assets.mlflow_store import RUNS, TRACES, get_or_create_experiment, prepare_store
+            from bashgym_assets.mlflow_store import get_or_create_experiment, prepare_store
 
             prepare_store(self.tracking_uri, self.artifact_root)
             c = MlflowClient(tracking_uri=self.tracking_uri)
-            # the rollouts experiment holds traces only; the evaluation's also holds its runs
-            kind = TRACES if name == ROLLOUT_EXPERIMENT else RUNS
-            self._experiments[name] = get_or_create_experiment(c, name, self.artifact_root, kind)
+            # its kind (mlflow_store.EXPERIMENT_KINDS): the rollouts' and the routing's hold traces only, the
+            # evaluation's also holds its runs
+            self._experiments[name] = get_or_create_experiment(c, name, self.artifact_root)
         return self._experiments[name]
 
     def flush(self) -> int:

@@ -39,6 +39,7 @@ CANDIDATE_ALIAS = "candidate"  # = evaluation.promotion.CANDIDATE: set on every 
 # Every adapter kind (SFT, DPO, GRPO) is a version of ONE registered model, tagged with its kind: they all are
 # "the bashgym operator", so the evaluation's ``champion`` alias names a single version to serve.
 REGISTERED_MODEL = "bashgym-operator"
+TRAINING_EXPERIMENT = "bashgym-training"  # every training's run (kind: runs, mlflow_store.EXPERIMENT_KINDS)
 
 
 class RegisteredAdapter(BaseModel):
@@ -71,7 +72,7 @@ def start_training_run(
     kind: str,
     run_name: str,
     tags: Mapping[str, str],
-    experiment: str = "bashgym-training",
+    experiment: str = TRAINING_EXPERIMENT,
     settings: Settings | None = None,
 ) -> str:
     """Create the run a training logs into while it trains; returns its id (``LiveMetrics``, ``log_training_run``)."""
@@ -125,9 +126,10 @@ def log_dataset_inputs(
     return names
 
 
-def fail_training_run(run_id: str, settings: Settings | None = None) -> None:
-    """Mark a started run FAILED (the training raised before ``log_training_run`` could complete it)."""
-    client(settings).set_terminated(run_id, "FAILED")
+def fail_training_run(run_id: str, settings: Settings | None = None, status: str = "FAILED") -> None:
+    """Mark a started run FAILED (the training raised before ``log_training_run`` could complete it), or KILLED
+    (it was interrupted: Ctrl-C, a stopped command)."""
+    client(settings).set_terminated(run_id, status)
 
 
 # Fields the trainer adds to each on_log row for progress display: not curves
@@ -261,7 +263,7 @@ def log_training_run(
     adapter_dir: str,
     tags: Mapping[str, str],
     extra_artifacts: Sequence[Path] = (),
-    experiment: str = "bashgym-training",
+    experiment: str = TRAINING_EXPERIMENT,
     model_name: str | None = None,
     settings: Settings | None = None,
     run_id: str | None = None,
