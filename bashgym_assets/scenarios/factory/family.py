@@ -43,6 +43,7 @@ CATEGORIES = (
     "processes",
     "scheduling",
     "scripting",
+    "services",
     "text",
     "users",
 )
