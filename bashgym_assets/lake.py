@@ -52,6 +52,34 @@ def current_umask() -> int:
     return mask
 
 
+def follow_umask(path: Path) -> None:
+    """Give ``path`` (a file, or a folder and everything in it) the modes a plain ``mkdir`` / ``open`` would have
+    given under the process umask: ``mkdtemp`` makes 0700 and ``mkstemp`` (and safetensors' writer) 0600, which
+    another user's notebook, UI or server then cannot read. Executable bits stay as the file has them (masked);
+    links are left alone."""
+    mask = current_umask()
+    folder_mode, file_mode = 0o777 & ~mask, 0o666 & ~mask
+
+    def file(p: str) -> None:
+        st = os.lstat(p)
+        if not os.path.islink(p):
+            os.chmod(p, file_mode | (st.st_mode & 0o111 & ~mask))
+
+    if path.is_symlink():
+        return
+    if not path.is_dir():
+        file(str(path))
+        return
+    os.chmod(path, folder_mode)
+    for root, dirs, files in os.walk(path):
+        for d in dirs:
+            full = os.path.join(root, d)
+            if not os.path.islink(full):
+                os.chmod(full, folder_mode)
+        for f in files:
+            file(os.path.join(root, f))
+
+
 @contextlib.contextmanager
 def atomic_path(final: Path, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``final``; on success fsync it and rename it over ``final``.

@@ -425,7 +425,13 @@ def _finish(
 
 
 def move_home(
-    src: Path, dst: Path, *, copy: bool = False, force: bool = False, echo: Callable[[str], None] = print
+    src: Path,
+    dst: Path,
+    *,
+    copy: bool = False,
+    force: bool = False,
+    wait: bool = False,
+    echo: Callable[[str], None] = print,
 ) -> MoveReport:
     """Move (or copy) the data folder ``src`` to ``dst`` and rewrite every reference to ``src`` inside the result.
 
@@ -433,7 +439,8 @@ def move_home(
     no other process has a file open under ``src`` (``force`` skips that check). ``dst`` must not exist, or be an
     empty folder. A move within one file system is a rename; across file systems a copy, rewritten and verified
     before ``src`` is removed. The copy's or the moved folder's paths are checked afterwards: a reference left in
-    a rewritable place fails the move (``src`` is then still there, unless the move was a rename)."""
+    a rewritable place fails the move (``src`` is then still there, unless the move was a rename). ``wait``: queue
+    behind a pipeline that holds the folder instead of refusing (``bashgym move --wait``)."""
     from bashgym_assets.folder_lock import pipeline_lock
 
     src = Path(src).expanduser().resolve()
@@ -446,7 +453,12 @@ def move_home(
     if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
         raise RelocationError(f"{dst} exists and is not an empty folder")
     old = str(src)
-    with pipeline_lock(Settings(home=src), command=f"bashgym move {dst}{' --copy' if copy else ''}"):
+    with pipeline_lock(
+        Settings(home=src), wait=wait, echo=echo, command=f"bashgym move {dst}{' --copy' if copy else ''}"
+    ):
+        # again: time may have passed in the queue
+        if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
+            raise RelocationError(f"{dst} exists and is not an empty folder")
         _refuse_if_used(src, force)
         dst.parent.mkdir(parents=True, exist_ok=True)
         if dst.exists():
@@ -478,10 +490,12 @@ def relocate_in_place(
     old: str | None = None,
     *,
     force: bool = False,
+    wait: bool = False,
     echo: Callable[[str], None] = print,
 ) -> MoveReport | None:
     """Rewrite the references of a data folder that was copied or moved by hand (``old``: where it was; default:
-    what its marker and stores say). None when nothing points elsewhere."""
+    what its marker and stores say). None when nothing points elsewhere. ``wait``: queue behind a pipeline that
+    holds the folder instead of refusing."""
     from bashgym_assets.folder_lock import pipeline_lock
 
     settings = settings or get_settings()
@@ -499,7 +513,7 @@ def relocate_in_place(
             )
         old = roots[0]
     old = str(Path(old).expanduser().absolute())
-    with pipeline_lock(settings, command=f"bashgym relocate --from {old}"):
+    with pipeline_lock(settings, wait=wait, echo=echo, command=f"bashgym relocate --from {old}"):
         _refuse_if_used(home, force)
         rewritten, binary = rewrite_references(home, old, home)
         return _finish(home, old, echo, rewritten, binary)

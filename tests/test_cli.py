@@ -49,3 +49,58 @@ def test_closing_summary_lines_say_what_the_data_became(settings):
         "trajectories: 2 kept of 3 attempts",
     ]
     assert champion_summary().startswith("champion: none yet")
+
+
+def _commands(parser, prefix: str = "bashgym"):
+    """(command line, parser) for the parser and each of its sub-commands, nested ones included."""
+    import argparse
+
+    yield prefix, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, f"{prefix} {name}")
+
+
+def test_no_command_has_an_option_and_its_seconds_spelling_for_two_settings() -> None:
+    """``suite eval`` took --command-timeout (the gate's) and --command-timeout-s (the evaluation's), the check
+    pair too: two settings one ``-s`` apart. No command has an option both with and without the unit suffix."""
+    import argparse
+
+    from bashgym_assets.cli import build_parser
+
+    close = []
+    for command, parser in _commands(build_parser()):
+        names = sorted(
+            {
+                o
+                for a in parser._actions
+                if a.help is not argparse.SUPPRESS
+                for o in a.option_strings
+                if o.startswith("--")
+            }
+        )
+        close += [f"{command}: {a} / {a}-s" for a in names if f"{a}-s" in names]
+    assert close == []
+
+
+def test_suite_gate_limits_have_one_name_and_the_old_names_say_so(capsys: pytest.CaptureFixture[str]) -> None:
+    from bashgym_assets.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(
+        ["suite", "eval", "s", "--gate-command-timeout-s", "7", "--gate-check-timeout-s", "8",
+         "--command-timeout-s", "9", "--check-timeout-s", "11"]
+    )  # fmt: skip
+    assert (args.gate_command_timeout_s, args.gate_check_timeout_s) == (7.0, 8.0)
+    assert (args.command_timeout_s, args.check_timeout_s) == (9.0, 11.0)
+    assert "deprecated" not in capsys.readouterr().err
+    # the old spellings still set the gate's limits, and say what to use instead
+    for command in ("gate", "eval"):
+        old = parser.parse_args(["suite", command, "s", "--command-timeout", "5", "--check-timeout", "6"])
+        assert (old.gate_command_timeout_s, old.gate_check_timeout_s) == (5.0, 6.0)
+        err = capsys.readouterr().err
+        assert "--command-timeout is deprecated" in err and "--gate-command-timeout-s" in err
+        assert "--check-timeout is deprecated" in err and "--gate-check-timeout-s" in err
+    defaults = parser.parse_args(["suite", "gate", "s"])
+    assert (defaults.gate_command_timeout_s, defaults.gate_check_timeout_s) == (30.0, 30.0)

@@ -119,3 +119,50 @@ def test_the_lock_is_exclusive_within_one_process_too(tmp_path: Path) -> None:
             pass
     with pipeline_lock(settings, command="again"):
         pass
+
+
+def test_move_and_relocate_accept_the_wait_their_refusal_suggests(tmp_path: Path) -> None:
+    """``bashgym move`` refused by a running pipeline says "queue behind it with --wait": it accepts ``--wait``
+    (so does ``relocate``), queues, and moves the folder once the holder is gone."""
+    home = tmp_path / "home"
+    first = _hold(home, "bashgym factory", tmp_path / "first")
+    queued = None
+    try:
+        _wait_for(tmp_path / "first", first)
+        refused = subprocess.run(
+            [sys.executable, "-m", "bashgym_assets.cli", "move", str(tmp_path / "new")],
+            env=_env(home),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert refused.returncode == 1 and "--wait" in refused.stderr, refused.stderr
+        relocate = subprocess.run(
+            [sys.executable, "-m", "bashgym_assets.cli", "relocate", "--from", "/nowhere"],
+            env=_env(home),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert relocate.returncode == 1 and "--wait" in relocate.stderr, relocate.stderr
+        assert "unrecognized arguments" not in relocate.stderr
+        queued = subprocess.Popen(
+            [sys.executable, "-m", "bashgym_assets.cli", "move", str(tmp_path / "new"), "--wait"],
+            env=_env(home),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert queued.stdout is not None
+        line = queued.stdout.readline()
+        assert line.startswith("[lock] waiting for the data folder") and f"pid {first.pid}" in line, (
+            line,
+            queued.stderr.read() if queued.poll() is not None and queued.stderr else "",
+        )
+        assert home.is_dir() and not (tmp_path / "new").exists()
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    out, err = queued.communicate(timeout=300)
+    assert queued.returncode == 0, (out, err)
+    assert (tmp_path / "new").is_dir() and not home.exists()

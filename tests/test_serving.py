@@ -532,6 +532,60 @@ def test_fields_the_server_cannot_honour_are_refused(server: LocalServer) -> Non
     assert ok.choices[0].finish_reason in ("stop", "length")
 
 
+def test_fields_outside_openais_api_are_refused_by_name(server: LocalServer) -> None:
+    """Other servers' sampling extensions and unknown (misspelt) fields are a 400 naming the field, in OpenAI's
+    error shape (as OpenAI answers them), never accepted and ignored; OpenAI's documented fields still work."""
+    import openai
+
+    client = openai.OpenAI(base_url=server.url, api_key="x", max_retries=0)
+    for extra in (
+        {"top_k": 5},
+        {"repetition_penalty": 1.3},
+        {"best_of": 3},
+        {"echo": True},
+        {"min_p": 0.1},
+        {"temprature": 0},  # a misspelt temperature must not pass for a greedy request
+        {"frobnicate": "yes"},
+    ):
+        (name,) = extra
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as exc:
+                client.chat.completions.create(
+                    model=NAME, messages=CHAT, max_tokens=4, stream=stream, extra_body=extra
+                )
+            body = exc.value.body
+            assert exc.value.status_code == 400, extra
+            assert set(body) == {"message", "type", "param", "code"}, body
+            assert body["param"] == name and body["code"] == "unknown_parameter", body
+            assert body["type"] == "invalid_request_error" and f"'{name}'" in body["message"], body
+    # the documented fields, and OpenAI's fields that change nothing here, are still accepted
+    full = client.chat.completions.create(
+        model=NAME,
+        messages=CHAT,
+        max_completion_tokens=3,
+        temperature=0.7,
+        top_p=0.9,
+        seed=7,
+        n=2,
+        stop=["\n\n"],
+        logprobs=True,
+        top_logprobs=2,
+        user="someone",
+        metadata={"k": "v"},
+        store=False,
+        service_tier="auto",
+        parallel_tool_calls=False,
+        prompt_cache_key="chat-1",
+        safety_identifier="u-1",
+    )
+    assert len(full.choices) == 2 and all(c.logprobs.content for c in full.choices)
+    streamed = client.chat.completions.create(
+        model=NAME, messages=CHAT, max_tokens=3, stream=True, stream_options={"include_usage": True}
+    )
+    chunks = list(streamed)
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+
+
 @pytest.mark.slow
 def test_pyfunc_honours_sampling_params(student: tuple[Path, Path], tmp_path: Path) -> None:
     """The pyfunc model accepts temperature, top_p and seed in its params schema (not only max_new_tokens):

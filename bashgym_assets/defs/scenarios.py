@@ -29,7 +29,7 @@ from bashgym_assets.scenarios.candidates import (
     sample_pack,
 )
 from bashgym_assets.scenarios.external import suite_of
-from bashgym_assets.scenarios.factory.generate import evaluation_tasks
+from bashgym_assets.scenarios.factory.generate import bundled_twin_tasks, evaluation_tasks
 from bashgym_assets.scenarios.factory.intake import generated_candidates
 from bashgym_assets.scenarios.factory.similarity import guard_train_bundles
 from bashgym_assets.scenarios.gate import (
@@ -114,7 +114,9 @@ class CandidatesConfig(dg.Config):
 
 
 class GateConfig(dg.Config):
-    max_parallel: int = 4  # sandboxes at once: Docker-bound, well over serial (benchmarks/bench_gate.py)
+    # sandboxes at once; default (None): the CPU cores (gate.default_parallelism). More only starves each of them
+    # and turns the gate's timers into verdicts on the machine's load (issue 40)
+    max_parallel: int | None = None
     command_timeout_s: float = 30.0
 
 
@@ -254,7 +256,9 @@ def scenario_candidates(
             *evaluation_tasks(suite_dirs),  # the whole pack's held-out split, even when not included
             *(b for b in bundles if split_for(b.id) == HELD_OUT and b.id not in public_ids),
         ]
-        kept, refused = guard_train_bundles([b for b in bundles if b.id in public_ids], evaluation, split_for)
+        kept, refused = guard_train_bundles(
+            [b for b in bundles if b.id in public_ids], evaluation, split_for, copies=bundled_twin_tasks()
+        )
         kept_ids = {b.id for b in kept}
         bundles = [b for b in bundles if b.id not in public_ids or b.id in kept_ids]
         quarantine += [BundleError(source=b.source or b.id, reason=why) for b, why in refused]

@@ -35,6 +35,7 @@ from docker.errors import APIError, NotFound
 from docker.types import LogConfig, Ulimit
 from pydantic import BaseModel
 
+from bashgym_assets import stopping
 from bashgym_assets.sandbox._exec import (
     CappedBuffer,
     ExecStream,
@@ -202,6 +203,32 @@ def _checker_command(source: str, timeout_s: float) -> str:
         f'LOGNAME=root LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 {BASH} --norc --noprofile "$d/check" '
         '</dev/null; rc=$?; }; [ -z "$d" ] || rm -rf "$d"; '
     )
+
+
+def _cgroup_cpu_files(cid: str) -> list[str]:
+    """Where the host keeps a container's CPU time: cgroup v1 (``cpuacct.usage``, ns) or v2 (``cpu.stat``'s
+    ``usage_usec``), under the cgroupfs or the systemd driver."""
+    root = "/sys/fs/cgroup"
+    groups = (f"docker/{cid}", f"system.slice/docker-{cid}.scope")
+    v1 = [f"{root}/{c}/{g}/cpuacct.usage" for c in ("cpuacct", "cpu,cpuacct") for g in groups]
+    return [*v1, *(f"{root}/{g}/cpu.stat" for g in groups)]
+
+
+def _read_cgroup_cpu(path: str) -> float | None:
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    try:
+        if path.endswith("cpuacct.usage"):
+            return int(text.strip()) / 1e9
+        for line in text.splitlines():
+            if line.startswith("usage_usec "):
+                return int(line.split()[1]) / 1e6
+    except ValueError:
+        pass
+    return None
 
 
 def _report_line(nonce: str) -> str:
@@ -565,6 +592,8 @@ class Sandbox:
         self._in_setup = False
         self._renewed = 0.0  # monotonic time of the last lease renewal
         self._lease_serial = 0
+        self._cpu_file: str | None = None  # the container's cgroup CPU counter on the host ("" when none)
+        self._cpu_api = True  # whether the engine's stats may still be asked for it
 
     @property
     def lifetime_s(self) -> int:
@@ -613,6 +642,9 @@ class Sandbox:
         if self.container_id is not None:
             return
         spec = self.spec
+        # the command is stopping (SIGTERM, Ctrl-C): no new container to clean up after
+        if stopping.requested():
+            raise SandboxError("not starting a sandbox: this command is stopping")
         reap_once()  # whatever path opens sandboxes, dead owners' leftovers go first
         install_exit_cleanup()
         if self.image is None:
@@ -740,6 +772,29 @@ class Sandbox:
             pass  # already gone (--rm) or being removed
         except Exception:  # noqa: BLE001 - a close must never mask the caller's own exception
             pass
+
+    def cpu_time_s(self) -> float | None:
+        """CPU seconds the container's processes have used since it started: its cgroup's counter, read on the host
+        (no engine call), else the engine's stats; None when neither tells. A step's timer is weighed against it
+        (``scenarios.gate``): a container that worked while the machine was loaded was starved, one that used no
+        CPU waited on something no load explains."""
+        cid = self.container_id
+        if cid is None or self._closed:
+            return None
+        if self._cpu_file is None:
+            self._cpu_file = next((p for p in _cgroup_cpu_files(cid) if os.path.exists(p)), "")
+        if self._cpu_file:
+            value = _read_cgroup_cpu(self._cpu_file)
+            if value is not None:
+                return value
+        if not self._cpu_api:
+            return None
+        try:
+            stats = self.api.stats(cid, stream=False, one_shot=True)
+            return int(stats["cpu_stats"]["cpu_usage"]["total_usage"]) / 1e9
+        except Exception:  # noqa: BLE001 - an engine without one-shot stats: say nothing, never ask again
+            self._cpu_api = False
+            return None
 
     def _require_running(self) -> str:
         if self.container_id is None or self._closed:
@@ -1333,3 +1388,35 @@ def reap_leftovers(label_filter: str | None = None, dry_run: bool = False) -> in
         except (NotFound, APIError):
             pass  # gone meanwhile (--rm, or another reaper)
     return removed
+
+
+def remove_sandboxes_of_stopped_command(ctx: stopping.StopContext) -> list[str]:
+    """A stopped command's sandboxes (``stopping.on_signals``), before it exits: this process's own, then every
+    container whose owner label names one of the command's processes (its step process, whether or not that one
+    got to close them). Nobody else's are touched."""
+    with _LIVE_LOCK:
+        mine = list(_LIVE.values())
+    for box in mine:
+        box.close()
+    removed = len(mine)
+    try:
+        api = docker_client().api
+        containers = api.containers(all=True, filters={"label": [LABEL_SANDBOX]})
+    except Exception:  # noqa: BLE001 - no engine: nothing of ours can be running on it
+        return [f"removed {removed} sandbox{'es' if removed != 1 else ''}"] if removed else []
+    host, boot, pidns = socket.gethostname(), _boot_id(), _pid_namespace()
+    for c in containers:
+        parts = ((c.get("Labels") or {}).get(LABEL_OWNER) or "").split(":")
+        if len(parts) != 5 or (parts[0], parts[3], parts[4]) != (host, boot, pidns):
+            continue
+        if not ctx.owns(parts[1], parts[2]):
+            continue
+        try:
+            api.remove_container(c["Id"], force=True)
+            removed += 1
+        except (NotFound, APIError):
+            pass  # gone meanwhile (its owner's exit hook, --rm)
+    return [f"removed {removed} sandbox{'es' if removed != 1 else ''}"] if removed else []
+
+
+stopping.register_cleanup("sandboxes", remove_sandboxes_of_stopped_command, order=10)

@@ -1587,7 +1587,7 @@ def load_nl2bash(
 def certify(
     bundles: Iterable[ScenarioBundle],
     image: str | None,
-    max_parallel: int = 2,
+    max_parallel: int | None = None,
 ) -> tuple[list[ScenarioBundle], list[BundleError], list[Any]]:
     """Gate the bundles in real sandboxes: (admitted, quarantine rows for the rejected with the gate's reason,
     all gate results). A pair whose reference does nothing on its world is rejected here, its reason saying so."""

@@ -14,6 +14,7 @@ stage that trains or judges reads that one only (``Lake.read``), while the SQL v
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -193,7 +194,7 @@ def gate(
     imported: SuiteImport,
     image: str | None,
     *,
-    max_parallel: int = 4,
+    max_parallel: int | None = None,  # default: the cores (gate.default_parallelism)
     limits: GateLimits | None = None,
     progress: Callable[[GateResult], Any] | None = None,
 ) -> SuiteGate:
@@ -258,9 +259,19 @@ def gated_rows(lake: Any) -> list[dict[str, Any]]:
         p for p in lake.partitions("gated_scenarios") if p == UNPARTITIONED or p.startswith(PARTITION_PREFIX)
     ]
     for part in sorted(parts, key=lambda p: p != UNPARTITIONED):
-        for row in lake.read("gated_scenarios", part).to_pylist():
-            rows[str(row["scenario_id"])] = row
+        for i, row in enumerate(lake.read("gated_scenarios", part).to_pylist()):
+            rows[_row_id(row) or f"{part}#{i}"] = row  # a row without an id is kept (never dropped unseen)
     return list(rows.values())
+
+
+def _row_id(row: Mapping[str, Any]) -> str:
+    """A gated row's scenario id: its column, else the id inside its bundle."""
+    if row.get("scenario_id"):
+        return str(row["scenario_id"])
+    try:
+        return str(json.loads(row.get("bundle_json") or "{}").get("id") or "")
+    except (TypeError, ValueError):
+        return ""
 
 
 # ---- picking a suite's tasks ------------------------------------------------------------------------------------

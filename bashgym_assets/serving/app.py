@@ -7,10 +7,10 @@ tokens are generated (with their log-probabilities when asked), then ``[DONE]``.
 stream, a non-streaming request whose connection drops) is cancelled: its row leaves the batch at the next step.
 ``n`` choices are ``n`` rows; with a ``seed``, choice ``i`` samples with its own seed derived from it
 (``choice_seed``): distinct samples, the same ones for the same seed. Errors use OpenAI's JSON shape with its
-status codes (400 bad request, unsupported field or context too long, 404 unknown model). With a ``Router``, a
-second model id (default ``bashgym-router``) answers through the router; its responses carry ``bashgym_route``
-(which model answered, confidence, reason), its token counts and finish reason are the answering model's, and
-every decision is logged to ``routing_decisions``.
+status codes (400 bad request, a field it cannot honour or one outside OpenAI's API, context too long, 404 unknown
+model). With a ``Router``, a second model id (default ``bashgym-router``) answers through the router; its responses
+carry ``bashgym_route`` (which model answered, confidence, reason), its token counts and finish reason are the
+answering model's, and every decision is logged to ``routing_decisions``.
 """
 
 from __future__ import annotations
@@ -173,7 +173,9 @@ def create_app(
         routed = body.model == route_name and router is not None
         refused = body.unsupported(routed=routed)
         if refused is not None:
-            return _error(400, refused[1], param=refused[0], code="unsupported_parameter")
+            unknown = refused[0] in (body.model_extra or {})  # outside OpenAI's API: refused as OpenAI does
+            code = "unknown_parameter" if unknown else "unsupported_parameter"
+            return _error(400, refused[1], param=refused[0], code=code)
         messages = [m.as_dict() for m in body.messages]
         max_tokens = body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS
         if routed:

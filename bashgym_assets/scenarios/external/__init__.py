@@ -65,7 +65,10 @@ How a task maps onto a bundle (the rules are the same for both layouts):
   It runs as the agent (as the harnesses run it); an unprivileged agent cannot make ``/solution``, so its
   solution goes to ``USER_SOLUTION_DIR`` and the solution's own mentions of ``/solution`` follow it.
 - Timeouts of the suites (``[agent] timeout_sec``, ``max_agent_timeout_sec``...) are not carried: the
-  evaluation's own limits apply.
+  evaluation's own limits apply. A test script's own wall-clock budget (``timeout 10 ...``, a test that asserts
+  its duration) stays as the suite wrote it; when it runs out at the gate (the check says so: ``timeout``'s exit
+  124, "timed out", ``TimeoutExpired``...), the gate measures the load and tries the task again alone
+  (``scenarios.gate``), so a loaded machine does not refuse a valid task.
 
 The package, along its seams: ``common`` (names, budgets, the verdict, reading files), ``shell`` (a lexer for the
 commands of a script), ``rewrite`` (those commands made offline), ``dockerfile`` (reading a Dockerfile with

@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="write the bundles as JSON Lines here")
     p.add_argument("--show", type=int, default=0, help="print this many sample instructions per family")
     p.add_argument("--gate", action="store_true", help="certify every task in a real sandbox")
-    p.add_argument("--parallel", type=int, default=4)
+    p.add_argument(
+        "--parallel", type=int, default=None, help="sandboxes at once in the gate (default: the CPU cores)"
+    )
     args = p.parse_args(argv)
 
     registry = all_families()

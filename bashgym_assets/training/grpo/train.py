@@ -46,6 +46,7 @@ from bashgym_assets.training.trainer import (
     progress_callbacks,
     publish_adapter,
     resume_point,
+    run_training,
     trainable_parameters,
     trainer_args,
     without_printer,
@@ -305,7 +306,7 @@ def train_grpo(
             callbacks=callbacks,
         )
     )
-    out = trainer.train(resume_from_checkpoint=resume)
+    out = run_training(trainer, resume, config)
     history, _ = history_from_log(trainer.state.log_history)
     history = [
         {
