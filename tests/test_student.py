@@ -218,6 +218,17 @@ def test_student_rollouts_asset_writes_the_lake_and_dpo_dataset_pairs_them(
     monkeypatch.setenv("BASHGYM_BASE_MODEL", str(tiny))
     lake = Lake(settings)
     train, held = _split(TRAIN, 3), _split(HELD_OUT, 2)
+    # the held-out tasks teach another skill: the same skill would make every train row a skill twin of them,
+    # which the contamination check rightly quarantines (issue 37)
+    held = [
+        b.model_copy(
+            update={
+                "task": f"Count the users in /etc/passwd into ~/users-{k}.txt",
+                "reference": [f"wc -l < /etc/passwd > ~/users-{k}.txt"],
+            }
+        )
+        for k, b in enumerate(held)
+    ]
     lake.write(
         "gated_scenarios",
         [
