@@ -681,7 +681,7 @@ def duplicate_files(w: World) -> Draft:
     inc_name = w.pick(("incoming", "import", "inbox", "new", "camera_upload"))
     lib, inc = f"{root}/{lib_name}", f"{root}/{inc_name}"
     ext = w.pick(("jpg", "pdf", "mp3", "txt", "png"))
-    taken: set[str] = set()
+    taken = set()
     known = {
         f"{lib}/{w.filename(ext)}": _fresh_text(w, taken, w.randint(2, 5)) for _ in range(w.randint(3, 6))
     }

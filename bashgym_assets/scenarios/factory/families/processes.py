@@ -145,7 +145,8 @@ def kill_by_name(w: World) -> Draft:
         else:
             decoys.append((_name(w), w.pick(users), ""))
     launches = [("target", name, w.pick(users), "") for _ in range(n)] + [("decoy", *d) for d in decoys]
-    targets, keep = [], []
+    targets: list[str] = []
+    keep: list[str] = []
     for role, pname, user, args in w.shuffled(launches):
         rec = procs.start(pname, user, args)
         (targets if role == "target" else keep).append(rec)
@@ -552,7 +553,8 @@ def signal_daemon(w: World) -> Draft:
     procs.program(name, body)
     procs.run(f"mkdir -p {logdir} && touch {logdir}/{name}.log && chown -R operator:operator {logdir}")
     variant = w.pick(("one", "one", "config", "all"))
-    targets, keep = [], []
+    targets: list[str] = []
+    keep: list[str] = []
     conf = ""
     if variant == "one":
         targets.append(procs.start(name))

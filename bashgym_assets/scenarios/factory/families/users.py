@@ -712,7 +712,6 @@ def delete_with_home(w: World) -> Draft:
             f"[ -f {archive} ] || exit 1",
             f"[ \"$(tar -tzf {archive} | grep -cE '(^|/)({names_re})$')\" -ge {len(names)} ] || exit 1",
         ]
-        adir = archive.rsplit("/", 1)[0]
         reference = [
             f"mkdir -p {adir}",
             w.pick((f"tar -czf {archive} -C /home {user}", f"tar czf {archive} /home/{user}")),
