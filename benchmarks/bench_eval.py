@@ -8,8 +8,8 @@ Arms, all greedy on the same model and scenarios, one after another in this proc
 - ``one``: one at a time, how rollouts run an operator: one episode after another, one plain ``generate`` per
   turn (batch of one, no KV reuse). The baseline.
 - ``lockstep``: ``evaluation.evaluate`` with ``continuous=False``: every live episode's turn in one batched call
-  per micro-batch, KV reuse across turns (``rollout.kv_generation``), a call lasting until its longest reply ends.
-- ``continuous``: ``evaluation.evaluate`` as it runs by default: continuous batching (``rollout.continuous``), each
+  per micro-batch, KV reuse across turns (``inference.kv_decode``), a call lasting until its longest reply ends.
+- ``continuous``: ``evaluation.evaluate`` as it runs by default: continuous batching (``inference.continuous``), each
   episode's prompt joining the running batch as soon as its command has run, each reply leaving it as it ends.
 
 The script counts transcripts identical to one at a time (greedy: the same up to floating-point near-ties), and

@@ -2,7 +2,7 @@
 
 ``KVGenerator`` decodes every live conversation together on one left-padded cache. transformers' ``DynamicLayer``
 appends each step's key/value with ``torch.cat``, copying the whole batch's cache every step; the preallocated
-layer (``kv_generation._preallocated_cache``) writes the step in place. Same model (the offline SmolLM2), same
+layer (``kv_decode._preallocated_cache``) writes the step in place. Same model (the offline SmolLM2), same
 random prompts, a fixed number of new tokens (no stop token), both paths alternated per size.
 
     .venv/bin/python benchmarks/bench_kv_decode.py [--sizes 8x200 8x1200] [--tokens 32]
@@ -23,7 +23,7 @@ from _machine import machine  # noqa: E402
 
 
 def decode_ms_per_step(model, prompts: list[list[int]], tokens: int, preallocate: bool) -> float:  # noqa: ANN001
-    from bashgym_assets.rollout.kv_generation import KVGenerator
+    from bashgym_assets.inference.kv_decode import KVGenerator
 
     gen = KVGenerator(model, stop_ids=[], pad_id=0, max_new_tokens=tokens, preallocate=preallocate)
     gen.generate(prompts)

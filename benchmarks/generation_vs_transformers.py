@@ -6,7 +6,7 @@
 Issue 30 asks that where transformers' own generation matches ours, the two are measured in the same run and ours
 is kept only where it wins. The same greedy requests go through
 
-1. **ours**: ``rollout.continuous.ContinuousDecoder`` over a ``KVGenerator`` with each request's own token budget,
+1. **ours**: ``inference.continuous.ContinuousDecoder`` over a ``KVGenerator`` with each request's own token budget,
    prompt-lookup drafting on (``--no-draft``: off, to see what it adds), a fresh KV store each round: what
    ``bashgym serve`` (``serving.engine``) builds and what the evaluation and the student rollouts step through
    ``LocalReplyStream``;
@@ -110,8 +110,8 @@ def run_ours(
 ) -> list[list[int]]:
     """What ``serving.engine`` builds: a fresh ``KVGenerator`` (no KV carried over from the last round) under a
     ``ContinuousDecoder``, every request submitted with its own budget, stepped until all have ended."""
-    from bashgym_assets.rollout.continuous import ContinuousDecoder
-    from bashgym_assets.rollout.kv_generation import KVGenerator
+    from bashgym_assets.inference.continuous import ContinuousDecoder
+    from bashgym_assets.inference.kv_decode import KVGenerator
 
     decoder = ContinuousDecoder(KVGenerator(model, stop, pad, max(budgets)), max_rows=32, speculate=draft)
     for key, (prompt, budget) in enumerate(zip(prompts, budgets, strict=True)):

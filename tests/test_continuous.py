@@ -1,4 +1,4 @@
-"""Continuous batching (rollout.continuous): conversations that join and leave the running batch at different
+"""Continuous batching (inference.continuous): conversations that join and leave the running batch at different
 times get the same greedy replies, token for token, as one conversation at a time through plain ``generate``; the
 buffers are rebuilt when a joiner is longer than the batch, trimmed of padding, grown in slots; a decoder failure
 falls back to the plain path without losing a conversation."""
@@ -12,8 +12,8 @@ from conversations import OBSERVATIONS as BASE_OBSERVATIONS
 from conversations import TASKS as BASE_TASKS
 from conversations import start
 
-from bashgym_assets.rollout.continuous import ContinuousDecoder
-from bashgym_assets.rollout.kv_generation import KVGenerator
+from bashgym_assets.inference.continuous import ContinuousDecoder
+from bashgym_assets.inference.kv_decode import KVGenerator
 from bashgym_assets.rollout.operators import LocalModelOperator, Reply
 from bashgym_assets.rollout.transcript import Message
 from bashgym_assets.testing.tiny_model import build_tiny_model
@@ -164,7 +164,7 @@ def test_no_stream_when_sampling_or_switched_off(tiny: Path) -> None:
 
 
 def test_prompt_lookup_finds_the_latest_earlier_occurrence() -> None:
-    from bashgym_assets.rollout.continuous import _Row
+    from bashgym_assets.inference.continuous import _Row
 
     row = _Row(key=0, prompt=None, length=0, history=[5, 6, 7, 1, 2, 5, 6, 7, 3, 4, 9, 5, 6, 7])
     assert row.draft(3) == [3, 4, 9]  # after the latest earlier "5 6 7", not the first one
@@ -192,7 +192,7 @@ def test_prompt_lookup_finds_the_latest_earlier_occurrence() -> None:
 def test_drafts_are_verified_not_trusted(tiny: Path, monkeypatch: pytest.MonkeyPatch, drafts: str) -> None:
     """Whatever is drafted, the replies are greedy's: right drafts are kept (fewer forward passes than tokens),
     wrong ones are rejected and their columns masked out, over several rows of different lengths."""
-    from bashgym_assets.rollout import continuous
+    from bashgym_assets.inference import continuous
 
     op = LocalModelOperator(tiny, max_new_tokens=40, kv_cache=True)
     model, tok = op._load()

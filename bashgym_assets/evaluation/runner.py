@@ -1,6 +1,6 @@
 """The behavioural evaluation: a model dropped, with no scaffold, into held-out scenarios in real sandboxes.
 
-A local model is batched continuously (``rollout.continuous``; greedy, or sampled with a generator per reply as the
+A local model is batched continuously (``inference.continuous``; greedy, or sampled with a generator per reply as the
 student's attempts are): each episode's prompt joins the running batch as soon as its last command has run, and
 each reply leaves it as soon as it ends, so no episode waits for the slowest reply of a turn; its command then runs
 in its sandbox (a thread pool) while the others go on decoding. Any other operator (a litellm model, the

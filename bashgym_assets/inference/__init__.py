@@ -1,7 +1,12 @@
 """Inference engines shared by the rollouts, the evaluation, GRPO and serving (engines layer: knows tokenizers and
 models, nothing of episodes, training or Dagster).
 
-Why the decoder is our own (``rollout.continuous.ContinuousDecoder`` over ``rollout.kv_generation.KVGenerator``)
+- ``turns``: where an assistant turn ends (the stop ids and strings every generation path uses).
+- ``kv_decode``: greedy batched decoding that reuses each conversation's KV cache across turns (``KVGenerator``).
+- ``continuous``: continuous batching over it (``ContinuousDecoder``: rows join and leave between decode steps),
+  what the evaluation, student rollouts and ``bashgym serve`` decode with.
+
+Why the decoder is our own (``inference.continuous.ContinuousDecoder`` over ``inference.kv_decode.KVGenerator``)
 and not transformers' continuous batching (``generate_batch`` / ``init_continuous_batching``, what ``transformers
 serve --continuous-batching`` runs): ``benchmarks/generation_vs_transformers.py`` puts the same greedy requests
 through both and a plain padded ``generate`` in one run (figures in BENCHMARKS.md), and on the project's 2-core

@@ -231,9 +231,9 @@ class LocalModelOperator(Operator):
         self._tokenizer = tokenizer
         self._generator: Any = None
         self._lock = threading.Lock()  # one generate at a time: torch modules are shared across pool threads
-        # Greedy replies reuse each conversation's KV cache across turns (rollout.kv_generation); None: the
+        # Greedy replies reuse each conversation's KV cache across turns (inference.kv_decode); None: the
         # BASHGYM_KV_CACHE environment variable decides (on by default). Any failure falls back to generate.
-        from bashgym_assets.rollout.kv_generation import kv_cache_enabled
+        from bashgym_assets.inference.kv_decode import kv_cache_enabled
 
         self.kv_cache = kv_cache_enabled(kv_cache)
         self._kv: Any = None
@@ -314,7 +314,7 @@ class LocalModelOperator(Operator):
         """New tokens per prompt from the KV-reusing greedy decoder, or None: off, sampling, unsupported, failed."""
         if not self.kv_cache or self.temperature > 0 or self.kv_fallback:
             return None
-        from bashgym_assets.rollout.kv_generation import KVGenerator, unsupported_reason
+        from bashgym_assets.inference.kv_decode import KVGenerator, unsupported_reason
 
         if self._kv is None or self._kv.model is not model:
             self.kv_fallback = unsupported_reason(model)
@@ -379,15 +379,15 @@ class LocalModelOperator(Operator):
         return reply.text
 
     def reply_stream(self, max_rows: int = 32) -> LocalReplyStream | None:
-        """Continuous batching (``rollout.continuous``) for callers that hand in conversations one by one and take
+        """Continuous batching (``inference.continuous``) for callers that hand in conversations one by one and take
         each reply as soon as it ends (the evaluation, the student's sampled attempts), or None where the cached
         path does not apply (``BASHGYM_KV_CACHE=0``, a model it does not support, an earlier failure): use
         ``replies``. Sampled replies draw from a generator per reply, seeded from the operator's seed and the
         caller's ``sample_key`` (so k attempts at one task differ, and a rerun repeats them)."""
         if not self.kv_cache or self.kv_fallback:
             return None
-        from bashgym_assets.rollout.continuous import ContinuousDecoder
-        from bashgym_assets.rollout.kv_generation import KVGenerator, unsupported_reason
+        from bashgym_assets.inference.continuous import ContinuousDecoder
+        from bashgym_assets.inference.kv_decode import KVGenerator, unsupported_reason
 
         with self._lock:
             model, tokenizer = self._load()

@@ -1,6 +1,6 @@
 """The serving scheduler: continuous batching over the engine's decoder, with cancellation.
 
-One thread owns a ``ContinuousDecoder`` (``rollout.continuous``, the evaluator's) and loops: take what arrived
+One thread owns a ``ContinuousDecoder`` (``inference.continuous``, the evaluator's) and loops: take what arrived
 (new requests, cancellations), run one decode step under the engine's lock, hand each request its new text
 (``on_delta``: what a stream sends) and resolve the requests whose reply ended. A new request joins the running
 batch at the next step, and a reply leaves it as soon as it ends, so one long ``max_tokens`` holds nobody back;

@@ -1,7 +1,7 @@
 """The model behind ``bashgym serve`` and the router's in-process student: a base model with its LoRA adapter
 merged, generating for many chat requests at once, with per-token log-probabilities.
 
-Requests are decoded by the evaluator's continuous-batching decoder (``rollout.continuous.ContinuousDecoder``,
+Requests are decoded by the evaluator's continuous-batching decoder (``inference.continuous.ContinuousDecoder``,
 with its KV reuse across requests that share a prefix): each request is a row that joins the running batch at the
 next decode step and leaves it when its reply ends (its end-of-turn token, its own ``max_tokens``, a stop string,
 or a cancellation), so a long reply never holds a short one back. ``Decoding`` follows one row: it turns the
@@ -10,7 +10,7 @@ start of a stop string), cuts the reply at a stop string and converts the log-pr
 argmax, as a lone ``generate`` does; sampled rows draw from their own seeded generator, so a seed gives the same
 reply whatever else is in the batch. Log-probabilities are those of the model's own distribution (temperature 1,
 before any sampling transform), which is what a confidence measure wants. Models the decoder does not support
-(``rollout.kv_generation.unsupported_reason``) or ``BASHGYM_KV_CACHE=0`` fall back to one transformers
+(``inference.kv_decode.unsupported_reason``) or ``BASHGYM_KV_CACHE=0`` fall back to one transformers
 ``generate`` per batch (``_generate_batched``).
 
 Message content is text: the prompt is tokenized with the chat template's own markers as special tokens and
@@ -393,7 +393,7 @@ class ChatEngine:
 
     def continuous_reason(self) -> str | None:
         """Why requests cannot go through the continuous decoder (None when they can)."""
-        from bashgym_assets.rollout.kv_generation import kv_cache_enabled, unsupported_reason
+        from bashgym_assets.inference.kv_decode import kv_cache_enabled, unsupported_reason
 
         if self.fallback:
             return self.fallback
@@ -405,8 +405,8 @@ class ChatEngine:
     def decoder(self, max_rows: int | None = None, speculate: bool = True) -> Any:
         """A ``ContinuousDecoder`` over this model; every decoder shares the engine's KV store, so step it only
         while holding ``lock``."""
-        from bashgym_assets.rollout.continuous import ContinuousDecoder
-        from bashgym_assets.rollout.kv_generation import KVGenerator
+        from bashgym_assets.inference.continuous import ContinuousDecoder
+        from bashgym_assets.inference.kv_decode import KVGenerator
 
         model, tokenizer = self._load()
         if self._kv is None or self._kv.model is not model:

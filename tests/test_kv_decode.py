@@ -1,4 +1,4 @@
-"""KV-cache reuse across turns (rollout.kv_generation): greedy replies identical, token for token, to the plain
+"""KV-cache reuse across turns (inference.kv_decode): greedy replies identical, token for token, to the plain
 left-padded ``generate`` path over multi-turn conversation batches of mixed lengths (tiny model, and a merged LoRA
 on it), the prompt of turn t being a prefix of turn t+1's with the chat template, reuse actually happening,
 eviction, the switch and the fallbacks."""
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conversations import OBSERVATIONS, TASKS, start
 
-from bashgym_assets.rollout.kv_generation import KVCacheStore, kv_cache_enabled, unsupported_reason
+from bashgym_assets.inference.kv_decode import KVCacheStore, kv_cache_enabled, unsupported_reason
 from bashgym_assets.rollout.operators import LocalModelOperator
 from bashgym_assets.rollout.transcript import Message
 from bashgym_assets.testing.tiny_model import build_tiny_model
@@ -147,7 +147,7 @@ def test_preallocated_cache_layer_matches_transformers_dynamic_layer() -> None:
     import torch
     from transformers.cache_utils import DynamicCache
 
-    from bashgym_assets.rollout.kv_generation import _preallocated_cache
+    from bashgym_assets.inference.kv_decode import _preallocated_cache
 
     torch.manual_seed(0)
     layers = [(torch.randn(3, 2, 5, 4), torch.randn(3, 2, 5, 4)) for _ in range(2)]

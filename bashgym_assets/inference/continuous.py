@@ -49,7 +49,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bashgym_assets.rollout.kv_generation import KVGenerator
+from bashgym_assets.inference.kv_decode import KVGenerator
 
 # Prompt-lookup drafting (see the module docstring): only while at most this many rows decode, matching the row's
 # last 3 (else 2) tokens. A row drafts SPEC_TOKENS tokens at first; each time all its drafts are confirmed it

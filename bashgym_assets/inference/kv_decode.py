@@ -2,7 +2,7 @@
 
 An episode's transcript only grows: the prompt of turn t+1 is the prompt of turn t, the reply, the observation and
 the generation prompt, and the ChatML template renders earlier turns the same way every time (checked in
-``tests/test_kv_generation.py``). So re-encoding the whole transcript every turn, which is what a plain
+``tests/test_kv_decode.py``). So re-encoding the whole transcript every turn, which is what a plain
 ``generate`` does, repeats work whose result is already known. ``KVGenerator`` keeps, per conversation, the keys
 and values of everything the model has already read (prompt + the reply tokens it generated), keyed by those token
 ids. For a batch of prompts it
