@@ -4,29 +4,58 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 from pathlib import Path
 
 
-def machine() -> str:
-    """OS, CPU model, cores, memory and Python: what a reader needs to compare two reports."""
-    model = "?"
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (``platform.processor()`` is empty on most Linux builds)."""
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
-        names = [
-            line.split(":", 1)[1].strip()
-            for line in cpuinfo.read_text().splitlines()
-            if line.startswith("model name")
-        ]
-        model = names[0] if names else model
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def vector_units() -> str:
+    """What decides CPU matmul speed here: AVX-512 and its BF16 extension (bf16 training is 1.75x fp32 with them
+    and slower than fp32 without), or only AVX2. Two "2-core AMD EPYC" machines differ by 2x on that alone."""
+    cpuinfo = Path("/proc/cpuinfo")
+    flags: set[str] = set()
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    if "avx512f" in flags:
+        return "AVX-512 with BF16" if "avx512_bf16" in flags else "AVX-512, no BF16"
+    if "avx2" in flags:
+        return "AVX2, no AVX-512"
+    return "no AVX2" if flags else "vector units unknown"
+
+
+def machine(docker: bool = False) -> str:
+    """OS, CPU model, cores, vector units, memory and Python (and the Docker engine's version when asked): what a
+    reader needs to compare two reports. The one machine line every benchmark report starts with."""
     mem = ""
     meminfo = Path("/proc/meminfo")
     if meminfo.exists():
         kb = int(meminfo.read_text().split()[1])
         mem = f", {kb / 1024 / 1024:.0f} GiB"
-    return (
-        f"{platform.system()} {platform.release()}, {model}, {os.cpu_count()} cores{mem}, Python "
-        f"{platform.python_version()}"
+    line = (
+        f"{platform.system()} {platform.release()}, {cpu_model()}, {os.cpu_count()} cores ({vector_units()}){mem}, "
+        f"Python {platform.python_version()}"
     )
+    if docker:
+        engine = subprocess.run(
+            ["docker", "version", "--format", "{{.Server.Version}}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        line += f", Docker {engine or '?'}"
+    return line
 
 
 def append_report(path: Path, title: str, script: str, report: str) -> None:

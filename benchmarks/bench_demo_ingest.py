@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _machine import machine  # noqa: E402
+
 ASSETS = ["raw_sessions", "redacted_sessions", "tiered_traces"]
 
 
@@ -100,12 +102,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-demo-ingest-") as tmp:
         new_s, n = now(Path(tmp) / "now")
         old_s, _ = before(Path(tmp) / "before")
-    cpu = platform.processor() or platform.machine()
     lines = [
         "# Demo ingest: sample sessions to tiers, every repository partition",
         "",
         "Command: `.venv/bin/python benchmarks/bench_demo_ingest.py`  ",
-        f"Machine: {os.cpu_count()} cores ({cpu}), {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, 1-minute load "
+        f"Machine: {machine()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, 1-minute load "
         f"{load:.1f} at the start and {os.getloadavg()[0]:.1f} at the end.",
         "",
         "| variant | repositories | seconds | per repository |",

@@ -39,7 +39,7 @@ from bashgym_assets.scenarios.gate import HELD_OUT, split_for  # noqa: E402
 from bashgym_assets.training import base_model as bm  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_gate import machine  # noqa: E402
+from _machine import machine  # noqa: E402
 
 ARMS = ("one", "lockstep", "continuous")
 
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         "## Evaluation benchmark (issue 11)",
         "",
         f"Command: `.venv/bin/python benchmarks/bench_eval.py {' '.join(argv or sys.argv[1:])}`  ",
-        f"Machine: {machine()}, load average at start {load:.1f}  ",
+        f"Machine: {machine(docker=True)}, load average at start {load:.1f}  ",
         f"Model: {base}"
         + (f" + adapter {args.adapter}" if args.adapter else " (no adapter)")
         + f"; greedy, {args.max_new_tokens} new tokens max, {args.max_turns}-turn cap; "

@@ -9,37 +9,21 @@ Needs the Docker engine and the sandbox image (``python -m bashgym_assets.images
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _machine import machine as _machine_line  # noqa: E402
 
 from bashgym_assets import images  # noqa: E402
 from bashgym_assets.rollout.operators import ReferenceOperator  # noqa: E402
 from bashgym_assets.rollout.rollouts import run_rollouts  # noqa: E402
 from bashgym_assets.scenarios.candidates import load_pack  # noqa: E402
 from bashgym_assets.scenarios.gate import TRAIN, gate_bundles, reason_counts  # noqa: E402
-
-
-def machine() -> str:
-    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    docker = subprocess.run(
-        ["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True
-    ).stdout.strip()
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    return f"{os.cpu_count()} cores ({cpu}), {mem_gb:.0f} GiB RAM, {platform.platform()}, Docker {docker}"
 
 
 def timed(fn):  # noqa: ANN001, ANN201
@@ -113,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         "# Scenarios: gate and reference rollouts, parallel sandboxes vs one at a time",
         "",
         f"Command: `{cmd.strip()}` (run from the repository root with `.venv/bin/python`)  ",
-        f"Machine: {machine()}  ",
+        f"Machine: {_machine_line(docker=True)}  ",
         f"Image: `{image}`; date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         "",
         "Both modes run the same bundles in the same run (after a 2-bundle warm-up); each scenario gets a fresh "

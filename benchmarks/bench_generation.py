@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args(argv)
 
-    from bench_gate import machine
+    from _machine import machine
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

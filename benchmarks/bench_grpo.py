@@ -33,7 +33,7 @@ from bashgym_assets.training import base_model as bm  # noqa: E402
 from bashgym_assets.training import grpo  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_gate import machine  # noqa: E402
+from _machine import machine  # noqa: E402
 
 
 def _policy(base: str, adapter: str | None, args: argparse.Namespace, micro_batch: int) -> grpo.Policy:
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         "## GRPO rollouts and a short run (issue 16)",
         "",
         f"Command: `.venv/bin/python benchmarks/bench_grpo.py {' '.join(argv or sys.argv[1:])}`  ",
-        f"Machine: {machine()}, load average at start {load:.1f}  ",
+        f"Machine: {machine(docker=True)}, load average at start {load:.1f}  ",
         f"Model: {base}"
         + (f" + adapter {args.adapter}" if args.adapter else " + a fresh LoRA (no SFT)")
         + f"; sampled at 0.8, {args.max_new_tokens} new tokens max, {args.max_turns}-turn cap"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import sys
 import time
@@ -24,6 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import machine  # noqa: E402
 
 from bashgym_assets.privacy.redactor import Redactor, tokens_touched  # noqa: E402
 from bashgym_assets.sessions import Session  # noqa: E402
@@ -158,21 +159,12 @@ def main() -> None:
     f, b = results["fast"], results["baseline"]
     cpu_ratio = (f["mb"] / f["cpu"]) / (b["mb"] / b["cpu"])
     wall_ratio = (f["mb"] / f["wall"]) / (b["mb"] / b["wall"])
-    cpu_name = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
     cmd = "python benchmarks/bench_redaction.py " + " ".join(sys.argv[1:])
     md = [
         "# Redaction benchmark (issue 4)",
         "",
         f"Command: `.venv/bin/{cmd.strip()}`  ",
-        f"Machine: {platform.node()}, {cpu_name}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"load average at start {load:.1f}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC  ",
+        f"Machine: {machine()}, load average at start {load:.1f}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC  ",
         f"Corpus: {len(sessions)} generated sessions ({len(planted)} planted secret/PII items of "
         f"{len({p.kind for p in planted})} kinds in every {args.planted_every}th session, code-heavy tool calls "
         f"everywhere: git, pip, ls, pytest, docker, lock files, go.sum, UUIDs, versions), "

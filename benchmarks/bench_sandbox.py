@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -22,6 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _machine import machine  # noqa: E402
 
 from bashgym_assets.images import sandbox_image_tag  # noqa: E402
 from bashgym_assets.sandbox import Sandbox, SandboxPool, SandboxSpec  # noqa: E402
@@ -220,13 +221,6 @@ def main(argv: list[str] | None = None) -> int:
         throughput.append((n, args.scenarios / t_ours, args.scenarios / t_base))
 
     # report ----------------------------------------------------------------------------------------------------
-    cpu = "unknown"
-    with contextlib.suppress(OSError, StopIteration):
-        cpu = next(
-            ln.split(":", 1)[1].strip()
-            for ln in Path("/proc/cpuinfo").read_text().splitlines()
-            if ln.startswith("model name")
-        )
     engine = subprocess.run(
         ["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True
     ).stdout.strip()
@@ -236,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     say(f"Command: `.venv/bin/python {cmdline}`")
     say()
     say(
-        f"Machine: {platform.node()}, {os.cpu_count()} cores ({cpu}), Linux {platform.release()}, Docker engine "
+        f"Machine: {machine()}, Docker engine "
         f"{engine}, image `{image}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. 1-minute load average "
         f"{load_before[0]:.1f} at the start and {os.getloadavg()[0]:.1f} at the end (the machine is shared: absolute "
         "times move with the load, the same-run ratios much less)."

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
 import subprocess
@@ -42,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _machine import append_report  # noqa: E402
+from _machine import append_report, machine  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "training.md"
 MODES = ("padded", "packed-flat", "packed", "plain", "packed-stock", "packed-bf16")
@@ -279,18 +278,6 @@ def _plain_loop(trainer, cfg, steps: int, totals: dict) -> None:
         totals["seconds"] += time.perf_counter() - t0
         for k, v in counts.items():
             totals[k] += v
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
 
 
 def main(argv: list[str] | None = None) -> int:
