@@ -1,4 +1,4 @@
-"""The external importer reads task scripts with the guardrails' shell parser: a pytest run or an installer is found
+"""The external importer reads task scripts with the shell engine's parser: a pytest run or an installer is found
 wherever bash runs it (inside ``$( )``, after ``then``, behind ``sudo -E``, across a line continuation) and
 replaced by exactly its text, while what bash treats as data (a here-document body, a quoted ``;``, a case
 pattern, an array) is left alone. The rewritten scripts are run by a real bash."""
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from bashgym_assets.guardrails.shell import parse
 from bashgym_assets.scenarios import external
 from bashgym_assets.scenarios.external import rewrite_script, shell_commands
+from bashgym_assets.shell import parse
 
 VERIFIER = textwrap.dedent(
     """\

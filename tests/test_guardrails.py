@@ -21,7 +21,6 @@ from bashgym_assets.guardrails import (
     scan_injection,
     unsafe_turn,
 )
-from bashgym_assets.guardrails.shell import parse
 from bashgym_assets.quality.report import safety_counts, tier_report_markdown
 from bashgym_assets.quality.safety import BLOCK_PENALTY, INJECTION_PENALTY, WARN_PENALTY, safety_penalty
 from bashgym_assets.quality.tiers import (
@@ -51,6 +50,7 @@ from bashgym_assets.rollout.operators import (
 from bashgym_assets.rollout.transcript import Message, initial_messages, parse_reply
 from bashgym_assets.scenarios.bundle import load_folder, parse_bundle
 from bashgym_assets.sessions import Prompt, Session, Step
+from bashgym_assets.shell import parse
 from bashgym_assets.testing import datasets as syn
 from bashgym_assets.training_data.build import build_dpo, build_sft
 

@@ -3,7 +3,7 @@
 ``metrics.classify`` names WHAT went wrong first (the model wrote prose, looped, never exited, or exited with a
 wrong result). For a small model that has the form, almost every failure is ``wrong_result``, which says nothing
 about the next change to try. This module reads the transcript (every command the model typed, parsed with the
-guardrails' shell parser, the observations the shell answered, the working directory as the model's ``cd``s moved
+shell engine's parser, the observations the shell answered, the working directory as the model's ``cd``s moved
 it) against the scenario (its instruction, the user and working directory the prompt stated, the reference
 solution, the files and set-up it writes) and names WHY, one class per failed episode.
 
@@ -45,6 +45,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from bashgym_assets import shell
 from bashgym_assets.evaluation.metrics import (
     FAILURE_BABBLE,
     FAILURE_LOOP,
@@ -56,7 +57,6 @@ from bashgym_assets.evaluation.metrics import (
     PROMPT_ECHO,
     EvalEpisode,
 )
-from bashgym_assets.guardrails import shell
 from bashgym_assets.rollout.transcript import BABBLE, COMMAND, EMPTY, FENCED, PROSE, Message
 
 DETAIL_PROSE = "prose"

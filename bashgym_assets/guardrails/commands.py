@@ -1,8 +1,9 @@
 """Command-safety classifier: is this shell line something a model must never learn (or be allowed) to type?
 
-:func:`classify_command` parses the line (``guardrails.shell``: pipelines, ``;``/``&&``/``||``, subshells and
-groups, here-documents, quotes), unwraps prefixes (``sudo``, ``doas``, ``env``, ``nice``, ``ionice``, ``timeout``,
-``nohup``, ``time``, ``command``, ``exec``, ``stdbuf``, ``setsid``, ``xargs``, ``busybox``, leading ``VAR=value``),
+:func:`classify_command` parses the line (``bashgym_assets.shell``: pipelines, ``;``/``&&``/``||``, subshells
+and groups, here-documents, quotes), unwraps prefixes with the shell engine's one wrapper table (``sudo``, ``doas``,
+``runuser -u``, ``env``, ``nice``, ``ionice``, ``timeout``, ``nohup``, ``time``, ``command``, ``exec``, ``stdbuf``,
+``setsid``, ``xargs``, ``busybox``, ..., leading ``VAR=value``: ``shell.prefixes``),
 follows the code a command runs (``bash -c '...'``, ``sh -c``, ``su -c``, ``eval``, ``ssh host '...'``,
 ``watch '...'``, ``find -exec``, ``$(...)``, backticks, ``<(...)``, a here-document fed to a shell) and applies
 the rules in :data:`RULES` to every simple command and every pipeline. Quoted text is data: ``echo 'rm -rf /'``,
@@ -22,10 +23,10 @@ import itertools
 import posixpath
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from bashgym_assets.guardrails.models import BLOCK, WARN, Finding, Severity, Verdict, clip
-from bashgym_assets.guardrails.shell import Command, Parsed, Word, is_assignment, parse, upstream
+from bashgym_assets.shell import Command, Inv, Parsed, Word, parse, unwrap, upstream
 
 MAX_CHARS = 200_000
 MAX_DEPTH = 8  # code run by code (bash -c, eval, $(...)) followed this deep; deeper is not judged, blocked
@@ -267,9 +268,6 @@ MKFS = frozenset({"mke2fs", "mkswap", "mkdosfs", "mkntfs", "mkexfatfs", "mformat
 WIPERS = frozenset({"wipefs", "shred", "blkdiscard"})
 PARTITIONERS = frozenset({"fdisk", "sfdisk", "parted", "gdisk", "cfdisk", "cgdisk", "sgdisk"})
 POWER = frozenset({"shutdown", "reboot", "halt", "poweroff"})
-LEAD_RESERVED = frozenset(
-    {"!", "do", "then", "else", "elif", "if", "while", "until", "time", "{", "}", "coproc"}
-)
 SYSTEM_DIRS = frozenset(
     {
         "/bin",
@@ -385,181 +383,8 @@ _FUNC_DEF = re.compile(
 )
 
 
-def base(name: str) -> str:
-    return name.rsplit("/", 1)[-1]
-
-
 def _is_python(name: str) -> bool:
     return bool(_PYTHON.match(name))
-
-
-# ---- invocation: a simple command with its prefixes unwrapped -----------------------------------------------
-@dataclass
-class Inv:
-    name: str
-    args: list[Word]
-    cmd: Command
-    wrappers: list[str] = field(default_factory=list)
-    assigns: list[Word] = field(default_factory=list)
-
-    def positional(self, with_values: Iterable[str] = ()) -> list[Word]:
-        """Arguments that are not options (``--`` ends options; options in ``with_values`` take the next word)."""
-        takes = set(with_values)
-        out: list[Word] = []
-        it = iter(self.args)
-        done = False
-        for w in it:
-            v = w.value
-            if done or v == "-" or not v.startswith("-") or w.procsub:
-                out.append(w)
-            elif v == "--":
-                done = True
-            elif v in takes:
-                next(it, None)
-        return out
-
-    def has_flag(self, short: str = "", long: Iterable[str] = ()) -> bool:
-        longs = set(long)
-        for w in self.args:
-            v = w.value
-            if v == "--":
-                return False
-            if v.startswith("--"):
-                if v.split("=", 1)[0] in longs:
-                    return True
-            elif v.startswith("-") and len(v) > 1 and short and any(c in v[1:] for c in short):
-                return True
-        return False
-
-
-def _skip_opts(
-    words: list[Word], i: int, with_value: set[str], attached_ok: bool = True, stop_at_digit: bool = False
-) -> int:
-    n = len(words)
-    while i < n:
-        v = words[i].value
-        if v == "--":
-            return i + 1
-        if not v.startswith("-") or v == "-":
-            return i
-        if stop_at_digit and re.match(r"^-\d+$", v):
-            i += 1
-            continue
-        key = v.split("=", 1)[0] if v.startswith("--") else v[:2]
-        if v in with_value or (v.startswith("--") and key in with_value and "=" not in v):
-            i += 2
-            continue
-        i += 1
-    return i
-
-
-_WRAPPER_VALUES: dict[str, set[str]] = {
-    "sudo": {
-        "-u",
-        "-g",
-        "-C",
-        "-h",
-        "-p",
-        "-r",
-        "-t",
-        "-U",
-        "-D",
-        "-R",
-        "-T",
-        "--user",
-        "--group",
-        "--host",
-        "--prompt",
-        "--role",
-        "--type",
-        "--other-user",
-        "--chdir",
-        "--chroot",
-        "--close-from",
-    },
-    "doas": {"-u", "-C"},
-    "env": {"-u", "--unset", "-C", "--chdir", "-S", "--split-string"},
-    "nice": {"-n", "--adjustment"},
-    "ionice": {"-c", "-n", "--class", "--classdata"},
-    "timeout": {"-s", "--signal", "-k", "--kill-after"},
-    "exec": {"-a"},
-    "stdbuf": {"-i", "-o", "-e", "--input", "--output", "--error"},
-    "setsid": set(),
-    "nohup": set(),
-    "builtin": set(),
-    "command": set(),
-    "chronic": set(),
-    "unbuffer": set(),
-    "busybox": set(),
-    "time": {"-f", "-o", "--format", "--output"},
-    "xargs": {
-        "-a",
-        "-d",
-        "-E",
-        "-I",
-        "-L",
-        "-n",
-        "-P",
-        "-s",
-        "--arg-file",
-        "--delimiter",
-        "--eof",
-        "--replace",
-        "--max-lines",
-        "--max-args",
-        "--max-procs",
-        "--max-chars",
-        "--process-slot-var",
-    },
-    "chroot": set(),
-    "torsocks": set(),
-    "proxychains": {"-f"},
-    "proxychains4": {"-f"},
-}
-
-
-def unwrap(cmd: Command) -> Inv | None:
-    """The command that actually runs: reserved words, assignments and wrapper programs skipped."""
-    words = cmd.words
-    i, n = 0, len(words)
-    while i < n and not words[i].quoted and words[i].value in LEAD_RESERVED:
-        i += 1
-        if words[i - 1].value == "time" and i < n and words[i].value == "-p":
-            i += 1
-    assigns: list[Word] = []
-    wrappers: list[str] = []
-    last_wrapper = -1
-    for _ in range(12):
-        while i < n and is_assignment(words[i]):
-            assigns.append(words[i])
-            i += 1
-        if i >= n:
-            break
-        name = base(words[i].value)
-        if name not in _WRAPPER_VALUES:
-            break
-        if name == "command" and i + 1 < n and words[i + 1].value in ("-v", "-V"):
-            return None  # only looks the name up
-        wrappers.append(name)
-        last_wrapper = i
-        i = _skip_opts(words, i + 1, _WRAPPER_VALUES[name], stop_at_digit=name == "nice")
-        if name == "timeout" and i < n:
-            i += 1  # the duration
-        if name == "chroot" and i < n:
-            i += 1  # the new root
-    if i >= n:
-        if (
-            wrappers and last_wrapper >= 0
-        ):  # ``env``, ``time``, ``nohup`` with no command: the wrapper itself runs
-            return Inv(
-                name=wrappers[-1],
-                args=words[last_wrapper + 1 :],
-                cmd=cmd,
-                wrappers=wrappers[:-1],
-                assigns=assigns,
-            )
-        return Inv(name="", args=[], cmd=cmd, wrappers=wrappers, assigns=assigns)
-    return Inv(name=base(words[i].value), args=words[i + 1 :], cmd=cmd, wrappers=wrappers, assigns=assigns)
 
 
 # ---- paths ------------------------------------------------------------------------------------------------

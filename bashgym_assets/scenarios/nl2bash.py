@@ -735,8 +735,7 @@ def _path_problem(value: str) -> str | None:
 
 def analyse(cmd: str, depth: int = 0, into: Analysis | None = None) -> Analysis:
     """Read a command (and the commands it runs: ``$(...)``, ``bash -c``, ``find -exec``, ``xargs``)."""
-    from bashgym_assets.guardrails.commands import unwrap
-    from bashgym_assets.guardrails.shell import parse
+    from bashgym_assets.shell import parse, unwrap
 
     out = into or Analysis()
     if depth == 0:

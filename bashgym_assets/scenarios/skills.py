@@ -7,7 +7,7 @@ the same commands, worded differently and with other file names. This module com
 - the **solution skeleton**: the reference's commands, their flags, pipes and redirects, with every argument
   masked; lines that only look (``ls``, ``cat``, ``head``, a ``grep`` printing to the terminal) are dropped, so
   the skeleton is the *state-changing core* (a solution that only looks keeps its look-only lines: looking is then
-  the skill). Read with the guardrails' bash parser through the factory catalog's command+flag reading.
+  the skill). Read with the shell engine's bash parser through the factory catalog's command+flag reading.
 - the **masked goal**: the instruction's content words after quoted text, paths, numbers and drawn values are
   masked, with a light suffix strip, so "compress the old logs" and "Compressing logs older than N days" meet.
 
@@ -51,9 +51,9 @@ from functools import cache
 import numpy as np
 from scipy import sparse
 
-from bashgym_assets.guardrails.shell import parse, upstream
 from bashgym_assets.scenarios.factory.catalog import command_units, commands_in
 from bashgym_assets.scenarios.factory.generate import normalise_instruction
+from bashgym_assets.shell import parse, upstream
 
 # Thresholds (see the module doc for how they were chosen).
 GOAL_TWIN = 0.28

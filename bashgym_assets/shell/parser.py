@@ -1,4 +1,8 @@
-"""A small, forgiving bash parser for the command rules: words, redirections, pipelines, lists, groups.
+"""A small, forgiving bash parser: words, redirections, pipelines, lists, groups.
+
+The one structural reading of a shell line in bashgym (``bashgym_assets.shell``): the guardrails' command rules, the
+GRPO reward's hacking check, the factory catalog, the skill comparison, the failure classifier and the importers
+all read lines through it.
 
 Not a full bash grammar; enough to know, for every simple command in a line, its words after quote removal
 (``'rm' "-rf" /`` is ``rm -rf /``), its redirections (with here-document bodies), where it sits in its pipeline
@@ -674,5 +678,7 @@ def parse(text: str, arrays: bool = False) -> Parsed:
     return Parsed(commands, functions, "".join(lexer.masked), errors)
 
 
-def is_assignment(word: Word) -> bool:
-    return bool(_ASSIGNMENT.match(word.value)) and not word.value.startswith(("'", '"'))
+def is_assignment(word: Word | str) -> bool:
+    """``NAME=value`` (or ``a[i]=``, ``+=``): a word that sets a variable for the command after it."""
+    value = word if isinstance(word, str) else word.value
+    return bool(_ASSIGNMENT.match(value)) and not value.startswith(("'", '"'))

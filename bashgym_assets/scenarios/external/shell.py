@@ -1,6 +1,6 @@
 """The simple commands of a script with their spans, so the rewrite can find an installer or a pytest run (also
-inside ``$( )``, after ``then``/``sudo``) and replace exactly its text. The parsing is the guardrails' parser
-(``bashgym_assets.guardrails.shell``); this module only shapes its commands the way the rewrite reads them:
+inside ``$( )``, after ``then``/``sudo``) and replace exactly its text. The parsing is the shell engine's parser
+(``bashgym_assets.shell``); this module only shapes its commands the way the rewrite reads them:
 redirections as words where they are written, substitutions' commands as commands of their own."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bashgym_assets.guardrails.shell import Redirect, parse
-from bashgym_assets.guardrails.shell import Word as ParsedWord
+from bashgym_assets.shell import Redirect, parse
+from bashgym_assets.shell import Word as ParsedWord
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 A *command+flag combination* is a command name with one option word as written (``find -mtime``, ``tar -xzf``,
 ``sort -k``; ``--opt=value`` counts as ``--opt``), or the bare command when it takes no option. Words are read
-with the guardrails' bash parser, so quoted arguments that start with a dash are not options of anything, and
+with the shell engine's bash parser, so quoted arguments that start with a dash are not options of anything, and
 commands inside pipelines, lists, ``$(...)`` and ``-exec ... +`` are counted too.
 """
 
@@ -15,10 +15,10 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from bashgym_assets.guardrails.shell import parse
 from bashgym_assets.scenarios.bundle import ScenarioBundle
 from bashgym_assets.scenarios.factory.family import family_of
 from bashgym_assets.scenarios.gate import split_for
+from bashgym_assets.shell import parse
 
 # wrappers whose first non-option word is the real command
 _WRAPPERS = frozenset(

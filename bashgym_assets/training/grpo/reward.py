@@ -114,13 +114,12 @@ _SHELL_NAMES = {"bash", "sh", "-bash", "dash", "init", "tini", "docker-init"}
 
 
 def _segments(command: str) -> Iterator[list[str]]:
-    """Simple commands of a line as word lists, from the guardrails' shell parser (quotes, substitutions and
+    """Simple commands of a line as word lists, from the shell engine's parser (quotes, substitutions and
     here-documents respected: a ``;`` inside a quoted commit message is text, not a command separator), each as
-    the command that actually runs: the guardrails' own ``unwrap`` skips assignments and every wrapper program it
-    knows (``sudo``, ``timeout 5``, ``nice -n 5``, ``env -u X``, ``xargs``, ...), so a wrapped kill is the same kill
-    to the reward as to the command rules (one table, in ``guardrails.commands``)."""
-    from bashgym_assets.guardrails.commands import unwrap
-    from bashgym_assets.guardrails.shell import parse
+    the command that actually runs: ``shell.unwrap`` skips assignments and every wrapper program of the one prefix
+    table (``sudo``, ``timeout 5``, ``nice -n 5``, ``env -u X``, ``xargs``, ...), the table the guardrails' command
+    rules unwrap with, so a wrapped kill is the same kill to the reward as to the command rules."""
+    from bashgym_assets.shell import parse, unwrap
 
     for cmd in parse(command).commands:
         for word in cmd.words:  # what runs inside $(...), `...` and <(...) counts too
