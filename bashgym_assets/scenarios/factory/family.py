@@ -41,9 +41,11 @@ CATEGORIES = (
     "packaging",
     "permissions",
     "processes",
+    "programs",
     "scheduling",
     "scripting",
     "services",
+    "structured",
     "text",
     "users",
 )

@@ -593,3 +593,80 @@ def heredoc(path: str, lines: Sequence[str], mode: str | None = None) -> str:
     body = "".join(f"{line}\n" for line in lines)
     cmd = f"printf %s {quote(body)} > {quote(path)}"
     return f"{cmd} && chmod {mode} {quote(path)}" if mode else cmd
+
+
+def sed_pattern(text: str, delim: str = "|") -> str:
+    """``text`` as a basic sed regular expression matching itself literally (inside ``delim`` delimiters)."""
+    return "".join("\\" + c if c in "\\.[]*^$" or c == delim else c for c in text)
+
+
+def sed_replacement(text: str, delim: str = "|") -> str:
+    """``text`` as a sed replacement that inserts itself literally (``&`` and ``\\`` escaped)."""
+    return "".join("\\" + c if c in "\\&" or c == delim else c for c in text)
+
+
+# ---- where a task starts, and a check that reads meaning --------------------------------------------------------------
+def workplace(w: World, user: str, app: str, home_share: float = 0.2) -> tuple[str, list[str]]:
+    """A working folder as real tasks come in (issue 39): sometimes the user's home, else a project folder in it,
+    ``/srv/<app>``, ``/opt/<app>``, ``/app``, ``/data/<team>`` or ``/var/lib/<app>``; with the setup line that
+    creates it and hands it to ``user`` (a family writes files there as root)."""
+    home = HOME if user == "operator" else "/root"
+    if w.chance(home_share):
+        return home, []
+    kind = w.randint(0, 5)
+    wd = (
+        f"{home}/{app}",
+        f"/srv/{app}",
+        f"/opt/{app}",
+        "/app",
+        f"/data/{w.team() if kind == 4 else ''}",
+        f"/var/lib/{app}",
+    )[kind]
+    w.note(wd)
+    return wd, [f"mkdir -p {quote(wd)} && chown {user}:{user} {quote(wd)}"]
+
+
+PY_CHECK_PRELUDE = r"""
+import hashlib, json, os, re, stat, subprocess, sys
+S = json.loads(sys.argv[1])
+def no(why):
+    print(why)
+    sys.exit(1)
+def text(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        no(f"cannot read {path}")
+def md5(path):
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.md5(fh.read()).hexdigest()
+    except OSError:
+        return None
+for path, digest in S.get("same", {}).items():
+    if md5(path) != digest:
+        no(f"{path} must stay as it was")
+for path, record in S.get("recorded", {}).items():  # files the setup built: their md5 recorded then (root-only)
+    if md5(path) != text(record).strip():
+        no(f"{path} must stay as it was")
+"""
+
+
+def py_check(spec: object, code: str) -> str:
+    """A check in Python: the spec travels as JSON (``S``), ``no(why)`` fails with a reason the gate shows, and
+    every path in ``spec["same"]`` (path -> md5, see ``md5_text``) or ``spec["recorded"]`` (path -> a root-only file
+    where the setup wrote its md5) must be byte-for-byte as the setup left it."""
+    import json
+
+    return (
+        "#!/bin/bash\n"
+        f"python3 - {quote(json.dumps(spec, sort_keys=True))} <<'PY'\n{PY_CHECK_PRELUDE.strip()}\n{code.strip()}\nPY\n"
+    )
+
+
+def md5_text(body: str) -> str:
+    """The md5 of a file's text, as ``py_check``'s ``same`` wants it."""
+    import hashlib
+
+    return hashlib.md5(body.encode()).hexdigest()

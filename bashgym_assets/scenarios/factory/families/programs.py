@@ -1,0 +1,1579 @@
+"""Programs: small program files an operator writes or repairs (Python, awk, sed and bash), which the check RUNS.
+
+Every family here ends in a program file: a Python CLI that summarises a path or writes JSON, an awk or sed
+program run with ``-f``, a bash script with ``getopts``, a ``--dry-run`` flag, stdin-or-file input, fail-fast exit
+codes, an ``EXIT`` trap, settings from the environment, a function completed to its docstring, a find loop made
+safe for spaces, a slow ``while read`` loop turned into awk, a command installed on ``PATH``. The check never reads
+the program's text: it runs the program as the task's user, in a fresh scratch folder, on inputs drawn here and
+never shown to the operator (``_LIB``), and compares what it prints, writes and exits with against values computed
+here. A hard-coded answer, the wrong file, a half change or a broken neighbour fails; any correct program passes,
+however it is written.
+
+The environments are the ones real tasks come in: ``root`` in ``/opt/<tool>``, ``/srv/<app>``, ``/app`` or
+``/usr/local/src/<tool>``, ``operator`` in a project folder (``~/projects/<x>``, ``~/src/<x>``, or ``/srv/<app>``
+handed over to them), with near-miss names beside the program (``report.py.bak``, ``report_old.py``,
+``reports.py``) that must stay as they are, and draws where the file to change has to be found first.
+
+Kept away from the held-out skills (``factory/split.py``): no numbered file series, no character conversion with
+``tr``, no ports or signals, no symlinks (a command is installed as a copy), no cron files.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import posixpath
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bashgym_assets.scenarios.factory.family import Draft, family
+from bashgym_assets.scenarios.factory.world import (
+    CITIES,
+    FIRST_NAMES,
+    FRUITS,
+    HOME,
+    LEVELS,
+    PROJECTS,
+    SERVICES,
+    TEAMS,
+    WORDS,
+    World,
+    quote,
+    sed_pattern,
+    sed_replacement,
+)
+
+CATEGORY = "programs"
+
+# ---- the checker: runs the program on fresh inputs as the task's user --------------------------------------------
+# argv[1] is the JSON spec: files that must stay as they were, programs that must be executable, and ``cases``
+# (argv, stdin, fixture files, environment) with what each must print, exit with and leave behind.
+_LIB = r"""
+import hashlib, json, os, pwd, shutil, stat, subprocess, sys, tempfile
+spec = json.loads(sys.argv[1])
+USER = spec.get("user", "operator")
+PW = pwd.getpwnam(USER)
+
+
+def fail(why):
+    print(why)
+    sys.exit(1)
+
+
+def md5(path):
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.md5(fh.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def norm(text, how="exact"):
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+    if how == "ws":
+        lines = [" ".join(line.split()) for line in lines]
+    while lines and not lines[-1]:
+        lines.pop()
+    if how == "sorted":
+        lines = sorted(" ".join(line.split()) for line in lines if line.strip())
+    return "\n".join(lines)
+
+
+def scratch():
+    root = tempfile.mkdtemp(prefix="chk.", dir="/tmp")
+    os.chown(root, PW.pw_uid, PW.pw_gid)
+    return root
+
+
+def put(root, files, modes):
+    for rel, body in files.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(body)
+        os.chmod(path, int(modes.get(rel, 0o644)))
+    for top, dirs, names in os.walk(root):
+        for name in dirs + names:
+            os.lchown(os.path.join(top, name), PW.pw_uid, PW.pw_gid)
+
+
+def run(argv, stdin="", cwd=None, env=None, timeout=20):
+    path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" if USER == "root" else "/usr/local/bin:/usr/bin:/bin"
+    base = {"HOME": PW.pw_dir, "USER": USER, "LOGNAME": USER, "LANG": "C.UTF-8", "PATH": path}
+    base.update(env or {})
+    cmd = list(argv)
+    if USER != "root":
+        cmd = ["/usr/sbin/runuser", "-u", USER, "--", "env", "-i", *(f"{k}={v}" for k, v in base.items()), *argv]
+    try:
+        return subprocess.run(cmd, input=stdin, capture_output=True, text=True, errors="replace", cwd=cwd,
+                              timeout=timeout, env=base)
+    except subprocess.TimeoutExpired:
+        fail(f"`{' '.join(argv)}` did not finish within {timeout}s")
+    except OSError as exc:
+        fail(f"cannot run `{' '.join(argv)}`: {exc}")
+
+
+def same_json(got, want):
+    return json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+
+
+def case(c):
+    root = scratch()
+    put(root, c.get("files", {}), c.get("modes", {}))
+    sub = lambda v: v.replace("{T}", root)
+    argv = [sub(a) for a in c["argv"]]
+    label = c.get("label") or " ".join(c["argv"])
+    env = {k: sub(v) for k, v in c.get("env", {}).items()}
+    p = run(argv, c.get("stdin") or "", sub(c.get("cwd", "{T}")), env, c.get("timeout", 20))
+    rc = c.get("rc", 0)
+    if rc == "nonzero":
+        if p.returncode == 0:
+            fail(f"{label}: exit status 0, want a failure status")
+    elif rc is not None and p.returncode != rc:
+        fail(f"{label}: exit status {p.returncode}, want {rc}; stderr: {p.stderr[-300:]!r}")
+    how = c.get("how", "exact")
+    if "out" in c:
+        if how == "json":
+            try:
+                got = json.loads(p.stdout)
+            except ValueError:
+                fail(f"{label}: stdout is not JSON: {p.stdout[:300]!r}")
+            if not same_json(got, c["out"]):
+                fail(f"{label}: printed {got!r}, want {c['out']!r}")
+        elif norm(p.stdout, how) != norm(c["out"], how):
+            fail(f"{label}: printed {p.stdout[:400]!r}, want {c['out'][:400]!r}")
+    if c.get("has") and c["has"].lower() not in p.stdout.lower():
+        fail(f"{label}: stdout does not mention {c['has']!r}: {p.stdout[:200]!r}")
+    if c.get("err") and not p.stderr.strip():
+        fail(f"{label}: no message on stderr")
+    if c.get("quiet") and p.stdout.strip():
+        fail(f"{label}: printed {p.stdout[:200]!r}, want nothing on stdout")
+    for rel, want in c.get("after", {}).items():
+        path = os.path.join(root, rel)
+        if want is None:
+            if os.path.lexists(path):
+                fail(f"{label}: {rel} should not exist afterwards")
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                got = fh.read()
+        except OSError:
+            fail(f"{label}: {rel} is missing afterwards")
+        if norm(got, c.get("how_after", "exact")) != norm(want, c.get("how_after", "exact")):
+            fail(f"{label}: {rel} holds {got[:300]!r}, want {want[:300]!r}")
+    for rel, want in c.get("after_json", {}).items():
+        try:
+            with open(os.path.join(root, rel), encoding="utf-8") as fh:
+                got = json.load(fh)
+        except (OSError, ValueError) as exc:
+            fail(f"{label}: {rel} is not a JSON file: {exc}")
+        if not same_json(got, want):
+            fail(f"{label}: {rel} holds {got!r}, want {want!r}")
+    for rel in c.get("empty", []):
+        left = os.listdir(os.path.join(root, rel))
+        if left:
+            fail(f"{label}: left {sorted(left)} behind in {rel}")
+    shutil.rmtree(root, ignore_errors=True)
+    return p
+
+
+for path, digest in spec.get("same", {}).items():
+    if md5(path) != digest:
+        fail(f"{path} must stay as it was")
+for path in spec.get("exec", []):
+    if os.path.islink(path) or not os.path.isfile(path):
+        fail(f"{path} is not a regular file")
+    if run(["test", "-x", path]).returncode != 0:
+        fail(f"{path} is not executable by {USER}")
+for path in spec.get("safe", []):
+    if os.stat(path).st_mode & 0o022:
+        fail(f"{path} is writable by group or others")
+for c in spec["cases"]:
+    case(c)
+"""
+
+
+def _check(spec: dict[str, Any], extra: str = "") -> str:
+    """A check: the library (then ``extra`` code) with ``spec`` as argv[1]."""
+    code = _LIB.strip() + ("\n" + extra.strip() if extra else "")
+    return f"#!/bin/bash\npython3 - {quote(json.dumps(spec, sort_keys=True))} <<'PY'\n{code}\nPY\n"
+
+
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode()).hexdigest()
+
+
+def _body(lines: Iterable[str]) -> str:
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _f(w: World, template: str, **values: object) -> str:
+    """A spun fragment for inside a sentence (not capitalised)."""
+    return w.spin(template, capitalize=False, **values)
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _case(
+    argv: Sequence[str],
+    files: dict[str, str] | None = None,
+    **kw: Any,
+) -> dict[str, Any]:
+    """One run of the program in the check: ``argv`` (``{T}`` is the scratch folder), fixture files, expectations
+    (``out``, ``how``, ``rc``, ``stdin``, ``env``, ``after``, ``after_json``, ``err``, ``quiet``, ``empty``)."""
+    return {"argv": list(argv), "files": dict(files or {}), **kw}
+
+
+# ---- the environment: who, where, and what sits beside the program -----------------------------------------------
+@dataclass
+class _Place:
+    """Who runs the task and where: the working folder holds the project the program belongs to."""
+
+    user: Literal["operator", "root"]
+    wd: str
+    name: str
+    setup: list[str] = field(default_factory=list)
+
+    @property
+    def home(self) -> str:
+        return "/root" if self.user == "root" else HOME
+
+    def at(self, rel: str) -> str:
+        return posixpath.join(self.wd, rel)
+
+    def draft(self, **kw: Any) -> Draft:
+        setup = [*self.owner_setup(), *kw.pop("setup", [])]
+        return Draft(user=self.user, workdir=None if self.wd == self.home else self.wd, setup=setup, **kw)
+
+    def owner_setup(self) -> list[str]:
+        """The project folder exists, and belongs to the operator when they work in it outside their home."""
+        lines = [f"mkdir -p {self.wd}"]
+        if self.user == "operator" and not self.wd.startswith(HOME + "/"):
+            lines.append(f"chown -R operator:operator {self.wd}")
+        return lines + self.setup
+
+
+def _place(w: World, root: float = 0.45) -> _Place:
+    user: Literal["operator", "root"] = "root" if w.chance(root) else "operator"
+    name = w.unique(lambda: w.pick(PROJECTS + SERVICES))
+    if user == "root":
+        wd = w.pick(
+            (
+                f"/opt/{name}",
+                f"/opt/{name}",
+                f"/srv/{name}",
+                "/app",
+                f"/usr/local/src/{name}",
+                f"/root/{name}",
+            )
+        )
+    else:
+        wd = w.pick(
+            (
+                f"{HOME}/projects/{name}",
+                f"{HOME}/projects/{name}",
+                f"{HOME}/src/{name}",
+                f"{HOME}/{name}",
+                f"{HOME}/work/{name}",
+                f"/srv/{name}",
+                "/app",
+            )
+        )
+    w.note(wd)
+    return _Place(user=user, wd=wd, name=name)
+
+
+def _subdir(w: World) -> str:
+    return w.pick(("bin/", "scripts/", "tools/", "", "bin/"))
+
+
+def _ref(w: World, rel: str) -> str:
+    """A path inside the working folder as a person writes it: ``bin/x`` or ``./bin/x``."""
+    return f"./{rel}" if w.chance(0.3) else rel
+
+
+def _here(w: World) -> str:
+    return _f(w, "{in this project|here|in the current folder|in this directory|in the project you are in}")
+
+
+def _near_misses(w: World, rel: str, stem: str, ext: str, k: int) -> dict[str, str]:
+    """Look-alike files beside ``rel`` (relative paths -> content): old copies and similar names."""
+    folder = posixpath.dirname(rel)
+    shapes = [
+        f"{stem}.{ext}.bak" if ext else f"{stem}.bak",
+        f"{stem}_old.{ext}" if ext else f"{stem}_old",
+        f"{stem}s.{ext}" if ext else f"{stem}s",
+        f"{stem}.{ext}.orig" if ext else f"{stem}.orig",
+        f"old_{stem}.{ext}" if ext else f"old_{stem}",
+    ]
+    out = {}
+    for name in w.sample(shapes, k):
+        out[posixpath.join(folder, name)] = f"# {name}: an older copy, kept for reference ({w.token(6)})\n"
+    return out
+
+
+# ---- how a reference writes or changes a file --------------------------------------------------------------------
+def _delim(lines: Sequence[str]) -> str:
+    for d in ("EOF", "END", "SCRIPT", "PROG", "CODE"):
+        if d not in lines:
+            return d
+    raise ValueError("no free here-document delimiter")
+
+
+def _write(w: World, path: str, lines: Sequence[str], exe: bool = False, existing: bool = False) -> list[str]:
+    """Commands writing ``lines`` to ``path`` (a shell-safe path): a here-doc, tee, printf, python3, a temporary file
+    put in place, or ``install -m`` (a new executable). Over an ``existing`` file every style keeps its mode."""
+    d = _delim(lines)
+    body = "\n".join(lines)
+    styles = ["cat", "cat", "tee", "printf", "python", "tmp"] + (
+        ["install", "install"] if exe and not existing else []
+    )
+    style = w.pick(styles)
+    if style == "cat":
+        return [f"cat > {path} <<'{d}'\n{body}\n{d}"]
+    if style == "tee":
+        return [f"tee {path} > /dev/null <<'{d}'\n{body}\n{d}"]
+    if style == "printf":
+        return [f"printf '%s\\n' {' '.join(quote(line) for line in lines)} > {path}"]
+    if style == "python":
+        return [
+            "python3 -c 'import sys; open(sys.argv[1], \"w\").write(sys.stdin.read())' "
+            f"{path} <<'{d}'\n{body}\n{d}"
+        ]
+    if style == "install":
+        return [f"install -m {w.pick(('755', '0755', '755', '750'))} /dev/stdin {path} <<'{d}'\n{body}\n{d}"]
+    tmp = f"/tmp/{posixpath.basename(path)}.{w.pick(('new', 'tmp', 'draft'))}"
+    put = w.pick(("cp", f"cat {tmp} >")) if existing else w.pick(("mv", "cp"))
+    return [
+        f"cat > {tmp} <<'{d}'\n{body}\n{d}",
+        f"{put} {tmp} {path}" if put != f"cat {tmp} >" else f"cat {tmp} > {path}",
+    ]
+
+
+def _make_exec(w: World, path: str) -> str:
+    return w.pick(
+        (
+            f"chmod +x {path}",
+            f"chmod 755 {path}",
+            f"chmod u+x {path}",
+            f"chmod a+x {path}",
+            f"chmod 0755 {path}",
+        )
+    )
+
+
+def _write_program(w: World, path: str, lines: Sequence[str], exe: bool) -> list[str]:
+    """Write a new program; an executable one gets its mode too (unless ``install -m`` set it)."""
+    cmds = _write(w, path, lines, exe)
+    if exe and not cmds[0].startswith("install "):
+        cmds.append(_make_exec(w, path))
+    return cmds
+
+
+def _edit(w: World, path: str, old: str, new: str) -> list[str]:
+    """Commands turning the file ``path`` (text ``old``) into ``new``, keeping its mode: sed on the changed lines
+    (by number, by content, or lines appended), perl, a python3 replace, a patch, or the whole file rewritten.
+    Which ones fit depends on the change."""
+    a, b = old.splitlines(), new.splitlines()
+    ops = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes() if op[0] != "equal"]
+    pairs = [
+        (i, j)
+        for tag, i1, i2, j1, j2 in ops
+        if tag == "replace" and i2 - i1 == j2 - j1
+        for i, j in zip(range(i1, i2), range(j1, j2), strict=True)
+    ]
+    text = "\n".join(a)
+    styles = ["patch", "python", "rewrite"]
+    if all(tag == "replace" and i2 - i1 == j2 - j1 for tag, i1, i2, j1, j2 in ops) and not any(
+        "\\" in b[j] for _, j in pairs
+    ):
+        styles += ["sed-line", "sed-sub"]
+        if all(not set("#'$@\\") & set(a[i] + b[j]) and text.count(a[i]) == 1 for i, j in pairs):
+            styles.append("perl")
+    inserted = [(i1, j) for tag, i1, _, j1, j2 in ops if tag == "insert" for j in range(j1, j2)]
+    if (
+        all(tag == "insert" for tag, *_ in ops)
+        and len(inserted) <= 4
+        and all(b[j][:1] not in (" ", "\t") and "\\" not in b[j] for _, j in inserted)
+    ):
+        styles += ["sed-insert", "sed-insert"]
+    style = w.pick(styles)
+    if style == "rewrite":
+        return _write(w, path, b, existing=True)
+    if style == "patch":
+        name = posixpath.basename(path)
+        diff = "".join(
+            difflib.unified_diff([x + "\n" for x in a], [x + "\n" for x in b], f"a/{name}", f"b/{name}")
+        )
+        d = _delim(diff.splitlines())
+        opts = w.pick(("", "-s ", "--no-backup-if-mismatch "))
+        return [f"patch {opts}{path} <<'{d}'\n{diff.rstrip(chr(10))}\n{d}"]
+    if style == "python":
+        lo, hi = max(ops[0][1] - 1, 0), min(ops[-1][2] + 1, len(a))
+        blo, bhi = max(ops[0][3] - 1, 0), min(ops[-1][4] + 1, len(b))
+        if lo == hi or text.count("\n".join(a[lo:hi])) != 1:
+            lo, hi, blo, bhi = 0, len(a), 0, len(b)
+        before, after = "\n".join(a[lo:hi]), "\n".join(b[blo:bhi])
+        return [
+            "python3 -c 'import sys, pathlib; p = pathlib.Path(sys.argv[1]); "
+            "p.write_text(p.read_text().replace(sys.argv[2], sys.argv[3], 1))' "
+            f"{path} {quote(before)} {quote(after)}"
+        ]
+    if style == "sed-insert":
+        exprs = [f"{i1}a\\{b[j]}" if i1 else f"1i\\{b[j]}" for i1, j in inserted]
+    elif style == "perl":
+        exprs = [f"s#\\Q{a[i]}\\E#{b[j]}#;" for i, j in pairs]
+        return [f"perl -pi {' '.join('-e ' + quote(e) for e in exprs)} {path}"]
+    elif style == "sed-sub" and all(a[i].strip() and text.count(a[i].strip()) == 1 for i, _ in pairs):
+        exprs = [f"s|{sed_pattern(a[i].strip())}|{sed_replacement(b[j].strip())}|" for i, j in pairs]
+    else:
+        exprs = [f"{i + 1}s|.*|{sed_replacement(b[j])}|" for i, j in pairs]
+    if len(exprs) == 1:
+        return [f"sed -i {quote(exprs[0])} {path}"]
+    if w.chance(0.4) and style != "sed-insert":
+        return [f"sed -i {quote(e)} {path}" for e in exprs]
+    return [f"sed -i {' '.join('-e ' + quote(e) for e in exprs)} {path}"]
+
+
+def _backup(w: World, rel: str) -> list[str]:
+    """Sometimes a copy of a file before it is changed, outside the project (a copy beside it could be taken for
+    one of the near-miss files)."""
+    if not w.chance(0.3):
+        return []
+    keep = f"/tmp/{posixpath.basename(rel)}.{w.pick(('before', 'orig', 'saved'))}"
+    return [w.pick((f"cp {rel} {keep}", f"cp -p {rel} {keep}"))]
+
+
+def _look(w: World, path: str) -> str:
+    return w.pick((f"cat {path}", f"cat -n {path}", f"head -n 40 {path}", f"less -FX {path}", f"cat {path}"))
+
+
+def _prog_name(w: World, stems: Sequence[str]) -> str:
+    return w.unique(lambda: w.pick(stems))
+
+
+def _invoke(exe: bool, interpreter: Sequence[str], path: str) -> list[str]:
+    """How the check (and the task) runs a program: by its path when it must be executable, else through its
+    interpreter."""
+    return [path] if exe else [*interpreter, path]
+
+
+# ---- programs-python-summary ---------------------------------------------------------------------------------------
+_KEYS = ("team", "region", "city", "status", "owner", "project")
+_NUMS = ("amount", "units", "hours", "bytes", "count", "cost")
+
+
+def _csv_table(
+    w: World, key: str, num: str, keys: Sequence[str], n: int, extra: str
+) -> tuple[str, dict[str, int]]:
+    """A CSV (columns in a drawn order) and the total of ``num`` per ``key``."""
+    cols = w.shuffled(["id", key, num, extra])
+    rows, totals = [], Counter[str]()
+    for i in range(n):
+        k, v = w.pick(keys), w.randint(1, 500)
+        totals[k] += v
+        row = {"id": str(100 + i), key: k, num: str(v), extra: w.pick(WORDS)}
+        rows.append(",".join(row[c] for c in cols))
+    return _body([",".join(cols), *rows]), dict(totals)
+
+
+@dataclass
+class _Summary:
+    """One summary a script prints: what it says, its code, and inputs with their expected output."""
+
+    does: str
+    what: str
+    code: list[str]
+    ext: str
+    make: Callable[[], tuple[str, str]]  # -> (input content or tree marker, expected output)
+    tree: Callable[[], tuple[dict[str, str], str]] | None = None
+
+
+def _summary(w: World) -> _Summary:
+    kind = w.pick(("totals", "totals", "levels", "exts", "textstats", "json"))
+    sep = w.pick((" ", ": ", ","))
+    {" ": "a space", ": ": "a colon and a space", ",": "a comma"}[sep]
+    if kind == "totals":
+        key, num = w.pick(_KEYS), w.pick(_NUMS)
+        extra = w.pick(("note", "tag", "comment", "label"))
+        keys = [w.pick(FIRST_NAMES) if key == "owner" else w.pick(WORDS) for _ in range(6)]
+        order = w.pick(("key", "total"))
+        w.note(key, num)
+
+        def make() -> tuple[str, str]:
+            pool = w.sample(sorted(set(keys)), min(len(set(keys)), w.randint(2, 4)))
+            text, totals = _csv_table(w, key, num, pool, w.randint(4, 12), extra)
+            ks = sorted(totals) if order == "key" else sorted(totals, key=lambda k: (-totals[k], k))
+            return text, _body(f"{k}{sep}{totals[k]}" for k in ks)
+
+        sort_en = (
+            _f(w, "sorted by {key}", key=key)
+            if order == "key"
+            else _f(w, "largest total first (ties by {key})", key=key)
+        )
+        line = f"`{key.upper()}{sep}TOTAL`"
+        sorter = "sorted(totals)" if order == "key" else "sorted(totals, key=lambda k: (-totals[k], k))"
+        return _Summary(
+            does=_f(
+                w,
+                "reads the CSV file it is given (header row first; the columns are found by name, in any order) "
+                "and prints the total of the {num} column for each {key}, one {line} line each, {sort}",
+                num=num,
+                key=key,
+                line=line,
+                sort=sort_en,
+            ),
+            what=_f(
+                w,
+                "the total {num} per {key} of a CSV file, as {line} lines {sort}",
+                num=num,
+                key=key,
+                line=line,
+                sort=sort_en,
+            ),
+            code=[
+                "import csv",
+                "import sys",
+                "from collections import defaultdict",
+                "",
+                "totals = defaultdict(int)",
+                'with open(sys.argv[1], newline="") as fh:',
+                "    for row in csv.DictReader(fh):",
+                f'        totals[row["{key}"]] += int(row["{num}"])',
+                f"for key in {sorter}:",
+                f'    print(f"{{key}}{sep}{{totals[key]}}")',
+            ],
+            ext="csv",
+            make=make,
+        )
+    if kind == "levels":
+
+        def make() -> tuple[str, str]:
+            lines = w.log_lines(w.randint(6, 16), levels=w.sample(LEVELS, w.randint(2, 4)))
+            counts = Counter(line.split()[1] for line in lines)
+            ks = sorted(counts, key=lambda k: (-counts[k], k))
+            return _body(lines), _body(f"{k}{sep}{counts[k]}" for k in ks)
+
+        line = "`LEVEL" + sep + "COUNT`"
+        return _Summary(
+            does=_f(
+                w,
+                "reads the log file it is given (lines like `2024-03-01T10:00:00 ERROR api: message`: the level is "
+                "the second field) and prints how many lines each level has, one {line} line per level that "
+                "occurs, the most frequent first and ties in alphabetical order",
+                line=line,
+            ),
+            what=_f(
+                w, "a count of log lines per level, one {line} line each, most frequent first", line=line
+            ),
+            code=[
+                "import sys",
+                "from collections import Counter",
+                "",
+                "counts = Counter()",
+                "with open(sys.argv[1]) as fh:",
+                "    for line in fh:",
+                "        fields = line.split()",
+                "        if len(fields) > 1:",
+                "            counts[fields[1]] += 1",
+                "for level, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):",
+                f'    print(f"{{level}}{sep}{{n}}")',
+            ],
+            ext="log",
+            make=make,
+        )
+    if kind == "exts":
+        none = w.pick(("none", "-", "(none)"))
+        w.note(none)
+
+        def tree() -> tuple[dict[str, str], str]:
+            files: dict[str, str] = {}
+            for _ in range(w.randint(5, 12)):
+                folder = w.pick(("", "", "sub/", f"{w.pick(WORDS)}/", "a/b/"))
+                ext = w.pick(("txt", "log", "csv", "TXT", "json", "py", ""))
+                stem = w.pick(WORDS) + str(w.randint(1, 99))
+                files[f"{folder}{stem}.{ext}" if ext else f"{folder}{stem}"] = f"{w.token(5)}\n"
+            counts = Counter(
+                (posixpath.basename(p).rsplit(".", 1)[1].lower() if "." in posixpath.basename(p) else none)
+                for p in files
+            )
+            return files, _body(f"{k}{sep}{counts[k]}" for k in sorted(counts))
+
+        line = "`EXT" + sep + "COUNT`"
+        return _Summary(
+            does=_f(
+                w,
+                "walks the directory it is given, subdirectories included, and prints how many files there are of "
+                "each extension: one {line} line per extension, sorted, the extension in lower case without its "
+                "dot, and `{none}` for files with no extension",
+                line=line,
+                none=none,
+            ),
+            what=_f(
+                w, "the number of files per extension under a directory, one {line} line each", line=line
+            ),
+            code=[
+                "import os",
+                "import sys",
+                "from collections import Counter",
+                "",
+                "counts = Counter()",
+                "for _top, _dirs, names in os.walk(sys.argv[1]):",
+                "    for name in names:",
+                f'        counts[name.rsplit(".", 1)[1].lower() if "." in name else "{none}"] += 1',
+                "for ext in sorted(counts):",
+                f'    print(f"{{ext}}{sep}{{counts[ext]}}")',
+            ],
+            ext="",
+            make=lambda: ("", ""),
+            tree=tree,
+        )
+    if kind == "textstats":
+        labels = w.pick((("lines", "words", "longest"), ("Lines", "Words", "Longest word")))
+
+        def make() -> tuple[str, str]:
+            lines = [
+                " ".join(w.pick(WORDS + FRUITS) for _ in range(w.randint(1, 7)))
+                for _ in range(w.randint(2, 9))
+            ]
+            words = " ".join(lines).split()
+            longest = max(words, key=len)
+            return _body(lines), _body(
+                [
+                    f"{labels[0]}{sep}{len(lines)}",
+                    f"{labels[1]}{sep}{len(words)}",
+                    f"{labels[2]}{sep}{longest}",
+                ]
+            )
+
+        return _Summary(
+            does=_f(
+                w,
+                "prints three lines about the text file it is given: `{a}{sep}N` (its number of lines), `{b}{sep}N` "
+                "(its number of words) and `{c}{sep}WORD` (its longest word; the first one when several are "
+                "equally long)",
+                a=labels[0],
+                b=labels[1],
+                c=labels[2],
+                sep=sep,
+            ),
+            what=_f(w, "the line count, word count and longest word of a text file"),
+            code=[
+                "import sys",
+                "",
+                "with open(sys.argv[1]) as fh:",
+                "    lines = fh.read().splitlines()",
+                "words = [word for line in lines for word in line.split()]",
+                "longest = max(words, key=len) if words else ''",
+                f'print(f"{labels[0]}{sep}{{len(lines)}}")',
+                f'print(f"{labels[1]}{sep}{{len(words)}}")',
+                f'print(f"{labels[2]}{sep}{{longest}}")',
+            ],
+            ext="txt",
+            make=make,
+        )
+    field_name = w.pick(("status", "state", "plan", "tier"))
+    w.note(field_name)
+
+    def make_last() -> tuple[str, str]:
+        values = w.sample(("active", "trial", "closed", "paused", "pending", "free", "pro"), 3)
+        recs = [
+            {"id": i, "name": w.pick(FIRST_NAMES), field_name: w.pick(values)} for i in range(w.randint(3, 9))
+        ]
+        counts = Counter(str(r[field_name]) for r in recs)
+        return json.dumps(recs, indent=w.pick((None, 2))) + "\n", _body(
+            [f"total{sep}{len(recs)}", *(f"{k}{sep}{counts[k]}" for k in sorted(counts))]
+        )
+
+    return _Summary(
+        does=_f(
+            w,
+            "reads the JSON file it is given (an array of objects, each with a `{f}` field) and prints "
+            "`total{sep}N` (the number of objects) followed by one `VALUE{sep}COUNT` line per distinct {f}, sorted",
+            f=field_name,
+            sep=sep,
+        ),
+        what=_f(w, "the number of records in a JSON array and how many have each {f}", f=field_name),
+        code=[
+            "import json",
+            "import sys",
+            "from collections import Counter",
+            "",
+            "with open(sys.argv[1]) as fh:",
+            "    records = json.load(fh)",
+            f'counts = Counter(str(r["{field_name}"]) for r in records)',
+            f'print(f"total{sep}{{len(records)}}")',
+            "for value in sorted(counts):",
+            f'    print(f"{{value}}{sep}{{counts[value]}}")',
+        ],
+        ext="json",
+        make=make_last,
+    )
+
+
+@family(
+    "programs-python-summary",
+    CATEGORY,
+    "write a Python script that takes a path argument and prints a summary of it (totals, counts, stats)",
+)
+def python_summary(w: World) -> Draft:
+    place = _place(w)
+    s = _summary(w)
+    sub = _subdir(w)
+    stem = _prog_name(w, ("summarize", "summary", "stats", "report", "tally", "digest", "count_by"))
+    rel = f"{sub}{stem}.py"
+    exe = w.chance(0.4)
+    usage_rule = w.chance(0.35)
+    files: dict[str, str] = {}
+    decoys = _near_misses(w, rel, stem, "py", w.randint(0, 2)) if sub else {}
+    files.update({place.at(k): v for k, v in decoys.items()})
+    if s.tree:
+        sample_rel = w.pick(("data", "inbox", "exports", "samples"))
+        sample_files, _ = s.tree()
+        files.update({place.at(f"{sample_rel}/{k}"): v for k, v in sample_files.items()})
+    else:
+        sample_rel = f"data/{w.pick(WORDS)}.{s.ext}"
+        files[place.at(sample_rel)] = s.make()[0]
+    files[place.at("README.md")] = f"# {place.name}\n\nTools for {place.name}.\n"
+    w.note(stem)
+    usage = f"{'./' if exe and not sub else ''}{rel} PATH" if exe else f"python3 {rel} PATH"
+    rules = []
+    if exe:
+        rules.append(_f(w, "it must be executable and run directly (`{u}`)", u=usage))
+    if usage_rule:
+        rules.append(
+            _f(w, "run without an argument it prints a usage message on stderr and exits with status 2")
+        )
+    extra = (" " + _cap(w.clauses(rules)) + ".") if rules else ""
+    prog = _ref(w, rel)
+    task = w.phrase(
+        "Write a Python script {prog} {here}: `{usage}` {does}.{extra}",
+        "We need a small Python CLI at {prog}. Usage: `{usage}`. It {does}.{extra}",
+        "Ticket: add {prog} (Python 3). Given a path, it {does}. There is a sample to try it on: {sample}.{extra}",
+        "Can you write {prog} {here}? It takes a path as its argument and {does}.{extra}",
+        "I keep working out {what} by hand. Put a Python script at {prog} that does it for the path it is given "
+        "(try {sample}): it {does}.{extra}",
+        "{prog}: new Python 3 script. `{usage}` {does}.{extra}",
+        "Goal: `{usage}` prints {what}. Precisely, the script {does}.{extra} Write it in Python at {prog}.",
+        "Is there a quick way to get {what} for any path like {sample}? Write it as a Python script, {prog}, "
+        "that {does}.{extra}",
+        "Our reports need {what}. Implement {prog} in Python: it {does}.{extra}",
+        prog=prog,
+        here=_here(w),
+        usage=usage,
+        does=s.does,
+        what=s.what,
+        sample=sample_rel,
+        extra=extra,
+    )
+    code = ["#!/usr/bin/env python3", f'"""{_cap(s.what)}."""', ""]
+    body = list(s.code)
+    if usage_rule:
+        usage_lines = [
+            "if len(sys.argv) != 2:",
+            f'    print("usage: {stem}.py PATH", file=sys.stderr)',
+            "    sys.exit(2)",
+        ]
+        if "import sys" not in body:
+            body.insert(0, "import sys")
+        cut = max(i for i, line in enumerate(body) if line.startswith(("import ", "from "))) + 1
+        body[cut:cut] = ["", *usage_lines]
+    code += body
+    path = place.at(rel)
+    argv = _invoke(exe, ("python3",), path)
+    cases = []
+    for i in range(2):
+        name = w.pick(("input", "my data", "sample 2", "in")) + (f".{s.ext}" if s.ext else "")
+        if s.tree:
+            tree, want = s.tree()
+            cases.append(
+                _case(
+                    [*argv, f"{{T}}/{name}"], {f"{name}/{k}": v for k, v in tree.items()}, out=want, how="ws"
+                )
+            )
+        else:
+            text, want = s.make()
+            cases.append(_case([*argv, f"{{T}}/{name}"], {name: text}, out=want, how="ws"))
+        if i == 0:
+            cases[-1]["cwd"] = "/"
+    if usage_rule:
+        cases.append(_case(argv, rc=2, err=True, quiet=True, label="without an argument"))
+    spec = {
+        "user": place.user,
+        "same": {place.at(k): _md5(v) for k, v in decoys.items()},
+        "exec": [path] if exe else [],
+        "cases": cases,
+    }
+    target = rel
+    reference = [
+        w.pick((f"ls {sub or '.'}", f"head -n 5 {sample_rel}" if not s.tree else f"ls -R {sample_rel}"))
+    ]
+    if sub and not decoys:
+        reference.append(f"mkdir -p {sub.rstrip('/')}")
+    reference += _write_program(w, target, code, exe)
+    reference.append(f"python3 {rel} {sample_rel}")
+    return place.draft(
+        task=task,
+        check=_check(spec),
+        reference=reference,
+        difficulty=2 + (exe or usage_rule) + (s.tree is not None and usage_rule),
+        files=files,
+    )
+
+
+# ---- programs-awk-report ---------------------------------------------------------------------------------------------
+@dataclass
+class _AwkJob:
+    """An awk program's job: the spec, the program, and a maker of (input, expected output)."""
+
+    does: str
+    code: list[str]
+    make: Callable[[], tuple[str, str]]
+    how: str
+    ext: str
+
+
+def _awk_job(w: World) -> _AwkJob:
+    kind = w.pick(("groups", "aligned", "filter", "records", "average"))
+    if kind == "groups":
+        key = w.pick(("team", "region", "owner", "queue"))
+        val = w.pick(("amount", "hours", "units", "cost"))
+        cols = w.shuffled(["date", key, val])
+        k, v = cols.index(key) + 1, cols.index(val) + 1
+        total_word = w.pick(("TOTAL", "total", "ALL", "sum"))
+        pool = [w.pick(TEAMS) for _ in range(5)]
+
+        def make() -> tuple[str, str]:
+            rows, order, totals = [], [], Counter[str]()
+            for _ in range(w.randint(4, 11)):
+                row = {
+                    "date": f"2024-{w.randint(1, 12):02d}-{w.randint(1, 28):02d}",
+                    key: w.pick(pool),
+                    val: str(w.randint(1, 300)),
+                }
+                rows.append(",".join(row[c] for c in cols))
+                if row[key] not in totals:
+                    order.append(row[key])
+                totals[row[key]] += int(row[val])
+            out = [f"{g} {totals[g]}" for g in order] + [f"{total_word} {sum(totals.values())}"]
+            return _body([",".join(cols), *rows]), _body(out)
+
+        return _AwkJob(
+            does=_f(
+                w,
+                "reads a CSV file whose first line is the header `{h}` and prints, for each {key}, one `{kup} SUM` "
+                "line with the sum of its {val} (the {key}s in the order they first appear), then a last line "
+                "`{t} SUM` with the sum over all rows",
+                h=",".join(cols),
+                key=key,
+                kup=key.upper(),
+                val=val,
+                t=total_word,
+            ),
+            code=[
+                'BEGIN { FS = "," }',
+                "NR == 1 { next }",
+                "{",
+                f"    if (!(${k} in total)) order[++n] = ${k}",
+                f"    total[${k}] += ${v}",
+                f"    sum += ${v}",
+                "}",
+                "END {",
+                "    for (i = 1; i <= n; i++) print order[i], total[order[i]]",
+                f'    print "{total_word}", sum',
+                "}",
+            ],
+            make=make,
+            how="ws",
+            ext="csv",
+        )
+    if kind == "aligned":
+        width, vw, dec = w.pick((10, 12, 16)), w.pick((6, 8, 10)), w.pick((1, 2))
+        metric = w.pick(("cpu", "mem", "load", "latency"))
+        header = w.chance(0.5)
+        w.note(width, vw, dec, metric)
+
+        def make() -> tuple[str, str]:
+            lines, out = [], []
+            if header:
+                out.append(f"{'HOST':<{width}} {metric.upper():>{vw}}")
+            for _ in range(w.randint(3, 8)):
+                if w.chance(0.2):
+                    lines.append(w.pick(("", f"# {w.pick(WORDS)} {w.pick(WORDS)}")))
+                host = f"{w.pick(WORDS)}-{w.randint(1, 40)}"
+                value = w.randint(0, 99999) / 100
+                lines.append(f"{host} {w.randint(1, 64)} {value} {w.pick(('ok', 'warn'))}")
+                out.append(f"{host:<{width}} {value:>{vw}.{dec}f}")
+            return _body(lines), _body(out)
+
+        head = (
+            _f(w, ", after a header line `HOST {M}` laid out the same way", M=metric.upper())
+            if header
+            else ""
+        )
+        code = ["/^#/ || NF == 0 { next }", f'{{ printf "%-{width}s %{vw}.{dec}f\\n", $1, $3 }}']
+        if header:
+            code.insert(0, f'BEGIN {{ printf "%-{width}s %{vw}s\\n", "HOST", "{metric.upper()}" }}')
+        return _AwkJob(
+            does=_f(
+                w,
+                "reads lines of whitespace-separated fields `HOST CORES {M} STATE` (skipping blank lines and lines "
+                "starting with #) and prints one line per host: the host left-aligned in a {wd}-character column, "
+                "a space, then the {m} value right-aligned in {vw} characters with {dec} decimal{s}{head}",
+                M=metric.upper(),
+                m=metric,
+                wd=width,
+                vw=vw,
+                dec=dec,
+                s="" if dec == 1 else "s",
+                head=head,
+            ),
+            code=code,
+            make=make,
+            how="exact",
+            ext="txt",
+        )
+    if kind == "filter":
+        limit = w.pick((1000, 2048, 5000, 10000))
+        w.note(limit)
+
+        def make() -> tuple[str, str]:
+            lines, hits = [], []
+            # besides random sizes: the limit itself (not more), and one that is less but sorts after it as text
+            sizes = [w.randint(10, limit * 3) for _ in range(w.randint(3, 10))]
+            sizes += [limit, int("9" * (len(str(limit)) - 1))]
+            n = len(sizes)
+            for size in w.shuffled(sizes):
+                path = w.pick(("/a", "/api/x", "/login", "/img/y.png"))
+                line = f"{w.ip()} {w.pick((200, 200, 404, 500))} {size} {path}"
+                lines.append(line)
+                if int(line.split()[2]) > limit:
+                    hits.append(line)
+            return _body(lines), _body([*hits, f"{len(hits)} of {n}"])
+
+        return _AwkJob(
+            does=_f(
+                w,
+                "reads access lines `IP STATUS BYTES PATH` and prints, unchanged, every line whose BYTES is "
+                "{more than|greater than} {n} (a number, compared as a number), then a last line `MATCHED of TOTAL` "
+                "with how many lines matched and how many were read",
+                n=limit,
+            ),
+            code=[f"$3 + 0 > {limit} {{ print; hits++ }}", 'END { print hits + 0 " of " NR }'],
+            make=make,
+            how="exact",
+            ext="log",
+        )
+    if kind == "records":
+        fmt = w.pick(("paren", "pipe", "angle"))
+        extra = w.pick(("email", "room", "phone"))
+        shape = {
+            "paren": "NAME (TEAM)",
+            "pipe": "NAME|TEAM|" + extra.upper(),
+            "angle": f"NAME <{extra.upper()}>",
+        }[fmt]
+
+        def make() -> tuple[str, str]:
+            blocks, out = [], []
+            for _ in range(w.randint(2, 6)):
+                rec = {
+                    "name": w.pick(FIRST_NAMES),
+                    "team": w.pick(TEAMS),
+                    extra: {
+                        "email": f"{w.pick(FIRST_NAMES)}@example.com",
+                        "room": f"R{w.randint(100, 999)}",
+                        "phone": f"555-{w.randint(1000, 9999)}",
+                    }[extra],
+                }
+                keys = w.shuffled(list(rec))
+                blocks.append("\n".join(f"{k}: {rec[k]}" for k in keys))
+                out.append(
+                    {
+                        "paren": f"{rec['name']} ({rec['team']})",
+                        "pipe": f"{rec['name']}|{rec['team']}|{rec[extra]}",
+                        "angle": f"{rec['name']} <{rec[extra]}>",
+                    }[fmt]
+                )
+            return "\n\n".join(blocks) + "\n", _body(out)
+
+        printer = {
+            "paren": 'print v["name"] " (" v["team"] ")"',
+            "pipe": f'print v["name"] "|" v["team"] "|" v["{extra}"]',
+            "angle": f'print v["name"] " <" v["{extra}"] ">"',
+        }[fmt]
+        return _AwkJob(
+            does=_f(
+                w,
+                "reads records separated by blank lines, each a few `key: value` lines (name, team and {x}, in any "
+                "order) and prints one `{shape}` line per record, in file order",
+                x=extra,
+                shape=shape,
+            ),
+            code=[
+                'BEGIN { RS = ""; FS = "\\n" }',
+                "{",
+                '    split("", v)',
+                "    for (i = 1; i <= NF; i++) {",
+                '        p = index($i, ": ")',
+                "        v[substr($i, 1, p - 1)] = substr($i, p + 2)",
+                "    }",
+                f"    {printer}",
+                "}",
+            ],
+            make=make,
+            how="exact",
+            ext="txt",
+        )
+    sensor = w.pick(("sensor", "probe", "station", "device"))
+    sep_name, sep = w.pick((("semicolons", ";"), ("commas", ","), ("tabs", "\t")))
+
+    def make_last() -> tuple[str, str]:
+        pool = [f"{w.pick(CITIES).lower()}{w.randint(1, 9)}" for _ in range(4)]
+        rows, order, sums, counts = [], [], Counter[str](), Counter[str]()
+        for _ in range(w.randint(4, 12)):
+            s, r = w.pick(pool), w.randint(-200, 450) / 10
+            rows.append(sep.join([f"{w.randint(0, 23):02d}:{w.randint(0, 59):02d}", s, str(r)]))
+            if s not in counts:
+                order.append(s)
+            sums[s] += r  # type: ignore[assignment]
+            counts[s] += 1
+        return _body(rows), _body(f"{s} {sums[s] / counts[s]:.1f}" for s in order)
+
+    fs = "\\t" if sep == "\t" else sep
+    return _AwkJob(
+        does=_f(
+            w,
+            "reads lines `TIME{s}{S}{s}READING` (fields separated by {sn}, no header) and prints each {x}'s average "
+            "reading with one decimal, one `{S} AVERAGE` line per {x} in the order they first appear",
+            s="<TAB>" if sep == "\t" else sep,
+            sn=sep_name,
+            S=sensor.upper(),
+            x=sensor,
+        ),
+        code=[
+            f'BEGIN {{ FS = "{fs}" }}',
+            "{",
+            "    if (!($2 in n)) order[++k] = $2",
+            "    sum[$2] += $3",
+            "    n[$2]++",
+            "}",
+            'END { for (i = 1; i <= k; i++) printf "%s %.1f\\n", order[i], sum[order[i]] / n[order[i]] }',
+        ],
+        make=make_last,
+        how="ws",
+        ext="tsv" if sep == "\t" else "csv",
+    )
+
+
+@family(
+    "programs-awk-report",
+    CATEGORY,
+    "write an awk program file (run with awk -f) that turns a data file into a report: groups, totals, alignment",
+)
+def awk_report(w: World) -> Draft:
+    place = _place(w)
+    job = _awk_job(w)
+    sub = w.pick(("", "awk/", "reports/", "bin/", "lib/"))
+    stem = _prog_name(w, ("report", "summary", "format", "totals", "digest", "tabulate"))
+    rel = f"{sub}{stem}.awk"
+    exe = w.chance(0.3)
+    decoys = _near_misses(w, rel, stem, "awk", w.randint(0, 2))
+    sample = f"{w.pick(('data', 'input', 'samples'))}/{w.pick(WORDS)}.{job.ext}"
+    files = {place.at(k): v for k, v in decoys.items()}
+    files[place.at(sample)] = job.make()[0]
+    w.note(stem)
+    usage = f"{rel} FILE" if exe else f"awk -f {rel} FILE"
+    if exe:
+        usage = usage if sub else f"./{usage}"
+    how_run = (
+        _f(w, "it is run directly, as `{u}`, so it needs an awk shebang line and the execute bit", u=usage)
+        if exe
+        else _f(w, "it is run as `{u}` (no other options)", u=usage)
+    )
+    prog = _ref(w, rel)
+    task = w.phrase(
+        "Write an awk program file {prog} that {does}; {run}.",
+        "Ticket: we want a reusable awk program for this report, saved as {prog}. Spec: it {does}. Note: {run}.",
+        "Can you put an awk script at {prog}? It {does}. {run_c}. A sample input is in {sample}.",
+        "{prog}: awk program. {Behaviour|Spec}: {does}. {run_c}.",
+        "I format {sample} by hand every week. Save an awk program as {prog} that {does} ({run}).",
+        "The report step needs an awk program, {prog}, which {does}. {run_c}; try it on {sample}.",
+        "Goal: `{usage}` {does}. Write {prog} so that it does.",
+        "How would you do this with awk? Save the answer as a program file, {prog}, that {does}; {run}.",
+        prog=prog,
+        does=job.does,
+        run=how_run,
+        run_c=_cap(how_run),
+        sample=sample,
+        usage=usage,
+    )
+    path = place.at(rel)
+    shebang = w.pick(("#!/usr/bin/awk -f", "#!/usr/bin/env -S awk -f", "#!/usr/bin/gawk -f"))
+    code = (
+        ([shebang] if exe else [])
+        + ([f"# {stem}.awk: the {place.name} report"] if w.chance(0.5) else [])
+        + job.code
+    )
+    argv = _invoke(exe, ("awk", "-f"), path)
+    cases = []
+    for i in range(3):
+        text, want = job.make()
+        name = w.pick(("in", "week 2", "data", "sample")) + f".{job.ext}"
+        cases.append(
+            _case([*argv, f"{{T}}/{name}"], {name: text}, out=want, how=job.how, cwd="/" if i else "{T}")
+        )
+    spec = {
+        "user": place.user,
+        "same": {place.at(k): _md5(v) for k, v in decoys.items()},
+        "exec": [path] if exe else [],
+        "cases": cases,
+    }
+    reference = [
+        w.pick(
+            (
+                f"head {sample}",
+                f"cat {sample}",
+                f"ls {sub or '.'}" if decoys or not sub else f"cat -A {sample}",
+            )
+        )
+    ]
+    if sub and not decoys:
+        reference.append(f"mkdir -p {sub.rstrip('/')}")
+    reference += _write_program(w, rel, code, exe)
+    reference.append(f"awk -f {rel} {sample}")
+    return place.draft(
+        task=task,
+        check=_check(spec),
+        reference=reference,
+        difficulty=3 if exe or job.how == "exact" else 2,
+        files=files,
+    )
+
+
+# ---- programs-getopts-script -----------------------------------------------------------------------------------------
+_OPTS: dict[str, tuple[str, ...]] = {
+    "skip": ("s", "x", "q"),
+    "reverse": ("r", "R", "v"),
+    "limit": ("n", "l", "m"),
+    "prefix": ("p", "P", "a"),
+    "output": ("o", "w", "f"),
+    "count": ("c", "k", "t"),
+}
+
+
+def _getopts_expect(lines: list[str], opts: dict[str, str | bool]) -> list[str]:
+    """What the script prints for ``lines`` under ``opts`` (skip, reverse, limit, prefix; count replaces lines)."""
+    out = list(lines)
+    if opts.get("skip"):
+        out = [x for x in out if x and not x.startswith("#")]
+    if opts.get("reverse"):
+        out.reverse()
+    if opts.get("limit"):
+        out = out[: int(str(opts["limit"]))]
+    if opts.get("prefix"):
+        out = [f"{opts['prefix']}{x}" for x in out]
+    if opts.get("count"):
+        return [str(len(out))]
+    return out
+
+
+@family(
+    "programs-getopts-script",
+    CATEGORY,
+    "write a bash script that parses short options with getopts (flags, options with values, -h, bad options)",
+)
+def getopts_script(w: World) -> Draft:
+    place = _place(w)
+    chosen = w.sample(list(_OPTS), w.pick((2, 3, 3, 4)))
+    if "count" in chosen and "output" in chosen:
+        chosen.remove("output")
+    letters: dict[str, str] = {}
+    for opt in chosen:
+        letters[opt] = w.pick([c for c in _OPTS[opt] if c not in letters.values()])
+    bad_rc = w.pick((1, 2, 64))
+    prefix = w.pick(("> ", "- ", "[log] ", "| ", "* ", f"{place.name}: "))
+    default_limit = w.pick((0, 0, 5, 10))
+    stem = _prog_name(w, ("showlines", "filterlines", "peek", "excerpt", "listlines", "readout"))
+    sub = _subdir(w)
+    rel = f"{sub}{stem}{w.pick(('', '.sh', '.sh'))}"
+    w.note(stem, bad_rc, *letters.values())
+    en = {
+        "skip": _f(w, "`-{l}` skips blank lines and lines starting with #", l=letters.get("skip", "")),
+        "reverse": _f(
+            w, "`-{l}` prints the lines in reverse order (last first)", l=letters.get("reverse", "")
+        ),
+        "limit": _f(
+            w,
+            "`-{l} N` prints at most N lines"
+            + (f" (default: {default_limit})" if default_limit else " (default: all)"),
+            l=letters.get("limit", ""),
+        ),
+        "prefix": _f(w, "`-{l} TEXT` puts TEXT in front of every printed line", l=letters.get("prefix", "")),
+        "output": _f(
+            w, "`-{l} OUT` writes the lines to the file OUT instead of stdout", l=letters.get("output", "")
+        ),
+        "count": _f(
+            w, "`-{l}` prints only how many lines would have been printed", l=letters.get("count", "")
+        ),
+    }
+    order = [o for o in ("skip", "reverse", "limit", "prefix") if o in chosen]
+    order_en = (
+        _f(w, "when combined they apply in this order: {o}", o=", ".join(f"-{letters[o]}" for o in order))
+        if len(order) > 1
+        else ""
+    )
+    synopsis = " ".join(
+        f"[-{letters[o]}{' ' + {'limit': 'N', 'prefix': 'TEXT', 'output': 'OUT'}[o] if o in ('limit', 'prefix', 'output') else ''}]"
+        for o in chosen
+    )
+    usage = f"{stem} [-h] {synopsis} FILE"
+    rules = [
+        _f(w, "`-h` prints a usage line to stdout and exits 0"),
+        _f(
+            w,
+            "an unknown option, or a missing FILE, prints the usage to stderr and exits with status {rc}",
+            rc=bad_rc,
+        ),
+    ]
+    spec_en = w.clauses([*(en[o] for o in chosen), *rules]) + (f"; {order_en}" if order_en else "")
+    prog = _ref(w, rel)
+    task = w.phrase(
+        "Write an executable bash script {prog} {here}, `{usage}`, that prints the lines of FILE. Options (parse them "
+        "with getopts): {spec}.",
+        "Ticket: {prog} must become a proper command-line tool: `{usage}`. It prints FILE's lines; {spec}. Use getopts.",
+        "Can you write {prog}? It's a bash script (executable) that prints the lines of the file it is given, with "
+        "these options: {spec}.",
+        "{prog} ({usage}): prints FILE's lines. {spec_c}. Parse options with getopts.",
+        "I want a small line viewer I can script against: {prog}, run as `{usage}`. Besides printing FILE, {spec}.",
+        "Goal: `{usage}` works as described: it prints FILE; {spec}. Write the script at {prog} (bash, executable).",
+        "Short options, the getopts way: {prog} prints the lines of FILE, and {spec}.",
+        "How do you parse options in bash properly? Show me by writing {prog}: it prints FILE's lines; {spec}.",
+        prog=prog,
+        here=_here(w),
+        usage=usage,
+        spec=spec_en,
+        spec_c=_cap(spec_en),
+    )
+    spec_letters = "".join(letters[o] + (":" if o in ("limit", "prefix", "output") else "") for o in chosen)
+    var = {
+        "skip": "skip",
+        "reverse": "rev",
+        "limit": "limit",
+        "prefix": "prefix",
+        "output": "out",
+        "count": "count",
+    }
+    init = {
+        "skip": "skip=0",
+        "reverse": "rev=0",
+        "limit": f"limit={default_limit or ''}",
+        "prefix": "prefix=",
+        "output": "out=",
+        "count": "count=0",
+    }
+    arms = []
+    for o in chosen:
+        value = "$OPTARG" if o in ("limit", "prefix", "output") else "1"
+        arms.append(f"        {letters[o]}) {var[o]}={value} ;;")
+    stages = ['cat -- "$1"']
+    if "skip" in chosen:
+        stages = ['if [ "$skip" = 1 ]; then grep -v -e \'^#\' -e \'^$\' -- "$1"; else cat -- "$1"; fi']
+    pipe = [f"{{ {stages[0]}; }}"]
+    if "reverse" in chosen:
+        pipe.append('if [ "$rev" = 1 ]; then tac; else cat; fi')
+    if "limit" in chosen:
+        pipe.append('if [ -n "$limit" ]; then head -n "$limit"; else cat; fi')
+    if "prefix" in chosen:
+        pipe.append("awk -v p=\"$prefix\" '{ print p $0 }'")
+    if "count" in chosen:
+        pipe.append('if [ "$count" = 1 ]; then wc -l; else cat; fi')
+    code = [
+        "#!/bin/bash",
+        f'usage() {{ echo "Usage: {usage}"; }}',
+        *(init[o] for o in chosen),
+        f'while getopts ":h{spec_letters}" opt; do',
+        '    case "$opt" in',
+        *arms,
+        "        h) usage; exit 0 ;;",
+        f"        *) usage >&2; exit {bad_rc} ;;",
+        "    esac",
+        "done",
+        "shift $((OPTIND - 1))",
+        f'[ "$#" -eq 1 ] || {{ usage >&2; exit {bad_rc}; }}',
+    ]
+    if "output" in chosen:
+        code.append('[ -n "$out" ] && exec > "$out"')
+    code.append(" | ".join(pipe[:1] + [f"{{ {p}; }}" for p in pipe[1:]]))
+    path = place.at(rel)
+    sample = [
+        f"# {w.pick(WORDS)} list",
+        *(f"{w.pick(WORDS)} {w.randint(1, 99)}" for _ in range(3)),
+        "",
+        f"{w.pick(FRUITS)} {w.pick(WORDS)}",
+    ]
+    sample_rel = f"{w.pick(('notes', 'data', 'lists'))}/{w.pick(WORDS)}.txt"
+    decoys = (
+        _near_misses(w, rel, stem, rel.rsplit(".", 1)[1] if "." in rel else "", w.randint(0, 1))
+        if sub
+        else {}
+    )
+    files = {place.at(sample_rel): _body(sample), **{place.at(k): v for k, v in decoys.items()}}
+
+    def fresh() -> list[str]:
+        lines = [f"{w.pick(WORDS)} {w.pick(FRUITS)} {w.randint(1, 999)}" for _ in range(w.randint(6, 11))]
+        for _ in range(2):
+            lines.insert(w.randint(0, len(lines)), w.pick(("", f"# {w.pick(WORDS)}", "#")))
+        return lines
+
+    def opts_argv(opts: dict[str, str | bool]) -> list[str]:
+        out: list[str] = []
+        for o, v in opts.items():
+            out += [f"-{letters[o]}"] + ([str(v)] if not isinstance(v, bool) else [])
+        return out
+
+    cases = []
+    combos: list[dict[str, str | bool]] = [{}]
+    for o in chosen:
+        combos.append({o: _opt_value(w, o, prefix)})
+    if len(chosen) > 1:
+        combos.append({o: _opt_value(w, o, prefix) for o in w.shuffled(chosen)})
+    for opts in combos:
+        lines = fresh()
+        eff = dict(opts)
+        if "limit" in chosen and "limit" not in eff and default_limit:
+            eff["limit"] = str(default_limit)
+        want = _body(_getopts_expect(lines, eff))
+        argv = [
+            path,
+            *opts_argv({k: ("{T}/out.txt" if k == "output" else v) for k, v in opts.items()}),
+            "{T}/in.txt",
+        ]
+        if "output" in opts:
+            cases.append(_case(argv, {"in.txt": _body(lines)}, after={"out.txt": want}, quiet=True))
+        else:
+            cases.append(
+                _case(argv, {"in.txt": _body(lines)}, out=want, how="ws" if "count" in opts else "exact")
+            )
+    cases.append(_case([path, "-h"], has="usage", label="-h"))
+    cases.append(
+        _case([path, "-z", "{T}/in.txt"], {"in.txt": "x\n"}, rc=bad_rc, err=True, quiet=True, label="-z")
+    )
+    cases.append(_case([path], rc=bad_rc, err=True, quiet=True, label="no FILE"))
+    spec = {
+        "user": place.user,
+        "exec": [path],
+        "same": {place.at(k): _md5(v) for k, v in decoys.items()},
+        "cases": cases,
+    }
+    reference = [f"cat {sample_rel}"]
+    if sub and not decoys:
+        reference.append(f"mkdir -p {sub.rstrip('/')}")
+    reference += _write_program(w, rel, code, True)
+    demo = opts_argv({o: _opt_value(w, o, prefix) for o in chosen if o != "output"})
+    reference.append(f"bash {rel} {' '.join(quote(x) for x in demo)} {sample_rel}")
+    return place.draft(
+        task=task,
+        check=_check(spec),
+        reference=reference,
+        difficulty=3 if len(chosen) <= 2 else 4,
+        files=files,
+    )
+
+
+def _opt_value(w: World, opt: str, prefix: str) -> str | bool:
+    if opt == "limit":
+        return str(w.randint(1, 5))
+    if opt == "prefix":
+        return prefix
+    if opt == "output":
+        return "out.txt"
+    return True
+
+
+# ---- programs-python-traceback-fix -----------------------------------------------------------------------------------
+_BUGS = ("type", "key", "zerodiv", "name", "call")
+
+
+def _totals_script(
+    key: str, num: str, sep: str, average: bool, bugs: Sequence[str], names: dict[str, str]
+) -> list[str]:
+    """The totals script, with ``bugs`` planted (none: the working version)."""
+    value = f'row["{num}"]' if "type" in bugs else f'int(row["{num}"])'
+    if "key" in bugs:
+        value = value.replace(f'"{num}"', f'"{num.capitalize()}"')
+    key_expr = f'row["{key}"].strip' if "call" in bugs else f'row["{key}"].strip()'
+    result = names["result"]
+    lines = [
+        "#!/usr/bin/env python3",
+        f'"""Total {num} per {key} from a CSV export."""',
+        "import csv",
+        "import sys",
+        "",
+        "",
+        f"def {names['load']}(path):",
+        '    with open(path, newline="") as fh:',
+        "        return list(csv.DictReader(fh))",
+        "",
+        "",
+        "def totals(rows):",
+        "    out = {}",
+        "    for row in rows:",
+        f"        key = {key_expr}",
+        f"        out[key] = out.get(key, 0) + {value}",
+        "    return out",
+        "",
+        "",
+        "def main():",
+        f"    rows = {names['load']}(sys.argv[1])",
+        f"    {result} = totals(rows)",
+        f"    for key in sorted({result[:-1] if 'name' in bugs else result}):",
+        f'        print(f"{{key}}{sep}{{{result}[key]}}")',
+    ]
+    if average:
+        guard = "" if "zerodiv" in bugs else " if rows else 0"
+        lines.append(f'    print(f"average{sep}{{sum({result}.values()) / len(rows){guard}:.2f}}")')
+    lines += ["", "", 'if __name__ == "__main__":', "    main()"]
+    return lines
+
+
+def _traceback(lines: list[str], path: str, bug: str, key: str, num: str) -> str:
+    """The traceback the first planted bug raises (the frames the script's layout gives)."""
+
+    def at(needle: str) -> int:
+        return next(i for i, line in enumerate(lines) if needle in line) + 1
+
+    frames = [("<module>", at("    main()"), "main()")]
+    if bug in ("type", "key"):
+        frames += [("main", at("= totals(rows)"), lines[at("= totals(rows)") - 1].strip())]
+        line = at("out.get(key, 0)")
+        frames += [("totals", line, lines[line - 1].strip())]
+        error = (
+            "TypeError: unsupported operand type(s) for +: 'int' and 'str'"
+            if bug == "type"
+            else f"KeyError: '{num.capitalize()}'"
+        )
+    elif bug in ("name", "call"):
+        line = at("for key in sorted(")
+        frames += [("main", line, lines[line - 1].strip())]
+        error = (
+            f"NameError: name '{lines[line - 1].split('sorted(')[1].rstrip('):')}' is not defined"
+            if bug == "name"
+            else "TypeError: '<' not supported between instances of 'builtin_function_or_method' and "
+            "'builtin_function_or_method'"
+        )
+    else:
+        line = at('print(f"average')
+        frames += [("main", line, lines[line - 1].strip())]
+        error = "ZeroDivisionError: division by zero"
+    out = ["Traceback (most recent call last):"]
+    for fn, n, text in frames:
+        out += [f'  File "{path}", line {n}, in {fn}', f"    {text}"]
+    return "\n".join([*out, error])
+
+
+@family(
+    "programs-python-traceback-fix",
+    CATEGORY,
+    "fix a Python script from the traceback it prints (TypeError, KeyError, NameError, ZeroDivisionError ...)",
+)
+def python_traceback_fix(w: World) -> Draft:
+    place = _place(w)
+    key, num = w.pick(_KEYS), w.pick(_NUMS)
+    sep = w.pick((" ", ": ", "\t"))
+    average = w.chance(0.6)
+    bugs = w.sample([b for b in _BUGS if average or b != "zerodiv"], w.pick((1, 1, 1, 2)))
+    names = {
+        "load": w.pick(("load", "read_rows", "rows_of")),
+        "result": w.pick(("result", "totals_by_key", "summary")),
+    }
+    sub = _subdir(w)
+    stem = _prog_name(w, ("report", "totals", "rollup", "summarize", "aggregate"))
+    rel = f"{sub}{stem}.py"
+    path = place.at(rel)
+    broken = _totals_script(key, num, sep, average, bugs, names)
+    fixed = _totals_script(key, num, sep, average, (), names)
+    w.note(key, num, stem)
+    pool = [w.pick(WORDS) for _ in range(5)]
+    extra = w.pick(("note", "ref", "comment"))
+
+    def table(n: int) -> tuple[str, str]:
+        text, totals = _csv_table(w, key, num, w.sample(sorted(set(pool)), min(3, len(set(pool)))), n, extra)
+        out = [f"{k}{sep}{totals[k]}" for k in sorted(totals)]
+        if average:
+            out.append(f"average{sep}{(sum(totals.values()) / n if n else 0):.2f}")
+        return text, _body(out)
+
+    sample_rel = f"{w.pick(('data', 'exports', 'input'))}/{w.pick(WORDS)}.csv"
+    sample_text, _ = table(w.randint(4, 8))
+    if bugs[0] == "zerodiv":
+        sample_text = sample_text.splitlines()[0] + "\n"
+    tb = _traceback(broken, path, bugs[0], key, num)
+    decoys = _near_misses(w, rel, stem, "py", w.randint(0, 2)) if sub else {}
+    files = {
+        path: _body(broken),
+        place.at(sample_rel): sample_text,
+        **{place.at(k): v for k, v in decoys.items()},
+    }
+    files[path.replace(f"{stem}.py", "README.md")] = f"{stem}.py prints the total {num} per {key}.\n"
+    more = (
+        _f(w, " {There may be more than one problem.|It may not be the only bug.|Check the rest of it too.}")
+        if len(bugs) > 1
+        else ""
+    )
+    contract = _f(
+        w,
+        "`python3 {rel} FILE` prints one `{kup}{sep}TOTAL` line per {key} (sorted) with the sum of the {num} column",
+        rel=rel,
+        kup=key.upper(),
+        key=key,
+        num=num,
+        sep=sep.replace("\t", "<TAB>"),
+    ) + (
+        _f(
+            w,
+            ", then `average{sep}X` (the sum over all rows divided by the number of rows, 2 decimals; 0.00 "
+            "when there are no rows)",
+            sep=sep.replace("\t", "<TAB>"),
+        )
+        if average
+        else ""
+    )
+    run = f"python3 {rel} {sample_rel}"
+    task = w.phrase(
+        "`{run}` crashes:\n\n{tb}\n\nFix {rel} so that it works. What it should do: {contract}.{more}",
+        "Ticket: {rel} fails on {sample}.\n\n{tb}\n\nExpected: {contract}. Please fix the script in place.{more}",
+        "Can you fix {rel}? Running it on {sample} gives this:\n\n{tb}\n\n(It should print the totals: {contract}.){more}",
+        "The nightly report died with:\n\n{tb}\n\nThe script is {rel} {here}; it is meant to work like this: {contract}. "
+        "Repair it.{more}",
+        "{rel} is broken.\n{tb}\nSpec: {contract}. Fix it.{more}",
+        "Debug this for me: `{run}` prints\n\n{tb}\n\nI need it to work on any export like that one: {contract}.{more}",
+        "Goal: {contract}, for any CSV export. Right now `{run}` ends in a traceback:\n\n{tb}\n\nFix the script.{more}",
+        "Why does {rel} crash on {sample}?\n\n{tb}\n\nFind the cause and fix it, so that {contract}.{more}",
+        run=run,
+        tb="\x01",
+        rel=rel,
+        sample=sample_rel,
+        contract=contract,
+        more=more,
+        here=_here(w),
+    )
+    task = task.replace("\x01", tb)
+    cases = []
+    for n in (w.randint(4, 9), w.randint(3, 7)) + ((0,) if average else ()):
+        text, want = table(n)
+        cases.append(_case(["python3", path, "{T}/export.csv"], {"export.csv": text}, out=want, how="ws"))
+    spec = {"user": place.user, "same": {place.at(k): _md5(v) for k, v in decoys.items()}, "cases": cases}
+    reference = [
+        w.pick((f"cat -n {rel}", f"cat {rel}", f"sed -n '1,40p' {rel}")),
+        *_backup(w, rel),
+        *_edit(w, rel, _body(broken), _body(fixed)),
+        run,
+    ]
+    return place.draft(
+        task=task, check=_check(spec), reference=reference, difficulty=3 if len(bugs) == 1 else 4, files=files
+    )

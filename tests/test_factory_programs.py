@@ -1,0 +1,221 @@
+"""The ``programs`` task-factory category (issue 39): program files in Python, awk, sed and bash that the check runs.
+
+Without Docker: the category is registered, every family draws reproducibly, as root and as operator in folders
+other than home, from at least 8 whole phrasings and 12 state-changing solutions, with more than 150 distinct
+normalised instructions in 900 draws, and stays away from the held-out skills (at the skill level too, slow).
+With Docker: every family's draws are admitted by the real gate, and two plausible wrong answers a family (a
+hard-coded input, the data fixed instead of the script, an option parsed but never shifted ...) fail its check.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from bashgym_assets.scenarios import skills
+from bashgym_assets.scenarios.bundle import ScenarioBundle
+from bashgym_assets.scenarios.factory.catalog import command_flags
+from bashgym_assets.scenarios.factory.family import CATEGORIES, all_families
+from bashgym_assets.scenarios.factory.generate import (
+    NEAR_DUPLICATE,
+    draw_family,
+    evaluation_tasks,
+    generate,
+    normalise_instruction,
+)
+from bashgym_assets.scenarios.factory.split import HELD_OUT_FAMILIES, UNSEEN_BOUND
+from bashgym_assets.scenarios.factory.variety import yield_variety
+from bashgym_assets.scenarios.gate import TRAIN, gate_bundles, split_for
+
+FAMILIES = {n: f for n, f in all_families().items() if f.category == "programs"}
+# words and commands of the held-out skills this category must not teach (factory/split.py)
+_HELD_OUT_WORDS = re.compile(
+    r"\b(port|listen\w*|signal\w*|SIG[A-Z]+|cron\w*|symlink\w*|symbolic|editorconfig|numbered|upper-?case|"
+    r"lower-?case|line endings?)\b",
+    re.I,
+)
+_HELD_OUT_COMMANDS = {"ln", "kill", "pkill", "killall", "crontab", "truncate", "tr", "logrotate", "seq"}
+
+
+def _draws(name: str, n: int = 55, seed: int = 0) -> list[ScenarioBundle]:
+    y = draw_family(FAMILIES[name], n, seed=seed)
+    assert y.kept == n and not y.errors, y.errors
+    return y.bundles
+
+
+def test_the_category_is_registered_and_every_family_trains() -> None:
+    assert "programs" in CATEGORIES
+    assert len(FAMILIES) >= 4, sorted(FAMILIES)
+    assert not set(FAMILIES) & HELD_OUT_FAMILIES
+    assert all(n.startswith("programs-") for n in FAMILIES)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_each_family_draws_reproducibly(name: str) -> None:
+    fam = FAMILIES[name]
+    assert fam.make("r:1")[0] == fam.make("r:1")[0]
+    assert fam.make("r:1")[0] != fam.make("r:2")[0]
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_each_family_varies_in_wording_solutions_users_and_folders(name: str) -> None:
+    y = draw_family(FAMILIES[name], 55, seed=0)
+    v = yield_variety(y)
+    assert v.phrasings >= 8 and v.cores >= 12, v
+    users = Counter(b.user for b in y.bundles)
+    assert users["root"] >= 10 and users["operator"] >= 10, users
+    folders = {(b.workdir or "~").split("/")[1] for b in y.bundles}
+    assert len(folders) >= 3 and any(f in folders for f in ("opt", "srv", "app")), folders
+    assert len({b.difficulty for b in y.bundles}) >= 2
+    fam = FAMILIES[name]
+    wordings = set()
+    for i in range(900):
+        b, values = fam.make(f"n:{i}")
+        wordings.add(normalise_instruction(b.task, values))
+    assert len(wordings) > 150, len(wordings)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_no_family_asks_for_or_uses_a_held_out_skill(name: str) -> None:
+    for b in _draws(name, 40, seed=3):
+        assert not _HELD_OUT_WORDS.search(b.task), b.task
+        used = {unit.split()[0] for unit in command_flags(b.reference)}
+        assert not used & _HELD_OUT_COMMANDS, (used, b.reference)
+
+
+@pytest.mark.slow
+def test_held_out_families_stay_far_from_the_programs_families() -> None:
+    groups = {n: tuple(_skill_docs(n, 30)) for n in [*FAMILIES, *sorted(HELD_OUT_FAMILIES)]}
+    scores = skills.family_scores(groups)
+    for held in sorted(HELD_OUT_FAMILIES):
+        name, score = skills.nearest_family(scores, held, list(FAMILIES))
+        assert score < UNSEEN_BOUND - 0.05, f"{held} ~ {name} {score:.3f}"
+    run = generate(12, seed=0, families=sorted(FAMILIES), eval_tasks=evaluation_tasks())
+    refused = sum(y.drops.get(NEAR_DUPLICATE, 0) for y in run.yields)
+    assert refused <= len(FAMILIES), {y.family: dict(y.drops) for y in run.yields}
+    assert all(y.kept == 12 for y in run.yields)
+    assert {split_for(b.id) for b in run.bundles} == {TRAIN}
+
+
+def _skill_docs(name: str, n: int) -> list[skills.SkillDoc]:
+    fam = all_families()[name]
+    out = []
+    for i in range(n):
+        b, values = fam.make(f"0:{i}")
+        out.append(skills.skill_doc(b.id, b.task, b.reference, group=name, values=values))
+    return out
+
+
+# ---- in real sandboxes -------------------------------------------------------------------------------------------
+@pytest.mark.docker
+@pytest.mark.slow
+def test_every_programs_family_is_admitted_by_the_real_gate(sandbox_image: str) -> None:
+    bundles = [b for name in sorted(FAMILIES) for b in draw_family(FAMILIES[name], 3, seed=11).bundles]
+    results = gate_bundles(bundles, sandbox_image, max_parallel=2)
+    bad = [(r.scenario_id, r.reason, r.detail[:400]) for r in results if not r.admitted]
+    assert not bad, bad
+
+
+def _find(name: str, want: Callable[[ScenarioBundle], bool]) -> ScenarioBundle:
+    """The first draw of a family (seeds ``w:0``, ``w:1``, ...) that ``want`` accepts."""
+    for i in range(600):
+        b, _ = FAMILIES[name].make(f"w:{i}")
+        if want(b):
+            return b
+    raise AssertionError(f"no draw of {name} fits")
+
+
+def _swap(reference: list[str], old: str, new: str) -> list[str]:
+    """The reference with ``old`` replaced by ``new`` in every line (which must change at least one)."""
+    out = [line.replace(old, new) for line in reference]
+    assert out != reference, (old, reference)
+    return out
+
+
+def _sample(b: ScenarioBundle) -> str:
+    """The sample input the reference tries the program on (its last argument)."""
+    return b.reference[-1].split()[-1]
+
+
+def _wrong_answers() -> list[tuple[str, ScenarioBundle, list[str]]]:
+    cases: list[tuple[str, ScenarioBundle, list[str]]] = []
+    # a summary script that always reads the sample file instead of its argument
+    b = _find(
+        "programs-python-summary",
+        lambda b: "sys.argv[1]" in " ".join(b.reference) and "cat >" in b.reference[-2],
+    )
+    cases.append(("summary reads the sample", b, _swap(b.reference, "sys.argv[1]", repr(_sample(b)))))
+    # an executable script written without the execute bit
+    b = _find(
+        "programs-python-summary",
+        lambda b: "executable" in b.task and any(r.startswith("chmod") for r in b.reference),
+    )
+    cases.append(("summary not executable", b, [r for r in b.reference if not r.startswith("chmod")]))
+    # awk: a CSV report without FS set splits on blanks
+    b = _find(
+        "programs-awk-report",
+        lambda b: 'BEGIN { FS = "," }' in " ".join(b.reference) and "NR == 1" in " ".join(b.reference),
+    )
+    cases.append(("awk without FS", b, _swap(b.reference, 'BEGIN { FS = "," }', "")))
+    # awk: a number compared as a string
+    b = _find("programs-awk-report", lambda b: "$3 + 0 >" in " ".join(b.reference))
+    cases.append(
+        ("awk string compare", b, [re.sub(r"\$3 \+ 0 > (\d+)", r'$3 > "\1"', r) for r in b.reference])
+    )
+    # getopts: unknown options accepted silently
+    b = _find("programs-getopts-script", lambda b: "*) usage >&2; exit" in " ".join(b.reference))
+    cases.append(
+        (
+            "getopts accepts anything",
+            b,
+            [re.sub(r"\*\) usage >&2; exit \d+ ;;", "*) ;;", r) for r in b.reference],
+        )
+    )
+    # getopts: options parsed but never shifted away
+    b = _find("programs-getopts-script", lambda b: "shift $((OPTIND - 1))" in " ".join(b.reference))
+    cases.append(("getopts no shift", b, _swap(b.reference, "shift $((OPTIND - 1))", "true")))
+    # traceback: the sample's header changed to what the script wants, the script left as it was
+    b = _find(
+        "programs-python-traceback-fix",
+        lambda b: "KeyError" in b.task.split("Traceback")[1][:2000] and b.task.count("KeyError") == 1,
+    )
+    key = re.search(r"KeyError: '(\w+)'", b.task).group(1)  # type: ignore[union-attr]
+    cases.append(("data fixed, not the script", b, [f"sed -i '1s/{key.lower()}/{key}/' {_sample(b)}"]))
+    # traceback: the TypeError "fixed" by adding strings
+    b = _find(
+        "programs-python-traceback-fix",
+        lambda b: "unsupported operand" in b.task and "KeyError" not in b.task,
+    )
+    rel = b.reference[-1].split()[1]
+    cases.append(
+        ("strings concatenated", b, [f"sed -i 's/out.get(key, 0) + row/out.get(key, \"\") + row/' {rel}"])
+    )
+    return cases
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_references_pass_and_plausible_wrong_answers_fail(sandbox_image: str) -> None:
+    from bashgym_assets.sandbox import Sandbox
+    from bashgym_assets.scenarios.sandboxing import spec_for_bundle
+
+    cases = _wrong_answers()
+    covered = Counter(b.id.split(".")[1] for _, b, _ in cases)
+    assert all(covered[name] >= 2 for name in FAMILIES), covered
+    results = gate_bundles([b for _, b, _ in cases], sandbox_image, max_parallel=2)
+    assert all(r.admitted for r in results), [
+        (r.scenario_id, r.detail[:300]) for r in results if not r.admitted
+    ]
+    passed = []
+    for label, bundle, commands in cases:
+        with Sandbox(spec_for_bundle(bundle, sandbox_image)) as box:
+            assert box.setup().ok
+            session = box.session()
+            for command in commands:
+                session.run(command)
+            if box.run_check(bundle.check).exit_code == 0:
+                passed.append((label, bundle.id, commands))
+    assert not passed, passed
