@@ -14,7 +14,7 @@ How the batch is kept: per layer one key and one value buffer ``[slots, heads, c
 in slots ``0..n-1`` and every row writes its next token at the same column ``P`` (left padding: row ``i`` holds its
 ``length[i]`` tokens in columns ``P - length[i] .. P-1``; an attention mask hides the rest, position ids are each
 row's true positions). A joining conversation is prefilled on its own, reusing its stored cache of the previous
-turn (``KVGenerator._prefill``: only the new observation is read), and copied into a free slot; a finished row is
+turn (``KVGenerator.prefill``: only the new observation is read), and copied into a free slot; a finished row is
 stored for its next turn (``KVCacheStore``) and the last live row moves into its slot. The buffers are rebuilt
 (rows re-aligned, padding columns trimmed) only when a joiner is longer than ``P``, the columns run out or the
 slots do.
@@ -241,7 +241,7 @@ class ContinuousDecoder:
                 if (
                     same is None
                 ):  # (n samples of one prompt are prefilled once: _insert copies, nothing mutates)
-                    kv, logits = self.gen._prefill(row.prompt)
+                    kv, logits = self.gen.prefill(row.prompt)
                     read.append((row.prompt, kv, logits))
                 else:
                     kv, logits = same[1], same[2]

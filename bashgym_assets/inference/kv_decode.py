@@ -258,8 +258,9 @@ class KVGenerator:
         self.store = KVCacheStore(max_bytes, max_entries)
         self.stats = KVStats()
 
-    def _prefill(self, prompt: Any) -> tuple[list[tuple[Any, Any]], Any]:
-        """The cache after reading ``prompt`` (reusing the longest stored prefix) and the last position's logits."""
+    def prefill(self, prompt: Any) -> tuple[list[tuple[Any, Any]], Any]:
+        """The cache after reading ``prompt`` (reusing the longest stored prefix) and the last position's logits
+        (public: the continuous batcher prefills each new row with it)."""
         import torch
         from transformers.cache_utils import DynamicCache
 
@@ -301,7 +302,7 @@ class KVGenerator:
         with torch.no_grad():
             caches, firsts = [], []
             for prompt in ids:
-                kv, logits = self._prefill(prompt)
+                kv, logits = self.prefill(prompt)
                 caches.append(kv)
                 firsts.append(int(torch.argmax(logits.float())))
             gen: list[list[int]] = [[t] for t in firsts]

@@ -763,7 +763,7 @@ class Sandbox:
         with _LIVE_LOCK:
             _LIVE.pop(id(self), None)
         if self._session is not None:
-            self._session._detach()
+            self._session.mark_dead()
         if self.container_id is None:
             return
         try:
@@ -796,7 +796,8 @@ class Sandbox:
             self._cpu_api = False
             return None
 
-    def _require_running(self) -> str:
+    def require_running(self) -> str:
+        """The container id; ``SandboxError`` before the start or after the close (the shell session asks too)."""
         if self.container_id is None or self._closed:
             raise SandboxError("the sandbox is not started (use it as a context manager) or already closed")
         return self.container_id
@@ -812,7 +813,7 @@ class Sandbox:
             **self.spec.env,
         }
 
-    def _exec_root(
+    def exec_root(
         self,
         command: str,
         script: str,
@@ -833,7 +834,7 @@ class Sandbox:
         an exec that ends without that line, or that outlives its own in-container timer by ``HARNESS_GRACE_S``,
         is the machinery's failure (``SandboxError``), never a result.
         """
-        cid = self._require_running()
+        cid = self.require_running()
         refused = ""
         grace = HARNESS_GRACE_S if nonce else 5.0
         for _attempt in range(40):
@@ -898,7 +899,7 @@ class Sandbox:
         timeout_s: float,
         grace: float,
     ) -> CommandResult:
-        """The result of a harness exec with a report line (``_exec_root(nonce=...)``), or the machinery's failure."""
+        """The result of a harness exec with a report line (``exec_root(nonce=...)``), or the machinery's failure."""
         if not ended:
             raise SandboxError(
                 f"infrastructure: {command!r} did not end within {timeout_s + grace:.0f} s although "
@@ -922,10 +923,10 @@ class Sandbox:
         """One command as root in a fresh ``bash -c`` (harness use: setup, inspection); stdin is empty."""
         t = timeout_s or self.spec.command_timeout_s
         script = f'exec /usr/bin/timeout -s KILL {t:.3f} {BASH} --norc --noprofile -c "$1" </dev/null'
-        return self._exec_root(command, script, [command], t)
+        return self.exec_root(command, script, [command], t)
 
     def _write_seed(self, data: bytes) -> None:
-        res = self._exec_root("write files", "tar -x -p -C / -f -", [], 60.0, stdin_data=data)
+        res = self.exec_root("write files", "tar -x -p -C / -f -", [], 60.0, stdin_data=data)
         if res.exit_code != 0:
             raise SandboxError(
                 f"writing the spec's files failed ({res.exit_code}): {res.stderr.strip()[-500:]}"
@@ -950,7 +951,7 @@ class Sandbox:
         n_setup = len(self.spec.setup)
         if not commands:
             return SetupResult(ok=True, results=[], error=None)
-        cid = self._require_running()
+        cid = self.require_running()
         t = self.spec.setup_timeout_s
         nonce = secrets.token_hex(16)
         limit = self.spec.output_limit_bytes
@@ -995,7 +996,7 @@ class Sandbox:
             self._in_setup = False
             stream.close()
         if self.disk_budget_exceeded or self.inode_budget_exceeded:  # the scenario's fault, not the engine's
-            return SetupResult(ok=False, results=[], error=f"setup: {self._budget_message()}")
+            return SetupResult(ok=False, results=[], error=f"setup: {self.budget_message()}")
         results: list[CommandResult] = []
         for i, (buf, fields) in enumerate(out.pieces):
             err_buf = err.pieces[i][0] if i < len(err.pieces) else CappedBuffer(limit)
@@ -1059,7 +1060,7 @@ class Sandbox:
         that plays the scenario's own reference (the gate), whose author wrote the check too, never a model."""
         from bashgym_assets.sandbox.session import SandboxSession
 
-        self._require_running()
+        self.require_running()
         if self._session is None or self._session.exited:
             if self.spec.user == "root" and self._baseline is None and verify_tools:
                 # What setup changed in the checker's tools (normally nothing): only root can change them, and
@@ -1162,9 +1163,9 @@ class Sandbox:
                 self.disk_budget_exceeded = size > budget
                 self.inode_budget_exceeded = over_inodes
                 with contextlib.suppress(Exception):  # whatever runs in there (setup, operator, check) ends
-                    self._kill_new_processes(self._session.preexisting_pids if self._session else {1})
+                    self.kill_new_processes(self._session.preexisting_pids if self._session else {1})
                     if self._session is not None:
-                        self._session._mark_dead()
+                        self._session.mark_dead()
                 return
 
     def kill_session_processes(self) -> None:
@@ -1175,11 +1176,13 @@ class Sandbox:
         sess = self._session
         if sess is None or self.container_id is None or self._closed:
             return
-        self._kill_new_processes(sess.preexisting_pids)
-        sess._mark_dead()
+        self.kill_new_processes(sess.preexisting_pids)
+        sess.mark_dead()
 
-    def _kill_new_processes(self, keep: set[int]) -> None:
-        self._exec_root("kill session processes", KILL_NEW_SCRIPT, [str(p) for p in sorted(keep)], 10.0)
+    def kill_new_processes(self, keep: set[int]) -> None:
+        """Kill every process but ``keep`` (the pids that existed before the session): used by the session when
+        its shell exits and by the sandbox when a budget is spent."""
+        self.exec_root("kill session processes", KILL_NEW_SCRIPT, [str(p) for p in sorted(keep)], 10.0)
 
     # ---- the checker -------------------------------------------------------------------------------------
     def run_check(self, script: str, timeout_s: float = 30.0) -> CommandResult:
@@ -1203,12 +1206,12 @@ class Sandbox:
         report = _report_line(nonce) + "exit $rc"
         try:
             if sess is None:  # no operator ever ran: nothing to freeze or to suspect
-                result = self._exec_root(
+                result = self.exec_root(
                     "check", check + report, [], timeout_s, stdin_data=script.encode(), nonce=nonce
                 )
             elif self._baseline is None:
                 # An unprivileged operator cannot touch the checker's tools: freeze and check in one exec.
-                result = self._exec_root(
+                result = self.exec_root(
                     "check",
                     KILL_NEW_FUNC + FREEZE_FUNC + 'freeze_all "$@"; ' + check + "kill_new $KEEP; " + report,
                     trusted,
@@ -1216,11 +1219,11 @@ class Sandbox:
                     stdin_data=script.encode(),
                     nonce=nonce,
                 )
-                sess._mark_dead()
+                sess.mark_dead()
             else:
                 # A root operator: freeze, then verify the tools from the host, then check.
                 keep = self._freeze(trusted)
-                sess._mark_dead()
+                sess.mark_dead()
                 tampered = self.tampered_paths()
                 if tampered:
                     more = f" and {len(tampered) - 8} more" if len(tampered) > 8 else ""
@@ -1232,7 +1235,7 @@ class Sandbox:
                         + more
                         + "): tampering fails the episode; the check did not run",
                     )
-                result = self._exec_root(
+                result = self.exec_root(
                     "check",
                     KILL_NEW_FUNC + check + 'kill_new "$@"; ' + report,
                     keep,
@@ -1243,9 +1246,9 @@ class Sandbox:
         except SandboxError as exc:
             if not (self.disk_budget_exceeded or self.inode_budget_exceeded):
                 raise
-            return self._check_refused(script, start, f"{self._budget_message()} ({exc})")
+            return self._check_refused(script, start, f"{self.budget_message()} ({exc})")
         if self.disk_budget_exceeded or self.inode_budget_exceeded:
-            result.stderr += ("\n" if result.stderr else "") + self._budget_message()
+            result.stderr += ("\n" if result.stderr else "") + self.budget_message()
             result.exit_code = None if result.exit_code == 0 else result.exit_code
         return result
 
@@ -1256,7 +1259,7 @@ class Sandbox:
         is a ``SandboxError``, never a verdict on the episode."""
         said = ""
         for _attempt in range(2):
-            frozen = self._exec_root("freeze", FREEZE_SCRIPT, trusted, 20.0)
+            frozen = self.exec_root("freeze", FREEZE_SCRIPT, trusted, 20.0)
             line = next((ln for ln in frozen.stdout.splitlines() if ln.startswith("keep:")), None)
             if frozen.exit_code == 0 and line is not None:
                 return line[len("keep:") :].split()
@@ -1269,7 +1272,7 @@ class Sandbox:
     def _check_refused(self, script: str, start: float, why: str) -> CommandResult:
         """A check that did not (or must not) count: no exit code, so it is never a pass."""
         if self._session is not None:
-            self._session._mark_dead()
+            self._session.mark_dead()
         return CommandResult(
             command=script,
             stdout="",
@@ -1279,7 +1282,9 @@ class Sandbox:
             timed_out=False,
         )
 
-    def _budget_message(self) -> str:
+    def budget_message(self) -> str:
+        """Why everything was ended when a disk or inode budget was spent: appended to the result of the command
+        (by the session) or of the check that ran into it."""
         spec = self.spec
         if self.inode_budget_exceeded:
             return (
@@ -1328,7 +1333,7 @@ class Sandbox:
 
     # ---- for tests and reports ---------------------------------------------------------------------------
     def inspect(self) -> dict[str, Any]:
-        return self.api.inspect_container(self._require_running())
+        return self.api.inspect_container(self.require_running())
 
     def __repr__(self) -> str:
         short = self.container_id[:12] if self.container_id else "not started"

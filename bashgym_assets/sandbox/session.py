@@ -181,7 +181,7 @@ class SandboxSession:
             "PS2": "",
             **spec.env,
         }
-        cid = box._require_running()
+        cid = box.require_running()
         self.started = time.monotonic()
         self.deadline = self.started + spec.episode_timeout_s
         self._stream = ExecStream(
@@ -303,7 +303,7 @@ class SandboxSession:
     def _finish_exit(self) -> None:
         """The EXIT trap fired: kill what the operator left running so the stream closes, then read to EOF."""
         with contextlib.suppress(Exception):
-            self.box._kill_new_processes(self.preexisting_pids)
+            self.box.kill_new_processes(self.preexisting_pids)
         end = time.monotonic() + 5.0
         while time.monotonic() < end:
             frames = self._stream.read(end - time.monotonic())
@@ -407,7 +407,7 @@ class SandboxSession:
         ):  # under `set -x`: the trace of the framing's own calls is not output
             result.stderr = XTRACE_RE.sub("", result.stderr)
         if self.box.disk_budget_exceeded or self.box.inode_budget_exceeded:
-            result.stderr += ("\n" if result.stderr else "") + self.box._budget_message()
+            result.stderr += ("\n" if result.stderr else "") + self.box.budget_message()
         return result
 
     def _interrupt(self, nonce: str) -> None:
@@ -421,7 +421,7 @@ class SandboxSession:
         #    reopening /proc/<shell>/fd/0): for a moment, end every holder of that pipe with the job around it,
         #    or each later command would be swallowed the same way.
         #    As the shell's own user: root here holds no CAP_SYS_PTRACE, so it cannot see another user's fds.
-        box._exec_root(
+        box.exec_root(
             "stdin thieves",
             STDIN_THIEVES_SCRIPT,
             [str(pid)],
@@ -430,7 +430,7 @@ class SandboxSession:
         )
         # 1) SIGINT to the shell's process group: the foreground command dies and the shell drops the rest of
         #    the line (an interactive bash does so even inside a builtin loop), as Ctrl-C does in a terminal.
-        box._exec_root("interrupt", 'kill -INT -- "-$1" 2>/dev/null; exit 0', [str(pid)], 5.0)
+        box.exec_root("interrupt", 'kill -INT -- "-$1" 2>/dev/null; exit 0', [str(pid)], 5.0)
         # 2) Sync lines: each asks for a fresh marker, read at the prompt if the line was aborted, after it if not.
         #    Markers of the abandoned line and of earlier sync lines are dropped; output until the sync marker
         #    still belongs to the timed-out command. A second sync covers a line swallowed by a reading builtin.
@@ -453,7 +453,7 @@ class SandboxSession:
                 # 3) SIGKILL whatever the command started and left (children that ignore SIGINT, orphans it spawned
                 #    in the background): every process that did not exist before the command, except the shell and
                 #    children of processes that did (earlier background jobs keep running, as after Ctrl-C).
-                box._exec_root("kill command", KILL_COMMAND_SCRIPT, [str(pid)], 10.0)
+                box.exec_root("kill command", KILL_COMMAND_SCRIPT, [str(pid)], 10.0)
             if back:
                 return
         # 4) The shell itself does not come back (it ignores SIGINT inside a builtin loop): the session is over.
@@ -462,15 +462,14 @@ class SandboxSession:
     def _end_episode(self) -> None:
         with contextlib.suppress(Exception):
             self.box.kill_session_processes()
-        self._mark_dead()
+        self.mark_dead()
 
-    def _mark_dead(self) -> None:
+    def mark_dead(self) -> None:
+        """No more commands: the shell is over (its sandbox killed its processes, froze them for the check, or
+        was closed). Called by the ``Sandbox`` too, which ends the session's processes on those paths."""
         if not self.exited:
             self.exited = True
             self._stream.close()
-
-    def _detach(self) -> None:
-        self._mark_dead()
 
     def close(self) -> None:
         """End the shell and everything it started (the container stays, e.g. for the check)."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from bashgym_assets.inference.turns import end_of_turn_id
+from bashgym_assets.inference.turns import end_of_turn_id, stop_token_ids
 from bashgym_assets.rollout.episode import EpisodeLimits
 from bashgym_assets.rollout.live import LiveEpisode, apply_reply, check_and_close, open_episode
 from bashgym_assets.rollout.operators import LocalModelOperator, ReferenceOperator, Reply
@@ -92,7 +92,7 @@ class Policy:
             micro_batch=micro_batch,
             name="grpo-policy",
         )
-        self.stop_ids = set(self.op._stop_ids(tokenizer))
+        self.stop_ids = set(stop_token_ids(tokenizer))  # the policy operator's own stop rule
 
     def generate(self, prompts: list[list[int]]) -> list[list[int]]:
         was_training = self.model.training
