@@ -338,7 +338,7 @@ def run_plan(
         cmd = [
             sys.executable,
             "-c",
-            "from bashgym_assets.housekeeping import die_with_parent; "
+            "from bashgym_assets.process_lifetime import die_with_parent; "
             f"die_with_parent(expected_parent={os.getpid()}); "
             "from bashgym_assets.demo import plan_main; plan_main()",
             json.dumps(payload),
@@ -373,9 +373,8 @@ def run_plan(
 def workspace_locations(workspace: Path | None = None) -> dict[str, Any]:
     """Module name -> the code location origin the UI loads that module as (``workspace.yaml``: ``bashgym_cpu``,
     ``bashgym_gpu``). Read from the file, no code server started."""
-    from dagster._core.workspace.load import location_origins_from_yaml_paths
-
     from bashgym_assets.config import PROJECT_ROOT
+    from bashgym_assets.defs.dagster_internals import location_origins_from_yaml_paths
 
     path = workspace or PROJECT_ROOT / "workspace.yaml"
     if not path.is_file():
@@ -403,9 +402,11 @@ class AssetJobRunner:
     ) -> None:
         import importlib
 
-        from dagster._core.definitions.reconstruct import ReconstructableRepository
-        from dagster._core.remote_origin import RemoteRepositoryOrigin
-        from dagster._core.workspace.load import location_origin_from_module_name
+        from bashgym_assets.defs.dagster_internals import (
+            ReconstructableRepository,
+            RemoteRepositoryOrigin,
+            location_origin_from_module_name,
+        )
 
         self.module = module
         self.instance = instance
@@ -436,10 +437,13 @@ class AssetJobRunner:
     ) -> dg.DagsterRun:
         """One run of ``assets`` (and their checks), for one partition key, a whole key range (the assets'
         single-run backfill) or unpartitioned; returns the finished run (its status says how it went)."""
-        from dagster._core.definitions.partitions.context import partition_loading_context
-        from dagster._core.execution.api import execute_run
-        from dagster._core.remote_origin import RemoteJobOrigin
-        from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+        from bashgym_assets.defs.dagster_internals import (
+            ASSET_PARTITION_RANGE_END_TAG,
+            ASSET_PARTITION_RANGE_START_TAG,
+            RemoteJobOrigin,
+            execute_run,
+            partition_loading_context,
+        )
 
         keys = [dg.AssetKey.from_user_string(a) for a in assets]
         job_def = self.repo_def.get_implicit_job_def_for_assets(keys)

@@ -57,7 +57,7 @@ def docker_run_launcher_config(settings: Settings | None = None, image: str | No
     name only. ``network_mode: host`` so the run reaches a Postgres or MLflow server on the host's loopback, as the
     launching process does (across machines: drop it, name a reachable host in the URLs).
     """
-    from bashgym_assets.defs.executors import PASSTHROUGH_ENV, docker_executor_config
+    from bashgym_assets.training.trainer_image import PASSTHROUGH_ENV, docker_executor_config
 
     settings = settings or get_settings()
     executor = docker_executor_config(settings, image=image)

@@ -21,10 +21,7 @@ from typing import Any
 # opened a sandbox or an MLflow run itself (the demo's parent process) still ends its step process's.
 from bashgym_assets import mlflow_store, stopping  # noqa: F401 - mlflow_store: loaded for its cleanup
 from bashgym_assets.sandbox import sandbox as _sandbox
-
-STEP_CONTAINER_LABEL = "org.bashgym.kind"  # = defs.executors.STEP_CONTAINER_LABEL (that module loads Dagster)
-STEP_CONTAINER_KIND = "trainer-step"
-STEP_LAUNCHER_ENV = "BASHGYM_STEP_LAUNCHER"
+from bashgym_assets.training.trainer_image import STEP_CONTAINER_KIND, STEP_CONTAINER_LABEL, STEP_LAUNCHER_ENV
 
 
 def _command_runs(ctx: stopping.StopContext) -> Iterator[tuple[Any, Any, Any]]:

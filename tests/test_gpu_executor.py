@@ -13,10 +13,14 @@ import docker
 import pytest
 
 from bashgym_assets.config import Settings
-from bashgym_assets.defs.executors import STEP_CONTAINER_KIND, STEP_CONTAINER_LABEL, docker_executor_config
 from bashgym_assets.lake import Lake
 from bashgym_assets.testing import datasets as syn
 from bashgym_assets.testing.tiny_model import build_tiny_model
+from bashgym_assets.training.trainer_image import (
+    STEP_CONTAINER_KIND,
+    STEP_CONTAINER_LABEL,
+    docker_executor_config,
+)
 from bashgym_assets.training_data import build as ds
 
 VENV_BIN = Path(sys.prefix) / "bin"

@@ -29,7 +29,7 @@ from typing import Any
 out = Path(sys.argv[1])
 kind = sys.argv[2]
 if kind != "plain":
-    from bashgym_assets.housekeeping import die_with_parent
+    from bashgym_assets.process_lifetime import die_with_parent
     die_with_parent(grace_s=2)
 if kind == "dagster":   # like plan_main: runs one after the other; Dagster maps SIGTERM to its own handlers
     import dagster as dg
@@ -120,7 +120,7 @@ def test_step_children_die_with_their_killed_parent(tmp_path: Path) -> None:
 
 LAUNCHER = """
 import time
-from bashgym_assets.housekeeping import launcher_identity
+from bashgym_assets.process_lifetime import launcher_identity
 print(launcher_identity(), flush=True)
 time.sleep(300)
 """
@@ -129,7 +129,7 @@ STEP = """
 import sys, time
 from pathlib import Path
 import dagster as dg
-from bashgym_assets.housekeeping import die_with_launcher
+from bashgym_assets.process_lifetime import die_with_launcher
 out = Path(sys.argv[1])
 assert die_with_launcher(sys.argv[2], grace_s=2, poll_s=0.2)
 
@@ -177,7 +177,7 @@ def test_a_step_launched_elsewhere_ends_when_its_launcher_is_killed(tmp_path: Pa
 def test_a_launcher_this_process_cannot_see_is_never_taken_for_dead() -> None:
     import json
 
-    from bashgym_assets.housekeeping import die_with_launcher, launcher_identity
+    from bashgym_assets.process_lifetime import die_with_launcher, launcher_identity
 
     mine = json.loads(launcher_identity())
     assert mine["pid"] == os.getpid() and mine["start"] and mine["pidns"].startswith("pid:")

@@ -185,7 +185,7 @@ def test_progressive_share_grows_with_the_measured_clean_rate(
     assert measured_clean_rate(lake)[0] is None
     # else the champion's held-out episodes; a train-split run (fit, not generalisation) does not count
     from bashgym_assets.evaluation import EVAL_EPISODE_SCHEMA
-    from bashgym_assets.evaluation.metrics import TRAIN_SPLIT_EVAL_PREFIX
+    from bashgym_assets.scenarios.gate import TRAIN_SPLIT_EVAL_PREFIX
 
     blank = {f: None for f in EVAL_EPISODE_SCHEMA.names}
 

@@ -24,52 +24,33 @@ code, writes the same lake / MLflow / adapters and reports to the same SQLite in
 A step container is a child of the Docker daemon, not of the run that launched it, so a ``kill -9`` of that run
 would leave it training. Each container therefore gets the launching process's identity
 (``BASHGYM_STEP_LAUNCHER``) and the host's pid namespace, and the step ends itself when that process is gone
-(``housekeeping.die_with_launcher``, armed when the step loads this code location).
+(``process_lifetime.die_with_launcher``, armed when the step loads this code location). The container config itself
+is plain data, in ``training.trainer_image`` (``docker_executor_config``), where ``instance`` takes it from too.
 """
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, cast
 
 import dagster as dg
-from dagster._core.errors import DagsterExecutionInterruptedError
-from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
-from dagster._core.executor.in_process import InProcessExecutor
-from dagster._utils.interrupts import pop_captured_interrupt
 
-from bashgym_assets.config import PROJECT_ROOT, Settings, get_settings
+from bashgym_assets.config import get_settings
+from bashgym_assets.defs.dagster_internals import (
+    DagsterExecutionInterruptedError,
+    PoolClaims,
+    is_in_process,
+    pool_claims_made_by,
+    pop_captured_interrupt,
+)
 from bashgym_assets.defs.run_health import pool_holders, pool_limit, reap_dead_runs, record_run_worker
-from bashgym_assets.housekeeping import die_with_launcher, launcher_identity
-
-STEP_CONTAINER_LABEL = "org.bashgym.kind"
-STEP_CONTAINER_KIND = "trainer-step"
-STEP_LAUNCHER_ENV = "BASHGYM_STEP_LAUNCHER"
-PASSTHROUGH_ENV = [
-    "BASHGYM_HOME",
-    "BASHGYM_BASE_MODEL",
-    "BASHGYM_GPU_EXECUTOR",
-    "BASHGYM_TRAINER_IMAGE",
-    "BASHGYM_DOCKER_GPUS",
-    "BASHGYM_TEACHER_MODEL",
-    "BASHGYM_TEACHER_API_BASE",
-    "HF_TOKEN",
-    "HF_HUB_OFFLINE",
-    "CUDA_VISIBLE_DEVICES",
-    "BASHGYM_DAGSTER_PG_URL",
-    "BASHGYM_MLFLOW_TRACKING_URI",
-]
-# With an instance or MLflow store outside the data folder (Postgres, a tracking server), a step container must
-# reach it where the host does (a server on the host's loopback included): the host's network.
-EXTERNAL_STORE_ENV = ("BASHGYM_DAGSTER_PG_URL", "BASHGYM_MLFLOW_TRACKING_URI")
+from bashgym_assets.process_lifetime import die_with_launcher
+from bashgym_assets.training.trainer_image import STEP_LAUNCHER_ENV, docker_executor_config
 
 
 # ---- the run worker answers for its run ------------------------------------------------------------------------
-class PoolWait(InstanceConcurrencyContext):
+class PoolWait(PoolClaims):
     """Dagster's per-run pool claims, plus what a waiting step needs: the dead runs' slots freed, the holders named,
     and (in process) signals answered and no spinning.
 
@@ -110,14 +91,14 @@ class PoolWait(InstanceConcurrencyContext):
         now = time.monotonic()
         if now >= self._next_look:
             self._next_look = now + self._look_every_s
-            if reap_dead_runs(self._instance, self._say):
-                self._pending_timeouts[step_key] = 0.0  # a slot may be free now: ask again at once
-            holders = pool_holders(self._instance, concurrency_key)
+            if reap_dead_runs(self.instance, self._say):
+                self.ask_again_now(step_key)  # a slot may be free now
+            holders = pool_holders(self.instance, concurrency_key)
             if holders and holders != self._said.get(concurrency_key):
                 self._said[concurrency_key] = holders
                 self._say(
                     f"{step_key} waits for pool {concurrency_key} "
-                    f"(limit {pool_limit(self._instance, concurrency_key)}): held by " + "; ".join(holders)
+                    f"(limit {pool_limit(self.instance, concurrency_key)}): held by " + "; ".join(holders)
                 )
         if self._in_process:
             time.sleep(self._pause_s)
@@ -149,17 +130,10 @@ class RunWorkerExecutor(dg.Executor):
         record_run_worker(instance, run)
         say = plan_context.log.warning
         reap_dead_runs(instance, say)  # a killed run's slot is free before any step of this run asks for it
-        module = sys.modules[type(self.inner).__module__]
-        if getattr(module, "InstanceConcurrencyContext", None) is not InstanceConcurrencyContext:
-            # an executor that does not take Dagster's context by that name: its own waits, as they are
+        in_process = is_in_process(self.inner)
+        # an executor that does not take Dagster's context by that name keeps its own waits, as they are
+        with pool_claims_made_by(self.inner, lambda i, r: PoolWait(i, r, say, in_process)):
             yield from self.inner.execute(plan_context, execution_plan)
-            return
-        in_process = isinstance(self.inner, InProcessExecutor)
-        module.InstanceConcurrencyContext = lambda i, r: PoolWait(i, r, say, in_process)  # type: ignore[attr-defined]
-        try:
-            yield from self.inner.execute(plan_context, execution_plan)
-        finally:
-            module.InstanceConcurrencyContext = InstanceConcurrencyContext  # type: ignore[attr-defined]
 
 
 def run_worker_executor(inner: dg.ExecutorDefinition) -> dg.ExecutorDefinition:
@@ -177,77 +151,6 @@ def run_worker_executor(inner: dg.ExecutorDefinition) -> dg.ExecutorDefinition:
 
 #: The CPU location's executor: Dagster's default (a process per step; ``in_process`` in the run config).
 cpu_executor = run_worker_executor(dg.multi_or_in_process_executor)
-
-
-def _nvidia_runtime() -> bool:
-    try:
-        done = subprocess.run(
-            ["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True, text=True, timeout=20
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0 and "nvidia" in done.stdout
-
-
-def device_requests(setting: str | None = None) -> list[dict[str, Any]]:
-    """``device_requests`` for the step containers from ``BASHGYM_DOCKER_GPUS`` (auto | all | none | N)."""
-    setting = (setting or os.environ.get("BASHGYM_DOCKER_GPUS", "auto")).strip().lower()
-    if setting == "none" or (setting == "auto" and not _nvidia_runtime()):
-        return []
-    count = -1 if setting in ("auto", "all") else int(setting)
-    return [{"count": count, "capabilities": [["gpu"]]}]
-
-
-def _volumes(settings: Settings, dagster_home: str) -> dict[str, dict[str, str]]:
-    ro = [PROJECT_ROOT, Path(sys.prefix), Path(sys.base_prefix)]
-    rw = [settings.home, Path(dagster_home)]
-    base = settings.base_model
-    if base and Path(base).expanduser().exists():
-        ro.append(Path(base).expanduser().resolve())
-    volumes: dict[str, dict[str, str]] = {}
-    for path, mode in [(p, "ro") for p in ro] + [(p, "rw") for p in rw]:
-        key = str(Path(path).resolve())
-        volumes[key] = {"bind": key, "mode": mode}  # a later rw entry for the same path wins
-    return volumes
-
-
-def docker_executor_config(settings: Settings | None = None, image: str | None = None) -> dict[str, Any]:
-    """The ``docker_executor`` config for this machine (image, env, mounts at identical paths, GPUs)."""
-    from bashgym_assets.training.trainer_image import trainer_image_tag
-
-    settings = settings or get_settings()
-    dagster_home = os.environ.get("DAGSTER_HOME") or str(settings.dagster_home)
-    venv_bin = str(Path(sys.prefix) / "bin")
-    env = [
-        f"DAGSTER_HOME={dagster_home}",
-        f"BASHGYM_HOME={settings.home}",
-        f"PATH={venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        f"PYTHONPATH={PROJECT_ROOT}",
-        f"HOME={settings.home / 'cache' / 'container-home'}",
-    ]
-    env += [f"{k}={os.environ[k]}" for k in PASSTHROUGH_ENV if k in os.environ and k != "BASHGYM_HOME"]
-    # this process launches the steps (the run worker resolves the executor): they end when it does
-    env.append(f"{STEP_LAUNCHER_ENV}={launcher_identity()}")
-    kwargs: dict[str, Any] = {
-        "volumes": _volumes(settings, dagster_home),
-        "working_dir": str(PROJECT_ROOT),
-        "labels": {STEP_CONTAINER_LABEL: STEP_CONTAINER_KIND},
-        "shm_size": "1g",
-        # the launcher's pid must mean the same in the step: the trainer is the user's own code with their data
-        # folder mounted read-write (not a sandbox), so seeing the host's processes gives it nothing new
-        "pid_mode": "host",
-    }
-    if any(os.environ.get(k) for k in EXTERNAL_STORE_ENV):
-        kwargs["network_mode"] = "host"
-    gpus = device_requests()
-    if gpus:
-        kwargs["device_requests"] = gpus
-    return {
-        "image": image or trainer_image_tag(),
-        "env_vars": env,
-        "container_kwargs": kwargs,
-        "max_concurrent": 1,
-    }
 
 
 def gpu_executor() -> dg.ExecutorDefinition:

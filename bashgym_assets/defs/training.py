@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster._core.errors import DagsterExecutionInterruptedError
 
 from bashgym_assets.config import redact_uri
+from bashgym_assets.defs.dagster_internals import DagsterExecutionInterruptedError
 from bashgym_assets.defs.metadata import code_version
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.training import base_model as bm

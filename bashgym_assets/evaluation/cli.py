@@ -182,7 +182,7 @@ def _bundles(args: argparse.Namespace) -> tuple[list[Any], dict[str, str]]:
         if tasks and not bundles:  # raw task folders are no bundles: they must be imported and gated first
             raise RuntimeError(suites.not_bundles_hint(args.scenarios, tasks))
         for e in errors:
-            print(f"skipped {e.source}: {e.error}")
+            print(f"skipped {e.source}: {e.reason}")
         if tasks:
             print(
                 f"note: {len(tasks)} Terminal-Bench/Harbor task folder(s) in {args.scenarios} are not bundles and "
@@ -286,7 +286,7 @@ def model_specs(args: argparse.Namespace, settings: Any) -> list[Any]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from bashgym_assets.evaluation.metrics import TRAIN_SPLIT_EVAL_PREFIX
+    from bashgym_assets.scenarios.gate import TRAIN_SPLIT_EVAL_PREFIX
 
     bundles, set_of = _bundles(args)
     if not bundles:

@@ -34,9 +34,6 @@ FAILURE_TIMEOUT = "timeout"  # the episode's wall-time cap ended it
 FAILURE_NEVER_EXITS = "never_exits"  # used every turn without typing ``exit``
 FAILURE_WRONG_RESULT = "wrong_result"  # exited cleanly, but the check failed
 INFRASTRUCTURE = (SETUP_FAILED, SANDBOX_ERROR)
-# ``bashgym eval --split train`` writes its episodes under ids with this prefix: figures of fit, which nothing that
-# judges or serves a model may read as held-out results
-TRAIN_SPLIT_EVAL_PREFIX = "eval-cli-train-"
 FAILURE_CLASSES = (
     SETUP_FAILED,
     SANDBOX_ERROR,

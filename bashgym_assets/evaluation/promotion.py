@@ -26,9 +26,9 @@ from pydantic import BaseModel
 
 from bashgym_assets.config import Settings, get_settings
 from bashgym_assets.evaluation.metrics import EvalEpisode, rates
+from bashgym_assets.training.registry import CANDIDATE_ALIAS, CHAMPION_ALIAS
 
-CHAMPION = "champion"
-CANDIDATE = "candidate"
+CHAMPION, CANDIDATE = CHAMPION_ALIAS, CANDIDATE_ALIAS  # the registry's aliases, by the names the evaluation uses
 
 
 class PromotionRule(BaseModel):

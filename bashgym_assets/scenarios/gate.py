@@ -47,6 +47,9 @@ from bashgym_assets.scenarios.sandboxing import spec_for_bundle
 
 HELD_OUT_FRACTION = 0.2
 TRAIN, HELD_OUT = "train", "held_out"
+# ``bashgym eval --split train`` writes its episodes under eval ids with this prefix: figures of fit, which nothing
+# that judges or serves a model may read as held-out results (the split is in the id: the partition of eval_episodes)
+TRAIN_SPLIT_EVAL_PREFIX = "eval-cli-train-"
 
 # Reasons a bundle is rejected (metadata counts by these).
 SETUP_FAILED = "setup_failed"

@@ -52,7 +52,7 @@ import numpy as np
 from scipy import sparse
 
 from bashgym_assets.scenarios.factory.catalog import command_units, commands_in
-from bashgym_assets.scenarios.factory.generate import normalise_instruction
+from bashgym_assets.scenarios.factory.phrasing import normalise_instruction
 from bashgym_assets.shell import parse, upstream
 
 # Thresholds (see the module doc for how they were chosen).

@@ -35,7 +35,10 @@ from bashgym_assets.plots import png_markdown
 ADAPTER_ARTIFACT_PATH = "adapter"  # the adapter folder inside the logged model: <model>/artifacts/adapter
 LOGGED_MODEL_NAME = "operator"  # the logged model's name in its run
 PYFUNC_CODE = Path(__file__).with_name("pyfunc.py")
-CANDIDATE_ALIAS = "candidate"  # = evaluation.promotion.CANDIDATE: set on every newly registered version
+CANDIDATE_ALIAS = "candidate"  # set on every newly registered version
+# moved by the evaluation (``evaluation.promotion``) to the version that won; what ``bashgym serve`` loads. Here,
+# below both, so that serving names it without importing the evaluation (which evaluates serving's router)
+CHAMPION_ALIAS = "champion"
 # Every adapter kind (SFT, DPO, GRPO) is a version of ONE registered model, tagged with its kind: they all are
 # "the bashgym operator", so the evaluation's ``champion`` alias names a single version to serve.
 REGISTERED_MODEL = "bashgym-operator"

@@ -17,41 +17,21 @@ says so (``exhausted``) instead of looping forever.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
 from bashgym_assets.scenarios.bundle import ScenarioBundle
 from bashgym_assets.scenarios.factory.family import Family, all_families
+from bashgym_assets.scenarios.factory.phrasing import normalise_instruction
 from bashgym_assets.scenarios.factory.split import is_held_out_family
 
 DRAW_ERROR = "draw_error"
 INVALID_BUNDLE = "invalid_bundle"
 DUPLICATE = "duplicate_instruction"
 NEAR_DUPLICATE = "near_duplicate_of_eval"
-
-_PATHLIKE = re.compile(r"(?:~|\$HOME)?/?(?:[\w.@+-]+/)+[\w.@+*-]*|[\w@+-]+\.[A-Za-z0-9]{1,5}\b|~\S*")
-_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
-_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`")
-_NONWORD = re.compile(r"[^a-z<>]+")
-
-
-def normalise_instruction(text: str, values: Iterable[str] = ()) -> str:
-    """The instruction with the world's names and numbers taken out: what is left is the phrasing.
-
-    Drawn values are replaced first (longest first, so ``alice_ops`` goes before ``alice``), then anything that
-    looks like a path or a file name, quoted text and numbers; case and punctuation do not count.
-    """
-    out = text.lower()
-    for value in sorted({v.lower() for v in values if v and len(v) > 1}, key=len, reverse=True):
-        out = re.sub(rf"(?<![\w]){re.escape(value)}(?![\w])", " <v> ", out)
-    out = _QUOTED.sub(" <q> ", out)
-    out = _PATHLIKE.sub(" <p> ", out)
-    out = _NUMBER.sub(" <n> ", out)
-    return " ".join(_NONWORD.sub(" ", out).split())
 
 
 @dataclass
@@ -108,12 +88,13 @@ Guard = Callable[[ScenarioBundle, Sequence[str]], tuple[bool, float, float, str]
 def draw_family(
     fam: Family,
     n: int,
-    seed: int = 0,
+    seed: int | str = 0,
     max_draws_factor: int = 6,
     guard: Guard | None = None,
     similarities: list[tuple[str, float, float, str]] | None = None,
 ) -> FamilyYield:
-    """Up to ``n`` distinct tasks of one family. ``guard(bundle, drawn values) -> (refuse, goal_sim, skeleton_sim,
+    """Up to ``n`` distinct tasks of one family. ``seed``: a training configuration's number, or a reserved
+    stream's name (``split.TRANSFER_SEED``). ``guard(bundle, drawn values) -> (refuse, goal_sim, skeleton_sim,
     nearest)``."""
     held_out = is_held_out_family(fam.name)
     out = FamilyYield(family=fam.name, category=fam.category, held_out=held_out, wanted=n)

@@ -259,10 +259,9 @@ def student_backend(
     from bashgym_assets.serving.engine import engine_from_registry
 
     if spec == "champion" or spec.startswith("models:/"):
-        from bashgym_assets.evaluation.promotion import CHAMPION
-        from bashgym_assets.training.registry import REGISTERED_MODEL
+        from bashgym_assets.training.registry import CHAMPION_ALIAS, REGISTERED_MODEL
 
-        uri = f"models:/{REGISTERED_MODEL}@{CHAMPION}" if spec == "champion" else spec
+        uri = f"models:/{REGISTERED_MODEL}@{CHAMPION_ALIAS}" if spec == "champion" else spec
         return EngineBackend(
             engine_from_registry(uri, settings=settings, max_context_tokens=max_context_tokens)
         )

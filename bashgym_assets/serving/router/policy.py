@@ -187,7 +187,7 @@ def measured_clean_rate(lake: Any) -> tuple[float | None, str]:
             latest["incumbent_clean"]
         ), f"promotion_decisions {latest['eval_id']}: champion clean rate"
     try:
-        from bashgym_assets.evaluation.metrics import TRAIN_SPLIT_EVAL_PREFIX
+        from bashgym_assets.scenarios.gate import TRAIN_SPLIT_EVAL_PREFIX
 
         held_out = [p for p in lake.partitions("eval_episodes") if not p.startswith(TRAIN_SPLIT_EVAL_PREFIX)]
         eps = lake.read_all(
