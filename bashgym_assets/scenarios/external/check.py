@@ -147,10 +147,10 @@ def _imports(tree: ast.AST) -> set[str]:
     def visit(node: ast.AST, guarded: bool) -> None:
         if isinstance(node, ast.Try):
             inner = guarded or _catches_import_error(node)
-            for child in node.body:
-                visit(child, inner)
-            for child in node.handlers + node.orelse + node.finalbody:
-                visit(child, guarded)
+            for statement in node.body:
+                visit(statement, inner)
+            for branch in [*node.handlers, *node.orelse, *node.finalbody]:
+                visit(branch, guarded)
             return
         if not guarded:
             if isinstance(node, ast.Import):
@@ -182,7 +182,7 @@ def _decorator_name(node: ast.expr) -> str:
 
 
 def _fixture_names(tree: ast.Module) -> set[str]:
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for dec in node.decorator_list:
@@ -192,7 +192,9 @@ def _fixture_names(tree: ast.Module) -> set[str]:
                             (
                                 kw.value.value
                                 for kw in dec.keywords
-                                if kw.arg == "name" and isinstance(kw.value, ast.Constant)
+                                if kw.arg == "name"
+                                and isinstance(kw.value, ast.Constant)
+                                and isinstance(kw.value.value, str)
                             ),
                             None,
                         )

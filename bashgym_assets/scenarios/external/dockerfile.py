@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from docker.utils.build import PatternMatcher
 from dockerfile_parse import DockerfileParser
@@ -31,6 +32,7 @@ from bashgym_assets.scenarios.external.common import (
     STAGE_DIR,
     TB1_SECRETS,
     Budget,
+    SandboxUserName,
     Unimportable,
     as_text,
     heredoc_delim,
@@ -230,7 +232,8 @@ class Environment:
     workdir_set: bool = False
     python_base: bool = False
     copied: dict[str, str] = field(default_factory=dict)  # every COPY target, for `pip install -r <target>`
-    user: str = "root"  # the sandbox user the agent runs as (the final USER, mapped: SANDBOX_USERS)
+    # the sandbox user the agent runs as (the final USER, mapped: SANDBOX_USERS)
+    user: SandboxUserName = "root"
     owner: str = ""  # the final USER as chown takes it (`operator:`), for folders made for the agent
     ordered: int = 0  # setup steps so far whose order matters (a RUN, a folder WORKDIR makes as a user,
     # a binary file, a link): a COPY after one is staged and put in place at its turn
@@ -276,7 +279,7 @@ def owner_spec(user_spec: str) -> str:
 
 def sandbox_user(
     user_spec: str, accounts: Accounts | None = None, said: str = "the Dockerfile's USER"
-) -> str:
+) -> SandboxUserName:
     """The sandbox user (``root`` or ``operator``) for a final Dockerfile ``USER`` (``name``, ``uid``,
     ``name:group``...); Unimportable, naming the users the sandbox offers, when it offers none that is it."""
     accounts = accounts or Accounts()
@@ -311,7 +314,8 @@ def sandbox_user(
             f"{user} has the group {known.group} (gid {known.gid}), and the sandbox offers only "
             f"{OFFERED_USERS}"
         )
-    return user
+    # both branches above refused every name that is not a key of SANDBOX_USERS (root, operator)
+    return cast(SandboxUserName, user)
 
 
 def mkdir_owned(path: str, owner: str) -> str:
@@ -414,14 +418,12 @@ def translate_dockerfile(
                 raise Unimportable(f"RUN --mount={mount} is not supported")
             cwd = envx.workdir if envx.workdir_set else "/"
             accounts.read(command)
-            rw = rewrite_script(
-                command,
-                IMAGE,
-                resolve=lambda p, cwd=cwd: envx.copied.get(
-                    posixpath.normpath(posixpath.join(cwd, substitute(p, variables)))
-                ),
-                accounts=True,
-            )
+
+            def copied_text(path: str, cwd: str = cwd) -> str | None:
+                """A file an earlier COPY put in the image, by the path as the RUN line writes it."""
+                return envx.copied.get(posixpath.normpath(posixpath.join(cwd, substitute(path, variables))))
+
+            rw = rewrite_script(command, IMAGE, resolve=copied_text, accounts=True)
             if rw.refusals:
                 raise Unimportable("; ".join(dict.fromkeys(rw.refusals)))
             if rw.problems:
@@ -669,23 +671,31 @@ def _copy(
                 )
                 continue
             parent_of(entry.target)
-            m = mode or ("0755" if entry.executable else "0644")
-            put(entry, lambda dst, m=m, s=staged: f"base64 -d {s} > {dst} && chmod {m} {dst}")
+            file_mode = mode or ("0755" if entry.executable else "0644")
+
+            def decode_to(dst: str, file_mode: str = file_mode, staged: str = staged) -> str:
+                return f"base64 -d {staged} > {dst} && chmod {file_mode} {dst}"
+
+            put(entry, decode_to)
             continue
         budget.take(len(entry.data), what)
         envx.copied[entry.target] = content
         seed_mode_exec = content.startswith("#!")
-        m = mode or ("0755" if entry.executable else "0644")
+        file_mode = mode or ("0755" if entry.executable else "0644")
         if stage:
             stage_n += 1
             staged = f"{STAGE_DIR}/{stage_n}"
             envx.files[staged] = content
             parent_of(entry.target)
-            put(entry, lambda dst, m=m, s=staged: f"mv -f {s} {dst} && chmod {m} {dst}")
+
+            def move_to(dst: str, file_mode: str = file_mode, staged: str = staged) -> str:
+                return f"mv -f {staged} {dst} && chmod {file_mode} {dst}"
+
+            put(entry, move_to)
         else:
             envx.files[entry.target] = content
             if mode or entry.executable != seed_mode_exec:
-                commands.append(f"chmod {m} {shlex.quote(entry.target)}")
+                commands.append(f"chmod {file_mode} {shlex.quote(entry.target)}")
     if "chown" in ins.flags:
         owner = substitute(ins.flags["chown"], variables)
         targets = dirs + [

@@ -34,10 +34,10 @@ def harbor_task(folder: Path, budget: Budget) -> Task:
             meta = tomllib.loads(read_text(toml_path, "task.toml", 256 << 10))
         except tomllib.TOMLDecodeError as exc:
             raise Unimportable(f"task.toml is not valid TOML: {one_line(exc)}") from exc
-    metadata = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
-    environment = meta.get("environment") if isinstance(meta.get("environment"), dict) else {}
-    verifier = meta.get("verifier") if isinstance(meta.get("verifier"), dict) else {}
-    solution_meta = meta.get("solution") if isinstance(meta.get("solution"), dict) else {}
+    metadata = _table(meta, "metadata")
+    environment = _table(meta, "environment")
+    verifier = _table(meta, "verifier")
+    solution_meta = _table(meta, "solution")
     instruction_path = folder / "instruction.md"
     if not instruction_path.is_file():
         raise Unimportable("no instruction.md")
@@ -90,6 +90,12 @@ def harbor_task(folder: Path, budget: Budget) -> Task:
         None,
         _str_table(solution_meta.get("env")),
     )
+
+
+def _table(meta: dict[str, Any], key: str) -> dict[str, Any]:
+    """task.toml's ``[key]`` table; empty when it is missing or not a table."""
+    value = meta.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def _str_table(value: Any) -> dict[str, str]:

@@ -142,6 +142,8 @@ def import_suite(
             )
         ]
     layout = detect_layout(folder)
+    tasks: list[tuple[Path, str]]
+    odd: list[Path]
     if layout:
         suite = suite or folder.parent.name or folder.name
         tasks, odd = [(folder, layout)], []
