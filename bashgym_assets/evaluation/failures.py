@@ -151,11 +151,13 @@ class ScenarioFacts(BaseModel):
 
 class _BundleLike(Protocol):
     task: str
-    user: str
     reference: list[str]
     setup: list[str]
     files: dict[str, str]
     announcement: str | None
+
+    @property  # read-only: a bundle's user is one of a few names (a Literal), which a str attribute would widen
+    def user(self) -> str: ...
 
     @property
     def start_dir(self) -> str: ...

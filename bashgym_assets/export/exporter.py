@@ -275,9 +275,13 @@ def merged_reference(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.float32).eval()
-    tok = AutoTokenizer.from_pretrained(merged_dir)
+    # Any, as every tokenizer in the package: transformers types apply_chat_template/__call__ by the union of
+    # all their modes (text, ids, BatchEncoding), and this calls each in one mode
+    tok: Any = AutoTokenizer.from_pretrained(merged_dir)
     stop = _stop_ids(model, tok)
-    prompts, prompt_ids, replies = [], [], []
+    prompts: list[str] = []
+    prompt_ids: list[list[int]] = []
+    replies: list[list[int]] = []
     for chat in chats:
         text = tok.apply_chat_template(
             [{"role": r, "content": c} for r, c in chat], tokenize=False, add_generation_prompt=True

@@ -231,8 +231,10 @@ def write_gguf(
     n_layers, n_head = config.num_hidden_layers, config.num_attention_heads
     n_head_kv = getattr(config, "num_key_value_heads", None) or n_head
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // n_head
-    rope = getattr(config, "rope_parameters", None) or {}
-    rope_theta = float(rope.get("rope_theta") or getattr(config, "rope_theta", 10000.0))
+    rope: dict[str, Any] = getattr(config, "rope_parameters", None) or {}
+    # rope_parameters' (transformers 5) or the older config attribute: a number from the config's JSON
+    theta: Any = rope.get("rope_theta") or getattr(config, "rope_theta", 10000.0)
+    rope_theta = float(theta)
     if rope.get("rope_type", "default") not in ("default", None):
         raise GGUFExportError(f"rope scaling {rope.get('rope_type')!r} is not mapped")
 

@@ -26,7 +26,9 @@ STOP_TOKENS = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
 
 def is_chatml(chat_template: str | None) -> bool:
     """Whether a Jinja chat template writes ChatML turns (the only format this Modelfile reproduces)."""
-    return bool(chat_template) and "<|im_start|>" in chat_template and "<|im_end|>" in chat_template
+    if not chat_template:
+        return False
+    return "<|im_start|>" in chat_template and "<|im_end|>" in chat_template
 
 
 def default_system(chat_template: str | None) -> str | None:
