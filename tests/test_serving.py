@@ -615,3 +615,13 @@ def test_pyfunc_honours_sampling_params(student: tuple[Path, Path], tmp_path: Pa
     assert ask(temperature=0.0) == greedy
     a, b = ask(temperature=1.5, seed=3), ask(temperature=1.5, seed=3)
     assert a == b and {ask(temperature=1.5, seed=s) for s in (4, 5, 6)} - {a}
+
+
+def test_an_engine_without_a_model_folder_needs_both_model_and_tokenizer() -> None:
+    """load() reads what is not given from model_dir: without one, a model alone (or an empty folder name) is
+    refused at once, not with a loader's error on the first request."""
+    with pytest.raises(ValueError, match="model_dir or a loaded model"):
+        ChatEngine(model=object())
+    with pytest.raises(ValueError, match="model_dir or a loaded model"):
+        ChatEngine("")
+    assert ChatEngine(model=object(), tokenizer=object()).model_dir is None

@@ -261,6 +261,7 @@ class Batcher:
             self.stats.decode_steps += 1
         for key, ticket in list(active.items()):
             d = ticket.decoding
+            assert d is not None  # _admit set it; only a failed step clears it, and that empties ``active``
             delta = d.advance(ended=key in ended)
             if delta is not None and ticket.on_delta is not None:
                 self._tell(ticket, delta)

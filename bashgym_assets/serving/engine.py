@@ -126,10 +126,10 @@ def encode_chat(
         # special tokens a client wrote
         if any(sp in str(m.get("content") or "") for m in msgs for sp in specials):
             raise ValueError("this chat template cannot keep special-token text in messages as text")
-        ids = tokenizer.apply_chat_template(
+        template_ids = tokenizer.apply_chat_template(
             msgs, add_generation_prompt=add_generation_prompt, tokenize=True, return_dict=True
         )["input_ids"]
-        return list(ids[0] if ids and isinstance(ids[0], list) else ids)
+        return list(template_ids[0] if template_ids and isinstance(template_ids[0], list) else template_ids)
     pattern = re.compile("|".join(re.escape(sp) for sp in specials)) if specials else None
     ids: list[int] = []
     run: list[str] = []
@@ -298,7 +298,8 @@ class ChatEngine:
         tokenizer: Any = None,
         source: str = "",
     ) -> None:
-        if model is None and model_dir is None:
+        if not model_dir and (model is None or tokenizer is None):
+            # load() reads from model_dir whatever is not given: with neither, it has nothing to load
             raise ValueError("ChatEngine needs model_dir or a loaded model + tokenizer")
         self.model_dir = str(model_dir) if model_dir else None
         self.adapter_dir = str(adapter_dir) if adapter_dir else None
@@ -328,6 +329,8 @@ class ChatEngine:
 
     def _load(self) -> tuple[Any, Any]:
         if self._model is None or self._tokenizer is None:
+            if self.model_dir is None:  # __init__ refuses an engine without both and without a folder
+                raise ValueError("ChatEngine needs model_dir or a loaded model + tokenizer")
             model, tokenizer = load_merged(self.model_dir, self.adapter_dir)  # as LocalModelOperator does
             import torch
 

@@ -183,8 +183,8 @@ class DecisionLog:
         def hit(r: dict[str, Any]) -> bool:
             return (
                 r["request_id"] in ids
-                or (conversation_id and r["conversation_id"] == conversation_id)
-                or (scenario_id and r["scenario_id"] == scenario_id)
+                or (conversation_id != "" and r["conversation_id"] == conversation_id)
+                or (scenario_id != "" and r["scenario_id"] == scenario_id)
             )
 
         n = 0

@@ -146,13 +146,14 @@ class Router:
                 answers[i] = ans
                 if ans.error:  # said as it is: the teacher did not answer
                     reasons[i] = f"{reasons[i]}; teacher failed ({ans.error[:200]})"
-                elif student_ans[i] is not None and student_ans[i].error:
+                elif (student := student_ans[i]) is not None and student.error:
                     reasons[i] = f"{reasons[i]}; teacher answered"
         took = time.monotonic() - started
         now = datetime.now(UTC)
         out = []
-        for i, ans in enumerate(answers):
-            ans = ans or Answer(error="no answer", finish_reason="error")
+        for i, answered in enumerate(answers):
+            ans = answered or Answer(error="no answer", finish_reason="error")
+            student = student_ans[i]
             decision = RoutingDecision(
                 request_id=ids[i],
                 decided_at=now,
@@ -173,10 +174,8 @@ class Router:
                 source=source,
                 prompt_tokens=ans.prompt_tokens,
                 finish_reason=ans.finish_reason,
-                student_reply=student_ans[i].text if student_ans[i] is not None else "",
-                student_completion_tokens=student_ans[i].completion_tokens
-                if student_ans[i] is not None
-                else None,
+                student_reply=student.text if student is not None else "",
+                student_completion_tokens=student.completion_tokens if student is not None else None,
                 **extras[i],
             )
             out.append(Routed(answer=ans, decision=decision))
