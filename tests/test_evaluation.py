@@ -445,6 +445,32 @@ def test_eval_cli_picks_the_split_and_the_sample(settings, monkeypatch, tmp_path
         empty.fn(empty)
 
 
+def test_eval_cli_names_the_bad_files_of_a_scenarios_folder(settings, tmp_path, capsys) -> None:
+    """A --scenarios folder with a file that is no bundle: the good bundles run, the bad file is named with why
+    (it used to crash on a field BundleError does not have)."""
+    import argparse
+    import shutil
+
+    from bashgym_assets.evaluation import cli
+
+    folder = tmp_path / "scenarios"
+    shutil.copytree(PACK, folder)
+    (folder / "broken.json").write_text("{not json")
+    args = argparse.Namespace(
+        scenarios=str(folder),
+        split="held_out",
+        limit=None,
+        category=[],
+        sample=None,
+        seed=0,
+        per_family=3,
+        fit=0,
+    )
+    picked, _ = cli._bundles(args)
+    assert picked and len(picked) == len(load_folder(PACK)[0])
+    assert f"skipped {folder / 'broken.json'}: " in capsys.readouterr().out
+
+
 @pytest.mark.docker
 def test_eval_cli_on_the_train_split_end_to_end(
     settings, tiny, sandbox_image, monkeypatch, tmp_path, capsys

@@ -140,7 +140,7 @@ def rates_plot_png(summaries: Sequence[ModelSummary]) -> bytes:
         xs = [j + i * width for j in range(len(cats))]
         ax2.bar(
             xs,
-            [s.by_category.get(c, {}).get("clean").rate if c in s.by_category else 0 for c in cats],
+            [s.by_category[c]["clean"].rate if c in s.by_category else 0 for c in cats],
             width=width,
             label=s.model,
         )

@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
+from functools import partial
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
@@ -484,11 +485,11 @@ def _run_continuous(
                 ready.append(j)  # wants_reply() ends it as time_cap: it is scored next round
             if stream.busy and by_key:
                 for key, reply, seconds in stream.step():
-                    j = by_key.pop(key, None)
-                    if j is None:
+                    replied = by_key.pop(key, None)
+                    if replied is None:
                         continue  # given up on (its time cap passed) while it was generated
-                    j.driver.note_model_call(seconds, reply.new_tokens)
-                    running[pool.submit(apply_reply, j, reply)] = j
+                    replied.opened.note_model_call(seconds, reply.new_tokens)
+                    running[pool.submit(apply_reply, replied, reply)] = replied
                 if stream.fallback and not warned:
                     warned = True
                     say(
@@ -530,7 +531,7 @@ def _generate(asking: list[LiveEpisode]) -> dict[int, Reply]:
     replies: dict[int, Reply] = {}
     for members in groups.values():
         try:
-            got = members[0].operator.replies([j.driver.seen for j in members])
+            got = members[0].operator.replies([j.opened.seen for j in members])
         except Exception as exc:  # noqa: BLE001 - an operator bug fails its episodes, not the run
             got = [Reply(error=f"{type(exc).__name__}: {exc}") for _ in members]
         for j, reply in zip(members, got, strict=True):
@@ -671,7 +672,7 @@ def evaluate(
                 t0 = time.monotonic()
                 # generated in the background, so that an episode whose wall time runs out meanwhile ends
                 # then (its reply, when it comes, is dropped) rather than when the whole batch is done
-                pending = _in_background(lambda asking=asking: _generate(asking))
+                pending = _in_background(partial(_generate, asking))
                 replies: dict[int, Reply] = {}
                 while asking:
                     try:
@@ -684,13 +685,13 @@ def evaluate(
                             asking = [j for j in asking if id(j) not in gone]
                             live = [j for j in live if id(j) not in gone]
                             for j in late:
-                                j.driver.wants_reply()  # ends it as time_cap
+                                j.opened.wants_reply()  # ends it as time_cap
                             finish(late)
                 # a reply that came after its episode's time cap is not run: it ends as time_cap next round
                 asking = [j for j in asking if not _out_of_time(j)]
                 gen_s = time.monotonic() - t0
                 for j in asking:
-                    j.driver.note_model_call(gen_s, replies[id(j)].new_tokens)
+                    j.opened.note_model_call(gen_s, replies[id(j)].new_tokens)
 
                 list(pool.map(lambda j, replies=replies: apply_reply(j, replies[id(j)]), asking))
                 for j in asking:

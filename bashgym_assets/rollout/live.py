@@ -33,6 +33,14 @@ class LiveEpisode:
     started: float = 0.0
     check: Any = None  # the check's CommandResult once it ran (GRPO reads its refusals: tampering)
 
+    @property
+    def opened(self) -> EpisodeDriver:
+        """The turn driver, for the steps that only run on an episode ``open_episode`` started (a reply asked
+        for or applied); an episode that was never opened is a caller's bug, said as one."""
+        if self.driver is None:
+            raise RuntimeError(f"episode {self.bundle.id} (sample {self.sample_index}) was never opened")
+        return self.driver
+
 
 SESSION_BACKSTOP_S = 3 * 3600.0
 
@@ -105,9 +113,9 @@ def apply_reply(job: LiveEpisode, reply: Reply) -> None:
     recorded on the job and ends the episode, never raised."""
     try:
         if reply.error:
-            job.driver.operator_failed(reply.error)
+            job.opened.operator_failed(reply.error)
         else:
-            job.driver.apply(reply.text, truncated=reply.truncated)
+            job.opened.apply(reply.text, truncated=reply.truncated)
     except Exception as exc:  # noqa: BLE001 - the container broke under this episode
         job.sandbox_error = f"{type(exc).__name__}: {exc}"
-        job.driver.done = True
+        job.opened.done = True

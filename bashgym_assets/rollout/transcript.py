@@ -35,8 +35,10 @@ class Message(BaseModel):
 
 class _BundleLike(Protocol):
     task: str
-    user: str
     announcement: str | None
+
+    @property  # read-only: a bundle's user is one of a few names (a Literal), which a str attribute would widen
+    def user(self) -> str: ...
 
     @property
     def start_dir(self) -> str: ...
