@@ -15,7 +15,8 @@ import pytest
 
 from bashgym_assets.ingest.claude_code import ClaudeCodeAdapter
 from bashgym_assets.quality.segment import segment_session
-from bashgym_assets.rollout.transcript import bash_syntax_error, parse_reply
+from bashgym_assets.rollout.transcript import parse_reply
+from bashgym_assets.shell import OPERATOR, TRAINING_DATA, bash_syntax_error
 from bashgym_assets.testing import datasets as syn
 from bashgym_assets.training_data import build as ds
 from bashgym_assets.training_data import shell_render as sr
@@ -82,7 +83,7 @@ def sh(command: str, cwd: Path) -> subprocess.CompletedProcess:
 def turn_of(s: dict) -> ShellTurn:
     r = render_step(s)
     assert isinstance(r, ShellTurn), r
-    assert bash_syntax_error(r.command) is None, r.command
+    assert bash_syntax_error(r.command, policy=TRAINING_DATA) is None, r.command
     return r
 
 
@@ -480,7 +481,9 @@ def test_grep_pagination_and_the_cached_syntax_check() -> None:
         0,
     )
     for command in ["ls -la", "done", "fi", "for x in a", "echo 'a", "cat <<'EOF'\nx\nEOF", "exit"]:
-        assert (sr.syntax_error(command) is None) == (bash_syntax_error(command) is None), command
+        assert (sr.syntax_error(command) is None) == (
+            bash_syntax_error(command, policy=TRAINING_DATA) is None
+        ), command
 
 
 def test_multiline_grep_is_dropped() -> None:
@@ -764,7 +767,7 @@ def test_real_fixtures_every_rendered_turn_parses(claude_fixtures: Path) -> None
             seg = render_segment(prompt, steps)
             for m in seg.messages:
                 if m["role"] == "assistant":
-                    assert bash_syntax_error(m["content"]) is None, m["content"][:300]
+                    assert bash_syntax_error(m["content"], policy=TRAINING_DATA) is None, m["content"][:300]
                     # and the evaluator reads it as a command too (heredoc bodies are data, not babble)
                     assert parse_reply(m["content"]).kind in ("command", "exit"), m["content"][:300]
                     assert not re.match(r"^[A-Z]\w+ \{", m["content"]), m["content"][:100]
@@ -846,4 +849,7 @@ def test_a_reply_with_a_nul_byte_or_over_128_kib_is_judged_not_lost() -> None:
     assert (nul.kind, nul.is_command) == ("babble", False) and "NUL byte" in nul.syntax_error
     long_line = parse_reply("echo " + "a" * 200_000)
     assert (long_line.kind, long_line.syntax_error) == ("command", None)
-    assert bash_syntax_error("echo 'hi") == "bash: line 1: unexpected EOF while looking for matching `''"
+    assert (
+        bash_syntax_error("echo 'hi", policy=OPERATOR)
+        == "bash: line 1: unexpected EOF while looking for matching `''"
+    )

@@ -98,9 +98,6 @@ READ_ONLY = frozenset(
     info apropos whatis lsblk mount findmnt ip ss netstat ping dig host nslookup tty clear sleep wait alias
     unalias jobs""".split()  # noqa: SIM905 - a word list reads better as text
 )
-WRAPPERS = frozenset(
-    {"sudo", "env", "time", "nohup", "nice", "ionice", "timeout", "command", "builtin", "exec"}
-)
 GIT_READ_ONLY = frozenset(
     {"status", "log", "diff", "show", "branch", "remote", "config", "rev-parse", "ls-files"}
 )
@@ -229,14 +226,19 @@ Word = shell.Word
 
 
 def _words(cmd: shell.Command) -> list[Word]:
-    """The command's words from its name on (assignments and wrappers such as ``sudo`` skipped)."""
+    """The command's words from its name on: assignments and wrappers with their options, option values and
+    operands skipped (the shell engine's one prefix table: ``sudo -u bob rm x`` is ``rm x``, ``timeout 5 cp a b``
+    is ``cp a b``); a wrapper that runs nothing is the command itself (``command -v ls``, ``env``)."""
     words = list(cmd.words)
-    while words and shell.is_assignment(words[0]):
-        words.pop(0)
-    while words and words[0].literal and words[0].value in WRAPPERS:
-        words.pop(0)
-        while words and words[0].value.startswith("-"):
+    while words:
+        while words and shell.is_assignment(words[0]):
             words.pop(0)
+        if not words or not words[0].literal:
+            return words
+        call = shell.read_wrapper(words[0].value, [w.value for w in words[1:]])
+        if call is None or call.start is None or call.start >= len(words) - 1:
+            return words
+        words = words[1 + call.start :]
     return words
 
 

@@ -18,9 +18,9 @@ from pydantic import BaseModel, Field
 from bashgym_assets.guardrails.commands import classify_command
 from bashgym_assets.guardrails.injection import scan_injection
 from bashgym_assets.guardrails.models import BLOCK, REFUSAL_PREFIX, Verdict
+from bashgym_assets.shell import is_exit_command
 
 MAX_FLAGS = 50
-EXIT_WORDS = frozenset({"exit", "logout"})
 
 
 class SafetyFlag(BaseModel):
@@ -111,7 +111,7 @@ def flag_messages(messages: Sequence[Any], home: str | None = None, cwd: str | N
         role = m.get("role") if isinstance(m, Mapping) else getattr(m, "role", "")
         content = (m.get("content") if isinstance(m, Mapping) else getattr(m, "content", "")) or ""
         if role == "assistant":
-            if content.strip() in EXIT_WORDS:
+            if is_exit_command(content):  # ends the session, runs nothing
                 continue
             if content.startswith(REFUSAL_PREFIX):  # the guard stopped a blocked command here
                 summary.blocked += 1
@@ -143,7 +143,7 @@ def unsafe_turn(messages: Sequence[Mapping[str, Any]]) -> str | None:
         if m.get("role") != "assistant":
             continue
         content = str(m.get("content") or "")
-        if content.strip() in EXIT_WORDS:
+        if is_exit_command(content):
             continue
         if content.startswith(REFUSAL_PREFIX):
             return f"assistant turn {i} is a guard refusal of a blocked command"

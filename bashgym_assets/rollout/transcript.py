@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from typing import Any, Protocol
 
 from pydantic import BaseModel
+
+from bashgym_assets.shell import NUL_IN_TEXT, OPERATOR, bash_syntax_error, is_exit_command
 
 HOSTNAME = "sandbox"
 EXIT_COMMAND = "exit"
@@ -111,7 +112,6 @@ def render_rejected_line(error: str) -> str:
 _FENCE_RE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n(.*?)\n?```\s*$", re.S)
 _PROSE_LINE_RE = re.compile(r"^[A-Z][a-z']*(?:,)?(?:\s+[A-Za-z'(),]+){3,}.*[.:!?]$")
 _PROSE_START_RE = re.compile(r"^[A-Z][a-z]*(?:'[a-z]+)?[,!:]?\s+\S+\s+\S+")
-_EXIT_RE = re.compile(r"^\s*(?:exit|logout)(?:\s+\d+)?\s*;?\s*$")
 
 
 # Reply kinds (``TypedLine.kind``): only "command" and "exit" are what a terminal operator types.
@@ -136,21 +136,6 @@ class TypedLine(BaseModel):
     is_exit: bool
     syntax_error: str | None = None
     kind: str = COMMAND
-
-
-def bash_syntax_error(command: str) -> str | None:
-    """bash's own verdict (``bash -n``) on a line, run on the host: no sandbox state is touched. The line goes in on
-    stdin, not as an argument: an argument cannot hold a NUL byte or pass 128 KiB, and either used to raise here,
-    which lost the whole episode as a sandbox error."""
-    if "\0" in command:
-        return NUL_IN_LINE
-    proc = subprocess.run(["bash", "-n"], input=command, capture_output=True, text=True, timeout=10)
-    if proc.returncode == 0:
-        return None
-    return proc.stderr.replace("bash: -c: ", "bash: ").strip() or "bash: syntax error"
-
-
-NUL_IN_LINE = "bash: the line holds a NUL byte, which a shell cannot read"
 
 
 def looks_like_prose(text: str) -> bool:
@@ -226,7 +211,7 @@ def looks_like_babble(text: str, truncated: bool = False) -> bool:
         return True
     if truncated:
         # Cut off by the token cap: babble unless what is there is already a whole, parseable single line.
-        return len(all_lines) > 1 or bash_syntax_error(stripped) is not None
+        return len(all_lines) > 1 or bash_syntax_error(stripped, policy=OPERATOR) is not None
     return False
 
 
@@ -237,13 +222,13 @@ def parse_reply(reply: str, truncated: bool = False) -> TypedLine:
     text = reply.strip()
     fenced = _FENCE_RE.match(text)
     command = fenced.group(1).strip() if fenced else text
-    is_exit = bool(_EXIT_RE.match(command))
+    is_exit = is_exit_command(command)
     if not command:
         return TypedLine(
             raw=raw, command="", is_command=False, is_exit=False, syntax_error="empty reply", kind=EMPTY
         )
-    syntax = None if is_exit else bash_syntax_error(command)
-    if looks_like_babble(text, truncated=truncated) or syntax == NUL_IN_LINE:
+    syntax = None if is_exit else bash_syntax_error(command, policy=OPERATOR)
+    if looks_like_babble(text, truncated=truncated) or syntax == NUL_IN_TEXT:
         kind = BABBLE
     elif fenced:
         kind = FENCED

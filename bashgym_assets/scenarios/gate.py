@@ -28,8 +28,6 @@ import contextlib
 import hashlib
 import re
 import shlex
-import shutil
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -44,12 +42,10 @@ from bashgym_assets.scenarios.bundle import ScenarioBundle
 from bashgym_assets.scenarios.factory.family import family_of
 from bashgym_assets.scenarios.factory.split import is_held_out_family
 from bashgym_assets.scenarios.sandboxing import spec_for_bundle
+from bashgym_assets.shell import SCRIPT, bash_syntax_error, is_exit_command
 
 HELD_OUT_FRACTION = 0.2
 TRAIN, HELD_OUT = "train", "held_out"
-# ``bashgym eval --split train`` writes its episodes under eval ids with this prefix: figures of fit, which nothing
-# that judges or serves a model may read as held-out results (the split is in the id: the partition of eval_episodes)
-TRAIN_SPLIT_EVAL_PREFIX = "eval-cli-train-"
 
 # Reasons a bundle is rejected (metadata counts by these).
 SETUP_FAILED = "setup_failed"
@@ -329,40 +325,16 @@ def _head(text: str, limit: int = 200) -> str:
 
 # ---- static checks: does it parse? --------------------------------------------------------------------------------
 _SHELL_SHEBANG = re.compile(r"^#!\s*(?:/usr/bin/env\s+)?(?:/\S*/)?(?:ba)?sh(?:\s|$)")
-SYNTAX_TIMEOUT_S = 10.0
-
-
-def bash_syntax_error(script: str, timeout_s: float = SYNTAX_TIMEOUT_S) -> str | None:
-    """bash's complaint when ``script`` does not parse (``bash -n``, nothing runs), else None.
-
-    The sandbox runs checks and setup commands with bash, so bash's parser is the judge; extglob is on so a script
-    that turns it on before using it is not refused. None too when no bash is at hand here (the sandbox decides).
-    """
-    bash = shutil.which("bash")
-    if bash is None:
-        return None
-    try:
-        proc = subprocess.run(
-            [bash, "--norc", "--noprofile", "-O", "extglob", "-n"],
-            input=script.encode(),
-            capture_output=True,
-            timeout=timeout_s,
-            env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode == 0:
-        return None
-    error = proc.stderr.decode(errors="replace").strip().replace(f"{bash}: ", "bash: ")
-    return error or f"bash -n exited {proc.returncode}"
 
 
 def parse_problem(bundle: ScenarioBundle) -> tuple[str, str] | None:
-    """(reason, detail) when a setup command, a shell provider script or the check does not parse, else None."""
+    """(reason, detail) when a setup command, a shell provider script or the check does not parse, else None.
+
+    bash's parser is the judge (``shell.bash_syntax_error``) under the ``SCRIPT`` policy: these are scripts the
+    sandbox runs with bash, where ``shopt -s extglob`` on one line makes ``!(...)`` parse on the next."""
     setup = bundle.setup
     for i, command in enumerate(setup, 1):
-        error = bash_syntax_error(command)
+        error = bash_syntax_error(command, policy=SCRIPT)
         if error:
             return (
                 SETUP_FAILED,
@@ -370,24 +342,18 @@ def parse_problem(bundle: ScenarioBundle) -> tuple[str, str] | None:
             )
     provider = bundle.provider
     if provider and not provider.is_path and _SHELL_SHEBANG.match(provider.script):
-        error = bash_syntax_error(provider.script)
+        error = bash_syntax_error(provider.script, policy=SCRIPT)
         if error:
             return SETUP_FAILED, f"provider script {provider.name} does not parse: {_tail(error)}"
-    error = bash_syntax_error(bundle.check)
+    error = bash_syntax_error(bundle.check, policy=SCRIPT)
     if error:
         return CHECK_DOES_NOT_PARSE, f"check does not parse: {_tail(error)}"
     return None
 
 
 # ---- the reference, played as turns -------------------------------------------------------------------------------
-_EXIT_RE = re.compile(r"^\s*(?:exit|logout)(?:\s+\S+)?\s*;?\s*$")
-
-
-def is_exit_command(command: str) -> bool:
-    """A turn that only ends the session (``exit``, ``exit 0``, ``logout``): never the turn that mattered."""
-    return _EXIT_RE.match(command) is not None
-
-
+# A turn that only ends the session (``shell.is_exit_command``: ``exit``, ``exit $?``, ``logout``) is never the turn
+# that mattered.
 class ReferenceTurn(BaseModel):
     """One reference command as played, for the rejection's evidence."""
 

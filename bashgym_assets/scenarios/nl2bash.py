@@ -1480,12 +1480,12 @@ def _to_answer(cmd: str) -> str:
 
 def pair_to_bundle(pair: Pair, seed: int | str = 0) -> ScenarioBundle:
     """One pair as a bundle with its seeded world and equivalence check; ValueError (the quarantine reason)."""
-    from bashgym_assets.scenarios.gate import bash_syntax_error
+    from bashgym_assets.shell import OPERATOR, bash_syntax_error
 
     usable: list[tuple[str, Analysis]] = []
     problems: list[str] = []
     for command in [pair.cmd, *pair.alternatives]:
-        error = bash_syntax_error(command)
+        error = bash_syntax_error(command, policy=OPERATOR)  # the reference is typed as an operator's line
         if error:
             problems.append(f"does not parse as bash: {error.splitlines()[0]}")
             continue

@@ -32,11 +32,11 @@ import pyarrow as pa
 from pydantic import BaseModel, Field
 
 from bashgym_assets.guardrails.flags import unsafe_turn
-from bashgym_assets.rollout.transcript import EXIT_COMMAND
 from bashgym_assets.scenarios.factory.family import family_of
 from bashgym_assets.scenarios.factory.split import is_bundled_train_twin
 from bashgym_assets.scenarios.gate import HELD_OUT, is_external
 from bashgym_assets.scenarios.skills import SkillIndex, skill_doc
+from bashgym_assets.shell import is_exit_command
 from bashgym_assets.training_data.render import RenderedSegment, normalise_text, render_segment
 from bashgym_assets.training_data.shell_render import syntax_error
 
@@ -113,7 +113,7 @@ class SFTRow(BaseModel):
     sample_index: int | None = None
     category: str | None = None
     difficulty: int | None = None
-    family: str | None = Field(default=None, description="the task factory's family of a generated scenario")
+    family: str | None = Field(None, description="the task factory's family of a generated scenario")
     tier: str | None = None
     messages: list[dict[str, str]]
     n_messages: int
@@ -235,7 +235,7 @@ def _why_bad_conversation(messages: list[dict[str, str]]) -> str | None:
 def unparseable_turn(messages: list[dict[str, str]]) -> str | None:
     """The first assistant turn bash cannot parse (``bash -n``), as a quarantine reason; None when all parse."""
     for i, m in enumerate(messages):
-        if m["role"] != "assistant" or m["content"].strip() == EXIT_COMMAND:
+        if m["role"] != "assistant" or is_exit_command(m["content"]):
             continue
         if (error := syntax_error(m["content"])) is not None:
             first = error.strip().splitlines()[0] if error.strip() else "syntax error"

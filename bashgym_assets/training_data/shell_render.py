@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from bashgym_assets.rollout.transcript import bash_syntax_error
+from bashgym_assets.shell import TRAINING_DATA, bash_syntax_error
 
 DROP, CUT = "drop", "cut"
 #: Exact bytes for Write: content without a final newline is written with ``head -c -1`` (False: always
@@ -239,15 +239,16 @@ _RESERVED = {
 
 @lru_cache(maxsize=4096)
 def _cached_syntax_error(command: str) -> str | None:
-    return bash_syntax_error(command)
+    return bash_syntax_error(command, policy=TRAINING_DATA)
 
 
 def syntax_error(command: str) -> str | None:
-    """``bash -n``'s verdict (``transcript.bash_syntax_error``), cached; plain words need no bash to decide."""
+    """``bash -n``'s verdict (``shell.bash_syntax_error``, the ``TRAINING_DATA`` policy: an operator's grammar, and
+    no verdict is a refusal), cached; plain words need no bash to decide."""
     if _SIMPLE.fullmatch(command) and not _RESERVED & set(command.split()):
         return None
     if len(command) > 4096:  # not cached: a heredoc of a whole file would pin megabytes in the cache
-        return bash_syntax_error(command)
+        return bash_syntax_error(command, policy=TRAINING_DATA)
     return _cached_syntax_error(command)
 
 
@@ -624,8 +625,7 @@ def _glob(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
     patterns = expand_braces(pattern)
     if patterns is None:
         return _skip(step, DROP, BAD_INPUT)
-    # (search root, one level only, find's test: ("-name"|"-path", pattern), None for every file)
-    plans: set[tuple[str, bool, tuple[str, str] | None]] = set()
+    plans = set()
     for p in patterns:
         parts = [x for x in p.split("/") if x not in ("", ".")]
         root = "/" if p.startswith("/") else base
@@ -647,7 +647,7 @@ def _glob(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
         return _skip(step, DROP, BAD_INPUT)
     ((root, shallow),) = roots
     shown = display_path(root, cwd) if not root.startswith("~") else root
-    tests: list[str] = []
+    tests = []
     for _, _, test in sorted(plans, key=lambda t: str(t[2])):
         if test is None:
             tests = []
@@ -678,9 +678,7 @@ def _ls(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
         return _skip(step, DROP, BAD_INPUT)
     cwd = step.get("cwd")
     shown = display_path(path, cwd)
-    ignore = inp.get("ignore")
-    if not isinstance(ignore, list):
-        ignore = []
+    ignore = inp.get("ignore") if isinstance(inp.get("ignore"), list) else []
     opts = "".join(f" -I {shlex.quote(str(g))}" for g in ignore if isinstance(g, str) and "/" not in g)
     command = f"ls -1p{opts} {quote_path(shown)}"
     text = _clean(step.get("output") or "")

@@ -5,10 +5,9 @@ redirections as words where they are written, substitutions' commands as command
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from bashgym_assets.shell import Redirect, parse
+from bashgym_assets.shell import Redirect, is_assignment, parse, read_wrapper
 from bashgym_assets.shell import Word as ParsedWord
 
 
@@ -121,22 +120,19 @@ def command_start(words: list[str]) -> int:
 
 
 def program_index(words: list[str]) -> int:
-    """Index of the program word: past reserved words, assignments, sudo/env/nohup/exec/command and their
-    options; ``len(words)`` when the segment is shell structure (``for x in ...``, ``case``) or empty."""
+    """Index of the program word: past reserved words, assignments and wrapper programs with their options and
+    operands (the shell engine's one prefix table: ``sudo -u bob``, ``env -u X``, ``timeout 60``, ``nohup``...);
+    the lookup itself for ``command -v uv`` (not a run of the program); ``len(words)`` when the segment is shell
+    structure (``for x in ...``, ``case``) or empty."""
     i = command_start(words)
     if i < len(words) and words[i] in _STRUCTURE:
         return len(words)
     while i < len(words):
-        w = words[i]
-        if re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w):
+        if is_assignment(words[i]):
             i += 1
-        elif w == "command" and i + 1 < len(words) and words[i + 1] in ("-v", "-V"):
-            return i  # a lookup (`command -v uv`), not a run of the program
-        elif w in ("sudo", "env", "nohup", "exec", "command", "builtin", "stdbuf"):
-            wrapper = w
-            i += 1
-            while i < len(words) and words[i].startswith("-"):
-                i += 2 if wrapper == "sudo" and words[i] in ("-u", "-g", "-C", "-D", "-h", "-p") else 1
-        else:
+            continue
+        call = read_wrapper(words[i], words[i + 1 :])
+        if call is None or call.start is None:
             return i
+        i += 1 + call.start
     return i

@@ -18,25 +18,8 @@ from typing import Any
 from bashgym_assets.scenarios.bundle import ScenarioBundle
 from bashgym_assets.scenarios.factory.family import family_of
 from bashgym_assets.scenarios.gate import split_for
-from bashgym_assets.shell import parse
+from bashgym_assets.shell import is_assignment, parse, read_wrapper
 
-# wrappers whose first non-option word is the real command
-_WRAPPERS = frozenset(
-    {
-        "sudo",
-        "env",
-        "nohup",
-        "nice",
-        "timeout",
-        "xargs",
-        "exec",
-        "command",
-        "time",
-        "setsid",
-        "runuser",
-        "stdbuf",
-    }
-)
 _KEYWORDS = frozenset(
     {
         "if",
@@ -60,14 +43,6 @@ _KEYWORDS = frozenset(
         "]]",
     }
 )
-_WRAPPER_ARG_OPTIONS = {
-    "sudo": ("-u", "-g"),
-    "runuser": ("-u", "-g"),
-    "nice": ("-n",),
-    "timeout": ("-s", "-k"),
-    "env": ("-u",),
-}
-_WRAPPER_POSITIONALS = {"timeout": 1}
 _LOOP_HEADS = frozenset({"for", "select", "case"})  # their words are names and patterns, not a command
 _SUBCOMMANDS = frozenset({"git", "docker", "systemctl", "apt-get", "pip"})
 
@@ -105,48 +80,42 @@ def _flag(word: str) -> str | None:
 
 
 def command_units(words: list[str], out: set[str]) -> None:
-    """Count one simple command's combinations, following wrappers and ``find -exec`` to the command they run."""
+    """Count one simple command's combinations, following wrappers (the shell engine's prefix table: ``sudo -u
+    bob``, ``timeout 5``, ``env X=1``, ``xargs -I {}``) and ``find -exec`` to the command they run."""
     while words:
         name = posixpath.basename(words[0])
         if name in _LOOP_HEADS:
             return
-        if not name or name in _KEYWORDS:
+        if not name or name in _KEYWORDS or is_assignment(words[0]):
             words = words[1:]
             continue
         rest = words[1:]
-        if name in _SUBCOMMANDS and rest and not rest[0].startswith("-"):
-            name, rest = f"{name} {rest[0]}", rest[1:]
-        flags: set[str] = set()
-        nested: list[str] = []
-        skip = 0
-        positional = _WRAPPER_POSITIONALS.get(name, 0)
-        for j, word in enumerate(rest):
-            if skip:
-                skip -= 1
-                continue
-            if word == "--":
-                break
-            if name == "find" and word in ("-exec", "-execdir", "-ok") and j + 1 < len(rest):
-                flags.add(word)
-                nested = [w for w in rest[j + 1 :] if w not in ("{}", "+", ";", "\\;")]
-                break
-            if name in _WRAPPERS and word in _WRAPPER_ARG_OPTIONS.get(name, ()):
-                flags.add(word)
-                skip = 1  # the option's argument (sudo -u bob)
-                continue
-            if name in _WRAPPERS and not word.startswith("-"):
-                if positional:  # timeout's duration
-                    positional -= 1
-                    continue
-                nested = rest[j:]
-                break
-            flag = _flag(word)
-            if flag:
-                flags.add(flag)
+        call = read_wrapper(name, rest)
+        if call is not None:  # its options count; what it runs is read next (nothing for ``command -v``)
+            flags = {flag for option in call.options if (flag := _flag(option))}
+            words = rest[call.start :] if call.start is not None else []
+        else:
+            if name in _SUBCOMMANDS and rest and not rest[0].startswith("-"):
+                name, rest = f"{name} {rest[0]}", rest[1:]
+            flags, words = _options_and_exec(name, rest)
         out.update(f"{name} {f}" for f in flags)
         if not flags:
             out.add(name)
-        words = nested
+
+
+def _options_and_exec(name: str, rest: list[str]) -> tuple[set[str], list[str]]:
+    """A command's options as counted, and the command its ``find -exec`` runs (empty when none)."""
+    flags: set[str] = set()
+    for j, word in enumerate(rest):
+        if word == "--":
+            break
+        if name == "find" and word in ("-exec", "-execdir", "-ok") and j + 1 < len(rest):
+            flags.add(word)
+            return flags, [w for w in rest[j + 1 :] if w not in ("{}", "+", ";", "\\;")]
+        flag = _flag(word)
+        if flag:
+            flags.add(flag)
+    return flags, []
 
 
 def command_flags(reference: Sequence[str]) -> set[str]:
