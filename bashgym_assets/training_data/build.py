@@ -113,7 +113,7 @@ class SFTRow(BaseModel):
     sample_index: int | None = None
     category: str | None = None
     difficulty: int | None = None
-    family: str | None = Field(None, description="the task factory's family of a generated scenario")
+    family: str | None = Field(default=None, description="the task factory's family of a generated scenario")
     tier: str | None = None
     messages: list[dict[str, str]]
     n_messages: int

@@ -625,7 +625,8 @@ def _glob(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
     patterns = expand_braces(pattern)
     if patterns is None:
         return _skip(step, DROP, BAD_INPUT)
-    plans = set()
+    # (search root, one level only, find's test: ("-name"|"-path", pattern), None for every file)
+    plans: set[tuple[str, bool, tuple[str, str] | None]] = set()
     for p in patterns:
         parts = [x for x in p.split("/") if x not in ("", ".")]
         root = "/" if p.startswith("/") else base
@@ -647,7 +648,7 @@ def _glob(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
         return _skip(step, DROP, BAD_INPUT)
     ((root, shallow),) = roots
     shown = display_path(root, cwd) if not root.startswith("~") else root
-    tests = []
+    tests: list[str] = []
     for _, _, test in sorted(plans, key=lambda t: str(t[2])):
         if test is None:
             tests = []
@@ -678,7 +679,9 @@ def _ls(step: Mapping[str, Any], inp: dict[str, Any]) -> ShellTurn | Skipped:
         return _skip(step, DROP, BAD_INPUT)
     cwd = step.get("cwd")
     shown = display_path(path, cwd)
-    ignore = inp.get("ignore") if isinstance(inp.get("ignore"), list) else []
+    ignore = inp.get("ignore")
+    if not isinstance(ignore, list):
+        ignore = []
     opts = "".join(f" -I {shlex.quote(str(g))}" for g in ignore if isinstance(g, str) and "/" not in g)
     command = f"ls -1p{opts} {quote_path(shown)}"
     text = _clean(step.get("output") or "")
