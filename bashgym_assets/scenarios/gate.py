@@ -46,6 +46,9 @@ from bashgym_assets.shell import SCRIPT, bash_syntax_error, is_exit_command
 
 HELD_OUT_FRACTION = 0.2
 TRAIN, HELD_OUT = "train", "held_out"
+# ``bashgym eval --split train`` writes its episodes under eval ids with this prefix: figures of fit, which nothing
+# that judges or serves a model may read as held-out results (the split is in the id: the partition of eval_episodes)
+TRAIN_SPLIT_EVAL_PREFIX = "eval-cli-train-"
 
 # Reasons a bundle is rejected (metadata counts by these).
 SETUP_FAILED = "setup_failed"
