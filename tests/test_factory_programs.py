@@ -9,6 +9,7 @@ hard-coded input, the data fixed instead of the script, an option parsed but nev
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -193,7 +194,108 @@ def _wrong_answers() -> list[tuple[str, ScenarioBundle, list[str]]]:
     cases.append(
         ("strings concatenated", b, [f"sed -i 's/out.get(key, 0) + row/out.get(key, \"\") + row/' {rel}"])
     )
+    cases += _wrong_answers_2()
     return cases
+
+
+def _rel(b: ScenarioBundle) -> str:
+    """The program a fixing task's reference looks at first (its first line's last word)."""
+    return b.reference[0].split()[-1]
+
+
+def _wrong_answers_2() -> list[tuple[str, ScenarioBundle, list[str]]]:
+    cases: list[tuple[str, ScenarioBundle, list[str]]] = []
+    # dry run: the flag is taken off the arguments and otherwise ignored, so the script acts for real
+    b = _find("programs-dry-run-flag", lambda b: "--dry-run" in b.task)
+    cases.append(("dry-run ignored", b, [f"sed -i '2a [ \"$1\" = --dry-run ] && shift' {_rel(b)}"]))
+    # dry run: the lines name the file without its folder
+    b = _find("programs-dry-run-flag", lambda b: 'echo "would' in " ".join(b.reference))
+    fix = f"""sed -i 's|echo "would \\([a-z]*\\) $f"|echo "would \\1 $(basename "$f")"|' {_rel(b)}"""
+    cases.append(("dry-run basename", b, [*b.reference, fix]))
+    # stdin: the file argument ignored, stdin read always
+    b = _find("programs-stdin-or-file", lambda b: b.reference[0].endswith(".sh"))
+    cases.append(("stdin always", b, [f"sed -i 's|^src=.*|src=/dev/stdin|' {_rel(b)}"]))
+    # stdin: no argument works, `-` does not
+    b = _find(
+        "programs-stdin-or-file",
+        lambda b: (
+            b.reference[0].endswith(".py")
+            and "`-`" in b.task
+            and 'sys.argv[1] != "-"' in " ".join(b.reference)
+        ),
+    )
+    cases.append(("dash not handled", b, _swap(b.reference, ' and sys.argv[1] != "-"', "")))
+    # fail fast: errexit without pipefail misses a failure inside the pipeline
+    b = _find(
+        "programs-fail-fast", lambda b: "pipeline" in b.task and "set -euo pipefail" in " ".join(b.reference)
+    )
+    cases.append(("no pipefail", b, _swap(b.reference, "set -euo pipefail", "set -eu")))
+    # fail fast: set -e appended at the end, where it changes nothing
+    b = _find("programs-fail-fast", lambda b: True)
+    cases.append(("set -e at the end", b, [f"echo 'set -e' >> {_rel(b)}"]))
+    # install: a link to the project file instead of a copy
+    b = _find("programs-install-command", lambda b: b.user == "root" and "no shebang" in b.task)
+    src = next(w for w in b.reference[0].split() if "/" in w)
+    dest = b.reference[-1].split()[-1]
+    bang = (
+        "#!/usr/bin/env python3"
+        if src.endswith(".py")
+        else "#!/usr/bin/awk -f"
+        if src.endswith(".awk")
+        else "#!/bin/bash"
+    )
+    cases.append(("linked", b, [f"sed -i '1i {bang}' {src}", f"chmod +x {src}", f"ln -s $PWD/{src} {dest}"]))
+    # install: copied and made executable, the missing interpreter line left missing
+    b = _find(
+        "programs-install-command",
+        lambda b: b.reference[0].split()[-1].endswith(".py") and "no shebang" in b.task,
+    )
+    src = b.reference[0].split()[-1]
+    dest = b.reference[-1].split()[-1]
+    cases.append(
+        (
+            "no shebang",
+            b,
+            [
+                *([f"mkdir -p {posixpath.dirname(dest)}"] if "~" in dest else []),
+                f"install -m 755 {src} {dest}",
+            ],
+        )
+    )
+    # function: the empty duration accepted (the regex matches the empty string)
+    b = _find("programs-python-function", lambda b: "parse_duration() " in b.task)
+    wrong = [
+        "",
+        "",
+        "def parse_duration(text):",
+        '    m = re.fullmatch(r"(?:(\\d+)h)?(?:(\\d+)m)?(?:(\\d+)s)?", text)',
+        "    if not m:",
+        "        raise ValueError(text)",
+        "    h, mi, s = (int(g) if g else 0 for g in m.groups())",
+        "    return h * 3600 + mi * 60 + s",
+    ]
+    cases.append(("empty duration", b, [f"cat >> {_module(b)} <<'EOF'\n" + "\n".join(wrong) + "\nEOF"]))
+    # function: human sizes with two decimals
+    b = _find("programs-python-function", lambda b: "human_size() " in b.task)
+    wrong = [
+        "",
+        "",
+        "def human_size(n):",
+        "    if n < 0:",
+        "        raise ValueError(n)",
+        "    for unit in ('B', 'KiB', 'MiB', 'GiB'):",
+        "        if n < 1024 or unit == 'GiB':",
+        "            return f'{n:.2f} {unit}' if unit != 'B' else f'{n} B'",
+        "        n /= 1024",
+    ]
+    cases.append(("two decimals", b, [f"cat >> {_module(b)} <<'EOF'\n" + "\n".join(wrong) + "\nEOF"]))
+    return cases
+
+
+def _module(b: ScenarioBundle) -> str:
+    m = re.search(r"\b[\w/]+\.py\b", b.task)
+    assert m, b.task
+    return m.group(0)
 
 
 @pytest.mark.docker

@@ -123,11 +123,14 @@ def same_json(got, want):
 def case(c):
     root = scratch()
     put(root, c.get("files", {}), c.get("modes", {}))
-    sub = lambda v: v.replace("{T}", root)
+    sub = lambda v: v.replace("{T}", root)  # noqa: E731
     argv = [sub(a) for a in c["argv"]]
     label = c.get("label") or " ".join(c["argv"])
     env = {k: sub(v) for k, v in c.get("env", {}).items()}
-    p = run(argv, c.get("stdin") or "", sub(c.get("cwd", "{T}")), env, c.get("timeout", 20))
+    if c.get("stdin") is not None:  # through a pipe the user made (a pipe of root's is not theirs to reopen)
+        put(root, {".stdin": c["stdin"]}, {})
+        argv = ["sh", "-c", 'cat "$0" | "$@"', os.path.join(root, ".stdin"), *argv]
+    p = run(argv, "", sub(c.get("cwd", "{T}")), env, c.get("timeout", 20))
     rc = c.get("rc", 0)
     if rc == "nonzero":
         if p.returncode == 0:
@@ -143,10 +146,12 @@ def case(c):
                 fail(f"{label}: stdout is not JSON: {p.stdout[:300]!r}")
             if not same_json(got, c["out"]):
                 fail(f"{label}: printed {got!r}, want {c['out']!r}")
-        elif norm(p.stdout, how) != norm(c["out"], how):
+        elif norm(p.stdout, how) != norm(sub(c["out"]), how):
             fail(f"{label}: printed {p.stdout[:400]!r}, want {c['out'][:400]!r}")
     if c.get("has") and c["has"].lower() not in p.stdout.lower():
         fail(f"{label}: stdout does not mention {c['has']!r}: {p.stdout[:200]!r}")
+    if c.get("absent") and c["absent"] in p.stdout:
+        fail(f"{label}: printed {p.stdout[:200]!r}: the run went on after the failure")
     if c.get("err") and not p.stderr.strip():
         fail(f"{label}: no message on stderr")
     if c.get("quiet") and p.stdout.strip():
@@ -162,7 +167,7 @@ def case(c):
                 got = fh.read()
         except OSError:
             fail(f"{label}: {rel} is missing afterwards")
-        if norm(got, c.get("how_after", "exact")) != norm(want, c.get("how_after", "exact")):
+        if norm(got, c.get("how_after", "exact")) != norm(sub(want), c.get("how_after", "exact")):
             fail(f"{label}: {rel} holds {got[:300]!r}, want {want[:300]!r}")
     for rel, want in c.get("after_json", {}).items():
         try:
@@ -1576,4 +1581,899 @@ def python_traceback_fix(w: World) -> Draft:
     ]
     return place.draft(
         task=task, check=_check(spec), reference=reference, difficulty=3 if len(bugs) == 1 else 4, files=files
+    )
+
+
+# ---- programs-dry-run-flag -------------------------------------------------------------------------------------------
+def _tree_files(w: World, ext: str, other: str) -> dict[str, str]:
+    """A folder's files: some with ``ext`` (one with a space in its name), some with ``other``."""
+    names = {f"{w.pick(WORDS)}{w.randint(1, 99)}.{ext}" for _ in range(w.randint(2, 4))}
+    names.add(f"{w.pick(WORDS)} {w.pick(WORDS)}.{ext}")
+    names |= {f"{w.pick(WORDS)}{w.randint(1, 99)}.{other}" for _ in range(w.randint(1, 3))}
+    return {n: f"{w.token(8)}\n" for n in sorted(names)}
+
+
+@family(
+    "programs-dry-run-flag",
+    CATEGORY,
+    "add a --dry-run flag to a bash script that changes files: print what it would do, change nothing",
+)
+def dry_run_flag(w: World) -> Draft:
+    place = _place(w)
+    action = w.pick(("remove", "move", "rename"))
+    ext = w.pick(("tmp", "part", "old", "bak", "log", "cache"))
+    other = w.pick([e for e in ("txt", "csv", "conf", "json", "md") if e != ext])
+    flag = w.pick(("--dry-run", "--dry-run", "-n", "--pretend"))
+    arch = w.pick(("archive", "old", "attic", "done"))
+    new_ext = w.pick(("done", "seen", "processed"))
+    stem = _prog_name(w, ("cleanup", "tidy", "sweep", "prune", "housekeep", "rotate-out"))
+    sub = _subdir(w)
+    rel = f"{sub}{stem}.sh"
+    w.note(ext, other, flag, stem, arch, new_ext)
+    verb, past = {
+        "remove": ("remove", "removed"),
+        "move": ("move", "moved"),
+        "rename": ("rename", "renamed"),
+    }[action]
+    what = {
+        "remove": _f(w, "deletes every *.{e} file directly in DIR", e=ext),
+        "move": _f(w, "moves every *.{e} file directly in DIR into DIR/{a}/ (creating it)", e=ext, a=arch),
+        "rename": _f(w, "renames every *.{e} file directly in DIR to NAME.{e}.{n}", e=ext, n=new_ext),
+    }[action]
+    act = {
+        "remove": ['    rm -f -- "$f"', f'    echo "{past} $f"'],
+        "move": [f'    mv -- "$f" "$dir/{arch}/"', f'    echo "{past} $f"'],
+        "rename": [f'    mv -- "$f" "$f.{new_ext}"', f'    echo "{past} $f"'],
+    }[action]
+    head = ["#!/bin/bash", f"# {stem}: {what.replace('DIR', 'the folder given')}", ""]
+    old = [*head, 'dir="$1"']
+    if action == "move":
+        old.append(f'mkdir -p "$dir/{arch}"')
+    old += [f'for f in "$dir"/*.{ext}; do', '    [ -e "$f" ] || continue', *act, "done"]
+    new = [*head, "dry=0", f'if [ "$1" = "{flag}" ]; then', "    dry=1", "    shift", "fi", 'dir="$1"']
+    if action == "move":
+        new.append(f'[ "$dry" = 1 ] || mkdir -p "$dir/{arch}"')
+    new += [
+        f'for f in "$dir"/*.{ext}; do',
+        '    [ -e "$f" ] || continue',
+        '    if [ "$dry" = 1 ]; then',
+        f'        echo "would {verb} $f"',
+        "        continue",
+        "    fi",
+        *act,
+        "done",
+    ]
+    path = place.at(rel)
+    decoys = _near_misses(w, rel, stem, "sh", w.randint(0, 2)) if sub else {}
+    demo_dir = w.pick(("tmp", "work", "spool", "incoming"))
+    files = {path: _body(old), **{place.at(k): v for k, v in decoys.items()}}
+    files.update({place.at(f"{demo_dir}/{n}"): c for n, c in _tree_files(w, ext, other).items()})
+    run = f"{rel} DIR"
+    usage = f"{rel} {flag} DIR"
+    printed = _f(
+        w,
+        "one line `would {v} FILE` per file it would {v}, FILE written exactly as the real run prints it",
+        v=verb,
+    )
+    task = w.phrase(
+        "Add a dry-run mode to {prog}: with `{flag}` as its first argument (`{usage}`) it must change nothing and print "
+        "{printed}. Without the flag it works as before ({what}).",
+        "Ticket: {prog} {what}, and nobody dares run it. Give it a `{flag}` option (first argument) that only prints "
+        "{printed} and leaves every file alone; the normal run stays as it is.",
+        "Can you make `{usage}` safe to try? It should print {printed}, and touch nothing. `{run}` keeps doing what it "
+        "does now ({what}).",
+        "{prog}: add {flag}. With it: no changes, just {printed}. Without it: unchanged behaviour.",
+        "Before we point {prog} at production folders I want to see what it would do. Teach it `{flag}` (first "
+        "argument): {printed}, and nothing changes on disk. Normal runs must behave exactly as before.",
+        "Goal: `{usage}` lists what `{run}` would do ({printed}) without doing it. Change the script {here} to "
+        "support that.",
+        "How would I preview {prog}? Add a `{flag}` switch to it: in that mode it prints {printed} instead of "
+        "acting. The script {what} otherwise, and must keep doing so.",
+        "Feature request for {prog} ({what}): a dry-run flag, `{flag}`, given before DIR. It prints {printed} and "
+        "makes no change at all.",
+        prog=_ref(w, rel),
+        flag=flag,
+        usage=usage,
+        run=run,
+        printed=printed,
+        what=what,
+        here=_here(w),
+    )
+    cases = []
+    for dry in (True, False, True):
+        folder = w.pick(("in", "my files", "spool", "data dir"))
+        tree = _tree_files(w, ext, other)
+        hits = [n for n in tree if n.endswith(f".{ext}")]
+        argv = ["bash", path, *([flag] if dry else []), f"{{T}}/{folder}"]
+        files_in = {f"{folder}/{n}": c for n, c in tree.items()}
+        if dry:
+            after: dict[str, str | None] = {f"{folder}/{n}": c for n, c in tree.items()}
+            if action == "move":
+                after[f"{folder}/{arch}"] = None
+            out = _body(f"would {verb} {{T}}/{folder}/{n}" for n in hits)
+        else:
+            after = {f"{folder}/{n}": c for n, c in tree.items() if n not in hits}
+            for n in hits:
+                after[f"{folder}/{n}"] = None
+                if action == "move":
+                    after[f"{folder}/{arch}/{n}"] = tree[n]
+                elif action == "rename":
+                    after[f"{folder}/{n}.{new_ext}"] = tree[n]
+            out = _body(f"{past} {{T}}/{folder}/{n}" for n in hits)
+        cases.append(_case(argv, files_in, out=out, how="sorted", after=after))
+    spec = {"user": place.user, "same": {place.at(k): _md5(v) for k, v in decoys.items()}, "cases": cases}
+    reference = [
+        _look(w, rel),
+        *_backup(w, rel),
+        *_edit(w, rel, _body(old), _body(new)),
+        f"bash {rel} {flag} {demo_dir}",
+    ]
+    return place.draft(
+        task=task,
+        check=_check(spec),
+        reference=reference,
+        difficulty=2 if action == "remove" else 3,
+        files=files,
+    )
+
+
+# ---- programs-stdin-or-file ------------------------------------------------------------------------------------------
+def _stdin_job(w: World) -> tuple[str, str, list[str], list[str], Callable[[str], str], Callable[[], str]]:
+    """(language, what it prints, old program, new program, expected output of a text, input maker)."""
+    lang = w.pick(("bash", "bash", "python"))
+    kind = w.pick(("count", "sum", "words", "longest"))
+    if kind == "count":
+        what = "how many lines are not comments (lines starting with #)"
+        expect: Callable[[str], str] = lambda t: str(sum(1 for x in t.splitlines() if not x.startswith("#")))  # noqa: E731
+        maker: Callable[[], str] = lambda: _body(  # noqa: E731
+            w.shuffled(
+                [f"{w.pick(WORDS)} {w.randint(1, 9)}" for _ in range(w.randint(2, 8))]
+                + ["# note"] * w.randint(0, 3)
+            )
+        )
+        bash_cmd, py_expr = ("grep -cv '^#' {src}", 'sum(1 for line in fh if not line.startswith("#"))')
+    elif kind == "sum":
+        what = "the sum of the numbers in it (one per line)"
+        expect = lambda t: str(sum(int(x) for x in t.split()))  # noqa: E731
+        maker = lambda: _body(str(w.randint(-50, 900)) for _ in range(w.randint(2, 9)))  # noqa: E731
+        bash_cmd, py_expr = (
+            "awk '{{ s += $1 }} END {{ print s + 0 }}' {src}",
+            "sum(int(line) for line in fh if line.strip())",
+        )
+    elif kind == "words":
+        what = "its distinct words, sorted, one per line"
+        expect = lambda t: "\n".join(sorted(set(t.split())))  # noqa: E731
+        maker = lambda: _body(  # noqa: E731
+            " ".join(w.pick(WORDS) for _ in range(w.randint(1, 5))) for _ in range(w.randint(2, 6))
+        )
+        bash_cmd, py_expr = (
+            "grep -o '[^[:space:]]*' {src} | sort -u",
+            '"\\n".join(sorted(set(fh.read().split())))',
+        )
+    else:
+        what = "its longest line (the first one if several are equally long)"
+        expect = lambda t: max(t.splitlines(), key=len)  # noqa: E731
+        maker = lambda: _body(  # noqa: E731
+            " ".join(w.pick(WORDS) for _ in range(w.randint(1, 6))) for _ in range(w.randint(2, 7))
+        )
+        bash_cmd, py_expr = (
+            "awk 'length($0) > length(best) {{ best = $0 }} END {{ print best }}' {src}",
+            "max(fh.read().splitlines(), key=len)",
+        )
+    if lang == "bash":
+        refuse = 'echo "usage: $(basename "$0") FILE" >&2; exit 1'
+        old = [
+            "#!/bin/bash",
+            f"# print {what}",
+            'src="$1"',
+            f'if [ ! -f "$src" ]; then {refuse}; fi',
+            bash_cmd.format(src='"$src"'),
+        ]
+        new = [
+            "#!/bin/bash",
+            f"# print {what}",
+            'src="${1:--}"',
+            f'if [ "$src" = - ]; then src=/dev/stdin; elif [ ! -f "$src" ]; then {refuse}; fi',
+            bash_cmd.format(src='"$src"'),
+        ]
+        return lang, what, old, new, expect, maker
+    old = [
+        "#!/usr/bin/env python3",
+        f'"""Print {what}."""',
+        "import sys",
+        "",
+        "with open(sys.argv[1]) as fh:",
+        f"    print({py_expr})",
+    ]
+    new = [
+        "#!/usr/bin/env python3",
+        f'"""Print {what}."""',
+        "import sys",
+        "",
+        'if len(sys.argv) > 1 and sys.argv[1] != "-":',
+        "    fh = open(sys.argv[1])",
+        "else:",
+        "    fh = sys.stdin",
+        "with fh:",
+        f"    print({py_expr})",
+    ]
+    return lang, what, old, new, expect, maker
+
+
+@family(
+    "programs-stdin-or-file",
+    CATEGORY,
+    "make a script that only reads a file argument also read stdin (no argument, or -), like a Unix filter",
+)
+def stdin_or_file(w: World) -> Draft:
+    place = _place(w)
+    lang, what, old, new, expect, maker = _stdin_job(w)
+    ext = "sh" if lang == "bash" else "py"
+    stem = _prog_name(w, ("count", "total", "vocab", "longest", "tally", "measure"))
+    sub = _subdir(w)
+    rel = f"{sub}{stem}.{ext}"
+    path = place.at(rel)
+    dash = w.chance(0.6)
+    w.note(stem)
+    decoys = _near_misses(w, rel, stem, ext, w.randint(0, 2)) if sub else {}
+    sample = f"{w.pick(('data', 'samples', 'input'))}/{w.pick(WORDS)}.txt"
+    files = {path: _body(old), place.at(sample): maker(), **{place.at(k): v for k, v in decoys.items()}}
+    interp = "bash" if lang == "bash" else "python3"
+    dash_en = _f(w, " (and also when the argument is `-`)") if dash else ""
+    task = w.phrase(
+        "{prog} prints {what} of the file named by its argument. Make it read standard input when it is given no "
+        "argument{dash}, so it works at the end of a pipe; with a file argument it must work as before.",
+        "Ticket: `cat {sample} | {interp} {prog}` does not work: {prog} only reads a file argument. Make it fall "
+        "back to stdin when no file is given{dash}. It prints {what}.",
+        "Can you make {prog} usable as a filter? Without an argument{dash} it should read stdin; given a FILE it "
+        "reads the file, as now. (It prints {what}.)",
+        "{prog}: read stdin if no FILE{dash}. Output unchanged: {what}.",
+        "I want to pipe things into {prog} ({what}), e.g. `grep x {sample} | {interp} {prog}`. Right now it needs "
+        "a file name. Fix that{dash}, without breaking `{interp} {prog} FILE`.",
+        "Goal: `{interp} {prog} < FILE` and `{interp} {prog} FILE` print the same thing ({what}){dash2}. Change the "
+        "script {here} accordingly.",
+        "Why does {prog} hang or fail when I pipe into it? Make it read standard input when it has no file "
+        "argument{dash}; it prints {what}.",
+        "Make {prog} behave like a proper Unix filter: input from the FILE argument if there is one, from stdin "
+        "otherwise{dash}. It prints {what}.",
+        prog=_ref(w, rel),
+        what=what,
+        dash=dash_en,
+        dash2=_f(w, ", and so does `{i} {p} -` with the file on stdin", i=interp, p=rel) if dash else "",
+        sample=sample,
+        interp=interp,
+        here=_here(w),
+    )
+    cases = []
+    for how in ("file", "stdin", "dash" if dash else "stdin", "file"):
+        text = maker()
+        want = expect(text) + "\n"
+        if how == "file":
+            cases.append(_case([interp, path, "{T}/some input.txt"], {"some input.txt": text}, out=want))
+        else:
+            cases.append(
+                _case([interp, path, *(["-"] if how == "dash" else [])], stdin=text, out=want, label=how)
+            )
+    spec = {"user": place.user, "same": {place.at(k): _md5(v) for k, v in decoys.items()}, "cases": cases}
+    reference = [
+        _look(w, rel),
+        *_backup(w, rel),
+        *_edit(w, rel, _body(old), _body(new)),
+        f"{interp} {rel} < {sample}",
+    ]
+    return place.draft(
+        task=task, check=_check(spec), reference=reference, difficulty=2 if lang == "bash" else 3, files=files
+    )
+
+
+# ---- programs-fail-fast ----------------------------------------------------------------------------------------------
+@family(
+    "programs-fail-fast",
+    CATEGORY,
+    "make a bash script stop at the first failing step with a non-zero exit status (errexit, pipefail, || exit)",
+)
+def fail_fast(w: World) -> Draft:
+    place = _place(w)
+    word = w.pick(("ERROR", "WARN", "FAIL", "CRITICAL"))
+    summary = w.pick(("summary.txt", "report.md", "index.html", "totals.csv"))
+    out_name = w.pick(("errors.txt", "problems.txt", "digest.txt"))
+    done = w.pick(("", "processed", "done"))
+    pipe = w.chance(0.6)
+    stem = _prog_name(w, ("publish", "collect", "ship-logs", "handoff", "export-day"))
+    sub = _subdir(w)
+    rel = f"{sub}{stem}.sh"
+    w.note(word, summary, out_name, stem, *([done] if done else []))
+    last = f'mkdir -p "$src/{done}" && mv "$src"/*.log "$src/{done}/"' if done else 'rm -f "$src"/*.log'
+    steps = [
+        f'grep -h {word} "$src"/*.log | sort > "$dest/{out_name}"',
+        f'cp "$src/{summary}" "$dest/{summary}"',
+        last,
+        'echo "published $src to $dest"',
+    ]
+    head = [
+        "#!/bin/bash",
+        f"# {stem} SRC DEST: collect the {word} lines of SRC's logs and its {summary} into DEST, then "
+        + ("file the logs away" if done else "clear the logs"),
+    ]
+    old = [*head, 'src="$1"', 'dest="$2"', *steps]
+    style = w.pick(("set", "set", "exits"))
+    if style == "set":
+        opts = w.pick(
+            ("set -euo pipefail", "set -eo pipefail", "set -o errexit -o pipefail", "set -e -o pipefail")
+        )
+        new = [*head, opts, 'src="$1"', 'dest="$2"', *steps]
+    else:
+        new = [
+            *head,
+            "set -o pipefail",
+            'src="$1"',
+            'dest="$2"',
+            *(f"{s} || exit 1" for s in steps[:3]),
+            steps[3],
+        ]
+    path = place.at(rel)
+    decoys = _near_misses(w, rel, stem, "sh", w.randint(0, 2)) if sub else {}
+    files = {path: _body(old), **{place.at(k): v for k, v in decoys.items()}}
+    gone = (
+        _f(w, "{the logs are cleared|the logs are deleted}")
+        if not done
+        else _f(w, "the logs are moved to {d}/", d=done)
+    )
+    pipe_en = (
+        _f(w, "; a failure anywhere in a pipeline counts (today a missing log is hidden behind `| sort`)")
+        if pipe
+        else ""
+    )
+    task = w.phrase(
+        "{prog} keeps going when a step fails: if the {s} copy fails, {gone} anyway and it still exits 0. Make it "
+        "stop at the first failing step with a non-zero exit status{pipe}.",
+        "Ticket: {prog} lost a day of logs. The {s} copy failed, yet {gone} and the run reported success. Fix the "
+        "script so any failing step aborts it with a non-zero status{pipe}.",
+        "Can you make {prog} fail fast? Any step that fails must end the script right there, with a failure exit "
+        "status, before {gone}{pipe}.",
+        "{prog}: abort on the first error (non-zero exit){pipe}. Nothing after a failed step may run.",
+        "Our scheduler trusts {prog}'s exit status, but the script exits 0 even when a step fails, and then {gone}. "
+        "Make a failing step stop it with a non-zero status{pipe}.",
+        "Goal: when any step of {prog} fails, the script exits non-zero at once and {gone_not}{pipe}. When "
+        "everything works it behaves as now.",
+        "Why does {prog} report success when {s} is missing? Make it stop at the first failure with a non-zero "
+        "exit status{pipe}; successful runs must not change.",
+        "Harden {prog} {here}: errors must not be ignored. The first failing command ends the run with a "
+        "non-zero status{pipe}.",
+        prog=_ref(w, rel),
+        s=summary,
+        gone=gone,
+        gone_not=_f(w, "the logs stay where they are") if not done else _f(w, "the logs stay in place"),
+        pipe=pipe_en,
+        here=_here(w),
+    )
+
+    def logs() -> dict[str, str]:
+        out = {}
+        for i in range(w.randint(1, 3)):
+            lines = [
+                f"2024-05-0{i + 1}T10:{m:02d}:00 {w.pick((word, 'INFO', 'DEBUG'))} {w.pick(SERVICES)}: x{w.token(3)}"
+                for m in range(w.randint(2, 6))
+            ]
+            lines.append(f"2024-05-0{i + 1}T11:00:00 {word} {w.pick(SERVICES)}: {w.token(5)}")
+            out[f"src/{w.pick(SERVICES)}-{i}.log"] = _body(lines)
+        return out
+
+    argv = ["bash", path, "{T}/src", "{T}/dest"]
+    cases = []
+    ok = logs()
+    ok[f"src/{summary}"] = f"{w.token(10)}\n"
+    lines = sorted(line for body in ok.values() for line in body.splitlines() if word in line)
+    after: dict[str, str | None] = {f"dest/{out_name}": _body(lines), f"dest/{summary}": ok[f"src/{summary}"]}
+    for k, v in ok.items():
+        if k.endswith(".log"):
+            after[k] = None
+            if done:
+                after[k.replace("src/", f"src/{done}/")] = v
+    cases.append(
+        _case(
+            argv,
+            {**ok, "dest/.keep": ""},
+            out="published {T}/src to {T}/dest\n",
+            after=after,
+            label="a good run",
+        )
+    )
+    broken = logs()  # no summary: the copy fails, and the logs must stay
+    cases.append(
+        _case(
+            argv,
+            {**broken, "dest/.keep": ""},
+            rc="nonzero",
+            after=dict(broken.items()),
+            label="summary missing",
+        )
+    )
+    cases[-1]["absent"] = "published"
+    if pipe:  # no logs at all: grep fails inside the pipeline, so nothing after it may run
+        cases.append(
+            _case(
+                argv,
+                {f"src/{summary}": "x\n", "dest/.keep": ""},
+                rc="nonzero",
+                after={f"dest/{summary}": None},
+                label="no logs",
+            )
+        )
+        cases[-1]["absent"] = "published"
+    spec = {"user": place.user, "same": {place.at(k): _md5(v) for k, v in decoys.items()}, "cases": cases}
+    reference = [_look(w, rel), *_backup(w, rel), *_edit(w, rel, _body(old), _body(new)), f"bash -n {rel}"]
+    return place.draft(
+        task=task, check=_check(spec), reference=reference, difficulty=4 if pipe else 3, files=files
+    )
+
+
+# ---- programs-install-command ----------------------------------------------------------------------------------------
+_SHEBANGS = {
+    "py": ("#!/usr/bin/env python3", "#!/usr/bin/python3"),
+    "awk": ("#!/usr/bin/awk -f", "#!/usr/bin/gawk -f"),
+    "sh": ("#!/bin/bash", "#!/usr/bin/env bash"),
+}
+_BROKEN_SHEBANGS = {"py": "#!/usr/bin/python", "awk": "#!/usr/bin/awk", "sh": "#!/bin/bsh"}
+
+
+def _tool(w: World, ext: str) -> tuple[list[str], str, Callable[[], tuple[str, str]]]:
+    """A small tool without its first line: (body, what it does, maker of (input, output))."""
+    if ext == "py":
+        body = [
+            '"""Print how many lines of FILE are not blank."""',
+            "import sys",
+            "",
+            "with open(sys.argv[1]) as fh:",
+            "    print(sum(1 for line in fh if line.strip()))",
+        ]
+
+        def make_py() -> tuple[str, str]:
+            lines = [
+                w.pick(("", " ", w.pick(WORDS), f"{w.pick(WORDS)} {w.pick(WORDS)}"))
+                for _ in range(w.randint(3, 9))
+            ]
+            return _body(lines), f"{sum(1 for x in lines if x.strip())}\n"
+
+        return body, "prints how many lines of FILE are not blank", make_py
+    if ext == "awk":
+        body = ["# print the sum of the second column", "{ s += $2 }", "END { print s + 0 }"]
+
+        def make_awk() -> tuple[str, str]:
+            rows = [(w.pick(WORDS), w.randint(0, 500)) for _ in range(w.randint(2, 7))]
+            return _body(f"{a} {b}" for a, b in rows), f"{sum(b for _, b in rows)}\n"
+
+        return body, "prints the sum of the second column of FILE", make_awk
+    body = [
+        "# print the lines of FILE that mention the word given, with their line numbers",
+        'grep -n -w -- "$2" "$1"',
+    ]
+
+    def make_sh() -> tuple[str, str]:
+        lines = [f"{w.pick(WORDS)} {w.pick(FRUITS)}" for _ in range(w.randint(3, 8))]
+        lines += [f"apple {w.pick(WORDS)}", f"pineapple {w.pick(WORDS)}"]
+        lines = w.shuffled(lines)
+        return _body(lines), _body(f"{i}:{x}" for i, x in enumerate(lines, 1) if "apple" in x.split())
+
+    return body, "prints the lines of FILE that contain the word WORD, each after its line number and a colon", make_sh
+
+
+@family(
+    "programs-install-command",
+    CATEGORY,
+    "install a project's program as a command on PATH: the right shebang, a copy (not a link), the execute bit",
+)
+def install_command(w: World) -> Draft:
+    place = _place(w, root=0.5)
+    ext = w.pick(("py", "awk", "sh"))
+    body, does, make = _tool(w, ext)
+    broken = w.chance(0.35)
+    stem = _prog_name(w, ("nonblank", "colsum", "findword", "lc", "tally", "grab"))
+    cmd = w.unique(lambda: w.pick((stem, f"{place.name}-{stem}", stem.replace("_", "-"))))
+    src_rel = f"{w.pick(('tools', 'src', 'scripts', 'contrib'))}/{stem}.{ext}"
+    src_lines = ([_BROKEN_SHEBANGS[ext]] if broken else []) + body
+    bindir = "/usr/local/bin" if place.user == "root" else w.pick((f"{HOME}/.local/bin", f"{HOME}/bin"))
+    dest = f"{bindir}/{cmd}"
+    w.note(cmd, stem)
+    args = "FILE WORD" if ext == "sh" else "FILE"
+    files = {place.at(src_rel): _body(src_lines)}
+    files.update({place.at(k): v for k, v in _near_misses(w, src_rel, stem, ext, w.randint(0, 2)).items()})
+    setup = [f"chmod 644 {place.at(src_rel)}"]
+    where = bindir if place.user == "root" else bindir.replace(HOME, "~")
+    state = (
+        _f(w, "its first line names an interpreter that does not exist")
+        if broken
+        else _f(w, "it has no shebang line")
+    )
+    lang = {"py": "Python", "awk": "awk", "sh": "bash"}[ext]
+    copy_en = _f(w, "{a copy, not a link|a real copy (not a link)|copied, not linked}")
+    task = w.phrase(
+        "Install {src} as the command `{cmd}` in {where} ({copy}), so that `{cmd} {args}` works from any folder. "
+        "It is a {lang} program that {does}; {state}.",
+        "Ticket: people run {src} by its full path with the right interpreter. Make it a command instead: `{cmd}` in "
+        "{where}, {copy}, executable, runnable by name. ({state_c}; it {does}.)",
+        "Can you put {src} on the PATH as `{cmd}`? Copy it into {where} (no link) and make sure `{cmd} {args}` runs "
+        "it: it is {lang}, and {state}. It {does}.",
+        "`{cmd} {args}` should work everywhere. Source: {src} ({lang}, {state}). Target: {where}/{cmd}, {copy}.",
+        "I'd like to type `{cmd} {args}` instead of calling the interpreter on {src}. Install it as {where}/{cmd} "
+        "({copy}). Careful: {state}. It {does}.",
+        "Goal: a `{cmd}` command in {where} that {does} (`{cmd} {args}`), installed from {src} {here}. It must run "
+        "on its own, by name: {state}, so fix that in the installed copy. {copy_c}.",
+        "How do I turn {src} into a real command? Do it: `{cmd}`, {copy} in {where}, executable. It is a {lang} "
+        "program and {state}.",
+        "Package {src} as the `{cmd}` command ({where}/{cmd}, {copy}). It {does}; {state}.",
+        src=_ref(w, src_rel),
+        cmd=cmd,
+        where=where,
+        args=args,
+        lang=lang,
+        does=does,
+        state=state,
+        state_c=_cap(state),
+        copy=copy_en,
+        copy_c=_cap(copy_en),
+        here=_here(w),
+    )
+    path_env = f"{bindir}:/usr/local/bin:/usr/bin:/bin"
+    cases = []
+    for _ in range(2):
+        text, want = make()
+        argv = [cmd, "{T}/input file.txt", *(["apple"] if ext == "sh" else [])]
+        cases.append(_case(argv, {"input file.txt": text}, out=want, env={"PATH": path_env}))
+    spec = {
+        "user": place.user,
+        "exec": [dest],
+        "safe": [dest] if place.user == "root" else [],
+        "cases": cases,
+    }
+    d = dest if place.user == "root" else dest.replace(HOME, "~")
+    bang = w.pick(_SHEBANGS[ext])
+    reference = [w.pick((f"head -n 3 {src_rel}", f"cat {src_rel}", f"ls -l {posixpath.dirname(src_rel)}"))]
+    if place.user == "operator":
+        reference.append(f"mkdir -p {posixpath.dirname(d)}")
+    how = w.pick(("install-sed", "group", "cp-sed", "sed-to", "printf-cat", "tail"))
+    first = "1s|.*|" + sed_replacement(bang) + "|" if broken else f"1i {bang}"
+    if how == "install-sed":
+        reference += [
+            f"install -m {w.pick(('755', '0755', 'a+rx'))} {src_rel} {d}",
+            f"sed -i {quote(first)} {d}",
+        ]
+    elif how == "group":
+        rest = f"tail -n +2 {src_rel}" if broken else f"cat {src_rel}"
+        reference += [f"{{ echo {quote(bang)}; {rest}; }} > {d}", _make_exec(w, d)]
+    elif how == "cp-sed":
+        reference += [f"cp {src_rel} {d}", f"sed -i {quote(first)} {d}", _make_exec(w, d)]
+    elif how == "sed-to":
+        reference += [f"sed {quote(first)} {src_rel} > {d}", _make_exec(w, d)]
+    elif how == "printf-cat":
+        rest = f"<(tail -n +2 {src_rel})" if broken else src_rel
+        reference += [f"printf '%s\\n' {quote(bang)} | cat - {rest} > {d}", _make_exec(w, d)]
+    else:
+        d_lines = [bang, *body]
+        reference += _write_program(w, d, d_lines, True)
+    reference.append(f"ls -l {d}")
+    return place.draft(
+        task=task,
+        check=_check(spec),
+        reference=reference,
+        difficulty=3 if broken else 2,
+        files=files,
+        setup=setup,
+    )
+
+
+# ---- programs-python-function ----------------------------------------------------------------------------------------
+_FUNCTIONS: dict[str, tuple[str, list[str], list[str]]] = {
+    # name -> (signature line, docstring lines, body lines)
+    "parse_duration": (
+        "def parse_duration(text):",
+        [
+            'Seconds in a duration written like "1h30m", "45s" or "2h5m10s" (units h, m, s, each at most once, in',
+            "that order). Raise ValueError for an empty string or anything else.",
+            "",
+            '>>> parse_duration("1h30m")',
+            "5400",
+        ],
+        [
+            'm = re.fullmatch(r"(?:(\\d+)h)?(?:(\\d+)m)?(?:(\\d+)s)?", text)',
+            "if not text or not m:",
+            '    raise ValueError(f"bad duration: {text!r}")',
+            "h, mi, s = (int(g) if g else 0 for g in m.groups())",
+            "return h * 3600 + mi * 60 + s",
+        ],
+    ),
+    "human_size": (
+        "def human_size(n):",
+        [
+            'A byte count for people: below 1024 "N B"; else one decimal in the largest unit that keeps the number',
+            "at least 1: KiB, MiB, GiB (1024-based). Raise ValueError for a negative count.",
+            "",
+            ">>> human_size(1536)",
+            "'1.5 KiB'",
+        ],
+        [
+            "if n < 0:",
+            '    raise ValueError("negative size")',
+            "if n < 1024:",
+            '    return f"{n} B"',
+            'for unit in ("KiB", "MiB", "GiB"):',
+            "    n /= 1024",
+            '    if n < 1024 or unit == "GiB":',
+            '        return f"{n:.1f} {unit}"',
+        ],
+    ),
+    "slugify": (
+        "def slugify(title):",
+        [
+            "The title in lower case with every run of characters other than a-z and 0-9 turned into one hyphen,",
+            "and no hyphen at either end.",
+            "",
+            '>>> slugify("Hello, World 2!")',
+            "'hello-world-2'",
+        ],
+        ['return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")'],
+    ),
+    "compare_versions": (
+        "def compare_versions(a, b):",
+        [
+            "-1, 0 or 1 as dotted version a is older than, equal to or newer than b, comparing the parts as",
+            'numbers; missing parts count as 0 ("1.2" equals "1.2.0").',
+            "",
+            '>>> compare_versions("1.10", "1.9")',
+            "1",
+        ],
+        [
+            'pa, pb = [int(x) for x in a.split(".")], [int(x) for x in b.split(".")]',
+            "width = max(len(pa), len(pb))",
+            "pa += [0] * (width - len(pa))",
+            "pb += [0] * (width - len(pb))",
+            "return (pa > pb) - (pa < pb)",
+        ],
+    ),
+    "merge_ranges": (
+        "def merge_ranges(ranges):",
+        [
+            "The [start, end] ranges (inclusive) merged where they overlap or touch (end + 1 == next start),",
+            "sorted by start, as a list of [start, end] lists.",
+            "",
+            ">>> merge_ranges([[5, 7], [1, 3], [2, 4]])",
+            "[[1, 4], [5, 7]]",
+        ],
+        [
+            "out = []",
+            "for start, end in sorted(ranges):",
+            "    if out and start <= out[-1][1] + 1:",
+            "        out[-1][1] = max(out[-1][1], end)",
+            "    else:",
+            "        out.append([start, end])",
+            "return out",
+        ],
+    ),
+    "chunk": (
+        "def chunk(items, size):",
+        [
+            "The items in lists of `size` (the last one may be shorter), in order. Raise ValueError when size is",
+            "less than 1.",
+            "",
+            ">>> chunk([1, 2, 3, 4, 5], 2)",
+            "[[1, 2], [3, 4], [5]]",
+        ],
+        [
+            "if size < 1:",
+            '    raise ValueError("size must be at least 1")',
+            "return [list(items[i:i + size]) for i in range(0, len(items), size)]",
+        ],
+    ),
+    "parse_pairs": (
+        "def parse_pairs(text):",
+        [
+            'A dict from "key=value" parts separated by semicolons, spaces around keys and values stripped and',
+            'empty parts skipped. Raise ValueError for a part without "=".',
+            "",
+            '>>> parse_pairs("a=1; b = two;")',
+            "{'a': '1', 'b': 'two'}",
+        ],
+        [
+            "out = {}",
+            'for part in text.split(";"):',
+            "    if not part.strip():",
+            "        continue",
+            '    if "=" not in part:',
+            '        raise ValueError(f"no = in {part!r}")',
+            '    key, value = part.split("=", 1)',
+            "    out[key.strip()] = value.strip()",
+            "return out",
+        ],
+    ),
+}
+
+
+def _calls(w: World, name: str) -> list[list[Any]]:
+    """Fresh arguments for one function (including the edge cases its docstring names)."""
+    if name == "parse_duration":
+        calls: list[list[Any]] = [
+            [f"{w.randint(1, 9)}h{w.randint(1, 59)}m"],
+            [f"{w.randint(1, 59)}s"],
+            [f"{w.randint(2, 30)}m{w.randint(1, 59)}s"],
+        ]
+        return calls + [
+            [f"{w.randint(1, 5)}h"],
+            [""],
+            [f"{w.randint(1, 9)}x"],
+            [f"{w.randint(1, 9)}h{w.randint(1, 9)}h"],
+        ]
+    if name == "human_size":
+        return [
+            [w.randint(0, 1023)],
+            [w.randint(1024, 900000)],
+            [w.randint(2, 900) * 1024 * 1024 + w.randint(0, 99999)],
+            [1024],
+            [w.randint(2, 9) * 1024**3],
+            [-w.randint(1, 9)],
+        ]
+    if name == "slugify":
+        return [
+            [f"{w.pick(WORDS).capitalize()}, {w.pick(WORDS)} {w.randint(1, 99)}!"],
+            [f"  --{w.pick(WORDS)}__{w.pick(WORDS).upper()}--  "],
+            [f"{w.pick(CITIES)} & {w.pick(CITIES)}: {w.pick(WORDS)}"],
+            ["already-slug"],
+        ]
+    if name == "compare_versions":
+        a = f"{w.randint(0, 3)}.{w.randint(0, 12)}"
+        return [
+            [a, a + ".0"],
+            [f"1.{w.randint(10, 19)}", f"1.{w.randint(2, 9)}"],
+            [f"{w.randint(0, 1)}.9.9", f"2.{w.randint(0, 3)}"],
+            [f"3.{w.randint(0, 5)}.1", f"3.{w.randint(0, 5)}"],
+        ]
+    if name == "merge_ranges":
+        rs = [[s, s + w.randint(0, 6)] for s in (w.randint(0, 40) for _ in range(w.randint(3, 6)))]
+        return [[rs], [[[10, 12], [13, 15], [1, 2]]], [[]]]
+    if name == "chunk":
+        items = list(range(w.randint(0, 11)))
+        return [
+            [items, w.randint(1, 4)],
+            [items, len(items) + 2],
+            [[w.pick(WORDS) for _ in range(5)], 2],
+            [items, 0],
+        ]
+    k1, k2 = w.pick(WORDS), w.pick(FRUITS)
+    return [
+        [f"{k1}={w.randint(1, 9)}; {k2} = {w.pick(WORDS)};"],
+        [f" ;{k1}=a=b"],
+        [f"{k2} {w.randint(1, 9)}"],
+        [""],
+    ]
+
+
+def _function_source(name: str, target: bool) -> list[str]:
+    """A function's source lines (its body replaced by NotImplementedError when it is the ``target``)."""
+    sig, doc, body = _FUNCTIONS[name]
+    lines = [sig, '    """' + doc[0], *(f"    {x}" if x else "" for x in doc[1:]), '    """']
+    lines += ["    raise NotImplementedError"] if target else [f"    {x}" for x in body]
+    return lines
+
+
+def _evaluate(names: Sequence[str], calls: list[tuple[str, list[Any]]]) -> list[Any]:
+    """What each call returns (or raises) with the working implementations: the check's expected values."""
+    scope: dict[str, Any] = {}
+    exec("import re\n" + "\n\n".join("\n".join(_function_source(n, False)) for n in names), scope)  # noqa: S102
+    out: list[Any] = []
+    for fn, args in calls:
+        try:
+            out.append(json.loads(json.dumps(scope[fn](*args))))
+        except Exception as exc:  # noqa: BLE001  (the contract's exceptions are part of the answer)
+            out.append({"raises": type(exc).__name__})
+    return out
+
+
+_DRIVER = (
+    "import importlib, json, sys\n"
+    "sys.path.insert(0, sys.argv[1])\n"
+    "mod = importlib.import_module(sys.argv[2])\n"
+    "out = []\n"
+    "for fn, args in json.loads(sys.argv[3]):\n"
+    "    try:\n"
+    "        out.append(getattr(mod, fn)(*args))\n"
+    "    except Exception as exc:\n"
+    "        out.append({'raises': type(exc).__name__})\n"
+    "print(json.dumps(out))\n"
+)
+
+
+@family(
+    "programs-python-function",
+    CATEGORY,
+    "implement a Python module's stub function to the contract in its docstring, keeping its neighbours working",
+)
+def python_function(w: World) -> Draft:
+    place = _place(w)
+    names = w.sample(sorted(_FUNCTIONS), w.pick((2, 3, 3)))
+    target = names[0]
+    pkg = w.pick(("", f"{place.name}/", "lib/", "src/"))
+    mod = w.pick(("util", "helpers", "textutil", "common", "tools"))
+    rel = f"{pkg}{mod}.py"
+    w.note(target, mod)
+    ordered = w.shuffled(names)
+    head = [f'"""Small helpers for {place.name}."""', "import re", "", ""]
+
+    def module(done: bool) -> list[str]:
+        out = list(head)
+        for i, n in enumerate(ordered):
+            out += _function_source(n, n == target and not done)
+            if i < len(ordered) - 1:
+                out += ["", ""]
+        return out
+
+    old, new = module(False), module(True)
+    path = place.at(rel)
+    files = {path: _body(old)}
+    if pkg and pkg != "lib/":
+        files[place.at(f"{pkg}__init__.py")] = ""
+    files.update({place.at(k): v for k, v in _near_misses(w, rel, mod, "py", w.randint(0, 2)).items()})
+    calls = [(target, a) for a in _calls(w, target)]
+    for n in names[1:]:
+        calls += [(n, a) for a in _calls(w, n)[:2]]
+    want = _evaluate(names, calls)
+    folder = posixpath.dirname(path)
+    cases = [
+        _case(
+            ["python3", "-c", _DRIVER, folder, mod, json.dumps(calls)],
+            out=want,
+            how="json",
+            label=f"calls into {rel}",
+        )
+    ]
+    spec = {"user": place.user, "cases": cases}
+    fn = f"{target}()"
+    task = w.phrase(
+        "{fn} in {rel} is still a stub (it raises NotImplementedError). Implement it to the contract in its "
+        "docstring; the other functions there must keep working.",
+        "Ticket: finish {fn} in {rel}. The docstring is the spec, including the errors it must raise.",
+        "Can you implement {fn} {here}? It lives in {rel}; read its docstring for exactly what it must return.",
+        "{rel}: implement {fn} per its docstring. Don't touch the rest of the module's behaviour.",
+        "The tests for {fn} fail because {rel} only has a stub for it. Write the function so it does what the "
+        "docstring says, edge cases included.",
+        "Goal: `from {mod} import {target}` gives a working {fn} that honours its docstring (see {rel}).",
+        "Who left {fn} unimplemented? Fill it in, in {rel}, following its docstring to the letter.",
+        "Implement the missing body of {fn} ({rel}). Its docstring says what it returns and when it raises.",
+        fn=fn,
+        rel=_ref(w, rel),
+        mod=mod,
+        target=target,
+        here=_here(w),
+    )
+    body = [f"    {x}" for x in _FUNCTIONS[target][2]]
+    reference = [w.pick((f"cat {rel}", f"grep -n -A 12 'def {target}' {rel}", f"sed -n '1,60p' {rel}"))]
+    reference += _backup(w, rel)
+    how = w.pick(("sed-r", "awk-getline", "append", "edit", "edit", "edit"))
+    d = _delim(body)
+    snippet = f"/tmp/{target}.py"
+    if how == "sed-r":
+        reference += [
+            f"cat > {snippet} <<'{d}'\n" + "\n".join(body) + f"\n{d}",
+            f"sed -i -e '/raise NotImplementedError/{{r {snippet}' -e 'd}}' {rel}",
+        ]
+    elif how == "awk-getline":
+        reference += [
+            f"cat > {snippet} <<'{d}'\n" + "\n".join(body) + f"\n{d}",
+            f"awk -v f={snippet} '/raise NotImplementedError/ {{ while ((getline line < f) > 0) print line; next }} 1' "
+            f"{rel} > /tmp/{mod}.new",
+            f"cat /tmp/{mod}.new > {rel}",
+        ]
+    elif how == "append":  # a later definition rebinds the name: the stub is shadowed, not removed
+        src = ["", "", *_function_source(target, False)]
+        reference.append(f"cat >> {rel} <<'{d}'\n" + "\n".join(src) + f"\n{d}")
+    else:
+        reference += _edit(w, rel, _body(old), _body(new))
+    call = _calls(w, target)[0]
+    reference.append(
+        f"python3 -c {quote(f'import sys; sys.path.insert(0, {folder!r}); from {mod} import {target}; print({target}(*{call!r}))')}"
+    )
+    return place.draft(
+        task=task,
+        check=_check(spec),
+        reference=reference,
+        difficulty=3 if len(_FUNCTIONS[target][2]) > 3 else 2,
+        files=files,
     )
