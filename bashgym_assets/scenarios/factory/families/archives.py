@@ -7,11 +7,12 @@ finds only the archive. Checks read archives back with the standard tools (``tar
 
 from __future__ import annotations
 
+import posixpath
 import re
 from datetime import timedelta
 
 from bashgym_assets.scenarios.factory.family import Draft, family
-from bashgym_assets.scenarios.factory.world import HOME, World, quote
+from bashgym_assets.scenarios.factory.world import HOME, World, md5_text, py_check, quote, workplace
 from bashgym_assets.scenarios.factory.world import shell_paths as _shell_paths
 from bashgym_assets.scenarios.factory.world import text_body as _body
 
@@ -776,4 +777,868 @@ def find_corrupt(w: World) -> Draft:
         difficulty=4 if mixed else 3,
         setup=setup,
         files=files,
+    )
+
+
+# ==== issue 39: volumes, members in place, checksum manifests ======================================================
+# These families start where real tasks do (``workplace``: /srv, /opt, /app, a project folder; root or operator)
+# and check meaning with ``py_check``: the bytes an archive holds, not the command that made it.
+_PART_STYLES = {
+    # style -> (split suffix options, first suffixes, how a person names them)
+    "num2": ("-d", ("00", "01", "02"), "two-digit numbers from 00 (.part-00, .part-01, ...)"),
+    "alpha": ("", ("aa", "ab", "ac"), "the letters split uses by default (.part-aa, .part-ab, ...)"),
+    "num3": ("-d -a 3 --numeric-suffixes=1", ("001", "002", "003"), "three-digit numbers from 001"),
+}
+_SIZES = {"256K": 262144, "512K": 524288, "768K": 786432, "1M": 1048576}
+
+
+def _frag(w: World, template: str, **values: object) -> str:
+    return w.spin(template, capitalize=False, **values)
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _suffixes(style: str, n: int) -> list[str]:
+    """The first ``n`` suffixes GNU split writes in ``style``."""
+    if style == "alpha":
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        return [letters[i // 26] + letters[i % 26] for i in range(n)]
+    if style == "num3":
+        return [f"{i + 1:03d}" for i in range(n)]
+    if style == "plain":
+        return [str(i + 1) for i in range(n)]
+    return [f"{i:02d}" for i in range(n)]
+
+
+def _random_payload(w: World, stage: str, top: str) -> tuple[dict[str, str], str, int]:
+    """A staged tree with one incompressible blob (so the archive is as big as drawn) and a few text files; the
+    setup line that writes the blob, and its size."""
+    size = w.randint(12, 30) * 131072
+    blob = f"{stage}/{top}/{w.pick(('data', 'db', 'media', 'dump'))}.bin"
+    files = {f"{stage}/{top}/{w.filename(w.pick(('conf', 'md', 'json')))}": _body(w.lines(3, "kv"))}
+    return (
+        files,
+        f"mkdir -p {quote(posixpath.dirname(blob))} && head -c {size} /dev/urandom > {quote(blob)}",
+        size,
+    )
+
+
+@family(
+    "archives-split-volumes",
+    "archives",
+    "split a big archive into fixed-size or equal volumes with given names, or join volumes back in order",
+)
+def split_volumes(w: World) -> Draft:
+    user = w.pick(("root", "root", "operator"))
+    app = w.project()
+    wd, setup = workplace(w, user, app)
+    top = w.pick((app, f"{app}-{w.pick(('site', 'db', 'media'))}"))
+    kind = w.pick(("backup", "snapshot", "export", "release"))
+    name = f"{top}-{kind}-{w.date():%Y%m%d}.tar.gz"
+    w.note(name)
+    stage = _stage(w)
+    files, blob_cmd, _ = _random_payload(w, stage, top)
+    archive = f"{wd}/{name}"
+    record = f"/root/.volumes-{w.token(6)}"
+    build = (
+        f"{blob_cmd} && tar -czf {quote(archive)} -C {stage} {top} && rm -rf {stage} && "
+        f"md5sum {quote(archive)} | cut -d' ' -f1 > {record} && chown {user}:{user} {quote(archive)}"
+    )
+    setup.append(build)
+    mode = w.pick(("size", "size", "count", "join", "join", "join-extract"))
+    # a near-miss set of volumes from an older run sits beside the real ones
+    old = f"{top}-{kind}-old.tar.gz"
+    spec: dict[str, object] = {"record": record, "archive": archive}
+    rel = posixpath.relpath
+    if mode in ("size", "count"):
+        style = w.pick(tuple(_PART_STYLES))
+        opts, first, style_text = _PART_STYLES[style]
+        outdir = w.pick((wd, f"{wd}/{w.pick(('parts', 'volumes', 'outgoing', 'transfer'))}"))
+        prefix = f"{name}.part-"
+        keep = w.chance(0.5)
+        if mode == "size":
+            size = w.pick(tuple(_SIZES))
+            pieces = f"{size[:-1]} {'MiB' if size.endswith('M') else 'KiB'}"
+            how = _frag(
+                w,
+                "{pieces|volumes|parts} of {s} ({b} bytes) each, the last one {smaller|holding the rest}",
+                s=pieces,
+                b=_SIZES[size],
+            )
+            spec.update(size=_SIZES[size])
+            w.note(size, _SIZES[size])
+        else:
+            n = w.randint(3, 6)
+            how = _frag(w, "{n} {pieces|volumes|parts} of {equal|(nearly) equal} size", n=n)
+            spec.update(count=n)
+            w.note(n)
+        spec.update(outdir=outdir, prefix=prefix, style=style, keep=keep)
+        where = "" if outdir == wd else " " + _frag(w, "in {d}", d=rel(outdir, wd) + "/")
+        naming = _frag(w, "named {p}<suffix> with {s}", p=prefix, s=style_text)
+        keep_text = (
+            _frag(w, "{keep|leave} the original archive {where it is|in place}")
+            if keep
+            else _frag(w, "{remove|delete} the original archive {afterwards|once it is split}")
+        )
+        task = w.phrase(
+            "Split {archive} into {how}{where}, {naming}; {keep}.",
+            "The upload limit is too small for {archive}. Cut it into {how}{where} ({naming}) and {keep}.",
+            "Ticket: {archive} must travel as volumes: {how}{where}, {naming}. {keep_c}.",
+            "Can you split {archive} into {how}{where}? Name them {p}<suffix> ({s}) and {keep}.",
+            "Goal: {archive} exists as {how}{where} that `cat` in name order turns back into the same file; "
+            "{naming}. {keep_c}.",
+            archive=name,
+            how=how,
+            where=where,
+            naming=naming,
+            keep=keep_text,
+            keep_c=_capital(keep_text),
+            p=prefix,
+            s=style_text,
+        )
+        a = name
+        out_prefix = prefix if outdir == wd else f"{rel(outdir, wd)}/{prefix}"
+        ref = [w.pick(("ls -l", f"ls -lh {a}", f"du -b {a}"))]
+        if outdir != wd:
+            ref.append(f"mkdir -p {rel(outdir, wd)}")
+        if mode == "size":
+            size_arg = w.pick((str(spec["size"]), next(k for k, v in _SIZES.items() if v == spec["size"])))
+            cmd = w.pick(
+                (
+                    f"split -b {size_arg} {opts} {a} {out_prefix}",
+                    f"split --bytes={size_arg} {opts.replace('-d', '--numeric-suffixes') if style == 'num2' else opts} {a} {out_prefix}",
+                    "python" if style != "num3" else f"split -b {size_arg} {opts} {a} {out_prefix}",
+                )
+            )
+            if cmd == "python":
+                sfx = "'%02d' % i" if style == "num2" else "chr(97 + i // 26) + chr(97 + i % 26)"
+                cmd = (
+                    f"python3 -c \"d = open('{a}', 'rb').read(); s = {spec['size']}; "
+                    f"[open('{out_prefix}' + {sfx}, 'wb').write(d[o:o + s]) for i, o in enumerate(range(0, len(d), s))]\""
+                )
+        else:
+            cmd = w.pick(
+                (
+                    f"split -n {spec['count']} {opts} {a} {out_prefix}",
+                    f"split --number={spec['count']} {opts} {a} {out_prefix}",
+                )
+            )
+        ref.append(cmd if cmd.startswith("python3") else re.sub(" +", " ", cmd))
+        if not keep:
+            ref.append(f"rm {a}")
+        ref.append(
+            w.pick((f"ls -l {rel(outdir, wd) if outdir != wd else '.'}", f"cat {out_prefix}* | md5sum"))
+        )
+        difficulty = 2
+    else:
+        style = w.pick(("alpha", "num2", "num3", "plain", "plain"))
+        size = w.pick(tuple(_SIZES)[:2]) if style == "plain" else w.pick(tuple(_SIZES))
+        partdir = w.pick((wd, f"{wd}/{w.pick(('incoming', 'parts', 'volumes'))}"))
+        prefix = f"{name}.{w.pick(('part', 'vol'))}{'' if style == 'plain' else '-'}"
+        sfx_opts = {"alpha": "", "num2": "-d", "num3": "-d -a 3 --numeric-suffixes=1", "plain": "-d -a 1"}[
+            style
+        ]
+        p_in = f"{partdir}/{prefix}"
+        cut = (
+            f"split -b {size} {sfx_opts} {quote(archive)} {quote(p_in)}"
+            if style != "plain"
+            else f"split -b {size} -d -a 2 --numeric-suffixes=1 {quote(archive)} {quote(p_in)} && cd {quote(partdir)} "
+            f'&& for f in {quote(prefix)}*; do n="$(echo "$f" | sed -E \'s/([^0-9])0*([0-9]+)$/\\1\\2/\')"; '
+            '[ "$f" = "$n" ] || mv "$f" "$n"; done'
+        )
+        setup.append(
+            f"mkdir -p {quote(partdir)} && sha256sum {quote(archive)} | sed 's|  .*/|  |' > "
+            f"{quote(f'{partdir}/{name}.sha256')} && {cut} && rm {quote(archive)} && "
+            f"chown -R {user}:{user} {quote(partdir)}"
+        )
+        # the older volumes: a name one glob away from the real ones
+        old_files = {
+            f"{partdir}/{old}.{prefix.rsplit('.', 1)[1]}{s}": w.token(40) + "\n" for s in _suffixes(style, 2)
+        }
+        files.update(old_files)
+        setup.append(f"chown {user}:{user} " + " ".join(quote(p) for p in old_files))
+        remove = w.chance(0.5)
+        spec.update(
+            parts_prefix=p_in, remove_parts=remove, same={p: md5_text(t) for p, t in old_files.items()}
+        )
+        target = w.pick((archive, f"{wd}/restored/{name}")) if mode == "join" else archive
+        spec["archive"] = target
+        extract = ""
+        if mode == "join-extract":
+            extract = f"{wd}/{w.pick(('restore', 'unpacked', 'current'))}"
+            spec.update(extract=extract, top=top)
+        where = "" if partdir == wd else " " + _frag(w, "in {d}", d=rel(partdir, wd) + "/")
+        dest = rel(target, wd)
+        rm_text = (
+            _frag(w, "{delete|remove} the {volumes|parts} {once it is whole|afterwards}")
+            if remove
+            else _frag(w, "{keep|leave} the {volumes|parts} as they are")
+        )
+        ex_text = " " + _frag(w, "and unpack it into {x}/", x=rel(extract, wd)) if extract else ""
+        trap = (
+            " " + _frag(w, "(mind the order: the numbers are not zero-padded)")
+            if style == "plain" and w.chance(0.4)
+            else ""
+        )
+        task = w.phrase(
+            "{archive} arrived in {volumes|pieces}{where} ({p}*){trap}. Join them back into {dest}{ex}, check it "
+            "against {name}.sha256, and {rm}.",
+            "Rebuild {dest} from its {volumes|parts} {p}*{where}{trap}{ex}; the checksum in {name}.sha256 must match. "
+            "{rm_c}.",
+            "Ticket: the transfer of {archive} came as split {volumes|parts}{where}. Reassemble {dest}{ex} and {rm}.",
+            "Could you put {archive} back together{where}? The pieces are {p}*{trap}; the result goes to {dest}{ex}. "
+            "{rm_c}.",
+            "The {parts|volumes} named {p}*{where} are one archive cut in pieces. Goal: {dest} is that archive "
+            "again, byte for byte{ex}; {rm}.",
+            "{dest} is missing; only its {volumes|split parts}{where} ({p}*) are here{trap}. Join them{ex} and {rm}.",
+            archive=name,
+            name=name,
+            where=where,
+            p=prefix,
+            dest=dest,
+            ex=ex_text,
+            rm=rm_text,
+            rm_c=_capital(rm_text),
+            trap=trap,
+        )
+        pd = "." if partdir == wd else rel(partdir, wd)
+        pp = prefix if partdir == wd else f"{pd}/{prefix}"
+        ref = [w.pick((f"ls {pd}", f"ls -l {pd}"))]
+        if posixpath.dirname(target) != wd:
+            ref.append(f"mkdir -p {rel(posixpath.dirname(target), wd)}")
+        if style == "plain":
+            join = w.pick(
+                (
+                    f"ls {pp}* | sort -V | xargs cat > {dest}",
+                    f"cat $(ls {pp}* | sort -V) > {dest}",
+                    f"for i in $(seq 1 $(ls {pp}* | wc -l)); do cat {pp}$i; done > {dest}",
+                )
+            )
+        else:
+            join = w.pick(
+                (
+                    f"cat {pp}* > {dest}",
+                    f"cat {pp}?? > {dest}" if style != "num3" else f"cat {pp}??? > {dest}",
+                    f"ls {pp}* | xargs cat > {dest}",
+                    f"find {pd} -name '{prefix}*' | sort | xargs cat > {dest}",
+                )
+            )
+        ref.append(join)
+        shafile = f"{pd}/{name}.sha256" if pd != "." else f"{name}.sha256"
+        ref.append(
+            w.pick(
+                (
+                    f"(cd {rel(posixpath.dirname(target), wd) or '.'} && sha256sum -c {posixpath.relpath(f'{partdir}/{name}.sha256', posixpath.dirname(target))})",
+                    f"sha256sum {dest} && cat {shafile}",
+                )
+            )
+        )
+        if extract:
+            ex = rel(extract, wd)
+            ref += [f"mkdir -p {ex}", w.pick((f"tar -xzf {dest} -C {ex}", f"tar -C {ex} -xzf {dest}"))]
+        if remove:
+            ref.append(f"rm {pp}*" if style != "num3" else f"rm -v {pp}*")
+        difficulty = 3 if style == "plain" or extract else 2
+    return Draft(
+        task=task,
+        check=py_check(spec, _VOLUMES_CHECK),
+        reference=ref,
+        difficulty=difficulty,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd in (HOME, "/root") else wd,
+    )
+
+
+_VOLUMES_CHECK = r"""
+import glob
+want = text(S["record"]).strip()
+if "outdir" in S:
+    keep = S["keep"]
+    if keep and md5(S["archive"]) != want:
+        no("the original archive must stay as it was")
+    if not keep and os.path.exists(S["archive"]):
+        no("the original archive is still there")
+    base = os.path.join(S["outdir"], S["prefix"])
+    parts = sorted(p for p in glob.glob(glob.escape(base) + "*") if not p.endswith((".sha256", ".md5")))
+    if not parts:
+        no("no volumes found")
+    suffixes = [p[len(base):] for p in parts]
+    pat = {"num2": r"\d\d", "alpha": r"[a-z][a-z]", "num3": r"\d\d\d"}[S["style"]]
+    if not all(re.fullmatch(pat, s) for s in suffixes):
+        no(f"volume names: {suffixes}")
+    first = {"num2": "00", "alpha": "aa", "num3": "001"}[S["style"]]
+    if suffixes[0] != first:
+        no(f"the first volume should end in {first}")
+    data = b"".join(open(p, "rb").read() for p in parts)
+    if hashlib.md5(data).hexdigest() != want:
+        no("the volumes joined in name order are not the archive")
+    sizes = [os.path.getsize(p) for p in parts]
+    if "size" in S:
+        if any(s != S["size"] for s in sizes[:-1]) or sizes[-1] > S["size"] or len(parts) != -(-len(data) // S["size"]):
+            no(f"volume sizes {sizes}")
+    elif len(parts) != S["count"] or max(sizes) - min(sizes) > S["count"]:
+        no(f"want {S['count']} volumes of equal size, got {sizes}")
+else:
+    if md5(S["archive"]) != want:
+        no(f"{S['archive']} is missing or not the original archive")
+    left = glob.glob(glob.escape(S["parts_prefix"]) + "*")
+    if S["remove_parts"] and left:
+        no(f"volumes left: {left}")
+    if not S["remove_parts"] and not left:
+        no("the volumes were to be kept")
+    if "extract" in S:
+        top = os.path.join(S["extract"], S["top"])
+        found = [f for f in glob.glob(top + "/*.bin")]
+        if not found:
+            no(f"nothing unpacked into {S['extract']}")
+        out = subprocess.run(["tar", "-xzOf", S["archive"], "--wildcards", "*.bin"], capture_output=True).stdout
+        if open(found[0], "rb").read() != out:
+            no("the unpacked data differs from the archive")
+"""
+
+
+_UPDATE_CHECK = r"""
+import tarfile, zipfile
+path = S["archive"]
+if not os.path.isfile(path):
+    no(f"{path} is missing")
+head = open(path, "rb").read(4)
+members = {}
+seen = set()
+if S["fmt"] == "zip":
+    if head[:2] != b"PK":
+        no("it is no longer a zip archive")
+    with zipfile.ZipFile(path) as z:
+        for info in z.infolist():
+            name = info.filename.removeprefix("./")
+            seen.add(name.rstrip("/"))
+            if not info.is_dir():
+                members[name] = z.read(info)
+else:
+    gz = head[:2] == b"\x1f\x8b"
+    if gz != S["gzip"]:
+        no("the compression changed")
+    try:
+        with tarfile.open(path) as t:
+            for info in t.getmembers():  # a later entry of the same name wins, as when extracting
+                name = info.name.removeprefix("./")
+                seen.add(name.rstrip("/"))
+                if info.isfile():
+                    members[name] = t.extractfile(info).read()
+                else:
+                    members.pop(name, None)
+    except tarfile.TarError as exc:
+        no(f"unreadable archive: {exc}")
+want = {k: v.encode() for k, v in S["want"].items()}
+for name in S.get("absent", []):
+    if name in seen:
+        no(f"{name} is still in the archive")
+for name, body in want.items():
+    if members.get(name) != body:
+        no(f"{name}: {'missing' if name not in members else 'wrong content'}")
+extra = sorted(set(members) - set(want))
+if extra:
+    no(f"unexpected members: {extra[:5]}")
+"""
+
+
+@family(
+    "archives-update-member",
+    "archives",
+    "change an archive in place: replace, add, edit or delete one member, keeping format and other members",
+)
+def update_member(w: World) -> Draft:
+    user = w.pick(("root", "operator", "operator"))
+    app = w.project()
+    wd, setup = workplace(w, user, app)
+    top = w.pick((app, f"{app}-{w.randint(1, 4)}.{w.randint(0, 12)}"))
+    stage = _stage(w)
+    tree = _tree(w, f"{stage}/{top}", w.randint(3, 6))
+    conf_member = f"{top}/{w.pick(('conf', 'config', 'etc'))}/{w.pick(('settings', 'app', app))}.ini"
+    keys = w.sample(("debug", "workers", "region", "timeout", "log_level", "cache", "endpoint"), 4)
+    values = {k: w.pick(("true", "false", "4", "eu-west", "30", "info", "on", "off")) for k in keys}
+    tree[f"{stage}/{conf_member}"] = _body([f"[{app}]"] + [f"{k} = {v}" for k, v in values.items()])
+    mode = w.pick(("replace", "add", "edit", "delete", "delete"))
+    secret = f"{top}/{w.pick(('.env', 'secrets.yml', 'id_rsa', 'credentials.json'))}"
+    if mode == "delete":
+        tree[f"{stage}/{secret}"] = "API_TOKEN=" + w.token(24) + "\n"
+    fmt = w.pick(("tar.gz", "tar.gz", "tgz", "tar", "zip", "zip"))
+    sub = w.pick(("", "", "dist/", "releases/"))
+    name = (
+        f"{sub}{top.replace('.', '_') if fmt == 'zip' else top}-bundle.{fmt}"
+        if top == app
+        else f"{sub}{top}.{fmt}"
+    )
+    archive = f"{wd}/{name}"
+    flag = {"tar.gz": "z", "tgz": "z", "tar": ""}.get(fmt, "")
+    pack = (
+        f"cd {stage} && zip -qr {quote(archive)} {top}"
+        if fmt == "zip"
+        else f"tar -c{flag}f {quote(archive)} -C {stage} {top}"
+    )
+    older = f"{wd}/{sub}{top}-previous.{fmt}"
+    setup.append(
+        f"mkdir -p {quote(posixpath.dirname(archive))} && {pack} && cp {quote(archive)} {quote(older)} && cd / && "
+        f"rm -rf {stage} && chown -R {user}:{user} {quote(posixpath.dirname(archive))}"
+    )
+    want = {m[len(stage) + 1 :]: c for m, c in tree.items()}
+    files = dict(tree)
+    member = ""
+    new_file = ""
+    absent: list[str] = []
+    if mode in ("replace", "add"):
+        member = (
+            w.pick([m for m in want if m != conf_member])
+            if mode == "replace"
+            else f"{top}/{w.pick(('CHANGELOG.md', 'LICENSE', 'NOTICE.txt', 'VERSION'))}"
+        )
+        base = posixpath.basename(member)
+        new_file = (
+            w.pick((f"{base}.new", f"new/{base}", f"{base}", f"patched/{base}"))
+            if mode == "replace"
+            else base
+        )
+        content = _body(w.lines(w.randint(2, 5)))
+        files[f"{wd}/{new_file}"] = content
+        setup.append(f"chown -R {user}:{user} {quote(wd + '/' + new_file.split('/')[0])}")
+        want[member] = content
+    elif mode == "edit":
+        member = conf_member
+        key = w.pick(keys)
+        new_value = w.pick(("true", "false", "8", "us-east", "60", "warning", "on", "off", "16"))
+        while new_value == values[key]:
+            new_value = w.pick(("true", "false", "8", "us-east", "60", "warning", "on", "off", "16"))
+        w.note(key, new_value)
+        edited = {**values, key: new_value}
+        want[member] = _body([f"[{app}]"] + [f"{k} = {v}" for k, v in edited.items()])
+    else:
+        member = secret
+        absent.append(secret)
+        del want[secret]
+    w.note(member, new_file, name)
+    fmt_text = {"zip": "a zip", "tar": "a plain tar", "tar.gz": "a gzipped tar", "tgz": "a gzipped tar"}[fmt]
+    what = {
+        "replace": _frag(
+            w, "{replace|swap} {m} inside it with the {new|fixed} version in {n}", m=member, n=new_file
+        ),
+        "add": _frag(w, "add {n} to it as {m}", n=new_file, m=member),
+        "edit": _frag(
+            w,
+            "set {k} = {v} in {m} inside it (the other lines stay)",
+            k=key if mode == "edit" else "",
+            v=new_value if mode == "edit" else "",
+            m=member,
+        ),
+        "delete": _frag(w, "{remove|delete} {m} from it: it was packed by mistake", m=member),
+    }[mode]
+    keep = _frag(
+        w,
+        "{it stays {f} at the same path with every other member unchanged|same path, still {f}, every other "
+        "member as it was}",
+        f=fmt_text,
+    )
+    task = w.phrase(
+        "In {archive}, {what}; {keep}.",
+        "{archive} ({f}) needs one change: {what}. {keep_c}. {prev} is an older build: leave it alone.",
+        "Ticket: {archive}: {what}. Do not rebuild it from somewhere else; {keep}.",
+        "Could you patch the archive {archive}? {what_c}; {keep}.",
+        "Goal: unpacking {archive} gives the same tree as today except that {what_goal}. {keep_c}.",
+        "{archive} is what we ship, and {what_why}. Fix the archive in place ({keep}); {prev} stays as is.",
+        "Quick fix needed in {archive}, {f}: {what}. {keep_c}.",
+        "Before {archive} is uploaded, {what}. {keep_c}; the other archive{s} here must not change.",
+        archive=name,
+        what=what,
+        what_c=_capital(what),
+        what_goal={
+            "replace": _frag(w, "{m} has the content of {n}", m=member, n=new_file),
+            "add": _frag(w, "it also holds {m} (a copy of {n})", m=member, n=new_file),
+            "edit": _frag(
+                w,
+                "{m} says {k} = {v}",
+                m=member,
+                k=key if mode == "edit" else "",
+                v=new_value if mode == "edit" else "",
+            ),
+            "delete": _frag(w, "{m} is gone", m=member),
+        }[mode],
+        what_why={
+            "replace": _frag(w, "its {m} is outdated: {n} is the right one", m=member, n=new_file),
+            "add": _frag(w, "it lacks {m}: put {n} in at that path", m=member, n=new_file),
+            "edit": _frag(
+                w,
+                "{m} in it must say {k} = {v}",
+                m=member,
+                k=key if mode == "edit" else "",
+                v=new_value if mode == "edit" else "",
+            ),
+            "delete": _frag(w, "{m} in it leaks a secret: take that member out", m=member),
+        }[mode],
+        keep=keep,
+        keep_c=_capital(keep),
+        f=fmt_text,
+        prev=posixpath.relpath(older, wd),
+        s="",
+    )
+    a = name
+    scratch = w.pick(("/tmp/work", "/tmp/repack", f"/tmp/{w.word()}", "tmp"))
+    ref: list[str] = [w.pick((f"tar -tvf {a}" if fmt != "zip" else f"unzip -l {a}", f"ls -l {sub or '.'}"))]
+    approach = w.pick(("inplace", "inplace", "repack", "python"))
+    if mode == "delete" and approach == "inplace" and fmt != "zip":
+        if fmt == "tar":
+            ref.append(f"tar --delete -f {a} {member}")
+        else:
+            plain = a[: -len(".gz")] if fmt == "tar.gz" else a[: -len(".tgz")] + ".tar"
+            ref += (
+                [f"gunzip {a}", f"tar --delete -f {plain} {member}", f"gzip {plain}"]
+                if fmt == "tar.gz"
+                else [
+                    f"gzip -dc {a} > {plain}",
+                    f"tar --delete -f {plain} {member}",
+                    f"gzip -c {plain} > {a}",
+                    f"rm {plain}",
+                ]
+            )
+    elif mode == "delete" and fmt == "zip" and approach != "python":
+        ref.append(f"zip -d {a} {member}")
+    elif approach == "python":
+        new_expr = {
+            "delete": None,
+            "edit": f"data.replace(b'{key} = {values[key]}\\n', b'{key} = {new_value}\\n')"
+            if mode == "edit"
+            else "",
+        }.get(mode, f"open('{new_file}', 'rb').read()")
+        lib = "zipfile" if fmt == "zip" else "tarfile"
+        ref.append(
+            f"python3 - <<'EOF'\nimport io, {lib}\n"
+            + _py_rewrite(fmt, a, member, new_expr, mode == "add")
+            + "EOF"
+        )
+    elif approach == "inplace" and fmt in ("tar", "zip"):
+        ref.append(f"mkdir -p {scratch}/{posixpath.dirname(member)}")
+        if mode == "edit":
+            ref.append(
+                f"tar -xf {a} -C {scratch} {member}"
+                if fmt == "tar"
+                else f"unzip -o {a} {member} -d {scratch}"
+            )
+            ref.append(f"sed -i 's/^{key} = .*/{key} = {new_value}/' {scratch}/{member}")
+        else:
+            ref.append(f"cp {new_file} {scratch}/{member}")
+        full = a if a.startswith("/") else f"$OLDPWD/{a}"
+        if fmt == "tar":
+            op = w.pick(("-rf", "-uf")) if mode != "add" else "-rf"
+            ref.append(f"tar {op} {a} -C {scratch} {member}")
+        else:
+            ref.append(f"cd {scratch} && zip {w.pick(('', '-u '))}{full} {member} && cd -")
+    else:  # extract everything, change it, pack it again (any format)
+        x = {"zip": f"unzip -q {a} -d {scratch}", "tar": f"tar -xf {a} -C {scratch}"}.get(
+            fmt, f"tar -xzf {a} -C {scratch}"
+        )
+        ref += [f"mkdir -p {scratch}", x]
+        if mode == "edit":
+            ref.append(
+                w.pick(
+                    (
+                        f"sed -i 's/^{key} = .*/{key} = {new_value}/' {scratch}/{member}",
+                        f"sed -i -E 's/^({key}) = .*/\\1 = {new_value}/' {scratch}/{member}",
+                    )
+                )
+            )
+        elif mode == "delete":
+            ref.append(f"rm {scratch}/{member}")
+        else:
+            ref.append(f"cp {new_file} {scratch}/{member}")
+        full = a if a.startswith("/") else f"$OLDPWD/{a}"
+        ref.append(
+            {
+                "zip": f"rm {a} && (cd {scratch} && zip -qr {full} {top})"
+                if scratch.startswith("/")
+                else f"rm {a} && cd {scratch} && zip -qr ../{a} {top} && cd ..",
+                "tar": f"tar -cf {a} -C {scratch} {top}",
+            }.get(fmt, f"tar -czf {a} -C {scratch} {top}")
+        )
+        ref.append(f"rm -rf {scratch}")
+    ref.append(f"tar -tf {a}" if fmt != "zip" else f"unzip -l {a}")
+    record = f"/root/.older-{w.token(6)}"
+    setup.append(f"md5sum {quote(older)} | cut -d' ' -f1 > {record}")
+    spec = {
+        "archive": archive,
+        "fmt": fmt,
+        "gzip": fmt in ("tar.gz", "tgz"),
+        "want": want,
+        "absent": absent,
+        "recorded": {older: record},
+    }
+    check = py_check(spec, _UPDATE_CHECK)
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=3 if mode == "edit" or fmt in ("tar.gz", "tgz") else 2,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd in (HOME, "/root") else wd,
+    )
+
+
+def _py_rewrite(fmt: str, archive: str, member: str, new_expr: str | None, add: bool) -> str:
+    """A Python heredoc body rewriting ``archive`` with ``member`` changed to ``new_expr`` (its old bytes are
+    ``data``; None drops it), or added when ``add``."""
+    change = "      continue\n" if new_expr is None else f"      data = {new_expr}\n"
+    if fmt == "zip":
+        return (
+            f"src = zipfile.ZipFile('{archive}')\nitems = [(i, src.read(i)) for i in src.infolist()]\nsrc.close()\n"
+            f"with zipfile.ZipFile('{archive}', 'w', zipfile.ZIP_DEFLATED) as z:\n"
+            "  for info, data in items:\n"
+            f"    if info.filename == '{member}':\n{change}"
+            "    z.writestr(info, data)\n" + (f"  z.writestr('{member}', {new_expr})\n" if add else "")
+        )
+    mode_w = {"tar": "w", "tar.gz": "w:gz", "tgz": "w:gz"}[fmt]
+    return (
+        f"src = tarfile.open('{archive}')\n"
+        "items = [(i, src.extractfile(i).read() if i.isfile() else None) for i in src.getmembers()]\nsrc.close()\n"
+        f"with tarfile.open('{archive}', '{mode_w}') as t:\n"
+        "  for info, data in items:\n"
+        f"    if info.name == '{member}':\n{change}"
+        "    if data is not None:\n      info.size = len(data)\n"
+        "    t.addfile(info, io.BytesIO(data) if data is not None else None)\n"
+        + (
+            f"  info = tarfile.TarInfo('{member}')\n  data = {new_expr}\n  info.size = len(data)\n  info.mode = 0o644\n"
+            "  t.addfile(info, io.BytesIO(data))\n"
+            if add
+            else ""
+        )
+    )
+
+
+_MANIFEST_CHECK = r"""
+def entries(path):
+    out = {}
+    for line in text(path).splitlines():
+        if not line.strip():
+            continue
+        m = re.fullmatch(r"\\?([0-9a-f]{32,64}) [ *](.+)", line.strip()) or re.fullmatch(
+            r"(?:SHA256|MD5) \((.+)\) = ([0-9a-f]{32,64})", line.strip()
+        )
+        if not m:
+            no(f"not a checksum line: {line!r}")
+        digest, name = (m.group(1), m.group(2)) if line.strip()[0] in "0123456789abcdef\\" else (m.group(2), m.group(1))
+        out[os.path.normpath(name.removeprefix("./"))] = digest
+    return out
+def digest_of(path, algo):
+    with open(path, "rb") as fh:
+        return hashlib.new(algo, fh.read()).hexdigest()
+root = S["root"]
+if S["mode"] == "write":
+    got = entries(S["manifest"])
+    if sorted(got) != sorted(S["files"]):
+        no(f"listed: {sorted(got)}")
+    for name, digest in got.items():
+        if len(digest) != S["hexlen"] or digest != digest_of(os.path.join(root, name), S["algo"]):
+            no(f"wrong checksum for {name}")
+elif S["mode"] == "report":
+    if not os.path.isfile(S["report"]):
+        no(f"no {S['report']}")
+    got = [os.path.normpath(x.strip().removeprefix("./")) for x in text(S["report"]).splitlines() if x.strip()]
+    got = [re.sub(r":\s*(FAILED.*)?$", "", x) for x in got]
+    if sorted(got) != sorted(S["bad"]):
+        no(f"reported {got}")
+else:
+    want = entries(S["manifest"])
+    for name, digest in want.items():
+        p = os.path.join(root, name)
+        if not os.path.isfile(p) or digest_of(p, S["algo"]) != digest:
+            no(f"{name} still does not match the manifest")
+"""
+
+
+@family(
+    "archives-checksum-manifest",
+    "archives",
+    "write a sha256sum/md5sum manifest of a release tree, or check a tree against one and report or restore "
+    "the files that differ",
+)
+def checksum_manifest(w: World) -> Draft:
+    user = w.pick(("root", "operator", "operator"))
+    app = w.project()
+    wd, setup = workplace(w, user, app)
+    ver = f"{w.randint(1, 5)}.{w.randint(0, 20)}.{w.randint(0, 9)}"
+    rdir = w.pick(("release", f"{app}-{ver}", "dist", "current"))
+    root = f"{wd}/{rdir}"
+    algo = w.pick(("sha256", "sha256", "md5"))
+    tool = f"{algo}sum"
+    manifest_name = w.pick(
+        (f"{algo.upper()}SUMS", f"{rdir}.{algo}" if rdir != "current" else "CHECKSUMS", "checksums.txt")
+    )
+    subs = w.sample(("bin", "lib", "conf", "docs", "share", "static"), w.randint(1, 3))
+    files: dict[str, str] = {}
+    for i in range(w.randint(4, 8)):
+        sub = subs[i % len(subs)] if w.chance(0.8) else ""
+        files[f"{root}/{sub + '/' if sub else ''}{w.filename(w.pick(_MEMBER_EXTS))}"] = _body(
+            w.lines(w.randint(2, 6))
+        )
+    rels = sorted(posixpath.relpath(p, root) for p in files)
+    notes = f"{wd}/{w.pick(('NOTES.txt', 'notes.md', 'TODO'))}"
+    files[notes] = _body(w.lines(2))
+    setup.append(f"chown -R {user}:{user} {quote(root)} {quote(notes)}")
+    mode = w.pick(("write", "write", "report", "report", "restore"))
+    spec: dict[str, object] = {
+        "root": root,
+        "mode": mode,
+        "algo": algo,
+        "hexlen": 64 if algo == "sha256" else 32,
+    }
+    manifest = f"{root}/{manifest_name}"
+    spec["manifest"] = manifest
+    r = posixpath.relpath(root, wd)
+    m = manifest_name
+    ref: list[str] = []
+    if mode == "write":
+        spec["files"] = rels
+        spec["same"] = {p: md5_text(t) for p, t in files.items()}
+        task = w.phrase(
+            "Write {m} in {r}/: the {t} of every file under {r} (paths relative to {r}, as `{tool} -c` reads "
+            "them from there), not listing {m} itself.",
+            "We publish {r}/ with a checksum manifest. Create {r}/{m} with one `{tool}` line per file in the tree "
+            "(subfolders included, relative paths); the manifest must not list itself.",
+            "Ticket: {r} has no {m} yet. Generate it ({tool} format, relative paths) so that `cd {r} && {tool} -c "
+            "{m}` passes for every file.",
+            "Can you produce a {t} manifest {r}/{m} covering all files in {r}, recursively? Relative paths, "
+            "{tool}'s format, and not the manifest itself.",
+            "Goal: anyone can verify the files of {r} with `{tool} -c {m}` run inside it: every file is listed once "
+            "with its {t}, nothing else.",
+            "{r}/{m}: {tool} of each file below {r} (relative paths), excluding {m}.",
+            r=r,
+            m=m,
+            t=f"{algo.upper()} checksum",
+            tool=tool,
+        )
+        ref.append(w.pick((f"find {r} -type f", f"ls -R {r}")))
+        how = w.randint(0, 4)
+        if how == 0:
+            ref.append(f"cd {r} && find . -type f ! -name {m} -exec {tool} {{}} + > {m}")
+        elif how == 1:
+            ref.append(f"cd {r} && find . -type f ! -name {m} -print0 | sort -z | xargs -0 {tool} > {m}")
+        elif how == 2:
+            ref.append(f"cd {r} && {tool} $(find . -type f | sort) > /tmp/{m} && mv /tmp/{m} {m}")
+        elif how == 3:
+            ref.append(
+                f'cd {r} && for f in $(find * -type f); do {tool} "$f"; done > ../{m}.tmp && mv ../{m}.tmp {m}'
+            )
+        else:
+            ref.append(
+                f"cd {r} && python3 - > /tmp/{m} <<'EOF'\nimport hashlib, os\nfor d, _, names in sorted(os.walk('.')):\n"
+                f"    for f in sorted(names):\n        if f != '{m}':\n            p = os.path.join(d, f)\n"
+                f"            print(hashlib.{algo}(open(p, 'rb').read()).hexdigest() + '  ' + p)\nEOF"
+            )
+            ref.append(f"mv /tmp/{m} {m}")
+        ref.append(f"{tool} -c {m}")
+        difficulty = 2
+    else:
+        bad = w.sample(rels, w.randint(1, min(3, len(rels) - 1)))
+        missing = w.pick(bad) if len(bad) > 1 and mode == "report" and w.chance(0.4) else None
+        spec["bad"] = bad
+        setup.append(
+            f"cd {quote(root)} && {tool} {' '.join(quote(p) for p in rels)} > {quote(manifest_name)}"
+        )
+        for p in bad:
+            if p == missing:
+                setup.append(f"rm {quote(root + '/' + p)}")
+            else:
+                setup.append(
+                    f"echo {quote(w.pick(('patched locally', 'debug = true', 'TODO remove')))} >> {quote(root + '/' + p)}"
+                )
+        out = f"{wd}/{w.pick(('mismatch', 'failed', 'changed', 'bad_files'))}.{w.pick(('txt', 'list'))}"
+        spec["report"] = out
+        o = posixpath.relpath(out, wd)
+        if mode == "restore":
+            archive = f"{wd}/{app}-{ver}.tar.gz"
+            stage = _stage(w)
+            for p in rels:
+                files[f"{stage}/{rdir}/{p}"] = files[f"{root}/{p}"]
+            files[f"{stage}/{rdir}/{posixpath.basename(notes)}"] = "old notes\n"
+            setup.append(
+                f"tar -czf {quote(archive)} -C {stage} {rdir} && rm -rf {stage} && chown {user}:{user} {quote(archive)}",
+            )
+            spec["same"] = {notes: md5_text(files[notes])}
+        w.note(m, o, tool)
+        if mode == "report":
+            task = w.phrase(
+                "Verify {r}/ against its manifest {r}/{m} and write the paths of the files that fail (as the "
+                "manifest names them) to {o}, one per line.",
+                "Someone edited files in {r} after release. Which ones no longer match {m}? List them in {o} (one "
+                "path per line, as written in the manifest).",
+                "Ticket: integrity audit of {r}: check every entry of {r}/{m} and record the mismatching or missing "
+                "files in {o}.",
+                "Could you run the {tool} manifest in {r} and put the names of the files that do not pass in {o}?",
+                "Goal: {o} lists exactly the files of {r}/{m} whose content no longer matches (or that are gone), "
+                "by their manifest path.",
+                "{r}/{m} vs the files: failures go to {o}, one path a line.",
+                r=r,
+                m=m,
+                o=o,
+                tool=tool,
+            )
+            ref.append(f"cd {r}")
+            how = w.randint(0, 3)
+            if how == 0:
+                ref.append(f"{tool} -c {m} 2>/dev/null | grep -v ': OK$' | cut -d: -f1 > ../{o}")
+            elif how == 1:
+                ref.append(f"{tool} --quiet -c {m} 2>/dev/null | sed 's/: FAILED.*//' > ../{o}")
+            elif how == 2:
+                ref.append(f"{tool} -c {m} 2>/dev/null | awk -F': ' '$2 != \"OK\" {{print $1}}' > ../{o}")
+            else:
+                ref.append(
+                    f'while read -r sum f; do [ "$(cat "$f" 2>/dev/null | {tool} | cut -d\' \' -f1)" = "$sum" ] || '
+                    f'echo "$f"; done < {m} > ../{o}'
+                )
+            ref.append(f"cat ../{o}")
+            difficulty = 2 if missing is None else 3
+        else:
+            a = posixpath.relpath(archive, wd)
+            note_rel = posixpath.relpath(notes, wd)
+            task = w.phrase(
+                "Some files in {r}/ no longer match {r}/{m}. Restore exactly those from the release archive {a}; "
+                "{n} has local edits and must stay as it is.",
+                "Files under {r} were changed by hand. Check them against {m} and put back the original versions "
+                "of the ones that fail, from {a}. Do not unpack anything else ({n} is ours).",
+                "Ticket: `{tool} -c {m}` fails in {r}. Repair the tree from {a} (only the failing files; {n} keeps "
+                "its local content).",
+                "Could you fix {r} so that its manifest {m} verifies again? The pristine files are in {a}; leave {n} "
+                "alone.",
+                "Goal: `cd {r} && {tool} -c {m}` passes, by taking the changed files back from {a}, and {n} is "
+                "unchanged.",
+                r=r,
+                m=m,
+                a=a,
+                n=note_rel,
+                tool=tool,
+            )
+            bad_members = " ".join(f"{rdir}/{p}" for p in bad)
+            ref += [
+                f"(cd {r} && {tool} -c {m} 2>/dev/null | grep -v ': OK$')",
+                w.pick(
+                    (
+                        f"tar -xzf {a} {bad_members}",
+                        f"tar -xzvf {a} {bad_members}",
+                        f"for f in {' '.join(bad)}; do tar -xzOf {a} {rdir}/$f > {r}/$f; done",
+                    )
+                ),
+                f"(cd {r} && {tool} -c {m})",
+            ]
+            difficulty = 3
+    return Draft(
+        task=task,
+        check=py_check(spec, _MANIFEST_CHECK),
+        reference=ref,
+        difficulty=difficulty,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd in (HOME, "/root") else wd,
     )

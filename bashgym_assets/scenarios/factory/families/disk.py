@@ -9,8 +9,11 @@ depends on ``df``: a container's filesystem totals are not the task's to control
 
 from __future__ import annotations
 
+import posixpath
+from datetime import timedelta
+
 from bashgym_assets.scenarios.factory.family import Draft, family
-from bashgym_assets.scenarios.factory.world import HOME, World, quote
+from bashgym_assets.scenarios.factory.world import HOME, World, md5_text, py_check, quote, workplace
 from bashgym_assets.scenarios.factory.world import shell_paths as _shell_paths
 from bashgym_assets.scenarios.factory.world import text_body as _body
 
@@ -724,3 +727,588 @@ def duplicate_files(w: World) -> Draft:
         ]
     reference.append(f"ls {inc_s}")
     return Draft(task=task, check="\n".join(lines) + "\n", reference=reference, difficulty=4, files=files)
+
+
+# ==== issue 39: usage by owner, a cache pruned to a budget, allocation (sparse files and ballast) ===================
+# Where real tasks start (``workplace``); checks with ``py_check`` read meaning: the totals, the files left, the blocks
+# a file really holds.
+def _frag(w: World, template: str, **values: object) -> str:
+    return w.spin(template, capitalize=False, **values)
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _rel_to(path: str, wd: str) -> str:
+    return posixpath.relpath(path, wd) if path.startswith(wd + "/") else path
+
+
+_PATHS_LIB = r"""
+def paths_in(report, wd, base):
+    out = []
+    for line in text(report).splitlines():
+        p = line.strip().split()[-1] if line.strip() else ""
+        if not p:
+            continue
+        if not p.startswith("/"):
+            p = p[2:] if p.startswith("./") else p
+            a, b = os.path.join(wd, p), os.path.join(base, p)
+            p = a if os.path.lexists(a) or not os.path.lexists(b) else b
+        out.append(os.path.normpath(p))
+    return out
+"""
+
+
+@family(
+    "disk-usage-by-owner",
+    "disk",
+    "total the space each owner's files take under a shared tree (find -printf/stat/du -c by user) into a report",
+)
+def usage_by_owner(w: World) -> Draft:
+    user = w.pick(("root", "root", "operator"))
+    app = w.project()
+    wd, setup = workplace(w, user, app)
+    tree = f"{wd}/{w.pick(('shared', 'uploads', 'scratch', 'projects', 'incoming'))}"
+    owners = [w.username() for _ in range(w.randint(3, 4))]
+    setup.append(" && ".join(f"useradd -M -s /usr/sbin/nologin {o}" for o in owners))
+    subs = w.sample(_SUBDIRS, w.randint(2, 3))
+    totals = {o: 0 for o in owners}
+    sizes: dict[str, int] = {}
+    owner_of: dict[str, str] = {}
+    for i in range(w.randint(7, 12)):
+        o = owners[i % len(owners)] if i < len(owners) else w.pick(owners)
+        name = w.filename(w.pick(_BIG_EXTS))
+        if w.chance(0.15):
+            name = "." + name
+        path = f"{tree}/{w.pick(subs)}/{name}" if w.chance(0.8) else f"{tree}/{name}"
+        sizes[path] = w.randint(1, 300) * KIB + w.randint(0, 1023)
+        owner_of[path] = o
+        totals[o] += sizes[path]
+    while len(set(totals.values())) < len(totals):  # no ties: an order must be one order
+        path = w.pick(list(sizes))
+        sizes[path] += 7
+        totals[owner_of[path]] += 7
+    chowns = [f"chown {o} {quote(p)}" for p, o in owner_of.items()]
+    dirs = sorted({posixpath.dirname(p) for p in sizes})
+    setup.append(
+        " && ".join(
+            [f"mkdir -p {' '.join(quote(d) for d in dirs)}"]
+            + [f"head -c {n} /dev/zero > {quote(p)}" for p, n in sizes.items()]
+            + chowns
+            + [f"chmod -R a+rX {quote(tree)}"]
+        )
+    )
+    w.note(*owners)
+    mode = w.pick(("all", "all", "one", "top", "over"))
+    report = f"{wd}/{w.pick(('usage', 'owners', 'by_owner', 'space'))}{w.pick(('.txt', '.report', ''))}"
+    t, r = _rel_to(tree, wd), _rel_to(report, wd)
+    ranked = sorted(totals, key=lambda o: -totals[o])
+    spec: dict[str, object] = {"report": report, "mode": mode}
+    bytes_note = _frag(
+        w, "{in bytes (the sum of the file sizes)|as a byte count (apparent size: the file sizes added up)}"
+    )
+    if mode == "all":
+        spec["rows"] = [[o, totals[o]] for o in ranked]
+        task = w.phrase(
+            "Write to {r} how much space each owner's files take under {t}: one line `<user> <bytes>` per owner, "
+            "{b}, biggest first.",
+            "{t} is filling up and nobody admits to it. Produce {r} with every file owner there and the total size "
+            "of their files {b}, one `user bytes` line each, largest total first.",
+            "Ticket: disk usage by owner for {t}. Output: {r}, lines `<owner> <total bytes>`, sorted by total, "
+            "descending. Count every file in the tree, hidden ones too.",
+            "Can you tell me who uses the space in {t}? Put `<user> <bytes>` lines in {r}, {b}, top user first.",
+            "Goal: {r} ranks the owners of the files under {t} by the space their files take {b}, one `name total` "
+            "per line, biggest first.",
+            r=r,
+            t=t,
+            b=bytes_note,
+        )
+    elif mode == "one":
+        who = w.pick(owners)
+        spec["value"] = totals[who]
+        task = w.phrase(
+            "How much space do {who}'s files take under {t}? Write the total {b} to {r} (just the number).",
+            "Ticket: {who} is asked to clean up {t}. Put the total size of the files {who} owns there in {r}, "
+            "{b}, nothing else in the file.",
+            "Write the sum of the sizes of all files owned by {who} under {t} to {r} (a single number of bytes).",
+            "Before I talk to {who}: {r} should hold how many bytes {who}'s files use in {t}, subfolders and hidden "
+            "files included.",
+            who=who,
+            r=r,
+            t=t,
+            b=bytes_note,
+        )
+    elif mode == "top":
+        spec["value"] = ranked[0]
+        task = w.phrase(
+            "Which user owns the most data under {t}, counting the file sizes? Write just that user name to {r}.",
+            "Find the biggest space consumer among the file owners of {t} (total file size, subfolders included) "
+            "and put their login name in {r}.",
+            "Ticket: {t} is full. Name the owner whose files take the most bytes there, in {r}.",
+            r=r,
+            t=t,
+        )
+    else:
+        limit = (totals[ranked[1]] + totals[ranked[2]]) // 2 // KIB
+        over = [o for o in ranked if totals[o] > limit * KIB]
+        spec["names"] = sorted(over)
+        w.note(limit)
+        task = w.phrase(
+            "List the users whose files under {t} add up to more than {k} KiB ({kb} bytes), one name per line, in "
+            "{r}.",
+            "Who is over {k} KiB in {t}? Sum the sizes of each owner's files there and write the names of those "
+            "over the limit to {r}, one per line.",
+            "Ticket: quota review of {t}: owners with more than {kb} bytes of files go in {r} (one login a line).",
+            k=limit,
+            kb=limit * KIB,
+            r=r,
+            t=t,
+        )
+    sums = "awk '{s[$1] += $2} END {for (u in s) print u, s[u]}'"
+    how = w.randint(0, 4)
+    if how == 0:
+        pipe = f"find {t} -type f -printf '%u %s\\n' | {sums}"
+    elif how == 1:
+        pipe = f"find {t} -type f -exec stat -c '%U %s' {{}} + | {sums}"
+    elif how == 2:
+        pipe = (
+            f"for u in $(find {t} -type f -printf '%u\\n' | sort -u); do echo \"$u $(find {t} -type f -user $u "
+            "-printf '%s\\n' | paste -sd+ | bc)\"; done"
+        )
+    elif how == 3:
+        pipe = (
+            f'for u in $(stat -c %U $(find {t} -type f) | sort -u); do echo "$u $(find {t} -type f -user $u -print0 '
+            '| du -cb --files0-from=- | tail -n 1 | cut -f1)"; done'
+        )
+    else:
+        pipe = (
+            f'python3 -c "import os, pwd, collections; s = collections.Counter(); '
+            f"[s.update({{pwd.getpwuid(os.lstat(p).st_uid).pw_name: os.lstat(p).st_size}}) for d, _, fs in os.walk('{t}') "
+            'for p in (os.path.join(d, f) for f in fs)]; [print(u, n) for u, n in s.items()]"'
+        )
+    ref = [w.pick((f"ls -la {t}", f"du -sh {t}", f"find {t} -type f -ls | head"))]
+    if mode == "all":
+        ref.append(f"{pipe} | sort -k2,2nr > {r}")
+    elif mode == "top":
+        ref.append(f"{pipe} | sort -k2 -nr | head -n 1 | cut -d' ' -f1 > {r}")
+    elif mode == "over":
+        ref.append(f"{pipe} | awk '$2 > {limit * KIB}' | cut -d' ' -f1 > {r}")
+    else:
+        ref.append(
+            w.pick(
+                (
+                    f"find {t} -type f -user {who} -printf '%s\\n' | paste -sd+ | bc > {r}",
+                    f"find {t} -type f -user {who} -printf '%s\\n' | awk '{{s += $1}} END {{print s}}' > {r}",
+                    f"find {t} -type f -user {who} -print0 | du -cb --files0-from=- | tail -n 1 | cut -f1 > {r}",
+                    f"{pipe} | awk '$1 == \"{who}\" {{print $2}}' > {r}",
+                )
+            )
+        )
+    ref.append(f"cat {r}")
+    check = py_check(
+        spec,
+        r"""
+if not os.path.isfile(S["report"]):
+    no(f"no {S['report']}")
+lines = [l.strip() for l in text(S["report"]).splitlines() if l.strip()]
+if S["mode"] == "all":
+    rows = [re.split(r"[\s,:;]+", l) for l in lines]
+    got = [[r[0], int(r[1])] if len(r) == 2 and r[1].isdigit() else l for r, l in zip(rows, lines)]
+    if got != S["rows"]:
+        no(f"report: {lines}")
+elif S["mode"] == "over":
+    if sorted(lines) != S["names"]:
+        no(f"report: {lines}")
+elif lines != [str(S["value"])]:
+    no(f"report: {lines}")
+""",
+    )
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty={"all": 3, "one": 2, "top": 2, "over": 3}[mode],
+        setup=setup,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd in (HOME, "/root") else wd,
+    )
+
+
+@family(
+    "disk-cache-budget-prune",
+    "disk",
+    "prune a cache folder oldest-first down to a size budget, or to its newest N entries, keeping its markers",
+)
+def cache_budget_prune(w: World) -> Draft:
+    user = w.pick(("root", "operator"))
+    app = w.project()
+    if user == "root":
+        cache = w.pick((f"/var/cache/{app}", f"/srv/{app}/cache", f"/opt/{app}/var/cache"))
+        wd = w.pick(("/root", posixpath.dirname(cache)))
+        setup: list[str] = []
+    else:
+        wd, setup = workplace(w, user, app)
+        cache = w.pick(
+            (f"{HOME}/.cache/{app}", f"{wd}/cache", f"{wd}/.cache/{w.pick(('pip', 'build', 'thumbs'))}")
+        )
+    ext = w.pick(("blob", "chunk", "cache", "bin", "pack"))
+    nested = w.chance(0.5)
+    n = w.randint(8, 13)
+    start = w.date()
+    entries: list[tuple[str, int, str]] = []  # path, size, mtime (oldest first)
+    for _ in range(n):
+        h = w.token(10)
+        path = f"{cache}/{h[:2]}/{h}.{ext}" if nested else f"{cache}/{h}.{ext}"
+        size = w.randint(20, 220) * KIB
+        start += timedelta(hours=w.randint(3, 20), minutes=w.randint(0, 59))  # strictly newer each time
+        stamp = start
+        entries.append((path, size, f"{stamp:%Y-%m-%d %H:%M:%S}"))
+    markers = {f"{cache}/CACHEDIR.TAG": "Signature: 8a477f597d28d172789f06886806bc55\n"}
+    if w.chance(0.5):
+        markers[f"{cache}/{w.pick(('index.json', '.lock', 'README'))}"] = "{}\n"
+    mode = w.pick(("budget", "budget", "keep"))
+    sizes_newest_first = [e[1] for e in reversed(entries)]
+    if mode == "budget":
+        keep_n = w.randint(3, n - 3)
+        budget = sum(sizes_newest_first[:keep_n]) + w.randint(0, sizes_newest_first[keep_n] - 1)
+        budget_kib = budget // KIB
+        keep_n = max(j for j in range(n + 1) if sum(sizes_newest_first[:j]) <= budget_kib * KIB)
+        w.note(budget_kib)
+    else:
+        keep_n = w.randint(2, n - 3)
+        w.note(keep_n)
+    kept = [e[0] for e in entries[n - keep_n :]]
+    dirs = sorted({posixpath.dirname(e[0]) for e in entries} | {cache})
+    owner = user if user == "operator" else w.pick(("root", app))
+    if owner == app:
+        setup.append(f"id -u {app} >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin {app}")
+    setup.append(
+        " && ".join(
+            [f"mkdir -p {' '.join(quote(d) for d in dirs)}"]
+            + [
+                f"head -c {s} /dev/zero > {quote(p)} && touch -d {quote(t)} {quote(p)}"
+                for p, s, t in w.shuffled(entries)
+            ]
+            + [f"chown -R {owner}: {quote(cache)}"]
+        )
+    )
+    c = _rel_to(cache, wd) if cache.startswith(wd + "/") else cache
+    if c.startswith(HOME + "/") and user == "operator":
+        c = "~" + c[len(HOME) :]
+    layout = _frag(w, "(entries sit in two-character subfolders)") if nested else ""
+    keep_markers = _frag(
+        w,
+        "{CACHEDIR.TAG and the other non-.{e} files stay|only .{e} files are entries: CACHEDIR.TAG and friends stay}",
+        e=ext,
+    )
+    if mode == "budget":
+        task = w.phrase(
+            "Shrink the cache {c} to at most {k} KiB of .{e} entries by deleting the oldest entries first (by "
+            "modification time), no more than needed. {m}. {l}",
+            "{c} has outgrown its budget of {k} KiB. Evict entries oldest-first (mtime) until the .{e} files add up "
+            "to {k} KiB ({kb} bytes) or less; keep as many of the newest as fit. {m}. {l}",
+            "Ticket: cache {c} over quota. Policy: the total size of the .{e} entries must be <= {kb} bytes; evict "
+            "least recently modified first and stop as soon as it fits. {m}. {l}",
+            "Can you prune {c}? Delete the oldest .{e} files, one after another, until all the remaining ones "
+            "together take no more than {k} KiB. {m}. {l}",
+            "Goal: {c} keeps its newest .{e} entries that fit in {k} KiB (sizes in bytes, {kb} in all) and nothing "
+            "older. {m}. {l}",
+            c=c,
+            k=budget_kib,
+            kb=budget_kib * KIB,
+            e=ext,
+            m=_capital(keep_markers),
+            l=_capital(layout) if layout else "",
+        )
+    else:
+        task = w.phrase(
+            "Keep only the {k} most recently modified .{e} entries in {c} and delete the older ones. {m}. {l}",
+            "{c} keeps growing. Trim it to its newest {k} .{e} files (by mtime); everything older goes. {m}. {l}",
+            "Ticket: retention for {c} is {k} entries. Remove every .{e} file but the {k} newest. {m}. {l}",
+            "Could you delete all but the latest {k} .{e} files in the cache {c}? {m}. {l}",
+            c=c,
+            k=keep_n,
+            e=ext,
+            m=_capital(keep_markers),
+            l=_capital(layout) if layout else "",
+        )
+    listing = f"find {c} -name '*.{ext}' -printf '%T@ %s %p\\n'"
+    ref = [w.pick((f"du -sb {c}", f"ls -la {c}", f"find {c} -type f | head"))]
+    how = w.randint(0, 3)
+    if mode == "budget":
+        b = budget_kib * KIB
+        if how == 0:
+            ref.append(f"{listing} | sort -rn | awk -v b={b} '{{t += $2}} t > b {{print $3}}' | xargs -r rm")
+        elif how == 1:
+            ref.append(
+                f"{listing} | sort -rn | awk '{{t += $2; if (t > {b}) print $3}}' | while read -r f; do rm \"$f\"; done"
+            )
+        elif how == 2:
+            ref.append(
+                f"while [ \"$(find {c} -name '*.{ext}' -printf '%s\\n' | paste -sd+ | bc)\" -gt {b} ]; do "
+                f"{listing.replace(' %s', '')} | sort -n | head -n 1 | cut -d' ' -f2 | xargs rm; done"
+            )
+        else:
+            ref.append(
+                f"python3 - <<'EOF'\nimport glob, os\nfs = sorted(glob.glob(os.path.expanduser('{c}') + '/**/*.{ext}', "
+                "recursive=True), key=os.path.getmtime)\ntotal = sum(map(os.path.getsize, fs))\nwhile total > "
+                f"{b}:\n    f = fs.pop(0)\n    total -= os.path.getsize(f)\n    os.remove(f)\nEOF"
+            )
+    else:
+        if how == 0:
+            ref.append(
+                f"{listing.replace(' %s', '')} | sort -rn | tail -n +{keep_n + 1} | cut -d' ' -f2 | xargs -r rm"
+            )
+        elif how == 1 and not nested:
+            ref.append(f"ls -t {c}/*.{ext} | tail -n +{keep_n + 1} | xargs -r rm --")
+        elif how == 2:
+            ref.append(
+                f"{listing.replace(' %s', '')} | sort -n | head -n -{keep_n} | cut -d' ' -f2 | while read -r f; do rm "
+                '"$f"; done'
+            )
+        else:
+            ref.append(
+                f"{listing.replace(' %s', '')} | sort -rn | sed -n '{keep_n + 1},$p' | cut -d' ' -f2 | xargs -r rm -f"
+            )
+    ref.append(w.pick((f"du -sb {c}", f"find {c} -name '*.{ext}' | wc -l", f"ls -lR {c}")))
+    spec = {
+        "mode": mode,
+        "cache": cache,
+        "ext": ext,
+        "kept": sorted(kept),
+        "same": {p: md5_text(t) for p, t in markers.items()},
+    }
+    check = py_check(
+        spec,
+        r"""
+left = sorted(
+    os.path.join(d, f) for d, _, fs in os.walk(S["cache"]) for f in fs if f.endswith("." + S["ext"])
+)
+if left != S["kept"]:
+    gone = sorted(set(S["kept"]) - set(left))
+    no(f"{len(left)} entries left; newest entries deleted: {len(gone)}; want {len(S['kept'])}")
+""",
+    )
+    files = dict(markers)
+    setup.append(f"chown {owner}: " + " ".join(quote(p) for p in markers))
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=3 if mode == "budget" else 2,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd in (HOME, "/root") else wd,
+    )
+
+
+@family(
+    "disk-sparse-allocation",
+    "disk",
+    "work with allocated vs apparent size: make a file sparse in place, reserve a really-allocated ballast file, "
+    "or report the sparse files of a tree",
+)
+def sparse_allocation(w: World) -> Draft:
+    user = w.pick(("root", "root", "operator"))
+    app = w.project()
+    wd, setup = workplace(w, user, app)
+    mode = w.pick(("sparsify", "ballast", "report"))
+    mib = 1 << 20
+    spec: dict[str, object] = {"mode": mode}
+    ref: list[str] = []
+    files: dict[str, str] = {}
+    if mode == "sparsify":
+        sub = w.pick(("images", "vm", "disks", "data"))
+        name = f"{w.pick((app, w.word()))}.{w.pick(('img', 'raw', 'qcow', 'db'))}"
+        path = f"{wd}/{sub}/{name}"
+        size = w.randint(12, 40)
+        owner = user if user == "operator" else w.pick(("root", app))
+        mode_bits = w.pick(("640", "600", "644"))
+        blocks = sorted(w.sample(range(size * 256), w.randint(3, 9)))  # 4 KiB data blocks in a sea of zeros
+        record = f"/root/.sparse-{w.token(6)}"
+        if owner == app:
+            setup.append(f"id -u {app} >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin {app}")
+        setup.append(
+            f"mkdir -p {quote(posixpath.dirname(path))} && head -c {size * mib} /dev/zero > {quote(path)} && "
+            + " && ".join(
+                f"head -c 4096 /dev/urandom | dd of={quote(path)} bs=4096 seek={b} conv=notrunc status=none"
+                for b in blocks
+            )
+            + f" && chown {owner}: {quote(path)} && chmod {mode_bits} {quote(path)} && "
+            f"md5sum {quote(path)} | cut -d' ' -f1 > {record} && chown {user}: {quote(posixpath.dirname(path))}"
+        )
+        spec.update(path=path, record=record, owner=owner, mode_bits=int(mode_bits, 8), limit=size * mib // 4)
+        p = _rel_to(path, wd)
+        w.note(name, size)
+        keep = _frag(w, "{same path, same content, same owner and mode|owner, mode and content unchanged}")
+        task = w.phrase(
+            "{p} is a {n} MiB image that is almost all zeros, yet every block of it is allocated. Make it sparse "
+            "in place ({keep}) so it uses a fraction of the disk.",
+            "Reclaim the space the zero-filled regions of {p} waste: punch holes or rewrite it sparsely; {keep}. "
+            "`du` should then report well under a quarter of its {n} MiB.",
+            "Ticket: {p} takes {n} MiB on disk but holds little data. Turn it into a sparse file without changing "
+            "a byte of its content ({keep}).",
+            "Could you make {p} sparse? It must stay byte-for-byte the same file at the same path; {keep}.",
+            "Goal: `du -k {p}` shows far less than `ls -l` does, and its content, owner and mode are what they are "
+            "now.",
+            p=p,
+            n=size,
+            keep=keep,
+        )
+        ref.append(w.pick((f"du -k {p}", f"ls -ls {p}", f"stat -c '%s %b %B' {p}")))
+        how = w.randint(0, 3)
+        if how == 0:
+            ref.append(f"fallocate -d {p}")
+        elif how == 1:
+            ref += [f"cp --sparse=always -p {p} {p}.tmp", f"mv {p}.tmp {p}"]
+        elif how == 2:
+            ref += [
+                f"cp --sparse=always {p} {p}.new",
+                f"chown --reference={p} {p}.new",
+                f"chmod {mode_bits} {p}.new",
+                f"mv {p}.new {p}",
+            ]
+            if user == "operator":
+                ref.pop(2)
+        else:
+            ref += [
+                f"dd if={p} of={p}.sparse bs=4096 conv=sparse status=none",
+                f"chmod --reference={p} {p}.sparse"
+                if user == "operator"
+                else f"chown --reference={p} {p}.sparse && chmod --reference={p} {p}.sparse",
+                f"mv {p}.sparse {p}",
+            ]
+        ref.append(f"du -k {p}")
+        difficulty = 3
+    elif mode == "ballast":
+        n = w.pick((8, 16, 24, 32, 48))
+        name = w.pick(("ballast", "reserve.img", ".space-reserve", "emergency.bin", "spacer"))
+        path = f"{wd}/{w.pick(('', 'reserve/', 'var/'))}{name}"
+        spec.update(path=path, size=n * mib, uid=0 if user == "root" else 1000)
+        p = _rel_to(path, wd)
+        w.note(n, name)
+        task = w.phrase(
+            "Create a ballast file {p} of exactly {n} MiB whose blocks are really allocated (not a sparse file), "
+            "readable and writable by its owner only. When the disk fills up, deleting it frees {n} MiB at once.",
+            "We want {n} MiB of reserved space we can free in an emergency: write {p}, {n} MiB ({b} bytes), fully "
+            "allocated on disk, mode 600.",
+            "Ticket: add a {n} MiB space reserve at {p}. It must occupy real disk blocks (a sparse file frees "
+            "nothing), and only its owner may read or write it.",
+            "Could you put a {n} MiB placeholder file at {p}? Allocated, not sparse; permissions rw for the owner, "
+            "nothing for anyone else.",
+            "Goal: {p} exists, is {b} bytes long, `du` counts all of it, and its mode is 0600.",
+            p=p,
+            n=n,
+            b=n * mib,
+        )
+        d = posixpath.dirname(p)
+        if d and not d.startswith("/") and d != ".":
+            ref.append(f"mkdir -p {d}")
+        how = w.randint(0, 4)
+        make = (
+            f"fallocate -l {n}M {p}",
+            f"dd if=/dev/zero of={p} bs=1M count={n} status=none",
+            f"head -c {n}M /dev/zero > {p}",
+            f"fallocate -l {n * mib} {p}",
+            f"python3 -c \"open('{p}', 'wb').write(bytes({n * mib}))\"",
+        )[how]
+        if w.chance(0.3):
+            ref += [f"umask 077 && {make}" if not make.startswith("python") else f"(umask 077; {make})"]
+        else:
+            ref += [make, w.pick((f"chmod 600 {p}", f"chmod u=rw,go= {p}"))]
+        ref.append(f"ls -ls {p}")
+        difficulty = 2
+    else:
+        tree = f"{wd}/{w.pick(('data', 'vm', 'storage', 'images'))}"
+        names = [
+            f"{tree}/{w.filename(w.pick(('img', 'raw', 'db', 'dat', 'bin')))}" for _ in range(w.randint(4, 7))
+        ]
+        sparse = w.sample(names, w.randint(1, len(names) - 2))
+        cmds = []
+        for path in names:
+            n = w.randint(2, 12)
+            if path in sparse:  # a hole with a little data at the end
+                cmds.append(
+                    f"dd if=/dev/urandom of={quote(path)} bs=4096 count=1 seek={n * 256 - 1} status=none"
+                )
+            else:
+                cmds.append(f"head -c {n * mib} /dev/urandom > {quote(path)}")
+        setup.append(
+            f"mkdir -p {quote(tree)} && " + " && ".join(cmds) + f" && chown -R {user}: {quote(tree)}"
+        )
+        report = f"{wd}/{w.pick(('sparse', 'sparse_files', 'holes'))}.{w.pick(('txt', 'list'))}"
+        spec.update(report=report, want=sorted(sparse), wd=wd, base=tree)
+        t, r = _rel_to(tree, wd), _rel_to(report, wd)
+        task = w.phrase(
+            "Which files under {t} are sparse (they occupy fewer disk blocks than their size says)? Write their "
+            "paths to {r}, one per line.",
+            "A backup tool chokes on sparse files. Find every file in {t} whose allocated size is smaller than its "
+            "apparent size and list them in {r}.",
+            "Ticket: inventory of sparse files in {t}: output {r}, one path per line, nothing else.",
+            "Could you check {t} for files with holes (du much smaller than ls -l) and put their paths in {r}?",
+            "Goal: {r} lists exactly the sparse files of {t}.",
+            t=t,
+            r=r,
+        )
+        how = w.randint(0, 3)
+        ref.append(w.pick((f"ls -ls {t}", f"du -h --apparent-size {t}/*", f"du -h {t}/*")))
+        if how == 0:
+            ref.append(f"find {t} -type f -printf '%S %p\\n' | awk '$1 < 1 {{print $2}}' > {r}")
+        elif how == 1:
+            ref.append(
+                f'for f in {t}/*; do [ "$(du -k "$f" | cut -f1)" -lt "$(du -k --apparent-size "$f" | cut -f1)" ] '
+                f'&& echo "$f"; done > {r}'
+            )
+        elif how == 2:
+            ref.append(
+                f"find {t} -type f -exec stat -c '%b %B %s %n' {{}} + | awk '$1 * $2 < $3 {{print $4}}' > {r}"
+            )
+        else:
+            ref.append(
+                f"python3 -c \"import os; [print(p) for p in (os.path.join('{t}', f) for f in sorted(os.listdir('{t}'))) "
+                f'if os.stat(p).st_blocks * 512 < os.stat(p).st_size]" > {r}'
+            )
+        ref.append(f"cat {r}")
+        difficulty = 3
+    check = py_check(
+        spec,
+        _PATHS_LIB
+        + r"""
+if S["mode"] == "sparsify":
+    p = S["path"]
+    if md5(p) != text(S["record"]).strip():
+        no("the content changed")
+    st = os.stat(p)
+    if st.st_uid != __import__("pwd").getpwnam(S["owner"]).pw_uid or stat.S_IMODE(st.st_mode) != S["mode_bits"]:
+        no("owner or mode changed")
+    if st.st_blocks * 512 > S["limit"]:
+        no(f"still {st.st_blocks * 512} bytes allocated")
+elif S["mode"] == "ballast":
+    p = S["path"]
+    if not os.path.isfile(p):
+        no(f"no {p}")
+    st = os.stat(p)
+    if st.st_size != S["size"] or st.st_blocks * 512 < S["size"]:
+        no(f"size {st.st_size}, allocated {st.st_blocks * 512}")
+    if stat.S_IMODE(st.st_mode) != 0o600 or st.st_uid != S["uid"]:
+        no("want mode 600, owned by the user")
+else:
+    if not os.path.isfile(S["report"]):
+        no(f"no {S['report']}")
+    got = paths_in(S["report"], S["wd"], S["base"])
+    if sorted(got) != S["want"]:
+        no(f"listed {got}")
+""",
+    )
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=difficulty,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd in (HOME, "/root") else wd,
+    )

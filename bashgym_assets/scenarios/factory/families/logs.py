@@ -14,7 +14,15 @@ import posixpath
 from datetime import datetime, timedelta
 
 from bashgym_assets.scenarios.factory.family import Draft, family
-from bashgym_assets.scenarios.factory.world import HOME, HTTP_PATHS, SERVICES, World, quote
+from bashgym_assets.scenarios.factory.world import (
+    HOME,
+    HTTP_PATHS,
+    SERVICES,
+    World,
+    py_check,
+    quote,
+    workplace,
+)
 
 _STATUSES = (200, 200, 200, 201, 204, 301, 302, 304, 400, 401, 403, 404, 404, 500, 502, 503)
 
@@ -944,3 +952,507 @@ def compress_old(w: World) -> Draft:
     )
     ref = [f"ls -lt {q(folder)}", *([find] if w.chance(0.5) else []), cmd, f"ls -l {q(folder)}"]
     return Draft(task=task, check=check, reference=ref, difficulty=2, files=files, setup=setup)
+
+
+# ==== issue 39: rotated logs merged in time order, one request traced across services, latency reports ============
+# Where real tasks start (``workplace``, ``/var/log/<app>``); checks with ``py_check`` compare the lines (or, for JSON
+# logs, the records) a correct answer must hold, in order, and that the logs themselves are as they were.
+def _frag(w: World, template: str, **values: object) -> str:
+    return w.spin(template, capitalize=False, **values)
+
+
+def _rel_to(path: str, wd: str) -> str:
+    return posixpath.relpath(path, wd) if path.startswith(wd + "/") else path
+
+
+def _log_place(w: World, user: str, app: str) -> tuple[str, str, list[str]]:
+    """The working folder, the log folder and the setup that makes them: /var/log/<app> for root, else a folder
+    of the project."""
+    if user == "root" and w.chance(0.6):
+        logdir = w.pick((f"/var/log/{app}", f"/srv/{app}/logs", f"/opt/{app}/log"))
+        wd = w.pick(("/root", logdir, posixpath.dirname(logdir)))
+        return wd, logdir, [f"mkdir -p {quote(logdir)}"]
+    wd, setup = workplace(w, user, app)
+    logdir = w.pick((f"{wd}/logs", f"{wd}/log", f"{wd}/var/log"))
+    return wd, logdir, setup
+
+
+_LINES_CHECK = r"""
+def lines_of(path):
+    if not os.path.isfile(path):
+        no(f"no {path}")
+    return [l.rstrip() for l in text(path).splitlines() if l.strip()]
+import gzip
+for path, digest in S.get("gz", {}).items():
+    try:
+        if hashlib.md5(gzip.open(path).read()).hexdigest() != digest:
+            no(f"{path} changed")
+    except OSError:
+        no(f"{path} is missing or no longer gzip")
+"""
+
+
+@family(
+    "logs-merge-rotated",
+    "logs",
+    "merge a log and its rotated (partly gzipped) generations into one file in time order, optionally one level",
+)
+def merge_rotated(w: World) -> Draft:
+    user = w.pick(("root", "operator"))
+    app = w.project()
+    wd, logdir, setup = _log_place(w, user, app)
+    svc = w.pick((app, w.service()))
+    base = f"{svc}.log"
+    gens = w.randint(2, 4)
+    delay = w.chance(0.6)  # logrotate's delaycompress: .1 stays plain
+    t = w.date()
+    chunks: list[list[str]] = []
+    for _ in range(gens + 1):  # oldest first
+        lines = w.log_lines(w.randint(5, 10), service=svc, start=t)
+        chunks.append(lines)
+        t = datetime.fromisoformat(lines[-1].split(" ", 1)[0]) + timedelta(minutes=w.randint(5, 300))
+    names = [f"{base}.{gens - i}" + (".gz" if gens - i > 1 or not delay else "") for i in range(gens)] + [
+        base
+    ]
+    stage = f"/tmp/.logs-{w.token(6)}"
+    files: dict[str, str] = {}
+    gz: dict[str, str] = {}
+    for name, lines in zip(names, chunks, strict=True):
+        if name.endswith(".gz"):
+            files[f"{stage}/{name[:-3]}"] = _body(lines)
+            gz[f"{logdir}/{name}"] = _md5(_body(lines))
+        else:
+            files[f"{logdir}/{name}"] = _body(lines)
+    other = w.pick([s for s in SERVICES if s != svc])
+    files[f"{logdir}/{other}.log"] = _body(w.log_lines(w.randint(3, 6), service=other))
+    files[f"{logdir}/{other}.log.1"] = _body(w.log_lines(w.randint(3, 6), service=other))
+    setup.append(
+        f"mkdir -p {quote(logdir)} && "
+        + " && ".join(
+            f"gzip -n -c {quote(f'{stage}/{n[:-3]}')} > {quote(f'{logdir}/{n}')}"
+            for n in names
+            if n.endswith(".gz")
+        )
+        + f" && rm -rf {stage} && chown -R {user}: {quote(logdir)}"
+    )
+    level = w.pick(("", "", "ERROR", "WARN"))
+    every = [line for chunk in chunks for line in chunk]
+    want = [line for line in every if not level or f" {level} " in line]
+    if level and not want:
+        level = ""
+        want = every
+    out = w.pick(
+        (f"{wd}/{svc}-merged.log", f"{wd}/{svc}.full.log", f"/tmp/{svc}-all.log", f"{wd}/{svc}-history.log")
+    )
+    if level:
+        out = out.replace(".log", f"-{level.lower()}.log")
+    d, o = _rel_to(logdir, wd), _rel_to(out, wd)
+    if logdir == wd:
+        d = "."
+    sel = _frag(w, " (only the {l} lines)", l=level) if level else ""
+    w.note(base, svc, o)
+    task = w.phrase(
+        "Merge {b} and all its rotated copies in {d} (some are gzipped) into {o}{sel}, oldest line first. The "
+        "logs themselves stay as they are.",
+        "I need the whole history of {b}{sel} in one file: combine the current log and every rotation in {d} "
+        "into {o}, in chronological order, without changing the originals.",
+        "Ticket: write {o} with every line{sel} of {b}, {b}.1, ... ({d}, the old ones are compressed), sorted "
+        "by time. {other} logs sit beside them and do not belong in it.",
+        "Could you stitch {d}/{b} and its rotated generations back together into {o}{sel}? Oldest first; leave "
+        "the rotated files in place.",
+        "Goal: {o} holds, in time order, every line{sel} {svc} ever logged that is still in {d}, across the "
+        "rotations (gzip or not). Nothing in {d} changes.",
+        "{svc} rotated its log several times. Rebuild one chronological file {o}{sel} from {d}.",
+        "The incident spans three days, so the lines of {b} are spread over its rotations in {d}. Put them{sel} "
+        "back into one file, {o}, in the order they were written; the rotated files stay untouched.",
+        "Why does grep miss half of {svc}'s history? Because most of it is in the rotated, partly gzipped "
+        "copies of {b} in {d}. Write the complete log{sel} to {o}, chronologically.",
+        b=base,
+        d=d,
+        o=o,
+        sel=sel,
+        svc=svc,
+        other=other,
+    )
+    g = f"{d}/{base}" if d != "." else base
+    ref = [w.pick((f"ls -l {d}", f"ls -lt {d}", f"zcat -f {g}* | head"))]
+    filt = ""
+    if level:
+        filt = w.pick((f" | grep ' {level} '", f" | awk '$2 == \"{level}\"'", f" | grep -w {level}"))
+    how = w.randint(0, 4)
+    if how == 0:
+        ref.append(f"zcat -f {g}*{filt} | sort > {o}")
+    elif how == 1:
+        parts = (
+            [f"zcat {d}/{n}" if n.endswith(".gz") else f"cat {d}/{n}" for n in names]
+            if d != "."
+            else [f"zcat {n}" if n.endswith(".gz") else f"cat {n}" for n in names]
+        )
+        ref.append(f"({'; '.join(parts)}){filt} > {o}")
+    elif how == 2:
+        ref.append(f'for f in $(ls -r {g}*); do zcat -f "$f"; done{filt} > {o}')
+    elif how == 3:
+        ref.append(
+            f"zgrep -h ' {level} ' {g}* | sort > {o}" if level else f"zcat -f $(ls -v {g}* | tac) > {o}"
+        )
+    else:
+        cond = f" if ' {level} ' in l" if level else ""
+        ref.append(
+            f"python3 - > {o} <<'EOF'\nimport glob, gzip\nlines = []\nfor f in glob.glob('{g}*'):\n"
+            "    with (gzip.open(f, 'rt') if f.endswith('.gz') else open(f)) as fh:\n"
+            f"        lines += [l for l in fh{cond}]\nprint(''.join(sorted(lines)), end='')\nEOF"
+        )
+    ref.append(w.pick((f"wc -l {o}", f"head -n 3 {o}", f"tail -n 3 {o}")))
+    spec = {
+        "out": out,
+        "want": want,
+        "gz": gz,
+        "same": {p: _md5(c) for p, c in files.items() if p.startswith(logdir)},
+    }
+    check = py_check(
+        spec,
+        _LINES_CHECK
+        + r"""
+got = lines_of(S["out"])
+if got != S["want"]:
+    missing = len(set(S["want"]) - set(got))
+    no(f"{len(got)} lines, want {len(S['want'])} ({missing} missing); order matters")
+""",
+    )
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=3 if level or gens > 2 else 2,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd in (HOME, "/root") else wd,
+    )
+
+
+_TRACE_MSGS = {
+    "gateway": ("request received", "routed upstream", "response sent"),
+    "auth": ("token checked", "session loaded", "scope granted"),
+    "orders": ("order validated", "stock reserved", "order stored"),
+    "payments": ("charge started", "card authorised", "receipt issued"),
+    "search": ("query parsed", "index hit", "results ranked"),
+    "mailer": ("template rendered", "message queued", "smtp accepted"),
+}
+
+
+@family(
+    "logs-trace-request",
+    "logs",
+    "follow one request id through several services' logs (plain or JSON lines) into one time-ordered trace",
+)
+def trace_request(w: World) -> Draft:
+    user = w.pick(("root", "operator", "operator"))
+    app = w.project()
+    wd, logdir, setup = _log_place(w, user, app)
+    fmt = w.pick(("kv", "kv", "json"))
+    key = w.pick(("req", "request_id", "trace")) if fmt == "kv" else w.pick(("request_id", "trace_id", "rid"))
+    svcs = w.sample(tuple(_TRACE_MSGS), w.randint(3, 5))
+    target = w.token(w.pick((8, 10, 12)))
+    near = [target[:-1] + w.pick("0123456789"), target + w.pick("abc123"), w.token(len(target))]
+    near = [n for n in near if n != target]
+    ids = [w.token(len(target)) for _ in range(w.randint(4, 7))] + near
+    t = w.date()
+    events: list[tuple[datetime, str, str, str, str]] = []  # time, service, level, id, message
+    rid_pool = [target] * w.randint(4, 7) + ids * 2
+    failing_msg = w.pick(("payment declined", "upstream timeout", "validation failed", "quota exceeded"))
+    failing_svc = w.pick(svcs)
+    for rid in w.shuffled(rid_pool):
+        t += timedelta(seconds=w.randint(1, 40), milliseconds=w.randint(1, 999))
+        svc = w.pick(svcs)
+        events.append((t, svc, "INFO", rid, w.pick(_TRACE_MSGS[svc])))
+    # the request fails once, in one service: the clue when the id is not given
+    t_fail = max(e[0] for e in events if e[3] == target) - timedelta(milliseconds=500)
+    events.append((t_fail, failing_svc, "ERROR", target, failing_msg))
+    events.sort()
+
+    def render(e: tuple[datetime, str, str, str, str]) -> str:
+        ts = f"{e[0]:%Y-%m-%dT%H:%M:%S}.{e[0].microsecond // 1000:03d}Z"
+        if fmt == "json":
+            return json.dumps({"ts": ts, "level": e[2], "service": e[1], key: e[3], "msg": e[4]})
+        return f"{ts} {e[2]} {e[1]} {key}={e[3]} {e[4]}"
+
+    files = {f"{logdir}/{s}.log": _body([render(e) for e in events if e[1] == s]) for s in svcs}
+    setup.append(f"mkdir -p {quote(logdir)} && chown -R {user}: {quote(logdir)}")
+    want = [render(e) for e in events if e[3] == target]
+    mode = w.pick(("id", "id", "find"))
+    out = w.pick(
+        (
+            f"{wd}/trace-{target}.log",
+            f"{wd}/trace.{'jsonl' if fmt == 'json' else 'log'}",
+            f"/tmp/{target}.trace",
+        )
+    )
+    if mode == "find":
+        out = out.replace(target, "failed")
+    d, o = _rel_to(logdir, wd), _rel_to(out, wd)
+    if logdir == wd:
+        d = "."
+    fmt_text = "JSON lines" if fmt == "json" else "plain text"
+    w.note(target, key, failing_msg, o)
+    if mode == "id":
+        task = w.phrase(
+            "Collect every log line of request {rid} ({key}={rid}) from all the service logs in {d} into {o}, in "
+            "time order. Other requests, including ids that merely start or end like it, stay out.",
+            "Support needs the full trace of request {rid}: write every line of {d}/*.log that carries {key} "
+            "{rid} to {o}, oldest first, exactly as logged.",
+            "Ticket: trace {key}={rid} across services. Output: {o}, the matching lines from each log in {d}, "
+            "chronological.",
+            "Could you pull request {rid} out of the logs in {d} ({fmt}) and put its lines, sorted by time, in {o}?",
+            "Goal: {o} is the story of request {rid} across {svcs}: its log lines from {d}, unchanged, in time order.",
+            rid=target,
+            key=key,
+            d=d,
+            o=o,
+            fmt=fmt_text,
+            svcs=", ".join(svcs),
+        )
+    else:
+        task = w.phrase(
+            'One request failed with "{msg}" in {svc}. Find its id in the logs in {d}, then write every line of '
+            "that request from all services there to {o}, in time order.",
+            'A customer hit "{msg}". Work out which request that was ({svc}\'s log in {d} says), and trace it: '
+            "all its lines from every log in {d}, oldest first, into {o}.",
+            'Ticket: trace the request that logged the error "{msg}" ({svc}). Output {o}: every log line in {d} '
+            "with that request's {key}, chronological, exactly as logged.",
+            'Could you find the request behind "{msg}" in {d}/{svc}.log and collect its full trace across the '
+            "services into {o} (time order)?",
+            msg=failing_msg,
+            svc=failing_svc,
+            d=d,
+            o=o,
+            key=key,
+        )
+    g = f"{d}/*.log" if d != "." else "*.log"
+    ref: list[str] = []
+    rid = target
+    if mode == "find":
+        ref.append(
+            w.pick(
+                (
+                    f"grep '{failing_msg}' {d}/{failing_svc}.log"
+                    if d != "."
+                    else f"grep '{failing_msg}' {failing_svc}.log",
+                    f"grep -h ERROR {g}",
+                )
+            )
+        )
+        if w.chance(0.4):
+            if fmt == "json":
+                ref.append(f"rid=$(jq -r 'select(.msg == \"{failing_msg}\") | .{key}' {g})")
+            else:
+                ref.append(f"rid=$(grep -h '{failing_msg}' {g} | grep -o '{key}=[a-z0-9]*' | cut -d= -f2)")
+            rid = "$rid"
+    else:
+        ref.append(w.pick((f"ls -l {d}", f"grep -c {target} {g}", f"head -n 2 {g}")))
+    q = '"' if rid.startswith("$") else "'"
+    how = w.randint(0, 3)
+    if fmt == "kv":
+        ref.append(
+            (
+                f"grep -h {q}{key}={rid} {q} {g} | sort > {o}",
+                f"grep -hw {q}{key}={rid}{q} {g} | sort > {o}",
+                f"awk -v id={q}{key}={rid}{q} '$4 == id' {g} | sort -k1,1 > {o}",
+                f"cat {g} | grep -E {q} {key}={rid}( |$){q} | sort > {o}",
+            )[how]
+        )
+    else:
+        sel = f'.{key} == "{rid}"' if not rid.startswith("$") else f".{key} == $id"
+        arg = ' --arg id "$rid"' if rid.startswith("$") else ""
+        ref.append(
+            (
+                f'grep -h \'"{key}": "{rid}"\' {g} | sort > {o}'
+                if not rid.startswith("$")
+                else f'grep -h "\\"{key}\\": \\"$rid\\"" {g} | sort > {o}',
+                f"jq -c{arg} 'select({sel})' {g} | sort > {o}",
+                f"cat {g} | jq -s -c{arg} 'map(select({sel})) | sort_by(.ts) | .[]' > {o}",
+                f"jq -c{arg} 'select({sel})' {g} | jq -s -c 'sort_by(.ts)[]' > {o}",
+            )[how]
+        )
+    ref.append(f"cat {o}")
+    spec = {"out": out, "want": want, "json": fmt == "json", "same": {p: _md5(c) for p, c in files.items()}}
+    check = py_check(
+        spec,
+        _LINES_CHECK
+        + r"""
+got = lines_of(S["out"])
+if S["json"]:
+    try:
+        got = [json.loads(l) for l in got]
+    except ValueError:
+        no("not JSON lines")
+    want = [json.loads(l) for l in S["want"]]
+else:
+    want = S["want"]
+if got != want:
+    no(f"{len(got)} lines, want {len(want)} (the request's lines in time order, nothing else)")
+""",
+    )
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=3 if mode == "find" else 2,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd in (HOME, "/root") else wd,
+    )
+
+
+@family(
+    "logs-latency-report",
+    "logs",
+    "report response times from an access log: the N slowest requests, or the mean time per endpoint",
+)
+def latency_report(w: World) -> Draft:
+    user = w.pick(("root", "operator", "operator"))
+    app = w.project()
+    wd, logdir, setup = _log_place(w, user, app)
+    unit = w.pick(("s", "s", "ms"))
+    paths = w.sample(HTTP_PATHS, w.randint(4, 6))
+    t = w.date()
+    rows: list[tuple[str, str, int]] = []  # line, path, time in ms
+    used: set[int] = set()
+    lines = []
+    for _ in range(w.randint(25, 40)):
+        path = w.pick(paths)
+        ms = w.randint(3, 2500)
+        while ms in used:
+            ms += 1
+        used.add(ms)
+        t += timedelta(seconds=w.randint(1, 30))
+        tail = f"{ms / 1000:.3f}" if unit == "s" else f"{ms}"
+        line = (
+            _access(w.ip(), t, w.pick(("GET", "GET", "POST")), path, w.pick(_STATUSES), w.randint(120, 9000))
+            + f" {tail}"
+        )
+        lines.append(line)
+        rows.append((line, path, ms))
+    name = w.pick(("access.log", f"{app}-access.log", "nginx-access.log"))
+    files = {f"{logdir}/{name}": _body(lines), f"{logdir}/error.log": _body(w.log_lines(4, service=app))}
+    setup.append(f"mkdir -p {quote(logdir)} && chown -R {user}: {quote(logdir)}")
+    mode = w.pick(("slowest", "slowest", "mean"))
+    out = f"{wd}/{w.pick(('slowest', 'latency', 'timings', 'perf'))}.{w.pick(('txt', 'report'))}"
+    d, o = _rel_to(logdir, wd), _rel_to(out, wd)
+    log = f"{d}/{name}" if d != wd else name
+    if logdir == wd:
+        log = name
+    field = _frag(
+        w,
+        "the last field of each line is the response time in {u}",
+        u="seconds (with milliseconds)" if unit == "s" else "milliseconds",
+    )
+    spec: dict[str, object] = {"out": out, "mode": mode, "same": {p: _md5(c) for p, c in files.items()}}
+    if mode == "slowest":
+        n = w.randint(3, 6)
+        top = sorted(rows, key=lambda r: -r[2])[:n]
+        spec["rows"] = [[p, f"{ms / 1000:.3f}" if unit == "s" else str(ms)] for _, p, ms in top]
+        w.note(n)
+        task = w.phrase(
+            "List the {n} slowest requests of {log} in {o}, slowest first: one line each with its response time "
+            "and its path ({field}).",
+            "Which {n} requests in {log} took longest? Write `<time> <path>` lines to {o}, slowest first; {field}.",
+            "Ticket: latency outliers. From {log} ({field}), put the top {n} by response time into {o}, one "
+            "request a line (time and path), descending.",
+            "Could you find the {n} slowest hits in {log} and save them to {o}, slowest on top? Each line needs the "
+            "time as logged and the requested path. Note: {field}.",
+            "Goal: {o} shows the {n} requests of {log} with the highest response time, slowest first, with their "
+            "times and paths. ({field_c}.)",
+            n=n,
+            log=log,
+            o=o,
+            field=field,
+            field_c=field[:1].upper() + field[1:],
+        )
+    else:
+        sums: dict[str, list[int]] = {}
+        for _, p, ms in rows:
+            sums.setdefault(p, []).append(ms)
+        means = {p: sum(v) / len(v) for p, v in sums.items()}
+        spec["means"] = sorted([[p, m] for p, m in means.items()], key=lambda r: -float(r[1]))  # type: ignore[arg-type]
+        task = w.phrase(
+            "Write the mean response time of each path in {log} to {o}: one `<path> <ms>` line per path, in "
+            "milliseconds rounded to whole numbers, slowest path first ({field}).",
+            "Which endpoints are slow on average? From {log} ({field}), compute the average time per request path "
+            "in ms (rounded) and write `path avg` lines to {o}, highest first.",
+            "Ticket: per-endpoint latency for {log}. Output {o}: every path with its mean response time in whole "
+            "milliseconds, sorted from slowest to fastest. Note: {field}.",
+            "Could you average the response times per URL path in {log} and put them in {o} (`<path> <milliseconds>`, "
+            "slowest first)? {field_c}.",
+            log=log,
+            o=o,
+            field=field,
+            field_c=field[:1].upper() + field[1:],
+        )
+    scale = "* 1000" if unit == "s" else ""
+    ref = [w.pick((f"head -n 3 {log}", f"tail -n 2 {log}", f"wc -l {log}"))]
+    how = w.randint(0, 4)
+    if mode == "slowest":
+        n = len(spec["rows"])  # type: ignore[arg-type]
+        ref.append(
+            (
+                f"awk '{{print $NF, $7}}' {log} | sort -rn | head -n {n} > {o}",
+                f"sort -k11,11 -rn {log} | head -n {n} | awk '{{print $11, $7}}' > {o}",
+                f"awk '{{print $NF \" \" $7}}' {log} | sort -k1,1 -g -r | head -{n} > {o}",
+                f"python3 -c \"rows = [l.split() for l in open('{log}')]; rows.sort(key=lambda r: -float(r[-1])); "
+                f"print(''.join(f'{{r[-1]}} {{r[6]}}\\\\n' for r in rows[:{n}]), end='')\" > {o}",
+                f"sort -t' ' -k11 -gr {log} | head -n {n} | cut -d' ' -f7,11 > {o}",
+            )[how]
+        )
+    else:
+        ref.append(
+            (
+                f"awk '{{s[$7] += $NF{scale}; n[$7]++}} END {{for (p in s) printf \"%s %d\\n\", p, s[p] / n[p] + 0.5}}' "
+                f"{log} | sort -k2,2 -rn > {o}",
+                f"awk '{{t[$7] += $NF; c[$7]++}} END {{for (p in t) print p, int(t[p] / c[p]{scale} + 0.5)}}' {log} "
+                f"| sort -k2 -nr > {o}",
+                f"for p in $(awk '{{print $7}}' {log} | sort -u); do awk -v p=\"$p\" '$7 == p {{s += $NF; n++}} END "
+                f'{{printf "%s %.0f\\n", p, s / n{scale}}}\' {log}; done | sort -k2 -nr > {o}',
+                f"python3 - > {o} <<'EOF'\nimport collections\nt = collections.defaultdict(list)\nfor l in open('{log}'):\n"
+                f"    f = l.split()\n    t[f[6]].append(float(f[-1]){scale})\nfor p, v in sorted(t.items(), key=lambda kv: "
+                "-sum(kv[1]) / len(kv[1])):\n    print(p, round(sum(v) / len(v)))\nEOF",
+                f'sort -k7,7 {log} | awk \'$7 != p {{if (n) printf "%s %.0f\\n", p, s / n; p = $7; s = 0; n = 0}} '
+                f"{{s += $NF{scale}; n++}} END {{printf \"%s %.0f\\n\", p, s / n}}' | sort -t' ' -k2,2 -nr > {o}",
+            )[how]
+        )
+    ref.append(f"cat {o}")
+    check = py_check(
+        spec,
+        r"""
+if not os.path.isfile(S["out"]):
+    no(f"no {S['out']}")
+lines = [l.split() for l in text(S["out"]).splitlines() if l.strip()]
+if S["mode"] == "slowest":
+    if len(lines) != len(S["rows"]):
+        no(f"{len(lines)} lines, want {len(S['rows'])}")
+    for got, (path, t) in zip(lines, S["rows"]):
+        if path not in got or not any(w.rstrip("ms") in (t, t.lstrip("0")) for w in got):
+            no(f"line {' '.join(got)!r}: want {t} {path}")
+else:
+    if [l[0] for l in lines if l] != [p for p, _ in S["means"]]:
+        no(f"paths: {[l[0] for l in lines]}, want them slowest first")
+    for got, (path, mean) in zip(lines, S["means"]):
+        try:
+            value = float(got[1].rstrip("ms"))
+        except (IndexError, ValueError):
+            no(f"line {' '.join(got)!r}: no number")
+        if abs(value - mean) > 1:
+            no(f"{path}: {value}, want {mean:.0f}")
+""",
+    )
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=3 if mode == "mean" else 2,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd in (HOME, "/root") else wd,
+    )

@@ -9,9 +9,20 @@ installed: the tasks are solvable with procps/psmisc, /proc and text tools, whic
 from __future__ import annotations
 
 import json
+import posixpath
 
 from bashgym_assets.scenarios.factory.family import Draft, family
-from bashgym_assets.scenarios.factory.world import HOME, PROJECTS, SERVICES, TEAMS, WORDS, World, quote
+from bashgym_assets.scenarios.factory.world import (
+    HOME,
+    PROJECTS,
+    SERVICES,
+    TEAMS,
+    WORDS,
+    World,
+    py_check,
+    quote,
+    workplace,
+)
 
 _BASE_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nff02::1\tip6-allnodes\n"
 _DOMAINS = ("internal", "corp.example", "lan", "svc.local", "prod.example.net")
@@ -843,4 +854,479 @@ def config_ip_report(w: World) -> Draft:
         reference=reference,
         difficulty=2 if kind == "resolv" else 3,
         files={path: "".join(line + "\n" for line in lines)},
+    )
+
+
+# ==== issue 39: name-service order and ifupdown interfaces (files only: nothing is brought up) =====================
+# Root edits the live /etc; operator edits an image's root tree in a build folder (``workplace``). Checks parse the
+# file as glibc or ifupdown would and compare meaning: sources in order, an address as ip/prefix whichever way it is
+# written, the stanzas nobody asked to change.
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _etc_root(w: World, user: str, app: str) -> tuple[str, str, list[str]]:
+    """The working folder, the root of the tree whose etc/ is edited ('' for the live system) and the setup."""
+    if user == "root":
+        return w.pick(("/root", "/etc", "/etc/network")), "", []
+    wd, setup = workplace(w, user, app, home_share=0.1)
+    tree = f"{wd}/{w.pick(('rootfs', 'image', 'chroot', 'overlay'))}"
+    return wd, tree, setup
+
+
+_NSS_DEFAULT = {
+    "passwd": ["files"],
+    "group": ["files"],
+    "shadow": ["files"],
+    "gshadow": ["files"],
+    "hosts": ["files", "dns"],
+    "networks": ["files"],
+    "protocols": ["db", "files"],
+    "services": ["db", "files"],
+    "ethers": ["db", "files"],
+    "rpc": ["db", "files"],
+    "netgroup": ["nis"],
+}
+_NSS_HEAD = [
+    "# /etc/nsswitch.conf",
+    "#",
+    "# Example configuration of GNU Name Service Switch functionality.",
+    "# If you have the `glibc-doc-reference' and `info' packages installed, try:",
+    '# `info libc "Name Service Switch"\' for information about this file.',
+    "",
+]
+
+
+def _nss_text(dbs: dict[str, list[str]]) -> str:
+    lines = list(_NSS_HEAD)
+    for db, sources in dbs.items():
+        lines.append(f"{db + ':':<16}{' '.join(sources)}")
+        if db in ("gshadow", "networks", "rpc"):
+            lines.append("")
+    return "".join(f"{x}\n" for x in lines)
+
+
+_NSS_CHECK = r"""
+def nss(path):
+    out = {}
+    for raw in text(path).splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        db, sep, rest = line.partition(":")
+        if not sep:
+            no(f"not a database line: {raw!r}")
+        db = db.strip()
+        if db in out:
+            no(f"{db} is configured twice")
+        out[db] = " ".join(rest.split()).replace("[ ", "[").replace(" ]", "]").split()
+    return out
+got = nss(S["path"])
+if got != S["want"]:
+    diff = sorted(k for k in set(got) | set(S["want"]) if got.get(k) != S["want"].get(k))
+    no(f"databases that differ from what was asked: {diff}: {[got.get(k) for k in diff]}")
+"""
+
+
+@family(
+    "networking-nsswitch-order",
+    "networking-offline",
+    "change the lookup sources and their order in nsswitch.conf (hosts, passwd/group, netgroup, a new database)",
+)
+def nsswitch_order(w: World) -> Draft:
+    user = w.pick(("root", "root", "operator"))
+    app = w.project()
+    wd, tree, setup = _etc_root(w, user, app)
+    path = f"{tree}/etc/nsswitch.conf"
+    dbs = {k: list(v) for k, v in _NSS_DEFAULT.items()}
+    if w.chance(0.4):
+        dbs["hosts"] = w.pick(
+            (["files", "mdns4_minimal", "[NOTFOUND=return]", "dns"], ["files", "dns", "myhostname"])
+        )
+    if w.chance(0.3):
+        dbs["passwd"], dbs["group"] = ["files", "systemd"], ["files", "systemd"]
+    before = {k: list(v) for k, v in dbs.items()}
+    kinds = ["hosts", "hosts", "directory", "netgroup", "new", "dns-first"]
+    changes = w.sample(kinds, w.pick((1, 1, 2)))
+    if "hosts" in changes and "dns-first" in changes:
+        changes.remove("dns-first")
+    asks: list[str] = []
+    for kind in changes:
+        if kind == "hosts":
+            want = w.pick(
+                (
+                    ["files", "myhostname", "dns"],
+                    ["files", "dns"],
+                    ["files", "resolve", "[!UNAVAIL=return]", "dns"],
+                    ["files", "mymachines", "myhostname", "dns"],
+                )
+            )
+            if want == dbs["hosts"]:
+                want = ["files", "myhostname", "mdns4_minimal", "[NOTFOUND=return]", "dns"]
+            dbs["hosts"] = want
+            asks.append(_f(w, "host lookups use exactly `{s}`, in that order", s=" ".join(want)))
+        elif kind == "dns-first":
+            rest = [s for s in dbs["hosts"] if s not in ("dns", "files")]
+            dbs["hosts"] = ["dns", "files", *rest]
+            asks.append(
+                _f(
+                    w,
+                    "host names are looked up in DNS before /etc/hosts (then {r})",
+                    r=" ".join(rest) or "nothing else",
+                )
+            )
+        elif kind == "directory":
+            src = w.pick(("sss", "ldap", "winbind"))
+            for db in w.pick((("passwd", "group"), ("passwd", "group", "shadow"))):
+                dbs[db] = [*dbs[db], src]
+            asks.append(
+                _f(
+                    w,
+                    "users and groups also come from {s}, after the local files ({dbs})",
+                    s=src,
+                    dbs=", ".join(db for db in ("passwd", "group", "shadow") if src in dbs[db]),
+                )
+            )
+        elif kind == "netgroup":
+            dbs["netgroup"] = ["files"]
+            asks.append(_f(w, "netgroup stops asking NIS and uses the local files only"))
+        else:
+            db, sources = w.pick(
+                (("automount", ["files"]), ("sudoers", ["files", "sss"]), ("aliases", ["files"]))
+            )
+            dbs[db] = list(sources)
+            asks.append(_f(w, "a new `{db}` database is served by `{s}`", db=db, s=" ".join(sources)))
+    if dbs == before:
+        dbs["netgroup"] = ["files"]
+        asks.append(_f(w, "netgroup uses the local files only"))
+    files = {path: _nss_text(before)}
+    if tree:
+        files[f"{tree}/etc/hostname"] = f"{app}-image\n"
+        setup.append(f"chown -R operator: {quote(tree)}")
+    p = posixpath.relpath(path, wd) if tree or wd in ("/etc", "/etc/network") else path
+    if p.startswith(".."):
+        p = path
+    spec_text = w.clauses(asks)
+    where = _f(w, "in the image tree {t}", t=posixpath.relpath(tree, wd)) if tree else ""
+    task = w.phrase(
+        "Edit {p}{where_c}: {spec}. Every other database keeps its sources.",
+        "Name-service lookups need a change {where}: {spec}. Make it in {p} and leave the other lines' meaning "
+        "alone.",
+        "Ticket: nsswitch.conf ({p}): {spec}.",
+        "Could you update {p} so that {spec}? The rest of the file must resolve as before.",
+        "Goal: with {p} as the switch configuration, {spec}; all other databases behave as they do now.",
+        "{spec_c}. That is configured in {p}{where_c}; change only what is needed.",
+        "The new directory setup needs glibc to look in other places: {spec}. Adjust {p} accordingly.",
+        "Why does lookup order matter? Because the first source that answers wins. Set it up in {p}: {spec}.",
+        p=p,
+        where=where,
+        where_c=f" ({where})" if where else "",
+        spec=spec_text,
+        spec_c=_capital(spec_text),
+    )
+    ref = [w.pick((f"cat {p}", f"grep -v '^#' {p}", f"grep -n : {p}"))]
+    edited = [db for db in dbs if dbs[db] != before.get(db)]
+    style = w.randint(0, 4)
+    for db in edited:
+        line = f"{db}: {' '.join(dbs[db])}"
+        pad = f"{db + ':':<16}{' '.join(dbs[db])}"
+        if db not in before:
+            ref.append(
+                w.pick((f"echo '{pad}' >> {p}", f"printf '%s\\n' '{line}' >> {p}", f"sed -i '$a {pad}' {p}"))
+            )
+        elif style == 0:
+            ref.append(f"sed -i 's/^{db}:.*/{pad}/' {p}")
+        elif style == 1:
+            ref.append(f"sed -i '/^{db}:/c\\{pad}' {p}")
+        elif style == 2:
+            ref.append(f"sed -i -E 's/^({db}:[[:space:]]+).*/\\1{' '.join(dbs[db])}/' {p}")
+        elif style == 3:
+            ref.append(f"perl -pi -e 's/^{db}:.*/{pad}/' {p}")
+        else:
+            ref.append(
+                f'awk \'$1 == "{db}:" {{$0 = "{line}"}} 1\' {p} > /tmp/nss.new && cat /tmp/nss.new > {p}'
+            )
+    ref.append(w.pick((f"grep -E '^({'|'.join(edited)}):' {p}", f"cat {p}")))
+    w.note(*[s for db in edited for s in dbs[db]])
+    check = py_check({"path": path, "want": dbs}, _NSS_CHECK)
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=2 if len(changes) == 1 else 3,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd in (HOME, "/root") else wd,
+    )
+
+
+_IFACE_CHECK = r"""
+import glob, ipaddress
+KEYWORDS = ("auto", "allow-hotplug", "allow-auto", "iface", "mapping", "source", "source-directory")
+def stanzas(path, seen=None):
+    ifaces, autos = {}, set()
+    cur = None
+    for raw in text(path).splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        word, _, rest = line.partition(" ")
+        rest = rest.strip()
+        if word in ("auto", "allow-hotplug", "allow-auto"):
+            autos.update(rest.split())
+            cur = None
+        elif word == "iface":
+            parts = rest.split()
+            if len(parts) < 3:
+                no(f"bad iface line: {raw!r}")
+            cur = (parts[0], parts[1])
+            if cur in ifaces:
+                no(f"{parts[0]} {parts[1]} is defined twice")
+            ifaces[cur] = {"method": parts[2], "opts": {}}
+        elif word in ("source", "source-directory"):
+            pattern = rest if rest.startswith("/") else os.path.join(os.path.dirname(path), rest)
+            found = sorted(glob.glob(pattern)) if word == "source" else sorted(glob.glob(pattern + "/*"))
+            for sub in found:
+                if os.path.isfile(sub) and (word == "source" or re.fullmatch(r"[A-Za-z0-9_-]+", os.path.basename(sub))):
+                    more, a = stanzas(sub)
+                    for k in more:
+                        if k in ifaces:
+                            no(f"{k[0]} is defined twice")
+                    ifaces.update(more)
+                    autos |= a
+            cur = None
+        elif cur is not None:
+            ifaces[cur]["opts"].setdefault(word, []).append(rest)
+        else:
+            no(f"option outside a stanza: {raw!r}")
+    return ifaces, autos
+def canon(st):
+    opts = {k: list(v) for k, v in st["opts"].items()}
+    out = {"method": st["method"]}
+    addr = opts.pop("address", [None])[0]
+    mask = opts.pop("netmask", [None])[0]
+    if addr:
+        try:
+            net = ipaddress.ip_interface(addr if "/" in addr or not mask else f"{addr}/{mask}")
+        except ValueError:
+            no(f"bad address {addr!r}")
+        out["address"] = str(net)
+    if "dns-nameservers" in opts:
+        out["dns"] = sorted(" ".join(opts.pop("dns-nameservers")).split())
+    for k, v in opts.items():
+        out[k] = v[0] if len(v) == 1 else v
+    return out
+ifaces, autos = stanzas(S["path"])
+got = {f"{k[0]} {k[1]}": canon(v) for k, v in ifaces.items()}
+if got != S["want"]:
+    diff = sorted(k for k in set(got) | set(S["want"]) if got.get(k) != S["want"].get(k))
+    no(f"interfaces that differ from what was asked: {[(k, got.get(k)) for k in diff]}")
+missing = set(S["auto"]) - autos
+if missing:
+    no(f"not brought up at boot: {sorted(missing)}")
+"""
+
+
+def _stanza(name: str, opts: dict[str, str], method: str) -> list[str]:
+    return [f"iface {name} inet {method}", *[f"    {k} {v}" for k, v in opts.items()]]
+
+
+def _mask(prefix: int) -> str:
+    bits = (0xFFFFFFFF << (32 - prefix)) & 0xFFFFFFFF
+    return ".".join(str((bits >> s) & 255) for s in (24, 16, 8, 0))
+
+
+@family(
+    "networking-interfaces-static",
+    "networking-offline",
+    "configure ifupdown stanzas in /etc/network/interfaces: dhcp to a static address, a second interface, "
+    "nameservers or MTU",
+)
+def interfaces_static(w: World) -> Draft:
+    user = w.pick(("root", "root", "operator"))
+    app = w.project()
+    wd, tree, setup = _etc_root(w, user, app)
+    path = f"{tree}/etc/network/interfaces"
+    nic = w.pick(("eth0", "ens3", "enp0s3", "ens18"))
+    second = w.pick([n for n in ("eth1", "ens4", "enp0s8", "ens19") if n[:3] == nic[:3]] or ["eth1"])
+    net = f"10.{w.randint(0, 255)}.{w.randint(0, 255)}"
+    prefix = w.pick((24, 24, 16, 26))
+    host = w.randint(10, 60)
+    addr = f"{net}.{host}"
+    gw = f"{net}.1"
+    dns = [f"{net}.{w.randint(2, 9)}", w.pick(("1.1.1.1", "9.9.9.9", "8.8.8.8"))]
+    hotplug = w.chance(0.4)
+    lines = [
+        "# This file describes the network interfaces available on your system",
+        "# and how to activate them. For more information, see interfaces(5).",
+        "",
+        "source /etc/network/interfaces.d/*" if not tree else "source interfaces.d/*",
+        "",
+        "# The loopback network interface",
+        "auto lo",
+        "iface lo inet loopback",
+        "",
+        "# The primary network interface",
+        f"{'allow-hotplug' if hotplug else 'auto'} {nic}",
+        f"iface {nic} inet dhcp",
+    ]
+    want: dict[str, dict[str, object]] = {
+        "lo inet": {"method": "loopback"},
+        f"{nic} inet": {"method": "dhcp"},
+    }
+    autos = ["lo", nic]
+    mode = w.pick(("static", "static", "second", "dns"))
+    if mode == "dns":  # the primary is static already; its nameservers change and an MTU is added
+        old_dns = [f"{net}.{w.randint(2, 9)}"]
+        lines[-1:] = _stanza(
+            nic, {"address": f"{addr}/{prefix}", "gateway": gw, "dns-nameservers": old_dns[0]}, "static"
+        )
+    files = {path: "".join(f"{x}\n" for x in lines)}
+    if tree:
+        files[f"{tree}/etc/network/interfaces.d/.keep"] = ""
+    setup.append(f"mkdir -p {quote(posixpath.dirname(path))}/interfaces.d")
+    if tree:
+        setup.append(f"chown -R operator: {quote(tree)}")
+    p = posixpath.relpath(path, wd) if tree or wd.startswith("/etc") else path
+    dotted = w.chance(0.4)
+    addr_text = f"{addr} netmask {_mask(prefix)}" if dotted else f"{addr}/{prefix}"
+    w.note(nic, addr, gw, *dns)
+    ref = [
+        w.pick(
+            (f"cat {p}", f"grep -v '^#' {p}", f"ls {posixpath.join(posixpath.dirname(p), 'interfaces.d')}")
+        )
+    ]
+    block: list[str]
+    if mode == "static":
+        opts = {"address": f"{addr}/{prefix}", "gateway": gw}
+        if dotted:
+            opts = {"address": addr, "netmask": _mask(prefix), "gateway": gw}
+        with_dns = w.chance(0.6)
+        if with_dns:
+            opts["dns-nameservers"] = " ".join(dns)
+        want[f"{nic} inet"] = {"method": "static", "address": f"{addr}/{prefix}", "gateway": gw}
+        if with_dns:
+            want[f"{nic} inet"]["dns"] = sorted(dns)
+        ask = _f(
+            w,
+            "{nic} {stops using DHCP and gets|switches from DHCP to} the static address {a}, gateway {g}",
+            nic=nic,
+            a=addr_text,
+            g=gw,
+        ) + (" " + _f(w, "and nameservers {d}", d=" and ".join(dns)) if with_dns else "")
+        block = _stanza(nic, opts, "static")
+        how = w.randint(0, 3)
+        if how == 0:
+            ref.append(
+                f"sed -i 's/^iface {nic} inet dhcp$/" + "\\n".join(block).replace("/", "\\/") + f"/' {p}"
+            )
+        elif how == 1:
+            ref.append(f"sed -i '/^iface {nic} inet dhcp/c\\\n" + "\\\n".join(block) + f"' {p}")
+        elif how == 2:
+            ref.append(f"sed -i 's/^iface {nic} inet dhcp$/iface {nic} inet static/' {p}")
+            ref.append(f"cat >> {p} <<'EOF'\n" + "\n".join(block[1:]) + "\nEOF")
+        else:
+            body = "\\n".join(block)
+            ref.append(
+                f"python3 - <<'EOF'\np = '{p}'\ns = open(p).read().replace('iface {nic} inet dhcp\\n', '{body}\\n')\n"
+                "open(p, 'w').write(s)\nEOF"
+            )
+    elif mode == "second":
+        opts = {"address": f"{addr}/{prefix}"} if not dotted else {"address": addr, "netmask": _mask(prefix)}
+        mtu = w.chance(0.4)
+        if mtu:
+            opts["mtu"] = "9000"
+        want[f"{second} inet"] = {
+            "method": "static",
+            "address": f"{addr}/{prefix}",
+            **({"mtu": "9000"} if mtu else {}),
+        }
+        autos.append(second)
+        ask = _f(
+            w,
+            "a second interface {s} comes up at boot with the static address {a} (no gateway on it){m}",
+            s=second,
+            a=addr_text,
+            m=", MTU 9000" if mtu else "",
+        )
+        block = [f"auto {second}", *_stanza(second, opts, "static")]
+        dropin = posixpath.join(posixpath.dirname(p), "interfaces.d", second)
+        how = w.randint(0, 3)
+        text_block = "\n".join(block)
+        ref.append(
+            (
+                f"cat >> {p} <<'EOF'\n\n{text_block}\nEOF",
+                f"cat > {dropin} <<'EOF'\n{text_block}\nEOF",
+                f"printf '%s\\n' '' {' '.join(quote(x) for x in block)} >> {p}",
+                f"tee {dropin} > /dev/null <<'EOF'\n{text_block}\nEOF",
+            )[how]
+        )
+    else:
+        mtu_value = w.pick(("1450", "1400", "9000"))
+        want[f"{nic} inet"] = {
+            "method": "static",
+            "address": f"{addr}/{prefix}",
+            "gateway": gw,
+            "dns": sorted(dns),
+            "mtu": mtu_value,
+        }
+        ask = _f(
+            w,
+            "{nic} keeps its static address but uses the nameservers {d} (instead of {o}) and an MTU of {m}",
+            nic=nic,
+            d=" and ".join(dns),
+            o=old_dns[0],
+            m=mtu_value,
+        )
+        how = w.randint(0, 2)
+        if how == 0:
+            ref += [
+                f"sed -i 's/dns-nameservers .*/dns-nameservers {' '.join(dns)}/' {p}",
+                f"sed -i '/dns-nameservers/a\\    mtu {mtu_value}' {p}",
+            ]
+        elif how == 1:
+            ref.append(
+                f"sed -i -e 's/^\\(\\s*dns-nameservers\\).*/\\1 {' '.join(dns)}\\n    mtu {mtu_value}/' {p}"
+            )
+        else:
+            ref.append(
+                f'awk \'/dns-nameservers/ {{print "    dns-nameservers {" ".join(dns)}"; print "    mtu {mtu_value}"; '
+                f"next}} 1' {p} > /tmp/if.new && cat /tmp/if.new > {p}"
+            )
+    ref.append(
+        w.pick(
+            (
+                f"cat {p}",
+                f"grep -A4 {nic if mode != 'second' else second} {p} {posixpath.join(posixpath.dirname(p), 'interfaces.d')}/* 2>/dev/null",
+            )
+        )
+    )
+    where = (
+        _f(w, "the image tree {t}", t=posixpath.relpath(tree, wd)) if tree else _f(w, "this {host|machine}")
+    )
+    task = w.phrase(
+        "Configure {p} ({where}) so that {ask}. The loopback and the other stanzas stay as they are.",
+        "Network change for {where}: {ask}. Edit {p} (ifupdown syntax); nothing is brought up now, only the "
+        "configuration matters.",
+        "Ticket: in {p}, {ask}.",
+        "Could you update the interfaces file {p} so that {ask}? Keep everything else.",
+        "Goal: after the next boot, {ask}, as configured in {p} ({where}).",
+        "The datacenter assigned new settings: {ask}. Write them into {p} in the ifupdown format.",
+        "Our DHCP server goes away next week, so {ask}. Make it so in {p} ({where}).",
+        "{p}: {ask}; the rest of the file keeps its meaning.",
+        p=p,
+        where=where,
+        ask=ask,
+    )
+    check = py_check({"path": path, "want": want, "auto": autos}, _IFACE_CHECK)
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=3 if mode != "second" else 2,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd in (HOME, "/root") else wd,
     )

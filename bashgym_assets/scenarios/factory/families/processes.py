@@ -9,8 +9,11 @@ below the kernel's 15-character ``comm`` limit and ``pgrep -x`` tells them apart
 
 from __future__ import annotations
 
+import hashlib
+import posixpath
+
 from bashgym_assets.scenarios.factory.family import Draft, family
-from bashgym_assets.scenarios.factory.world import HOME, SERVICES, WORDS, World, quote
+from bashgym_assets.scenarios.factory.world import HOME, SERVICES, WORDS, World, py_check, quote, workplace
 
 # an idle daemon: the child sleep closes fd 3 so only the daemon itself holds what it opened there
 _IDLE = "#!/bin/bash\nwhile :; do sleep 100000 3>&- & wait $!; done\n"
@@ -716,3 +719,560 @@ def count_instances(w: World) -> Draft:
         f"cat {quote(out)}",
     ]
     return Draft(task=task, check=check, reference=reference, difficulty=2, files=files, setup=setup)
+
+
+# ==== issue 39: stale pidfiles, a worker started in the background, waiting for a job before acting ===============
+# Where real tasks start (``workplace``); checks with ``py_check`` read /proc and the files: the process that runs,
+# the file a pidfile names, the output a finished job left.
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _rel_to(path: str, wd: str) -> str:
+    return posixpath.relpath(path, wd) if path.startswith(wd + "/") else path
+
+
+_PROC_LIB = r"""
+def alive(pid):
+    try:
+        with open(f"/proc/{int(pid)}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, ValueError):
+        return False
+def pid_in(path):
+    try:
+        return int(text(path).split()[0])
+    except (IndexError, ValueError):
+        no(f"{path} holds no PID")
+"""
+
+
+@family(
+    "processes-stale-pidfile",
+    "processes",
+    "tell live pidfiles from stale ones (process gone, or the PID now another program) and remove or report them",
+)
+def stale_pidfile(w: World) -> Draft:
+    user = w.pick(("root", "root", "operator"))
+    app = w.project()
+    procs = _Procs(w)
+    if user == "root":
+        rundir = w.pick((f"/run/{app}", f"/var/run/{app}", f"/srv/{app}/run"))
+        wd = w.pick(("/root", rundir, posixpath.dirname(rundir)))
+        setup: list[str] = []
+    else:
+        wd, setup = workplace(w, user, app)
+        rundir = w.pick((f"{wd}/run", f"{wd}/var/run", f"{HOME}/.local/run/{app}"))
+    strict = w.chance(0.35)  # a PID reused by another program counts as stale too
+    names = [_name(w) for _ in range(w.randint(4, 6))]
+    n_stale = w.randint(1, len(names) - 2)
+    stale = names[:n_stale]
+    live = names[n_stale:]
+    svc_user = f"{app}svc"
+    setup.append(f"id -u {svc_user} >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin {svc_user}")
+    procs.run(f"mkdir -p {quote(rundir)}")
+    records: dict[str, str] = {}
+    for name in live:
+        owner = user if user == "root" else w.pick(("operator", "operator", svc_user))
+        records[name] = procs.start(name, owner)
+        procs.run(f"cat {records[name]} > {quote(f'{rundir}/{name}.pid')}")
+    reused = ""
+    for name in stale:
+        if strict and not reused and live:
+            reused = name  # its PID is now another live program's
+            procs.run(f"cat {records[live[0]]} > {quote(f'{rundir}/{name}.pid')}")
+            continue
+        procs.run(f"sleep 0.01 & p=$!; wait $p; echo $p > {quote(f'{rundir}/{name}.pid')}")
+    decoy = f"{rundir}/{w.pick(('README', 'lockfile', 'socket.info'))}"
+    procs.run(f"echo 'managed by {app}' > {quote(decoy)}")
+    procs.run(f"chown -R {user}: {quote(rundir)}")
+    files, launch = procs.install()
+    setup += launch
+    mode = w.pick(("remove", "remove", "report"))
+    report = (
+        f"{wd if wd != rundir else posixpath.dirname(rundir)}/{w.pick(('stale', 'stale_pids', 'dead'))}.txt"
+    )
+    d, r = _rel_to(rundir, wd), _rel_to(report, wd)
+    if rundir == wd:
+        d = "."
+    rule = (
+        _f(
+            w,
+            "A pidfile is stale when no process has its PID, or when the process with that PID is not the program "
+            "the file is named after (<program>.pid).",
+        )
+        if strict
+        else _f(
+            w,
+            "{A pidfile is stale when no process with its PID is running.|Stale means: the PID in it is not running.}",
+        )
+    )
+    if mode == "remove":
+        task = w.phrase(
+            "Clean up the stale pidfiles in {d}: delete every *.pid file whose process is gone and keep the live "
+            "ones. {rule} Nothing may be killed.",
+            "After a crash, {d} is full of pidfiles of processes that no longer exist. Remove those (only the "
+            "stale ones); the running programs and their pidfiles stay as they are. {rule}",
+            "Ticket: stale *.pid files in {d} block restarts. Delete them, leave the valid ones. {rule}",
+            "Could you go through the pidfiles in {d} and remove the ones that point to no live process? {rule} "
+            "Do not touch anything else there.",
+            "Goal: every *.pid file left in {d} names a running process. {rule} Running processes must keep running.",
+            d=d,
+            rule=rule,
+        )
+    else:
+        task = w.phrase(
+            "Which pidfiles in {d} are stale? Write their file names (like {ex}) to {r}, one per line; change "
+            "nothing in {d}. {rule}",
+            "Audit {d}: list every *.pid file there whose process is not running in {r} (one file name per line). "
+            "{rule}",
+            "Ticket: report the stale pidfiles of {d} into {r}, one name a line, without deleting anything. {rule}",
+            "Could you check the *.pid files in {d} and put the names of the dead ones in {r}? {rule}",
+            "Goal: {r} names exactly the stale pidfiles of {d} (base names, one per line). {rule}",
+            d=d,
+            r=r,
+            rule=rule,
+            ex=f"{names[0]}.pid",
+        )
+    g = "*.pid" if d == "." else f"{d}/*.pid"
+    act = 'rm -v "$f"' if mode == "remove" else 'basename "$f"'
+    out = f" > {r}" if mode == "report" else ""
+    how = w.randint(0, 4)
+    if strict:
+        test = w.pick(
+            (
+                '[ "$(cat /proc/$(cat "$f")/comm 2>/dev/null)" = "$(basename "$f" .pid)" ]',
+                'ps -p "$(cat "$f")" -o comm= | grep -qx "$(basename "$f" .pid)"',
+            )
+        )
+    else:
+        test = (
+            'ps -p "$(cat "$f")" >/dev/null',
+            '[ -d "/proc/$(cat "$f")" ]',
+            'pgrep -F "$f" >/dev/null',
+            'ps -p "$(cat "$f")" -o pid= >/dev/null',
+            'kill -0 "$(cat "$f")" 2>/dev/null' if user == "root" else '[ -e "/proc/$(cat "$f")/stat" ]',
+        )[how]
+    ref = [w.pick((f"ls -l {d}", f"head {g}", f"grep . {g}"))]
+    if how == 4 and not strict and w.chance(0.5):
+        ref.append(
+            f"python3 - {g}{out} <<'EOF'\nimport os, sys\nfor f in sys.argv[1:]:\n    pid = open(f).read().split()[0]\n"
+            f"    if not os.path.exists(f'/proc/{{pid}}'):\n        "
+            + ("os.remove(f)" if mode == "remove" else "print(os.path.basename(f))")
+            + "\nEOF"
+        )
+    else:
+        ref.append(f"for f in {g}; do {test} || {act}; done{out}")
+    ref.append(f"ls {d}" if mode == "remove" else f"cat {r}")
+    spec = {
+        "mode": mode,
+        "stale": [f"{rundir}/{n}.pid" for n in stale],
+        "live": [f"{rundir}/{n}.pid" for n in live],
+        "records": list(records.values()),
+        "report": report,
+        "decoy": decoy,
+    }
+    check = py_check(
+        spec,
+        _PROC_LIB
+        + r"""
+for rec in S["records"]:
+    if not alive(pid_in(rec)):
+        no("a running program was stopped")
+for f in S["live"]:
+    if not os.path.isfile(f) or not alive(pid_in(f)):
+        no(f"{f}: a live pidfile was removed or changed")
+if not os.path.isfile(S["decoy"]):
+    no(f"{S['decoy']} was removed")
+if S["mode"] == "remove":
+    left = [f for f in S["stale"] if os.path.exists(f)]
+    if left:
+        no(f"stale pidfiles left: {left}")
+else:
+    if any(not os.path.isfile(f) for f in S["stale"]):
+        no("the report task deleted pidfiles")
+    if not os.path.isfile(S["report"]):
+        no(f"no {S['report']}")
+    got = sorted(os.path.basename(x.strip()) for x in text(S["report"]).splitlines() if x.strip())
+    if got != sorted(os.path.basename(f) for f in S["stale"]):
+        no(f"reported {got}")
+""",
+    )
+    w.note(*names)
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=3 if strict or user == "operator" else 2,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd in (HOME, "/root") else wd,
+    )
+
+
+_WORKER = (
+    "#!/bin/bash\n"
+    'echo "$(basename "$0") started with: $* (in $PWD)"\n'
+    'echo "$(basename "$0"): warming up" >&2\n'
+    "while :; do sleep 100000 3>&- & wait $!; done\n"
+)
+
+
+@family(
+    "processes-background-worker",
+    "processes",
+    "start a long-running worker in the background with its arguments, log file (stdout and stderr), pidfile and "
+    "optionally environment, working directory or niceness",
+)
+def background_worker(w: World) -> Draft:
+    user = w.pick(("operator", "operator", "root"))
+    app = w.project()
+    wd, setup = workplace(w, user, app, home_share=0.1)
+    role = w.pick(("worker", "consumer", "indexer", "poller", "sync"))
+    script = w.pick((f"{wd}/bin/{role}.sh", f"{wd}/{role}.sh", f"/opt/{app}/bin/{app}-{role}"))
+    queue = w.pick(("emails", "thumbnails", "invoices", "events", "exports", "webhooks"))
+    args = w.pick(
+        (
+            f"--queue {queue}",
+            f"--queue {queue} --concurrency {w.randint(2, 8)}",
+            f"-c {w.randint(2, 8)} {queue}",
+        )
+    )
+    log = w.pick((f"{wd}/logs/{role}.log", f"{wd}/{role}.log", f"{wd}/var/log/{role}.log"))
+    pidfile = w.pick((f"{wd}/run/{role}.pid", f"{wd}/{role}.pid", f"{wd}/var/run/{role}.pid"))
+    files = {script: _WORKER}
+    setup.append(f"chmod 755 {quote(script)} && chown {user}: {quote(script)}")
+    for d in sorted({posixpath.dirname(log), posixpath.dirname(pidfile)} - {wd}):
+        if w.chance(0.6):
+            setup.append(f"mkdir -p {quote(d)} && chown {user}: {quote(d)}")
+    extra = w.pick(("", "", "env", "cwd", "nice"))
+    env = (w.pick(("QUEUE_URL", "BROKER_URL", "REDIS_URL")), f"redis://{w.ip()}:6379/{w.randint(0, 9)}")
+    run_dir = w.pick((f"/srv/{app}/data", f"{wd}/data", f"/var/lib/{app}"))
+    nice = w.pick((5, 10, 15))
+    if extra == "cwd":
+        setup.append(f"mkdir -p {quote(run_dir)} && chown {user}: {quote(run_dir)}")
+    if user == "operator":  # folders the setup made inside the working folder belong to its user
+        setup.append(f"chown -R operator: {quote(wd)}")
+    w.note(
+        role,
+        queue,
+        args,
+        *(env if extra == "env" else ()),
+        run_dir if extra == "cwd" else "",
+        nice if extra == "nice" else "",
+    )
+    sp, lg, pf = _rel_to(script, wd), _rel_to(log, wd), _rel_to(pidfile, wd)
+    how_extra = {
+        "": "",
+        "env": " " + _f(w, "It needs {k}={v} in its environment.", k=env[0], v=env[1]),
+        "cwd": " " + _f(w, "It must run with {d} as its working directory.", d=run_dir),
+        "nice": " " + _f(w, "Run it at niceness {n} so it yields to interactive work.", n=nice),
+    }[extra]
+    task = w.phrase(
+        "Start {sp} {args} in the background: stdout and stderr both appended to {lg}, its PID written to {pf}. It "
+        "must keep running after you are done.{x}",
+        "The {role} for the {q} queue is not running. Launch `{sp} {args}` detached from your shell, logging "
+        "everything it prints (both streams) to {lg}, and record the PID of the {role} process itself in {pf}.{x}",
+        "Ticket: bring up the {q} {role}: command `{sp} {args}`, log {lg} (stdout+stderr), pidfile {pf}. One "
+        "instance only.{x}",
+        "Could you start {sp} with the arguments `{args}` as a background process? Its output and errors go to "
+        "{lg}, and {pf} must hold its PID.{x}",
+        "Goal: one `{sp} {args}` process is running, {pf} holds its PID, and its stdout and stderr are {lg}.{x}",
+        "Background job: {sp} {args}; log {lg} (both streams); PID in {pf}.{x}",
+        "Why is nothing consuming the {q} queue? Because {sp} is not running. Start it ({args}) in the "
+        "background, with stdout and stderr going to {lg} and the PID saved in {pf}.{x}",
+        "We need the {role} going before the batch arrives: run {sp} {args} so it survives this session, "
+        "with its output (errors too) in {lg} and its PID in {pf}.{x}",
+        sp=sp,
+        args=args,
+        lg=lg,
+        pf=pf,
+        role=role,
+        q=queue,
+        x=how_extra,
+    )
+    ref = [
+        w.pick(
+            (f"cat {sp}", f"ls -l {posixpath.dirname(sp) or '.'}", f"pgrep -af {posixpath.basename(script)}")
+        )
+    ]
+    dirs = sorted({posixpath.dirname(lg), posixpath.dirname(pf)} - {"", "."})
+    if dirs:
+        ref.append(f"mkdir -p {' '.join(dirs)}")
+    target = sp if sp.startswith("/") else f"./{sp}" if "/" not in sp else sp
+    if extra == "cwd":
+        target = script  # run from elsewhere: the absolute path
+    prefix = {"": "", "env": f"{env[0]}={env[1]} ", "cwd": "", "nice": f"nice -n {nice} "}[extra]
+    log_abs, pid_abs = (log, pidfile) if extra == "cwd" else (lg, pf)
+    how = w.randint(0, 4)
+    if how == 0 or (how == 3 and extra == "nice"):
+        if extra == "cwd":
+            ref.append(f"cd {run_dir}")
+        ref.append(f"{prefix}nohup {target} {args} >> {log_abs} 2>&1 &")
+        ref.append(f"echo $! > {pid_abs}")
+    elif how == 1:
+        if extra == "cwd":
+            ref.append(
+                f"(cd {run_dir} && exec {target} {args} >> {log_abs} 2>&1 < /dev/null) & echo $! > {pid_abs}"
+            )
+        else:
+            ref.append(f"{prefix}{target} {args} >> {log_abs} 2>&1 < /dev/null & echo $! > {pid_abs}")
+    elif how == 2:
+        env_part = f"export {env[0]}={env[1]}; " if extra == "env" else ""
+        cd = f"cd {run_dir}; " if extra == "cwd" else ""
+        nic = f"renice -n {nice} $$ >/dev/null; " if extra == "nice" else ""
+        ref.append(
+            f"bash -c '{env_part}{cd}{nic}echo $$ > {pid_abs}; exec {target} {args}' >> {log_abs} 2>&1 &"
+        )
+    elif how == 3:
+        opts = {"": "", "env": "", "cwd": f" --chdir {run_dir}", "nice": ""}[extra]
+        envp = f"env {env[0]}={env[1]} " if extra == "env" else ""
+        ref.append(
+            f"{envp}start-stop-daemon --start --background --make-pidfile --pidfile {pidfile}{opts} --output "
+            f"{log} --startas {script} -- {args}"
+        )
+    else:
+        kw = {
+            "": "",
+            "env": f", env=dict(os.environ, {env[0]}='{env[1]}')",
+            "cwd": f", cwd='{run_dir}'",
+            "nice": "",
+        }[extra]
+        pre = f", preexec_fn=lambda: os.nice({nice})" if extra == "nice" else ""
+        ref.append(
+            f"python3 -c \"import os, subprocess; log = open('{log_abs}', 'ab'); p = subprocess.Popen("
+            f"['{script}'] + '{args}'.split(), stdout=log, stderr=log, stdin=subprocess.DEVNULL, "
+            f"start_new_session=True{kw}{pre}); open('{pid_abs}', 'w').write(str(p.pid))\""
+        )
+    ref.append(f"sleep 1; cat {log_abs} {pid_abs}")
+    spec = {
+        "pidfile": pidfile,
+        "log": log,
+        "script": posixpath.basename(script),
+        "args": args.split(),
+        "env": list(env) if extra == "env" else None,
+        "cwd": run_dir if extra == "cwd" else None,
+        "nice": nice if extra == "nice" else None,
+        "uid": 0 if user == "root" else 1000,
+    }
+    check = py_check(
+        spec,
+        _PROC_LIB
+        + r"""
+import time
+pid = pid_in(S["pidfile"])
+if not alive(pid):
+    no(f"no process {pid}")
+def cmdline(p):
+    try:
+        return open(f"/proc/{p}/cmdline", "rb").read().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
+argv = cmdline(pid)
+names = [os.path.basename(a) for a in argv]
+if S["script"] not in names or argv[names.index(S["script"]) + 1:] != S["args"]:
+    no(f"PID {pid} runs {argv}, not the worker with its arguments")
+others = [
+    p for p in os.listdir("/proc")
+    if p.isdigit() and int(p) != pid and alive(p) and S["script"] in [os.path.basename(a) for a in cmdline(p)[:2]]
+]
+if others:
+    no(f"more than one worker runs: {others}")
+if os.stat(f"/proc/{pid}").st_uid != S["uid"]:
+    no("the worker runs as another user")
+def peek(*argv):  # /proc/<pid>/fd, cwd and environ: readable by the process's owner (root lacks CAP_SYS_PTRACE)
+    who = ["runuser", "-u", "operator", "--"] if S["uid"] else []
+    return subprocess.run(who + list(argv), capture_output=True).stdout
+log = os.path.realpath(S["log"])
+for fd in (1, 2):
+    target = peek("readlink", f"/proc/{pid}/fd/{fd}").decode().strip()
+    if target != log:
+        no(f"fd {fd} goes to {target}, not {log}")
+for _ in range(20):
+    if "started with" in text(S["log"]) and "warming up" in text(S["log"]):
+        break
+    time.sleep(0.1)
+else:
+    no("the log lacks the worker's output")
+if S["env"]:
+    env = peek("cat", f"/proc/{pid}/environ").split(b"\0")
+    if f"{S['env'][0]}={S['env'][1]}".encode() not in env:
+        no("the variable is not in its environment")
+if S["cwd"] and peek("readlink", f"/proc/{pid}/cwd").decode().strip() != os.path.realpath(S["cwd"]):
+    no("wrong working directory")
+if S["nice"] is not None:
+    with open(f"/proc/{pid}/stat") as fh:
+        ni = int(fh.read().rsplit(")", 1)[1].split()[16])
+    if ni != S["nice"]:
+        no(f"niceness {ni}")
+""",
+    )
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=3 if extra else 2,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd in (HOME, "/root") else wd,
+    )
+
+
+@family(
+    "processes-wait-then-act",
+    "processes",
+    "wait for a running job to finish (by PID or name, whoever owns it), then compress, move or checksum its output",
+)
+def wait_then_act(w: World) -> Draft:
+    user = w.pick(("operator", "operator", "root"))
+    app = w.project()
+    wd, setup = workplace(w, user, app, home_share=0.15)
+    job = _name(w)
+    owner = user if w.chance(0.6) else ("root" if user == "operator" else f"{app}job")
+    if owner == f"{app}job":
+        setup.append(f"id -u {owner} >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin {owner}")
+    out = f"{wd}/{w.pick(('export', 'out', 'reports', 'dump'))}/{w.pick((app, job, 'nightly'))}-{w.date():%Y%m%d}.{w.pick(('csv', 'jsonl', 'sql'))}"
+    rows = w.randint(10, 16)
+    body = [f"{w.pick(('id', 'row', 'rec'))},{i},{w.word()}" for i in range(1, rows + 1)] + ["# END"]
+    procs = _Procs(w)
+    program = (
+        "#!/bin/bash\n"
+        + f"out={quote(out)}\n"
+        + "".join(f'echo {quote(line)} >> "$out"; sleep 0.5\n' for line in body[:-1])
+        + f'echo {quote(body[-1])} >> "$out"\n'
+    )
+    procs.program(job, program)
+    procs.run(
+        f"mkdir -p {quote(posixpath.dirname(out))} && touch {quote(out)} && chown -R {owner}: {quote(posixpath.dirname(out))}"
+    )
+    if user == "operator" and owner != "operator":
+        procs.run(f"chmod 777 {quote(posixpath.dirname(out))} && chmod 666 {quote(out)}")
+    record = procs.start(job, owner)
+    pidfile = f"{wd}/{w.pick(('run/', ''))}{job}.pid" if w.chance(0.5) else ""
+    if pidfile:
+        procs.run(
+            f"mkdir -p {quote(posixpath.dirname(pidfile))} && cat {record} > {quote(pidfile)} && chown {user}: {quote(pidfile)}"
+        )
+    files, launch = procs.install()
+    setup += launch
+    action = w.pick(("gzip", "gzip", "move", "checksum", "xz"))
+    dest = f"{wd}/{w.pick(('done', 'outbox', 'archive', 'ready'))}"
+    o, pf, ds = _rel_to(out, wd), _rel_to(pidfile, wd) if pidfile else "", _rel_to(dest, wd)
+    find = _f(w, "(its PID is in {pf})", pf=pf) if pidfile else _f(w, "(the process named {j})", j=job)
+    what = {
+        "gzip": _f(w, "{gzip|compress} {o} (leaving only {o}.gz)", o=o),
+        "xz": _f(w, "compress {o} with xz (leaving only {o}.xz)", o=o),
+        "move": _f(w, "move {o} into {d}/", o=o, d=ds),
+        "checksum": _f(w, "write its SHA-256 checksum to {o}.sha256 (in sha256sum's format)", o=o),
+    }[action]
+    w.note(job, action)
+    task = w.phrase(
+        "The export job {job} {find} is still writing {o}. Wait until it has finished, then {what}.",
+        "Once the running {job} job {find} exits, {what}. Do not stop it: it must finish its work.",
+        "Ticket: {o} is produced by the {job} process {find}, which is still running. When it is done (not "
+        "before), {what}.",
+        "Can you {what} as soon as {job} {find} has completed? It is still running now; let it finish.",
+        "Goal: {what_goal}, from the complete output of {job} {find}, which has not finished yet.",
+        "{job} {find} is writing {o} right now. Wait for it to end, then {what}.",
+        "{o} is half-written: {job} {find} is still busy with it. When would it be safe to {what_plain}? "
+        "When {job} has exited. Do it then.",
+        "Heads up: {job} {find} will finish in a few seconds. After it has exited, {what}; killing it is not "
+        "an option.",
+        job=job,
+        find=find,
+        o=o,
+        what=what,
+        what_plain=what,
+        what_goal={
+            "gzip": _f(w, "{o}.gz holds the full file", o=o),
+            "xz": _f(w, "{o}.xz holds the full file", o=o),
+            "move": _f(w, "{d}/ holds the full {b}", d=ds, b=posixpath.basename(out)),
+            "checksum": _f(w, "{o}.sha256 is the checksum of the full file", o=o),
+        }[action],
+    )
+    pid = f"$(cat {pf})" if pidfile else f"$(pgrep -x {job})"
+    kill_ok = owner == user or user == "root"
+    waits = [
+        f"tail --pid={pid} -f /dev/null",
+        f"while pgrep -x {job} >/dev/null; do sleep 0.5; done",
+        f"while [ -e /proc/{pid} ]; do sleep 0.5; done"
+        if pidfile
+        else f"while pgrep -x {job} > /dev/null; do sleep 1; done",
+        f"timeout 120 sh -c 'while ps -p {pid} >/dev/null; do sleep 0.5; done'"
+        if pidfile
+        else f"until ! pgrep -x {job}; do sleep 1; done",
+    ]
+    if kill_ok:
+        waits.append(f"while kill -0 {pid} 2>/dev/null; do sleep 1; done")
+    if pidfile:
+        waits.append(f"p={pid}; while [ -d /proc/$p ]; do sleep 0.5; done")
+    ref = [w.pick((f"pgrep -a {job}", f"ps -ef | grep {job}", f"tail -n 3 {o}")), w.pick(waits)]
+    ref.append(
+        {
+            "gzip": w.pick((f"gzip {o}", f"gzip -9 {o}", f"gzip -c {o} > {o}.gz && rm {o}")),
+            "xz": w.pick((f"xz {o}", f"xz -T1 {o}", f"xz -c {o} > {o}.xz && rm {o}")),
+            "move": w.pick(
+                (
+                    f"mkdir -p {ds} && mv {o} {ds}/",
+                    f"install -D -m 644 {o} {ds}/{posixpath.basename(out)} && rm {o}",
+                )
+            ),
+            "checksum": w.pick(
+                (
+                    f"sha256sum {o} > {o}.sha256",
+                    f"(cd {posixpath.dirname(o) or '.'} && sha256sum {posixpath.basename(out)} > {posixpath.basename(out)}.sha256)",
+                )
+            ),
+        }[action]
+    )
+    ref.append(
+        w.pick((f"ls -l {posixpath.dirname(o) or '.'}", f"ls -l {ds}" if action == "move" else f"ls -l {o}*"))
+    )
+    content = "".join(f"{line}\n" for line in body)
+    spec = {
+        "out": out,
+        "action": action,
+        "dest": f"{dest}/{posixpath.basename(out)}",
+        "sha": hashlib.sha256(content.encode()).hexdigest(),
+        "content": content,
+    }
+    check = py_check(
+        spec,
+        r"""
+import gzip, lzma
+out, want = S["out"], S["content"].encode()
+if S["action"] in ("gzip", "xz"):
+    packed = out + (".gz" if S["action"] == "gzip" else ".xz")
+    if os.path.exists(out):
+        no(f"{out} is still there")
+    try:
+        data = (gzip if S["action"] == "gzip" else lzma).open(packed).read()
+    except (OSError, EOFError, lzma.LZMAError):
+        no(f"{packed} is missing or not compressed")
+    if data != want:
+        no(f"{packed} does not hold the whole output ({len(data)} of {len(want)} bytes)")
+elif S["action"] == "move":
+    if os.path.exists(out):
+        no(f"{out} is still there")
+    if md5(S["dest"]) != hashlib.md5(want).hexdigest():
+        no(f"{S['dest']} is missing or incomplete")
+else:
+    if md5(out) != hashlib.md5(want).hexdigest():
+        no(f"{out} changed or is incomplete")
+    line = text(out + ".sha256").split()
+    if not line or line[0] != S["sha"]:
+        no("the checksum is not that of the complete output")
+""",
+    )
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=3 if not kill_ok or not pidfile else 2,
+        setup=setup,
+        files=files,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd in (HOME, "/root") else wd,
+    )
