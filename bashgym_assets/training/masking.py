@@ -163,7 +163,9 @@ class MaskReport(BaseModel):
 
 def marked_sample(tokenizer: Any, ex: TokenizedExample, limit: int = 3000) -> str:
     """Decode an example with the trained runs wrapped in ``[[ ]]`` so a human can eyeball the mask."""
-    out, run, trained = [], [], False
+    out: list[str] = []
+    run: list[int] = []  # token ids of the current trained or untrained run
+    trained = False
     for tok, lab in zip(ex.input_ids, ex.labels, strict=True):
         is_trained = lab != IGNORE_INDEX
         if is_trained != trained and run:

@@ -99,7 +99,8 @@ class AdapterChatModel(PythonModel):
                 "the model's model_config has no base_model: pass model_config={'base_model': ...}"
             )
         self.max_new_tokens = int(config.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
-        self.tokenizer = AutoTokenizer.from_pretrained(base)
+        # Any, as every tokenizer in the package (transformers types its calls by the union of all modes)
+        self.tokenizer: Any = AutoTokenizer.from_pretrained(base)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         model = AutoModelForCausalLM.from_pretrained(

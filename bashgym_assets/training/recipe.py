@@ -151,7 +151,8 @@ def run(
     if not train:
         raise ValueError(f"{job / SFT_FILE}: no train rows")
     out.mkdir(parents=True, exist_ok=True)
-    shared = dict(
+    # the fields both stages share; TrainConfig validates them (a typed dict would repeat its 13 fields)
+    shared: dict[str, Any] = dict(
         base_model=base,
         device=device,
         max_length=recipe.max_length,

@@ -107,8 +107,10 @@ def log_dataset_inputs(
     digest, schema and row count reach MLflow, never the rows. Returns the logged names."""
     import json
 
-    import mlflow.data
     import pandas as pd
+
+    # what mlflow.data.from_pandas is (set there at run time, so mypy cannot see it)
+    from mlflow.data.pandas_dataset import from_pandas
     from mlflow.entities import DatasetInput, InputTag
     from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
@@ -120,7 +122,8 @@ def log_dataset_inputs(
         if not rows:
             continue
         frame = pd.DataFrame([{k: cell(v) for k, v in r.items()} for r in rows])
-        ds = mlflow.data.from_pandas(frame, source=source, name=f"{name}/{split}", digest=version[:36])
+        # source None (the code's location) is from_pandas' own default; its annotation omits None
+        ds = from_pandas(frame, source=source, name=f"{name}/{split}", digest=version[:36])  # type: ignore[arg-type]
         context = "training" if split == "train" else split
         inputs.append(DatasetInput(ds._to_mlflow_entity(), tags=[InputTag(MLFLOW_DATASET_CONTEXT, context)]))
         names.append(ds.name)
@@ -184,7 +187,8 @@ def _fluent_tracking(settings: Settings) -> Iterator[None]:
     try:
         yield
     finally:
-        mlflow.set_tracking_uri(saved[0])
+        # None (the process had none) is what mlflow's body unsets; its annotation omits it
+        mlflow.set_tracking_uri(saved[0])  # type: ignore[arg-type]
         registry_utils._registry_uri = saved[1]
         for key, value in saved[2].items():
             if value is None:

@@ -243,7 +243,8 @@ def load_base(config: TrainConfig) -> Any:
 
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     else:
-        model.to(pick_device(config))
+        # transformers wraps PreTrainedModel.to in a decorator whose annotation drops ``self``
+        model.to(pick_device(config))  # type: ignore[arg-type]
     return model
 
 
@@ -623,8 +624,11 @@ def build_sft_trainer(
     ``stages`` (one per train conversation) with ``config.curriculum`` orders training easy-first."""
     from trl import SFTConfig
 
-    if config.curriculum and (stages is None or len(stages) != len(train)):
-        raise ValueError("a curriculum needs one stage per train conversation")
+    curriculum_stages: list[int] | None = None
+    if config.curriculum:
+        if stages is None or len(stages) != len(train):
+            raise ValueError("a curriculum needs one stage per train conversation")
+        curriculum_stages = list(stages)
     tokenizer = training_tokenizer(config.base_model)
     args = trainer_args(
         SFTConfig,
@@ -645,7 +649,7 @@ def build_sft_trainer(
             peft_config=lora_config(config),
             callbacks=list(callbacks),
             lean_loss=config.lean_loss,
-            stages=list(stages) if config.curriculum else None,
+            stages=curriculum_stages,
         )
     )
 

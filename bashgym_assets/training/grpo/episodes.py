@@ -209,7 +209,7 @@ def play_episodes(
             t0 = time.monotonic()
             news = policy.generate([prompt_ids[i] + completion[i] for i in asking])
             gen_s = time.monotonic() - t0
-            before = {i: list(jobs[i].driver.seen) for i in asking}
+            before = {i: list(jobs[i].opened.seen) for i in asking}
             futures = {}
             for i, new in zip(asking, news, strict=True):
                 tokens, reply = split_reply(policy, new)
@@ -219,18 +219,19 @@ def play_episodes(
             _, late = wait(futures, timeout=settings.turn_timeout_s)
             for f in late:  # cut off: its container goes now, which also ends the command it is stuck in
                 i = futures[f][0]
-                hung[i] = len(getattr(jobs[i].driver.session, "results", []))
+                hung[i] = len(getattr(jobs[i].opened.session, "results", []))
                 threading.Thread(target=jobs[i].box.close, name="grpo-cutoff", daemon=True).start()
             for f, (i, tokens) in futures.items():
                 if f in late:
                     continue
                 j = jobs[i]
-                seen = j.driver.seen
+                driver = j.opened
+                seen = driver.seen
                 if (
-                    j.driver.done
+                    driver.done
                     or j.sandbox_error
                     or len(seen) != len(before[i]) + 2
-                    or j.driver.episode.n_turns >= settings.max_turns
+                    or driver.episode.n_turns >= settings.max_turns
                 ):
                     continue
                 ended = bool(tokens) and tokens[-1] in policy.stop_ids
@@ -239,8 +240,8 @@ def play_episodes(
                     len(prompt_ids[i]) + len(completion[i]) + len(obs) + settings.max_new_tokens
                     > settings.max_context_tokens
                 ):
-                    j.driver.done = True
-                    j.driver.episode.end_reason = "context_cap"
+                    driver.done = True
+                    driver.episode.end_reason = "context_cap"
                     continue
                 completion[i] += obs
                 mask[i] += [0] * len(obs)

@@ -66,7 +66,10 @@ class EpisodeOutcome(BaseModel):
 def episode_reward(o: EpisodeOutcome | Mapping[str, Any], spec: RewardSpec | None = None) -> float | None:
     """The documented reward of one episode (None: infrastructure failure, not the model's doing)."""
     spec = spec or RewardSpec()
-    get = o.get if isinstance(o, Mapping) else (lambda k, d=None: getattr(o, k, d))
+
+    def get(key: str, default: Any = None) -> Any:
+        return o.get(key, default) if isinstance(o, Mapping) else getattr(o, key, default)
+
     if get("infra_error"):
         return None
     if get("hack"):

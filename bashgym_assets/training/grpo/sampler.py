@@ -40,7 +40,7 @@ def group_records(step: int, outcomes: Sequence[EpisodeOutcome]) -> list[GroupRe
     out = []
     for sid, members in groups.items():
         scored = [m for m in members if m.reward is not None]
-        rewards = [float(m.reward) for m in scored]
+        rewards = [float(m.reward) for m in members if m.reward is not None]
         passed = sum(m.verified and not m.hack for m in scored)
         kind = (
             "unscorable"

@@ -53,6 +53,13 @@ from bashgym_assets.training.trainer import (
 )
 
 
+def _reward(o: EpisodeOutcome) -> float:
+    """The reward of a scored episode (the caller kept only those: None is an infrastructure failure)."""
+    if o.reward is None:
+        raise ValueError(f"episode {o.scenario_id} has no reward: it is not scored")
+    return float(o.reward)
+
+
 # ---- the rollout function -----------------------------------------------------------------------------------------
 class ShellRollout:
     """``rollout_func`` for ``GRPOTrainer``: prompts are scenario ids; returns ids, env mask and reward keys, and
@@ -138,7 +145,7 @@ class ShellRollout:
         rec = StepRecord(
             step=step,
             episodes=len(outcomes),
-            reward_mean=round(sum(float(o.reward) for o in scored) / n, 4),
+            reward_mean=round(sum(_reward(o) for o in scored) / n, 4),
             success_rate=round(sum(o.verified and not o.hack for o in scored) / n, 4),
             mean_turns=round(sum(o.n_turns for o in scored) / n, 3),
             informative_frac=round(sum(g.kind == "mixed" for g in groups) / max(1, len(groups)), 4),
@@ -152,7 +159,7 @@ class ShellRollout:
         )
         self.steps[step] = rec
         # keep the best and the worst episode of each step (the report shows the last few)
-        ranked = sorted(scored, key=lambda o: float(o.reward))
+        ranked = sorted(scored, key=_reward)
         self.transcripts += [ranked[-1], ranked[0]] if len(ranked) > 1 else ranked
         self.transcripts = self.transcripts[-6:]
         self.say(
@@ -248,6 +255,7 @@ def train_grpo(
         raise ValueError("no train scenario to play")
     if not config.max_steps:
         raise ValueError("GRPO needs max_steps (optimizer steps)")
+    max_steps = config.max_steps
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     config = grpo_train_config(config, settings)
     resume, resumed_from = resume_point(config)
@@ -279,7 +287,7 @@ def train_grpo(
         settings.num_generations,
         settings.scenarios_per_step,
         repeat_count=args.steps_per_generation * args.num_iterations,
-        num_batches=config.max_steps,
+        num_batches=max_steps,
         prefer=settings.prefer_informative,
         seed=config.seed,
     )
