@@ -45,15 +45,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings.ensure_dirs()
     ensure_dagster_home(settings)
     with pipeline_session(settings, wait=bool(getattr(args, "wait", False))):  # one pipeline per data folder
-        if not os.environ.get("BASHGYM_TRACE_DIRS"):
+        if settings.trace_dirs_override is None:
             from bashgym_assets.ingest import SAMPLE_TRACES_DIR
 
-            os.environ["BASHGYM_TRACE_DIRS"] = str(SAMPLE_TRACES_DIR)
+            os.environ["BASHGYM_TRACE_DIRS"] = str(SAMPLE_TRACES_DIR)  # for the runs this command starts
             print(
                 f"trace folders: bundled sample data ({SAMPLE_TRACES_DIR}); set BASHGYM_TRACE_DIRS for your own"
             )
         else:
-            print(f"trace folders: {os.environ['BASHGYM_TRACE_DIRS']}")
+            print(f"trace folders: {os.pathsep.join(map(str, settings.trace_dirs))}")
         started = time.monotonic()
         repos = discover_repo_partitions()
         demo.register_partitions(repos)

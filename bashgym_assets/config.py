@@ -85,7 +85,14 @@ class Settings(BaseSettings):
     ``BASHGYM_TRACE_DIRS``, ``BASHGYM_TEACHER_MODEL``, ``BASHGYM_TEACHER_API_BASE``, ``BASHGYM_BASE_MODEL``,
     ``BASHGYM_GPU_EXECUTOR``, ``BASHGYM_SANDBOX_IMAGE``, ``BASHGYM_EVAL_SUITE_DIRS``,
     ``BASHGYM_MLFLOW_TRACKING_URI``, ``BASHGYM_MLFLOW_UI_URL``, ``BASHGYM_DAGSTER_PG_URL``,
-    ``BASHGYM_RUN_LAUNCHER``; each field's
+    ``BASHGYM_RUN_LAUNCHER``, and those one part each reads: ``BASHGYM_TEACHER_API_KEY``,
+    ``BASHGYM_SCENARIO_IMPORT_DIR``, ``BASHGYM_SCENARIO_VARIANTS``, ``BASHGYM_SHELL_TASKS``, ``BASHGYM_NL2BASH``,
+    ``BASHGYM_FACTORY_PER_FAMILY``, ``BASHGYM_TRACES``, ``BASHGYM_KV_CACHE``, ``BASHGYM_KV_CACHE_MB``,
+    ``BASHGYM_ROUTER_STUDENT``, ``BASHGYM_ROUTER_STUDENT_API_BASE``, ``BASHGYM_TRAINER_IMAGE``,
+    ``BASHGYM_DOCKER_GPUS``, ``BASHGYM_STEP_LAUNCHER``, ``BASHGYM_HF_REPO``, ``BASHGYM_NODE``,
+    ``BASHGYM_DEBIAN_MIRROR``, ``BASHGYM_CHROMIUM``, ``BASHGYM_STOP_GRACE_S``. No other module reads a
+    ``BASHGYM_*`` variable (``tests/test_settings_single_source.py``; the one exception is the capture hook, which
+    runs without site-packages and reads ``BASHGYM_HOME`` as ``home`` does). Each field's
     ``description`` says what it does (the Dagster resource shows the same text in the launchpad). A keyword
     argument (``Settings(home=...)``, by field name) wins over the environment; a variable that is empty or only
     whitespace counts as unset; a value outside a field's choices fails here, naming the variable. No ``.env``
@@ -177,6 +184,123 @@ class Settings(BaseSettings):
         description="default (runs in a local process) or docker (dagster-docker's DockerRunLauncher: every "
         "run in its own trainer-image container).",
     )
+    # ---- read by one part each (named in its description) ------------------------------------------------------
+    teacher_api_key: str | None = Field(
+        default=None,
+        repr=False,
+        validation_alias="BASHGYM_TEACHER_API_KEY",
+        description="API key sent to the teacher's OpenAI-compatible server (llm, the router's teacher). Default: "
+        "sk-local when an API base is set; hosted providers read their own variables through litellm.",
+    )
+    scenario_import_dir_override: Path | None = Field(
+        default=None,
+        validation_alias="BASHGYM_SCENARIO_IMPORT_DIR",
+        description="Folder of scenario files (bundles or shell-tasks records) scenario_candidates imports "
+        "beside the bundled pack. Default: <home>/scenario_imports.",
+    )
+    scenario_variants: int = Field(
+        default=0,
+        ge=0,
+        validation_alias="BASHGYM_SCENARIO_VARIANTS",
+        description="Generated variants (other names and values, gated like every bundle) of each train-split "
+        "pack scenario, when scenario_candidates' config does not say.",
+    )
+    shell_tasks: str | None = Field(
+        default=None,
+        validation_alias="BASHGYM_SHELL_TASKS",
+        description="File, folder or hub id of shell-tasks records scenario_candidates imports, when its config "
+        "does not name one.",
+    )
+    nl2bash: str | None = Field(
+        default=None,
+        validation_alias="BASHGYM_NL2BASH",
+        description="File or hub id of NL2Bash-style {nl, cmd} pairs scenario_candidates imports, when its "
+        "config does not name one.",
+    )
+    factory_per_family: int = Field(
+        default=55,
+        ge=0,
+        validation_alias="BASHGYM_FACTORY_PER_FAMILY",
+        description="Distinct tasks the scenario factory draws per family, when factory_scenarios' config does "
+        "not say.",
+    )
+    traces: bool | None = Field(
+        default=None,
+        validation_alias="BASHGYM_TRACES",
+        description="MLflow traces of evaluated and rolled-out episodes: 0/false/off/no: off; 1/true/on/yes: on, "
+        "creating the store if need be. Default: on once the MLflow store exists.",
+    )
+    kv_cache: bool = Field(
+        default=True,
+        validation_alias="BASHGYM_KV_CACHE",
+        description="Greedy local generation reuses each conversation's keys and values across turns "
+        "(inference.kv_decode); 0/false/off/no turns it off.",
+    )
+    kv_cache_mb: float = Field(
+        default=2048.0,
+        ge=0,
+        validation_alias="BASHGYM_KV_CACHE_MB",
+        description="Memory cap of that key/value cache, in MiB.",
+    )
+    router_student: str = Field(
+        default="champion",
+        validation_alias="BASHGYM_ROUTER_STUDENT",
+        description="The student of routed: operators: champion (the local champion), an adapter folder, or "
+        "openai/<name> at a running bashgym serve.",
+    )
+    router_student_api_base: str | None = Field(
+        default=None,
+        validation_alias="BASHGYM_ROUTER_STUDENT_API_BASE",
+        description="Base URL of the router student's OpenAI-compatible server (a running bashgym serve).",
+    )
+    trainer_image_override: str | None = Field(
+        default=None,
+        validation_alias="BASHGYM_TRAINER_IMAGE",
+        description="With the docker executor or run launcher: a prebuilt trainer image (a GPU host's). "
+        "Default: bashgym-trainer:<hash>, built here from sandbox_images/trainer.",
+    )
+    docker_gpus: str = Field(
+        default="auto",
+        pattern=r"^(auto|all|none|[0-9]+)$",
+        validation_alias="BASHGYM_DOCKER_GPUS",
+        description="GPUs the docker executor's step containers request: auto (all, when the engine has the "
+        "NVIDIA runtime), all, none or a count.",
+    )
+    step_launcher: str | None = Field(
+        default=None,
+        validation_alias="BASHGYM_STEP_LAUNCHER",
+        description="Set by the docker executor in each step container, not by a person: the identity of the "
+        "process that launched the step, so the step ends itself when that process is gone.",
+    )
+    hf_repo: str | None = Field(
+        default=None,
+        validation_alias="BASHGYM_HF_REPO",
+        description="Hugging Face Hub repository exported_model and bashgym export --push upload to (with "
+        "HF_TOKEN), when neither names one.",
+    )
+    node_binary: str | None = Field(
+        default=None,
+        validation_alias="BASHGYM_NODE",
+        description="The node binary that runs llama.cpp's chat-template checks of an export. Default: node on "
+        "the PATH, else /usr/bin/node.",
+    )
+    debian_mirror: str | None = Field(
+        default=None,
+        validation_alias="BASHGYM_DEBIAN_MIRROR",
+        description="Where debootstrap fetches the sandbox image's packages. Default: the mirror apt uses here.",
+    )
+    chromium: str | None = Field(
+        default=None,
+        validation_alias="BASHGYM_CHROMIUM",
+        description="The browser of the UI checks (bashgym ui-check). Default: chromium on the PATH.",
+    )
+    # A Dagster step answers its interrupt in about a second; a gate item may not
+    stop_grace_s: float = Field(
+        default=10.0,
+        ge=0,
+        validation_alias="BASHGYM_STOP_GRACE_S",
+        description="Seconds a stopped command's children get to end before they are killed.",
+    )
 
     def __init__(self, **values: Any) -> None:
         """Keyword arguments by field name; a blank one (None, or empty or whitespace text) is not given, so the
@@ -208,6 +332,16 @@ class Settings(BaseSettings):
     @classmethod
     def _expand_home(cls, value: object) -> object:
         return _as_path(value)
+
+    @field_validator("scenario_import_dir_override", mode="before")
+    @classmethod
+    def _expand_folder(cls, value: object) -> object:
+        return _as_path(value)
+
+    @field_validator("docker_gpus", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
 
     @field_validator("trace_dirs_override", "eval_suite_dirs", mode="before")
     @classmethod
@@ -277,6 +411,12 @@ class Settings(BaseSettings):
     def capture_dir(self) -> Path:
         """Where the live-capture hook appends what Claude Code sends it."""
         return self.home / "traces"
+
+    @property
+    def scenario_import_dir(self) -> Path:
+        """Where scenario_candidates imports scenario files from: ``BASHGYM_SCENARIO_IMPORT_DIR``, else
+        ``<home>/scenario_imports``."""
+        return self.scenario_import_dir_override or self.home / "scenario_imports"
 
     @cached_property
     def models_dir(self) -> Path:

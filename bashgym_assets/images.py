@@ -123,8 +123,9 @@ def image_exists(tag: str) -> bool:
 
 def debian_mirror() -> str:
     """The Debian mirror apt already uses here (the only registry reachable on the build machines)."""
-    if os.environ.get("BASHGYM_DEBIAN_MIRROR"):
-        return os.environ["BASHGYM_DEBIAN_MIRROR"]
+    configured = get_settings().debian_mirror
+    if configured:
+        return configured
     candidates = sorted(Path("/etc/apt/sources.list.d").glob("*.sources")) + [Path("/etc/apt/sources.list")]
     for path in candidates:
         if not path.exists():

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from bashgym_assets.config import get_settings
+
 
 class LLMError(RuntimeError):
     """The model could not answer (HTTP error, timeout, malformed response)."""
@@ -41,7 +43,7 @@ def chat_completion(
     }
     if api_base:
         kwargs["api_base"] = api_base
-    key = api_key or os.environ.get("BASHGYM_TEACHER_API_KEY") or ("sk-local" if api_base else None)
+    key = api_key or get_settings().teacher_api_key or ("sk-local" if api_base else None)
     if key:
         kwargs["api_key"] = key
     try:

@@ -53,8 +53,6 @@ from bashgym_assets.processes import (
 )
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-GRACE_ENV = "BASHGYM_STOP_GRACE_S"
-DEFAULT_GRACE_S = 10.0  # a Dagster step answers its interrupt in about a second; a gate item may not
 CLEANUP_DEADLINE_S = (
     60.0  # after the grace: how long the cleanups may take before the watchdog ends the process
 )
@@ -447,11 +445,11 @@ def delegating() -> Iterator[Callable[[subprocess.Popen], None]]:
         scope._delegating -= 1
 
 
-def grace_from_env(default: float = DEFAULT_GRACE_S) -> float:
-    try:
-        return max(0.0, float(os.environ.get(GRACE_ENV, default)))
-    except ValueError:
-        return default
+def grace_from_env() -> float:
+    """``BASHGYM_STOP_GRACE_S`` (``Settings.stop_grace_s``, 10 s by default)."""
+    from bashgym_assets.config import get_settings
+
+    return get_settings().stop_grace_s
 
 
 @contextlib.contextmanager

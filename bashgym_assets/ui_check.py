@@ -50,7 +50,7 @@ def free_port() -> int:
 
 
 def find_chromium() -> str:
-    for name in (os.environ.get("BASHGYM_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
+    for name in (get_settings().chromium, "chromium", "chromium-browser", "google-chrome"):
         if name and (path := shutil.which(name)):
             return path
     raise UICheckError("no chromium binary: install Debian's 'chromium' package (make setup does)")

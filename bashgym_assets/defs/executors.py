@@ -46,7 +46,7 @@ from bashgym_assets.defs.dagster_internals import (
 )
 from bashgym_assets.defs.run_health import pool_holders, pool_limit, reap_dead_runs, record_run_worker
 from bashgym_assets.process_lifetime import die_with_launcher
-from bashgym_assets.training.trainer_image import STEP_LAUNCHER_ENV, docker_executor_config
+from bashgym_assets.training.trainer_image import docker_executor_config
 
 
 # ---- the run worker answers for its run ------------------------------------------------------------------------
@@ -161,7 +161,7 @@ def gpu_executor() -> dg.ExecutorDefinition:
     if kind == "docker":
         from dagster_docker import docker_executor
 
-        launcher = os.environ.get(STEP_LAUNCHER_ENV)
+        launcher = get_settings().step_launcher
         if launcher and os.environ.get("DAGSTER_RUN_STEP_KEY"):  # this process is a step in its container
             die_with_launcher(launcher)
 

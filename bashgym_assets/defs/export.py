@@ -128,7 +128,7 @@ def exported_model(context: dg.AssetExecutionContext, config: ExportConfig, bash
             }
         )
         return
-    repo = config.hub_repo or os.environ.get("BASHGYM_HF_REPO") or None
+    repo = config.hub_repo or settings.hf_repo
     token = os.environ.get("HF_TOKEN") or None
     name = f"{resolved.model_name}-v{resolved.version}"
     context.log.info(

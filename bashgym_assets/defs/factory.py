@@ -6,13 +6,13 @@ evaluation set is built once per run); the tasks then flow through ``scenario_ca
 -> ``verified_trajectories`` like the pack's, so the gate certifies every one.
 """
 
-import os
 import warnings
 from collections import Counter
 
 import dagster as dg
 import pyarrow as pa
 
+from bashgym_assets.config import get_settings
 from bashgym_assets.defs.metadata import code_version, counts_table, table
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.scenarios.factory.catalog import coverage, task_rows
@@ -68,18 +68,14 @@ class FactoryConfig(dg.Config):
     """How many distinct tasks per family and from which seed (same seed, same tasks)."""
 
     per_family: int | None = (
-        None  # default: $BASHGYM_FACTORY_PER_FAMILY, else 55 (~5,300 tasks over 96 families)
+        None  # default: Settings.factory_per_family ($BASHGYM_FACTORY_PER_FAMILY, else 55)
     )
     seed: int = 0
     max_draws_factor: int = 6  # give up on a family after this many draws per wanted task
 
 
 def _per_family(config: FactoryConfig) -> int:
-    return (
-        config.per_family
-        if config.per_family is not None
-        else int(os.environ.get("BASHGYM_FACTORY_PER_FAMILY") or 55)
-    )
+    return config.per_family if config.per_family is not None else get_settings().factory_per_family
 
 
 @dg.asset(

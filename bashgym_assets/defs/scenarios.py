@@ -5,7 +5,6 @@ Thin on purpose: loading, authoring and the gate live in ``bashgym_assets.scenar
 """
 
 import json
-import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -14,6 +13,7 @@ import dagster as dg
 import pyarrow as pa
 
 from bashgym_assets import images
+from bashgym_assets.config import get_settings
 from bashgym_assets.defs.metadata import code_version, counts_table, lake_file_metadata, table
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.scenarios.authoring import author_bundles
@@ -126,14 +126,15 @@ def _public_candidates(config: CandidatesConfig) -> tuple[list, list, list[Bundl
     from bashgym_assets.scenarios.public_data import load_shell_tasks
 
     bundles, pending, quarantine, counts = [], [], [], {}
-    shell_tasks = config.shell_tasks or os.environ.get("BASHGYM_SHELL_TASKS")
+    settings = get_settings()
+    shell_tasks = config.shell_tasks or settings.shell_tasks
     if shell_tasks:
         got = load_shell_tasks(shell_tasks, limit=config.public_limit)
         bundles += got.bundles
         pending += got.pending
         quarantine += got.quarantine
         counts[f"shell-tasks: {shell_tasks}"] = {**got.counts()}
-    pairs = config.nl2bash or os.environ.get("BASHGYM_NL2BASH")
+    pairs = config.nl2bash or settings.nl2bash
     if pairs:
         got = load_nl2bash(pairs, limit=config.public_limit)
         bundles += got.bundles
@@ -163,11 +164,7 @@ def scenario_candidates(
 ) -> dg.MaterializeResult:
     settings = bashgym.settings()
     lake = bashgym.lake()
-    import_dir = Path(
-        config.import_dir
-        or os.environ.get("BASHGYM_SCENARIO_IMPORT_DIR")
-        or settings.home / "scenario_imports"
-    )
+    import_dir = Path(config.import_dir) if config.import_dir else settings.scenario_import_dir
     authored, authoring_errors, authoring_note = [], [], "no teacher configured (BASHGYM_TEACHER_MODEL)"
     teacher = settings.teacher_model
     if teacher and teacher != "reference" and config.authored > 0:
@@ -204,7 +201,7 @@ def scenario_candidates(
     n_variants = (
         config.variants_per_scenario
         if config.variants_per_scenario is not None
-        else int(os.environ.get("BASHGYM_SCENARIO_VARIANTS") or 0)
+        else settings.scenario_variants
     )
     variants = make_pack_variants(cands.bundles, n_variants, seed=config.seed)
     cands.bundles.extend(variants)  # ids <parent>.var-<k>: they share the parent's (train) split

@@ -52,7 +52,9 @@ class LlamaCppRun(BaseModel):
 
 def node_binary() -> str:
     """``BASHGYM_NODE``, else ``node`` on PATH, else Debian's /usr/bin/node."""
-    return os.environ.get("BASHGYM_NODE") or shutil.which("node") or "/usr/bin/node"
+    from bashgym_assets.config import get_settings
+
+    return get_settings().node_binary or shutil.which("node") or "/usr/bin/node"
 
 
 def installed_version(tools_dir: Path = TOOLS_DIR) -> str:

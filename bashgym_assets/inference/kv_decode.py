@@ -32,13 +32,13 @@ error fall back to the plain ``generate`` path in ``LocalModelOperator``. ``BASH
 from __future__ import annotations
 
 import functools
-import os
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULT_CACHE_MB = 2048
+from bashgym_assets.config import get_settings
+
 DEFAULT_MAX_ENTRIES = 512
 
 # Generation-config fields that would change greedy decoding if set (then the plain ``generate`` path is used).
@@ -68,7 +68,7 @@ def kv_cache_enabled(flag: bool | None = None) -> bool:
     """The switch: an explicit constructor argument wins, else ``BASHGYM_KV_CACHE`` (on unless 0/false/no/off)."""
     if flag is not None:
         return flag
-    return os.environ.get("BASHGYM_KV_CACHE", "1").strip().lower() not in {"0", "false", "no", "off"}
+    return get_settings().kv_cache
 
 
 def unsupported_reason(model: Any) -> str | None:
@@ -247,7 +247,7 @@ class KVGenerator:
         preallocate: bool = True,
     ):
         if max_bytes is None:
-            max_bytes = int(float(os.environ.get("BASHGYM_KV_CACHE_MB", DEFAULT_CACHE_MB)) * 2**20)
+            max_bytes = int(get_settings().kv_cache_mb * 2**20)
         self.model = model
         self.stop_ids = set(stop_ids)
         self.pad_id = pad_id

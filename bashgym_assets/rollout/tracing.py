@@ -46,13 +46,11 @@ def enabled(settings: Any = None) -> bool:
     """``BASHGYM_TRACES`` 0/false/off/no: off; 1/true/on/yes: on; unset: on when the MLflow store already exists
     (creating a SQLite store costs seconds of schema migrations, which a test's throw-away data folder should
     not pay for an evaluation that nobody will open in the UI)."""
-    flag = os.environ.get("BASHGYM_TRACES", "").strip().lower()
-    if flag in ("0", "false", "off", "no"):
-        return False
-    if flag in ("1", "true", "on", "yes"):
-        return True
     from bashgym_assets.config import get_settings
 
+    switch = get_settings().traces  # the process's switch as it is now, whenever ``settings`` was made
+    if switch is not None:
+        return switch
     uri = (settings or get_settings()).mlflow_tracking_uri
     return not uri.startswith("sqlite:///") or os.path.exists(uri.removeprefix("sqlite:///"))
 

@@ -46,7 +46,7 @@ EXTERNAL_STORE_ENV = ("BASHGYM_DAGSTER_PG_URL", "BASHGYM_MLFLOW_TRACKING_URI")
 
 
 def trainer_image_tag(base_tag: str | None = None, recipe_dir: Path = RECIPE_DIR) -> str:
-    override = os.environ.get("BASHGYM_TRAINER_IMAGE")
+    override = get_settings().trainer_image_override
     if override:
         return override
     base_tag = base_tag or images.sandbox_image_tag()
@@ -59,7 +59,7 @@ def trainer_image_tag(base_tag: str | None = None, recipe_dir: Path = RECIPE_DIR
 def build_trainer_image(force: bool = False) -> str:
     """Build (or reuse) the trainer image; builds the sandbox base first when it is missing."""
     tag = trainer_image_tag()
-    if os.environ.get("BASHGYM_TRAINER_IMAGE"):
+    if get_settings().trainer_image_override:
         return tag
     if images.image_exists(tag) and not force:
         return tag
@@ -98,7 +98,7 @@ def _nvidia_runtime() -> bool:
 
 def device_requests(setting: str | None = None) -> list[dict[str, Any]]:
     """``device_requests`` for the step containers from ``BASHGYM_DOCKER_GPUS`` (auto | all | none | N)."""
-    setting = (setting or os.environ.get("BASHGYM_DOCKER_GPUS", "auto")).strip().lower()
+    setting = (setting or get_settings().docker_gpus).strip().lower()
     if setting == "none" or (setting == "auto" and not _nvidia_runtime()):
         return []
     count = -1 if setting in ("auto", "all") else int(setting)

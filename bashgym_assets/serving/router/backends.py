@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from bashgym_assets.config import get_settings
 from bashgym_assets.rollout.operators import LiteLLMOperator, Operator, make_operator
 from bashgym_assets.rollout.transcript import Message
 from bashgym_assets.serving.engine import ChatEngine, GenerationRequest
@@ -137,9 +138,7 @@ class LiteLLMBackend(Backend):
         self.model = model
         self.name = model
         self.api_base = api_base
-        self.api_key = (
-            api_key or os.environ.get("BASHGYM_TEACHER_API_KEY") or ("sk-local" if api_base else None)
-        )
+        self.api_key = api_key or get_settings().teacher_api_key or ("sk-local" if api_base else None)
         self.timeout_s = timeout_s
 
     def _one(self, messages: list[dict[str, str]], params: ChatParams, logprobs: bool) -> Answer:
@@ -276,8 +275,6 @@ def student_backend(
 def teacher_backend(spec: str | None = None, api_base: str | None = None, settings: Any = None) -> Backend:
     """Any operator spec (a litellm string, ``reference``); default: the configured teacher
     (``BASHGYM_TEACHER_MODEL`` / ``BASHGYM_TEACHER_API_BASE``)."""
-    from bashgym_assets.config import get_settings
-
     settings = settings or get_settings()
     spec = spec or settings.teacher_model
     return OperatorBackend(make_operator(spec, api_base=api_base or settings.teacher_api_base))

@@ -10,7 +10,6 @@ registers ``routed:`` with the operators registry (which never imports serving).
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -358,9 +357,9 @@ def routed_operator(
     config = parse_route_spec(route)
     lake = lake or Lake(settings)
     s = student_backend(
-        student or os.environ.get("BASHGYM_ROUTER_STUDENT") or "champion",
+        student or get_settings().router_student,  # the environment now, whoever made ``settings``
         adapter_dir,
-        student_api_base or os.environ.get("BASHGYM_ROUTER_STUDENT_API_BASE"),
+        student_api_base or get_settings().router_student_api_base,
         settings,
     )
     t = teacher_backend(teacher, api_base, settings)
