@@ -309,6 +309,7 @@ def test_gguf_metadata_is_what_llama_cpp_reads(tiny_and_adapter: tuple[Path, Pat
         and types[tokens.index("ls")] == TokenType.NORMAL
     )
     assert field("tokenizer.ggml.eos_token_id") == tokens.index("<|im_end|>")
+    assert field("tokenizer.ggml.eot_token_id") == tokens.index("<|im_end|>")  # inference.turns' turn end
     assert len(field("tokenizer.ggml.merges")) > 100 and field("tokenizer.chat_template") == CHATML_TEMPLATE
     assert info.tensors == len(names) and info.pre_tokenizer == field("tokenizer.ggml.pre") == "smollm"
     # as the HF tokenizer does it (no BOS/EOS added to a text), and as llama.cpp's converter writes every file
@@ -374,24 +375,24 @@ def test_export_files_follow_the_umask(smol_export: tuple[Path, Path, ExportRepo
 
 
 def test_modelfile_chatml_template_stops_and_system() -> None:
-    text = modelfile("m-f16.gguf", CHATML_TEMPLATE)
+    text = modelfile("m-f16.gguf", CHATML_TEMPLATE, stops=["<|im_end|>", "</s>"])  # turn end, then eos
     assert text.startswith("FROM ./m-f16.gguf\n")
     assert (
         'TEMPLATE """{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}'
         '<|im_start|>assistant\n"""'
     ) in text
-    for stop in ("<|im_end|>", "<|im_start|>", "<|endoftext|>"):
-        assert f'PARAMETER stop "{stop}"' in text
+    stops = [line.removeprefix("PARAMETER stop ") for line in text.splitlines() if "PARAMETER stop" in line]
+    assert stops == ['"<|im_end|>"', '"</s>"', '"<|im_start|>"', '"<|endoftext|>"']  # ChatML's markers too
     assert (
         "PARAMETER temperature 0" in text and "SYSTEM" not in text
     )  # the tiny template has no default system
-    smol = modelfile("m.gguf", SMOL_TEMPLATE)
+    smol = modelfile("m.gguf", SMOL_TEMPLATE, stops=["<|im_end|>"])
     assert f'SYSTEM """{SMOL_DEFAULT_SYSTEM}"""' in smol
     assert default_system(SMOL_TEMPLATE) == SMOL_DEFAULT_SYSTEM
     literal = SMOL_TEMPLATE.replace("\\n", "\n")  # as chat_template.jinja stores it: real newlines
     assert default_system(literal) == SMOL_DEFAULT_SYSTEM
     with pytest.raises(ValueError, match="not ChatML"):
-        modelfile("m.gguf", "{{ bos_token }}[INST] {{ messages[0]['content'] }} [/INST]")
+        modelfile("m.gguf", "{{ bos_token }}[INST] {{ messages[0]['content'] }} [/INST]", stops=["</s>"])
 
 
 class _StandInHub(BaseHTTPRequestHandler):

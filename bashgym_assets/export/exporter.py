@@ -46,6 +46,7 @@ from bashgym_assets.config import Settings, get_settings
 from bashgym_assets.export.gguf_file import CHKTXT, GGUFFileInfo, write_gguf
 from bashgym_assets.export.llama_cpp import LlamaCppError, run_llama_cpp
 from bashgym_assets.export.ollama import default_system, modelfile
+from bashgym_assets.inference.turns import NoEndOfTurn, turn_stops
 from bashgym_assets.lake import current_umask
 from bashgym_assets.rollout.transcript import orientation
 
@@ -225,7 +226,8 @@ def follow_umask(folder: Path) -> None:
 
 def merge_adapter(base_model: str, adapter_dir: Path, out_dir: Path) -> dict[str, int]:
     """Base + LoRA merged into plain weights (``merge_and_unload``), saved with the base's tokenizer and chat
-    template (not a training template with generation markers). Returns file name -> bytes."""
+    template (not a training template with generation markers), and a generation config that stops where a turn
+    ends (``inference.turns``: every eos id transformers honours). Returns file name -> bytes."""
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -233,9 +235,11 @@ def merge_adapter(base_model: str, adapter_dir: Path, out_dir: Path) -> dict[str
     base = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32)
     merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
     tok = AutoTokenizer.from_pretrained(base_model)
-    if tok.eos_token_id is not None:  # generation stops at the end of a turn, as it did in the evaluation
-        merged.generation_config.eos_token_id = tok.eos_token_id
+    try:  # generation stops at the end of a turn, as it did in the evaluation
+        merged.generation_config.eos_token_id = turn_stops(tok).ids
         merged.generation_config.pad_token_id = tok.pad_token_id
+    except NoEndOfTurn:  # neither a turn-closing nor an eos token: the base's own config is all there is
+        pass
     out_dir.mkdir(parents=True, exist_ok=True)
     merged.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
@@ -563,7 +567,7 @@ merged into its base (`{Path(resolved.base_model).name}`).
 - Registered model: `{resolved.model_uri}`{f" (alias `{resolved.alias}`)" if resolved.alias else ""}
 - Weights: `model.safetensors` (fp32, merged), tokenizer and chat template (`chat_template.jinja`)
 {ggufs}
-- `Modelfile` for Ollama (ChatML template, stop tokens)
+- `Modelfile` for Ollama (ChatML template, stop tokens: where a turn ends)
 
 ## System message
 {system_prompt_note(chat_template)}
@@ -635,6 +639,8 @@ def export_model(
     """Export one registered adapter into ``out_dir`` (see the module docstring). ``adapter_dir`` + ``resolved``
     skip the registry (tests, an adapter already on disk). Pushes when ``hub_repo`` and a token are given.
     When llama.cpp cannot run the check, the files are still written and ``verify_error`` says why."""
+    from transformers import AutoTokenizer
+
     from bashgym_assets.training import registry
 
     settings = settings or get_settings()
@@ -656,7 +662,9 @@ def export_model(
         if (out_dir / "chat_template.jinja").exists()
         else json.loads((out_dir / "tokenizer_config.json").read_text()).get("chat_template")
     )
-    mf = modelfile(Path(ggufs[0].path).name, chat_template)  # SYSTEM: the template's own default, if any
+    stops = turn_stops(AutoTokenizer.from_pretrained(out_dir)).strings
+    # SYSTEM: the template's own default, if any; stop: where a turn ends
+    mf = modelfile(Path(ggufs[0].path).name, chat_template, stops=stops)
     (out_dir / "Modelfile").write_text(mf)
     report = ExportReport(out_dir=str(out_dir), model=resolved, hf_files=hf_files, gguf=ggufs, modelfile=mf)
     if verify:

@@ -13,7 +13,8 @@ here, following what that converter does for ``LlamaForCausalLM``:
 * no ``output.weight`` when the embeddings are tied (readers then tie ``token_embd``);
 * tokenizer as ``gpt2`` BPE: every token, its type (control for special added tokens, user-defined for other
   added tokens, normal otherwise), the merges, bos/eos/pad/unk ids, the add-bos/add-eos flags and the chat template
-  (``SpecialVocab``);
+  (``SpecialVocab``), and the end-of-turn id (``tokenizer.ggml.eot_token_id``, from ``inference.turns``): llama.cpp
+  and Ollama end generation at it as at eos, where the template closes a turn with another token than eos;
 * ``tokenizer.ggml.pre``, the name of llama.cpp's pre-tokenizer (how text is split before BPE, and whether
   detokenizing cleans spaces before punctuation), chosen as the converter chooses it: the hash of the tokenizer's
   encoding of a fixed test text, looked up in llama.cpp's table (``pre_tokenizer_name``). A tokenizer that is not
@@ -218,7 +219,9 @@ def write_gguf(
     import gguf
     import torch
     from gguf.quants import quantize
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from bashgym_assets.inference.turns import turn_stops
 
     if fmt not in FORMATS:
         raise GGUFExportError(f"format {fmt!r}: one of {', '.join(FORMATS)}")
@@ -264,6 +267,8 @@ def write_gguf(
         raise GGUFExportError("tokenizer.json has no BPE merges")
     special.add_special_token = dict(add_special)  # what the HF tokenizer does, whatever SpecialVocab guessed
     special.add_to_gguf(writer, quiet=True)  # merges, bos/eos/pad/unk ids, add_bos/add_eos, chat template
+    if "eot" not in special.special_token_ids:  # SpecialVocab sets it only from an odd post-processor
+        writer.add_eot_token_id(turn_stops(AutoTokenizer.from_pretrained(model_dir)).end_of_turn_id)
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     tied = bool(getattr(config, "tie_word_embeddings", False))

@@ -5,11 +5,19 @@ appends it when a reply was cut: if these three disagreed (say, a base model who
 ``<|end|>`` while its eos is ``</s>``), the model would be trained to stop where generation never stops. So the
 token is read from the chat template itself (what the template writes right after an assistant message), and only
 when the template does not say, from the usual names, then the eos token.
+
+``turn_stops`` is the one answer to "where does generation stop" that every generation path takes: the decoder
+(rollouts, evaluation, GRPO, ``bashgym serve``), ``trainer.generate``, the MLflow pyfunc model, and the export's
+``generation_config.json``, GGUF metadata and Ollama Modelfile. The pyfunc model carries a copy of this file
+(``training/pyfunc.py`` loads without bashgym installed), so it imports nothing from bashgym.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 # Turn-closing tokens of the common chat formats (ChatML, Llama 3, Phi, Gemma): the fallback when the template
 # cannot be rendered with a probe message.
@@ -75,7 +83,37 @@ def end_of_turn_id(tokenizer: Any) -> int:
     return tid
 
 
+class TurnStops(BaseModel):
+    """Where generation stops for one tokenizer: the end-of-turn token and the eos token (a model may end either
+    way), as ids (``generate``'s ``eos_token_id``, generation_config.json, GGUF) and as text (stop strings)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    end_of_turn_id: int
+    ids: list[int]  # sorted, end of turn and eos
+    strings: list[str]  # the end-of-turn token's text first, then eos's when it differs
+
+    def cut(self, new_ids: Sequence[int]) -> list[int]:
+        """A reply's generated ids up to (without) its first stop: a turn-closing token that is not a special
+        token would otherwise stay in the decoded text."""
+        ends = set(self.ids)
+        return list(next((new_ids[:i] for i, t in enumerate(new_ids) if t in ends), new_ids))
+
+
+def turn_stops(tokenizer: Any) -> TurnStops:
+    """The stops every generation path uses for ``tokenizer`` (see the module docstring)."""
+    eot = end_of_turn_id(tokenizer)
+    ids = {eot, tokenizer.eos_token_id}
+    strings = [end_of_turn_token(tokenizer)]
+    if tokenizer.eos_token and tokenizer.eos_token not in strings:
+        strings.append(tokenizer.eos_token)
+    return TurnStops(
+        end_of_turn_id=eot,
+        ids=sorted(t for t in ids if isinstance(t, int) and t >= 0),
+        strings=strings,
+    )
+
+
 def stop_token_ids(tokenizer: Any) -> list[int]:
-    """Where generation stops: the end-of-turn token and the eos token (a model may end either way)."""
-    ids = {end_of_turn_id(tokenizer), tokenizer.eos_token_id}
-    return sorted(t for t in ids if isinstance(t, int) and t >= 0)
+    """``turn_stops(tokenizer).ids``: what the decoder and serving pass as their stop ids."""
+    return turn_stops(tokenizer).ids

@@ -11,7 +11,9 @@ whose base lives elsewhere overrides the reference at load time::
 or a DataFrame with a ``messages`` or ``task`` column, and returns the model's next assistant turn: a string for
 one input, a list of strings for several. ``params`` (``params_schema``: the model's signature, so MLflow passes
 them on instead of dropping them with a warning): ``max_new_tokens`` bounds the reply; ``temperature`` > 0
-samples (with ``top_p``), ``seed`` makes the samples reproducible; the default is greedy.
+samples (with ``top_p``), ``seed`` makes the samples reproducible; the default is greedy. A reply ends where
+the operator's turn ends (``inference.turns.turn_stops``: the end-of-turn token training taught, and eos), not
+at eos only: a model whose turn closes with another token would otherwise run on into a next turn.
 
 Why a pyfunc and not ``mlflow.transformers``: the transformers flavor can save a PEFT model with the base only
 referenced, but it then resolves the base through ``base_model_path``/the hub on load and, for a base that came
@@ -22,7 +24,8 @@ wrapper has no such path: it needs mlflow, torch, transformers and peft, loads e
 artifact store free of base weights. It is logged as *models from code* (this file is copied into the model and
 calls ``mlflow.models.set_model``), so loading it back does not need bashgym installed or unpickle anything.
 
-The file is therefore self-contained: it imports nothing from bashgym.
+The file is therefore self-contained: it imports nothing from bashgym but ``inference/turns.py``, which is logged
+beside it as the module ``bashgym_turns`` (MLflow's ``code_paths``; ``registry.log_adapter_model``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,17 @@ from mlflow.pyfunc import PythonModel
 
 ADAPTER_ARTIFACT = "adapter"
 DEFAULT_MAX_NEW_TOKENS = 128
+# The name ``inference/turns.py`` is logged under (MLflow puts a model's code_paths on sys.path when it loads it).
+TURNS_MODULE = "bashgym_turns"
+
+
+def _turn_stops(tokenizer: Any) -> Any:
+    """``inference.turns.turn_stops``: the logged copy when MLflow loads the model, the package's otherwise."""
+    try:
+        from bashgym_turns import turn_stops
+    except ImportError:  # this file imported from the package (the registry, tests)
+        from bashgym_assets.inference.turns import turn_stops
+    return turn_stops(tokenizer)
 
 
 def params_schema(max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> Any:
@@ -108,6 +122,7 @@ class AdapterChatModel(PythonModel):
         )
         self.model = PeftModel.from_pretrained(model, context.artifacts[ADAPTER_ARTIFACT])
         self.model.eval()
+        self.stops = _turn_stops(self.tokenizer)
 
     def _reply(
         self,
@@ -130,10 +145,11 @@ class AdapterChatModel(PythonModel):
                 **enc,
                 max_new_tokens=max_new_tokens,
                 pad_token_id=self.tokenizer.pad_token_id,
-                eos_token_id=self.tokenizer.eos_token_id,
+                eos_token_id=self.stops.ids,
                 **sampling,
             )
-        return self.tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+        reply = self.stops.cut(out[0, enc["input_ids"].shape[1] :].tolist())
+        return self.tokenizer.decode(reply, skip_special_tokens=True)
 
     def predict(self, context, model_input, params=None):  # noqa: ANN001, ANN201 - no hints: no schema enforcement
         import torch

@@ -214,14 +214,16 @@ def log_adapter_model(
     run_id: str, adapter_dir: str, base_model: str, settings: Settings, max_new_tokens: int = 128
 ) -> Any:
     """Log the adapter as a pyfunc model of the run (``pyfunc.AdapterChatModel``): artifacts = the adapter folder,
-    ``model_config``/``metadata`` = the base model's reference (not its weights). Returns MLflow's ``ModelInfo``."""
+    ``model_config``/``metadata`` = the base model's reference (not its weights), code = ``inference/turns.py``
+    (where a reply stops, for whatever base the model is loaded on). Returns MLflow's ``ModelInfo``."""
     import shutil
     import tempfile
 
     import mlflow
     from mlflow.models import ModelSignature
 
-    from bashgym_assets.training.pyfunc import params_schema
+    from bashgym_assets.inference import turns
+    from bashgym_assets.training.pyfunc import TURNS_MODULE, params_schema
 
     config = {"base_model": base_model, "max_new_tokens": max_new_tokens}
     # no input schema (predict takes a string, a conversation or a batch of either); a params schema so that
@@ -230,6 +232,9 @@ def log_adapter_model(
     with tempfile.TemporaryDirectory() as tmp:
         # MLflow keeps an artifact folder's own name: stage it as "adapter" so the layout is always the same
         staged = shutil.copytree(adapter_dir, Path(tmp) / ADAPTER_ARTIFACT_PATH)
+        code = Path(tmp) / "code" / f"{TURNS_MODULE}.py"
+        code.parent.mkdir()
+        shutil.copyfile(turns.__file__, code)
         with (
             _fluent_tracking(settings),
             mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None),
@@ -239,6 +244,7 @@ def log_adapter_model(
                 python_model=str(PYFUNC_CODE),
                 artifacts={ADAPTER_ARTIFACT_PATH: str(staged)},
                 model_config=config,
+                code_paths=[str(code)],
                 metadata={"base_model": base_model, "base_model_copied": False},
                 signature=signature,
                 pip_requirements=_pip_requirements(),

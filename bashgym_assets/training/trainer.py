@@ -818,9 +818,13 @@ def load_adapter(base_model: str, adapter_dir: str) -> tuple[Any, Any]:
 
 
 def generate(model: Any, tokenizer: Any, messages: Messages, max_new_tokens: int = 32) -> str:
-    """Greedy next assistant turn for a conversation."""
+    """Greedy next assistant turn for a conversation, ending where the turn ends (``inference.turns``) as the
+    rollouts' and the evaluation's replies do, not at eos only."""
     import torch
 
+    from bashgym_assets.inference.turns import turn_stops
+
+    stops = turn_stops(tokenizer)
     text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
     enc = tokenizer(text, return_tensors="pt", add_special_tokens=False)
     with torch.no_grad():
@@ -829,6 +833,7 @@ def generate(model: Any, tokenizer: Any, messages: Messages, max_new_tokens: int
             max_new_tokens=max_new_tokens,
             do_sample=False,
             pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=tokenizer.eos_token_id,
+            eos_token_id=stops.ids,
         )
-    return tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+    reply = stops.cut(out[0, enc["input_ids"].shape[1] :].tolist())
+    return tokenizer.decode(reply, skip_special_tokens=True)
