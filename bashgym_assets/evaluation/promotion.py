@@ -28,7 +28,8 @@ from bashgym_assets.config import Settings, get_settings
 from bashgym_assets.evaluation.metrics import EvalEpisode, rates
 from bashgym_assets.training.registry import CANDIDATE_ALIAS, CHAMPION_ALIAS
 
-CHAMPION, CANDIDATE = CHAMPION_ALIAS, CANDIDATE_ALIAS  # the registry's aliases, by the names the evaluation uses
+# the registry's aliases, by the names the evaluation uses
+CHAMPION, CANDIDATE = CHAMPION_ALIAS, CANDIDATE_ALIAS
 
 
 class PromotionRule(BaseModel):
