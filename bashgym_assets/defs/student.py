@@ -30,25 +30,22 @@ GATED_SCENARIOS = dg.AssetKey("gated_scenarios")
 STUDENT_CHOICES = ("auto", "champion", "sft", "base")
 
 
-class StudentRolloutConfig(dg.Config):
+class StudentRolloutConfig(dg.Config, st.StudentSettings):
     """Who plays (``auto``: the MLflow champion, else the newest sft_adapter, else the base model; or
-    ``champion``, ``sft``, ``base``, or an adapter folder) and how. The defaults fit the demo's CPU budget: a
+    ``champion``, ``sft``, ``base``, or an adapter folder) and how (``StudentSettings``, every field and default:
+    samples, sampling, the episode caps of ``STUDENT_LIMITS``). The defaults fit the demo's CPU budget: a
     deterministic subset of ``max_scenarios`` train scenarios spread over the categories (None: all of them)."""
 
     student: str = "auto"
     max_scenarios: int | None = 24
     categories: list[str] = []
-    samples: int = 2
-    temperature: float = 0.8
-    top_p: float = 0.95
-    seed: int = 0
-    max_turns: int = 4
-    max_new_tokens: int = 64
-    max_unusable_in_a_row: int = 2
-    episode_timeout_s: float = 120.0
-    max_live: int = 48
-    micro_batch: int = 48
     sample_transcripts: int = 2
+
+    def student_settings(self) -> st.StudentSettings:
+        """The plain settings the run hands to ``run_student``: all of ``StudentSettings``' fields."""
+        return st.StudentSettings.model_validate(
+            self.model_dump(include=set(st.StudentSettings.model_fields))
+        )
 
 
 def _latest_meta(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, Any] | None:
@@ -135,18 +132,7 @@ def student_rollouts(
         raise dg.Failure("no admitted train scenario to roll the student out on")
     base = bm.resolve_base_model(bashgym.settings(), prepare=True)
     spec, why = choose_student(config.student, context.instance, bashgym, base)
-    settings = st.StudentSettings(
-        samples=config.samples,
-        temperature=config.temperature,
-        top_p=config.top_p,
-        seed=config.seed,
-        max_turns=config.max_turns,
-        max_new_tokens=config.max_new_tokens,
-        max_unusable_in_a_row=config.max_unusable_in_a_row,
-        episode_timeout_s=config.episode_timeout_s,
-        max_live=config.max_live,
-        micro_batch=config.micro_batch,
-    )
+    settings = config.student_settings()
     images.ensure_docker_engine()
     image = bashgym.sandbox_image_tag()
     context.log.info(

@@ -10,7 +10,7 @@ from bashgym_assets import images
 from bashgym_assets.defs.metadata import code_version
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.plots import md_table
-from bashgym_assets.rollout.episode import TRAJECTORY_SCHEMA, EpisodeLimits
+from bashgym_assets.rollout.episode import ROLLOUT_LIMITS, TRAJECTORY_SCHEMA, EpisodeLimits, limit_field
 from bashgym_assets.rollout.rollouts import (
     kept_rate_by_category,
     reject_reason_counts,
@@ -31,12 +31,18 @@ class RolloutConfig(dg.Config):
     adapter_dir: str | None = None
     samples: int = 1
     max_parallel: int = 4  # sandboxes at once: Docker-bound, well over serial (benchmarks/bench_gate.py)
-    max_turns: int = 30
-    episode_timeout_s: float = 300.0
+    max_turns: int = limit_field(ROLLOUT_LIMITS, "max_turns")
+    episode_timeout_s: float = limit_field(ROLLOUT_LIMITS, "episode_timeout_s")
     temperature: float = 0.0
     sample_transcripts: int = 3
     guard: bool = False  # refuse commands the guardrails block (GuardedOperator)
     guard_resamples: int = 0  # ask a sampling operator again this many times before refusing
+
+    def limits(self) -> EpisodeLimits:
+        """The rollouts' caps: the two set here over the rest of ``ROLLOUT_LIMITS``."""
+        return ROLLOUT_LIMITS.model_copy(
+            update={"max_turns": self.max_turns, "episode_timeout_s": self.episode_timeout_s}
+        )
 
 
 @dg.asset(
@@ -93,7 +99,7 @@ def verified_trajectories(
         image,
         samples=config.samples,
         max_parallel=config.max_parallel,
-        limits=EpisodeLimits(max_turns=config.max_turns, episode_timeout_s=config.episode_timeout_s),
+        limits=config.limits(),
         on_progress=progress,
     )
     leaked = [r.scenario_id for r in records if split_for(r.scenario_id) != TRAIN]

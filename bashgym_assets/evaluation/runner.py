@@ -49,7 +49,7 @@ from bashgym_assets.evaluation.metrics import (
     summarize,
 )
 from bashgym_assets.rollout import tracing
-from bashgym_assets.rollout.episode import Episode, EpisodeLimits
+from bashgym_assets.rollout.episode import EVAL_LIMITS, Episode, EpisodeLimits, limit_field
 from bashgym_assets.rollout.live import LiveEpisode, apply_reply, check_and_close, open_episode
 from bashgym_assets.rollout.operators import Operator, Reply
 from bashgym_assets.rollout.transcript import COMMAND, initial_messages
@@ -64,21 +64,14 @@ class EvalSettings(BaseModel):
     samples: int = Field(
         default=1, description="episodes per scenario and model (pass@k needs temperature > 0)"
     )
-    max_turns: int = Field(default=10, description="replies an episode may run before it ends unfinished")
-    episode_timeout_s: float = Field(
-        default=240.0,
-        description="wall seconds an episode may take, the model's generation and its commands together "
-        "(past it the episode ends as a timeout)",
-    )
-    command_timeout_s: float = Field(default=20.0, description="seconds one command may run in the sandbox")
-    check_timeout_s: float = Field(default=30.0, description="seconds the scenario's check may run")
+    max_turns: int = limit_field(EVAL_LIMITS, "max_turns")
+    episode_timeout_s: float = limit_field(EVAL_LIMITS, "episode_timeout_s")
+    command_timeout_s: float = limit_field(EVAL_LIMITS, "command_timeout_s")
+    check_timeout_s: float = limit_field(EVAL_LIMITS, "check_timeout_s")
     max_live: int = Field(default=40, description="sandboxes alive at once")
     setup_workers: int = Field(default=4, description="threads starting sandboxes (and running setups)")
     # The failure class is already decided by then, and each such reply costs a whole token budget of generation.
-    max_unusable_in_a_row: int = Field(
-        default=3,
-        description="replies in a row that are not commands (prose, babble) before the episode ends as lost",
-    )
+    max_unusable_in_a_row: int = limit_field(EVAL_LIMITS, "max_unusable_in_a_row")
     continuous: bool = Field(
         default=True,
         description="continuous batching of a local model: each reply leaves and each next prompt joins the "

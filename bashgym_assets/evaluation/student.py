@@ -22,7 +22,13 @@ from bashgym_assets.config import Settings
 from bashgym_assets.evaluation import ModelSpec, Sampling, operator_for
 from bashgym_assets.evaluation.metrics import INFRASTRUCTURE, OPERATOR_ERROR, EvalEpisode
 from bashgym_assets.evaluation.runner import EvalSettings, evaluate
-from bashgym_assets.rollout.episode import TrajectoryRecord, safety_fields, trajectory_id
+from bashgym_assets.rollout.episode import (
+    STUDENT_LIMITS,
+    TrajectoryRecord,
+    limit_field,
+    safety_fields,
+    trajectory_id,
+)
 from bashgym_assets.rollout.operators import Operator
 from bashgym_assets.rollout.rollouts import check_train_only
 from bashgym_assets.rollout.transcript import COMMAND, EXIT
@@ -41,14 +47,14 @@ class StudentSettings(BaseModel):
     temperature: float = 0.8
     top_p: float = 0.95
     seed: int = 0
-    max_turns: int = 4
+    max_turns: int = limit_field(STUDENT_LIMITS, "max_turns")
     max_new_tokens: int = 64
     max_context_tokens: int = 2048
-    episode_timeout_s: float = 120.0
-    command_timeout_s: float = 20.0
-    max_unusable_in_a_row: int = (
-        2  # prose/babble twice in a row: the failure is decided, stop paying for tokens
-    )
+    episode_timeout_s: float = limit_field(STUDENT_LIMITS, "episode_timeout_s")
+    command_timeout_s: float = limit_field(STUDENT_LIMITS, "command_timeout_s")
+    check_timeout_s: float = limit_field(STUDENT_LIMITS, "check_timeout_s")
+    # prose/babble twice in a row: the failure is decided, stop paying for tokens
+    max_unusable_in_a_row: int = limit_field(STUDENT_LIMITS, "max_unusable_in_a_row")
     max_live: int = 48
     micro_batch: int = 48  # one generate per turn: a CPU pays per decoding step, not per row
 
@@ -58,6 +64,7 @@ class StudentSettings(BaseModel):
             max_turns=self.max_turns,
             episode_timeout_s=self.episode_timeout_s,
             command_timeout_s=self.command_timeout_s,
+            check_timeout_s=self.check_timeout_s,
             max_live=self.max_live,
             max_unusable_in_a_row=self.max_unusable_in_a_row,
         )

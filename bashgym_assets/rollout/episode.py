@@ -31,15 +31,47 @@ from bashgym_assets.scenarios.sandboxing import spec_for_bundle
 
 
 class EpisodeLimits(BaseModel):
-    """Caps on one episode: turns (assistant replies), wall time, and time per command."""
+    """Caps on one episode: turns (assistant replies), wall time, and time per command. The one definition of
+    the caps: each kind of run takes its defaults from one of the profiles below (``limit_field``)."""
 
-    max_turns: int = 30
-    episode_timeout_s: float = 300.0
-    command_timeout_s: float = 30.0
-    check_timeout_s: float = 30.0
-    # End the episode after this many replies in a row that no terminal operator would type (prose, babble,
-    # fenced or empty): the model has lost the thread, and on a CPU each such reply costs a full token budget.
-    max_unusable_in_a_row: int | None = None
+    max_turns: int = Field(default=30, description="replies an episode may run before it ends unfinished")
+    episode_timeout_s: float = Field(
+        default=300.0,
+        description="wall seconds an episode may take, the model's generation and its commands together "
+        "(past it the episode ends as a timeout)",
+    )
+    command_timeout_s: float = Field(default=30.0, description="seconds one command may run in the sandbox")
+    check_timeout_s: float = Field(default=30.0, description="seconds the scenario's check may run")
+    # The model has lost the thread, and on a CPU each such reply costs a full token budget.
+    max_unusable_in_a_row: int | None = Field(
+        default=None,
+        description="replies in a row that are not commands (prose, babble, fenced or empty) before the episode "
+        "ends as lost (none: no such cap)",
+    )
+
+
+#: The caps of each kind of run, side by side: every entry point (its plain settings, its Dagster run config and
+#: its command-line options) takes its defaults from one of these, so a cap is changed here and nowhere else.
+#: Teacher and reference rollouts (``verified_trajectories``): long episodes, the demonstrations to learn from.
+ROLLOUT_LIMITS = EpisodeLimits()
+#: The evaluation (``benchmark_results``, ``bashgym eval``): a model that has not finished in 10 replies has failed.
+EVAL_LIMITS = EpisodeLimits(
+    max_turns=10, episode_timeout_s=240.0, command_timeout_s=20.0, max_unusable_in_a_row=3
+)
+#: The student's own rollouts (``student_rollouts``): short episodes, a CPU budget.
+STUDENT_LIMITS = EpisodeLimits(
+    max_turns=4, episode_timeout_s=120.0, command_timeout_s=20.0, max_unusable_in_a_row=2
+)
+#: GRPO's episodes (``grpo_adapter``): every turn of every episode of a group is generated before a step.
+GRPO_LIMITS = EpisodeLimits(
+    max_turns=6, episode_timeout_s=120.0, command_timeout_s=10.0, max_unusable_in_a_row=3
+)
+
+
+def limit_field(profile: EpisodeLimits, name: str) -> Any:
+    """A config field for the cap ``name`` with ``profile``'s value as its default and ``EpisodeLimits``' text
+    as its description: how an entry point's settings declare a cap without writing its value again."""
+    return Field(default=getattr(profile, name), description=EpisodeLimits.model_fields[name].description)
 
 
 class Episode(BaseModel):

@@ -20,7 +20,6 @@ from typing import Any
 from pydantic import BaseModel
 
 from bashgym_assets.inference.turns import end_of_turn_id, stop_token_ids
-from bashgym_assets.rollout.episode import EpisodeLimits
 from bashgym_assets.rollout.live import LiveEpisode, apply_reply, check_and_close, open_episode
 from bashgym_assets.rollout.operators import LocalModelOperator, ReferenceOperator, Reply
 from bashgym_assets.rollout.transcript import (
@@ -156,16 +155,6 @@ class PlayedEpisode(BaseModel):
 _UNSCAFFOLDED = ReferenceOperator()  # what ``open_episode`` asks of an operator: that it is not scaffolded
 
 
-def _limits(s: GRPOSettings) -> EpisodeLimits:
-    return EpisodeLimits(
-        max_turns=s.max_turns,
-        episode_timeout_s=s.episode_timeout_s,
-        command_timeout_s=s.command_timeout_s,
-        check_timeout_s=s.check_timeout_s,
-        max_unusable_in_a_row=s.max_unusable_in_a_row or 0,
-    )
-
-
 def play_episodes(
     bundles: Sequence[ScenarioBundle],
     policy: Any,
@@ -178,7 +167,7 @@ def play_episodes(
     generation per turn; results in input order. Never raises for one episode."""
     say = progress or (lambda _m: None)
     tok = policy.tokenizer
-    limits = _limits(settings)
+    limits = settings.limits()
     jobs = [
         LiveEpisode(bundle=b, sample_index=(samples[i] if samples else i), operator=_UNSCAFFOLDED)
         for i, b in enumerate(bundles)

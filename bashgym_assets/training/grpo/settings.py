@@ -7,6 +7,8 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
+from bashgym_assets.rollout.episode import GRPO_LIMITS, EpisodeLimits, limit_field
+
 Progress = Callable[[str], None]  # where a long step says what it is doing (a log line, ``print``)
 
 
@@ -15,16 +17,16 @@ class GRPOSettings(BaseModel):
 
     num_generations: int = 4  # episodes per scenario (the group whose rewards are compared)
     scenarios_per_step: int = 2  # groups per optimizer step (all played together, in lockstep)
-    max_turns: int = 6
+    max_turns: int = limit_field(GRPO_LIMITS, "max_turns")
     max_new_tokens: int = 64  # per reply
     max_context_tokens: int = 2048  # prompt + episode; an episode that would outgrow it ends (unterminated)
     temperature: float = 0.8
     top_p: float = 1.0
-    command_timeout_s: float = 10.0
+    command_timeout_s: float = limit_field(GRPO_LIMITS, "command_timeout_s")
     turn_timeout_s: float = 30.0  # a command still running after this is cut off with its episode
-    episode_timeout_s: float = 120.0  # sandbox time per episode
-    check_timeout_s: float = 30.0
-    max_unusable_in_a_row: int | None = 3
+    episode_timeout_s: float = limit_field(GRPO_LIMITS, "episode_timeout_s")  # sandbox time per episode
+    check_timeout_s: float = limit_field(GRPO_LIMITS, "check_timeout_s")
+    max_unusable_in_a_row: int | None = limit_field(GRPO_LIMITS, "max_unusable_in_a_row")
     setup_workers: int = 4
     micro_batch: int = 16  # sequences per generate call
     beta: float = 0.0  # KL to the SFT model (0: no reference forward pass, TRL's default)
@@ -34,3 +36,13 @@ class GRPOSettings(BaseModel):
     difficulty_ladder: bool = False
     ladder_promote_at: float = 0.5
     ladder_window: int = 16
+
+    def limits(self) -> EpisodeLimits:
+        """The caps of every episode the run plays."""
+        return EpisodeLimits(
+            max_turns=self.max_turns,
+            episode_timeout_s=self.episode_timeout_s,
+            command_timeout_s=self.command_timeout_s,
+            check_timeout_s=self.check_timeout_s,
+            max_unusable_in_a_row=self.max_unusable_in_a_row,
+        )
