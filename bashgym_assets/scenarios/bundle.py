@@ -90,6 +90,10 @@ def _mentions(text: str, name: str) -> bool:
     return re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.\w)", text) is not None
 
 
+# The users a sandbox session can be: root, and the image's own unprivileged operator
+SessionUser = Literal["operator", "root"]
+
+
 class ScenarioBundle(BaseModel):
     """One shell task: how to set it up, what to ask, how to check it and one known solution."""
 
@@ -101,7 +105,7 @@ class ScenarioBundle(BaseModel):
     difficulty: int = Field(ge=1, le=4)
     setup: list[str] = Field(default_factory=list)
     files: dict[str, str] = Field(default_factory=dict)
-    user: Literal["operator", "root"] = "operator"
+    user: SessionUser = "operator"
     workdir: str | None = None
     check: str
     reference: list[str]

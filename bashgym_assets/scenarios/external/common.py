@@ -12,7 +12,7 @@ import shlex
 import stat
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
@@ -34,8 +34,6 @@ DEFAULT_CATEGORY = "external"
 # (sandbox_images/base/configure-rootfs.sh: ``useradd -m -u 1000 -g operator operator``; ``sandbox.OPERATOR_UID``,
 # ``OPERATOR_GID``), with their primary group and home.
 OPERATOR = "operator"
-# a sandbox user's name, as ``ScenarioBundle.user`` takes it
-SandboxUserName = Literal["root", "operator"]
 
 
 class SandboxUser(NamedTuple):

@@ -22,6 +22,7 @@ from dockerfile_parse import DockerfileParser
 from dockerfile_parse.constants import COMMENT_INSTRUCTION
 from dockerfile_parse.util import extract_key_values
 
+from bashgym_assets.scenarios.bundle import SessionUser
 from bashgym_assets.scenarios.external.common import (
     DEFAULT_WORKDIR,
     MAX_FILES,
@@ -32,7 +33,6 @@ from bashgym_assets.scenarios.external.common import (
     STAGE_DIR,
     TB1_SECRETS,
     Budget,
-    SandboxUserName,
     Unimportable,
     as_text,
     heredoc_delim,
@@ -233,7 +233,7 @@ class Environment:
     python_base: bool = False
     copied: dict[str, str] = field(default_factory=dict)  # every COPY target, for `pip install -r <target>`
     # the sandbox user the agent runs as (the final USER, mapped: SANDBOX_USERS)
-    user: SandboxUserName = "root"
+    user: SessionUser = "root"
     owner: str = ""  # the final USER as chown takes it (`operator:`), for folders made for the agent
     ordered: int = 0  # setup steps so far whose order matters (a RUN, a folder WORKDIR makes as a user,
     # a binary file, a link): a COPY after one is staged and put in place at its turn
@@ -279,7 +279,7 @@ def owner_spec(user_spec: str) -> str:
 
 def sandbox_user(
     user_spec: str, accounts: Accounts | None = None, said: str = "the Dockerfile's USER"
-) -> SandboxUserName:
+) -> SessionUser:
     """The sandbox user (``root`` or ``operator``) for a final Dockerfile ``USER`` (``name``, ``uid``,
     ``name:group``...); Unimportable, naming the users the sandbox offers, when it offers none that is it."""
     accounts = accounts or Accounts()
@@ -315,7 +315,7 @@ def sandbox_user(
             f"{OFFERED_USERS}"
         )
     # both branches above refused every name that is not a key of SANDBOX_USERS (root, operator)
-    return cast(SandboxUserName, user)
+    return cast(SessionUser, user)
 
 
 def mkdir_owned(path: str, owner: str) -> str:

@@ -20,9 +20,9 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any
 
-from bashgym_assets.scenarios.bundle import ScenarioBundle
+from bashgym_assets.scenarios.bundle import ScenarioBundle, SessionUser
 from bashgym_assets.scenarios.factory.world import World
 
 GENERATED_PREFIX = "gen."
@@ -61,7 +61,7 @@ class Draft:
     difficulty: int
     setup: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
-    user: Literal["operator", "root"] = "operator"
+    user: SessionUser = "operator"
     workdir: str | None = None
 
 
@@ -108,7 +108,8 @@ def family(
 
 
 def to_bundle(fam: Family, draft: Draft, seed: int | str) -> ScenarioBundle:
-    body = {
+    # the bundle's fields (validated by ScenarioBundle), hashed into its id
+    body: dict[str, Any] = {
         "task": draft.task,
         "category": fam.category,
         "difficulty": draft.difficulty,

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -134,7 +135,7 @@ def draw_family(
     return out
 
 
-def evaluation_tasks(suite_dirs: Sequence[object] = ()) -> list[ScenarioBundle]:
+def evaluation_tasks(suite_dirs: Sequence[Path | str] = ()) -> list[ScenarioBundle]:
     """Every task whose skill must never train: the bundled pack's clean held-out split (its train twins are out of
     the score: ``split.BUNDLED_TRAIN_TWINS``) and the imported external suites (the held-out families are added by
     ``generate``)."""

@@ -353,7 +353,7 @@ class World:
     def unique(self, make: object, tries: int = 50) -> str:
         """A value from ``make()`` not drawn before in this world (file names must not collide)."""
         for _ in range(tries):
-            value = make() if callable(make) else str(make)  # type: ignore[operator]
+            value = make() if callable(make) else str(make)
             if value not in self._used:
                 self._used.add(value)
                 self.note(value)
@@ -517,7 +517,7 @@ class World:
         Which template was picked is recorded in ``phrasings`` (what the factory's variety counts read)."""
         template = self.pick(templates)
         self.phrasings.append(f"{_call_site()}#{templates.index(template) + 1}/{len(templates)}")
-        body = self.spin(template, **values)
+        body = self.spin(template, capitalize=True, **values)
         intro = self.pick(INTROS)
         head = body.split(" ", 1)[0]
         asks = body.lower().startswith(("could you", "can you", "would you", "please"))

@@ -26,6 +26,7 @@ import posixpath
 import tomllib
 from datetime import timedelta
 
+from bashgym_assets.scenarios.bundle import SessionUser
 from bashgym_assets.scenarios.factory.family import Draft, family
 from bashgym_assets.scenarios.factory.world import HOME, PROJECTS, TEAMS, WORDS, World, quote
 
@@ -1408,7 +1409,7 @@ def _sed_version(version: str) -> str:
     "bump the version in VERSION, package.json or pyproject.toml, commit exactly that, optionally tag the commit",
 )
 def bump_commit_tag(w: World) -> Draft:
-    user = "operator"  # root has no git identity in the sandbox
+    user: SessionUser = "operator"  # root has no git identity in the sandbox
     wd, setup = _where(w, user)
     name = w.pick((w.project(), w.service(), f"{w.project()}-{w.pick(('api', 'cli', 'lib', 'web'))}"))
     repo = wd if (wd != _home(user) and w.chance(0.5)) else f"{wd}/{name}"

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from bashgym_assets.scenarios.factory.family import Draft, family
 from bashgym_assets.scenarios.factory.world import (
@@ -344,7 +346,7 @@ def _db_sql(table: str, cols: tuple[tuple[str, str], ...], rows: list[list[str]]
 
 def _db_condition(
     w: World, cols: tuple[tuple[str, str], ...], rows: list[list[str]], exclude: str = ""
-) -> tuple[str, str, object]:
+) -> tuple[str, str, Callable[[list[str]], bool]]:
     """A WHERE condition that keeps some rows and drops others: (sql, English, predicate on a row); never on the
     column ``exclude``."""
     names = [c for c, _ in cols]
@@ -534,7 +536,7 @@ def jq_filter(w: World) -> Draft:
     n = w.randint(5, 11)
     labels = w.sample(label_values, min(3, len(label_values)))
     keys: set[str] = set()
-    recs = []
+    recs: list[dict[str, Any]] = []
     for _ in range(n * 20):
         if len(recs) == n:
             break
@@ -861,7 +863,7 @@ def distinct_values(w: World) -> Draft:
     w.note(col)
     kind = "tab-separated" if tsv else "comma-separated"
     note = w.spin("{the file|it} is " + kind + " with a header line", capitalize=False)
-    values = dict(col=col, src=w.path_ref(src, "file"), out=w.path_ref(out, "file"), note=note)
+    fills = dict(col=col, src=w.path_ref(src, "file"), out=w.path_ref(out, "file"), note=note)
     if mode == "count":
         task = w.phrase(
             "{Count|Find out|Work out} how many {different|distinct|unique} {col} values {appear|occur} in {src} and "
@@ -872,7 +874,7 @@ def distinct_values(w: World) -> Draft:
             "number ({note}; {the header is not a value|don't count the header}).",
             "Please find out how many {different|distinct} {col} values {src} has. {Save|Write} {just |}the count "
             "to {out}; {note}.",
-            **values,
+            **fills,
         )
     else:
         what = (
@@ -895,7 +897,7 @@ def distinct_values(w: World) -> Draft:
             + what
             + " {in|from} {src} into {out}, one per line, {sorted alphabetically|"
             "in alphabetical order} and {without duplicates|each once}? ({note}.)",
-            **values,
+            **fills,
         )
     want = {"count": None, "list": distinct, "dups": dups}[mode]
     check = "#!/bin/bash\n" + (_number_check(out, len(distinct)) if want is None else _lines_check(out, want))
@@ -1077,9 +1079,9 @@ def sqlite_update(w: World) -> Draft:
         show = f"SELECT count(*) FROM {table};"
     else:
         nid = str(max(int(r[0]) for r in rows) + w.randint(1, 20))
-        body = tuple((c, k) for c, k in cols if k != "pk")
-        used: dict[str, set[str]] = {c: {r[names.index(c)] for r in rows} for c, _ in body}
-        vals = [nid] + [_value(w, k, used[c], _numeric(k)) for c, k in body]
+        value_cols = tuple((c, k) for c, k in cols if k != "pk")
+        used: dict[str, set[str]] = {c: {r[names.index(c)] for r in rows} for c, _ in value_cols}
+        vals = [nid] + [_value(w, k, used[c], _numeric(k)) for c, k in value_cols]
         new.append(vals)
         w.note(*vals)
         pairs = ", ".join(
@@ -1166,7 +1168,7 @@ def _ref_path(w: World, path: str, wd: str | None, kind: str = "file") -> str:
     return w.path_ref(path, kind)
 
 
-def _deep_merge(a: dict, b: dict) -> dict:  # type: ignore[type-arg]
+def _deep_merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     out = dict(a)
     for k, v in b.items():
         out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
@@ -1176,7 +1178,7 @@ def _deep_merge(a: dict, b: dict) -> dict:  # type: ignore[type-arg]
 @family("data-json-merge", "data", "merge two JSON config files into one (the second file's values win)")
 def json_merge(w: World) -> Draft:
     svc = w.pick(("api", "worker", "gateway", "indexer", "mailer", "scheduler", "ledger"))
-    base = {
+    base: dict[str, Any] = {  # a JSON document: sections of mixed values
         "service": svc,
         "server": {
             "host": w.pick(("0.0.0.0", "127.0.0.1", "localhost")),
@@ -1186,10 +1188,10 @@ def json_merge(w: World) -> Draft:
         "logging": {"level": w.pick(("info", "warning")), "file": f"/var/log/{svc}.log"},
         "cache": {"enabled": w.chance(0.5), "ttl_s": w.randint(30, 3600)},
     }
-    over: dict = {}  # type: ignore[type-arg]
+    over: dict[str, Any] = {}
     for section in w.sample(("server", "logging", "cache"), w.randint(2, 3)):
-        key = w.pick(sorted(base[section]))  # type: ignore[arg-type]
-        old = base[section][key]  # type: ignore[index]
+        key = w.pick(sorted(base[section]))
+        old = base[section][key]
         if isinstance(old, bool):
             new: object = not old
         elif isinstance(old, int):
@@ -1309,13 +1311,10 @@ def json_rename_key(w: World) -> Draft:
     if missing:  # one record lacks the key: it must not gain one
         del records[w.randint(0, n - 1)][old]
     wrapped = w.chance(0.4)
-    doc: object = (
-        {"generated": f"2024-{w.randint(1, 12):02d}-{w.randint(1, 28):02d}", noun: records}
-        if wrapped
-        else records
-    )
+    generated = f"2024-{w.randint(1, 12):02d}-{w.randint(1, 28):02d}" if wrapped else ""
+    doc: object = {"generated": generated, noun: records} if wrapped else records
     want_records = [{(new if k == old else k): v for k, v in r.items()} for r in records]
-    want: object = {**doc, noun: want_records} if wrapped else want_records  # type: ignore[dict-item]
+    want: object = {"generated": generated, noun: want_records} if wrapped else want_records
     folder = f"{HOME}/{w.pick(('data', 'exports', 'inventory', noun))}"
     src = f"{folder}/{w.filename('json', stem=w.pick((noun, f'{noun}_list', 'records', 'dump')))}"
     in_place = w.chance(0.5)

@@ -556,8 +556,8 @@ def organise_by_extension(w: World) -> Draft:
             cmds += [f"mv {' '.join('*.' + e for e in exts if exts[e] == c)} {c}/" for c in cats]
         else:
             for c in cats:
-                names = " -o ".join(f"-name '*.{e}'" for e in exts if exts[e] == c)
-                sel = f"\\( {names} \\)" if " -o " in names else names
+                tests = " -o ".join(f"-name '*.{e}'" for e in exts if exts[e] == c)
+                sel = f"\\( {tests} \\)" if " -o " in tests else tests
                 cmds.append(f"find . -maxdepth 1 -type f {sel} -exec mv -t {c} {{}} +")
     else:
         loop = w.pick(

@@ -491,21 +491,21 @@ def log_failed_file(w: World) -> Draft:
     reference = [look]
     if kind == "json":
         last = files[env.at(tgt)].splitlines()
-        n = next(i for i in range(len(last) - 1, -1, -1) if last[i].endswith(","))
+        comma_line = next(i for i in range(len(last) - 1, -1, -1) if last[i].endswith(","))
         fixed = _json_text(data_of[tgt], False).splitlines()
         reference.append(w.pick((f"python3 -m json.tool {tgt}", f"jq . {tgt}", f"cat -A {tgt} | tail -n 4")))
         reference.append(
             w.pick(
                 (
-                    f"sed -i '{n + 1}s/,$//' {tgt}",
+                    f"sed -i '{comma_line + 1}s/,$//' {tgt}",
                     f"sed -i -z 's/,\\n}}/\\n}}/' {tgt}",
                     f"perl -0pi -e 's/,(\\s*)\\}}/$1}}/' {tgt}",
                     f"python3 -c \"import re; p='{tgt}'; s=open(p).read(); "
                     f"open(p, 'w').write(re.sub(r',(\\s*[}}\\]])', r'\\1', s))\"",
-                    f"awk 'NR=={n + 1} {{sub(/,$/, \"\")}} {{print}}' {tgt} > {tgt}.new && mv {tgt}.new {tgt}",
+                    f"awk 'NR=={comma_line + 1} {{sub(/,$/, \"\")}} {{print}}' {tgt} > {tgt}.new && mv {tgt}.new {tgt}",
                     f"cat > {tgt} <<'EOF'\n" + "\n".join(fixed) + "\nEOF",
                     f"printf '%s\\n' {' '.join(quote(x) for x in fixed)} > {tgt}",
-                    f"cd {folder} && sed -i '{n + 1}s/,$//' {target}.json",
+                    f"cd {folder} && sed -i '{comma_line + 1}s/,$//' {target}.json",
                 )
             )
         )

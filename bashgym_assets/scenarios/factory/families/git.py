@@ -936,7 +936,7 @@ def restore_file(w: World) -> Draft:
     also_gone = ""
     if variant == "deleted":
         others = [p for p in repo.tree if p != target]
-        deletes = (target,)
+        deletes: tuple[str, ...] = (target,)
         if w.chance(0.5) and len(others) > 1:
             also_gone = w.pick(others)
             deletes = (target, also_gone)

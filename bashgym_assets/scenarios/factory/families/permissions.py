@@ -6,6 +6,7 @@ be right, the bits it did not mention must be as the setup left them (a ``chmod 
 
 from __future__ import annotations
 
+from bashgym_assets.scenarios.bundle import SessionUser
 from bashgym_assets.scenarios.factory.family import Draft, family
 from bashgym_assets.scenarios.factory.world import HOME, World, quote
 
@@ -577,7 +578,7 @@ def sticky_shared_dir(w: World) -> Draft:
                 f"/srv/{w.pick(('dropbox', 'shared', 'upload', 'exchange'))}-{w.project()}",
             )
         )
-        user = "operator"
+        user: SessionUser = "operator"
         group = None
         exists = exists or not path.startswith(HOME)
     else:
@@ -658,7 +659,7 @@ def sticky_shared_dir(w: World) -> Draft:
         setup=setup,
         files=files,
         user=user,
-    )  # type: ignore[arg-type]
+    )
 
 
 @family(

@@ -621,9 +621,9 @@ def cron_d_file(w: World) -> Draft:
         check = "#!/bin/bash\n" + find + _cron_check('cat "/etc/cron.d/$f"', spec)[len("#!/bin/bash\n") :]
     line = f"{w.pick(spell)} {run_as} {cmd}"
     if variant == "create":
-        body = (["SHELL=/bin/bash"] if shell else []) + [line]
-        if len(body) > 1 or w.chance(0.5):
-            write = f"printf '%s\\n' {' '.join(quote(b) for b in body)} > {path}"
+        cron_lines = (["SHELL=/bin/bash"] if shell else []) + [line]
+        if len(cron_lines) > 1 or w.chance(0.5):
+            write = f"printf '%s\\n' {' '.join(quote(b) for b in cron_lines)} > {path}"
         else:
             write = f"echo {quote(line)} > {path}"
         reference = [write, f"chmod 644 {path}", f"ls -l {path} && cat {path}"]

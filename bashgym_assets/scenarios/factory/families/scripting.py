@@ -242,8 +242,9 @@ def loop_rename(w: World) -> Draft:
 # ---- a script with an argument ------------------------------------------------------------------------------------
 def _arg_behaviour(
     w: World,
-) -> tuple[str, str, list[str], list[tuple[list[str], str]], dict[str, str], list[str]]:
-    """(name, English, script body, [(args, expected stdout)], scratch files {name: content}, example args)."""
+) -> tuple[str, str, list[str], list[tuple[list[str], str | None]], dict[str, str], list[str]]:
+    """(name, English, script body, [(args, expected stdout; None: the first argument, as many lines as the
+    second says)], scratch files {name: content}, example args)."""
     kind = w.pick(
         (
             "upper",
@@ -398,8 +399,8 @@ def _arg_behaviour(
     "scripting-arg-script", "scripting", "write an executable script that takes arguments and prints a result"
 )
 def arg_script(w: World) -> Draft:
-    name, does, body, tests, scratch, example = _arg_behaviour(w)
-    tests = [(a, e if e is not None else "\n".join([a[0]] * int(a[1]))) for a, e in tests]
+    name, does, body, behaviour, scratch, example = _arg_behaviour(w)
+    tests = [(a, e if e is not None else "\n".join([a[0]] * int(a[1]))) for a, e in behaviour]
     folder = _scratch(w)
     path = f"{folder}/{name}{w.pick(('', '.sh', '.sh'))}"
     w.note(name)
@@ -706,7 +707,6 @@ def while_read(w: World) -> Draft:
         for e in entries:
             lines.append(f"[ -d {q(base + '/' + e)} ] || exit 1")
         lines.append(f'[ "$(find {q(base)} -mindepth 1 -maxdepth 1 | wc -l)" = {len(entries)} ] || exit 1')
-        action = 'mkdir -p -- "{base}/$line"'
         var = "line"
     elif mode == "pairs":
         what = w.spin(
@@ -721,7 +721,6 @@ def while_read(w: World) -> Draft:
             lines.append(f"[ -d {q(f'{base}/{team}/{user}')} ] || exit 1")
         lines.append(f'[ "$(find {q(base)} -mindepth 1 -maxdepth 1 | wc -l)" = {len(teams)} ] || exit 1')
         lines.append(f'[ "$(find {q(base)} -mindepth 2 -maxdepth 2 | wc -l)" = {len(entries)} ] || exit 1')
-        action = None
         var = "user"
     elif mode == "report":
         src = f"{folder}/{w.pick(('data', 'files', 'docs'))}"
@@ -744,7 +743,6 @@ def while_read(w: World) -> Draft:
             f"[ \"$(sed -e 's/[[:space:]][[:space:]]*/ /g' -e 's/ *$//' -e '/^$/d' {q(out)})\" = "
             f"{q(want)} ] || exit 1"
         )
-        action = None
         var = "name"
     else:
         src = f"{folder}/{w.pick(('configs', 'files', 'docs', 'src'))}"
@@ -766,7 +764,6 @@ def while_read(w: World) -> Draft:
             lines.append(f"[ \"$(md5sum < {q(base + '/' + e)} | cut -d' ' -f1)\" = {_md5(t)} ] || exit 1")
             lines.append(f"[ -f {q(src + '/' + e)} ] || exit 1")
         lines.append(f'[ "$(find {q(base)} -type f | wc -l)" = {len(entries)} ] || exit 1')
-        action = None
         var = "name"
     if spaces:
         what += w.spin(" (some names contain spaces)", capitalize=False)
@@ -785,7 +782,7 @@ def while_read(w: World) -> Draft:
     check = "\n".join(lines) + "\n"
     skip = ' [ -z "$' + var + '" ] && continue; [[ $' + var + " == \\#* ]] && continue;" if comments else ""
     if mode == "dirs":
-        loop = f"while IFS= read -r line; do{skip} {action.format(base=base)}; done < {q(lst)}"
+        loop = f'while IFS= read -r line; do{skip} mkdir -p -- "{base}/$line"; done < {q(lst)}'
         pre = [f"mkdir -p {q(base)}"]
     elif mode == "pairs":
         skip = ' [ -z "$user" ] && continue; [[ $user == \\#* ]] && continue;' if comments else ""

@@ -747,7 +747,7 @@ def dedupe_lines(w: World) -> Draft:
 def _text_where(w: World, folder: str) -> tuple[str | None, list[str]]:
     """Where the operator's shell starts: home, the file's folder, or another project folder."""
     wd = w.pick((None, folder, folder, f"{HOME}/{w.pick(('work', 'tmp', 'notes'))}"))
-    if wd in (None, HOME):
+    if wd is None or wd == HOME:
         return None, []
     return wd, [f"mkdir -p {quote(wd)} && chown operator:operator {quote(wd)}"]
 
