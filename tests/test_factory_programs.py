@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shlex
 from collections import Counter
 from collections.abc import Callable
 
@@ -34,7 +35,7 @@ from bashgym_assets.scenarios.gate import TRAIN, gate_bundles, split_for
 FAMILIES = {n: f for n, f in all_families().items() if f.category == "programs"}
 # words and commands of the held-out skills this category must not teach (factory/split.py)
 _HELD_OUT_WORDS = re.compile(
-    r"\b(port|listen\w*|signal\w*|SIG[A-Z]+|cron\w*|symlink\w*|symbolic|editorconfig|numbered|upper-?case|"
+    r"\b(port|listen\w*|signal\w*|SIG(?:HUP|TERM|INT|KILL|USR[12])|cron\w*|symlink\w*|symbolic|editorconfig|numbered|upper-?case|"
     r"lower-?case|line endings?)\b",
     re.I,
 )
@@ -71,6 +72,11 @@ def test_each_family_varies_in_wording_solutions_users_and_folders(name: str) ->
     folders = {(b.workdir or "~").split("/")[1] for b in y.bundles}
     assert len(folders) >= 3 and any(f in folders for f in ("opt", "srv", "app")), folders
     assert len({b.difficulty for b in y.bundles}) >= 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_each_family_writes_more_than_150_instructions_in_900_draws(name: str) -> None:
     fam = FAMILIES[name]
     wordings = set()
     for i in range(900):
@@ -289,6 +295,64 @@ def _wrong_answers_2() -> list[tuple[str, ScenarioBundle, list[str]]]:
         "        n /= 1024",
     ]
     cases.append(("two decimals", b, [f"cat >> {_module(b)} <<'EOF'\n" + "\n".join(wrong) + "\nEOF"]))
+    cases += _wrong_answers_3()
+    return cases
+
+
+def _wrong_answers_3() -> list[tuple[str, ScenarioBundle, list[str]]]:
+    cases: list[tuple[str, ScenarioBundle, list[str]]] = []
+    # find: the variable quoted, the loop over $(find) kept (the names are split before they reach it)
+    b = _find("programs-find-safe-spaces", lambda b: True)
+    cases.append(("quoted but split", b, [f"sed -i 's/ \\$f/ \"$f\"/g' {_rel(b)}"]))
+    # find: the whole find output quoted into one word
+    b = _find("programs-find-safe-spaces", lambda b: "stat -c" not in " ".join(b.reference[:1]))
+    cases.append(
+        (
+            "one big word",
+            b,
+            [f"sed -i 's/for f in \\$(find \\(.*\\)); do/for f in \"$(find \\1)\"; do/' {_rel(b)}"],
+        )
+    )
+    # json: --output parsed and ignored
+    b = _find("programs-python-json-cli", lambda b: "if args.output:" in " ".join(b.reference))
+    cases.append(("output ignored", b, _swap(b.reference, "if args.output:", "if False:")))
+    # json: numbers left as strings
+    b = _find("programs-python-json-cli", lambda b: '{"uid": int(uid)' in " ".join(b.reference))
+    cases.append(("uid a string", b, _swap(b.reference, '{"uid": int(uid)', '{"uid": uid')))
+    # sed: the key matched as a prefix, so the look-alike key changes too
+    b = _find(
+        "programs-sed-script", lambda b: re.search(r"s\|\^\w+=\.\*\|", " ".join(b.reference)) is not None
+    )
+    cases.append(("prefix key", b, [re.sub(r"s\|\^(\w+)=\.\*\|", r"s|^\1.*|", r) for r in b.reference]))
+    # sed: the line added after every line, not only after the section header
+    b = _find("programs-sed-script", lambda b: "/a\\" in " ".join(b.reference))
+    cases.append(("append everywhere", b, [re.sub(r"/\^\\\[\w+\\\]\$/a", "a", r) for r in b.reference]))
+    # generator: a here-document that expands what must stay literal
+    b = _find(
+        "programs-config-generator",
+        lambda b: "\\$" in " ".join(b.reference) and "cat <<EOF" in " ".join(b.reference),
+    )
+    cases.append(("dollars expanded", b, _swap(b.reference, "\\$", "$")))
+    # generator: the example's values written in, the arguments ignored
+    b = _find("programs-config-generator", lambda b: "$1" in " ".join(b.reference))
+    example = re.search(r"for `\S+ (\S+)", b.task)
+    cases.append(("arguments ignored", b, _swap(b.reference, "$1", example.group(1) if example else "x")))
+    # awk rewrite: the per-key lines left in awk's hash order
+    b = _find(
+        "programs-loop-to-awk", lambda b: "| sort" in " ".join(b.reference) and "-F'" in " ".join(b.reference)
+    )
+    cases.append(("unsorted", b, _swap(b.reference, " | sort", "")))
+    # awk rewrite: the field separator forgotten
+    b = _find("programs-loop-to-awk", lambda b: "awk -F'" in " ".join(b.reference))
+    cases.append(("no -F", b, [re.sub(r"awk -F'.' ", "awk ", r) for r in b.reference]))
+    # argparse: the option declared, never used
+    b = _find("programs-argparse-option", lambda b: 'parser.add_argument("--' in " ".join(b.reference[1:-1]))
+    line = re.search(r'parser\.add_argument\("--[^\n]*?\)(?=\n|\'|$)', " ".join(b.reference[1:-1]))
+    assert line, b.reference
+    cases.append(("declared only", b, [f"sed -i {shlex.quote('/parse_args/i ' + line.group(0))} {_rel(b)}"]))
+    # argparse: a limit with a default that changes the old output
+    b = _find("programs-argparse-option", lambda b: "type=int, default=None" in " ".join(b.reference))
+    cases.append(("default changed", b, _swap(b.reference, "type=int, default=None", "type=int, default=3")))
     return cases
 
 

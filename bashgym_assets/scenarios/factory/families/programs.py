@@ -24,6 +24,7 @@ import difflib
 import hashlib
 import json
 import posixpath
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -104,12 +105,12 @@ def run(argv, stdin="", cwd=None, env=None, timeout=20):
     path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" if USER == "root" else "/usr/local/bin:/usr/bin:/bin"
     base = {"HOME": PW.pw_dir, "USER": USER, "LOGNAME": USER, "LANG": "C.UTF-8", "PATH": path}
     base.update(env or {})
-    cmd = list(argv)
+    cmd = ["timeout", "-k", "2", str(timeout), *argv]
     if USER != "root":
-        cmd = ["/usr/sbin/runuser", "-u", USER, "--", "env", "-i", *(f"{k}={v}" for k, v in base.items()), *argv]
+        cmd = ["/usr/sbin/runuser", "-u", USER, "--", "env", "-i", *(f"{k}={v}" for k, v in base.items()), *cmd]
     try:
         return subprocess.run(cmd, input=stdin, capture_output=True, text=True, errors="replace", cwd=cwd,
-                              timeout=timeout, env=base)
+                              timeout=timeout + 5, env=base)
     except subprocess.TimeoutExpired:
         fail(f"`{' '.join(argv)}` did not finish within {timeout}s")
     except OSError as exc:
@@ -130,7 +131,11 @@ def case(c):
     if c.get("stdin") is not None:  # through a pipe the user made (a pipe of root's is not theirs to reopen)
         put(root, {".stdin": c["stdin"]}, {})
         argv = ["sh", "-c", 'cat "$0" | "$@"', os.path.join(root, ".stdin"), *argv]
+    for rel, (text, times) in c.get("repeat", {}).items():  # a big input, made here rather than carried
+        put(root, {rel: text * times}, {})
     p = run(argv, "", sub(c.get("cwd", "{T}")), env, c.get("timeout", 20))
+    if p.returncode in (124, 137):
+        fail(f"{label}: did not finish within {c.get('timeout', 20)}s")
     rc = c.get("rc", 0)
     if rc == "nonzero":
         if p.returncode == 0:
@@ -146,6 +151,9 @@ def case(c):
                 fail(f"{label}: stdout is not JSON: {p.stdout[:300]!r}")
             if not same_json(got, c["out"]):
                 fail(f"{label}: printed {got!r}, want {c['out']!r}")
+        elif how == "md5":
+            if hashlib.md5(norm(p.stdout).encode()).hexdigest() != c["out"]:
+                fail(f"{label}: printed something else than expected ({p.stdout[:200]!r}...)")
         elif norm(p.stdout, how) != norm(sub(c["out"]), how):
             fail(f"{label}: printed {p.stdout[:400]!r}, want {c['out'][:400]!r}")
     if c.get("has") and c["has"].lower() not in p.stdout.lower():
@@ -256,9 +264,9 @@ class _Place:
         return Draft(user=self.user, workdir=None if self.wd == self.home else self.wd, setup=setup, **kw)
 
     def owner_setup(self) -> list[str]:
-        """The project folder exists, and belongs to the operator when they work in it outside their home."""
+        """The project folder exists, and belongs to the operator when they are the one working in it."""
         lines = [f"mkdir -p {self.wd}"]
-        if self.user == "operator" and not self.wd.startswith(HOME + "/"):
+        if self.user == "operator":
             lines.append(f"chown -R operator:operator {self.wd}")
         return lines + self.setup
 
@@ -2055,7 +2063,11 @@ def _tool(w: World, ext: str) -> tuple[list[str], str, Callable[[], tuple[str, s
         lines = w.shuffled(lines)
         return _body(lines), _body(f"{i}:{x}" for i, x in enumerate(lines, 1) if "apple" in x.split())
 
-    return body, "prints the lines of FILE that contain the word WORD, each after its line number and a colon", make_sh
+    return (
+        body,
+        "prints the lines of FILE that contain the word WORD, each after its line number and a colon",
+        make_sh,
+    )
 
 
 @family(
@@ -2475,5 +2487,1040 @@ def python_function(w: World) -> Draft:
         check=_check(spec),
         reference=reference,
         difficulty=3 if len(_FUNCTIONS[target][2]) > 3 else 2,
+        files=files,
+    )
+
+
+# ---- programs-find-safe-spaces ---------------------------------------------------------------------------------------
+def _spaced_tree(w: World, ext: str, dash: bool) -> dict[str, str]:
+    """A tree with *.ext files (names and folders with spaces, maybe one starting with a dash) and others."""
+    files = {}
+    for _ in range(w.randint(2, 4)):
+        folder = w.pick(("", "sub/", f"{w.pick(WORDS)} {w.pick(WORDS)}/", "a b/c/"))
+        files[f"{folder}{w.pick(WORDS)}{w.randint(1, 99)}.{ext}"] = _body(w.lines(w.randint(1, 6)))
+    files[f"{w.pick(WORDS)} {w.pick(WORDS)}.{ext}"] = _body(w.lines(w.randint(1, 6)))
+    if dash:
+        files[f"-{w.pick(WORDS)}.{ext}"] = _body(w.lines(w.randint(1, 4)))
+    files[f"{w.pick(WORDS)} {w.randint(1, 9)}.txt.bak" if ext != "bak" else "other.txt"] = "not this one\n"
+    return files
+
+
+@family(
+    "programs-find-safe-spaces",
+    CATEGORY,
+    "make a find-driven bash script safe for file names with spaces (and leading dashes): -print0, -exec, read -d ''",
+)
+def find_safe_spaces(w: World) -> Draft:
+    place = _place(w)
+    ext = w.pick(("log", "csv", "md", "conf", "json"))
+    action = w.pick(("copy", "lines", "move", "sizes"))
+    dash = w.chance(0.35)
+    stem = _prog_name(w, ("gather", "collect", "linecount", "stash", "sizes", "harvest"))
+    sub = _subdir(w)
+    rel = f"{sub}{stem}.sh"
+    w.note(ext, stem)
+    what = {
+        "copy": _f(
+            w, "copies every *.{e} file under SRC (at any depth) into DEST, flat (no subfolders)", e=ext
+        ),
+        "move": _f(w, "moves every *.{e} file under SRC (at any depth) into DEST, flat", e=ext),
+        "lines": _f(
+            w, "prints `COUNT PATH` for every *.{e} file under DIR, COUNT being its number of lines", e=ext
+        ),
+        "sizes": _f(w, "prints `BYTES PATH` for every *.{e} file under DIR, BYTES being its size", e=ext),
+    }[action]
+    two = action in ("copy", "move")
+    usage = f"{rel} SRC DEST" if two else f"{rel} DIR"
+    old_body = {
+        "copy": ['    cp $f "$2"/'],
+        "move": ['    mv $f "$2"/'],
+        "lines": ["    echo $(wc -l < $f) $f"],
+        "sizes": ["    echo $(stat -c %s $f) $f"],
+    }[action]
+    old = [
+        "#!/bin/bash",
+        f"# {stem}: {what}",
+        f"for f in $(find \"$1\" -type f -name '*.{ext}'); do",
+        *old_body,
+        "done",
+    ]
+    act = {
+        "copy": 'cp -- "$f" "$2"/',
+        "move": 'mv -- "$f" "$2"/',
+        "lines": 'echo "$(wc -l < "$f") $f"',
+        "sizes": 'echo "$(stat -c %s -- "$f") $f"',
+    }[action]
+    style = w.pick(("read0", "read0", "exec", "globstar"))
+    if style == "read0":
+        loop = [
+            f"find \"$1\" -type f -name '*.{ext}' -print0 | while IFS= read -r -d '' f; do",
+            f"    {act}",
+            "done",
+        ]
+    elif style == "exec":
+        loop = [
+            f"find \"$1\" -type f -name '*.{ext}' -exec sh -c '",
+            "    for f do",
+            f"        {act.replace(chr(36) + '2', chr(36) + 'dest')}",
+            "    done' sh {} +",
+        ]
+        if two:
+            loop.insert(0, 'export dest="$2"')
+    else:
+        loop = [
+            "shopt -s globstar nullglob",
+            f'for f in "$1"/**/*.{ext}; do',
+            f'    [ -f "$f" ] && {act}',
+            "done",
+        ]
+    new = ["#!/bin/bash", f"# {stem}: {what}", *loop]
+    path = place.at(rel)
+    decoys = _near_misses(w, rel, stem, "sh", w.randint(0, 2)) if sub else {}
+    files = {path: _body(old), **{place.at(k): v for k, v in decoys.items()}}
+    demo = w.pick(("data", "inbox", "exports"))
+    files.update({place.at(f"{demo}/{k}"): v for k, v in _spaced_tree(w, ext, False).items()})
+    dash_en = _f(w, ", or that start with a dash") if dash else ""
+    task = w.phrase(
+        "{prog} breaks on file names with spaces{dash}. Make it safe for any such name; it {what} (`{usage}`).",
+        "Ticket: `{usage}` mangles paths that contain spaces{dash}: {prog} {what}. Fix the script so every "
+        "matching file is handled, whatever its name.",
+        "Can you fix {prog}? It {what}, but a name like `my notes.{e}` becomes two words{dash_q}. It must work "
+        "for any file name.",
+        "{prog}: not safe for spaces{dash}. Spec: `{usage}` {what}. Fix.",
+        "Somebody put `Q3 report.{e}` in the tree and {prog} fell over. Make it handle names with spaces{dash} "
+        "correctly; it {what}.",
+        "Goal: `{usage}` {what} for every file, names with spaces{dash} included. Today it word-splits the "
+        "output of find; change the script {here}.",
+        "Why does {prog} complain about files that do not exist? (Hint: spaces{dash}.) Fix it; it {what}.",
+        "Make {prog} robust: no word splitting, no globbing of file names{dash}. It {what}.",
+        prog=_ref(w, rel),
+        usage=usage,
+        what=what,
+        e=ext,
+        dash=dash_en,
+        dash_q=_f(w, ", and `-x.{e}` looks like an option", e=ext) if dash else "",
+        here=_here(w),
+    )
+    cases = []
+    for _ in range(2):
+        tree = _spaced_tree(w, ext, dash or w.chance(0.3))
+        hits = [k for k in tree if k.endswith(f".{ext}")]
+        files_in = {f"src dir/{k}": v for k, v in tree.items()}
+        if two:
+            after: dict[str, str | None] = {f"dest/{posixpath.basename(k)}": tree[k] for k in hits}
+            if action == "move":
+                after.update({f"src dir/{k}": None for k in hits})
+            cases.append(
+                _case(["bash", path, "{T}/src dir", "{T}/dest"], {**files_in, "dest/.keep": ""}, after=after)
+            )
+        else:
+            count = (lambda t: str(t.count("\n"))) if action == "lines" else (lambda t: str(len(t.encode())))
+            out = _body(f"{count(tree[k])} {{T}}/src dir/{k}" for k in hits)
+            cases.append(_case(["bash", path, "{T}/src dir"], files_in, out=out, how="sorted"))
+    spec = {"user": place.user, "same": {place.at(k): _md5(v) for k, v in decoys.items()}, "cases": cases}
+    run = f"bash {rel} {demo}" + (" /tmp/out" if two else "")
+    reference = [_look(w, rel), *_backup(w, rel), *_edit(w, rel, _body(old), _body(new))]
+    if two:
+        reference.append("mkdir -p /tmp/out")
+    reference.append(run)
+    return place.draft(
+        task=task, check=_check(spec), reference=reference, difficulty=4 if dash else 3, files=files
+    )
+
+
+# ---- programs-python-json-cli ----------------------------------------------------------------------------------------
+def _json_job(w: World) -> tuple[str, str, list[str], Callable[[], tuple[str, Any]]]:
+    """(input kind, what the JSON holds, the conversion code (reads `fh`, sets `data`), maker of (input, JSON))."""
+    kind = w.pick(("csv", "log", "passwd", "ini"))
+    if kind == "csv":
+        key = w.pick(_KEYS)
+        w.note(key)
+
+        def make_csv() -> tuple[str, Any]:
+            rows = [
+                (w.pick(FIRST_NAMES), w.pick(("north", "south", "east", "west", "central")))
+                for _ in range(w.randint(2, 9))
+            ]
+            counts = Counter(r[1] for r in rows)
+            return _body(["name," + key, *(f"{a},{b}" for a, b in rows)]), {
+                "rows": len(rows),
+                f"by_{key}": dict(counts),
+            }
+
+        return (
+            "a CSV file (header row `name,{key}`)".replace("{key}", key),
+            f'an object with "rows" (how many data rows) and "by_{key}" (an object counting the rows per {key})',
+            [
+                "rows = list(csv.DictReader(fh))",
+                "counts = {}",
+                "for row in rows:",
+                f'    counts[row["{key}"]] = counts.get(row["{key}"], 0) + 1',
+                f'data = {{"rows": len(rows), "by_{key}": counts}}',
+            ],
+            make_csv,
+        )
+    if kind == "log":
+        level = w.pick(("ERROR", "WARN"))
+        w.note(level)
+
+        def make_log() -> tuple[str, Any]:
+            lines = w.log_lines(w.randint(4, 12))
+            lines.append(w.log_lines(1, levels=(level,))[0])
+            hits = [
+                {"time": x.split()[0], "service": x.split()[2].rstrip(":"), "message": x.split(": ", 1)[1]}
+                for x in lines
+                if x.split()[1] == level
+            ]
+            return _body(lines), {"count": len(hits), "entries": hits}
+
+        return (
+            "a log file (lines like `2024-03-01T10:00:00 ERROR api: message`)",
+            f'an object with "count" (the number of {level} lines) and "entries": one object per {level} line, in file '
+            'order, with its "time", "service" (without the colon) and "message"',
+            [
+                "entries = []",
+                "for line in fh:",
+                "    head, _, message = line.rstrip('\\n').partition(': ')",
+                "    fields = head.split()",
+                f'    if len(fields) == 3 and fields[1] == "{level}":',
+                '        entries.append({"time": fields[0], "service": fields[2], "message": message})',
+                'data = {"count": len(entries), "entries": entries}',
+            ],
+            make_log,
+        )
+    if kind == "passwd":
+        floor = w.pick((1000, 500))
+        w.note(floor)
+
+        def make_passwd() -> tuple[str, Any]:
+            lines, users = (
+                ["root:x:0:0:root:/root:/bin/bash", "daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin"],
+                {},
+            )
+            for name in w.sample(FIRST_NAMES, w.randint(2, 5)):
+                uid = w.pick((w.randint(100, floor - 1), w.randint(floor, floor + 900), floor))
+                shell = w.pick(("/bin/bash", "/bin/sh", "/usr/sbin/nologin"))
+                lines.append(f"{name}:x:{uid}:{uid}:{name.capitalize()}:/home/{name}:{shell}")
+                if uid >= floor:
+                    users[name] = {"uid": uid, "home": f"/home/{name}", "shell": shell}
+            return _body(lines), users
+
+        return (
+            "a copy of a passwd file",
+            f'an object mapping each account with uid {floor} or more to {{"uid": UID as a number, "home": ..., '
+            '"shell": ...}',
+            [
+                "data = {}",
+                "for line in fh:",
+                '    name, _pw, uid, _gid, _gecos, home, shell = line.rstrip("\\n").split(":")',
+                f"    if int(uid) >= {floor}:",
+                '        data[name] = {"uid": int(uid), "home": home, "shell": shell}',
+            ],
+            make_passwd,
+        )
+
+    def make_ini() -> tuple[str, Any]:
+        lines: list[str] = []
+        data: dict[str, dict[str, Any]] = {}
+        for sec in w.sample(("server", "database", "cache", "paths", "auth"), w.randint(1, 3)):
+            lines.append(f"[{sec}]")
+            data[sec] = {}
+            for key in w.sample(("timeout", "workers", "name", "root", "retries", "mode"), w.randint(1, 3)):
+                value: Any = w.pick((str(w.randint(1, 300)), w.pick(WORDS)))
+                lines.append(f"{key} = {value}")
+                data[sec][key] = int(value) if value.isdigit() else value
+            lines.append(w.pick(("", "; comment", "")))
+        return _body(lines), data
+
+    return (
+        "an INI-style file (`[section]` headers, `key = value` lines, `;` comments)",
+        "an object with one object per section, mapping its keys to their values (values made only of digits as "
+        "numbers, the rest as strings)",
+        [
+            "data, section = {}, None",
+            "for raw in fh:",
+            "    line = raw.strip()",
+            '    if not line or line.startswith(";"):',
+            "        continue",
+            '    if line.startswith("[") and line.endswith("]"):',
+            "        section = data.setdefault(line[1:-1], {})",
+            "        continue",
+            '    key, _, value = line.partition("=")',
+            "    value = value.strip()",
+            "    section[key.strip()] = int(value) if value.isdigit() else value",
+        ],
+        make_ini,
+    )
+
+
+@family(
+    "programs-python-json-cli",
+    CATEGORY,
+    "write a Python CLI (argparse) that converts a text file to JSON, on stdout or into the file --output names",
+)
+def python_json_cli(w: World) -> Draft:
+    place = _place(w)
+    source, holds, convert, make = _json_job(w)
+    opt = w.pick(("--output", "-o", "--out"))
+    stem = _prog_name(w, ("to_json", "export_json", "jsonify", "convert", "dump_json"))
+    sub = _subdir(w)
+    rel = f"{sub}{stem}.py"
+    w.note(stem, opt)
+    spec_en = _f(
+        w,
+        "`python3 {rel} INPUT [{opt} FILE]` reads {source} and writes JSON: {holds}; to FILE when {opt} is given, "
+        "else to stdout",
+        rel=rel,
+        opt=opt,
+        source=source,
+        holds=holds,
+    )
+    sample = f"{w.pick(('data', 'input', 'exports'))}/{w.pick(WORDS)}.{w.pick(('txt', 'dat'))}"
+    decoys = _near_misses(w, rel, stem, "py", w.randint(0, 2)) if sub else {}
+    files = {place.at(sample): make()[0], **{place.at(k): v for k, v in decoys.items()}}
+    task = w.phrase(
+        "Write {prog} {here}: {spec}.",
+        "Ticket: we need JSON out of these files. Add a Python CLI at {prog}; {spec}. Use argparse.",
+        "Can you write a small Python tool, {prog}? {spec_c}. Try it on {sample}.",
+        "{prog} (Python 3, argparse): {spec}.",
+        "The dashboard only reads JSON, and {sample} is not. Write {prog}, where {spec}.",
+        "Goal: {spec}. The script goes in {prog}.",
+        "How would you turn files like {sample} into JSON? As a script: {prog}, where {spec}.",
+        "New converter needed at {prog}: {spec}. Keys exactly as stated; order does not matter.",
+        prog=_ref(w, rel),
+        spec=spec_en,
+        spec_c=_cap(spec_en),
+        sample=sample,
+        here=_here(w),
+    )
+    code = [
+        "#!/usr/bin/env python3",
+        f'"""Convert {source.split(" (")[0]} to JSON."""',
+        "import argparse",
+        "import csv",
+        "import json",
+        "import sys",
+        "",
+        "parser = argparse.ArgumentParser()",
+        'parser.add_argument("input")',
+        f'parser.add_argument({"" if opt.startswith("--") else chr(34) + opt + chr(34) + ", "}"--{"output" if opt == "-o" else opt[2:]}", dest="output")',
+        "args = parser.parse_args()",
+        "with open(args.input, newline='') as fh:",
+        *(f"    {x}" for x in convert),
+        "if args.output:",
+        '    with open(args.output, "w") as out:',
+        "        json.dump(data, out, indent=2)",
+        "else:",
+        "    json.dump(data, sys.stdout, indent=2)",
+        "    print()",
+    ]
+    path = place.at(rel)
+    cases = []
+    text, want = make()
+    cases.append(_case(["python3", path, "{T}/in put.txt"], {"in put.txt": text}, out=want, how="json"))
+    text, want = make()
+    cases.append(
+        _case(
+            ["python3", path, "{T}/data.txt", opt, "{T}/result.json"],
+            {"data.txt": text},
+            after_json={"result.json": want},
+            cwd="/",
+        )
+    )
+    spec = {"user": place.user, "same": {place.at(k): _md5(v) for k, v in decoys.items()}, "cases": cases}
+    reference = [w.pick((f"head {sample}", f"cat {sample}"))]
+    if sub and not decoys:
+        reference.append(f"mkdir -p {sub.rstrip('/')}")
+    reference += _write_program(w, rel, code, w.chance(0.3))
+    reference.append(f"python3 {rel} {sample} {opt} /tmp/{stem}.json")
+    return place.draft(
+        task=task,
+        check=_check(spec),
+        reference=reference,
+        difficulty=3 if "passwd" in source or "INI" in source else 2,
+        files=files,
+    )
+
+
+# ---- programs-sed-script ---------------------------------------------------------------------------------------------
+@family(
+    "programs-sed-script",
+    CATEGORY,
+    "write a sed program file (run with sed -f) that applies several edits to config-like files",
+)
+def sed_script(w: World) -> Draft:
+    place = _place(w)
+    keys = w.sample(
+        ("timeout", "workers", "mode", "level", "root", "retries", "user", "cache_dir", "threads"), 5
+    )
+    set_key, off_key, old_key, new_key, extra_key = keys
+    value = w.pick((str(w.randint(2, 600)), w.pick(WORDS), f"/srv/{w.pick(WORDS)}"))
+    header = f"# managed by {place.name}, do not edit"
+    section = w.pick(("main", "server", "defaults"))
+    extra_val = str(w.randint(1, 99))
+    pool = ["set", "comment_out", "rename", "header", "trailing", "blank", "after_section"]
+    rules = w.sample(pool, w.pick((2, 3, 3, 4)))
+    if "comment_out" not in rules and w.chance(0.4):
+        rules.append("drop_comments")
+    w.note(set_key, off_key, old_key, new_key, value, section, extra_key, extra_val)
+    en = {
+        "set": _f(
+            w, "set {k} to {v} (the line `{k}=...`; keys that merely start with {k} stay)", k=set_key, v=value
+        ),
+        "comment_out": _f(w, "comment out the `{k}=` line by putting # in front of it", k=off_key),
+        "rename": _f(w, "rename the key {o} to {n}, keeping its value", o=old_key, n=new_key),
+        "header": _f(w, "put the line `{h}` first", h=header),
+        "trailing": _f(w, "strip trailing spaces and tabs from every line"),
+        "blank": _f(w, "delete empty lines (and lines holding only whitespace)"),
+        "after_section": _f(
+            w, "add `{k}={v}` right after the `[{s}]` line", k=extra_key, v=extra_val, s=section
+        ),
+        "drop_comments": _f(w, "delete comment lines (first non-blank character #)"),
+    }
+    sed = {
+        "set": f"s|^{set_key}=.*|{set_key}={sed_replacement(value)}|",
+        "comment_out": f"s|^{off_key}=|#&|",
+        "rename": f"s|^{old_key}=|{new_key}=|",
+        "header": f"1i\\{header}",
+        "trailing": "s/[[:space:]]*$//",
+        "blank": "/^[[:space:]]*$/d",
+        "after_section": f"/^\\[{section}\\]$/a\\{extra_key}={extra_val}",
+        "drop_comments": "/^[[:space:]]*#/d",
+    }
+
+    def apply(lines: list[str]) -> list[str]:
+        out = [header] if "header" in rules else []
+        for line in lines:
+            if "blank" in rules and not line.strip():
+                continue
+            if "drop_comments" in rules and line.lstrip().startswith("#"):
+                continue
+            if "set" in rules and line.startswith(f"{set_key}="):
+                line = f"{set_key}={value}"
+            if "comment_out" in rules and line.startswith(f"{off_key}="):
+                line = "#" + line
+            if "rename" in rules and line.startswith(f"{old_key}="):
+                line = new_key + line[len(old_key) :]
+            if "trailing" in rules:
+                line = line.rstrip(" \t")
+            out.append(line)
+            if "after_section" in rules and line == f"[{section}]":
+                out.append(f"{extra_key}={extra_val}")
+        return out
+
+    def config() -> list[str]:
+        lines = [f"# {w.pick(WORDS)} settings", f"[{section}]"]
+        for k in w.shuffled([set_key, off_key, old_key, f"{set_key}_max", f"{old_key}s", w.pick(WORDS)]):
+            lines.append(
+                f"{k}={w.pick((str(w.randint(1, 999)), w.pick(WORDS)))}{w.pick(('', '', '  ', chr(9)))}"
+            )
+            if w.chance(0.25):
+                lines.append(w.pick(("", "   ", "  # note")))
+        lines += [
+            "",
+            f"[{w.pick(('extra', 'other', 'misc'))}]",
+            f"{w.pick(WORDS)}={w.randint(1, 9)}",
+        ]
+        return lines
+
+    stem = _prog_name(w, ("fixconf", "migrate", "normalize", "tidyconf", "upgrade-conf"))
+    sub = w.pick(("", "sed/", "bin/", "scripts/", "tools/"))
+    rel = f"{sub}{stem}.sed"
+    exe = w.chance(0.25)
+    ordered = w.shuffled([r for r in rules if r != "header"])
+    prog_lines = ([w.pick(("#!/bin/sed -f", "#!/usr/bin/sed -f"))] if exe else []) + [
+        sed[r] for r in (["header"] if "header" in rules else []) + ordered
+    ]
+    sample = f"{w.pick(('conf', 'etc', 'config'))}/{w.pick(SERVICES)}.conf"
+    decoys = _near_misses(w, rel, stem, "sed", w.randint(0, 2))
+    files = {place.at(sample): _body(config()), **{place.at(k): v for k, v in decoys.items()}}
+    usage = f"{rel} FILE" if exe else f"sed -f {rel} FILE"
+    if exe and not sub:
+        usage = "./" + usage
+    run_en = (
+        _f(w, "it runs directly (`{u}`), so it needs a sed shebang and the execute bit", u=usage)
+        if exe
+        else _f(w, "it is run as `{u}`", u=usage)
+    )
+    todo = w.clauses([en[r] for r in rules])
+    task = w.phrase(
+        "Write a sed program file {prog} that, for any config like {sample}, does this: {todo}. It prints the "
+        "result ({run}).",
+        "Ticket: the config migration is a set of sed edits. Put them in {prog}: {todo}. {run_c}; the output goes "
+        "to stdout.",
+        "Can you write {prog}, a sed script? Edits: {todo}. {run_c}.",
+        "{prog}: sed -f program. {todo_c}. {run_c}.",
+        "We apply the same edits to every {sample}-style file by hand. Capture them in {prog}: {todo}. {run_c}.",
+        "Goal: `{usage}` prints FILE with these changes: {todo}. Write {prog}.",
+        "How do I keep a list of sed edits in a file? Show me: {prog} should {todo}; {run}.",
+        "Save these config edits as a sed script, {prog}: {todo}. ({run_c}.)",
+        prog=_ref(w, rel),
+        sample=sample,
+        todo=todo,
+        todo_c=_cap(todo),
+        run=run_en,
+        run_c=_cap(run_en),
+        usage=usage,
+    )
+    path = place.at(rel)
+    argv = _invoke(exe, ("sed", "-f"), path)
+    cases = []
+    for _ in range(3):
+        lines = config()
+        cases.append(_case([*argv, "{T}/app.conf"], {"app.conf": _body(lines)}, out=_body(apply(lines))))
+    spec = {
+        "user": place.user,
+        "same": {place.at(k): _md5(v) for k, v in decoys.items()},
+        "exec": [path] if exe else [],
+        "cases": cases,
+    }
+    reference = [w.pick((f"cat {sample}", f"cat -A {sample}", f"grep -n . {sample}"))]
+    if sub and not decoys:
+        reference.append(f"mkdir -p {sub.rstrip('/')}")
+    reference += _write_program(w, rel, prog_lines, exe)
+    reference.append(f"sed -f {rel} {sample}")
+    return place.draft(
+        task=task,
+        check=_check(spec),
+        reference=reference,
+        difficulty=min(4, 1 + len(rules) // 2 + exe),
+        files=files,
+    )
+
+
+def _norm_md5(text: str) -> str:
+    """The checker's md5 of an exact output (``norm`` then md5), for outputs too big to carry."""
+    lines = [line.rstrip() for line in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return hashlib.md5("\n".join(lines).encode()).hexdigest()
+
+
+# ---- programs-config-generator ---------------------------------------------------------------------------------------
+def _generated(kind: str, a: Sequence[str]) -> list[str]:
+    """The config a generator script prints for arguments ``a``."""
+    if kind == "profile":
+        return [f"# {a[0]} tools", f'export APP_HOME="{a[1]}"', 'export PATH="$APP_HOME/bin:$PATH"']
+    if kind == "dotenv":
+        return [
+            f"APP_NAME={a[0]}",
+            f"APP_ROOT={a[1]}",
+            "LOG_DIR=${APP_ROOT}/logs",
+            "CACHE_DIR=${APP_ROOT}/cache",
+        ]
+    if kind == "supervisor":
+        return [
+            f"[program:{a[0]}]",
+            f"command={a[1]}/bin/{a[0]}",
+            f"directory={a[1]}",
+            "autorestart=true",
+            "stdout_logfile=/var/log/%(program_name)s.log",
+        ]
+    if kind == "ssh":
+        return [
+            f"Host {a[0]}",
+            f"    HostName {a[1]}",
+            f"    User {a[2]}",
+            f"    IdentityFile ~/.ssh/id_{a[0]}",
+        ]
+    return [
+        f"PROG = {a[0]}",
+        "PREFIX ?= /usr/local",
+        "",
+        "install:",
+        "\tinstall -m 755 $(PROG) $(PREFIX)/bin/$(PROG)",
+    ]
+
+
+@family(
+    "programs-config-generator",
+    CATEGORY,
+    "write a bash script that generates a config file from its arguments with a here-document (quoting $ right)",
+)
+def config_generator(w: World) -> Draft:
+    place = _place(w)
+    kind = w.pick(("profile", "dotenv", "supervisor", "ssh", "make"))
+    to_file = w.chance(0.35)
+    names = {
+        "profile": "gen-profile",
+        "dotenv": "gen-env",
+        "supervisor": "gen-program",
+        "ssh": "gen-ssh-host",
+        "make": "gen-makefile",
+    }
+    stem = w.unique(
+        lambda: w.pick((names[kind], names[kind].replace("gen-", "make-"), names[kind].replace("-", "_")))
+    )
+    sub = _subdir(w)
+    rel = f"{sub}{stem}.sh"
+    params = {
+        "profile": ["NAME", "DIR"],
+        "dotenv": ["NAME", "ROOT"],
+        "supervisor": ["NAME", "DIR"],
+        "ssh": ["ALIAS", "HOST", "USER"],
+        "make": ["PROG"],
+    }[kind]
+    what = {
+        "profile": "a shell profile snippet for a tool",
+        "dotenv": "a .env file for an app",
+        "supervisor": "a supervisor program section",
+        "ssh": "an ssh client Host block",
+        "make": "a Makefile with an install rule",
+    }[kind]
+    w.note(stem)
+    example = {
+        "profile": [place.name, f"/opt/{place.name}"],
+        "dotenv": [place.name, f"/srv/{place.name}"],
+        "supervisor": [place.name, f"/opt/{place.name}"],
+        "ssh": [place.name, w.ip(), w.pick(FIRST_NAMES)],
+        "make": [place.name],
+    }[kind]
+    shown = "\n".join(_generated(kind, example))
+    usage = f"{rel} {' '.join(params)}" + (" OUT" if to_file else "")
+    dest_en = _f(w, "writes it to the file OUT (replacing it)") if to_file else _f(w, "prints it on stdout")
+    literal = {
+        "profile": "`$APP_HOME` and `$PATH` stay literally in the output",
+        "dotenv": "`${APP_ROOT}` stays literally in the output",
+        "supervisor": "`%(program_name)s` stays as it is",
+        "ssh": "`~` stays a literal tilde",
+        "make": "the recipe line starts with a tab and `$(PROG)` / `$(PREFIX)` stay literally in the output",
+    }[kind]
+    task = w.phrase(
+        "Write a bash script {prog}: `{usage}` generates {what} and {dest}. For `{ex}` the result is exactly:\n\n{shown}\n\n({lit}.)",
+        "Ticket: stop hand-writing these configs. {prog} (`{usage}`) must produce {what} and {dest}; with the "
+        "arguments `{ex}` it gives:\n\n{shown}\n\nNote that {lit}.",
+        "Can you write {prog}? It takes {params} and {dest} {what}, like this one for `{ex}`:\n\n{shown}\n\n"
+        "Careful: {lit}.",
+        "{prog} {params}: {what}, {dest2}. Example (`{ex}`):\n\n{shown}\n\n{lit_c}.",
+        "We need {what} for every new service. Generate it with a script, {prog}, run as `{usage}`; it {dest}. "
+        "Template (for `{ex}`):\n\n{shown}\n\n{lit_c}.",
+        "Goal: `{usage}` {dest} {what} built from the arguments. For `{ex}`:\n\n{shown}\n\n({lit}.) Use a here-document.",
+        "How do I template {what} in bash without breaking the dollar signs? Write {prog} (`{usage}`); it {dest}. "
+        "Expected for `{ex}`:\n\n{shown}\n\n{lit_c}.",
+        "Generator needed {here}: {prog}, `{usage}`, {dest2}. Output for `{ex}`:\n\n{shown}\n\n{lit_c}.",
+        prog=_ref(w, rel),
+        usage=usage,
+        what=what,
+        dest=dest_en,
+        dest2=_f(w, "written to OUT") if to_file else _f(w, "printed on stdout"),
+        params=" ".join(params),
+        ex=f"{rel} {' '.join(example)}" + (" out.conf" if to_file else ""),
+        shown="\x01",
+        lit=literal,
+        lit_c=_cap(literal),
+        here=_here(w),
+    )
+    task = task.replace("\x01", shown)
+    heredoc = {
+        "profile": ["# $1 tools", 'export APP_HOME="$2"', 'export PATH="\\$APP_HOME/bin:\\$PATH"'],
+        "dotenv": [
+            "APP_NAME=$1",
+            "APP_ROOT=$2",
+            "LOG_DIR=\\${APP_ROOT}/logs",
+            "CACHE_DIR=\\${APP_ROOT}/cache",
+        ],
+        "supervisor": [
+            "[program:$1]",
+            "command=$2/bin/$1",
+            "directory=$2",
+            "autorestart=true",
+            "stdout_logfile=/var/log/%(program_name)s.log",
+        ],
+        "ssh": ["Host $1", "    HostName $2", "    User $3", "    IdentityFile ~/.ssh/id_$1"],
+        "make": [
+            "PROG = $1",
+            "PREFIX ?= /usr/local",
+            "",
+            "install:",
+            "\tinstall -m 755 \\$(PROG) \\$(PREFIX)/bin/\\$(PROG)",
+        ],
+    }[kind]
+    target = f' > "${len(params) + 1}"' if to_file else ""
+    code = ["#!/bin/bash", f"# {stem}: print {what} for {' '.join(params)}"]
+    code += [
+        f'[ "$#" -eq {len(params) + int(to_file)} ] || {{ echo "usage: {stem}.sh {" ".join(params)}{" OUT" if to_file else ""}" >&2; exit 2; }}'
+    ]
+    if w.chance(0.5) or kind == "make":
+        code += [f"cat <<EOF{target}", *heredoc, "EOF"]
+    else:
+        plain = [line.replace("\\$", "$") for line in heredoc]
+        code.append("printf '%s\\n' \\")
+        code += [f"    {_dq(line)} \\" for line in plain[:-1]]
+        code.append(f"    {_dq(plain[-1])}{target}")
+    path = place.at(rel)
+    decoys = _near_misses(w, rel, stem, "sh", w.randint(0, 2)) if sub else {}
+    files = {place.at(k): v for k, v in decoys.items()}
+    cases = []
+    for _ in range(2):
+        args = {
+            "profile": lambda: [
+                f"{w.pick(PROJECTS)}-{w.pick(('cli', 'tools', 'sdk'))}",
+                f"/opt/{w.pick(WORDS)} {w.randint(1, 9)}",
+            ],
+            "dotenv": lambda: [w.pick(SERVICES), f"/srv/{w.pick(WORDS)}_{w.randint(1, 99)}"],
+            "supervisor": lambda: [
+                f"{w.pick(SERVICES)}-{w.pick(('worker', 'api'))}",
+                f"/opt/{w.pick(PROJECTS)}",
+            ],
+            "ssh": lambda: [
+                f"{w.pick(PROJECTS)}-{w.pick(('db', 'web', 'bastion'))}",
+                w.ip(),
+                w.pick(FIRST_NAMES),
+            ],
+            "make": lambda: [f"{w.pick(WORDS)}{w.randint(1, 9)}"],
+        }[kind]()
+        want = _body(_generated(kind, args))
+        if to_file:
+            cases.append(_case(["bash", path, *args, "{T}/out.conf"], after={"out.conf": want}, quiet=True))
+        else:
+            cases.append(_case(["bash", path, *args], out=want))
+    cases.append(_case(["bash", path], rc=2, err=True, quiet=True, label="no arguments"))
+    spec = {"user": place.user, "same": {place.at(k): _md5(v) for k, v in decoys.items()}, "cases": cases}
+    reference = [f"ls {sub or '.'}" if decoys or not sub else "pwd"]
+    if sub and not decoys:
+        reference.append(f"mkdir -p {sub.rstrip('/')}")
+    reference += _write_program(w, rel, code, w.chance(0.4))
+    reference.append(
+        f"bash {rel} {' '.join(quote(x) for x in example)}"
+        + (" /tmp/out.conf && cat /tmp/out.conf" if to_file else "")
+    )
+    return place.draft(
+        task=task,
+        check=_check(spec),
+        reference=reference,
+        difficulty=3 if kind in ("make", "profile", "dotenv") else 2,
+        files=files,
+    )
+
+
+def _dq(line: str) -> str:
+    """A line for a double-quoted printf argument: arguments ($1 ...) expand, every other $ is literal."""
+    out = line.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`").replace("$", "\\$")
+    return '"' + re.sub(r"\\\$(\d)", r"$\1", out) + '"'
+
+
+# ---- programs-loop-to-awk --------------------------------------------------------------------------------------------
+@family(
+    "programs-loop-to-awk",
+    CATEGORY,
+    "rewrite a slow bash while-read loop (a subshell per line) as one awk program with the same output",
+)
+def loop_to_awk(w: World) -> Draft:
+    place = _place(w)
+    kind = w.pick(("totals", "reformat", "count"))
+    sep_name, sep = w.pick((("commas", ","), ("semicolons", ";"), ("colons", ":")))
+    stem = _prog_name(w, ("rollup", "per-key", "crunch", "reshape", "summarise"))
+    sub = _subdir(w)
+    rel = f"{sub}{stem}.sh"
+    w.note(stem)
+    keys = [w.pick(SERVICES) for _ in range(5)]
+    limit = w.pick((100, 300, 500))
+    if kind == "totals":
+        what = "prints `KEY TOTAL` for each KEY (first field), TOTAL being the sum of the second field, sorted by KEY"
+        old = [
+            "#!/bin/bash",
+            f"# {stem}: per-key totals of a file of KEY{sep}VALUE lines",
+            "declare -A total",
+            "while IFS= read -r line; do",
+            f"    key=$(echo \"$line\" | cut -d'{sep}' -f1)",
+            f"    value=$(echo \"$line\" | cut -d'{sep}' -f2)",
+            "    total[$key]=$(( ${total[$key]:-0} + value ))",
+            'done < "$1"',
+            "for key in $(printf '%s\\n' \"${!total[@]}\" | sort); do",
+            '    echo "$key ${total[$key]}"',
+            "done",
+        ]
+        new = [
+            "#!/bin/bash",
+            f"# {stem}: per-key totals of a file of KEY{sep}VALUE lines",
+            f"awk -F'{sep}' '{{ t[$1] += $2 }} END {{ for (k in t) print k, t[k] }}' \"$1\" | sort",
+        ]
+
+        def expect(lines: list[str]) -> str:
+            t = Counter[str]()
+            for x in lines:
+                k, v = x.split(sep)[:2]
+                t[k] += int(v)
+            return _body(f"{k} {t[k]}" for k in sorted(t))
+
+        def row() -> str:
+            return f"{w.pick(keys)}{sep}{w.randint(0, 900)}"
+    elif kind == "reformat":
+        what = "prints each line's second field, a colon and its first field (`SECOND:FIRST`), in file order"
+        old = [
+            "#!/bin/bash",
+            f"# {stem}: swap the first two fields of KEY{sep}VALUE lines",
+            "while IFS= read -r line; do",
+            f"    a=$(echo \"$line\" | cut -d'{sep}' -f1)",
+            f"    b=$(echo \"$line\" | cut -d'{sep}' -f2)",
+            '    echo "$b:$a"',
+            'done < "$1"',
+        ]
+        new = [
+            "#!/bin/bash",
+            f"# {stem}: swap the first two fields of KEY{sep}VALUE lines",
+            f"awk -F'{sep}' '{{ print $2 \":\" $1 }}' \"$1\"",
+        ]
+
+        def expect(lines: list[str]) -> str:
+            return _body(f"{x.split(sep)[1]}:{x.split(sep)[0]}" for x in lines)
+
+        def row() -> str:
+            return f"{w.pick(keys)}{sep}{w.pick(WORDS)}{w.randint(1, 99)}"
+    else:
+        w.note(limit)
+        what = f"prints `KEY COUNT` for each KEY (first field) with how many of its lines have a second field over {limit}, sorted by KEY (keys with none are left out)"
+        old = [
+            "#!/bin/bash",
+            f"# {stem}: per-key count of values over {limit}",
+            "declare -A n",
+            "while IFS= read -r line; do",
+            f"    key=$(echo \"$line\" | cut -d'{sep}' -f1)",
+            f"    value=$(echo \"$line\" | cut -d'{sep}' -f2)",
+            f'    if [ "$value" -gt {limit} ]; then n[$key]=$(( ${{n[$key]:-0}} + 1 )); fi',
+            'done < "$1"',
+            "for key in $(printf '%s\\n' \"${!n[@]}\" | sort); do",
+            '    echo "$key ${n[$key]}"',
+            "done",
+        ]
+        new = [
+            "#!/bin/bash",
+            f"# {stem}: per-key count of values over {limit}",
+            f"awk -F'{sep}' '$2 > {limit} {{ n[$1]++ }} END {{ for (k in n) print k, n[k] }}' \"$1\" | sort",
+        ]
+
+        def expect(lines: list[str]) -> str:
+            t = Counter(x.split(sep)[0] for x in lines if int(x.split(sep)[1]) > limit)
+            return _body(f"{k} {t[k]}" for k in sorted(t))
+
+        def row() -> str:
+            return f"{w.pick(keys)}{sep}{w.randint(0, limit * 2)}"
+
+    if w.chance(
+        0.4
+    ):  # the awk program in its own right: a file run with -f would do as well, but keep one path
+        new = ["#!/usr/bin/awk -f", f"# {stem}", f'BEGIN {{ FS = "{sep}" }}'] + {
+            "totals": ["{ t[$1] += $2 }", 'END { for (k in t) print k, t[k] | "sort" }'],
+            "reformat": ['{ print $2 ":" $1 }'],
+            "count": [
+                f"$2 > {limit} {{ n[$1]++ }}",
+                'END { for (k in n) print k, n[k] | "sort" }',
+            ],
+        }[kind]
+    path = place.at(rel)
+    decoys = _near_misses(w, rel, stem, "sh", w.randint(0, 2)) if sub else {}
+    sample_rel = f"{w.pick(('data', 'input'))}/{w.pick(WORDS)}.txt"
+    files = {
+        path: _body(old),
+        place.at(sample_rel): _body(row() for _ in range(40)),
+        **{place.at(k): v for k, v in decoys.items()},
+    }
+    setup = [f"chmod 755 {path}"]
+    task = w.phrase(
+        "{prog} takes minutes on big files: it runs cut in a subshell for every line. Rewrite it as one awk program "
+        "(same path, still run as `{prog} FILE`, same output). It {what}; input lines are fields separated by {sn}.",
+        "Ticket: {prog} is too slow for the {n}-line exports. Replace the bash loop with awk; the output must not change. "
+        "(It {what}; fields are separated by {sn}.)",
+        "Can you make {prog} fast? Use awk instead of the while-read loop. Keep its name, argument and output: it {what}.",
+        "{prog}: bash loop -> awk. Same output ({what}; {sn} between fields). Must handle {n} lines in a few seconds.",
+        "The nightly job times out in {prog}. Turn its loop into a single awk program; behaviour stays: it {what} "
+        "(fields separated by {sn}).",
+        "Goal: `{prog} FILE` prints the same as today for any input but finishes a {n}-line file in seconds. It "
+        "{what}. Rewrite it with awk.",
+        "Why is {prog} so slow, and can you fix it? Rewrite it with awk, keeping exactly what it prints: it {what}.",
+        "Redo the loop in {prog} {here} in awk for speed. Spec: it {what}; input fields are separated by {sn}.",
+        prog=_ref(w, rel),
+        what=what,
+        sn=sep_name,
+        n=w.pick(("100,000", "200,000", "half-million")),
+        here=_here(w),
+    )
+    cases = []
+    small = [row() for _ in range(w.randint(6, 14))]
+    cases.append(_case([path, "{T}/small data.txt"], {"small data.txt": _body(small)}, out=expect(small)))
+    chunk = [row() for _ in range(50)]
+    big = _body(chunk)
+    times = 600
+    cases.append(
+        {
+            **_case([path, "{T}/big.txt"], out=_norm_md5(expect(chunk * times)), how="md5", timeout=8),
+            "repeat": {"big.txt": [big, times]},
+            "label": f"{50 * times} lines",
+        }
+    )
+    spec = {
+        "user": place.user,
+        "exec": [path],
+        "same": {place.at(k): _md5(v) for k, v in decoys.items()},
+        "cases": cases,
+    }
+    reference = [_look(w, rel), f"head -n 5 {sample_rel}", *_backup(w, rel)]
+    reference += _edit(w, rel, _body(old), _body(new))
+    reference.append(
+        f"time {rel} {sample_rel}"
+        if w.chance(0.3)
+        else f"bash {rel} {sample_rel}"
+        if new[0] == "#!/bin/bash"
+        else f"awk -f {rel} {sample_rel}"
+    )
+    return place.draft(
+        task=task,
+        check=_check(spec),
+        reference=reference,
+        difficulty=4 if kind == "count" else 3,
+        files=files,
+        setup=setup,
+    )
+
+
+# ---- programs-argparse-option ----------------------------------------------------------------------------------------
+@family(
+    "programs-argparse-option",
+    CATEGORY,
+    "add an option to an existing Python argparse CLI (a limit, a filter, a separator, a flag) keeping its default",
+)
+def argparse_option(w: World) -> Draft:
+    place = _place(w)
+    kind = w.pick(("limit", "min", "reverse", "sep", "grep"))
+    stem = _prog_name(w, ("inventory", "list_items", "show_sizes", "catalog", "ls_assets"))
+    sub = _subdir(w)
+    rel = f"{sub}{stem}.py"
+    w.note(stem)
+    opt = {
+        "limit": w.pick(("--limit", "--max", "--top")),
+        "min": w.pick(("--min-size", "--at-least", "--min")),
+        "reverse": w.pick(("--reverse", "--desc", "--largest-first")),
+        "sep": w.pick(("--sep", "--delimiter", "--separator")),
+        "grep": w.pick(("--match", "--contains", "--filter")),
+    }[kind]
+    dest = opt[2:].replace("-", "_")
+    w.note(opt)
+    what = {
+        "limit": _f(w, "`{o} N` prints only the first N records (default: all of them)", o=opt),
+        "min": _f(w, "`{o} N` leaves out records whose size is below N (default: keep all)", o=opt),
+        "reverse": _f(w, "`{o}` prints the records in reverse name order", o=opt),
+        "sep": _f(
+            w,
+            "`{o} TEXT` puts TEXT between name and size instead of the single space (default: a space)",
+            o=opt,
+        ),
+        "grep": _f(w, "`{o} TEXT` prints only the records whose name contains TEXT (case-sensitive)", o=opt),
+    }[kind]
+    arg_line = {
+        "limit": f'parser.add_argument("{opt}", type=int, default=None, help="print at most N records")',
+        "min": f'parser.add_argument("{opt}", type=int, default=0, help="leave out smaller records")',
+        "reverse": f'parser.add_argument("{opt}", action="store_true", help="reverse name order")',
+        "sep": f'parser.add_argument("{opt}", default=" ", help="text between name and size")',
+        "grep": f'parser.add_argument("{opt}", default="", help="only names containing this")',
+    }[kind]
+    old = [
+        "#!/usr/bin/env python3",
+        '"""List the records of a CSV inventory (name,size), sorted by name."""',
+        "import argparse",
+        "import csv",
+        "",
+        "parser = argparse.ArgumentParser(description=__doc__)",
+        'parser.add_argument("inventory")',
+        "args = parser.parse_args()",
+        "",
+        "with open(args.inventory, newline='') as fh:",
+        '    rows = sorted(csv.DictReader(fh), key=lambda r: r["name"])',
+        "for row in rows:",
+        '    print(row["name"], row["size"])',
+    ]
+    new = old[:7] + [arg_line] + old[7:]
+    tail = {
+        "limit": [f"for row in rows[: args.{dest}]:", '    print(row["name"], row["size"])'],
+        "min": [
+            "for row in rows:",
+            f'    if int(row["size"]) >= args.{dest}:',
+            '        print(row["name"], row["size"])',
+        ],
+        "reverse": [
+            f"for row in reversed(rows) if args.{dest} else rows:",
+            '    print(row["name"], row["size"])',
+        ],
+        "sep": ["for row in rows:", f'    print(row["name"] + args.{dest} + row["size"])'],
+        "grep": [
+            "for row in rows:",
+            f'    if args.{dest} in row["name"]:',
+            '        print(row["name"], row["size"])',
+        ],
+    }[kind]
+    new = new[: len(new) - 2] + tail
+    path = place.at(rel)
+    decoys = _near_misses(w, rel, stem, "py", w.randint(0, 2)) if sub else {}
+    sample_rel = f"{w.pick(('data', 'inventory'))}/{w.pick(WORDS)}.csv"
+
+    def table() -> list[tuple[str, int]]:
+        return [(f"{w.pick(WORDS)}-{w.randint(1, 99)}", w.randint(1, 5000)) for _ in range(w.randint(4, 9))]
+
+    def csv_text(rows: list[tuple[str, int]]) -> str:
+        return _body(["name,size", *(f"{a},{b}" for a, b in rows)])
+
+    files = {
+        path: _body(old),
+        place.at(sample_rel): csv_text(table()),
+        **{place.at(k): v for k, v in decoys.items()},
+    }
+    task = w.phrase(
+        "Add an option to {prog} {here}: {what}. Without it the output stays exactly as now.",
+        "Ticket: {prog} needs `{o}`. Behaviour: {what}. Existing calls must not change.",
+        "Can you teach {prog} a new option? {what_c}. It uses argparse; `--help` should list it.",
+        "{prog}: add {o}. {what_c}. Default behaviour unchanged.",
+        "I keep piping {prog}'s output through other tools to do this. Build it in instead: {what}.",
+        "Goal: `python3 {prog} {o} ...` works: {what}. `python3 {prog} FILE` alone prints what it prints today.",
+        "How hard is it to add `{o}` to {prog}? Please do it: {what}. Keep the old output as the default.",
+        "Feature for {prog} (argparse CLI listing a name,size CSV): {what}.",
+        prog=_ref(w, rel),
+        what=what,
+        what_c=_cap(what),
+        o=opt,
+        here=_here(w),
+    )
+
+    def expect(rows: list[tuple[str, int]], value: Any) -> str:
+        rows = sorted(rows)
+        if kind == "limit":
+            rows = rows[:value]
+        elif kind == "min":
+            rows = [r for r in rows if r[1] >= value]
+        elif kind == "reverse" and value:
+            rows = rows[::-1]
+        elif kind == "grep":
+            rows = [r for r in rows if value in r[0]]
+        sep = value if kind == "sep" else " "
+        return _body(f"{a}{sep}{b}" for a, b in rows)
+
+    cases = []
+    rows = table()
+    cases.append(
+        _case(
+            ["python3", path, "{T}/inv.csv"],
+            {"inv.csv": csv_text(rows)},
+            out=expect(rows, {"limit": 10**6, "min": 0, "reverse": False, "sep": " ", "grep": ""}[kind]),
+        )
+    )
+    for _ in range(2):
+        rows = table()
+        value: Any = {
+            "limit": w.randint(1, 3),
+            "min": w.randint(500, 3000),
+            "reverse": True,
+            "sep": w.pick((",", " | ", "\t", ": ")),
+            "grep": rows[0][0].split("-")[0][:3],
+        }[kind]
+        argv = ["python3", path, *([opt] if kind == "reverse" else [opt, str(value)]), "{T}/inv.csv"]
+        cases.append(_case(argv, {"inv.csv": csv_text(rows)}, out=expect(rows, value)))
+    cases.append(_case(["python3", path, "--help"], has=opt, label="--help"))
+    spec = {"user": place.user, "same": {place.at(k): _md5(v) for k, v in decoys.items()}, "cases": cases}
+    reference = [_look(w, rel), *_backup(w, rel), *_edit(w, rel, _body(old), _body(new))]
+    demo = {"limit": "3", "min": "1000", "reverse": "", "sep": quote(","), "grep": quote("a")}[kind]
+    reference.append(f"python3 {rel} {opt} {demo} {sample_rel}".replace("  ", " "))
+    return place.draft(
+        task=task,
+        check=_check(spec),
+        reference=reference,
+        difficulty=2 if kind in ("reverse", "sep") else 3,
         files=files,
     )
