@@ -41,7 +41,12 @@ NEW = {
     "logs-latency-report": "logs",
     "networking-nsswitch-order": "networking-offline",
     "networking-interfaces-static": "networking-offline",
+    "users-rename-account": "users",
+    "users-new-account-defaults": "users",
+    "environment-login-reads-bashrc": "environment",
+    "environment-shell-history": "environment",
 }
+ROOT_ONLY = {"users-rename-account", "users-new-account-defaults"}  # account databases are root's
 FAMILIES = {n: f for n, f in all_families().items() if n in NEW}
 # commands of held-out skills these families must not use (rotation by hand, truncation, signals, links, cron)
 _HELD_OUT_COMMANDS = {"ln", "crontab", "truncate", "logrotate", "pkill", "killall"}
@@ -76,7 +81,7 @@ def test_each_family_draws_reproducibly_with_real_variety(name: str) -> None:
 def test_each_family_starts_where_real_tasks_do(name: str) -> None:
     bundles = draw_family(FAMILIES[name], 40, seed=5).bundles
     users = Counter(b.user for b in bundles)
-    assert users["root"] >= 5 and users["operator"] >= 5, users
+    assert users["root"] >= 5 and (users["operator"] >= 5 or name in ROOT_ONLY), users
     folders = Counter((b.workdir or "~").split("/")[1] if b.workdir else "~" for b in bundles)
     assert len(folders) >= 4 and folders["~"] < 30, folders  # /srv, /opt, /app, /data, /var ... not only home
     for b in bundles:
@@ -359,6 +364,48 @@ def wrong_answers() -> list[tuple[str, str, ScenarioBundle, list[str]]]:
     add(n, "static without address", b, [f"sed -i 's/inet dhcp/inet static/' {path}"])
     b = _find(n, lambda b: len(spec_of(b)["auto"]) == 3)
     add(n, "not auto", b, [r.replace(f"auto {spec_of(b)['auto'][-1]}", "") for r in b.reference])
+    # users-rename-account: the login renamed but its home left behind; a new account made and the old deleted
+    n = "users-rename-account"
+    b = _find(
+        n,
+        lambda b: spec_of(b)["home"].endswith(spec_of(b)["new"]) and spec_of(b)["group"] == spec_of(b)["new"],
+    )
+    s = spec_of(b)
+    add(n, "home not moved", b, [f"usermod -l {s['new']} {s['old']}", f"groupmod -n {s['new']} {s['old']}"])
+    add(
+        n,
+        "recreated",
+        b,
+        [f"userdel -r {s['old']}", f"useradd -m -s /bin/bash -G {','.join(s['teams'])} {s['new']}"],
+    )
+    # users-new-account-defaults: an existing account changed instead of the defaults; existing homes chmod-ed
+    n = "users-new-account-defaults"
+    b = _find(n, lambda b: "shell" in spec_of(b))
+    add(
+        n,
+        "one account, not the default",
+        b,
+        [
+            f"chsh -s /bin/bash {spec_of(b)['existing']}",
+            *[r for r in b.reference if not re.search(r"SHELL|useradd (-D|--defaults)", r)],
+        ],
+    )
+    b = _find(n, lambda b: "home_mode" in spec_of(b) and len(spec_of(b)) == 5)
+    add(n, "existing homes", b, [f"chmod {oct(spec_of(b)['home_mode'])[2:]} /home/*"])
+    # environment-login-reads-bashrc: ~/.bashrc sourced but ~/.profile still skipped; ~/.bashrc then read twice
+    n = "environment-login-reads-bashrc"
+    b = _find(n, lambda b: "bashrc" not in b.setup[0])
+    shadow = re.search(r"> (\S+)$", b.setup[0]).group(1)  # type: ignore[union-attr]
+    add(n, "profile still skipped", b, [f"echo '. ~/.bashrc' >> {shadow}"])
+    b = _find(n, lambda b: "bashrc" in b.setup[0])
+    shadow = re.search(r"> (\S+)$", b.setup[0]).group(1)  # type: ignore[union-attr]
+    add(n, "bashrc twice", b, [f"echo '. ~/.profile' >> {shadow}"])
+    # environment-shell-history: only login shells configured; only this session changed
+    n = "environment-shell-history"
+    b = _find(n, lambda b: "HISTSIZE" in b.task and "histappend" not in b.task and "PROMPT" not in b.task)
+    size = re.search(r"(\d+) commands", b.task).group(1)  # type: ignore[union-attr]
+    add(n, "login shells only", b, [f"echo 'HISTSIZE={size}' >> ~/.profile"])
+    add(n, "this session only", b, [f"export HISTSIZE={size}", "history -w"])
     return cases
 
 

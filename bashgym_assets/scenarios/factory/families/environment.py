@@ -8,9 +8,10 @@ terminal login) and look at what it ends up with, so any start-up file that a re
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from bashgym_assets.scenarios.factory.family import Draft, family
-from bashgym_assets.scenarios.factory.world import HOME, World, quote
+from bashgym_assets.scenarios.factory.world import HOME, World, quote, workplace
 
 TOOLS = (
     "deploy",
@@ -39,13 +40,14 @@ def _script(*lines: str) -> str:
     return "#!/bin/bash\n" + "\n".join(lines) + "\n"
 
 
-def _fresh(cmd: str, flags: str = "-lic") -> str:
-    """Check lines running ``cmd`` in a fresh shell of the operator (empty environment, login + interactive);
+def _fresh(cmd: str, flags: str = "-lic", user: str = "operator") -> str:
+    """Check lines running ``cmd`` in a fresh shell of ``user`` (empty environment, login + interactive);
     its stdout lands in the file ``$R`` (stdout of start-up files cannot pollute it)."""
+    home = HOME if user == "operator" else "/root"
     # umask 022 first: a fresh login starts from the system default, not from whatever the checker runs with
     return (
         f'umask 022; R=/tmp/.envcheck.$$; rm -f "$R"\n'
-        f"timeout 15 runuser -u operator -- env -i HOME={HOME} USER=operator LOGNAME=operator SHELL=/bin/bash "
+        f"timeout 15 runuser -u {user} -- env -i HOME={home} USER={user} LOGNAME={user} SHELL=/bin/bash "
         f'PATH=/usr/local/bin:/usr/bin:/bin TERM=dumb R="$R" bash {flags} {quote(cmd)} </dev/null >/dev/null '
         '2>&1\n[ -f "$R" ] || exit 1'
     )
@@ -797,4 +799,291 @@ def umask_profile(w: World) -> Draft:
         reference=reference,
         difficulty=3 if planted else (2 if by_mode else 1),
         setup=setup,
+    )
+
+
+# ==== issue 39: which start-up file a login reads, and interactive-shell history settings =========================
+# Both run as operator (home) or root (/root); checks start fresh shells (``_fresh``) of that user, login and not,
+# and read what they end up with.
+def _frag(w: World, template: str, **values: object) -> str:
+    return w.spin(template, capitalize=False, **values)
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+_INSTALLERS = (
+    ("cargo", "CARGO_HOME", ".cargo"),
+    ("pyenv", "PYENV_ROOT", ".pyenv"),
+    ("sdkman", "SDKMAN_DIR", ".sdkman"),
+    ("volta", "VOLTA_HOME", ".volta"),
+    ("deno", "DENO_INSTALL", ".deno"),
+    ("asdf", "ASDF_DIR", ".asdf"),
+)
+_PROFILE_VARS = (
+    ("EDITOR", "vim"),
+    ("PAGER", "less"),
+    ("VISUAL", "nano"),
+    ("LESS", "-R"),
+    ("DEPLOY_ENV", "staging"),
+)
+
+
+@family(
+    "environment-login-reads-bashrc",
+    "environment",
+    "make login shells read ~/.profile and ~/.bashrc again once an installer's ~/.bash_profile shadows them",
+)
+def login_reads_bashrc(w: World) -> Draft:
+    user = w.pick(("operator", "operator", "root"))
+    home = HOME if user == "operator" else "/root"
+    tool, tool_var, tool_dir = w.pick(_INSTALLERS)
+    var, value = w.pick(_PROFILE_VARS)
+    alias, target = w.pick(
+        (
+            ("gs", "git status"),
+            ("ll", "ls -alF"),
+            ("k", "kubectl"),
+            ("dc", "docker compose"),
+            ("t", "tail -f"),
+        )
+    )
+    shadow = w.pick((".bash_profile", ".bash_profile", ".bash_login"))
+    sources_rc = w.chance(0.3)  # the installer file already reads ~/.bashrc (so .profile would read it twice)
+    installer = [
+        f"# added by the {tool} installer",
+        f'export {tool_var}="$HOME/{tool_dir}"',
+        f'export PATH="$HOME/{tool_dir}/bin:$PATH"',
+    ]
+    if sources_rc:
+        installer.append(w.pick(("[ -f ~/.bashrc ] && . ~/.bashrc", ". ~/.bashrc", 'source "$HOME/.bashrc"')))
+    rc_lines = [
+        "# read count, for the prompt's debug mode",
+        "BASHRC_READS=$((BASHRC_READS + 1))",
+        f"alias {alias}='{target}'",
+    ]
+    setup = [
+        f"printf '%s\\n' {' '.join(quote(x) for x in installer)} > {home}/{shadow}",
+        f"printf '%s\\n' {' '.join(quote(x) for x in rc_lines)} >> {home}/.bashrc",
+        f"printf '%s\\n' {quote(f'export {var}={value}')} >> {home}/.profile",
+        f"chown {user}: {home}/{shadow} {home}/.bashrc {home}/.profile",
+    ]
+    w.note(tool, tool_var, var, value, alias, shadow)
+    task = w.phrase(
+        "Since the {tool} installer created ~/{shadow}, my login shells {no longer get|lost} `{alias}` (from "
+        "~/.bashrc) {or|and} {var} (from ~/.profile). {Fix|Repair} the start-up files so a login shell has all "
+        "three: {tool_var}, {var} and the alias, with ~/.bashrc read {once|a single time}.",
+        "Login shells ({ssh, `su -`|ssh sessions, `bash -l`}) read ~/{shadow} and stop there. Make them also "
+        "load ~/.profile and, through it, ~/.bashrc, exactly once, {without losing|keeping} what ~/{shadow} sets.",
+        "Ticket: after {installing|the install of} {tool}, {var} is unset and the `{alias}` alias is missing in "
+        "login shells. Repair the start-up chain (~/{shadow}, ~/.profile, ~/.bashrc); ~/.bashrc must not be "
+        "{read|sourced} twice.",
+        "Could you sort out my bash start-up files? A login shell should end up with {tool_var} from ~/{shadow}, "
+        "{var}={value} from ~/.profile and {the alias|alias} {alias} from ~/.bashrc, {reading|sourcing} ~/.bashrc "
+        "only once.",
+        "Goal: `bash -l` {gives|sets} {var}={value}, {tool_var} and the `{alias}` alias, and {sources|reads} "
+        "~/.bashrc a single time (BASHRC_READS=1).",
+        "Why is {var} empty when I {ssh in|log in}? Because bash found ~/{shadow} and never read ~/.profile. Make "
+        "login shells read both (and ~/.bashrc {once|exactly once}).",
+        "~/{shadow} from the {tool} installer hides ~/.profile from login shells. Keep its settings, but have "
+        "login shells get {var} and `{alias}` again; ~/.bashrc is {read|loaded} exactly once.",
+        "Login shell start-up{:| chain:} ~/{shadow} + ~/.profile + ~/.bashrc (once). Today only the first is "
+        "{read|used}. {Fix it|Make all three count}.",
+        tool=tool,
+        shadow=shadow,
+        alias=alias,
+        var=var,
+        value=value,
+        tool_var=tool_var,
+    )
+    f = f"~/{shadow}"
+    ref = [w.pick((f"cat {f}", "ls -la ~", f"head ~/.profile {f}"))]
+    if w.chance(0.35):
+        ref.append(w.pick((f"cp {f} {f}.orig", f"cp -p {f} /tmp/{shadow}.bak")))
+    how = w.randint(0, 4)
+    if sources_rc:
+        rc_line = installer[-1]
+        ref.append(
+            (
+                f"sed -i 's|^{_sed_re(rc_line)}$|. ~/.profile|' {f}",
+                f"sed -i '/bashrc/d' {f} && echo '. ~/.profile' >> {f}",
+                f"grep -v bashrc {f} > /tmp/bp && cat /tmp/bp > {f} && echo '[ -f ~/.profile ] && . ~/.profile' >> {f}",
+                f"sed -i '$d' {f} && printf '%s\\n' 'if [ -f \"$HOME/.profile\" ]; then . \"$HOME/.profile\"; fi' >> {f}",
+                f"sed -i '/bashrc/d' {f} && cat {f} >> ~/.profile && rm {f}",
+            )[how]
+        )
+    else:
+        ref.append(
+            (
+                f"echo '[ -f ~/.profile ] && . ~/.profile' >> {f}",
+                f"printf '%s\\n' '. \"$HOME/.profile\"' >> {f}",
+                f"cat {f} >> ~/.profile && rm {f}",
+                f"sed -i '1i . ~/.profile' {f}",
+                f"cat >> {f} <<'EOF'\nif [ -f ~/.profile ]; then\n    . ~/.profile\nfi\nEOF",
+            )[how]
+        )
+    ref.append(
+        w.pick(
+            (
+                f"bash -lic 'alias {alias}; echo ${var} ${tool_var} $BASHRC_READS' 2>/dev/null",
+                f"bash -l -i -c 'type {alias}; env | grep -E \"^({var}|{tool_var})=\"' 2>/dev/null",
+                f"env -i HOME=$HOME bash -lic 'echo $BASHRC_READS ${var}' 2>/dev/null",
+            )
+        )
+    )
+    want_i = f"alias {alias}='{target}'\n{value}|{home}/{tool_dir}|1"
+    want_l = f"{value}|{home}/{tool_dir}"
+    check = _script(
+        _fresh(f'{{ alias {alias}; echo "${var}|${tool_var}|$BASHRC_READS"; }} > "$R"', "-lic", user),
+        f'[ "$(cat "$R")" = {quote(want_i)} ] || exit 1',
+        _fresh(f'echo "${var}|${tool_var}" > "$R"', "-lc", user),
+        f'[ "$(cat "$R")" = {quote(want_l)} ] || exit 1',
+    )
+    wd, place = workplace(w, user, w.project(), home_share=0.4)  # where the complaint was typed
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=3 if sources_rc else 2,
+        setup=setup + place,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd == home else wd,
+    )
+
+
+def _sed_re(text: str) -> str:
+    """``text`` as a basic sed regex between ``|`` delimiters."""
+    return "".join("\\" + c if c in "\\.[]*^$|" else c for c in text)
+
+
+_HIST: dict[str, tuple[str, Callable[[World], str]]] = {
+    "size": ("HISTSIZE", lambda w: str(w.pick((5000, 10000, 20000, 50000)))),
+    "filesize": ("HISTFILESIZE", lambda w: str(w.pick((10000, 100000, 200000)))),
+    "control": (
+        "HISTCONTROL",
+        lambda w: w.pick(("ignoredups", "erasedups", "ignoreboth:erasedups", "ignorespace")),
+    ),
+    "time": ("HISTTIMEFORMAT", lambda w: w.pick(("%F %T ", "%Y-%m-%d %H:%M:%S ", "%d/%m %H:%M "))),
+    "ignore": ("HISTIGNORE", lambda w: w.pick(("ls:pwd:exit", "history:clear", "ls:bg:fg:history"))),
+}
+
+
+@family(
+    "environment-shell-history",
+    "environment",
+    "configure bash history for every interactive shell (sizes, HISTCONTROL, timestamps, append, flush per prompt)",
+)
+def shell_history(w: World) -> Draft:
+    user = w.pick(("operator", "operator", "root"))
+    keys = w.sample(tuple(_HIST), w.randint(1, 3))
+    values = {_HIST[k][0]: _HIST[k][1](w) for k in keys}
+    append = w.chance(0.4)
+    flush = w.chance(0.3)
+    if not values and not append:
+        append = True
+    asks = []
+    for name, value in values.items():
+        shown = f"'{value}'" if " " in value else value
+        template = {
+            "HISTSIZE": "{keep|remember} {v} commands in memory (HISTSIZE)",
+            "HISTFILESIZE": "{let|allow} the history file hold {v} lines (HISTFILESIZE)",
+            "HISTCONTROL": "HISTCONTROL={v}",
+            "HISTTIMEFORMAT": "history shows timestamps with HISTTIMEFORMAT={v}",
+            "HISTIGNORE": "{commands|the commands} {v} are never recorded (HISTIGNORE={v})",
+        }[name]
+        asks.append(_frag(w, template, v=shown if name == "HISTTIMEFORMAT" else value))
+    if append:
+        asks.append(
+            _frag(w, "{the history file is appended to, not overwritten (shopt histappend)|histappend is on}")
+        )
+    if flush:
+        asks.append(
+            _frag(
+                w,
+                "each command is written to the history file as soon as the prompt returns (history -a in PROMPT_COMMAND)",
+            )
+        )
+    w.note(*values.values())
+    spec_text = w.clauses(asks)
+    task = w.phrase(
+        "Configure bash history for all my interactive shells, login or not: {spec}.",
+        "I keep losing shell history. Set it up so that {spec}; it must hold in every new interactive bash, "
+        "including terminals that are not login shells.",
+        "Ticket: history settings for {u}: {spec}. Applies to every interactive bash session.",
+        "Could you change my bash history settings? {spec_c}. New terminal tabs (non-login shells) must get them too.",
+        "Goal: any new interactive shell of {u} has these history settings: {spec}.",
+        "{spec_c}. That is for every interactive bash of {u}, not just this session.",
+        "For the audit we need better shell history: {spec}. Put it where every interactive bash reads it.",
+        "Why do my commands vanish from history? Because the defaults are tiny. Fix it for all interactive "
+        "shells: {spec}.",
+        spec=spec_text,
+        spec_c=_capital(spec_text),
+        u=user,
+    )
+    probe_parts = [f'printf "%s\\n" "{name}=${{{name}}}"' for name in values]
+    want_lines = [f"{name}={value}" for name, value in values.items()]
+    if append:
+        probe_parts.append("shopt -q histappend && echo histappend")
+        want_lines.append("histappend")
+    if flush:
+        probe_parts.append('case "$PROMPT_COMMAND" in *"history -a"*) echo flush;; esac')
+        want_lines.append("flush")
+    probe = "{ " + "; ".join(probe_parts) + '; } > "$R"'
+    want = "\n".join(want_lines)
+    check = _script(
+        _fresh(probe, "-ic", user),
+        f'[ "$(cat "$R")" = {quote(want)} ] || exit 1',
+        _fresh(probe, "-lic", user),
+        f'[ "$(cat "$R")" = {quote(want)} ] || exit 1',
+    )
+    assigns = [f"{n}={quote(v) if ' ' in v else v}" for n, v in values.items()]
+    extra = (["shopt -s histappend"] if append else []) + (
+        ['PROMPT_COMMAND="history -a${PROMPT_COMMAND:+; $PROMPT_COMMAND}"'] if flush else []
+    )
+    target = "~/.bashrc"
+    if user == "operator" and w.chance(0.3):
+        target = "~/.bash_aliases"  # Debian's ~/.bashrc reads it
+    ref = [w.pick(("grep -n HIST ~/.bashrc", "cat ~/.bashrc | grep -i hist", "echo $HISTSIZE $HISTFILESIZE"))]
+    if w.chance(0.3):
+        ref.append(w.pick(("cp ~/.bashrc ~/.bashrc.bak", "cp -p ~/.bashrc /tmp/bashrc.orig")))
+    how = w.randint(0, 4 if not flush else 3)  # PROMPT_COMMAND's quotes and $ stay out of python -c
+    if how == 0 and target != "~/.bashrc":
+        how = 1  # sed edits the lines ~/.bashrc has; a new file is written whole
+    in_rc = {"HISTSIZE", "HISTFILESIZE", "HISTCONTROL"} if user == "operator" else set()
+    if how == 0 and target == "~/.bashrc":
+        for n, v in values.items():
+            a = f"{n}={quote(v) if ' ' in v else v}"
+            if n in in_rc:
+                ref.append(f"sed -i 's/^{n}=.*/{a.replace('/', chr(92) + '/')}/' ~/.bashrc")
+            else:
+                ref.append(f"echo {quote(a)} >> ~/.bashrc")
+        ref += [f"echo {quote(x)} >> ~/.bashrc" for x in extra]
+    elif how == 1:
+        ref.append(f"cat >> {target} <<'EOF'\n" + "\n".join(assigns + extra) + "\nEOF")
+    elif how == 2:
+        ref.append("printf '%s\\n' " + " ".join(quote(x) for x in assigns + extra) + f" >> {target}")
+    elif how == 3:
+        ref.append(f"tee -a {target} > /dev/null <<'EOF'\n" + "\n".join(assigns + extra) + "\nEOF")
+    else:
+        block = "\\n".join(x.replace("'", "\\'") for x in assigns + extra)
+        ref.append(f"python3 -c \"import os; open(os.path.expanduser('{target}'), 'a').write('{block}\\n')\"")
+    ref.append(
+        w.pick(
+            (
+                "bash -ic 'echo $HISTSIZE $HISTFILESIZE $HISTCONTROL; shopt histappend' 2>/dev/null",
+                "bash -i -c 'set | grep ^HIST' 2>/dev/null",
+                f"grep -n -e HIST -e histappend {target}",
+            )
+        )
+    )
+    wd, place = workplace(w, user, w.project(), home_share=0.4)
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=min(3, 1 + len(asks) // 2 + (1 if flush else 0)),
+        setup=place,
+        user=user,  # type: ignore[arg-type]
+        workdir=None if wd in (HOME, "/root") else wd,
     )

@@ -1197,6 +1197,8 @@ def interfaces_static(w: World) -> Draft:
             (f"cat {p}", f"grep -v '^#' {p}", f"ls {posixpath.join(posixpath.dirname(p), 'interfaces.d')}")
         )
     ]
+    if w.chance(0.3):
+        ref.append(w.pick((f"cp {p} {p}.bak", f"cp -a {p} {p}.orig")))
     block: list[str]
     if mode == "static":
         opts = {"address": f"{addr}/{prefix}", "gateway": gw}

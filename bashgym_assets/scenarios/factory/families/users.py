@@ -7,10 +7,11 @@ the databases with ``getent``/``id`` and the files with ``stat``, never the comm
 
 from __future__ import annotations
 
+import posixpath
 from datetime import date
 
 from bashgym_assets.scenarios.factory.family import Draft, family
-from bashgym_assets.scenarios.factory.world import HOME, World, quote
+from bashgym_assets.scenarios.factory.world import HOME, World, py_check, quote, workplace
 
 SHELLS = ("/bin/bash", "/bin/sh", "/bin/dash")
 ROLES = ("Ops", "Dev", "QA", "Intern", "Contractor", "Analyst", "Support", "Admin")
@@ -848,4 +849,371 @@ def set_uid(w: World) -> Draft:
         difficulty=2 + int(outside) + int(with_gid) if not (outside and with_gid) else 4,
         setup=setup,
         user="root",
+    )
+
+
+# ==== issue 39: renaming an account, defaults for the accounts to come ==============================================
+# Checks with ``py_check`` read /etc/passwd, /etc/shadow and /etc/group the way the system does and look at the
+# home directory; a new account made *by the check* shows what the defaults really give.
+def _frag(w: World, template: str, **values: object) -> str:
+    return w.spin(template, capitalize=False, **values)
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+_ACCOUNTS_LIB = r"""
+def table(path):
+    return {l.split(":")[0]: l.split(":") for l in text(path).splitlines() if l and not l.startswith("#")}
+passwd, shadow, group, gshadow = (table(f"/etc/{n}") for n in ("passwd", "shadow", "group", "gshadow"))
+"""
+
+
+@family(
+    "users-rename-account",
+    "users",
+    "rename a login (and its group and home) keeping its uid, files and group memberships",
+)
+def rename_account(w: World) -> Draft:
+    old = w.username()
+    new = w.unique(
+        lambda: w.pick(
+            (
+                f"{old.rstrip('0123456789_ops')}.{w.pick(('k', 'm', 'r', 's'))}",
+                f"{w.pick(('a', 'j', 'm'))}{old[:5]}",
+                w.person() + w.pick(("", "2", "_ext")),
+            )
+        )
+    )
+    decoy = w.unique(lambda: old + w.pick(("x", "2", "_old")))
+    full = f"{old.capitalize()} {w.pick(('Berg', 'Costa', 'Ito', 'Novak', 'Okafor', 'Silva'))}"
+    teams = [w.team() for _ in range(w.randint(1, 2))]
+    move_home = w.chance(0.75)
+    group_too = w.chance(0.75)
+    comment = w.chance(0.3)
+    new_full = f"{new.split('.')[0].capitalize()} {full.split()[1]}"
+    docs = [w.filename(w.pick(("txt", "md", "sh", "csv"))) for _ in range(w.randint(1, 3))]
+    setup = [
+        " && ".join(f"groupadd {t}" for t in teams),
+        f"useradd -m -s /bin/bash -c {quote(full)} -G {','.join(teams)} {old} && useradd -m -s /bin/bash -G {teams[0]} {decoy}",
+        " && ".join(f"echo {quote(w.pick(w.lines(2)))} > /home/{old}/{d}" for d in docs)
+        + f" && chown -R {old}: /home/{old}",
+    ]
+    wd, place = (
+        (w.pick(("/root", "/home", "/etc")), []) if w.chance(0.5) else workplace(w, "root", w.project())
+    )
+    setup += place
+    w.note(old, new, decoy, *teams)
+    home_text = (
+        _frag(w, "{its|the} home {moves|is moved} to /home/{new} (with everything in it)", new=new)
+        if move_home
+        else _frag(w, "{its|the} home stays at /home/{old}", old=old)
+    )
+    group_text = (
+        _frag(w, "{its|the} primary group {old} is renamed to {new} as well", old=old, new=new)
+        if group_too
+        else _frag(w, "{its|the} primary group keeps the name {old}", old=old)
+    )
+    parts = [home_text, group_text]
+    if comment:
+        parts.append(_frag(w, 'its full name (GECOS) becomes "{n}"', n=new_full))
+    spec_text = w.clauses(parts)
+    keep = _frag(
+        w,
+        "{the uid, the files and its memberships in {t} stay|uid, files and supplementary groups ({t}) unchanged}",
+        t=", ".join(teams),
+    )
+    task = w.phrase(
+        "Rename the account {old} to {new}: {spec}; {keep}.",
+        "{old} changed their name, so their login becomes {new}. {spec_c}; {keep}.",
+        "Ticket: login rename {old} -> {new}. {spec_c}. {keep_c}. {decoy} is someone else: leave it alone.",
+        "Could you rename the user {old} to {new}? {spec_c}, and {keep}.",
+        "Goal: `id {new}` shows the uid {old} has today, in the same groups; {spec}. No account named {old} is left.",
+        "HR renamed {old} to {new}. Make the system follow: {spec}; {keep}.",
+        "{old} -> {new}. {spec_c}. {keep_c}.",
+        "Why does {new} not exist yet? Because the rename of {old} was never done. Do it: {spec}; {keep}.",
+        old=old,
+        new=new,
+        decoy=decoy,
+        spec=spec_text,
+        spec_c=_capital(spec_text),
+        keep=keep,
+        keep_c=_capital(keep),
+    )
+    ref = [w.pick((f"id {old}", f"getent passwd {old}", f"grep {old} /etc/group"))]
+    how = w.randint(0, 3)
+    home = f"/home/{new}" if move_home else f"/home/{old}"
+    if how == 0:
+        ref.append(
+            f"usermod -l {new}"
+            + (f" -d {home} -m" if move_home else "")
+            + (f" -c {quote(new_full)}" if comment else "")
+            + f" {old}"
+        )
+    elif how == 1:
+        ref.append(
+            f"usermod --login {new}" + (f" --home {home} --move-home" if move_home else "") + f" {old}"
+        )
+        if comment:
+            ref.append(f"chfn -f {quote(new_full)} {new}")
+    elif how == 2:
+        ref.append(f"usermod -l {new} {old}")
+        if move_home:
+            ref.append(f"usermod -d {home} -m {new}")
+        if comment:
+            ref.append(f"usermod -c {quote(new_full)} {new}")
+    else:  # by hand, the way the shadow tools do it
+        ref.append(
+            f"sed -i -E 's/^{old}:/{new}:/"
+            + (f"; s|:/home/{old}:|:{home}:|" if move_home else "")
+            + "' /etc/passwd"
+        )
+        ref.append(f"sed -i 's/^{old}:/{new}:/' /etc/shadow")
+        ref.append(f"sed -i -E 's/([:,]){old}(,|$)/\\1{new}\\2/' /etc/group /etc/gshadow")
+        if move_home:
+            ref.append(f"mv /home/{old} {home}")
+        if comment:
+            ref.append(f"chfn -f {quote(new_full)} {new}")
+    if group_too:
+        ref.append(
+            w.pick((f"groupmod -n {new} {old}", f"groupmod --new-name {new} {old}"))
+            if how != 3
+            else f"sed -i 's/^{old}:/{new}:/' /etc/group /etc/gshadow"
+        )
+    ref.append(w.pick((f"id {new}", f"getent passwd {new}", f"ls -ld {home}")))
+    spec = {
+        "old": old,
+        "new": new,
+        "decoy": decoy,
+        "teams": teams,
+        "home": home,
+        "group": new if group_too else old,
+        "comment": new_full if comment else full,
+        "docs": docs,
+    }
+    check = py_check(
+        spec,
+        _ACCOUNTS_LIB
+        + r"""
+import pwd
+old, new = S["old"], S["new"]
+if old in passwd or old in shadow:
+    no(f"{old} still exists")
+if new not in passwd or new not in shadow:
+    no(f"no account {new} (passwd and shadow)")
+ent = passwd[new]
+uid = int(ent[2])
+want_uid = int(text(f"/root/.uid-{old}").strip())
+if uid != want_uid:
+    no(f"{new} has uid {uid}, want {want_uid}")
+if ent[5] != S["home"] or ent[6] != "/bin/bash":
+    no(f"home or shell: {ent[5]} {ent[6]}")
+if ent[4].split(",")[0] != S["comment"]:
+    no(f"full name {ent[4]!r}")
+gname = S["group"]
+other = S["old"] if gname == S["new"] else S["new"]
+if gname not in group or int(group[gname][2]) != int(ent[3]) or other in group:
+    no(f"primary group should be {gname} (gid {ent[3]})")
+for t in S["teams"]:
+    members = group[t][3].split(",")
+    if new not in members or old in members:
+        no(f"{t} members: {members}")
+st = os.stat(S["home"]) if os.path.isdir(S["home"]) else no(f"no home {S['home']}")
+if st.st_uid != uid:
+    no("the home is not owned by the account")
+for d in S["docs"]:
+    p = os.path.join(S["home"], d)
+    if not os.path.isfile(p) or os.stat(p).st_uid != uid:
+        no(f"{p} lost")
+if S["home"] != f"/home/{old}" and os.path.exists(f"/home/{old}"):
+    no(f"/home/{old} is still there")
+if S["decoy"] not in passwd or not os.path.isdir(f"/home/{S['decoy']}"):
+    no(f"{S['decoy']} was changed")
+""",
+    )
+    setup.append(f"id -u {old} > /root/.uid-{old}")
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=3 if how == 3 or (move_home and group_too) else 2,
+        setup=setup,
+        user="root",
+        workdir=None if wd == "/root" else wd,
+    )
+
+
+_ALIASES = (
+    ("ll", "ls -alF"),
+    ("gs", "git status"),
+    ("la", "ls -A"),
+    ("..", "cd .."),
+    ("dfh", "df -h"),
+    ("k", "kubectl"),
+)
+
+
+@family(
+    "users-new-account-defaults",
+    "users",
+    "set what new accounts get: /etc/skel files, useradd's default shell, the home directory mode",
+)
+def new_account_defaults(w: World) -> Draft:
+    app = w.project()
+    wd, setup = workplace(w, "root", app, home_share=0.3)
+    if wd == "/root" and w.chance(0.5):
+        wd = w.pick(("/etc", "/etc/skel"))
+    kinds = w.sample(("skelfile", "skelcopy", "skeldir", "shell", "homemode"), w.pick((1, 2, 2, 3)))
+    asks: list[str] = []
+    spec: dict[str, object] = {
+        "probe": f"probe{w.token(4)}",
+        "files": {},
+        "dirs": [],
+        "existing": w.username(),
+    }
+    setup.append(f"useradd -m -s /bin/bash {spec['existing']}")
+    ref: list[str] = [
+        w.pick(("ls -la /etc/skel", "cat /etc/default/useradd", "grep -n HOME_MODE /etc/login.defs"))
+    ]
+    files: dict[str, str] = {}
+    for kind in kinds:
+        if kind == "skelfile":
+            pairs = w.sample(_ALIASES, w.randint(1, 3))
+            name = w.pick((".bash_aliases", ".aliases"))
+            body = "".join(f"alias {a}='{c}'\n" for a, c in pairs)
+            spec["files"][f"/etc/skel/{name}"] = body  # type: ignore[index]
+            listing = "; ".join(f"alias {a}='{c}'" for a, c in pairs)
+            asks.append(
+                _frag(w, "every new home gets a {n} with exactly these lines: {l}", n=name, l=listing)
+            )
+            ref.append(
+                w.pick(
+                    (
+                        f"cat > /etc/skel/{name} <<'EOF'\n{body}EOF",
+                        "printf '%s\\n' "
+                        + " ".join(quote(line) for line in body.splitlines())
+                        + f" > /etc/skel/{name}",
+                        f"tee /etc/skel/{name} > /dev/null <<'EOF'\n{body}EOF",
+                    )
+                )
+            )
+        elif kind == "skelcopy":
+            src_dir = (
+                f"{wd if wd.startswith(('/srv', '/opt', '/data', '/app', '/var')) else '/srv/onboarding'}"
+            )
+            src = f"{src_dir}/{w.pick(('welcome.txt', 'README-first.md', 'policies.txt'))}"
+            body = "".join(f"{x}\n" for x in w.lines(3))
+            files[src] = body
+            dest = posixpath.basename(src)
+            spec["files"][f"/etc/skel/{dest}"] = body  # type: ignore[index]
+            asks.append(_frag(w, "new users find a copy of {s} in their home", s=src))
+            ref.append(
+                w.pick(
+                    (
+                        f"cp {src} /etc/skel/",
+                        f"install -m 644 {src} /etc/skel/{dest}",
+                        f"cat {src} > /etc/skel/{dest}",
+                    )
+                )
+            )
+        elif kind == "skeldir":
+            d = w.pick(("bin", "projects", ".ssh", "Documents"))
+            spec["dirs"].append(d)  # type: ignore[attr-defined]
+            asks.append(_frag(w, "every new home has an empty {d}/ folder", d=d))
+            ref.append(
+                w.pick((f"mkdir -p /etc/skel/{d}", f"install -d /etc/skel/{d}", f"mkdir /etc/skel/{d}"))
+            )
+        elif kind == "shell":
+            spec["shell"] = "/bin/bash"
+            asks.append(
+                _frag(
+                    w,
+                    "useradd gives new accounts /bin/bash as login shell when none is asked for (not /bin/sh)",
+                )
+            )
+            ref.append(
+                w.pick(
+                    (
+                        "useradd -D -s /bin/bash",
+                        "sed -i 's|^SHELL=.*|SHELL=/bin/bash|' /etc/default/useradd",
+                        "useradd --defaults --shell /bin/bash",
+                    )
+                )
+            )
+        else:
+            mode = w.pick(("0750", "0700", "0751"))
+            spec["home_mode"] = int(mode, 8)
+            asks.append(_frag(w, "new home directories are created with mode {m}", m=mode))
+            ref.append(
+                w.pick(
+                    (
+                        f"sed -i 's/^#\\?HOME_MODE.*/HOME_MODE\\t{mode}/' /etc/login.defs",
+                        f"echo 'HOME_MODE {mode}' >> /etc/login.defs",
+                        f"sed -i -E 's/^#?HOME_MODE[[:space:]]+[0-7]+/HOME_MODE {mode}/' /etc/login.defs",
+                    )
+                )
+            )
+    if files:
+        setup.append(" && ".join(f"chmod 644 {quote(p)}" for p in files))
+    ref.append(w.pick(("ls -la /etc/skel", "useradd -D", "grep -n HOME_MODE /etc/login.defs")))
+    spec_text = w.clauses(asks)
+    task = w.phrase(
+        "Set the defaults for accounts created from now on: {spec}. Existing accounts such as {ex} stay as they "
+        "are.",
+        "New hires get their accounts with a plain `useradd -m <name>`. Make sure that {spec}. Do not touch "
+        "current users' homes.",
+        "Ticket: onboarding defaults. {spec_c}. Only future accounts change ({ex} keeps what it has).",
+        "Could you change the system's new-user defaults so that {spec}?",
+        "Goal: the next `useradd -m` account comes out right: {spec}.",
+        "When I run `useradd -m bob`, bob should get this: {spec}. Configure the defaults (/etc/skel, useradd, "
+        "login.defs), not one account.",
+        "{spec_c}. That is for accounts created later; nothing to do for existing ones.",
+        "Why does every new account need manual fixing? Because the defaults are wrong. Fix them: {spec}.",
+        spec=spec_text,
+        spec_c=_capital(spec_text),
+        ex=spec["existing"],
+    )
+    check = py_check(
+        spec,
+        r"""
+import pwd
+probe = S["probe"]
+made = subprocess.run(["useradd", "-m", probe], capture_output=True, text=True)
+if made.returncode:
+    no(f"useradd -m failed: {made.stderr.strip()}")
+try:
+    ent = pwd.getpwnam(probe)
+    home = ent.pw_dir
+    problems = []
+    for path, body in S["files"].items():
+        p = os.path.join(home, os.path.basename(path))
+        if not os.path.isfile(p) or text(p) != body:
+            problems.append(f"a new home lacks {os.path.basename(path)} as asked")
+    for d in S["dirs"]:
+        if not os.path.isdir(os.path.join(home, d)):
+            problems.append(f"a new home lacks {d}/")
+    if "shell" in S and ent.pw_shell != S["shell"]:
+        problems.append(f"new accounts get {ent.pw_shell}")
+    if "home_mode" in S and stat.S_IMODE(os.stat(home).st_mode) != S["home_mode"]:
+        problems.append(f"new homes get mode {oct(stat.S_IMODE(os.stat(home).st_mode))}")
+finally:
+    subprocess.run(["userdel", "-r", probe], capture_output=True)
+if problems:
+    no(problems[0])
+ex = pwd.getpwnam(S["existing"])
+if ex.pw_shell != "/bin/bash":
+    no("an existing account was changed")
+""",
+    )
+    w.note(*[str(k) for k in kinds])
+    return Draft(
+        task=task,
+        check=check,
+        reference=ref,
+        difficulty=len(kinds) + (1 if "homemode" in kinds else 0) if len(kinds) < 3 else 3,
+        setup=setup,
+        files=files,
+        user="root",
+        workdir=None if wd == "/root" else wd,
     )
