@@ -209,6 +209,7 @@ class ScenarioBundle(BaseModel):
         program = self.provider_program
         if program is None:
             return self
+        assert self.provider is not None  # provider_program is None without a provider
         name = posixpath.basename(program)
         written = "\n".join([*self.setup, *self.files])
         if program not in self.files and not _mentions(written, name):
@@ -533,7 +534,8 @@ def shell_task_to_bundle(record: dict[str, Any], source: str) -> ScenarioBundle:
     if not reference:
         raise ValueError("no reference solution (reference/solution field): the gate cannot certify it")
     try:
-        difficulty = int(record.get("difficulty_level", record.get("difficulty", 2)))
+        given: Any = record.get("difficulty_level", record.get("difficulty", 2))  # JSON: any type
+        difficulty = int(given)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"difficulty_level {record.get('difficulty_level')!r} is not an integer") from exc
     difficulty = min(4, max(1, difficulty))

@@ -518,7 +518,8 @@ def _after_retry(first: _Attempt, retry: _Attempt, scale: float) -> _Attempt:
     )
     if retry.reason == "admitted":
         same = retry.steps.get(first.timer.what)
-        if scale != 1.0 and same is not None and same.over_budget(scale):
+        # (over_budget is False without a cap: the cap_s test only tells mypy so)
+        if scale != 1.0 and same is not None and same.cap_s is not None and same.over_budget(scale):
             return _Attempt(  # it finished only because its caps were stretched: too slow, not starved
                 first.reason,
                 (

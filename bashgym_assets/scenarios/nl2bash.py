@@ -672,7 +672,7 @@ def _rel(value: str) -> str | None:
 def _is_fileish(rel: str) -> bool:
     """Whether a path names a file by its look (``notes.txt``, not ``1.5`` nor ``.bashrc``)."""
     m = _EXT.match(posixpath.basename(rel))
-    return bool(m) and not m.group("stem").isdigit() and not m.group("stem").startswith(".")
+    return m is not None and not m.group("stem").isdigit() and not m.group("stem").startswith(".")
 
 
 def _positionals(name: str, args: list[Any]) -> list[Any]:

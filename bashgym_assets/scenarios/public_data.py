@@ -460,5 +460,8 @@ def load_shell_tasks(
             )
             continue
         seen[item.id] = locator
-        (out.bundles if isinstance(item, ScenarioBundle) else out.pending).append(item)
+        if isinstance(item, ScenarioBundle):
+            out.bundles.append(item)
+        else:
+            out.pending.append(item)
     return out

@@ -521,7 +521,7 @@ class PairScores:
 
     @property
     def twin(self) -> np.ndarray:
-        return is_twin(self.goal, self.skeleton, self.specific)
+        return np.asarray(is_twin(self.goal, self.skeleton, self.specific))  # (arrays in: an array already)
 
 
 def is_twin(
