@@ -50,7 +50,7 @@ def _draws(name: str, n: int = 55, seed: int = 0) -> list[ScenarioBundle]:
 
 def test_the_category_is_registered_and_every_family_trains() -> None:
     assert "programs" in CATEGORIES
-    assert len(FAMILIES) >= 4, sorted(FAMILIES)
+    assert len(FAMILIES) >= 18, sorted(FAMILIES)
     assert not set(FAMILIES) & HELD_OUT_FAMILIES
     assert all(n.startswith("programs-") for n in FAMILIES)
 
@@ -296,6 +296,34 @@ def _wrong_answers_2() -> list[tuple[str, ScenarioBundle, list[str]]]:
     ]
     cases.append(("two decimals", b, [f"cat >> {_module(b)} <<'EOF'\n" + "\n".join(wrong) + "\nEOF"]))
     cases += _wrong_answers_3()
+    cases += _wrong_answers_4()
+    return cases
+
+
+def _wrong_answers_4() -> list[tuple[str, ScenarioBundle, list[str]]]:
+    cases: list[tuple[str, ScenarioBundle, list[str]]] = []
+    # trap: registered at the very end, which a failing run never reaches
+    b = _find("programs-trap-cleanup", lambda b: any("mktemp -d" in v for v in b.files.values()))
+    cases.append(("trap at the end", b, [f'echo \'trap "rm -rf \\"$work\\"" EXIT\' >> {_rel(b)}']))
+    # trap: set -e dropped so the cleanup line runs, and the failure turns into success
+    b = _find("programs-trap-cleanup", lambda b: True)
+    cases.append(("set -e dropped", b, [f"sed -i '/^set -e$/d' {_rel(b)}"]))
+    # env: an empty variable taken as a value (${VAR-default} / environ.get(VAR, default))
+    b = _find("programs-env-settings", lambda b: ":-" in " ".join(b.reference[1:-1]))
+    cases.append(("empty is a value", b, [r.replace(":-", "-") for r in b.reference]))
+    # env: the required variable never checked
+    b = _find(
+        "programs-env-settings",
+        lambda b: re.search(r'\[ -n "\$\w+" \] \|\|', " ".join(b.reference)) is not None,
+    )
+    pattern = r'\[ -n "\$\w+" \] \|\| \{ echo "\w+ is not set" >&2; exit \d+; \}'
+    cases.append(("required unchecked", b, [re.sub(pattern, "true", r) for r in b.reference]))
+    # awk fix: the sample rewritten to suit the program, the program left alone
+    b = _find("programs-awk-program-fix", lambda b: "nonsense" in b.task)
+    cases.append(("sample fixed", b, [f"sed -i 's/,/ /g' {_sample(b)}"]))
+    # awk fix: cents printed with one decimal
+    b = _find("programs-awk-program-fix", lambda b: "TOTAL %.2f" in " ".join(b.reference[1:-1]))
+    cases.append(("one decimal", b, [r.replace("TOTAL %.2f", "TOTAL %.1f") for r in b.reference]))
     return cases
 
 

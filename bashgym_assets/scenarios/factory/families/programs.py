@@ -185,6 +185,10 @@ def case(c):
             fail(f"{label}: {rel} is not a JSON file: {exc}")
         if not same_json(got, want):
             fail(f"{label}: {rel} holds {got!r}, want {want!r}")
+    for rel, allowed in c.get("only", {}).items():
+        left = sorted(set(os.listdir(os.path.join(root, rel))) - set(allowed))
+        if left:
+            fail(f"{label}: left {left} behind in {rel}")
     for rel in c.get("empty", []):
         left = os.listdir(os.path.join(root, rel))
         if left:
@@ -3523,4 +3527,435 @@ def argparse_option(w: World) -> Draft:
         reference=reference,
         difficulty=2 if kind in ("reverse", "sep") else 3,
         files=files,
+    )
+
+
+# ---- programs-trap-cleanup -------------------------------------------------------------------------------------------
+@family(
+    "programs-trap-cleanup",
+    CATEGORY,
+    "make a bash script remove its temporary files however it ends (an EXIT trap), keeping its exit status",
+)
+def trap_cleanup(w: World) -> Draft:
+    place = _place(w)
+    kind = w.pick(("dir", "file"))
+    ext = w.pick(("txt", "lst", "log"))
+    word = w.pick(("ERROR", "WARN", "timeout", "denied"))
+    stem = _prog_name(w, ("merge-lists", "combine", "errors-digest", "gather-sorted", "distill"))
+    sub = _subdir(w)
+    rel = f"{sub}{stem}.sh"
+    w.note(ext, word, stem)
+    if kind == "dir":
+        what = _f(w, "merges the sorted contents of every *.{e} file in DIR into OUT", e=ext)
+        body = [
+            "work=$(mktemp -d)",
+            f'for f in "$1"/*.{ext}; do',
+            '    sort "$f" > "$work/$(basename "$f")"',
+            "done",
+            'sort -m "$work"/* > "$2"',
+        ]
+        clean = 'rm -rf "$work"'
+        trap = w.pick(("trap 'rm -rf \"$work\"' EXIT", "trap \"rm -rf '$work'\" EXIT"))
+    else:
+        what = _f(
+            w,
+            "writes the distinct lines mentioning {x} from DIR's *.{e} files, sorted, to OUT",
+            x=word,
+            e=ext,
+        )
+        body = ["tmp=$(mktemp)", f'grep -h -- {word} "$1"/*.{ext} > "$tmp"', 'sort -u "$tmp" > "$2"']
+        clean = 'rm -f "$tmp"'
+        trap = w.pick(("trap 'rm -f \"$tmp\"' EXIT", "trap \"rm -f '$tmp'\" EXIT"))
+    head = [
+        "#!/bin/bash",
+        f"# {stem} DIR OUT: {what.replace('DIR', 'the folder').replace('OUT', 'the output file')}",
+        "set -e",
+    ]
+    old = [*head, *body, clean, 'echo "wrote $2"']
+    keep_rm = w.chance(0.5)
+    new = [*head, body[0], trap, *body[1:], *([clean] if keep_rm else []), 'echo "wrote $2"']
+    path = place.at(rel)
+    decoys = _near_misses(w, rel, stem, "sh", w.randint(0, 2)) if sub else {}
+    files = {path: _body(old), **{place.at(k): v for k, v in decoys.items()}}
+    temp = (
+        _f(w, "{temporary|scratch} {folder|directory}")
+        if kind == "dir"
+        else _f(w, "{temporary|scratch} file")
+    )
+    task = w.phrase(
+        "{prog} {what} (`{prog} DIR OUT`), but when it fails it leaves its {temp} behind in /tmp. Make it remove "
+        "the {temp} whenever it exits, success or failure, without changing its output or exit status.",
+        "Ticket: /tmp fills up with leftovers from {prog}. Every failed run leaves a {temp}. Fix the script so it "
+        "always cleans up after itself; a failure must still exit non-zero.",
+        "Can you make {prog} clean up its {temp} however it ends? (It {what}; it uses set -e, so it can stop "
+        "half-way.)",
+        "{prog}: remove the {temp} on every exit, not only on success. Keep the exit status and what it writes.",
+        "When {prog} hits an error it exits early and its {temp} stays in /tmp forever. Make the cleanup "
+        "unconditional (it {what}).",
+        "Goal: no run of {prog}, good or bad, leaves anything in $TMPDIR (or /tmp). It {what}; keep that and keep "
+        "its exit status.",
+        "Why do we have hundreds of tmp.* entries in /tmp? {prog} {here} leaks its {temp} when it fails. Fix it so "
+        "the {temp} goes away on any exit.",
+        "Harden {prog} ({what}): its {temp} must be removed when it exits for any reason; a failing run still "
+        "fails.",
+        prog=_ref(w, rel),
+        what=what,
+        temp=temp,
+        here=_here(w),
+    )
+
+    def inputs() -> tuple[dict[str, str], list[str]]:
+        files_in, lines = {}, []
+        for _ in range(w.randint(2, 3)):
+            chunk = [
+                f"{w.pick(WORDS)} {w.pick((word, 'ok', 'info'))} {w.randint(1, 99)}"
+                for _ in range(w.randint(2, 6))
+            ]
+            chunk.append(f"{w.pick(WORDS)} {word} {w.randint(1, 99)}")
+            files_in[f"in/{w.pick(WORDS)}{w.randint(1, 99)}.{ext}"] = _body(chunk)
+            lines += chunk
+        return files_in, lines
+
+    env = {"TMPDIR": "{T}/tmp"}
+    argv = ["bash", path, "{T}/in", "{T}/out.txt"]
+    cases = []
+    files_in, lines = inputs()
+    want = sorted(lines) if kind == "dir" else sorted({x for x in lines if word in x})
+    # a file of someone else's in the temporary folder: it must stay, and nothing else may be left there
+    theirs = {"tmp/keep.me": "not the script's\n"}
+    cases.append(
+        _case(
+            argv,
+            {**files_in, **theirs},
+            env=env,
+            out="wrote {T}/out.txt\n",
+            after={"out.txt": _body(want), **theirs},
+            label="a good run",
+        )
+    )
+    cases.append(
+        _case(
+            argv, {"in/readme.md": "nothing here\n", **theirs}, env=env, rc="nonzero", label="no input files"
+        )
+    )
+    cases.append(
+        _case(
+            ["bash", path, "{T}/missing", "{T}/out.txt"],
+            dict(theirs),
+            env=env,
+            rc="nonzero",
+            label="no such folder",
+        )
+    )
+    for c in cases:
+        c["only"] = {"tmp": ["keep.me"]}
+    spec = {"user": place.user, "same": {place.at(k): _md5(v) for k, v in decoys.items()}, "cases": cases}
+    demo_in = w.pick(("lists", "input", "logs"))
+    files.update({place.at(f"{demo_in}/{k.split('/')[1]}"): v for k, v in inputs()[0].items()})
+    reference = [_look(w, rel), *_backup(w, rel), *_edit(w, rel, _body(old), _body(new))]
+    reference.append(f"bash {rel} {demo_in} /tmp/{stem}.out; ls /tmp")
+    return place.draft(
+        task=task, check=_check(spec), reference=reference, difficulty=3 if kind == "file" else 4, files=files
+    )
+
+
+# ---- programs-env-settings -------------------------------------------------------------------------------------------
+@family(
+    "programs-env-settings",
+    CATEGORY,
+    "make a script read its settings from environment variables with defaults (unset or empty means the default)",
+)
+def env_settings(w: World) -> Draft:
+    place = _place(w)
+    lang = w.pick(("bash", "bash", "python"))
+    app = place.name
+    prefix = w.pick(("NOTIFY", "ALERT", app.upper().replace("-", "_")))
+    settings = {
+        "level": (f"{prefix}_LEVEL", w.pick(("info", "notice", "warning"))),
+        "app": (f"{prefix}_APP", app),
+        "log": (f"{prefix}_LOG", w.pick(("notify.log", "events.log", "messages.log"))),
+    }
+    required = w.chance(0.35)
+    req_var, req_rc = f"{prefix}_CHANNEL", w.pick((2, 3, 78))
+    stem = _prog_name(w, ("notify", "alert", "note", "emit", "say"))
+    sub = _subdir(w)
+    rel = f"{sub}{stem}.{'sh' if lang == 'bash' else 'py'}"
+    w.note(stem, prefix, *(v for _, v in settings.values()))
+    lv, ap, lg = (settings[k][1] for k in ("level", "app", "log"))
+    fmt = "[{level}] {app}: {msg}" + (" #{channel}" if required else "")
+    if lang == "bash":
+        old = [
+            "#!/bin/bash",
+            f"# {stem} MESSAGE: print the message and append it to the log",
+            f"level={lv}",
+            f"app={ap}",
+            f"log={lg}",
+            'line="[$level] $app: $1"',
+            'echo "$line"',
+            'echo "$line" >> "$log"',
+        ]
+        new = [
+            "#!/bin/bash",
+            f"# {stem} MESSAGE: print the message and append it to the log",
+            f'level="${{{settings["level"][0]}:-{lv}}}"',
+            f'app="${{{settings["app"][0]}:-{ap}}}"',
+            f'log="${{{settings["log"][0]}:-{lg}}}"',
+        ]
+        if required:
+            new += [
+                f'[ -n "${req_var}" ] || {{ echo "{req_var} is not set" >&2; exit {req_rc}; }}',
+                f'line="[$level] $app: $1 #${req_var}"',
+            ]
+        else:
+            new.append('line="[$level] $app: $1"')
+        new += ['echo "$line"', 'echo "$line" >> "$log"']
+        interp = "bash"
+    else:
+        old = [
+            "#!/usr/bin/env python3",
+            f'"""{stem} MESSAGE: print the message and append it to the log."""',
+            "import sys",
+            "",
+            f'LEVEL = "{lv}"',
+            f'APP = "{ap}"',
+            f'LOG = "{lg}"',
+            "",
+            'line = f"[{LEVEL}] {APP}: {sys.argv[1]}"',
+            "print(line)",
+            'with open(LOG, "a") as fh:',
+            '    fh.write(line + "\\n")',
+        ]
+        new = [
+            "#!/usr/bin/env python3",
+            f'"""{stem} MESSAGE: print the message and append it to the log."""',
+            "import os",
+            "import sys",
+            "",
+            f'LEVEL = os.environ.get("{settings["level"][0]}") or "{lv}"',
+            f'APP = os.environ.get("{settings["app"][0]}") or "{ap}"',
+            f'LOG = os.environ.get("{settings["log"][0]}") or "{lg}"',
+            "",
+        ]
+        if required:
+            new += [
+                f'CHANNEL = os.environ.get("{req_var}")',
+                "if not CHANNEL:",
+                f'    print("{req_var} is not set", file=sys.stderr)',
+                f"    sys.exit({req_rc})",
+                'line = f"[{LEVEL}] {APP}: {sys.argv[1]} #{CHANNEL}"',
+            ]
+        else:
+            new.append('line = f"[{LEVEL}] {APP}: {sys.argv[1]}"')
+        new += ["print(line)", 'with open(LOG, "a") as fh:', '    fh.write(line + "\\n")']
+        interp = "python3"
+    path = place.at(rel)
+    decoys = _near_misses(w, rel, stem, rel.rsplit(".", 1)[1], w.randint(0, 2)) if sub else {}
+    files = {path: _body(old), **{place.at(k): v for k, v in decoys.items()}}
+    vars_en = ", ".join(f"{var} (default {value})" for var, value in settings.values())
+    req_en = (
+        " "
+        + _f(
+            w,
+            "{It also needs|It must also read} {v}: its value goes at the end of the line as ` #VALUE`, and when "
+            "{v} is unset or empty the script prints an error on stderr and exits with status {rc}, writing nothing.",
+            v=req_var,
+            rc=req_rc,
+        )
+        if required
+        else ""
+    )
+    task = w.phrase(
+        "{prog} has its settings hard-coded. Make it take them from the environment: {vars}. A variable that is "
+        "unset or empty means the default (today's value).{req}",
+        "Ticket: we run {prog} in several places and need to configure it without editing it. Read {vars} from the "
+        "environment; unset or empty falls back to the default.{req}",
+        "Can you make {prog} configurable through environment variables? {vars_c}. Empty counts as unset.{req}",
+        "{prog}: settings from env. {vars_c}; unset/empty -> default.{req}",
+        "Twelve-factor time: {prog} should read its config from the environment instead of constants: {vars}. "
+        "With nothing set it must behave exactly as now.{req}",
+        "Goal: `{var0}=x {interp} {prog} MESSAGE` uses x, and so on for {vars}; without them (or with them empty) "
+        "nothing changes.{req}",
+        "How do I override {prog}'s log file without editing the script? Make all its settings environment "
+        "variables: {vars}. Unset or empty means default.{req}",
+        "Turn the constants at the top of {prog} {here} into environment settings: {vars}; empty or unset keeps the "
+        "default.{req}",
+        prog=_ref(w, rel),
+        vars=vars_en,
+        vars_c=_cap(vars_en),
+        var0=settings["level"][0],
+        interp=interp,
+        req=req_en,
+        here=_here(w),
+    )
+    cases = []
+    base_env = {req_var: f"ops-{w.randint(1, 99)}"} if required else {}
+
+    def line(level: str, app_: str, msg: str, env: dict[str, str]) -> str:
+        return fmt.format(level=level, app=app_, msg=msg, channel=env.get(req_var, ""))
+
+    msg = f"{w.pick(WORDS)} {w.pick(('done', 'failed', 'started'))}"
+    want = line(lv, ap, msg, base_env)
+    cases.append(
+        _case(
+            [interp, path, msg],
+            env=dict(base_env),
+            out=want + "\n",
+            after={lg: want + "\n"},
+            label="defaults",
+        )
+    )
+    env = {
+        **base_env,
+        settings["level"][0]: w.pick(("error", "debug")),
+        settings["app"][0]: w.pick(SERVICES),
+        settings["log"][0]: "{T}/logs/custom.log",
+    }
+    msg = f"{w.pick(WORDS)} {w.randint(1, 99)}"
+    want = line(env[settings["level"][0]], env[settings["app"][0]], msg, env)
+    cases.append(
+        _case(
+            [interp, path, msg],
+            {"logs/.keep": ""},
+            env=env,
+            out=want + "\n",
+            after={"logs/custom.log": want + "\n", lg: None},
+            label="all set",
+        )
+    )
+    env = {**base_env, settings["level"][0]: "", settings["app"][0]: w.pick(SERVICES)}
+    want = line(lv, env[settings["app"][0]], msg, env)
+    cases.append(
+        _case([interp, path, msg], env=env, out=want + "\n", after={lg: want + "\n"}, label="one empty")
+    )
+    if required:
+        cases.append(
+            _case(
+                [interp, path, msg],
+                rc=req_rc,
+                err=True,
+                quiet=True,
+                after={lg: None},
+                label=f"{req_var} unset",
+            )
+        )
+    spec = {"user": place.user, "same": {place.at(k): _md5(v) for k, v in decoys.items()}, "cases": cases}
+    reference = [_look(w, rel), *_backup(w, rel), *_edit(w, rel, _body(old), _body(new))]
+    demo_env = f"{settings['log'][0]}=/tmp/{stem}.log " + (f"{req_var}=ops " if required else "")
+    reference.append(f"{demo_env}{interp} {rel} hello && cat /tmp/{stem}.log")
+    return place.draft(
+        task=task, check=_check(spec), reference=reference, difficulty=3 if required else 2, files=files
+    )
+
+
+# ---- programs-awk-program-fix ----------------------------------------------------------------------------------------
+_AWK_BUGS = {
+    "fs": "the counts and sums come out as zero or nonsense",
+    "header": "the header line is counted as a row",
+    "strcmp": "ITEMS counts the wrong rows (quantities are compared as text)",
+    "avg": "AVERAGE is too low",
+    "int": "TOTAL loses its cents",
+}
+
+
+def _awk_fix_program(limit: int, bugs: Sequence[str]) -> list[str]:
+    """The CSV report program, with ``bugs`` planted."""
+    lines = [] if "fs" in bugs else ['BEGIN { FS = "," }']
+    if "header" not in bugs:
+        lines.append("NR == 1 { next }")
+    lines.append("{ rows++; total += $3 * $4; price += $4 }")
+    lines.append(f'$3 > "{limit}" {{ big++ }}' if "strcmp" in bugs else f"$3 > {limit} {{ big++ }}")
+    lines += [
+        "END {",
+        '    printf "ITEMS %d\\n", big',
+        '    printf "TOTAL %d\\n", total' if "int" in bugs else '    printf "TOTAL %.2f\\n", total',
+        '    printf "AVERAGE %.2f\\n", (NR ? price / NR : 0)'
+        if "avg" in bugs
+        else '    printf "AVERAGE %.2f\\n", (rows ? price / rows : 0)',
+        "}",
+    ]
+    return lines
+
+
+@family(
+    "programs-awk-program-fix",
+    CATEGORY,
+    "fix the bugs in an awk program file (field separator, header row, text vs number comparison, printf format)",
+)
+def awk_program_fix(w: World) -> Draft:
+    place = _place(w)
+    limit = w.pick((10, 20, 50, 100))
+    bugs = w.sample(sorted(_AWK_BUGS), w.pick((1, 1, 2)))
+    if "fs" in bugs and "header" in bugs:
+        bugs.remove("header")
+    stem = _prog_name(w, ("orders", "sales", "stock", "invoice", "basket"))
+    sub = w.pick(("", "awk/", "reports/", "lib/"))
+    rel = f"{sub}{stem}.awk"
+    w.note(limit, stem)
+    old, new = _awk_fix_program(limit, bugs), _awk_fix_program(limit, ())
+    path = place.at(rel)
+    sample = f"{w.pick(('data', 'exports'))}/{w.pick(WORDS)}.csv"
+
+    def table() -> tuple[str, str]:
+        rows = []
+        qtys = [w.randint(1, limit * 3) for _ in range(w.randint(3, 8))] + [
+            limit,
+            int("9" * len(str(limit))) % (limit * 3) or 9,
+        ]
+        for q in w.shuffled(qtys):
+            rows.append(
+                (
+                    f"2024-{w.randint(1, 12):02d}-{w.randint(1, 28):02d}",
+                    w.pick(FRUITS),
+                    q,
+                    w.randint(50, 9999) / 100,
+                )
+            )
+        text = _body(["date,item,qty,price", *(f"{d},{i},{q},{p:.2f}" for d, i, q, p in rows)])
+        total = sum(q * p for _, _, q, p in rows)
+        avg = sum(p for *_, p in rows) / len(rows)
+        big = sum(1 for _, _, q, _ in rows if q > limit)
+        return text, _body([f"ITEMS {big}", f"TOTAL {total:.2f}", f"AVERAGE {avg:.2f}"])
+
+    files = {path: _body(old), place.at(sample): table()[0]}
+    files.update({place.at(k): v for k, v in _near_misses(w, rel, stem, "awk", w.randint(0, 2)).items()})
+    symptoms = "; ".join(_AWK_BUGS[b] for b in bugs)
+    spec_en = _f(
+        w,
+        "`awk -f {rel} FILE` reads a CSV with the header `date,item,qty,price` and prints `ITEMS N` (rows with qty "
+        "over {n}), `TOTAL X` (the sum of qty times price, 2 decimals) and `AVERAGE Y` (the mean price of the rows, "
+        "2 decimals)",
+        rel=rel,
+        n=limit,
+    )
+    more = _f(w, " {There may be more than one bug.|Check the whole program.}") if len(bugs) > 1 else ""
+    task = w.phrase(
+        "The awk program {prog} gives wrong numbers: {symptoms}. Fix it. What it should do: {spec}.{more}",
+        "Ticket: {prog} report is wrong ({symptoms}). Expected behaviour: {spec}. Repair the program file.{more}",
+        "Can you debug {prog}? On {sample} {symptoms}. It is meant to work like this: {spec}.{more}",
+        "{prog}: broken ({symptoms}). Spec: {spec}. Fix it.{more}",
+        "Finance noticed that {symptoms} in the report made by {prog}. Fix the awk program so that {spec}.{more}",
+        "Goal: {spec}, for any such CSV. Today {symptoms}. Change {prog} {here}.{more}",
+        "Why is the report from {prog} off? Users say {symptoms}. Fix it; the intended behaviour: {spec}.{more}",
+        "Bug in {prog}: {symptoms}. Make it right: {spec}.{more}",
+        prog=_ref(w, rel),
+        symptoms=symptoms,
+        spec=spec_en,
+        sample=sample,
+        more=more,
+        here=_here(w),
+    )
+    cases = []
+    for _ in range(3):
+        text, want = table()
+        cases.append(_case(["awk", "-f", path, "{T}/orders.csv"], {"orders.csv": text}, out=want, how="ws"))
+    spec = {"user": place.user, "cases": cases}
+    reference = [
+        _look(w, rel),
+        f"head -n 4 {sample}",
+        *_backup(w, rel),
+        *_edit(w, rel, _body(old), _body(new)),
+        f"awk -f {rel} {sample}",
+    ]
+    return place.draft(
+        task=task, check=_check(spec), reference=reference, difficulty=3 if len(bugs) == 1 else 4, files=files
     )
