@@ -137,6 +137,7 @@ def _sqlite(path: Path, subst: _Subst, apply: bool) -> list[tuple[str, int]]:
     found: dict[str, int] = {}
 
     def fix(value: Any, where: str) -> Any:
+        new: str | bytes
         if isinstance(value, str):
             new, n = subst.text(value)
         elif isinstance(value, bytes):
@@ -297,13 +298,13 @@ def _scan(folder: Path, old: str, new: str, apply: bool) -> tuple[list[Reference
                     if count:
                         binary.append(Reference(rel, "binary (unreadable parquet)", count))
             else:
-                n = _text(path, subst, apply)
-                if n is None:
+                replaced = _text(path, subst, apply)
+                if replaced is None:
                     count = _count_in_file(path, subst)
                     if count:
                         binary.append(Reference(rel, "binary", count))
-                elif n:
-                    refs.append(Reference(rel, "text", n))
+                elif replaced:
+                    refs.append(Reference(rel, "text", replaced))
     return refs, binary
 
 

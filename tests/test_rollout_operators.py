@@ -257,3 +257,13 @@ def test_an_unregistered_operator_kind_is_refused_by_name() -> None:
     with pytest.raises(UnknownOperator, match="no operator kind 'nonsense'"):
         make_operator("nonsense:whatever")
     assert isinstance(make_operator("ollama/llama3:8b"), LiteLLMOperator)
+
+
+def test_a_local_operator_without_a_model_folder_needs_both_model_and_tokenizer() -> None:
+    """What is not given is loaded from model_dir: without one, a model alone (or an empty folder name) is refused
+    when the operator is made, not with a loader's error at its first reply."""
+    with pytest.raises(ValueError, match="model_dir or a loaded model"):
+        LocalModelOperator(model=object())
+    with pytest.raises(ValueError, match="model_dir or a loaded model"):
+        LocalModelOperator("")
+    assert LocalModelOperator(model=object(), tokenizer=object()).model_dir is None

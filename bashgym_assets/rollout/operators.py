@@ -211,7 +211,8 @@ class LocalModelOperator(Operator):
         micro_batch: int = 16,
         kv_cache: bool | None = None,
     ):
-        if model is None and model_dir is None:
+        if not model_dir and (model is None or tokenizer is None):
+            # _load() reads from model_dir whatever is not given: with neither, it has nothing to load
             raise ValueError("LocalModelOperator needs model_dir or a loaded model + tokenizer")
         self.model_dir = str(model_dir) if model_dir else None
         self.adapter_dir = str(adapter_dir) if adapter_dir else None
@@ -252,6 +253,8 @@ class LocalModelOperator(Operator):
 
     def _load(self) -> tuple[Any, Any]:
         if self._model is None or self._tokenizer is None:
+            if self.model_dir is None:  # __init__ refuses an operator without both and without a folder
+                raise ValueError("LocalModelOperator needs model_dir or a loaded model + tokenizer")
             self._model, self._tokenizer = load_merged(self.model_dir, self.adapter_dir)
         if not getattr(self._tokenizer, "chat_template", None):
             self._tokenizer.chat_template = CHATML_TEMPLATE

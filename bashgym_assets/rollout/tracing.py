@@ -402,11 +402,13 @@ def eval_trace_link(
     from bashgym_assets.mlflow_store import ui_base_url
 
     try:
-        exp = (
-            s._experiments.get(EVAL_EXPERIMENT)
-            or MlflowClient(s.tracking_uri).get_experiment_by_name(EVAL_EXPERIMENT).experiment_id
-        )
-    except Exception:  # noqa: BLE001 - no evaluation experiment: no traces to link to
+        exp = s._experiments.get(EVAL_EXPERIMENT)
+        if not exp:
+            found = MlflowClient(s.tracking_uri).get_experiment_by_name(EVAL_EXPERIMENT)
+            if found is None:  # no evaluation experiment: no traces to link to
+                return None
+            exp = found.experiment_id
+    except Exception:  # noqa: BLE001 - an unreachable store: no traces to link to
         return None
     return trace_url(
         ui_base_url(s.tracking_uri), exp, eval_trace_id(eval_id, model, scenario_id, sample_index)

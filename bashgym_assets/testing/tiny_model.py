@@ -114,7 +114,7 @@ def random_lora_adapter(base: Path, out: Path, scale: float = 1.0, seed: int = 1
         for name, param in peft_model.named_parameters():
             if "lora_B" in name:
                 param.mul_(scale)
-    peft_model.save_pretrained(out)
+    peft_model.save_pretrained(str(out))
     return out
 
 
