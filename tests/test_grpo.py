@@ -581,6 +581,31 @@ def test_the_grpo_run_config_is_the_trainers_settings_plus_the_run() -> None:
     )
 
 
+def test_grpo_trains_on_the_trainers_shared_hyperparams_declared_once() -> None:
+    """GRPO's run config is built on the fields every trainer honours (issue 41: it re-declared ``max_steps``,
+    ``learning_rate``, ``dtype`` and ``save_every``, ``dtype`` as free text): each one's type and text come from
+    ``SharedHyperparams``, GRPO changes only two defaults, and all of them reach the trainer's config; the SFT/DPO
+    fields GRPO would ignore (the batch, packing, epochs) are not offered."""
+    from pydantic import ValidationError
+
+    from bashgym_assets.defs.grpo import GRPORunConfig, _hyperparams
+    from bashgym_assets.training.trainer import SharedHyperparams, TrainHyperparams
+
+    shared = SharedHyperparams.model_fields
+    for model in (TrainHyperparams, grpo.GRPOHyperparams, GRPORunConfig):
+        for name, field in shared.items():
+            got = model.model_fields[name]
+            assert (got.annotation, got.description) == (field.annotation, field.description), (model, name)
+    assert (GRPORunConfig().max_steps, GRPORunConfig().learning_rate) == (10, 5e-5)
+    assert _hyperparams(GRPORunConfig()) == grpo.GRPOHyperparams()
+    given = {"max_steps": 4, "learning_rate": 1e-4, "dtype": "bfloat16", "save_every": 7, "warmup_steps": 3}
+    assert _hyperparams(GRPORunConfig.model_validate(given)) == grpo.GRPOHyperparams.model_validate(given)
+    with pytest.raises(ValidationError):
+        GRPORunConfig.model_validate({"dtype": "fp8"})
+    sft_only = set(TrainHyperparams.model_fields) - set(shared) - {"beta"}  # GRPO's own beta: GRPOSettings
+    assert not sft_only & set(GRPORunConfig.model_fields)
+
+
 @pytest.mark.parametrize(
     "command",
     ["timeout 5 kill -9 1", "nice kill -9 1", "env -u X kill -9 1", "nice -n 5 sudo kill 1", "X=1 kill -9 1"],

@@ -31,7 +31,7 @@ from bashgym_assets.training import base_model as bm
 from bashgym_assets.training import registry
 from bashgym_assets.training.grpo.reward import RewardSpec
 from bashgym_assets.training.grpo.sampler import GroupRecord
-from bashgym_assets.training.grpo.settings import GRPOSettings
+from bashgym_assets.training.grpo.settings import GRPOHyperparams, GRPOSettings
 from bashgym_assets.training.grpo.train import (
     GRPORun,
     grpo_train_config,
@@ -46,24 +46,25 @@ from bashgym_assets.training.trainer import TrainConfig
 GATED_SCENARIOS = dg.AssetKey("gated_scenarios")
 
 
-class GRPORunConfig(dg.Config, GRPOSettings):
+class GRPORunConfig(dg.Config, GRPOSettings, GRPOHyperparams):
     """Launchpad settings of a GRPO run: what it plays (``GRPOSettings``, the trainer's own fields and defaults:
-    group size, groups per step, episode caps, sampling, the difficulty ladder) and how it trains and is named."""
+    group size, groups per step, episode caps, sampling, the difficulty ladder), how it trains (``GRPOHyperparams``,
+    the trainers' shared fields: steps, learning rate, precision, checkpoints) and is named."""
 
-    max_steps: int = 10
-    learning_rate: float = 5e-5
     max_scenarios: int | None = None
     categories: list[str] = []
     max_difficulty: int | None = None
-    dtype: str = "float32"
     seed: int = 0
-    save_every: int = 50
     run_name: str | None = None
     register_as: str | None = None
 
 
 def _settings(cfg: GRPORunConfig) -> GRPOSettings:
     return GRPOSettings.model_validate(cfg.model_dump(include=set(GRPOSettings.model_fields)))
+
+
+def _hyperparams(cfg: GRPORunConfig) -> GRPOHyperparams:
+    return GRPOHyperparams.model_validate(cfg.model_dump(include=set(GRPOHyperparams.model_fields)))
 
 
 @dg.asset(
@@ -113,11 +114,8 @@ def grpo_adapter(
         output_dir=str(lake.artifact_dir("adapters", run_name, create=False)),
         checkpoint_dir=str(lake.artifact_dir("checkpoints", run_name, create=False)),
         run_name=run_name,
-        learning_rate=config.learning_rate,
-        max_steps=config.max_steps,
-        dtype=config.dtype,
         seed=config.seed,
-        save_every=config.save_every,
+        **_hyperparams(config).model_dump(),
     )
     run_settings = _settings(config)
     cfg = grpo_train_config(cfg, run_settings)  # one group per micro-batch: logged as it trains

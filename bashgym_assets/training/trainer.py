@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -55,16 +55,33 @@ _SKIPPED_LOG_KEYS = {"step", "num_input_tokens_seen", "num_tokens", "total_flos"
 _RENAMED_LOG_KEYS = {"rewards/accuracies": "reward_accuracy", "rewards/margins": "reward_margin"}
 
 
-class TrainHyperparams(BaseModel):
+#: The two fields whose default GRPO changes (``training.grpo.GRPOHyperparams``): their type and text, declared once.
+MaxSteps = Annotated[int | None, Field(description="stop after this many optimizer steps (CPU demos, tests)")]
+LearningRate = Annotated[float, Field(description="peak learning rate (linear decay)")]
+
+
+class SharedHyperparams(BaseModel):
+    """How any run trains, SFT, DPO or GRPO: the fields every trainer honours. ``TrainHyperparams`` adds those of
+    SFT and DPO; GRPO's run config is built on these (``training.grpo.GRPOHyperparams``), so none is declared
+    twice."""
+
+    max_steps: MaxSteps = None
+    learning_rate: LearningRate = 2e-4
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        default="float32", description="training precision"
+    )
+    qlora: bool = Field(default=False, description="load the base in 4-bit (bitsandbytes) under the LoRA")
+    attn_implementation: str = Field(default="sdpa", description="transformers attention implementation")
+    save_every: int = Field(default=50, description="checkpoint (and validate) every N steps")
+    warmup_steps: int = Field(default=0, description="linear warmup steps")
+
+
+class TrainHyperparams(SharedHyperparams):
     """How a run trains: the one definition the trainer's ``TrainConfig``, the training assets' run config
     (``defs.training.TrainRunConfig``) and ``python -m bashgym_assets.training`` share (TRL's pattern: one config
     beside the trainer, instead of the same fields copied into three places)."""
 
-    max_steps: int | None = Field(
-        default=None, description="stop after this many optimizer steps (CPU demos, tests)"
-    )
     epochs: float = Field(default=1.0, description="passes over the train rows")
-    learning_rate: float = Field(default=2e-4, description="peak learning rate (linear decay)")
     # One packed row per micro-step, four per optimizer step: padding-free packing flattens a whole micro-batch into
     # ONE sequence, so its attention is quadratic in batch_size x max_length; one row at a time keeps it per row
     # (1.75x the tokens/s of batch 4 at 0.37x the memory, same effective batch, 2-core CPU: BENCHMARKS.md).
@@ -73,16 +90,10 @@ class TrainHyperparams(BaseModel):
     grad_accum: int = Field(default=4, description="micro-steps per optimizer step")
     max_length: int = Field(default=512, description="tokens per packed row")
     packing: bool = Field(default=True, description="pack conversations into rows (padding-free)")
-    qlora: bool = Field(default=False, description="load the base in 4-bit (bitsandbytes) under the LoRA")
     lora_r: int = Field(default=16, description="LoRA rank")
     lora_alpha: int = Field(default=32, description="LoRA alpha")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        default="float32", description="training precision"
-    )
-    attn_implementation: str = Field(default="sdpa", description="transformers attention implementation")
+    # GRPO's KL coefficient is another quantity with the same TRL name: GRPOSettings.beta
     beta: float = Field(default=0.1, description="DPO only: the KL strength")
-    save_every: int = Field(default=50, description="checkpoint (and validate) every N steps")
-    warmup_steps: int = Field(default=0, description="linear warmup steps")
     # SFT only: easy tasks first (training.curriculum: needs a stage per train conversation, train_sft's ``stages``)
     curriculum: bool = Field(default=False, description="SFT: easy tasks first (sft_dataset's difficulty)")
     # The loss over the trained (assistant) positions only: the hidden states of those positions go through the LM

@@ -10,7 +10,7 @@ then carries no loss); every other key it returns reaches the reward functions a
 The package, along its seams (inside it and in ``defs/``, import from the module itself; this file re-exports
 every public name so ``from bashgym_assets.training import grpo`` keeps working):
 
-- ``settings``: ``GRPOSettings``, what a run plays;
+- ``settings``: ``GRPOSettings``, what a run plays, and ``GRPOHyperparams``, how it trains;
 - ``reward``: outcomes, the reward, reward-hacking detection (pure: no torch, TRL or sandbox);
 - ``episodes``: token ids and a batch of episodes played in lockstep on rollout's batched-episode engine;
 - ``sampler``: group statistics, the scenario board, the informative sampler;
@@ -44,7 +44,7 @@ from bashgym_assets.training.grpo.sampler import (
     StepRecord,
     group_records,
 )
-from bashgym_assets.training.grpo.settings import GRPOSettings, Progress
+from bashgym_assets.training.grpo.settings import GRPOHyperparams, GRPOSettings, Progress
 from bashgym_assets.training.grpo.train import (
     GRPORun,
     ShellRollout,
@@ -59,6 +59,7 @@ from bashgym_assets.training.grpo.train import (
 __all__ = [
     "REWARD_KEYS",
     "EpisodeOutcome",
+    "GRPOHyperparams",
     "GRPORun",
     "GRPOSettings",
     "GroupRecord",

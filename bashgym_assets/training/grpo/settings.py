@@ -1,5 +1,6 @@
-"""What a GRPO run plays, as settings: their own module because the Dagster run config (``defs/grpo.py``), the
-episodes and the trainer all read them, and none of those should have to import another (or TRL) to get them."""
+"""What a GRPO run plays and how it trains, as settings: their own module because the Dagster run config
+(``defs/grpo.py``), the episodes and the trainer all read them, and none of those should have to import another (or
+TRL) to get them."""
 
 from __future__ import annotations
 
@@ -8,8 +9,18 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from bashgym_assets.rollout.episode import GRPO_LIMITS, EpisodeLimits, limit_field
+from bashgym_assets.training.trainer import LearningRate, MaxSteps, SharedHyperparams
 
 Progress = Callable[[str], None]  # where a long step says what it is doing (a log line, ``print``)
+
+
+class GRPOHyperparams(SharedHyperparams):
+    """How a GRPO run trains: the fields every trainer honours (``SharedHyperparams``: steps, learning rate,
+    precision, checkpoints), with GRPO's defaults where they differ. The batch is not among them: one group per
+    micro-batch, ``scenarios_per_step`` of them per step (``train.grpo_train_config``)."""
+
+    max_steps: MaxSteps = 10  # required: an epoch over scenarios means nothing here
+    learning_rate: LearningRate = 5e-5  # a policy-gradient step on an SFT adapter: smaller than SFT's
 
 
 class GRPOSettings(BaseModel):
