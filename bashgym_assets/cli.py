@@ -195,7 +195,7 @@ def evaluation_summary() -> str:
     link = meta.get("mlflow_evaluation_run")
     return (
         "\nbenchmark_results (base vs adapter on the held-out split):\n\n"
-        + (table.value if table else "?")
+        + (str(table.value) if table else "?")  # a markdown value: its text
         + (f"\n\nMLflow evaluation run: {link.value}" if link else "")
     )
 

@@ -596,10 +596,12 @@ def failure_lines(instance: dg.DagsterInstance, run_id: str) -> list[str]:
     for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE):
         event = record.dagster_event
         error = event.step_failure_data.error if event and event.step_failure_data else None
-        while error is not None and error.cause is not None and error.cls_name.startswith("Dagster"):
+        # (an error may come without its class name: it is then the asset's own, not a wrapper)
+        while error is not None and error.cause is not None and (error.cls_name or "").startswith("Dagster"):
             error = error.cause
         if error is not None and event is not None:
-            first = (error.message.strip().splitlines() or [error.cls_name])[0]
+            lines_of_error = error.message.strip().splitlines()
+            first = lines_of_error[0] if lines_of_error else error.cls_name or "an error without a message"
             lines.append(f"{event.step_key}: {first}"[:1000])
     return lines
 
@@ -634,7 +636,10 @@ def plan_main() -> None:
         if step.get(
             "ranged"
         ):  # one run over every key: the asset's single-run backfill policy takes the range
-            every = runner.partitions_def(assets).get_partition_keys()
+            ranged = runner.partitions_def(assets)
+            if ranged is None:
+                raise RuntimeError(f"{assets[0]} is run as a range of partitions, but it has none")
+            every = ranged.get_partition_keys()
             span = (every[0], every[-1])
         failed = []
         for n, key in enumerate(keys, 1):

@@ -811,11 +811,12 @@ def _recent_run_rows(settings: Settings, hours: float = 11.0) -> set[str] | None
     if not records:
         return None
     rows: set[str] = set()
-    for run in (r.dagster_run for r in records if r.dagster_run.remote_job_origin):
-        rows |= {
-            run.remote_job_origin.location_name,
-            HIDDEN_ASSET_JOB_LABEL if run.job_name.startswith("__ASSET_JOB") else run.job_name,
-        }
+    for run in (r.dagster_run for r in records):
+        if run.remote_job_origin:
+            rows |= {
+                run.remote_job_origin.location_name,
+                HIDDEN_ASSET_JOB_LABEL if run.job_name.startswith("__ASSET_JOB") else run.job_name,
+            }
     return rows
 
 

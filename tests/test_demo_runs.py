@@ -306,3 +306,40 @@ def test_a_round_trip_that_was_not_run_is_skipped_not_passed(
         meta = result.asset_materializations_for_node("exported_model")[0].metadata
         assert meta["round_trip_check"].value == "skipped: verify: false, the GGUF files were not read back"
         assert meta["verified"].value is False
+
+
+def test_a_step_failure_without_a_class_name_is_still_reported() -> None:
+    """``failure_lines`` unwraps Dagster's step wrapper down to the asset's own error; an error that came without
+    its class name (Dagster types it optional) is reported as it is, where it used to fail the report itself."""
+    from types import SimpleNamespace
+
+    from dagster_shared.error import SerializableErrorInfo
+
+    def error(
+        message: str, cls_name: str | None, cause: SerializableErrorInfo | None = None
+    ) -> SerializableErrorInfo:
+        return SerializableErrorInfo(message=message, stack=[], cls_name=cls_name, cause=cause)
+
+    class Instance:
+        def __init__(self, *errors: SerializableErrorInfo) -> None:
+            self.errors = errors
+
+        def all_logs(self, run_id: str, of_type: object) -> list[SimpleNamespace]:
+            return [
+                SimpleNamespace(
+                    dagster_event=SimpleNamespace(
+                        step_key=f"step{i}", step_failure_data=SimpleNamespace(error=e)
+                    )
+                )
+                for i, e in enumerate(self.errors)
+            ]
+
+    boom = error("boom\nmore", "ValueError")
+    wrapped = error("Error occurred while executing op", "DagsterExecutionStepExecutionError", boom)
+    nameless = error("wrapped: boom", None, boom)
+    silent = error("", None)
+    assert demo.failure_lines(Instance(wrapped, nameless, silent), "run") == [  # a duck-typed instance
+        "step0: boom",
+        "step1: wrapped: boom",
+        "step2: an error without a message",
+    ]

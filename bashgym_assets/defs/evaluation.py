@@ -397,7 +397,9 @@ def benchmark_results(context: dg.AssetExecutionContext, config: EvalRunConfig, 
         "eval_id": dg.MetadataValue.text(eval_id),
         "candidate": dg.MetadataValue.text(f"{cand_key.to_user_string()}: {specs[0].describe()}"),
         "candidate_version": dg.MetadataValue.text(cand_version or "unregistered"),
-        "champion_version": dg.MetadataValue.text(champion.version if champion else "none"),
+        "champion_version": dg.MetadataValue.text(
+            champion.version if champion is not None and champion.version is not None else "none"
+        ),
         "scenarios": dg.MetadataValue.int(n_heldout),
         **{f"scenarios: {name}": dg.MetadataValue.int(len(bs)) for name, bs in sets.items()},
         **{

@@ -121,7 +121,7 @@ def generated_scenarios(
     )
     for y in run.yields:
         lake.write("generated_scenarios", task_rows(y.bundles), partition=y.family, schema=GENERATED_SCHEMA)
-        drops = [
+        drop_rows = [
             {
                 "family": y.family,
                 "reason": r,
@@ -130,7 +130,7 @@ def generated_scenarios(
             }
             for r, n in sorted(y.drops.items())
         ]
-        lake.write("generated_drops", drops, partition=y.family, schema=DROPS_SCHEMA)
+        lake.write("generated_drops", drop_rows, partition=y.family, schema=DROPS_SCHEMA)
     by_family = {y.family: y for y in run.yields}
     kept_ids = {b.id for b in run.bundles}
     sims: dict[str, list[dict]] = {}

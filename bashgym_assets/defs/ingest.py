@@ -6,7 +6,7 @@ Thin on purpose: parsing, repo detection and scanning live in ``bashgym_assets.i
 import dagster as dg
 
 from bashgym_assets.defs.metadata import code_version, lake_file_metadata, table
-from bashgym_assets.defs.partitions import repo_partitions
+from bashgym_assets.defs.partitions import REPO_PARTITIONS, repo_partitions
 from bashgym_assets.defs.resources import BashgymHome
 from bashgym_assets.ingest.pipeline import (
     QUARANTINE,
@@ -149,7 +149,7 @@ def trace_files_sensor(context: dg.SensorEvaluationContext, bashgym: BashgymHome
     lake = bashgym.lake()
     store = cursor_store(lake)
     result = scan(bashgym.settings().trace_dirs, store.load(context.cursor))
-    known = set(context.instance.get_dynamic_partitions(repo_partitions.name))
+    known = set(context.instance.get_dynamic_partitions(REPO_PARTITIONS))
     new_keys = [repo for repo in result.repos if repo not in known]
     # new to this cursor but already ingested as they are (by `bashgym demo`, the UI, a sensor run before the
     # cursor was lost): no run, so `make ui` after `make demo` re-ingests nothing

@@ -98,12 +98,12 @@ def reap_dead_runs(instance: dg.DagsterInstance, log: Callable[[str], None] = pr
     storage = instance.event_log_storage
     for key in storage.get_concurrency_keys():
         for slot in storage.get_concurrency_info(key).claimed_slots:
-            run = instance.get_run_by_id(slot.run_id)
-            if slot.run_id not in acted and (run is None or run.is_finished):
+            holder = instance.get_run_by_id(slot.run_id)
+            if slot.run_id not in acted and (holder is None or holder.is_finished):
                 storage.free_concurrency_slots_for_run(slot.run_id)
                 log(
                     f"{slot.run_id}: freed pool {key} slot of a run that is "
-                    f"{'gone' if run is None else run.status.value.lower()}"
+                    f"{'gone' if holder is None else holder.status.value.lower()}"
                 )
                 acted.append(slot.run_id)
     return acted

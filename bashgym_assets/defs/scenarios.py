@@ -8,6 +8,7 @@ import json
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pyarrow as pa
@@ -136,10 +137,10 @@ def _public_candidates(config: CandidatesConfig) -> tuple[list, list, list[Bundl
         counts[f"shell-tasks: {shell_tasks}"] = {**got.counts()}
     pairs = config.nl2bash or settings.nl2bash
     if pairs:
-        got = load_nl2bash(pairs, limit=config.public_limit)
-        bundles += got.bundles
-        quarantine += got.quarantine
-        n = got.counts()  # pairs carry their reference: none waits for a solver
+        nl2bash = load_nl2bash(pairs, limit=config.public_limit)
+        bundles += nl2bash.bundles
+        quarantine += nl2bash.quarantine
+        n = nl2bash.counts()  # pairs carry their reference: none waits for a solver
         counts[f"nl2bash: {pairs}"] = {
             "records": n["records"],
             "bundles": n["bundles"],
@@ -190,14 +191,14 @@ def scenario_candidates(
         PACK_DIR if config.include_pack else None, import_dir, authored, authoring_errors
     )
     if config.pack_sample is not None:
-        kept = {
+        sampled = {
             b.id
             for b in sample_pack(
                 [b for b in cands.bundles if origin(b) == "pack"], config.pack_sample, split_for
             )
         }
-        cands.bundles = [b for b in cands.bundles if origin(b) != "pack" or b.id in kept]
-        context.log.info(f"pack_sample={config.pack_sample}: {len(kept)} pack bundles kept")
+        cands.bundles = [b for b in cands.bundles if origin(b) != "pack" or b.id in sampled]
+        context.log.info(f"pack_sample={config.pack_sample}: {len(sampled)} pack bundles kept")
     n_variants = (
         config.variants_per_scenario
         if config.variants_per_scenario is not None
@@ -230,14 +231,14 @@ def scenario_candidates(
         from bashgym_assets.serving.router import make_operator  # every operator kind, routed: included
 
         solver = make_operator(teacher, api_base=settings.teacher_api_base)
-        report = solve_pending(
+        solved = solve_pending(
             pending[: config.solve_pending], solver, bashgym.sandbox_image_tag(), max_parallel=2
         )
-        proved_ids = {b.id for b in report.proved}
-        bundles += report.proved  # still gated downstream, like every candidate
-        public += report.proved
-        pending = [*report.pending, *pending[config.solve_pending :]]
-        tried = min(len(report.pending) + len(proved_ids), config.solve_pending)
+        proved_ids = {b.id for b in solved.proved}
+        bundles += solved.proved  # still gated downstream, like every candidate
+        public += solved.proved
+        pending = [*solved.pending, *pending[config.solve_pending :]]
+        tried = min(len(solved.pending) + len(proved_ids), config.solve_pending)
         solved_note = f"teacher {teacher} proved {len(proved_ids)} of {tried} pending tasks tried"
         context.log.info(solved_note)
     elif pending:
@@ -253,12 +254,12 @@ def scenario_candidates(
             *evaluation_tasks(suite_dirs),  # the whole pack's held-out split, even when not included
             *(b for b in bundles if split_for(b.id) == HELD_OUT and b.id not in public_ids),
         ]
-        kept, refused = guard_train_bundles(
+        kept, near_copies = guard_train_bundles(
             [b for b in bundles if b.id in public_ids], evaluation, split_for, copies=bundled_twin_tasks()
         )
         kept_ids = {b.id for b in kept}
         bundles = [b for b in bundles if b.id not in public_ids or b.id in kept_ids]
-        quarantine += [BundleError(source=b.source or b.id, reason=why) for b, why in refused]
+        quarantine += [BundleError(source=b.source or b.id, reason=why) for b, why in near_copies]
     lake.write(
         "scenario_pending",
         [p.model_dump(mode="json") | {"setup": json.dumps(p.setup)} for p in pending],
@@ -275,7 +276,7 @@ def scenario_candidates(
     cat_rows = [
         [c, n, sum(1 for b in bundles if b.category == c and b.announced)] for c, n in sorted(by_cat.items())
     ]
-    by_origin = Counter(r["origin"] for r in rows)
+    by_origin = Counter(str(r["origin"]) for r in rows)
     imported = Counter(suite_of(b.source) for b in bundles if is_external(b.id))
     refused = Counter(q.suite for q in external_quarantine)
     return dg.MaterializeResult(
@@ -401,7 +402,7 @@ def gated_scenarios(
     )
     counts = reason_counts(results)
     cats = sorted({r.category for r in results})
-    cat_rows = []
+    cat_rows: list[list[Any]] = []  # category, candidates, admitted, train, held out
     for c in cats:
         rs = [r for r in results if r.category == c]
         cat_rows.append(

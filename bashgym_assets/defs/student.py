@@ -56,8 +56,8 @@ def _latest_meta(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, An
 
 
 def _sft_spec(instance: dg.DagsterInstance, base: str) -> ModelSpec | None:
-    meta = _latest_meta(instance, sft_adapter.key)
-    adapter = str((meta or {}).get("adapter_dir") or "")
+    meta = _latest_meta(instance, sft_adapter.key) or {}
+    adapter = str(meta.get("adapter_dir") or "")
     if not adapter or not Path(adapter).exists():
         return None
     version = str(meta.get("model_version") or "") or None

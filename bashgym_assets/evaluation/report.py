@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bashgym_assets.evaluation import failures
@@ -68,7 +68,7 @@ def comparison_markdown(summaries: Sequence[ModelSummary], title: str = "") -> s
     return (f"**{title}**\n\n" if title else "") + text
 
 
-def per_set_rows(by_set: dict[str, Sequence[ModelSummary]]) -> list[dict[str, Any]]:
+def per_set_rows(by_set: Mapping[str, Sequence[ModelSummary]]) -> list[dict[str, Any]]:
     """One row per (evaluation set, model): the three ways a model is measured, with the clean interval."""
     rows = []
     for name, summaries in by_set.items():
@@ -200,7 +200,7 @@ def split_by_set(episodes: Sequence[EvalEpisode], set_of: dict[str, str]) -> dic
     return out
 
 
-def failure_detail_rows(by_set: dict[str, Sequence[EvalEpisode]]) -> list[dict[str, Any]]:
+def failure_detail_rows(by_set: Mapping[str, Sequence[EvalEpisode]]) -> list[dict[str, Any]]:
     """One row per (evaluation set, model): episodes, failed ones the model is to blame for, and how many of those
     fell in each detail class (every class a column, so tables from two evaluations line up)."""
     rows = []
@@ -221,7 +221,7 @@ def failure_detail_rows(by_set: dict[str, Sequence[EvalEpisode]]) -> list[dict[s
     return rows
 
 
-def failure_detail_markdown(by_set: dict[str, Sequence[EvalEpisode]], title: str = "") -> str:
+def failure_detail_markdown(by_set: Mapping[str, Sequence[EvalEpisode]], title: str = "") -> str:
     """The detail classes' counts per set and model; only the columns some row uses."""
     rows = failure_detail_rows(by_set)
     used = [c for c in failures.DETAIL_CLASSES if any(r[c] for r in rows)]
@@ -249,7 +249,7 @@ def detail_transcripts(episodes: Sequence[EvalEpisode], per_class: int = 3) -> d
 
 
 def failure_details_report(
-    by_set: dict[str, Sequence[EvalEpisode]], per_class: int = 3, transcripts_of: str | None = None
+    by_set: Mapping[str, Sequence[EvalEpisode]], per_class: int = 3, transcripts_of: str | None = None
 ) -> str:
     """``failure_details.md``: the counts table, then ``per_class`` transcripts of each class (of the model
     ``transcripts_of`` only, when given)."""
