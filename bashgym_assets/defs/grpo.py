@@ -167,7 +167,7 @@ def grpo_adapter(
     )
     steps = run.steps
     metadata = {
-        **done.metadata,
+        **(done.metadata or {}),  # (register_and_report always sets it; Dagster types it optional)
         "reward_curve": dg.MetadataValue.md(png_markdown(png, "GRPO mean reward and success rate per step")),
         "steps_table": table(
             [

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import dagster as dg
 
@@ -89,7 +89,16 @@ def _assert_uncontaminated(lake: Any, name: str, rows: list[dict[str, Any]]) -> 
         )
 
 
-def adapter_run_name(kind: str, cfg: TrainRunConfig, dataset_version: str) -> str:
+class NamedRunConfig(Protocol):
+    """A run config that may name its run (``TrainRunConfig``, ``grpo.GRPORunConfig``)."""
+
+    @property
+    def run_name(self) -> str | None: ...
+
+    def model_dump(self) -> dict[str, Any]: ...
+
+
+def adapter_run_name(kind: str, cfg: NamedRunConfig, dataset_version: str) -> str:
     """Deterministic per (dataset, config): a retried run resumes its checkpoint instead of starting over."""
     if cfg.run_name:
         return cfg.run_name
