@@ -2249,6 +2249,8 @@ def group_aggregate(w: World) -> Draft:
             f"jq -r '\"\\(.{group}),\\(.{value})\"' {s} | "
             if how == "jqawk"
             else f"tail -n +2 {s} | cut -d, -f{gi + 1},{vi + 1} | "
+            if gi < vi
+            else f"awk -F, -v OFS=, 'NR > 1 {{ print ${gi + 1}, ${vi + 1} }}' {s} | "
         )
         ref += [
             f"echo {group},{out_col} > {o}",
@@ -2348,13 +2350,13 @@ def _ini_text(w: World, tree: Tree, sep: str) -> str:
     return text_body(out)
 
 
-def _toml_text(name: str, tree: Tree, upstreams: Sequence[dict[str, Scalar]]) -> str:
+def _toml_text(name: str, tree: Tree, mirrors: Sequence[dict[str, Scalar]]) -> str:
     out = [f'name = "{name}"']
     for sec, keys in tree.items():
         out += ["", f"[{sec}]"]
         out += [f"{key} = {_lit(value, 'toml')}" for key, value in keys.items()]
-    for up in upstreams:
-        out += ["", "[[upstreams]]"]
+    for up in mirrors:
+        out += ["", "[[mirrors]]"]
         out += [f"{key} = {_lit(value, 'toml')}" for key, value in up.items()]
     return text_body(out)
 
@@ -2570,7 +2572,7 @@ def _config_set(w: World, fmt: str) -> Draft:
     if hidden:
         where = _f(w, "the {l} config {h} that belongs to {a}", l=label, h=_here(w, site), a=site.app)
     task = w.phrase(
-        "In {where}, {ask}. Every other setting stays as it is.",
+        "In {where}, {ask}. Every other setting keeps its value.",
         "Goal: the service reading {where} sees this change and nothing else: {ask}.",
         "Ticket: {app} needs new settings. Edit {where}: {ask}. Keep the file parseable.",
         "can you tweak {where}? {ask_c}, nothing else",
@@ -2917,14 +2919,14 @@ def yaml_list_edit(w: World) -> Draft:
 def toml_table_edit(w: World) -> Draft:
     site = _site(w, "config")
     tree = _tree(w, w.randint(2, 3))
-    ups: list[dict[str, Scalar]] = [
+    mirs: list[dict[str, Scalar]] = [
         {"name": s, "url": f"http://{s}.internal", "weight": w.randint(1, 9), "enabled": True}
         for s in w.sample(SERVICES, w.randint(2, 4))
     ]
-    body = _toml_text(site.app, tree, ups)
+    body = _toml_text(site.app, tree, mirs)
     want_tree = {s: dict(k) for s, k in tree.items()}
-    want_ups = [dict(u) for u in ups]
-    name = f"{w.pick((site.app, 'config', 'settings', 'proxy'))}.toml"
+    want_mirs = [dict(u) for u in mirs]
+    name = f"{w.pick((site.app, 'config', 'settings', 'mirrors'))}.toml"
     path = f"{site.folder}/{name}"
     p = site.sh(path)
     ops = w.sample(("entry", "entry", "append", "table"), w.pick((1, 1, 2)))
@@ -2934,7 +2936,7 @@ def toml_table_edit(w: World) -> Draft:
     seen_entry: set[str] = set()
     for op in ops:
         if op == "entry":
-            target = w.pick([u for u in ups if str(u["name"]) not in seen_entry])
+            target = w.pick([u for u in mirs if str(u["name"]) not in seen_entry])
             seen_entry.add(str(target["name"]))
             fld = w.pick(("weight", "enabled", "url"))
             new: Scalar = (
@@ -2944,12 +2946,12 @@ def toml_table_edit(w: World) -> Draft:
                 if fld == "enabled"
                 else f"https://{target['name']}.{w.pick(_WORDS_OK)}.internal"
             )
-            for u in want_ups:
+            for u in want_mirs:
                 if u["name"] == target["name"]:
                     u[fld] = new
             lit = _lit(new, "toml")
             asks.append(
-                _f(w, "{set|change} {f} of the upstream named {n} to {v}", f=fld, n=target["name"], v=lit)
+                _f(w, "{set|change} {f} of the mirror named {n} to {v}", f=fld, n=target["name"], v=lit)
             )
             how = w.pick(("sed", "awk", "python"))
             esc = lit.replace("/", "\\/")
@@ -2971,23 +2973,23 @@ def toml_table_edit(w: World) -> Draft:
             w.note(target["name"], fld, _say(new))
         elif op == "append":
             new_up: dict[str, Scalar] = {
-                "name": w.pick([s for s in SERVICES if s not in {str(u["name"]) for u in ups}]),
+                "name": w.pick([s for s in SERVICES if s not in {str(u["name"]) for u in mirs}]),
                 "url": "",
                 "weight": w.randint(1, 9),
                 "enabled": True,
             }
             new_up["url"] = f"http://{new_up['name']}.internal"
-            want_ups.append(new_up)
+            want_mirs.append(new_up)
             asks.append(
                 _f(
                     w,
-                    "add an upstream {n} (url {u}, weight {wt}, enabled) after the others",
+                    "add an mirror {n} (url {u}, weight {wt}, enabled) after the others",
                     n=new_up["name"],
                     u=new_up["url"],
                     wt=new_up["weight"],
                 )
             )
-            lines = ["[[upstreams]]"] + [f"{k} = {_lit(v, 'toml')}" for k, v in new_up.items()]
+            lines = ["[[mirrors]]"] + [f"{k} = {_lit(v, 'toml')}" for k, v in new_up.items()]
             ref.append(
                 w.pick(
                     (
@@ -3024,10 +3026,10 @@ def toml_table_edit(w: World) -> Draft:
     task = w.phrase(
         "In {where}, {ask}. Keep it valid TOML; nothing else changes.",
         "Goal: tomllib reads {where} with this difference only: {ask}.",
-        "Ticket: routing change for {app}. Edit {where}: {ask}.",
+        "Ticket: mirror change for {app}. Edit {where}: {ask}.",
         "toml edit pls - {where}: {ask}",
-        "Could you update {where}? {ask_c}. The other upstreams and tables stay as they are.",
-        "{where_c} is {app}'s proxy config. {ask_c}.",
+        "Could you update {where}? {ask_c}. The other mirrors and tables keep their values.",
+        "{where_c} is {app}'s mirror list. {ask_c}.",
         "Which settings change? {ask_c}. They live in {where}; edit it in place.",
         "Please {ask} in {where}, leaving the rest of the file alone.",
         "Before tonight's deploy, {ask} ({where}). It must still parse as TOML.",
@@ -3037,7 +3039,7 @@ def toml_table_edit(w: World) -> Draft:
         ask_c=_cap(ask),
         app=site.app,
     )
-    want = {"name": site.app, **want_tree, "upstreams": want_ups}
+    want = {"name": site.app, **want_tree, "mirrors": want_mirs}
     spec = {
         "path": path,
         "want": want,
@@ -3101,7 +3103,13 @@ _DB_ROWS = "def table_rows(db, t):\n    return [[str(v) for v in r] for r in db_
 def _sqlite_run(w: World, db: str, statements: Sequence[str]) -> list[str]:
     """Reference lines running SQL statements on ``db``: an argument, a pipe, a heredoc, or a script file read in."""
     sql = "\n".join(statements)
-    how = w.pick(("arg", "echo", "heredoc", "file", "read", "python", "each", "bail", "pyc"))
+    how = w.pick(
+        ("arg", "echo", "printf", "heredoc", "file", "read", "python", "each", "bail", "pyc", "verbose")
+    )
+    if how == "printf":
+        return [f"printf '%s\\n' {' '.join(quote(x) for x in statements)} | sqlite3 {db}"]
+    if how == "verbose":
+        return [f"sqlite3 -echo {db} {quote(' '.join(statements))}"]
     if how == "each" and len(statements) > 1:
         return [f"sqlite3 {db} {quote(x)}" for x in statements]
     if how == "bail":
@@ -3116,7 +3124,8 @@ def _sqlite_run(w: World, db: str, statements: Sequence[str]) -> list[str]:
     if how == "heredoc":
         return [f"sqlite3 {db} <<'SQL'\n{sql}\nSQL"]
     if how == "file":
-        return [f"cat > /tmp/change.sql <<'SQL'\n{sql}\nSQL", f"sqlite3 -bail {db} < /tmp/change.sql"]
+        bail = w.pick(("-bail ", ""))
+        return [f"cat > /tmp/change.sql <<'SQL'\n{sql}\nSQL", f"sqlite3 {bail}{db} < /tmp/change.sql"]
     if how == "read":
         return [f"cat > /tmp/change.sql <<'SQL'\n{sql}\nSQL", f"sqlite3 {db} '.read /tmp/change.sql'"]
     return _py_heredoc(
@@ -3150,7 +3159,7 @@ def sqlite_import_csv(w: World) -> Draft:
         setup += lines
     nums = table.numeric()
     types = ", ".join(f"{c} {_sql_type(k)}" for c, k in table.cols)
-    w.note(tname, *nums)
+    w.note(tname, ostem, *nums)
     rule = _f(
         w,
         "{the columns are named as in the CSV header|columns keep the header's names}, {n} typed INTEGER or REAL "
@@ -3257,7 +3266,14 @@ if spec["other"] and not same_rows(table_rows(db, spec["other"]), spec["orows"])
             f"con.executemany('INSERT INTO {tname} VALUES ({marks})', [({conv},) for r in rows])\n"
             "con.commit()\n",
         )
-    ref.append(f"sqlite3 -header -column {d} {quote(f'SELECT * FROM {tname} LIMIT 3')}")
+    ref.append(
+        w.pick(
+            (
+                f"sqlite3 {d} '.schema {tname}'",
+                f"sqlite3 {d} 'SELECT typeof({nums[0]}), count(*) FROM {tname}'",
+            )
+        )
+    )
     return Draft(
         task=task,
         check=check,
@@ -3298,6 +3314,8 @@ def sqlite_join_report(w: World) -> Draft:
     by = w.pick(("name", "name", "city"))
     status = w.pick(("", "", "paid", "shipped"))
     left = by == "name" and w.chance(0.4)
+    if status and not any(o[3] == status for o in orders):  # the report is never just a header
+        orders[0][3] = status
     rows = [r for r in orders if not status or r[3] == status]
     groups: dict[str, list[float]] = {}
     for c in customers:
@@ -3380,7 +3398,7 @@ def sqlite_join_report(w: World) -> Draft:
             (
                 f"sqlite3 {d} .schema",
                 f"sqlite3 {d} '.tables'",
-                f"sqlite3 -header {d} 'SELECT * FROM orders LIMIT 5'",
+                f"sqlite3 {d} 'PRAGMA table_info(orders)'",
             )
         )
     ]
@@ -3434,7 +3452,8 @@ def sqlite_alter_table(w: World) -> Draft:
     table = _csv_table(w, w.randint(4, 8))
     tname = w.pick((table.stem, f"{table.stem}_v1", f"app_{table.stem}"))
     ostem, other = _other_table(w, table.stem)
-    db = f"{site.folder}/{w.pick((site.app, 'app', 'main', 'state'))}.{w.pick(('db', 'sqlite', 'sqlite3'))}"
+    w.note(tname, ostem)
+    db = f"{site.folder}/{w.pick((site.app, 'app', 'main', 'state'))}.db"
     seed, lines = _db_build(w, site, db, _table_sql(tname, table) + _table_sql(ostem, other))
     cols = list(table.header)
     values = [list(r) for r in table.rows]
@@ -3491,7 +3510,9 @@ def sqlite_alter_table(w: World) -> Draft:
         else:
             new_t = w.pick((f"{table.stem}_archive", f"old_{table.stem}", f"{table.stem}_2023"))
             stmts.append(f"ALTER TABLE {final} RENAME TO {new_t};")
-            asks.append(_f(w, "rename the table to {n}", n=new_t))
+            asks.append(
+                _f(w, "rename the table itself to {n} (its columns and values move with it)", n=new_t)
+            )
             final = new_t
             w.note(new_t)
     ask = w.clauses(asks)
@@ -3504,7 +3525,7 @@ def sqlite_alter_table(w: World) -> Draft:
         "Could you migrate the schema of {t} in {db}? {ask_c}. Keep every record.",
         "The new release expects another layout of {t} in {db}: {ask}. Nothing is lost from the other columns.",
         "How do I alter {t} in {db} so that I can {ask_l}? Please apply it directly.",
-        "{db_c}: {ask} ({t}); leave {o} as it is.",
+        "Migration step for {db}: {ask} ({t}); the schema of {o} stays.",
         "Before deploying, migrate {t} in {db}: {ask}. The existing values must survive.",
         db=dbs,
         db_c=_cap(dbs),
@@ -3559,18 +3580,19 @@ if not same_rows(table_rows(db, spec["other"]), spec["orows"]):
             )
         )
     ]
-    if w.chance(0.3):
+    if w.chance(0.5):
         ref.append(
             w.pick(
                 (
                     f"cp -p {d} {d}.bak",
                     f"sqlite3 {d} '.backup /tmp/{posixpath.basename(db)}.bak'",
                     f"sqlite3 {d} .dump > /tmp/{posixpath.basename(db)}.sql",
+                    f"cp {d} /tmp/{posixpath.basename(db)}.before",
                 )
             )
         )
     ref += _sqlite_run(w, d, stmts)
-    ref.append(f"sqlite3 -header -column {d} {quote(f'SELECT * FROM {final} LIMIT 3')}")
+    ref.append(w.pick((f"sqlite3 {d} '.schema {final}'", f"sqlite3 {d} 'PRAGMA table_info({final})'")))
     return Draft(
         task=task,
         check=check,
