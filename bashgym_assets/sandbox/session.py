@@ -205,7 +205,7 @@ class SandboxSession:
         )
         res = self._exchange(nonce, time.monotonic() + 30.0)
         if res is None or self.exited:
-            self._detach()
+            self.mark_dead()
             said = (
                 (
                     bytes(self._out.buf.head)
@@ -226,7 +226,7 @@ class SandboxSession:
         )
         fields = line.split()
         if len(fields) < 2:
-            self._detach()
+            self.mark_dead()
             raise SandboxError(f"the operator shell did not report its pid: {stdout[:200]!r}")
         self.shell_pid = int(fields[1])
         # pid -> start time (clock ticks) of every process that existed before the operator got the shell: the
