@@ -338,6 +338,8 @@ class ContinuousDecoder:
 
         columns = width + self.gen.max_new_tokens + JOIN_HEADROOM + SPEC_MAX_TOKENS
         like = [(layer.buf_k, layer.buf_v) for layer in self.cache.layers] if self.cache is not None else kv
+        if like is None:  # the first rebuild shapes the buffers like the first row's prefilled cache
+            raise ValueError("the first row to join needs its prefilled KV cache (kv)")
         valid = [self._valid(s) for s in range(len(self.rows))] if self.cache is not None else []
         layer_cls = _slot_layer()
         layers = []
