@@ -41,7 +41,7 @@ ui: setup         ## the Dagster UI on http://127.0.0.1:3000 (both code location
 mlflow: setup     ## the MLflow UI on http://127.0.0.1:5000 over the same data folder (MLFLOW_PORT=... to move it)
 	$(VENV)/python -m bashgym_assets.mlflow_ui $(if $(MLFLOW_PORT),--port $(MLFLOW_PORT))
 
-lint:             ## ruff (check and format), the layers contract (import-linter), mypy on core and engines
+lint:             ## ruff (check and format), the layers contract (import-linter), mypy on every layer
 	$(VENV)/ruff check bashgym_assets tests benchmarks
 	$(VENV)/ruff format --check bashgym_assets tests benchmarks
 	$(VENV)/lint-imports
