@@ -485,11 +485,24 @@ def sqlite_export_csv(w: World) -> Draft:
         query += f" ORDER BY {order[0]}{' DESC' if order[1] else ''}"
     query += ";"
     qdb, qout = quote(db), quote(out)
+    header_json = json.dumps(sel)
+    row_jq = "[" + ", ".join(f".{c}" for c in sel) + "]"
     export = w.pick(
         (
             f"sqlite3 -header -csv {qdb} {quote(query)} > {qout}",
             f"sqlite3 -csv -header {qdb} {quote(query)} > {qout}",
             f"sqlite3 {qdb} '.headers on' '.mode csv' '.output {out}' {quote(query)}",
+            # python's sqlite3 and csv modules: the header from the cursor's description
+            "python3 -c 'import csv, sqlite3, sys; cur = sqlite3.connect(sys.argv[1]).execute(sys.argv[2]); "
+            "out = csv.writer(sys.stdout); out.writerow([d[0] for d in cur.description]); out.writerows(cur)' "
+            f"{qdb} {quote(query)} > {qout}",
+            # JSON out of sqlite3, CSV out of jq
+            f"sqlite3 -json {qdb} {quote(query)} | jq -r {quote(f'({header_json} | @csv), (.[] | {row_jq} | @csv)')}"
+            f" > {qout}",
+            # tab-separated with a header, tabs turned into commas (no value holds a comma or a tab)
+            f"sqlite3 -header -tabs {qdb} {quote(query)} | sed 's/\\t/,/g' > {qout}",
+            # sqlite3's default list mode ('|' between fields), re-joined by awk
+            f"sqlite3 -header -list {qdb} {quote(query)} | awk -F'|' -v OFS=, '{{$1 = $1; print}}' > {qout}",
         )
     )
     reference = [f"sqlite3 {qdb} '.schema {table}'"] if w.chance(0.5) else []
@@ -657,7 +670,25 @@ def jq_filter(w: World) -> Draft:
     path = f".{wrap}[]" if wrap else ".[]"
     arr = f".{wrap}" if wrap else "."
     qs, qo = quote(src), quote(out)
-    if mode == "json":
+    approach = w.pick(("jq", "jq", "jq", "python", "stream"))
+    if approach == "python":  # the json module and a comprehension
+        py_pred = {
+            "num": f"r[{num!r}] {sel.split()[1] if kind == 'num' else ''} {sel.split()[-1]}",
+            "bool": f"r[{flag!r}] is {sel.endswith('true') or sel == f'.{flag}'}",
+            "label": f"r[{label!r}] == {sel.split('== ')[-1]}",
+        }[kind]
+        load = f"json.load(open(sys.argv[1])){f'[{wrap!r}]' if wrap else ''}"
+        show = {
+            "json": "json.dump(m, sys.stdout, indent=2)",
+            "names": f"print(*(r[{key!r}] for r in m), sep=chr(10))",
+            "count": "print(len(m))",
+        }[mode]
+        cmd = f"python3 -c {quote(f'import json, sys; m = [r for r in {load} if {py_pred}]; {show}')} {qs} > {qo}"
+    elif approach == "stream":  # one compact record a line, then slurped, projected or counted
+        stream = f"jq -c {quote(f'{path} | select({sel})')} {qs}"
+        tail = {"json": "jq -s .", "names": f"jq -r .{key}", "count": "wc -l"}[mode]
+        cmd = f"{stream} | {tail} > {qo}"
+    elif mode == "json":
         prog = w.pick((f"[{path} | select({sel})]", f"{arr} | map(select({sel}))"))
         cmd = f"jq {quote(prog)} {qs} > {qo}"
     elif mode == "names" and kind == "label" and arg is not None:
@@ -748,7 +779,50 @@ def csv_to_jsonl(w: World) -> Draft:
     qs, qo = quote(src), quote(out)
     prog = 'split(",") | {' + fields + "}"
     jq_cmd = f"tail -n +2 {qs} | jq -R -c {quote(prog)}"
-    if not numbers and w.chance(0.5):
+    approach = w.pick(("jq", "jq", "python", "sqlite", "awk", "jq-header"))
+    typed = [h for h in header if numbers and h in num_cols]
+    if approach == "sqlite":  # imported into an in-memory table, written by sqlite3's JSON mode
+        cols_sql = ", ".join(
+            f"CAST({h} AS {'INTEGER' if dict(cols)[h].startswith('int:') else 'REAL'}) AS {h}"
+            if h in typed
+            else h
+            for h in header
+        )
+        export = f"sqlite3 :memory: -cmd {quote(f'.import --csv {src} t')} -json {quote(f'SELECT {cols_sql} FROM t;')}"
+        cmd = f"{export} | jq -c '.[]' > {qo}" if lines else f"{export} > {qo}"
+    elif approach == "awk":  # each object printed by awk (no value holds a quote or a comma)
+        fmt = ", ".join(f'\\"{h}\\": ' + ("%s" if h in typed else '\\"%s\\"') for h in header)
+        args = ", ".join(f"${i + 1}" for i in range(len(header)))
+        prog = f'NR > 1 {{printf "{{{fmt}}}\\n", {args}}}'
+        cmd = (
+            f"awk -F, {quote(prog)} {qs} > {qo}" if lines else f"awk -F, {quote(prog)} {qs} | jq -s . > {qo}"
+        )
+    elif approach == "jq-header":  # jq reads the header line itself and zips it with every row
+        conv = (
+            " | with_entries(if (.key | IN(" + ", ".join(json.dumps(h) for h in typed) + ")) "
+            "then .value |= tonumber else . end)"
+            if typed
+            else ""
+        )
+        objs = (
+            '[inputs | split(",")] | .[0] as $h | .[1:][] | [$h, .] | transpose | map({(.[0]): .[1]}) | add'
+            + conv
+        )
+        cmd = (
+            f"jq -R -n -c {quote(objs)} {qs} > {qo}"
+            if lines
+            else f"jq -R -n {quote('[' + objs + ']')} {qs} > {qo}"
+        )
+    elif approach == "python" and numbers:  # csv.DictReader, the number columns converted
+        conv = ", ".join(repr(h) for h in typed)
+        body = (
+            f"import csv, json, sys; nums = ({conv},); "
+            "rows = [{k: (float(v) if '.' in v else int(v)) if k in nums else v for k, v in r.items()} "
+            "for r in csv.DictReader(open(sys.argv[1]))]; "
+            + ("[print(json.dumps(r)) for r in rows]" if lines else "json.dump(rows, sys.stdout)")
+        )
+        cmd = f"python3 -c {quote(body)} {qs} > {qo}"
+    elif approach == "python" or (not numbers and w.chance(0.5)):
         cmd = (
             f"python3 -c 'import csv, json, sys; [print(json.dumps(r)) for r in csv.DictReader(open(sys.argv[1]))]'"
             f" {qs} > {qo}"
@@ -833,10 +907,38 @@ def column_stat(w: World) -> Draft:
         prog = f'{cond} {{if (m == "" || ${c} {cmp} m) m = ${c}}} END {{{fmt}m}}'
     qs, qo = quote(src), quote(out)
     cmd = f"awk -F, {quote(prog)} {qs} > {qo}"
+    approach = w.pick(("awk", "awk", "python", "sqlite", "pipeline"))
     if stat in ("max", "min") and not filt and w.chance(0.4):
         cmd = (
             f"tail -n +2 {qs} | sort -t, -k{c},{c}n | {'tail' if stat == 'max' else 'head'} -n 1 | "
             f"cut -d, -f{c} > {qo}"
+        )
+    elif approach == "python":  # csv.DictReader, the statistic computed in python
+        keep = f" if r[{filt[0]!r}] == {filt[2]!r}" if filt else ""
+        number = "float" if decimal else "int"
+        agg = {"sum": "sum(v)", "average": "sum(v) / len(v)", "max": "max(v)", "min": "min(v)"}[stat]
+        show = f"print(f'{{{agg}:.2f}}')" if rounded else f"print({agg})"
+        cmd = (
+            f"python3 -c {quote(f'import csv, sys; v = [{number}(r[{col!r}]) for r in csv.DictReader(open(sys.argv[1])){keep}]; {show}')}"
+            f" {qs} > {qo}"
+        )
+    elif approach == "sqlite":  # the CSV imported into an in-memory table (its header names the columns)
+        cast = "REAL" if decimal else "INTEGER"
+        agg = {"sum": "SUM", "average": "AVG", "max": "MAX", "min": "MIN"}[stat]
+        expr = f"{agg}(CAST({col} AS {cast}))"
+        expr = f"printf('%.2f', {expr})" if rounded else expr
+        where = f" WHERE {filt[0]} = '{filt[2]}'" if filt else ""
+        cmd = (
+            f"sqlite3 :memory: -cmd '.mode csv' -cmd {quote(f'.import {src} t')} -cmd '.mode list' "
+            f"{quote(f'SELECT {expr} FROM t{where};')} > {qo}"
+        )
+    elif approach == "pipeline" and stat == "sum":  # the column cut out and summed by bc
+        rows_cmd = f"awk -F, {quote(cond)} {qs}" if filt else f"tail -n +2 {qs}"
+        cmd = f"{rows_cmd} | cut -d, -f{c} | paste -sd+ | bc > {qo}"
+    elif approach == "pipeline" and stat in ("max", "min"):  # the column's values sorted as numbers
+        cmd = (
+            f"awk -F, {quote(f'{cond} {{print ${c}}}')} {qs} | sort -n | "
+            f"{'tail' if stat == 'max' else 'head'} -n 1 > {qo}"
         )
     reference = [f"head -n 3 {qs}"] if w.chance(0.5) else []
     reference += [f"mkdir -p {quote(posixpath.dirname(out))}", cmd, f"cat {qo}"]
@@ -999,7 +1101,29 @@ def csv_join(w: World) -> Draft:
     lfields = [f"1.{lcols.index(c) + 2}" for c in take]
     rk = 1 if right_key_first else 2
     rv = 2 if right_key_first else 1
-    if w.chance(0.6):
+    approach = w.pick(("join", "join", "awk", "python", "sqlite"))
+    if approach == "python":  # a dict of the right file, the left file's rows looked up in it
+        code = (
+            f"import csv, sys; right = {{r[{key!r}]: r[{rcol!r}] for r in csv.DictReader(open(sys.argv[2]))}}; "
+            "out = csv.writer(sys.stdout, lineterminator=chr(10)); "
+            + (f"out.writerow({header!r}); " if with_header else "")
+            + f"rows = [[r[{key!r}], *(r[c] for c in {take!r}), right[r[{key!r}]]] "
+            f"for r in csv.DictReader(open(sys.argv[1])) if r[{key!r}] in right]; "
+            + ("out.writerows(sorted(rows))" if ordered else "out.writerows(rows)")
+        )
+        cmd = f"python3 -c {quote(code)} {ql} {qr} > {qo}"
+    elif approach == "sqlite":  # both files imported into an in-memory database, joined in SQL
+        cols_sql = ", ".join([f"l.{key} AS {key}", *(f"l.{c} AS {c}" for c in take), f"r.{rcol} AS {rcol}"])
+        sql = (
+            f"SELECT {cols_sql} FROM l JOIN r ON l.{key} = r.{key}"
+            + (f" ORDER BY l.{key}" if ordered else "")
+            + ";"
+        )
+        cmd = (
+            f"sqlite3 :memory: -cmd {quote(f'.import --csv {lpath} l')} -cmd {quote(f'.import --csv {rpath} r')} "
+            f"-csv {'-header ' if with_header else ''}{quote(sql)} > {qo}"
+        )
+    elif approach == "join":
         body = (
             f"join -t, -1 1 -2 {rk} -o {','.join(['1.1', *lfields, f'2.{rv}'])} "
             f"<(tail -n +2 {ql} | sort -t, -k1,1) <(tail -n +2 {qr} | sort -t, -k{rk},{rk})"
@@ -1011,7 +1135,8 @@ def csv_join(w: World) -> Draft:
             f'{{ print $1 "," {lvals} "," v[$1] }}'
         )
         body = f"awk -F, {quote(prog)} {qr} {ql}" + (" | sort" if ordered else "")
-    cmd = f"{{ echo {quote(','.join(header))}; {body}; }} > {qo}" if with_header else f"{body} > {qo}"
+    if approach in ("join", "awk"):
+        cmd = f"{{ echo {quote(','.join(header))}; {body}; }} > {qo}" if with_header else f"{body} > {qo}"
     reference = [f"head -n 3 {ql} {qr}", cmd, f"cat {qo}"]
     return Draft(
         task=task, check=check, reference=reference, difficulty=3, files={lpath: left_csv, rpath: right_csv}
