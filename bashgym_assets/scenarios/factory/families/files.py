@@ -225,6 +225,13 @@ def rename_pattern(w: World) -> Draft:
             for _ in range(w.randint(1, 3))
         ]
         w.note(old, new)
+        rule = (
+            f"n.endswith('.{old}')",
+            f"n[: -{len(old) + 1}] + '.{new}'",
+            f"/\\.{old}$/",
+            f'n = $0; sub(/\\.{old}$/, ".{new}", n)',
+            f"($n = $_) =~ s/\\.{old}$/.{new}/",
+        )
         what = _spin(
             w,
             "{change the extension of every .{old} file to .{new}|rename every *.{old} file to *.{new} "
@@ -254,6 +261,13 @@ def rename_pattern(w: World) -> Draft:
             for _ in range(w.randint(1, 2))
         ]
         w.note(prefix, ext)
+        rule = (
+            f"n.endswith('.{ext}')",
+            f"{prefix!r} + n",
+            f"/\\.{ext}$/",
+            f'n = "{prefix}" $0',
+            f'$n = /\\.{ext}$/ ? "{prefix}$_" : $_',
+        )
         what = _spin(
             w,
             "{add the prefix '{prefix}' to the name of every .{ext} file|prefix every *.{ext} file name "
@@ -273,6 +287,7 @@ def rename_pattern(w: World) -> Draft:
             name = w.unique(lambda: f"{_title(w)}.{w.pick(('txt', 'pdf', 'docx', 'md'))}")
             renames[name] = name.replace(" ", "_")
         keep = [w.filename() for _ in range(w.randint(1, 2))]
+        rule = ("' ' in n", "n.replace(' ', '_')", "/ /", 'n = $0; gsub(/ /, "_", n)', "($n = $_) =~ s/ /_/g")
         what = _spin(
             w,
             "{replace the spaces in the file names with underscores|rename the files whose names contain "
@@ -296,6 +311,7 @@ def rename_pattern(w: World) -> Draft:
             if name.lower() not in keep and name.lower() not in renames.values():  # no two names collide
                 renames[name] = name.lower()
         w.note(*renames)
+        rule = ("n != n.lower()", "n.lower()", "/[A-Z]/", "n = tolower($0)", "$n = lc")
         what = _spin(
             w,
             "{rename every file whose name has upper-case letters to the same name in lower case|make "
@@ -316,6 +332,13 @@ def rename_pattern(w: World) -> Draft:
             renames[f"{stem}{suffix}.{ext}"] = name
         keep = [w.filename() for _ in range(w.randint(1, 2))]
         w.note(suffix)
+        rule = (
+            f"'{suffix}.' in n",
+            f"n.replace('{suffix}.', '.')",
+            f'index($0, "{suffix}.")',
+            f'n = $0; sub(/{suffix}\\./, ".", n)',
+            f"($n = $_) =~ s/{suffix}\\././",
+        )
         what = _spin(
             w,
             "{remove '{suffix}' from the end of every file name that has it (before the extension)|drop "
@@ -330,6 +353,19 @@ def rename_pattern(w: World) -> Draft:
                 "done",
             )
         )
+    py_cond, py_new, awk_cond, awk_new, perl_new = rule
+    approach = w.pick(("shell", "shell", "python", "awk", "perl"))
+    if approach == "python":  # os.rename over the folder's files
+        code = (
+            f"import os; [os.rename(n, {py_new}) for n in os.listdir('.') if os.path.isfile(n) and {py_cond}]"
+        )
+        cmd = f"cd {f} && python3 -c {quote(code)}"
+    elif approach == "awk":  # awk writes the mv commands, sh runs them
+        prog = f'{awk_cond} {{{awk_new}; printf "mv -- \\"%s\\" \\"%s\\"\\n", $0, n}}'
+        cmd = f"cd {f} && find . -maxdepth 1 -type f -printf '%f\\n' | awk {quote(prog)} | sh"
+    elif approach == "perl":  # perl's rename over the folder's files
+        code = f"for (grep {{ -f }} glob('*')) {{ my $n; {perl_new}; rename $_, $n if $n ne $_ }}"
+        cmd = f"cd {f} && perl -e {quote(code)}"
     sub = f"{folder}/{w.pick(('old', 'archive', 'nested', 'keep', 'misc'))}"
     sub_file = f"{sub}/{w.pick(list(renames))}"  # same pattern one level down: out of scope
     files = {f"{folder}/{n}": f"{n} {w.token(6)}\n" for n in [*renames, *keep]}

@@ -222,6 +222,38 @@ def loop_rename(w: World) -> Draft:
         "number": f'i=1; for f in *.{ext}; do mv -- "$f" "$(printf \'{seq}%0{width}d.{ext}\' "$i")"; i=$((i + 1)); '
         "done",
     }[mode]
+    new_sh = {  # the new name of "$f" in bash
+        "ext": f'"${{f%.{ext}}}.{new_ext}"',
+        "prefix": f'{q(prefix)}"$f"',
+        "suffix": f'"${{f%.{ext}}}{suffix}.{ext}"',
+        "spaces": '"${f// /_}"',
+        "lower": '"${f,,}"',
+    }
+    pattern = {"spaces": "* *", "lower": "*[A-Z]*"}.get(mode, f"*.{ext}")
+    style = w.pick(("for", "for", "find-while", "ls-while", "python"))
+    if style == "find-while" and mode != "number":  # NUL-separated names from find, read one by one
+        loop = (
+            f"find . -maxdepth 1 -type f -name {q(pattern)} -print0 | while IFS= read -r -d '' f; do "
+            f'f="${{f#./}}"; mv -- "$f" {new_sh[mode]}; done'
+        )
+    elif style == "ls-while" and mode != "number":  # the folder listed, filtered by grep, read line by line
+        regex = {"spaces": " ", "lower": "[A-Z]"}.get(mode, f"\\.{ext}$")
+        loop = f'ls | grep {q(regex)} | while IFS= read -r f; do mv -- "$f" {new_sh[mode]}; done'
+    elif style == "python":  # a python for loop over the sorted listing
+        test = {"spaces": "' ' in f", "lower": "f != f.lower()"}.get(mode, f"f.endswith('.{ext}')")
+        rename = {
+            "ext": f"f[: -{len(ext) + 1}] + '.{new_ext}'",
+            "prefix": f"{prefix!r} + f",
+            "suffix": f"f[: -{len(ext) + 1}] + '{suffix}.{ext}'",
+            "spaces": "f.replace(' ', '_')",
+            "lower": "f.lower()",
+            "number": f"f'{seq}{{i:0{width}d}}.{ext}'",
+        }[mode]
+        count = "        i += 1\n" if mode == "number" else ""
+        loop = "python3 -c " + q(
+            "import os\ni = 0\nfor f in sorted(os.listdir('.')):\n"
+            f"    if os.path.isfile(f) and {test}:\n{count}        os.rename(f, {rename})\n"
+        )
     if mode in ("ext", "prefix", "suffix") and not sub and w.chance(0.3):
         inner = {
             "ext": f'mv "$1" "${{1%.{ext}}}.{new_ext}"',
