@@ -897,6 +897,20 @@ def tag_release(w: World) -> Draft:
     if after and w.chance(0.5):
         rev = " $(git log --format=%h -1 -- VERSION)"
     cmd = f"git tag -a {tag} -m {quote(message)}{rev}" if annotated else f"git tag {tag}{rev}"
+    how = w.pick(("porcelain", "porcelain", "plumbing", "file"))
+    at = '"$(git rev-parse HEAD)"' if not rev else f'"$(git rev-parse{rev})"'
+    if how == "plumbing" and annotated:  # the tag object written by mktag, its ref by update-ref
+        obj = (
+            f"printf 'object %s\\ntype commit\\ntag %s\\ntagger %s\\n\\n%s\\n' {at} {tag} "
+            f'"$(git var GIT_COMMITTER_IDENT)" {quote(message)} | git mktag'
+        )
+        cmd = f'git update-ref refs/tags/{tag} "$({obj})"'
+    elif how == "plumbing":  # a lightweight tag is only a ref
+        cmd = f"git update-ref refs/tags/{tag}{rev or ' HEAD'}"
+    elif how == "file" and annotated:  # the message written to a file first
+        cmd = (
+            f"printf '%s\\n' {quote(message)} > /tmp/tag-message && git tag -a {tag} -F /tmp/tag-message{rev}"
+        )
     reference = [
         f"cd {quote(repo_path)}",
         w.pick(("git log --oneline --decorate", "git tag -l && git log --oneline")),
@@ -1099,11 +1113,27 @@ def amend_last(w: World) -> Draft:
             "! git cat-file -e HEAD:local-notes.txt 2>/dev/null || exit 1",
         ]
     check = _check(repo_path, *lines)
-    if variant == "message":
+    how = w.pick(("amend", "amend", "reset", "plumbing"))
+    staged = [] if variant == "message" else [f"git add {quote(forgot)}"]
+    if how == "reset":  # the last commit undone (its changes kept staged), then made again
+        again = w.pick((f"git commit -m {quote(good)}", "git commit -C ORIG_HEAD"))
+        steps = [
+            *staged,
+            "git reset --soft HEAD~1",
+            again if variant == "forgotten" else f"git commit -m {quote(good)}",
+        ]
+    elif (
+        how == "plumbing"
+    ):  # a replacement commit built with commit-tree on the same parent, the branch moved to it
+        tree = "'HEAD^{tree}'" if variant == "message" else '"$(git write-tree)"'
+        new_commit = f'"$(git commit-tree {tree} -p HEAD^ -m {quote(good)})"'
+        move = w.pick((f"git reset --soft {new_commit}", f"git update-ref HEAD {new_commit}"))
+        steps = [*staged, move]
+    elif variant == "message":
         steps = [f"git commit --amend -m {quote(good)}"]
     else:
         steps = [
-            f"git add {quote(forgot)}",
+            *staged,
             w.pick(("git commit --amend --no-edit", f"git commit --amend -m {quote(good)}")),
         ]
     reference = [
