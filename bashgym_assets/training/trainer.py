@@ -53,6 +53,8 @@ PROGRESS_KEYS = ("total_steps", "eta_s")  # added to each on_log row, not part o
 # Trainer log keys that are bookkeeping rather than a per-step curve
 _SKIPPED_LOG_KEYS = {"step", "num_input_tokens_seen", "num_tokens", "total_flos"}
 _RENAMED_LOG_KEYS = {"rewards/accuracies": "reward_accuracy", "rewards/margins": "reward_margin"}
+# ``TrainHyperparams.lr_schedule`` -> transformers' scheduler (``constant_with_warmup``: flat after the warm-up)
+LR_SCHEDULERS = {"linear": "linear", "constant": "constant_with_warmup"}
 
 
 #: The two fields whose default GRPO changes (``training.grpo.GRPOHyperparams``): their type and text, declared once.
@@ -100,6 +102,11 @@ class TrainHyperparams(SharedHyperparams):
     # head, no entropy. TRL's CPU path scores every position of the 49k-token head, with its entropy
     # (BENCHMARKS.md, issue 29). False: TRL's own compute_loss.
     lean_loss: bool = Field(default=True, description="SFT: the loss over trained positions only, no entropy")
+    # constant: the rate stays at its peak after the warm-up, so a run resumed with more epochs goes on with the same
+    # schedule (the learning study trains in segments and evaluates between them: evaluation.learning_study)
+    lr_schedule: Literal["linear", "constant"] = Field(
+        default="linear", description="after the warm-up: linear decay to 0, or constant"
+    )
 
 
 class TrainConfig(TrainHyperparams):
@@ -296,7 +303,7 @@ def trainer_args(config_cls: type, config: TrainConfig, evaluate: bool, **extra:
         num_train_epochs=config.epochs,
         max_steps=config.max_steps or -1,
         warmup_steps=config.warmup_steps,
-        lr_scheduler_type="linear",
+        lr_scheduler_type=LR_SCHEDULERS[config.lr_schedule],
         weight_decay=config.weight_decay,
         max_grad_norm=config.max_grad_norm,
         bf16=config.dtype == "bfloat16",

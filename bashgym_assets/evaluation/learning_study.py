@@ -1,0 +1,604 @@
+"""The learning study (issue 38): what it takes for a model to finish the tasks it trained on, and new ones.
+
+One *arm* is a recipe (``Arm``: which train families, how many tasks each, epochs, learning rate and schedule, LoRA
+rank and targets, tokens per optimizer step, observation length, trajectories per task). ``run_arm`` takes it
+through the project's own stages, nothing forked:
+
+1. draw the arm's tasks from its train families (``factory.generate``, guarded against every evaluation task as
+   ``generated_scenarios`` is), certify them (``gate.gate_bundles``, real sandboxes) and play their reference
+   solutions (``rollout.run_rollouts``, as ``verified_trajectories`` does);
+2. build the SFT rows exactly as ``sft_dataset`` does (``training_data.build.build_sft``: the evaluation's
+   prompt, short renders, the contamination check against the pack's held-out tasks and the held-out families);
+3. train with the project's trainer (``training.trainer.train_sft``) in segments that end at the epochs to
+   evaluate: each segment resumes the last one's checkpoint, and with a constant learning rate the segments are one
+   run (``TrainHyperparams.lr_schedule``);
+4. after each segment, evaluate that checkpoint greedily through the evaluation (``evaluation.compare``, sandboxed
+   episodes) on ``fit``, a seeded sample of the very tasks it trained on, and ``transfer``, fresh draws of the same
+   families under the reserved transfer seed (``evaluation.transfer_bundles``, gated like every evaluated task).
+
+Each checkpoint is one ``CheckpointResult``: epoch, optimizer steps, tokens seen, training wall time so far, fit and
+transfer with Wilson intervals, failure classes and detail classes. ``study_markdown`` is the table.
+Held-out families are refused as train families; no held-out task reaches a training row (checked twice).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from bashgym_assets.evaluation import FIT, TRANSFER, ModelSpec, Sampling, admitted, compare, transfer_bundles
+from bashgym_assets.evaluation.failures import detail_counts
+from bashgym_assets.evaluation.metrics import EvalEpisode, Rate, summarize
+from bashgym_assets.evaluation.report import failing_transcripts, transcript_markdown
+from bashgym_assets.evaluation.runner import EvalSettings, LakeEpisodeWriter
+from bashgym_assets.scenarios.bundle import ScenarioBundle
+
+Progress = Callable[[str], None]
+STUDY_SETS = (FIT, TRANSFER)
+
+
+class Arm(BaseModel):
+    """One recipe of the study: the data it trains on, how it trains, and where it is evaluated."""
+
+    name: str = Field(description="the arm's name: its result files are <name>.json and <name>.md")
+    families: list[str] = Field(min_length=1, description="train families of the task factory")
+    tasks_per_family: int = Field(default=14, ge=1, description="distinct tasks drawn of each family")
+    draw_seed: int = Field(default=0, description="the factory's draw seed of the train tasks")
+    trajectories_per_task: int = Field(
+        default=1, ge=1, description="reference rollouts per task (identical ones are one row)"
+    )
+    observation_chars: int | None = Field(
+        default=400, description="command outputs cut to this many characters (sft_dataset's option)"
+    )
+    eval_epochs: list[int] = Field(
+        default=[2, 5, 8], min_length=1, description="epochs after which the checkpoint is evaluated"
+    )
+    learning_rate: float = 1e-3
+    lr_schedule: Literal["linear", "constant"] = "constant"
+    warmup_steps: int = 2
+    lora_r: int = 16
+    lora_alpha: int = 32
+    target_modules: str | list[str] = "all-linear"
+    max_length: int = Field(default=1024, description="tokens per packed row")
+    grad_accum: int = Field(default=4, description="packed rows per optimizer step")
+    curriculum: bool = Field(default=True, description="easy tasks first in every epoch, as factory-cpu")
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    seed: int = 0
+    fit_per_family: int = Field(default=4, ge=0, description="trained tasks of each family evaluated (fit)")
+    transfer_per_family: int = Field(default=4, ge=0, description="fresh tasks of each family (transfer)")
+    max_turns: int = Field(default=10, description="evaluation: replies an episode may run")
+    max_new_tokens: int = Field(default=128, description="evaluation: tokens a reply")
+
+    @model_validator(mode="after")
+    def _one_schedule_across_segments(self) -> Arm:
+        """A decaying schedule would be planned anew by every segment (to that segment's end): only a constant
+        rate makes the segments one run, so a decay is refused when more than one checkpoint is evaluated."""
+        self.eval_epochs = sorted(set(self.eval_epochs))
+        if self.eval_epochs[0] < 1:
+            raise ValueError("eval_epochs must be whole epochs, 1 or more")
+        if self.lr_schedule != "constant" and len(self.eval_epochs) > 1:
+            raise ValueError(
+                f"lr_schedule {self.lr_schedule!r} with {len(self.eval_epochs)} checkpoints: each training segment "
+                "would plan its own decay; use constant, or evaluate one epoch"
+            )
+        return self
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.max_length * self.grad_accum
+
+    def data_key(self) -> dict[str, Any]:
+        """What the prepared data depends on (a cached preparation is reused only when this is equal)."""
+        return self.model_dump(
+            include={
+                "families",
+                "tasks_per_family",
+                "draw_seed",
+                "trajectories_per_task",
+                "observation_chars",
+                "fit_per_family",
+                "transfer_per_family",
+                "seed",
+            }
+        )
+
+    def recipe(self) -> str:
+        """The recipe in one line, for the tables."""
+        lora = f"LoRA r{self.lora_r}/a{self.lora_alpha} {self._targets()}"
+        return (
+            f"{len(self.families)} families x {self.tasks_per_family} tasks, {self.trajectories_per_task} "
+            f"trajectory/task, outputs <= {self.observation_chars or 'all'} chars; {lora}; lr {self.learning_rate:g} "
+            f"{self.lr_schedule} ({self.warmup_steps} warm-up); {self.grad_accum} x {self.max_length} tokens/step; "
+            f"{self.dtype}{', curriculum' if self.curriculum else ''}"
+        )
+
+    def _targets(self) -> str:
+        return self.target_modules if isinstance(self.target_modules, str) else ",".join(self.target_modules)
+
+
+class PreparedData(BaseModel):
+    """The arm's data: SFT rows (sft_dataset's columns), the fit and transfer tasks, what each stage kept."""
+
+    key: dict[str, Any]
+    rows: list[dict[str, Any]]
+    fit: list[ScenarioBundle]
+    transfer: list[ScenarioBundle]
+    counts: dict[str, int]
+
+
+class SetResult(BaseModel):
+    """One checkpoint on one set: the rates with Wilson intervals and why episodes failed."""
+
+    n: int
+    clean: Rate
+    verified: Rate
+    operate: Rate
+    terminate: Rate
+    failure_classes: dict[str, int]
+    failure_details: dict[str, int]
+    by_family: dict[str, str] = Field(default_factory=dict)  # family -> "k/n" clean
+
+
+class CheckpointResult(BaseModel):
+    """One evaluated checkpoint: how much training it had and what it finishes."""
+
+    epoch: int
+    steps: int
+    tokens_seen: int
+    train_wall_s: float = Field(description="wall time of training so far (model loads included)")
+    train_runtime_s: float = Field(description="the trainer's own time of training so far")
+    loss: float | None
+    eval_id: str
+    eval_wall_s: float
+    sets: dict[str, SetResult]
+    transcripts: list[str] = Field(default_factory=list)  # a few failed episodes, as markdown
+
+
+class StudyResult(BaseModel):
+    """An arm and its checkpoints (written as <arm>.json)."""
+
+    arm: Arm
+    base_model: str
+    machine: str = ""
+    command: str = ""
+    started: str
+    data: dict[str, int]
+    prepare_wall_s: float
+    train_rows: int
+    train_tokens_per_epoch: int = 0
+    steps_per_epoch: int = 0
+    checkpoints: list[CheckpointResult] = Field(default_factory=list)
+    finished: bool = False
+
+
+# ---- data ---------------------------------------------------------------------------------------------------------
+def check_families(families: Sequence[str]) -> None:
+    """Refuse a family that is unknown, held out (evaluation only) or kept for validation by ``sft_dataset``
+    (whose rows never train): the arm would train on nothing of it, or on what must never train."""
+    from bashgym_assets.scenarios.factory.family import all_families
+    from bashgym_assets.scenarios.factory.split import is_held_out_family
+    from bashgym_assets.training_data.build import split_for
+
+    known = all_families()
+    for name in families:
+        if name not in known:
+            raise ValueError(f"unknown family {name!r}")
+        if is_held_out_family(name):
+            raise ValueError(f"{name} is a held-out family: evaluation only, it never trains")
+        if split_for(f"family:{name}") != "train":
+            raise ValueError(f"{name} is one of sft_dataset's validation families: its rows never train")
+
+
+def heldout_guard(per_family: int, seed: int) -> list[Any]:
+    """Every task whose text or skill must not train (``build.HeldOut``): the pack's held-out split, its train
+    twins included, and the held-out families' tasks drawn as the arm's are."""
+    from bashgym_assets.scenarios.candidates import load_pack
+    from bashgym_assets.scenarios.factory.family import all_families
+    from bashgym_assets.scenarios.factory.generate import generate
+    from bashgym_assets.scenarios.factory.split import HELD_OUT_FAMILIES
+    from bashgym_assets.scenarios.gate import HELD_OUT, split_for
+    from bashgym_assets.training_data.build import heldout_from_rows
+
+    pack, _ = load_pack()
+    held = [b for b in pack if split_for(b.id) == HELD_OUT]
+    families = sorted(
+        HELD_OUT_FAMILIES & set(all_families())
+    )  # a name no longer defined is ignored (split.py)
+    held += generate(per_family, seed=seed, families=families).bundles
+    return heldout_from_rows(
+        {"id": b.id, "task": b.task, "reference": list(b.reference), "split": HELD_OUT} for b in held
+    )
+
+
+def prepare(arm: Arm, image: str | None, progress: Progress = print, max_parallel: int = 4) -> PreparedData:
+    """Draw, gate and play the arm's train tasks, build its SFT rows, pick its fit and transfer tasks."""
+    from bashgym_assets.rollout.episode import ROLLOUT_LIMITS
+    from bashgym_assets.rollout.operators import ReferenceOperator
+    from bashgym_assets.rollout.rollouts import run_rollouts
+    from bashgym_assets.scenarios.factory.family import family_of
+    from bashgym_assets.scenarios.factory.generate import evaluation_tasks, generate
+    from bashgym_assets.scenarios.gate import gate_bundles
+    from bashgym_assets.training_data.build import build_sft, contamination_violations
+
+    check_families(arm.families)
+    counts: dict[str, int] = {}
+    drawn = generate(
+        arm.tasks_per_family, seed=arm.draw_seed, families=arm.families, eval_tasks=evaluation_tasks()
+    ).bundles
+    counts["drawn"] = len(drawn)
+    progress(f"[{arm.name}] drew {len(drawn)} tasks of {len(arm.families)} families; gating them")
+    gated = [b for b, r in zip(drawn, gate_bundles(drawn, image), strict=True) if r.admitted]
+    counts["admitted"] = len(gated)
+    progress(f"[{arm.name}] {len(gated)}/{len(drawn)} admitted; playing the reference solutions")
+
+    def said(done: int, total: int, kept: int) -> None:
+        if done % 10 == 0 or done == total:
+            progress(f"[{arm.name}] reference rollouts {done}/{total}: {kept} kept")
+
+    records = run_rollouts(
+        gated,
+        ReferenceOperator(),
+        image,
+        samples=arm.trajectories_per_task,
+        max_parallel=max_parallel,
+        limits=ROLLOUT_LIMITS,
+        on_progress=said,
+    )
+    counts["trajectories"] = len(records)
+    counts["trajectories_kept"] = sum(r.kept for r in records)
+    heldout = heldout_guard(arm.tasks_per_family, arm.draw_seed)
+    built = build_sft([], [r.model_dump() for r in records], heldout, observation_chars=arm.observation_chars)
+    rows = [r for r in built.rows if r["split"] == "train"]
+    counts["sft_rows"] = len(rows)
+    counts["quarantined"] = len(built.quarantine)
+    if bad := contamination_violations(rows, heldout):
+        raise RuntimeError(f"{len(bad)} train rows hold a held-out task, e.g. {bad[0]}")
+    strays = {r["family"] for r in rows} - set(arm.families)
+    if strays:
+        raise RuntimeError(f"train rows of families outside the arm: {sorted(strays)}")
+    trained_ids = {r["scenario_id"] for r in rows}
+    trained = [b for b in gated if b.id in trained_ids]
+    fit = _per_family_sample(trained, arm.fit_per_family, arm.seed)
+    fresh = transfer_bundles([{"scenario_id": b.id, "task": b.task} for b in drawn], arm.transfer_per_family)
+    transfer = admitted(fresh, image, progress=progress)
+    counts.update({"fit_tasks": len(fit), "transfer_drawn": len(fresh), "transfer_tasks": len(transfer)})
+    if any(family_of(b.id) not in arm.families for b in transfer) or {b.id for b in transfer} & trained_ids:
+        raise RuntimeError("a transfer task is outside the arm's families or was trained on")
+    progress(f"[{arm.name}] data: {json.dumps(counts)}")
+    return PreparedData(key=arm.data_key(), rows=rows, fit=fit, transfer=transfer, counts=counts)
+
+
+def _per_family_sample(bundles: Sequence[ScenarioBundle], per_family: int, seed: int) -> list[ScenarioBundle]:
+    """``per_family`` of each family's tasks, seeded, so every family weighs the same in the fit figure."""
+    from bashgym_assets.scenarios.factory.family import family_of
+
+    by_family: dict[str, list[ScenarioBundle]] = {}
+    for b in sorted(bundles, key=lambda b: b.id):
+        by_family.setdefault(family_of(b.id) or "", []).append(b)
+    out: list[ScenarioBundle] = []
+    for name in sorted(by_family):
+        tasks = by_family[name]
+        out += random.Random(f"{seed}:{name}").sample(tasks, min(per_family, len(tasks)))
+    return sorted(out, key=lambda b: b.id)
+
+
+def prepared(arm: Arm, image: str | None, cache: Path, progress: Progress = print) -> PreparedData:
+    """``prepare``, or the data a previous run of the same arm data left in ``cache`` (a rerun of an arm that
+    changed only how it trains re-uses its gated tasks and rows)."""
+    if cache.exists():
+        data = PreparedData.model_validate_json(cache.read_text())
+        if data.key == arm.data_key():
+            progress(f"[{arm.name}] data from {cache}: {json.dumps(data.counts)}")
+            return data
+    data = prepare(arm, image, progress)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(data.model_dump_json())
+    return data
+
+
+# ---- training and evaluation ----------------------------------------------------------------------------------------
+def train_config(
+    arm: Arm, base_model: str, work: Path, epochs: int, first: bool, max_steps: int | None = None
+) -> Any:
+    """The trainer's config of one segment: the arm's recipe up to ``epochs``, resuming the last segment's
+    checkpoint (the first segment starts over). Checkpoints are written at each segment's end only."""
+    from bashgym_assets.training.trainer import TrainConfig
+
+    return TrainConfig(
+        base_model=base_model,
+        output_dir=str(work / "adapter"),
+        checkpoint_dir=str(work / "checkpoints"),
+        run_name=arm.name,
+        epochs=float(epochs),
+        max_steps=max_steps,
+        learning_rate=arm.learning_rate,
+        lr_schedule=arm.lr_schedule,
+        warmup_steps=arm.warmup_steps,
+        lora_r=arm.lora_r,
+        lora_alpha=arm.lora_alpha,
+        target_modules=arm.target_modules,
+        max_length=arm.max_length,
+        grad_accum=arm.grad_accum,
+        batch_size=1,
+        curriculum=arm.curriculum,
+        dtype=arm.dtype,
+        seed=arm.seed,
+        save_every=10**9,
+        resume=not first,
+    )
+
+
+def set_result(episodes: Sequence[EvalEpisode]) -> SetResult:
+    """The rates, failure classes and detail classes of one set's episodes."""
+    from bashgym_assets.scenarios.factory.family import family_of
+
+    s = summarize("study", list(episodes))
+    by_family: dict[str, list[EvalEpisode]] = {}
+    for e in episodes:
+        by_family.setdefault(family_of(e.scenario_id) or e.scenario_id, []).append(e)
+    return SetResult(
+        n=s.rates["clean"].n,
+        clean=s.rates["clean"],
+        verified=s.rates["verified"],
+        operate=s.rates["operate"],
+        terminate=s.rates["terminate"],
+        failure_classes=dict(sorted(s.failure_classes.items(), key=lambda kv: -kv[1])),
+        failure_details=detail_counts(episodes),
+        by_family={f: f"{sum(e.clean for e in eps)}/{len(eps)}" for f, eps in sorted(by_family.items())},
+    )
+
+
+def evaluate_checkpoint(
+    adapter: Path,
+    base_model: str,
+    data: PreparedData,
+    arm: Arm,
+    image: str | None,
+    eval_id: str,
+    lake: Any = None,
+    progress: Progress = print,
+) -> tuple[dict[str, SetResult], list[EvalEpisode], float]:
+    """One checkpoint greedily on fit and transfer, in one evaluation (one model load); its episodes go to
+    ``eval_episodes[eval_id]`` when a lake is given."""
+    sets = {FIT: data.fit, TRANSFER: data.transfer}
+    set_of = {b.id: name for name, bs in sets.items() for b in bs}
+    bundles = [b for bs in sets.values() for b in bs]
+    sink = LakeEpisodeWriter(lake, eval_id) if lake is not None else None
+    t0 = time.monotonic()
+    (result,) = compare(
+        [ModelSpec(label=arm.name, base=base_model, adapter=str(adapter), ref=str(adapter))],
+        bundles,
+        image,
+        EvalSettings(max_turns=arm.max_turns),
+        Sampling(max_new_tokens=arm.max_new_tokens),
+        eval_id=eval_id,
+        progress=progress,
+        sink=sink,
+    )
+    if sink is not None:
+        sink.flush()
+    wall = time.monotonic() - t0
+    by_set = {name: [e for e in result.episodes if set_of.get(e.scenario_id) == name] for name in sets}
+    return {name: set_result(eps) for name, eps in by_set.items() if sets[name]}, result.episodes, wall
+
+
+def run_arm(
+    arm: Arm,
+    base_model: str,
+    image: str | None,
+    work: Path,
+    lake: Any = None,
+    progress: Progress = print,
+    on_checkpoint: Callable[[StudyResult], None] | None = None,
+    machine: str = "",
+    command: str = "",
+) -> StudyResult:
+    """The whole arm: data, then per evaluated epoch a training segment and an evaluation of its checkpoint.
+    ``on_checkpoint`` gets the result so far after each checkpoint (the CLI writes the files then, so a stopped
+    run keeps what it measured)."""
+    from datetime import UTC, datetime
+
+    from bashgym_assets.training.curriculum import stage_of
+    from bashgym_assets.training.trainer import progress_line, train_sft
+
+    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    t0 = time.monotonic()
+    data = prepared(arm, image, work / "prepared.json", progress)
+    if not data.rows:
+        raise RuntimeError(f"[{arm.name}] no SFT row: nothing to train on ({data.counts})")
+    study = StudyResult(
+        arm=arm,
+        base_model=base_model,
+        started=started,
+        data=data.counts,
+        prepare_wall_s=round(time.monotonic() - t0, 1),
+        train_rows=len(data.rows),
+        machine=machine,
+        command=command,
+    )
+    train = [r["messages"] for r in data.rows]
+    stages = [stage_of(r) for r in data.rows]
+    wall = runtime = 0.0
+    for i, epoch in enumerate(arm.eval_epochs):
+        cfg = train_config(arm, base_model, work, epoch, first=i == 0)
+        progress(f"[{arm.name}] training to epoch {epoch} ({arm.recipe()})")
+
+        def log(row: dict[str, float], epoch: int = epoch) -> None:
+            progress(f"[{arm.name}] epoch<={epoch} {progress_line(row)}")
+
+        t1 = time.monotonic()
+        res = train_sft(cfg, train, on_log=log, stages=stages)
+        wall += time.monotonic() - t1
+        runtime += res.wall_s
+        study.train_tokens_per_epoch = res.train_tokens
+        study.steps_per_epoch = math.ceil(res.steps / epoch)
+        checkpoint = work / f"epoch-{epoch}"
+        if checkpoint.exists():
+            shutil.rmtree(checkpoint)
+        shutil.copytree(res.adapter_dir, checkpoint)
+        eval_id = f"{_EVAL_PREFIX}{arm.name}-e{epoch}-{datetime.now(UTC).strftime('%H%M%S')}"
+        progress(f"[{arm.name}] epoch {epoch}: {res.steps} steps; evaluating {eval_id}")
+        sets, episodes, eval_wall = evaluate_checkpoint(
+            checkpoint, base_model, data, arm, image, eval_id, lake, progress
+        )
+        study.checkpoints.append(
+            CheckpointResult(
+                epoch=epoch,
+                steps=res.steps,
+                tokens_seen=int(sum(h.get("tokens", 0) for h in res.history)),
+                train_wall_s=round(wall, 1),
+                train_runtime_s=round(runtime, 1),
+                loss=_mean_loss(res.history, study.steps_per_epoch),
+                eval_id=eval_id,
+                eval_wall_s=round(eval_wall, 1),
+                sets=sets,
+                transcripts=[
+                    transcript_markdown(e, 1800) for e in failing_transcripts(episodes, arm.name, 3)
+                ],
+            )
+        )
+        progress(f"[{arm.name}] {checkpoint_line(study.checkpoints[-1])}")
+        if on_checkpoint is not None:
+            on_checkpoint(study)
+    study.finished = True
+    return study
+
+
+class StepProbe(BaseModel):
+    """A few optimizer steps of an arm's recipe on its rows: what a step costs, to size the arm before it runs."""
+
+    steps: int
+    train_rows: int
+    tokens_per_epoch: int
+    steps_per_epoch: int
+    s_per_step: float
+    tokens_per_s: float
+    wall_s: float
+
+    def projection(self, epochs: int) -> str:
+        total = self.steps_per_epoch * epochs
+        return (
+            f"{self.s_per_step:.1f} s a step ({self.tokens_per_s:.0f} tokens/s), ~{self.steps_per_epoch} steps an "
+            f"epoch: {epochs} epochs = {total} steps, ~{total * self.s_per_step / 60:.0f} min of training"
+        )
+
+
+def probe_steps(
+    arm: Arm, base_model: str, image: str | None, work: Path, steps: int = 3, progress: Progress = print
+) -> StepProbe:
+    """Train ``steps`` optimizer steps of the arm into ``work/probe`` (thrown away) and time them; the data is
+    prepared (or reused) as ``run_arm`` does. Steps an epoch are estimated from the tokens (packing is dense)."""
+    from bashgym_assets.training.curriculum import stage_of
+    from bashgym_assets.training.trainer import progress_line, train_sft
+
+    data = prepared(arm, image, work / "prepared.json", progress)
+    probe = work / "probe"
+    cfg = train_config(arm, base_model, probe, max(arm.eval_epochs), first=True, max_steps=steps)
+    t0 = time.monotonic()
+    res = train_sft(
+        cfg,
+        [r["messages"] for r in data.rows],
+        on_log=lambda row: progress(f"[{arm.name}] probe {progress_line(row)}"),
+        stages=[stage_of(r) for r in data.rows],
+    )
+    wall = time.monotonic() - t0
+    shutil.rmtree(probe, ignore_errors=True)
+    tokens = int(sum(h.get("tokens", 0) for h in res.history))
+    return StepProbe(
+        steps=res.steps,
+        train_rows=len(data.rows),
+        tokens_per_epoch=res.train_tokens,
+        steps_per_epoch=math.ceil(math.ceil(res.train_tokens / arm.max_length) / arm.grad_accum),
+        s_per_step=round(res.wall_s / max(1, res.steps), 2),
+        tokens_per_s=round(tokens / res.wall_s, 1) if res.wall_s else 0.0,
+        wall_s=round(wall, 1),
+    )
+
+
+# the split is in the id: fit figures must never pass for held-out ones (gate.TRAIN_SPLIT_EVAL_PREFIX)
+_EVAL_PREFIX = "eval-cli-train-study-"
+
+
+def _mean_loss(history: Sequence[dict[str, float]], last: int) -> float | None:
+    """The mean training loss over the last epoch's steps (one step's loss is one packed row's: noisy)."""
+    losses = [h["loss"] for h in history if "loss" in h][-max(1, last) :]
+    return round(sum(losses) / len(losses), 4) if losses else None
+
+
+# ---- reports ------------------------------------------------------------------------------------------------------
+def _failures(s: SetResult) -> str:
+    classes = ", ".join(f"{k} {v}" for k, v in s.failure_classes.items()) or "-"
+    details = ", ".join(f"{k} {v}" for k, v in s.failure_details.items())
+    return classes + (f" ({details})" if details else "")
+
+
+def checkpoint_line(c: CheckpointResult) -> str:
+    """One checkpoint in a line, for the log."""
+    sets = "; ".join(f"{name} clean {s.clean.fmt()} (n {s.n})" for name, s in c.sets.items())
+    return (
+        f"epoch {c.epoch}: {c.steps} steps, {c.tokens_seen:,} tokens, training {c.train_wall_s:.0f} s, "
+        f"loss {c.loss}; {sets}; evaluation {c.eval_wall_s:.0f} s"
+    )
+
+
+def study_markdown(study: StudyResult) -> str:
+    """The arm's report: the recipe, the data, one row per checkpoint, the failing transcripts of the last."""
+    arm = study.arm
+    stopped = "" if study.finished else ", stopped before its last checkpoint"
+    lines = [f"## Arm `{arm.name}` ({study.started}{stopped})", ""]
+    lines += [f"Machine: {study.machine}  "] if study.machine else []
+    lines += [f"Command: `{study.command}`  "] if study.command else []
+    lines += [
+        f"Base model: `{study.base_model}`  ",
+        f"Recipe: {arm.recipe()}  ",
+        f"Families: {', '.join(arm.families)}  ",
+        f"Data: {', '.join(f'{k} {v}' for k, v in study.data.items())}; {study.train_rows} train rows, "
+        f"{study.train_tokens_per_epoch:,} tokens an epoch, {study.steps_per_epoch} optimizer steps an epoch; "
+        f"preparation {study.prepare_wall_s:.0f} s",
+        "",
+        "| epoch | steps | tokens seen | training wall | loss (last epoch) | fit clean | transfer clean | "
+        "fit failures (detail) | transfer failures (detail) | evaluation wall |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in study.checkpoints:
+        fit, transfer = c.sets.get(FIT), c.sets.get(TRANSFER)
+        lines.append(
+            f"| {c.epoch} | {c.steps} | {c.tokens_seen:,} | {_minutes(c.train_wall_s)} | {c.loss} | "
+            f"{_rate(fit)} | {_rate(transfer)} | {_failures(fit) if fit else '-'} | "
+            f"{_failures(transfer) if transfer else '-'} | {_minutes(c.eval_wall_s)} |"
+        )
+    if study.checkpoints:
+        last = study.checkpoints[-1]
+        lines += ["", f"Clean by family at epoch {last.epoch}:", ""]
+        lines += ["| family | fit | transfer |", "|---|---|---|"]
+        families = sorted({f for s in last.sets.values() for f in s.by_family})
+        for f in families:
+            lines.append(
+                "| "
+                + " | ".join(
+                    [f, *(last.sets[n].by_family.get(f, "-") if n in last.sets else "-" for n in STUDY_SETS)]
+                )
+                + " |"
+            )
+        if last.transcripts:
+            lines += ["", f"Failed episodes at epoch {last.epoch}:", ""]
+            for t in last.transcripts:
+                lines += [t, ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _rate(s: SetResult | None) -> str:
+    return f"{s.clean.fmt()} ({s.clean.k}/{s.n})" if s is not None else "-"
+
+
+def _minutes(seconds: float) -> str:
+    whole = round(seconds)
+    return f"{whole // 60} min {whole % 60:02d} s"

@@ -1,0 +1,138 @@
+"""The learning study (issue 38): an arm end to end at a tiny size (real gate, reference rollouts, sft_dataset's rows,
+the trainer in segments, the evaluation on fit and transfer in sandboxes), the recipe's guards, and the constant
+learning rate that lets a resumed segment go on with the same schedule."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from bashgym_assets.evaluation import FIT, TRANSFER
+from bashgym_assets.evaluation import learning_study as ls
+from bashgym_assets.scenarios.factory.split import HELD_OUT_FAMILIES
+from bashgym_assets.testing.tiny_model import build_tiny_model
+
+ROOT = Path(__file__).resolve().parents[1]
+FAMILY = "files-delete-by-pattern"
+
+
+def _cli():
+    spec = importlib.util.spec_from_file_location(
+        "learning_study_cli", ROOT / "benchmarks" / "learning_study.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(build_tiny_model(tmp_path_factory.mktemp("tiny") / "model"))
+
+
+def test_an_arm_refuses_what_must_not_train_and_a_decay_across_segments() -> None:
+    with pytest.raises(ValueError, match="held-out family"):
+        ls.check_families([sorted(HELD_OUT_FAMILIES)[0]])
+    with pytest.raises(ValueError, match="validation families"):
+        ls.check_families(["archives-compress-files"])  # sft_dataset keeps this family for validation
+    with pytest.raises(ValueError, match="unknown family"):
+        ls.check_families(["no-such-family"])
+    ls.check_families([FAMILY, "text-dedupe-lines"])
+    with pytest.raises(ValueError, match="plan its own decay"):
+        ls.Arm(name="a", families=[FAMILY], eval_epochs=[2, 5], lr_schedule="linear")
+    assert ls.Arm(name="a", families=[FAMILY], eval_epochs=[5], lr_schedule="linear").eval_epochs == [5]
+    assert ls.Arm(name="a", families=[FAMILY], eval_epochs=[8, 2, 5, 2]).eval_epochs == [2, 5, 8]
+
+
+def test_the_cli_makes_the_arm_of_its_options() -> None:
+    cli = _cli()
+    arm = cli.arm_of(
+        cli.parse(
+            [
+                "--arm",
+                "x",
+                "--families",
+                f"{FAMILY},text-dedupe-lines",
+                "--epochs",
+                "5,2",
+                "--targets",
+                "q_proj,v_proj",
+                "--observation-chars",
+                "0",
+                "--dtype",
+                "float32",
+                "--grad-accum",
+                "2",
+            ]
+        )
+    )
+    assert arm.families == [FAMILY, "text-dedupe-lines"] and arm.eval_epochs == [2, 5]
+    assert arm.target_modules == ["q_proj", "v_proj"] and arm.observation_chars is None
+    assert arm.tokens_per_step == 2 * 1024 and arm.lr_schedule == "constant" and arm.dtype == "float32"
+
+
+@pytest.mark.slow
+def test_a_constant_rate_goes_on_unchanged_in_a_resumed_segment(tiny_model: str, tmp_path: Path) -> None:
+    """The study trains to epoch 1, evaluates, then resumes to epoch 2: with ``lr_schedule`` constant every step
+    after the warm-up has the peak rate, in both segments (the trainer only decayed linearly before)."""
+    from bashgym_assets.testing import datasets as syn
+    from bashgym_assets.training.trainer import train_sft
+
+    arm = ls.Arm(
+        name="lr",
+        families=[FAMILY],
+        learning_rate=1e-3,
+        warmup_steps=1,
+        max_length=128,
+        grad_accum=1,
+        curriculum=False,
+    )
+    convs = [syn.trajectory_messages(f"task {i}", [f"ls dir{i}"], ["a"]) for i in range(4)]
+    first = train_sft(ls.train_config(arm, tiny_model, tmp_path, 1, first=True), convs)
+    second = train_sft(ls.train_config(arm, tiny_model, tmp_path, 2, first=False), convs)
+    assert second.resumed_from_step == first.steps and second.steps == 2 * first.steps
+    rates = [h["learning_rate"] for h in second.history]
+    assert len(rates) == second.steps and rates[1:] == [pytest.approx(1e-3)] * (len(rates) - 1)
+
+
+@pytest.mark.slow
+def test_an_arm_end_to_end_writes_its_table(
+    tiny_model: str, sandbox_image: str, settings, tmp_path: Path
+) -> None:
+    """One family, two tasks, one epoch, one checkpoint evaluated on one trained task and one fresh one, through
+    the CLI as a user runs it: both result files, every field of the table, the episodes in the lake."""
+    from bashgym_assets.lake import Lake
+
+    cli = _cli()
+    out, work = tmp_path / "results", tmp_path / "work"
+    argv = ["--arm", "tiny", "--families", FAMILY, "--tasks-per-family", "2", "--epochs", "1"]
+    argv += ["--fit-per-family", "1", "--transfer-per-family", "1", "--max-turns", "2", "--dtype", "float32"]
+    argv += ["--grad-accum", "1", "--base", tiny_model, "--out", str(out), "--work", str(work)]
+    assert cli.main(argv) == 0
+
+    study = ls.StudyResult.model_validate_json((out / "tiny.json").read_text())
+    assert study.finished and study.train_rows >= 1 and study.data["admitted"] >= 1
+    (point,) = study.checkpoints
+    assert point.epoch == 1 and point.steps >= 1 and point.tokens_seen > 0 and point.train_wall_s > 0
+    assert set(point.sets) == {FIT, TRANSFER} and point.sets[FIT].n == 1 and point.sets[TRANSFER].n == 1
+    for s in point.sets.values():  # an untrained 2-layer model finishes nothing; why is recorded
+        assert s.clean.k == 0 and sum(s.failure_classes.values()) == 1 and s.by_family == {FAMILY: "0/1"}
+    prepared = ls.PreparedData.model_validate_json((work / "prepared.json").read_text())
+    trained = {r["scenario_id"] for r in prepared.rows}
+    assert {b.id for b in prepared.fit} <= trained and not {b.id for b in prepared.transfer} & trained
+    assert all("@transfer:" in b.source for b in prepared.transfer)
+    assert (work / "epoch-1" / "adapter_config.json").exists()
+
+    md = (out / "tiny.md").read_text()
+    head = "| epoch | steps | tokens seen | training wall | loss (last epoch) | fit clean | transfer clean |"
+    assert head in md and f"\n| 1 | {point.steps} | {point.tokens_seen:,} |" in md and "0% [0-" in md
+    assert "Machine: " in md and "Command: `python benchmarks/learning_study.py --arm tiny" in md
+    rows = Lake(settings).read("eval_episodes", point.eval_id).to_pylist()
+    assert len(rows) == 2 and point.eval_id.startswith("eval-cli-train-")
+    assert json.loads((out / "tiny.json").read_text())["arm"]["families"] == [FAMILY]
