@@ -123,7 +123,7 @@ def log_dataset_inputs(
             continue
         frame = pd.DataFrame([{k: cell(v) for k, v in r.items()} for r in rows])
         # source None (the code's location) is from_pandas' own default; its annotation omits None
-        ds = from_pandas(frame, source=source, name=f"{name}/{split}", digest=version[:36])  # type: ignore[arg-type]
+        ds = from_pandas(frame, source=source, name=f"{name}/{split}", digest=version[:36])
         context = "training" if split == "train" else split
         inputs.append(DatasetInput(ds._to_mlflow_entity(), tags=[InputTag(MLFLOW_DATASET_CONTEXT, context)]))
         names.append(ds.name)
@@ -188,7 +188,7 @@ def _fluent_tracking(settings: Settings) -> Iterator[None]:
         yield
     finally:
         # None (the process had none) is what mlflow's body unsets; its annotation omits it
-        mlflow.set_tracking_uri(saved[0])  # type: ignore[arg-type]
+        mlflow.set_tracking_uri(saved[0])
         registry_utils._registry_uri = saved[1]
         for key, value in saved[2].items():
             if value is None:

@@ -262,7 +262,7 @@ def load_base(config: TrainConfig) -> Any:
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     else:
         # transformers wraps PreTrainedModel.to in a decorator whose annotation drops ``self``
-        model.to(pick_device(config))  # type: ignore[arg-type]
+        model.to(pick_device(config))
     return model
 
 
