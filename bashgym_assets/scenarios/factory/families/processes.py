@@ -10,6 +10,7 @@ below the kernel's 15-character ``comm`` limit and ``pgrep -x`` tells them apart
 from __future__ import annotations
 
 import hashlib
+import json
 import posixpath
 
 from bashgym_assets.scenarios.factory.family import Draft, family
@@ -406,8 +407,16 @@ def renice(w: World) -> Draft:
         "args": f"$(pgrep -f -- '{name} --job {arg_val}$')",
     }[variant]
     cmd = w.pick((f"renice -n {level} -p {pids}", f"renice {level} -p {pids}"))
+    how = w.pick(("renice", "renice", "python", "loop", "ps"))
     if variant == "all" and w.chance(0.4):
         cmd = f"pgrep -x {name} | xargs renice -n {level} -p"
+    elif how == "python":  # the setpriority system call, from python
+        code = f"import os, sys; [os.setpriority(os.PRIO_PROCESS, int(p), {level}) for p in sys.argv[1:]]"
+        cmd = f"python3 -c {quote(code)} {pids}"
+    elif how == "loop":  # one renice per process id
+        cmd = f'for p in {pids}; do renice -n {level} -p "$p"; done'
+    elif how == "ps" and variant != "args":  # the ids listed by ps, handed to renice by xargs
+        cmd = f"ps -C {name} -o pid= | xargs renice -n {level} -p"
     reference = [
         w.pick((f"ps -o pid,ni,args -C {name}", "ps -u operator -o pid,ni,comm,args")),
         cmd,
@@ -707,10 +716,21 @@ def count_instances(w: World) -> Draft:
         f"[ -f {quote(out)} ] || exit 1", f"[ \"$(tr -d '[:space:]' < {quote(out)})\" = {answer} ] || exit 1"
     )
     flag = f" -u {who}" if by_user else ""
+    user_test = f'$1 == "{who}" && ' if by_user else ""
     cmd = w.pick(
         (
             f"pgrep -c -x{flag} {name} > {quote(out)}",
             f"ps -o comm= {'-u ' + who if by_user else '-e'} | grep -cx {name} > {quote(out)}",
+            # the ids listed, then counted as lines
+            f"pgrep -x{flag} {name} | wc -l > {quote(out)}",
+            # every process's user and name, counted by awk
+            f"ps -eo user=,comm= | awk {quote(f'{user_test}$2 == {json.dumps(name)} {{n++}} END {{print n + 0}}')} "
+            f"> {quote(out)}",
+            # straight from /proc: the processes whose name is exactly this one (the user from the folder's owner)
+            f"stat -c %U $(grep -lx {name} /proc/[0-9]*/comm 2>/dev/null | xargs -r dirname) 2>/dev/null | "
+            f"grep -cx {who} > {quote(out)}"
+            if by_user
+            else f"grep -lx {name} /proc/[0-9]*/comm 2>/dev/null | wc -l > {quote(out)}",
         )
     )
     reference = [

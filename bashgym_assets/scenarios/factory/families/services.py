@@ -272,7 +272,10 @@ def _write(w: World, path: str, lines: Sequence[str], append: bool = False) -> s
     """A reference command writing (or appending) ``lines`` to ``path`` (already rendered for the shell)."""
     op = ">>" if append else ">"
     body = "\n".join(lines)
-    style = w.pick(("cat", "cat", "tee", "printf"))
+    style = w.pick(("cat", "cat", "tee", "printf", "python"))
+    if style == "python":  # python's file I/O, the text passed as an argument
+        code = f"import sys; open(sys.argv[1], {'a' if append else 'w'!r}).write(sys.argv[2])"
+        return f"python3 -c {quote(code)} {path} {quote(body + chr(10))}"
     if style == "cat":
         return f"cat {op} {path} <<'EOF'\n{body}\nEOF"
     if style == "tee":
@@ -761,7 +764,16 @@ if got != want:
     reference = [_view(w, vendor)]
     if existing:
         reference.append(f"ls {d}")
-    reference += [f"mkdir -p {d}", _write(w, path, dropin), f"cat {path}"]
+    body = "\n".join(dropin)
+    how = w.pick(("mkdir", "mkdir", "install", "staged"))
+    if how == "install":  # install -D makes the folder and the file, with its mode, in one step
+        reference += [f"install -D -m 644 /dev/stdin {path} <<'EOF'\n{body}\nEOF"]
+    elif how == "staged":  # drafted in /tmp first, then installed in place
+        draft = f"/tmp/{svc}-dropin.conf"
+        reference += [f"cat > {draft} <<'EOF'\n{body}\nEOF", f"install -D -m 0644 {draft} {path}"]
+    else:
+        reference += [f"mkdir -p {d}", _write(w, path, dropin)]
+    reference.append(f"cat {path}")
     return Draft(
         task=task,
         check=check,
@@ -838,6 +850,7 @@ def unit_repair(w: World) -> Draft:
     ]
     bad = list(good)
     fixes: list[str] = []
+    perl_ops: list[str] = []  # the same fixes as perl statements, for one perl pass over the file
     messages: list[str] = []
     p = sh(path)
     unit = posixpath.basename(path)
@@ -859,6 +872,7 @@ def unit_repair(w: World) -> Draft:
                 f"{path}:{i + 1}: Unknown key name '{_TYPOS[key]}' in section '{section}', ignoring."
             )
             fixes.append(f"sed -i 's/^{_TYPOS[key]}=/{key}=/' {p}")
+            perl_ops.append(f"s/^{_TYPOS[key]}=/{key}=/")
         elif kind == "relative":
             i = at("ExecStart=")
             bad[i] = bad[i].replace(f"ExecStart={base}/bin/", "ExecStart=bin/")
@@ -867,6 +881,7 @@ def unit_repair(w: World) -> Draft:
                 f"{unit}: Unit configuration has fatal error, unit will not be started.",
             ]
             fixes.append(f"sed -i 's|^ExecStart=bin/|ExecStart={_sed_sub(base)}/bin/|' {p}")
+            perl_ops.append(f"s|^ExecStart=bin/|ExecStart={base}/bin/|")
         elif kind == "section":
             j = bad.index("[Install]")
             wanted = bad[j + 1]
@@ -879,18 +894,21 @@ def unit_repair(w: World) -> Draft:
                 "[Install] section, and DefaultInstance= for template units).",
             ]
             fixes.append(f"sed -i '/^WantedBy=/d' {p} && printf '\\n[Install]\\nWantedBy={target}\\n' >> {p}")
+            perl_ops += ['$_ = "" if /^WantedBy=/', f'$_ .= "\\n[Install]\\nWantedBy={target}\\n" if eof']
         elif kind == "restartval":
             i = at("Restart=")
             value = w.pick(("yes", "true", "on-fail", "always-on"))
             bad[i] = f"Restart={value}"
             messages.append(f"{path}:{i + 1}: Failed to parse service restart specifier, ignoring: {value}")
             fixes.append(f"sed -i 's/^Restart={value}$/Restart=on-failure/' {p}")
+            perl_ops.append(f"s/^Restart={value}$/Restart=on-failure/")
         elif kind == "envquote":
             i = at("Environment=")
             k, v = next(iter(env.items()))
             bad[i] = f"Environment={k}={v}"
             messages.append(f"{path}:{i + 1}: Invalid environment assignment, ignoring: {v.split()[1]}")
             fixes.append(f"sed -i 's/^Environment={k}=\\(.*\\)$/Environment=\"{k}=\\1\"/' {p}")
+            perl_ops.append(f's/^Environment={k}=(.*)$/Environment="{k}=$1"/')
         elif kind == "workdir":
             i = at("WorkingDirectory=")
             wrong = w.pick((f"{base}/current", f"{base}/app", base.replace(svc, svc + "-app")))
@@ -901,6 +919,7 @@ def unit_repair(w: World) -> Draft:
                 f"{unit}: Main process exited, code=exited, status=200/CHDIR",
             ]
             fixes.append(f"sed -i 's|^WorkingDirectory=.*|WorkingDirectory={_sed_sub(base)}|' {p}")
+            perl_ops.append(f"s|^WorkingDirectory=.*|WorkingDirectory={base}|")
         else:
             i = at("User=")
             wrong = w.pick((f"{acct}-user", f"svc-{svc}", f"{svc}app"))
@@ -911,6 +930,7 @@ def unit_repair(w: World) -> Draft:
                 f"{unit}: Main process exited, code=exited, status=217/USER",
             ]
             fixes.append(f"sed -i 's/^User=.*/User={acct}/' {p}")
+            perl_ops.append(f"s/^User=.*/User={acct}/")
     w.note(svc, acct, base)
     files = {path: _body(bad), binary: "#!/bin/sh\nexit 0\n"}
     if args.startswith("--config"):
@@ -959,6 +979,11 @@ if got != want:
     reference = []
     if show == "file":
         reference.append(f"cat {sh(log_path)}")
+    how = w.pick(("sed", "sed", "perl", "rewrite"))
+    if how == "perl":  # every fix in one perl pass
+        fixes = [f"perl -pi -e {quote('; '.join(perl_ops))} {p}"]
+    elif how == "rewrite":  # the unit written out whole, as it should read (owner and mode kept: same file)
+        fixes = [f"cat > {p} <<'EOF'\n" + "\n".join(good) + "\nEOF"]
     reference += [w.pick((f"cat -n {p}", f"cat {p}")), *fixes, f"cat {p}"]
     return Draft(
         task=task,
@@ -2690,6 +2715,8 @@ def directive_config(w: World) -> Draft:
     want: dict[str, object] = {}
     asks: list[str] = []
     fixes: list[str] = []
+    perl_ops: list[str] = []  # the same edits as perl statements (one pass over the file)
+    awk_ops: list[str] = []  # ... and as awk rules (the file rewritten through a temporary copy)
     p = sh(path)
     for key, values, text in targets:
         value = w.pick(values)
@@ -2699,6 +2726,8 @@ def directive_config(w: World) -> Draft:
         if key == "save":
             want[lower] = []
             fixes.append(f"sed -i 's/^save /# save /' {p}")
+            perl_ops.append("s/^save /# save /")
+            awk_ops.append('/^save / {$0 = "# " $0}')
             continue
         want[lower] = value
         head = lines[: next((i for i, x in enumerate(lines) if x.startswith("Match ")), len(lines))]
@@ -2706,12 +2735,27 @@ def directive_config(w: World) -> Draft:
         commented = next((line for line in head if line.startswith(("#" + key + " ", "# " + key + " "))), "")
         if active:
             fixes.append(f"sed -i 's/^{key} .*/{key} {value}/' {p}")
+            perl_ops.append(f"s/^{key} .*/{key} {value}/")
+            awk_ops.append(f'index($0, "{key} ") == 1 {{$0 = "{key} {value}"}}')
         elif commented:
-            fixes.append(f"sed -i 's/^{_sed_re(commented.split(key)[0])}{key} .*/{key} {value}/' {p}")
+            lead = commented.split(key)[0]
+            fixes.append(f"sed -i 's/^{_sed_re(lead)}{key} .*/{key} {value}/' {p}")
+            perl_ops.append(f"s/^{_sed_re(lead)}{key} .*/{key} {value}/")
+            awk_ops.append(f'index($0, "{lead}{key} ") == 1 {{$0 = "{key} {value}"}}')
         elif match:
             fixes.append(f"sed -i '/^Match /i {key} {value}' {p}")
+            perl_ops.append(f'$_ = "{key} {value}\\n$_" if /^Match /')
+            awk_ops.append(f'/^Match / {{print "{key} {value}"}}')
         else:
             fixes.append(f"echo '{key} {value}' >> {p}")
+            perl_ops.append(f'$_ .= "{key} {value}\\n" if eof')
+            awk_ops.append(f'END {{print "{key} {value}"}}')
+    how = w.pick(("sed", "sed", "perl", "awk"))
+    if how == "perl":  # every edit in one perl pass
+        fixes = [f"perl -pi -e {quote('; '.join(perl_ops))} {p}"]
+    elif how == "awk":  # one awk pass into a copy, written back over the file (its owner and mode stay)
+        prog = " ".join(awk_ops) + " {print}"
+        fixes = [f"awk {quote(prog)} {p} > /tmp/directives.new && cat /tmp/directives.new > {p}"]
     if trap:
         fixes.insert(0, f"sed -i 's/^PasswordAuthentication yes/PasswordAuthentication no/' {dropin}")
     files[path] = _body(lines)
