@@ -474,12 +474,32 @@ def write_env_file(w: World) -> Draft:
     ]
     check = _script(*lines)
     o = "~" + out[len(HOME) :]
-    if source == "list":
+    how = w.pick(("usual", "usual", "python", "other"))
+    if source == "list" and how != "usual":  # the lines written by a here-document (into cat or tee)
+        env_lines = "\n".join(f"{k}={v}" for k, v in pairs.items())
+        writer = f"cat > {o}" if how == "python" else f"tee {o} >/dev/null"
+        reference = [f"{writer} <<'EOF'\n{env_lines}\nEOF"]
+    elif source == "list":
         reference = [f"printf '%s\\n' {' '.join(quote(f'{k}={v}') for k, v in pairs.items())} > {o}"]
+    elif how == "python" and source != "yaml":  # python's json module
+        pick = f"[{section!r}]" if source == "json_nested" else ""
+        key = "k" if source == "json_nested" else "k.upper()"
+        code = f"import json, sys; [print(f'{{{key}}}={{v}}') for k, v in json.load(open(sys.argv[1])){pick}.items()]"
+        reference = [f"python3 -c {quote(code)} {src} > {o}"]
+    elif how == "other" and source == "json":  # jq writes key=value, sed upper-cases the key
+        reference = [f"jq -r 'to_entries[] | \"\\(.key)=\\(.value)\"' {src} | sed 's/^[^=]*/\\U&/' > {o}"]
     elif source == "json":
         reference = [f"jq -r 'to_entries[] | \"\\(.key | ascii_upcase)=\\(.value)\"' {src} > {o}"]
     elif source == "json_nested":
         reference = [f"jq -r '.{section} | to_entries[] | \"\\(.key)=\\(.value)\"' {src} > {o}"]
+    elif how == "python":  # the `key: value` lines split in python
+        code = (
+            "import sys; [print(k.strip().upper() + '=' + v.strip()) for k, v in "
+            "(line.split(':', 1) for line in open(sys.argv[1]) if line[:1].isalpha())]"
+        )
+        reference = [f"python3 -c {quote(code)} {src} > {o}"]
+    elif how == "other":  # a read loop, bash upper-casing the key
+        reference = [f"grep -v '^#' {src} | while IFS=': ' read -r k v; do echo \"${{k^^}}=$v\"; done > {o}"]
     else:
         reference = [
             w.pick(
@@ -610,6 +630,9 @@ def find_env_setter(w: World) -> Draft:
                     f'(set -a; for f in {d}/*.{ext}; do . "$f"; done; echo "${var}") > {out}',
                     f"grep -hE {pattern} $(ls {d}/*.{ext} | sort) | tail -n 1 | cut -d= -f2- | tr -d "
                     f"'\"' > {out}",
+                    # awk keeps the last assignment it reads, the quotes stripped
+                    f'awk -F= \'/^(export )?{var}=/ {{v = $2}} END {{gsub(/"/, "", v); print v}}\' '
+                    f"$(ls {d}/*.{ext} | sort) > {out}",
                 )
             ),
         ]
@@ -619,6 +642,13 @@ def find_env_setter(w: World) -> Draft:
                 (
                     f"grep -lE {pattern} {d}/*.{ext} | xargs -n1 basename > {out}",
                     f"cd {d} && grep -lE {pattern} *.{ext} > {out}",
+                    # find tests each file with grep -q and prints the names that pass
+                    f"find {d} -name '*.{ext}' -exec grep -qE {pattern} {{}} \\; -printf '%f\\n' > {out}",
+                    # awk names the file at its first assignment and moves on
+                    f"awk '/^(export )?{var}=/ {{n = split(FILENAME, p, \"/\"); print p[n]; nextfile}}' "
+                    f"{d}/*.{ext} > {out}",
+                    # one grep -q a file, in a loop
+                    f'for f in {d}/*.{ext}; do grep -qE {pattern} "$f" && basename "$f"; done > {out}',
                 )
             )
         ]

@@ -474,12 +474,31 @@ def top_ips(w: World) -> Draft:
         if not cond and w.chance(0.5)
         else f"awk '{cond}{{print $1}}' {quote(log)} | sort | uniq -c | sort -rn | head -n {n}"
     )
+    how = w.pick(("uniq", "uniq", "awk", "grep", "python"))
+    if how == "awk":  # counted in an awk array instead of sort | uniq -c
+        pipe = f"awk '{cond}{{n[$1]++}} END {{for (ip in n) print n[ip], ip}}' {quote(log)} | sort -rn | head -n {n}"
+    elif how == "grep" and filt:  # the lines picked by grep, the IP cut out
+        pick = {"status": f"'\" {status} '", "method": "'\"POST '", "path": f"' {path} HTTP/'"}[filt]
+        pipe = f"grep {pick} {quote(log)} | cut -d' ' -f1 | sort | uniq -c | sort -rn | head -n {n}"
     if fmt == "ip":
         pipe += w.pick((" | awk '{print $2}'", " | awk '{print $NF}'"))
     elif fmt == "ip_count":
         pipe += " | awk '{print $2, $1}'"
     else:
         pipe += " | awk '{print $1, $2}'"
+    if how == "python":  # collections.Counter and most_common
+        keep = {
+            None: "",
+            "status": f" if l.split()[8] == {str(status)!r}",
+            "method": " if l.split()[5] == '\"POST'",
+            "path": f" if l.split()[6] == {path!r}",
+        }[filt]
+        show = {"ip": "print(ip)", "ip_count": "print(ip, k)", "count_ip": "print(k, ip)"}[fmt]
+        code = (
+            f"import collections, sys; c = collections.Counter(l.split()[0] for l in open(sys.argv[1]){keep}); "
+            f"[{show} for ip, k in c.most_common({n})]"
+        )
+        pipe = f"python3 -c {quote(code)} {quote(log)}"
     reference = [f"head -n 2 {quote(log)}"] if w.chance(0.5) else []
     reference += [f"mkdir -p {quote(posixpath.dirname(out))}", f"{pipe} > {quote(out)}", f"cat {quote(out)}"]
     return Draft(
@@ -726,14 +745,39 @@ def errors_per_service(w: World) -> Draft:
     qo = quote(out)
     head = "echo service,errors; " if fmt == "csv" else ""
     joiner = {"colon": '": "', "csv": '","', "space": '" "'}[fmt]
+    how = w.pick(("shell", "shell", "shell", "python", "other"))
+    py_head = "print('service,errors'); " if fmt == "csv" else ""
+    py_line = {"colon": "print(f'{s}: {k}')", "csv": "print(f'{s},{k}')", "space": "print(s, k)"}[fmt]
     if combined:
         prog = f'$2 == "ERROR" {{ sub(":", "", $3); n[$3]++ }} END {{ for (s in n) print s {joiner} n[s] }}'
         body = f"awk {quote(prog)} {quote(log)}"
+        if how == "other":  # the ERROR lines picked by grep, the service cut out and counted by uniq
+            reorder = f"awk '{{print $2 {joiner} $1}}'"
+            body = f"grep '^[^ ]* ERROR ' {quote(log)} | cut -d' ' -f3 | sed 's/:$//' | sort | uniq -c | {reorder}"
         cmd = f"{{ {head}{body}; }} > {qo}" if head else f"{body} > {qo}"
+        if how == "python":  # collections.Counter over the third field of the ERROR lines
+            code = (
+                "import collections, sys; c = collections.Counter(l.split()[2].rstrip(':') for l in "
+                f"open(sys.argv[1]) if l.split()[1] == 'ERROR'); {py_head}[{py_line} for s, k in c.items()]"
+            )
+            cmd = f"python3 -c {quote(code)} {quote(log)} > {qo}"
         ref = [f"head -n 3 {quote(log)}", f"mkdir -p {quote(posixpath.dirname(out))}", cmd, f"cat {qo}"]
     else:
         loop_sep = {"colon": ": ", "csv": ",", "space": " "}[fmt]
-        if fmt == "colon" and w.chance(0.5):
+        if how == "python":  # every SERVICE.log read in python
+            code = (
+                f"import glob; {py_head}[{py_line} for s, k in ((f[:-4], sum(l.split()[1] == 'ERROR' for l in "
+                "open(f))) for f in sorted(glob.glob('*.log')))]"
+            )
+            cmd = f"python3 -c {quote(code)} > {qo}"
+        elif how == "other":  # one awk over every file, counting per FILENAME (0 for a quiet one)
+            prog = (
+                'FNR == 1 { s = FILENAME; sub(/\\.log$/, "", s); n[s] += 0 } $2 == "ERROR" { n[s]++ } '
+                f"END {{ for (s in n) print s {joiner} n[s] }}"
+            )
+            body = f"awk {quote(prog)} *.log"
+            cmd = f"{{ {head}{body}; }} > {qo}" if head else f"{body} > {qo}"
+        elif fmt == "colon" and w.chance(0.5):
             cmd = f"grep -c '^[^ ]* ERROR ' *.log | sed 's/\\.log:/: /' > {qo}"
         else:
             body = (
