@@ -227,6 +227,8 @@ def hosts_entry(w: World) -> Draft:
                 f"echo {quote(entry)} >> /etc/hosts",
                 f"printf '%s\\n' {quote(entry)} | tee -a /etc/hosts",
                 f"echo {quote(entry.replace(' ', chr(9)))} >> /etc/hosts",
+                f"sed -i '$a {entry}' /etc/hosts",  # sed appends after the last line
+                "python3 -c " + quote(f"open('/etc/hosts', 'a').write({entry!r} + chr(10))"),
             )
         )
         reference = ["cat /etc/hosts", add, f"getent hosts {name}"]
@@ -240,6 +242,10 @@ def hosts_entry(w: World) -> Draft:
                     f"\\)/{ip}\\1/' /etc/hosts",
                     f"sed -i '/[[:space:]]{esc}\\([[:space:]]\\|$\\)/d' /etc/hosts && "
                     f"echo '{ip} {name}' >> /etc/hosts",
+                    # awk rewrites the address field of that line; the copy is written back over the file
+                    f"awk -v ip={ip} '$2 == \"{name}\" {{$1 = ip}} {{print}}' /etc/hosts > /tmp/hosts && "
+                    "cat /tmp/hosts > /etc/hosts",
+                    f"perl -pi -e 's/^\\Q{old_ip}\\E(?=\\s+\\Q{name}\\E(\\s|$))/{ip}/' /etc/hosts",
                 )
             ),
             f"getent hosts {name}",
@@ -253,6 +259,8 @@ def hosts_entry(w: World) -> Draft:
                     f"sed -i '/[[:space:]]{esc}\\([[:space:]]\\|$\\)/d' /etc/hosts",
                     f"grep -v '[[:space:]]{esc}\\([[:space:]]\\|$\\)' /etc/hosts > "
                     f"/tmp/hosts && cat /tmp/hosts > /etc/hosts",
+                    f"perl -ni -e 'print unless /\\s\\Q{name}\\E(\\s|$)/' /etc/hosts",
+                    f"awk '$2 != \"{name}\"' /etc/hosts > /tmp/hosts && cat /tmp/hosts > /etc/hosts",
                 )
             ),
             "cat /etc/hosts",
@@ -762,6 +770,17 @@ def config_ip_report(w: World) -> Draft:
             f"grep -E '^[[:space:]]*server[[:space:]]+[0-9]' {path} | awk '{{print $2}}' | cut -d: -f1 | "
             f"sort -u -t. -k1,1n -k2,2n -k3,3n -k4,4n > {out}"
         )
+        alternatives = [
+            # sed keeps the address of each live server line; sort -V orders dotted quads numerically
+            f"sed -n 's/^[[:space:]]*server[[:space:]]\\+\\([0-9.]*\\):.*/\\1/p' {path} | sort -u -V > {out}",
+            # python: a regular expression, then ipaddress for the order
+            "python3 -c "
+            + quote(
+                "import ipaddress, re, sys; found = set(re.findall(r'^\\s*server\\s+([0-9.]+):', "
+                "open(sys.argv[1]).read(), re.M)); print(*sorted(found, key=ipaddress.ip_address), sep=chr(10))"
+            )
+            + f" {path} > {out}",
+        ]
     elif kind == "haproxy":
         path = w.pick((f"{HOME}/haproxy/haproxy.cfg", f"{HOME}/{svc}/haproxy.cfg"))
         live = [_ip(w) for _ in range(w.randint(3, 6))]
@@ -787,6 +806,11 @@ def config_ip_report(w: World) -> Draft:
             f'awk \'/^backend/ {{b = $2}} b == "{svc}" && $1 == "server" {{split($3, a, ":"); print a[1]}}\' '
             f"{path} | sort -u -t. -k1,1n -k2,2n -k3,3n -k4,4n > {out}"
         )
+        alternatives = [
+            # the backend's block cut out by a sed range, the addresses by grep -o
+            f"sed -n '/^backend {svc}$/,/^$/p' {path} | grep -oE 'server [^ ]+ [0-9.]+' | awk '{{print $3}}' | "
+            f"sort -u -V > {out}"
+        ]
     elif kind == "resolv":
         path = w.pick(
             (f"{HOME}/{w.pick(('snapshots', 'incident', 'notes'))}/resolv.conf", f"{HOME}/resolv.conf.saved")
@@ -807,6 +831,10 @@ def config_ip_report(w: World) -> Draft:
             "ones do not count)",
         )
         ref = f"awk '$1 == \"nameserver\" {{print $2}}' {path} > {out}"
+        alternatives = [
+            f"grep '^nameserver' {path} | cut -d' ' -f2 > {out}",
+            f"sed -n 's/^nameserver //p' {path} > {out}",
+        ]
     else:
         path = w.pick((f"{HOME}/hosts.{w.pick(('snapshot', 'old', 'export'))}", f"{HOME}/inventory/hosts"))
         net = f"10.{w.randint(0, 99)}.{w.randint(0, 254)}"
@@ -818,6 +846,18 @@ def config_ip_report(w: World) -> Draft:
         w.note(net)
         what = _f(w, "the host names whose address is in the {net}.0/24 network", net=net)
         ref = f"awk '$1 ~ /^{net.replace('.', chr(92) + '.')}\\./ {{print $2}}' {path} | sort > {out}"
+        alternatives = [
+            # the lines of the network picked by grep, the name (after the tab) cut out
+            f"grep '^{net.replace('.', chr(92) + '.')}\\.' {path} | cut -f2 | sort > {out}",
+            # python's ipaddress decides what is inside the /24
+            "python3 -c "
+            + quote(
+                f"import ipaddress, sys; net = ipaddress.ip_network('{net}.0/24'); "
+                "print(*sorted(p[1] for p in (line.split() for line in open(sys.argv[1])) "
+                "if ipaddress.ip_address(p[0]) in net), sep=chr(10))"
+            )
+            + f" {path} > {out}",
+        ]
     fmt = (
         _f(w, "one per line, in {that|the file's} order")
         if ordered
@@ -847,6 +887,8 @@ def config_ip_report(w: World) -> Draft:
         f"[ \"$(sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' {quote(out)} | grep -v '^$')\" = "
         f'"$(printf %s {quote(expected)})" ]\n'
     )
+    if w.chance(0.5):  # another way to the same list
+        ref = w.pick(alternatives)
     reference = [f"cat {path}", ref, f"cat {out}"]
     return Draft(
         task=task,
