@@ -290,24 +290,47 @@ def scripts_executable(w: World) -> Draft:
     r = _home_short(w, root)
     sym = {"all": w.pick(("+x", "a+x")), "owner": "u+x", "owner_group": "ug+x"}[who]
     if by == "ext" and not recursive:
-        reference = [f"chmod {sym} {r}/*.{ext}"]
+        reference = [
+            w.pick(
+                (
+                    f"chmod {sym} {r}/*.{ext}",
+                    f"chmod {sym} {r}/*.{ext}",
+                    f"find {r} -maxdepth 1 -type f -name '*.{ext}' -exec chmod {sym} {{}} +",
+                )
+            )
+        ]
     elif by == "ext":
         reference = [
             w.pick(
                 (
                     f"find {r} -type f -name '*.{ext}' -exec chmod {sym} {{}} +",
                     f"find {r} -type f -name '*.{ext}' -print0 | xargs -0 chmod {sym}",
+                    f"shopt -s globstar && chmod {sym} {r}/**/*.{ext}",  # bash's ** reaches every level
                 )
             )
         ]
     elif recursive:
         reference = [
-            f'find {r} -type f -exec sh -c \'head -n 1 "$1" | grep -q "^#!"\' _ {{}} \\; '
-            f"-exec chmod {sym} {{}} +"
+            w.pick(
+                (
+                    f'find {r} -type f -exec sh -c \'head -n 1 "$1" | grep -q "^#!"\' _ {{}} \\; '
+                    f"-exec chmod {sym} {{}} +",
+                    # the first two bytes of every file read in a loop
+                    f'find {r} -type f | while IFS= read -r f; do [ "$(head -c 2 "$f")" = "#!" ] && '
+                    f'chmod {sym} "$f"; done',
+                )
+            )
         ]
     else:
         reference = [
-            f'for f in {r}/*; do [ -f "$f" ] && head -n 1 "$f" | grep -q \'^#!\' && chmod {sym} "$f"; done'
+            w.pick(
+                (
+                    f'for f in {r}/*; do [ -f "$f" ] && head -n 1 "$f" | grep -q \'^#!\' && chmod {sym} "$f"; done',
+                    # awk reads only the first line of each file and names the scripts
+                    f"awk 'FNR == 1 && /^#!/ {{print FILENAME}} {{nextfile}}' {r}/* 2>/dev/null | "
+                    f"xargs -r chmod {sym}",
+                )
+            )
         ]
     reference.append(w.pick((f"ls -l {r}", f"ls -lR {r}", f"find {r} -type f -perm -u+x")))
     difficulty = 1 if by == "ext" and not recursive else (3 if by == "shebang" else 2)
@@ -706,7 +729,15 @@ def chown_tree(w: World) -> Draft:
             what=what,
             new=new,
         )
-        ref = [w.pick((f"chown -R {target} {root}", f"chown -R {new}:{g} {root}"))]
+        ref = [
+            w.pick(
+                (
+                    f"chown -R {target} {root}",
+                    f"chown -R {new}:{g} {root}",
+                    f"find {root} -exec chown {target} {{}} +",  # find hands every path to chown
+                )
+            )
+        ]
     elif variant == "group_only":
         g = group or new
         want = {p: f"{owners[p].split(':')[0]}:{g}" for p in owners}
@@ -720,7 +751,16 @@ def chown_tree(w: World) -> Draft:
             root=w.path_ref(root),
             g=g,
         )
-        ref = [w.pick((f"chgrp -R {g} {root}", f"chown -R :{g} {root}"))]
+        ref = [
+            w.pick(
+                (
+                    f"chgrp -R {g} {root}",
+                    f"chown -R :{g} {root}",
+                    f"find {root} -exec chgrp {g} {{}} +",
+                    f"find {root} -print0 | xargs -0 chgrp {g}",
+                )
+            )
+        ]
     else:
         want = {p: (f"{new}:root" if o.startswith(old + ":") else o) for p, o in owners.items()}
         task = w.phrase(
@@ -741,6 +781,7 @@ def chown_tree(w: World) -> Draft:
                     f"find {root} -user {old} -exec chown {new} {{}} +",
                     f"chown -R --from={old} {new} {root}",
                     f"find {root} -user {old} -print0 | xargs -0 chown {new}",
+                    f'find {root} -user {old} | while IFS= read -r p; do chown {new} "$p"; done',
                 )
             )
         ]
