@@ -482,6 +482,8 @@ def copy_preserve(w: World) -> Draft:
                 f"rsync -a {s}/ {d}/",
                 f"cp -r --preserve=mode,timestamps {s} {d}",
                 f"mkdir {d} && tar -C {s} -cf - . | tar -C {d} -xpf -",
+                f"mkdir {d} && cd {s} && find . | cpio -pdm {d}",  # cpio's pass-through mode keeps mtimes (-m)
+                "python3 -c 'import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2])' " + f"{s} {d}",
             )
         )
         show = w.pick((f"ls -lR {d}", f"diff -r {s} {d} && echo same"))
@@ -494,6 +496,9 @@ def copy_preserve(w: World) -> Draft:
                 f"cp --preserve=mode,timestamps {s}/*.{ext} {d}/",
                 f'for f in {s}/*.{ext}; do cp -p "$f" {d}/; done',
                 f"tar -C {s} -cf - $(cd {s} && ls *.{ext}) | tar -C {d} -xpf -",
+                f"cd {s} && ls *.{ext} | cpio -pdm {d}",
+                "python3 -c 'import glob, shutil, sys; [shutil.copy2(f, sys.argv[2]) for f in "
+                f'glob.glob(sys.argv[1] + "/*.{ext}")]\' {s} {d}',
             )
         )
         show = f"ls -l --time-style=long-iso {d}"
@@ -712,6 +717,16 @@ def delete_by_pattern(w: World) -> Draft:
                 f"find {r} -type f {sel} -delete",
                 f"find {r} -type f {sel} -exec rm -f {{}} +",
                 f"find {r} -type f {sel} -print0 | xargs -0 rm -f",
+                f'find {r} -type f {sel} | while IFS= read -r f; do rm -f "$f"; done',
+                # bash's ** (dotglob: hidden files and folders too; nullglob: a pattern may match nothing)
+                f"shopt -s globstar dotglob nullglob && rm -f " + " ".join(f"{r}/**/{p}" for p in patterns),
+                "python3 -c "
+                + quote(
+                    "import pathlib, sys; [p.unlink() for pat in sys.argv[2:] "
+                    "for p in pathlib.Path(sys.argv[1]).rglob(pat) if p.is_file()]"
+                )
+                + f" {r} "
+                + " ".join(quote(p) for p in patterns),
             )
         ),
         w.pick((f"find {r} -type f", f"tree -a {r}")),
