@@ -719,7 +719,7 @@ def delete_by_pattern(w: World) -> Draft:
                 f"find {r} -type f {sel} -print0 | xargs -0 rm -f",
                 f'find {r} -type f {sel} | while IFS= read -r f; do rm -f "$f"; done',
                 # bash's ** (dotglob: hidden files and folders too; nullglob: a pattern may match nothing)
-                f"shopt -s globstar dotglob nullglob && rm -f " + " ".join(f"{r}/**/{p}" for p in patterns),
+                "shopt -s globstar dotglob nullglob && rm -f " + " ".join(f"{r}/**/{p}" for p in patterns),
                 "python3 -c "
                 + quote(
                     "import pathlib, sys; [p.unlink() for pat in sys.argv[2:] "
