@@ -178,21 +178,34 @@ def replace_in_files(w: World) -> Draft:
     delim = "|" if "/" in old + new else w.pick(("/", "/", "|", "#"))
     script = quote(f"s{delim}{_sed_pattern(old, delim)}{delim}{_sed_replacement(new, delim)}{delim}g")
     r = _shell_paths(w)(root)
+    # perl reads the strings from the environment (\\Q...\\E: taken literally, no escaping to get wrong)
+    perl = f"OLD={quote(old)} NEW={quote(new)} perl -pi -e 's/\\Q$ENV{{OLD}}\\E/$ENV{{NEW}}/g'"
+    py_replace = "p.write_text(p.read_text().replace(sys.argv[2], sys.argv[3]))"
     if recursive:
-        form = w.pick(("exec", "grep", "xargs", "loop"))
+        form = w.pick(("exec", "grep", "xargs", "loop", "perl", "python"))
         cmd = {
             "exec": f"find {r} -type f -name '*.{ext}' -exec sed -i {script} {{}} +",
             "grep": f"grep -rlF --include='*.{ext}' {quote(old)} {r} | xargs sed -i {script}",
             "xargs": f"find {r} -type f -name '*.{ext}' -print0 | xargs -0 sed -i {script}",
             "loop": f"find {r} -type f -name '*.{ext}' | while read -r f; do sed -i {script} \"$f\"; done",
+            "perl": f"find {r} -type f -name '*.{ext}' -exec env {perl} {{}} +",
+            "python": "python3 -c "
+            + quote(
+                f"import pathlib, sys; [{py_replace} for p in pathlib.Path(sys.argv[1]).rglob('*.{ext}')]"
+            )
+            + f" {r} {quote(old)} {quote(new)}",
         }[form]
         show = f"grep -rn --include='*.{ext}' {quote(new)} {r}"
     else:
-        form = w.pick(("glob", "maxdepth", "loop"))
+        form = w.pick(("glob", "maxdepth", "loop", "perl", "python"))
         cmd = {
             "glob": f"sed -i {script} {r}/*.{ext}",
             "maxdepth": f"find {r} -maxdepth 1 -type f -name '*.{ext}' -exec sed -i {script} {{}} +",
             "loop": f'for f in {r}/*.{ext}; do sed -i {script} "$f"; done',
+            "perl": f"{perl} {r}/*.{ext}",
+            "python": "python3 -c "
+            + quote(f"import pathlib, sys; [{py_replace} for p in pathlib.Path(sys.argv[1]).glob('*.{ext}')]")
+            + f" {r} {quote(old)} {quote(new)}",
         }[form]
         show = f"grep -n {quote(new)} {r}/*.{ext}"
     reference = ([f"grep -rlF {quote(old)} {r}"] if w.chance(0.4) else []) + [cmd, show]
@@ -727,10 +740,22 @@ def dedupe_lines(w: World) -> Draft:
         )
     else:
         cmd = {
-            "keep_order": f"awk '!seen[$0]++' {s} > {o}",
+            "keep_order": w.pick(
+                (
+                    f"awk '!seen[$0]++' {s} > {o}",
+                    f"awk '!seen[$0]++' {s} > {o}",
+                    # numbered, sorted by text keeping the first of each run (-s: stable), renumbered order
+                    f"cat -n {s} | sort -t \"$(printf '\\t')\" -k2 -s -u | sort -n | cut -f2- > {o}",
+                    # a dict keeps insertion order
+                    'python3 -c \'import sys; print("".join(dict.fromkeys(open(sys.argv[1]))), end="")\' '
+                    f"{s} > {o}",
+                )
+            ),
             "sorted": w.pick((f"sort -u {s} > {o}", f"sort {s} | uniq > {o}")),
-            "only_dups": f"sort {s} | uniq -d > {o}",
-            "only_once": f"sort {s} | uniq -u > {o}",
+            "only_dups": w.pick((f"sort {s} | uniq -d > {o}", f"sort {s} | uniq -D | uniq > {o}")),
+            "only_once": w.pick(
+                (f"sort {s} | uniq -u > {o}", f"sort {s} | uniq -c | sed -n 's/^ *1 //p' > {o}")
+            ),
         }[mode]
     reference = [cmd, f"cat {o}"]
     check = "#!/bin/bash\n" + _holds(out, _body(expected)) + "\n"
