@@ -453,18 +453,23 @@ def empty_cleanup(w: World) -> Draft:
                 f"find {r} -type f -empty -delete",
                 f"find {r} -type f -size 0 -exec rm {{}} +",
                 f"find {r} -type f -empty -print0 | xargs -0 rm",
+                f'find {r} -type f -empty | while IFS= read -r f; do rm -- "$f"; done',
             )
         ),
         "dirs": w.pick(
             (
                 f"find {r} -mindepth 1 -type d -empty -delete",
                 f"find {r} -depth -mindepth 1 -type d -empty -exec rmdir {{}} \\;",
+                # every folder, deepest first; rmdir removes the ones that are (or became) empty
+                f"find {r} -mindepth 1 -depth -type d -print0 | xargs -0 rmdir --ignore-fail-on-non-empty",
             )
         ),
         "both": w.pick(
             (
                 f"find {r} -mindepth 1 -empty -delete",
                 f"find {r} -type f -empty -delete && find {r} -mindepth 1 -type d -empty -delete",
+                f"find {r} -type f -size 0 -exec rm {{}} + && "
+                f"find {r} -mindepth 1 -depth -type d -print0 | xargs -0 rmdir --ignore-fail-on-non-empty",
             )
         ),
     }[mode]
