@@ -690,7 +690,13 @@ def delete_with_home(w: World) -> Draft:
         )
         lines.append(f"[ ! -e /home/{user} ] || exit 1")
         reference = [
-            w.pick((f"userdel -r {user}", f"userdel --remove {user}")),
+            w.pick(
+                (
+                    f"userdel -r {user}",
+                    f"userdel --remove {user}",
+                    f"userdel {user} && rm -rf /home/{user}",  # the account first, then its home by hand
+                )
+            ),
             w.pick(("ls /home", f"getent passwd {user} || echo gone")),
         ]
         difficulty = 1
@@ -715,9 +721,15 @@ def delete_with_home(w: World) -> Draft:
         ]
         reference = [
             f"mkdir -p {adir}",
-            w.pick((f"tar -czf {archive} -C /home {user}", f"tar czf {archive} /home/{user}")),
+            w.pick(
+                (
+                    f"tar -czf {archive} -C /home {user}",
+                    f"tar czf {archive} /home/{user}",
+                    f"tar -cf - -C /home {user} | gzip > {archive}",  # tar streams, gzip compresses
+                )
+            ),
             f"tar -tzf {archive}",
-            f"userdel -r {user}",
+            w.pick((f"userdel -r {user}", f"userdel {user} && rm -rf /home/{user}")),
             f"ls -l {adir}",
         ]
         difficulty = 3
