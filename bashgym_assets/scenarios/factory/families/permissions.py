@@ -673,6 +673,8 @@ def sticky_shared_dir(w: World) -> Draft:
         reference.append(w.pick((f"chmod {mode:o} {p}", f"chmod u=rwx,g=rwx,o=,+t {p}")))
     else:
         reference.append(w.pick((f"chmod 1777 {p}", f"chmod a+rwx,+t {p}", f"chmod 777 {p} && chmod +t {p}")))
+    if not exists and w.chance(0.4):  # install -d makes the folder with its mode (and group) in one step
+        reference = [f"install -d -m {mode:o}{f' -o root -g {group}' if group else ''} {p}"]
     reference.append(f"ls -ld {p}")
     return Draft(
         task=task,
@@ -878,6 +880,10 @@ def normalise_modes(w: World) -> Draft:
         reference = [
             f'find {r} -type d | while read -r d; do chmod {dmode:o} "$d"; done',
             f'find {r} -type f | while read -r f; do chmod {fmode:o} "$f"; done',
+        ]
+    if w.chance(0.2):  # one walk: each branch of the expression runs its own chmod
+        reference = [
+            f"find {r} \\( -type d -exec chmod {dmode:o} {{}} + \\) -o \\( -type f -exec chmod {fmode:o} {{}} + \\)"
         ]
     if keep_scripts:
         reference.append(f"find {r} -type f -name '*.sh' -exec chmod {smode:o} {{}} +")
