@@ -2215,14 +2215,17 @@ for g, x in zip(got, want):
     )
     p, bk = sh(path), sh(backup)
     reference = [f"ls -l {p}"]
-    style = w.pick(("cp", "cp", "sedbak")) if backup in (f"{path}.bak", f"{path}.orig") else "cp"
+    style = w.pick(("cp", "cp", "sedbak", "perlbak")) if backup in (f"{path}.bak", f"{path}.orig") else "cp"
     sed = " ".join(f"-e 's/^{k}{_sed_re(sep.rstrip())}.*/{k}{sep}{_sed_sub(v)}/'" for k, v in new.items())
     if style == "sedbak":
         reference.append(f"sed -i{backup[len(path) :]} {sed} {p}")
+    elif style == "perlbak":  # perl renames the original to the backup (its times kept) and writes a new file
+        perl = "; ".join(f"s/^{k}{_sed_re(sep.rstrip())}.*/{k}{sep}{_sed_sub(v)}/" for k, v in new.items())
+        reference.append(f"perl -i{backup[len(path) :]} -pe {quote(perl)} {p}")
     else:
         if posixpath.dirname(backup) != posixpath.dirname(path):
             reference.append(f"mkdir -p {sh(posixpath.dirname(backup))}")
-        reference.append(f"{w.pick(('cp -p', 'cp -a', 'cp --preserve=all'))} {p} {bk}")
+        reference.append(f"{w.pick(('cp -p', 'cp -a', 'cp --preserve=all', 'rsync -a'))} {p} {bk}")
         reference.append(f"sed -i {sed} {p}")
     reference.append(f"diff {bk} {p}; ls -l {bk} {p}")
     return Draft(
