@@ -771,7 +771,8 @@ def crontab_backup(w: World) -> Draft:
         want = [line for line in jobs if not line.startswith("#")]
         spec = {"keep": want, "count": len(want)}
         check = _cron_check(f"cat {saved}", spec, f"[ -s {saved} ] || exit 1")
-        reference = [f"crontab -u {user} -l", f"crontab -u {user} -l > {saved}", f"cat {saved}"]
+        save = w.pick((f"crontab -u {user} -l > {saved}", f"crontab -u {user} -l | tee {saved} >/dev/null"))
+        reference = [f"crontab -u {user} -l", save, f"cat {saved}"]
         return Draft(task=task, check=check, reference=reference, difficulty=1, setup=setup, user="root")
     files[saved] = "".join(line + "\n" for line in jobs)
     current = _other_jobs(w, w.randint(0, 2), _home(user))
@@ -799,7 +800,13 @@ def crontab_backup(w: World) -> Draft:
     check = _cron_check(f"crontab -u {user} -l", spec)
     reference = [
         f"cat {saved}",
-        w.pick((f"crontab -u {user} {saved}", f"crontab -u {user} - < {saved}")),
+        w.pick(
+            (
+                f"crontab -u {user} {saved}",
+                f"crontab -u {user} - < {saved}",
+                f"cat {saved} | crontab -u {user} -",
+            )
+        ),
         f"crontab -u {user} -l",
     ]
     return Draft(
