@@ -632,11 +632,15 @@ def line_range(w: World) -> Draft:
                 f"awk 'NR>={a} && NR<={b}' {s}",
                 f"head -n {b} {s} | tail -n +{a}",
                 f"tail -n +{a} {s} | head -n {b - a + 1}",
+                f"perl -ne 'print if $. >= {a} && $. <= {b}' {s}",  # $. is perl's line number
+                f"cat -n {s} | awk '$1 >= {a} && $1 <= {b}' | cut -f2-",  # numbered, filtered, unnumbered
             )
         ),
-        "head": w.pick((f"head -n {n} {s}", f"sed -n '1,{n}p' {s}", f"awk 'NR<={n}' {s}")),
-        "tail": w.pick((f"tail -n {n} {s}", f"tail -{n} {s}")),
-        "from": w.pick((f"tail -n +{a} {s}", f"sed -n '{a},$p' {s}", f"sed '1,{a - 1}d' {s}")),
+        "head": w.pick((f"head -n {n} {s}", f"sed -n '1,{n}p' {s}", f"awk 'NR<={n}' {s}", f"sed '{n}q' {s}")),
+        "tail": w.pick((f"tail -n {n} {s}", f"tail -{n} {s}", f"tac {s} | head -n {n} | tac")),
+        "from": w.pick(
+            (f"tail -n +{a} {s}", f"sed -n '{a},$p' {s}", f"sed '1,{a - 1}d' {s}", f"awk 'NR >= {a}' {s}")
+        ),
     }[mode]
     reference = ([f"wc -l {s}"] if w.chance(0.4) else []) + [
         f"{cmd} > {o}",
