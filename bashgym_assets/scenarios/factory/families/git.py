@@ -704,7 +704,13 @@ def branch_commit(w: World) -> Draft:
     if back:
         lines.append(f'[ "$(git symbolic-ref --short HEAD)" = {main} ] || exit 1')
     check = _check(repo_path, *lines)
-    make = w.pick((f"git switch -c {branch}", f"git checkout -b {branch}"))
+    make = w.pick(
+        (
+            f"git switch -c {branch}",
+            f"git checkout -b {branch}",
+            f"git branch {branch} && git switch {branch}",
+        )
+    )
     folder = posixpath.dirname(target)
     edit = (
         f"mkdir -p {folder} && echo {quote(text)} > {target}"
@@ -1022,8 +1028,15 @@ def restore_file(w: World) -> Draft:
         src = f"$(git rev-list -n 1 HEAD -- {quote(target)})^"
     else:
         find, src = "git tag -l", tag
+    parent = posixpath.dirname(target)
     restore = w.pick(
-        (f"git checkout {src} -- {quote(target)}", f"git restore --source={src} -- {quote(target)}")
+        (
+            f"git checkout {src} -- {quote(target)}",
+            f"git restore --source={src} -- {quote(target)}",
+            # the blob printed by git show, written back by the shell
+            (f"mkdir -p {quote(parent)} && " if parent else "")
+            + f'git show "{src}:{target}" > {quote(target)}',
+        )
     )
     reference = [f"cd {quote(repo_path)}", find, restore]
     if commit_it:
