@@ -231,6 +231,8 @@ def rename_pattern(w: World) -> Draft:
             f"/\\.{old}$/",
             f'n = $0; sub(/\\.{old}$/, ".{new}", n)',
             f"($n = $_) =~ s/\\.{old}$/.{new}/",
+            f"*.{old}",
+            f'"${{f%.{old}}}.{new}"',
         )
         what = _spin(
             w,
@@ -267,6 +269,8 @@ def rename_pattern(w: World) -> Draft:
             f"/\\.{ext}$/",
             f'n = "{prefix}" $0',
             f'$n = /\\.{ext}$/ ? "{prefix}$_" : $_',
+            f"*.{ext}",
+            f'{quote(prefix)}"$f"',
         )
         what = _spin(
             w,
@@ -287,7 +291,15 @@ def rename_pattern(w: World) -> Draft:
             name = w.unique(lambda: f"{_title(w)}.{w.pick(('txt', 'pdf', 'docx', 'md'))}")
             renames[name] = name.replace(" ", "_")
         keep = [w.filename() for _ in range(w.randint(1, 2))]
-        rule = ("' ' in n", "n.replace(' ', '_')", "/ /", 'n = $0; gsub(/ /, "_", n)', "($n = $_) =~ s/ /_/g")
+        rule = (
+            "' ' in n",
+            "n.replace(' ', '_')",
+            "/ /",
+            'n = $0; gsub(/ /, "_", n)',
+            "($n = $_) =~ s/ /_/g",
+            "* *",
+            '"${f// /_}"',
+        )
         what = _spin(
             w,
             "{replace the spaces in the file names with underscores|rename the files whose names contain "
@@ -311,7 +323,7 @@ def rename_pattern(w: World) -> Draft:
             if name.lower() not in keep and name.lower() not in renames.values():  # no two names collide
                 renames[name] = name.lower()
         w.note(*renames)
-        rule = ("n != n.lower()", "n.lower()", "/[A-Z]/", "n = tolower($0)", "$n = lc")
+        rule = ("n != n.lower()", "n.lower()", "/[A-Z]/", "n = tolower($0)", "$n = lc", "*[A-Z]*", '"${f,,}"')
         what = _spin(
             w,
             "{rename every file whose name has upper-case letters to the same name in lower case|make "
@@ -338,6 +350,8 @@ def rename_pattern(w: World) -> Draft:
             f'index($0, "{suffix}.")',
             f'n = $0; sub(/{suffix}\\./, ".", n)',
             f"($n = $_) =~ s/{suffix}\\././",
+            f"*{suffix}.*",
+            f'"${{f/{suffix}./.}}"',
         )
         what = _spin(
             w,
@@ -353,8 +367,13 @@ def rename_pattern(w: World) -> Draft:
                 "done",
             )
         )
-    py_cond, py_new, awk_cond, awk_new, perl_new = rule
-    approach = w.pick(("shell", "shell", "python", "awk", "perl"))
+    py_cond, py_new, awk_cond, awk_new, perl_new, glob, bash_new = rule
+    approach = w.pick(("shell", "shell", "shell", "python", "awk", "perl", "while"))
+    if approach == "while":  # NUL-separated names from find, renamed one by one
+        cmd = (
+            f"cd {f} && find . -maxdepth 1 -type f -name {quote(glob)} -print0 | "
+            f'while IFS= read -r -d \'\' f; do f="${{f#./}}"; mv -- "$f" {bash_new}; done'
+        )
     if approach == "python":  # os.rename over the folder's files
         code = (
             f"import os; [os.rename(n, {py_new}) for n in os.listdir('.') if os.path.isfile(n) and {py_cond}]"
