@@ -1,6 +1,7 @@
 """The task factory's report: what one seed draws, why draws were dropped, the family split, the command+flag
-coverage, the real variety (whole phrasings, solution skeletons, state-changing cores, collapsed families) and the
-similarity of train tasks to every evaluation task (what BENCHMARKS.md quotes).
+coverage, the real variety (whole phrasings, solution skeletons, state-changing cores, collapsed families), where
+tasks start (user, folder, shell variables) and the similarity of train tasks to every evaluation task (what
+BENCHMARKS.md quotes).
 
     .venv/bin/python benchmarks/factory_report.py [--per-family 55] [--seed 0] [--out benchmarks/results/factory.md]
 
@@ -32,6 +33,9 @@ from bashgym_assets.scenarios.factory.variety import (  # noqa: E402
     MIN_TASKS_TO_JUDGE,
     VARIETY_HEADERS,
     run_variety,
+    start_distribution,
+    start_rows,
+    start_summary,
     variety_rows,
 )
 
@@ -63,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     drops = run.drops()
     variety, vt = run_variety(run.yields)
     collapsed = [v.family for v in variety if v.collapsed]
+    starts = start_distribution({y.family: y.bundles for y in run.yields})
     out = [
         f"# Task factory report ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
         "",
@@ -83,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         f"- {len(collapsed)} families collapse to <= {COLLAPSED_MAX} state-changing cores"
         + (f": {', '.join(collapsed)}" if collapsed else ""),
         f"- guard: {len(evals)} evaluation tasks (pack held-out + external suites) plus the held-out families'",
+        f"- where tasks start: {start_summary(starts)}",
         "",
     ]
     out += ["## Difficulty and category", ""]
@@ -97,6 +103,15 @@ def main(argv: list[str] | None = None) -> int:
             for c, n in sorted(Counter(b.category for b in bundles).items())
         ],
     )
+    out += [
+        "",
+        "## Where tasks start",
+        "",
+        "The folder the operator's shell starts in (its home, a folder under it, or a top folder elsewhere) by "
+        "session user; the prompt states both (`rollout/transcript.py`). " + start_summary(starts),
+        "",
+    ]
+    out += md_table(*start_rows(starts))
     out += ["", "## Families (held-out ones marked)", ""]
     out += md_table(
         ["family", "category", "split", "kept", "draws", "dropped", "difficulties", "commands+flags"],

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from bashgym_assets.scenarios.factory.catalog import coverage
 from bashgym_assets.scenarios.factory.family import Draft, Family, all_families
 from bashgym_assets.scenarios.factory.generate import draw_family
 from bashgym_assets.scenarios.factory.variety import (
@@ -126,6 +127,9 @@ def test_generated_scenarios_metadata_carries_the_variety(bashgym_home: Path, mo
     assert result.success
     meta = result.asset_materializations_for_node("generated_scenarios")[0].metadata
     assert meta["tasks"].value == MIN_TASKS_TO_JUDGE + 2
+    assert meta["families"].value == 1
+    drawn = draw_family(_collapsed(COLLAPSED), MIN_TASKS_TO_JUDGE + 2, seed=0).bundles
+    assert meta["command_flag_combinations"].value == len(coverage(drawn)) > 0
     assert meta["whole_phrasings"].value == 3
     assert meta["solution_skeletons"].value == 1 and meta["state_changing_cores"].value == 1
     assert meta["collapsed_families"].value == 1
@@ -133,5 +137,15 @@ def test_generated_scenarios_metadata_carries_the_variety(bashgym_home: Path, mo
     rows = [r.data for r in meta["variety_per_family"].value.records]
     assert len(rows) == 1 and rows[0]["family"] == COLLAPSED and rows[0]["collapsed"] is True
     assert rows[0]["state-changing cores"] == 1 and rows[0]["whole phrasings"] == 3
+    # where the tasks start (issue 39, item 4): this family's all start in operator's home, no variable set
+    starts = [r.data for r in meta["start_folders_by_user"].value.records]
+    assert starts == [
+        {"start folder": "home", "operator": MIN_TASKS_TO_JUDGE + 2, "tasks": MIN_TASKS_TO_JUDGE + 2}
+    ]
+    assert meta["families_starting_elsewhere"].value == 0 and meta["tasks_with_shell_variables"].value == 0
+    assert (
+        f"{MIN_TASKS_TO_JUDGE + 2} tasks start as operator {MIN_TASKS_TO_JUDGE + 2}"
+        in meta["environments"].value
+    )
     logged = [e.user_message for e in instance.all_logs(result.run_id) if e.level == logging.WARNING]
     assert any(COLLAPSED in m and "collapse to 1 state-changing" in m for m in logged), logged

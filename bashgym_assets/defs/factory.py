@@ -26,6 +26,9 @@ from bashgym_assets.scenarios.factory.variety import (
     VARIETY_HEADERS,
     collapse_warning,
     run_variety,
+    start_distribution,
+    start_rows,
+    start_summary,
     variety_rows,
 )
 from bashgym_assets.scenarios.skills import GOAL_TWIN, SKELETON_TWIN
@@ -92,7 +95,8 @@ def _per_family(config: FactoryConfig) -> int:
     "instructions after names and numbers are normalised, held-out families recorded in "
     "scenarios/factory/split.py, train tasks too similar to any evaluation task refused. Every task "
     "still has to pass the gate downstream. Metadata counts the real variety: whole phrasings, solution "
-    "skeletons and state-changing cores per family, families that collapse to one or two solutions flagged.",
+    "skeletons and state-changing cores per family, families that collapse to one or two solutions flagged, "
+    "and where tasks start (session user, start folder, shell variables set).",
 )
 def generated_scenarios(
     context: dg.AssetExecutionContext, config: FactoryConfig, bashgym: BashgymHome
@@ -175,6 +179,7 @@ def generated_scenarios(
         for e in y.errors:
             context.log.warning(f"{y.family}: {e}")
     variety, vt = run_variety(run.yields)
+    starts = start_distribution({y.family: y.bundles for y in run.yields})
     for v in variety:
         if v.collapsed:
             context.log.warning(collapse_warning(v))
@@ -221,6 +226,10 @@ def generated_scenarios(
                 "scenarios/factory/variety.py."
             ),
             "variety_per_family": table(VARIETY_HEADERS, variety_rows(variety)),
+            "start_folders_by_user": table(*start_rows(starts)),
+            "families_starting_elsewhere": dg.MetadataValue.int(starts.families_elsewhere),
+            "tasks_with_shell_variables": dg.MetadataValue.int(starts.tasks_with_variables),
+            "environments": dg.MetadataValue.md(start_summary(starts)),
             "command_flag_combinations": dg.MetadataValue.int(len(cov)),
             "commands": dg.MetadataValue.int(len(commands)),
             "coverage": table(["command+flag", "tasks"], [[k, v] for k, v in sorted(cov.items())]),

@@ -17,6 +17,10 @@ family writes its instructions from, and how many different solutions it asks fo
   (a shape two families share counts once).
 - **commands** and **command+flag combinations** (``catalog.coverage``).
 
+Where tasks start (issue 39, item 4) is counted too: the session user, the folder the shell starts in (its home,
+a folder under it, or a top folder elsewhere: ``/srv``, ``/opt``, ``/app`` ...), and whether the shell starts with
+variables set (a file in ``/etc/profile.d`` exports them: the session sources that folder, as a login shell does).
+
 A family is **collapsed** when its kept tasks reduce to ``COLLAPSED_MAX`` (two) or fewer state-changing cores:
 however many wordings it has, it teaches one or two command lines. Fewer than ``MIN_TASKS_TO_JUDGE`` kept tasks
 are too few to tell a collapsed family from a small draw, so such a family is never flagged.
@@ -24,6 +28,7 @@ are too few to tell a collapsed family from a small draw, so such a family is ne
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -187,3 +192,112 @@ def variety_rows(per_family: Sequence[FamilyVariety]) -> list[list[object]]:
         ]
         for f in per_family
     ]
+
+
+# ---- where tasks start ------------------------------------------------------------------------------------------------
+PROFILE_DIR = "/etc/profile.d/"  # sourced by every operator session (sandbox/session.py), as by a login shell
+_EXPORT = re.compile(r"^\s*export\s+[A-Za-z_][A-Za-z0-9_]*=", re.M)
+
+
+def start_folder(bundle: ScenarioBundle) -> str:
+    """Where a task's shell starts, as a kind: ``home``, ``under home`` (a project folder in it), or the top folder
+    it is under elsewhere (``/srv``, ``/opt``, ``/app``, ``/data``, ``/var`` ...)."""
+    start, home = bundle.start_dir, bundle.home
+    if start == home:
+        return "home"
+    if start.startswith(home + "/"):
+        return "under home"
+    return "/" + start.strip("/").split("/")[0]
+
+
+def sets_shell_variables(bundle: ScenarioBundle) -> bool:
+    """Whether the operator's shell starts with variables set: a file in /etc/profile.d exports one."""
+    return any(
+        path.startswith(PROFILE_DIR) and path.endswith(".sh") and bool(_EXPORT.search(body))
+        for path, body in bundle.files.items()
+    )
+
+
+@dataclass(frozen=True)
+class StartDistribution:
+    """Who a run's tasks start as and where: tasks per (folder kind, user), and how many families vary it."""
+
+    tasks: int
+    families: int
+    by_folder_user: dict[tuple[str, str], int]  # (folder kind, user) -> tasks
+    families_by_users: dict[str, int]  # "operator", "root", "operator+root" -> families
+    families_elsewhere: int  # families with a task whose shell starts in another folder than the home
+    families_outside_home: int  # ... in a folder outside the home tree
+    families_with_variables: int  # families with a task whose shell starts with variables set
+    tasks_with_variables: int
+
+    def tasks_by_user(self) -> dict[str, int]:
+        out: Counter[str] = Counter()
+        for (_, user), n in self.by_folder_user.items():
+            out[user] += n
+        return dict(sorted(out.items()))
+
+    def tasks_by_folder(self) -> dict[str, int]:
+        out: Counter[str] = Counter()
+        for (folder, _), n in self.by_folder_user.items():
+            out[folder] += n
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    @property
+    def tasks_elsewhere(self) -> int:
+        return self.tasks - self.tasks_by_folder().get("home", 0)
+
+    @property
+    def tasks_outside_home(self) -> int:
+        return self.tasks_elsewhere - self.tasks_by_folder().get("under home", 0)
+
+
+def start_distribution(by_family: Mapping[str, Sequence[ScenarioBundle]]) -> StartDistribution:
+    """The start distribution of ``by_family`` (family -> its kept bundles)."""
+    cells: Counter[tuple[str, str]] = Counter()
+    users_sets: Counter[str] = Counter()
+    elsewhere = outside = with_vars = tasks_vars = 0
+    for bundles in by_family.values():
+        folders = [start_folder(b) for b in bundles]
+        for b, folder in zip(bundles, folders, strict=True):
+            cells[(folder, b.user)] += 1
+        if bundles:
+            users_sets["+".join(sorted({b.user for b in bundles}))] += 1
+        elsewhere += any(f != "home" for f in folders)
+        outside += any(f not in ("home", "under home") for f in folders)
+        n_vars = sum(sets_shell_variables(b) for b in bundles)
+        tasks_vars += n_vars
+        with_vars += n_vars > 0
+    return StartDistribution(
+        tasks=sum(cells.values()),
+        families=len(by_family),
+        by_folder_user=dict(cells),
+        families_by_users=dict(sorted(users_sets.items())),
+        families_elsewhere=elsewhere,
+        families_outside_home=outside,
+        families_with_variables=with_vars,
+        tasks_with_variables=tasks_vars,
+    )
+
+
+def start_rows(dist: StartDistribution) -> tuple[list[str], list[list[object]]]:
+    """A table of the start folders (rows, commonest first) by user (columns), with totals."""
+    users = sorted(dist.tasks_by_user())
+    rows: list[list[object]] = [
+        [folder, *(dist.by_folder_user.get((folder, u), 0) for u in users), n]
+        for folder, n in dist.tasks_by_folder().items()
+    ]
+    return ["start folder", *users, "tasks"], rows
+
+
+def start_summary(dist: StartDistribution) -> str:
+    """One paragraph: the users, the folders and the shell state the tasks start with."""
+    users = ", ".join(f"{u} {n}" for u, n in dist.tasks_by_user().items())
+    fams = ", ".join(f"{u} {n}" for u, n in dist.families_by_users.items())
+    return (
+        f"{dist.tasks} tasks start as {users} (families by user: {fams}); {dist.tasks_elsewhere} start in another "
+        f"folder than the home ({dist.tasks_outside_home} outside the home tree), in "
+        f"{dist.families_elsewhere} of {dist.families} families ({dist.families_outside_home} outside the home "
+        f"tree); {dist.tasks_with_variables} tasks in {dist.families_with_variables} families start with shell "
+        "variables set (/etc/profile.d)."
+    )

@@ -626,6 +626,14 @@ def workplace(w: World, user: str, app: str, home_share: float = 0.2) -> tuple[s
     return wd, [f"mkdir -p {quote(wd)} && chown {user}:{user} {quote(wd)}"]
 
 
+def session_variables(w: World, values: dict[str, str], name: str) -> dict[str, str]:
+    """A file that makes the operator's shell start with ``values`` exported: every session sources
+    /etc/profile.d/*.sh, as a login shell does (``sandbox/session.py``). A task can then name a folder by its
+    variable alone ("the logs in $LOG_DIR"); the operator reads it (``echo "$LOG_DIR"``) or uses it as it is."""
+    w.note(*values)
+    return {f"/etc/profile.d/{name}.sh": "".join(f"export {k}={quote(v)}\n" for k, v in values.items())}
+
+
 PY_CHECK_PRELUDE = r"""
 import hashlib, json, os, re, stat, subprocess, sys
 S = json.loads(sys.argv[1])

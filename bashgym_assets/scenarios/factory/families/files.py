@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from bashgym_assets.scenarios.factory.family import Draft, family
-from bashgym_assets.scenarios.factory.world import FIRST_NAMES, HOME, PROJECTS, WORDS, World, quote
+from bashgym_assets.scenarios.factory.world import (
+    FIRST_NAMES,
+    HOME,
+    PROJECTS,
+    WORDS,
+    World,
+    quote,
+    session_variables,
+)
 from bashgym_assets.scenarios.factory.world import shell_paths as _shell_paths
 
 
@@ -705,7 +713,12 @@ def delete_by_pattern(w: World) -> Draft:
     files = {p: "x\n" for p in junk + decoys + keep + [outside]}
     w.note(*patterns)
     desc = " and ".join(f"'{p}'" for p in patterns)
-    root_ref = w.path_ref(root)
+    var = w.pick(("PROJECT_ROOT", "WORKSPACE", "SRC_DIR", "APP_HOME")) if w.chance(0.25) else ""
+    if var:  # the shell starts with the tree's path in a variable, and the task names only the variable
+        files.update(session_variables(w, {var: root}, w.pick(("workspace", "project", "devenv"))))
+        root_ref = f"${var}"
+    else:
+        root_ref = w.path_ref(root)
     task = _phrase(
         w,
         "{Delete|Remove} every file {named|matching} {desc} {anywhere under|in} {root}{|, subfolders included}.",
@@ -726,10 +739,11 @@ def delete_by_pattern(w: World) -> Draft:
     lines += [f"[ ! -e {quote(p)} ] || exit 1" for p in junk]
     lines += [f"[ -f {quote(p)} ] || exit 1" for p in decoys + keep + [outside]]
     sh = _shell_paths(w)
-    r = sh(root)
+    r = f'"${var}"' if var else sh(root)
     names = " -o ".join(f"-name {quote(p)}" for p in patterns)
     sel = f"\\( {names} \\)" if len(patterns) > 1 else names
-    reference = [f"find {r} -type f {sel}"] if w.chance(0.5) else []
+    reference = [f'echo "${var}"'] if var else []
+    reference += [f"find {r} -type f {sel}"] if w.chance(0.5) else []
     reference += [
         w.pick(
             (

@@ -21,6 +21,7 @@ from bashgym_assets.scenarios.factory.world import (
     World,
     py_check,
     quote,
+    session_variables,
     workplace,
 )
 
@@ -696,10 +697,13 @@ def errors_per_service(w: World) -> Draft:
         zero_en = w.spin("services without errors may be left out", capitalize=False)
     else:
         files = {f"{folder}/{s}.log": _body(ls) for s, ls in logs.items()}
+        in_var = w.chance(0.3)  # the shell starts with the folder in $LOG_DIR, and the task names only that
+        if in_var:
+            files.update(session_variables(w, {"LOG_DIR": folder}, w.pick(("logging", "platform", "site"))))
         where = w.spin(
             "{folder}, which has one {file|log} per service (SERVICE.log)",
             capitalize=False,
-            folder=w.path_ref(folder),
+            folder="$LOG_DIR" if in_var else w.path_ref(folder),
         )
         zero_en = w.spin("list every service, with 0 when it has no errors", capitalize=False)
     fmt_en = {
@@ -786,7 +790,8 @@ def errors_per_service(w: World) -> Draft:
                 else f'for f in *.log; do echo "${{f%.log}}{loop_sep}$(grep -c \' ERROR \' "$f")"; done'
             )
             cmd = f"{{ {head}{body}; }} > {qo}" if head else f"{body} > {qo}"
-        ref = [f"cd {quote(folder)}", "ls", f"mkdir -p {quote(posixpath.dirname(out))}", cmd, f"cat {qo}"]
+        go = 'cd "$LOG_DIR"' if in_var else f"cd {quote(folder)}"
+        ref = [go, "ls", f"mkdir -p {quote(posixpath.dirname(out))}", cmd, f"cat {qo}"]
     return Draft(task=task, check=check, reference=ref, difficulty=3, files=files)
 
 

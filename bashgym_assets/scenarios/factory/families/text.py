@@ -21,6 +21,7 @@ from bashgym_assets.scenarios.factory.world import (
     WORDS,
     World,
     quote,
+    session_variables,
 )
 from bashgym_assets.scenarios.factory.world import shell_paths as _shell_paths
 from bashgym_assets.scenarios.factory.world import text_body as _body
@@ -145,6 +146,12 @@ def replace_in_files(w: World) -> Draft:
             capitalize=False,
         )
     )
+    var = w.pick(("CONFIG_DIR", "SITE_ROOT", "DEPLOY_DIR")) if w.chance(0.2) else ""
+    if var:  # the shell starts with the folder in a variable, and the task names only the variable
+        root_ref = f"${var}"
+        extra_files = session_variables(w, {var: root}, w.pick(("deploy", "site", "ops")))
+    else:
+        root_ref, extra_files = w.path_ref(root), {}
     task = _phrase(
         w,
         "{Replace|Substitute} every occurrence of '{old}' with '{new}' in {all the .{ext} files|every .{ext} file} "
@@ -162,7 +169,7 @@ def replace_in_files(w: World) -> Draft:
         new=new,
         what=what,
         ext=ext,
-        root=w.path_ref(root),
+        root=root_ref,
         scope=scope,
     )
     check = (
@@ -177,7 +184,7 @@ def replace_in_files(w: World) -> Draft:
     )
     delim = "|" if "/" in old + new else w.pick(("/", "/", "|", "#"))
     script = quote(f"s{delim}{_sed_pattern(old, delim)}{delim}{_sed_replacement(new, delim)}{delim}g")
-    r = _shell_paths(w)(root)
+    r = f'"${var}"' if var else _shell_paths(w)(root)
     # perl reads the strings from the environment (\\Q...\\E: taken literally, no escaping to get wrong)
     perl = f"OLD={quote(old)} NEW={quote(new)} perl -pi -e 's/\\Q$ENV{{OLD}}\\E/$ENV{{NEW}}/g'"
     py_replace = "p.write_text(p.read_text().replace(sys.argv[2], sys.argv[3]))"
@@ -208,13 +215,16 @@ def replace_in_files(w: World) -> Draft:
             + f" {r} {quote(old)} {quote(new)}",
         }[form]
         show = f"grep -n {quote(new)} {r}/*.{ext}"
-    reference = ([f"grep -rlF {quote(old)} {r}"] if w.chance(0.4) else []) + [cmd, show]
+    reference = ([f'echo "${var}"'] if var else []) + (
+        [f"grep -rlF {quote(old)} {r}"] if w.chance(0.4) else []
+    )
+    reference += [cmd, show]
     return Draft(
         task=task,
         check=check,
         reference=reference,
         difficulty=2 if recursive else 3,
-        files={**targets, **decoys},
+        files={**targets, **decoys, **extra_files},
     )
 
 
