@@ -76,10 +76,11 @@ def test_sft_adapter_on_smollm2_through_dagster_registered_and_generating(smollm
         assert dg.materialize(
             [dd.sft_dataset, dd.sft_dataset_no_heldout], instance=instance, resources=resources
         ).success
+        # 12 steps of 2 packed rows: the loss is under a twentieth of its start by step 7, and the reply is learnt
         cfg = {
-            "max_steps": 24,
+            "max_steps": 12,
             "batch_size": 1,
-            "grad_accum": 4,
+            "grad_accum": 2,
             "max_length": 384,
             "learning_rate": 1e-3,
             "run_name": "smollm2-cpu",
@@ -104,8 +105,8 @@ def test_sft_adapter_on_smollm2_through_dagster_registered_and_generating(smollm
     assert run.data.params["dataset_version"] == meta["dataset_version"].value
     assert run.data.params["base_model"] == smollm2
     losses = [m.value for m in sorted(c.get_metric_history(run.info.run_id, "loss"), key=lambda m: m.step)]
-    assert len(losses) == 24 and losses[-1] < 0.5 * losses[0], losses
-    assert len(c.get_metric_history(run.info.run_id, "grad_norm")) == 24
+    assert len(losses) == 12 and losses[-1] < 0.5 * losses[0], losses
+    assert len(c.get_metric_history(run.info.run_id, "grad_norm")) == 12
     model_id = meta["mlflow_model"].value.removeprefix("models:/")  # the adapter is the run's pyfunc model
     artifacts = {a.path for a in c.list_logged_model_artifacts(model_id, "artifacts/adapter")}
     assert artifacts == {
