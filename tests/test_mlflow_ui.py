@@ -17,7 +17,8 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -137,31 +138,68 @@ class _Blackhole:
             c.close()
 
 
-@pytest.mark.slow
-def test_mlflow_starts_without_going_online(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
-    """ui_check's MLflow (``make mlflow``'s command) behind a proxy that never answers: it is ready, and nothing
-    in it tried to reach the network (litellm's online price list was fetched in every worker, retried)."""
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+@dataclass
+class Served:
+    """``make mlflow``'s server of the module's data folder, and what the tests look at."""
+
+    settings: Settings
+    url: str
+    port: int
+    proc: subprocess.Popen
+    log: Path
+    hole: _Blackhole
+    ready_at: float  # time.monotonic() when it first answered /health
+    shows: dict[str, str]  # experiment -> what it shows (``_fill_like_a_user``)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """``make mlflow MLFLOW_PORT=N``'s command (``python -m bashgym_assets.mlflow_ui --port N``, on a free port that
+    is not 5000) over a data folder filled as a user's is, started behind a proxy that never answers (only the
+    server sees the proxy). One server for the module's three tests of it: a start is ~15 s on a loaded machine."""
+    home = tmp_path_factory.mktemp("mlflow-ui") / "bashgym-home"
+    settings = Settings(home=home)
+    settings.ensure_dirs()
+    shows = _fill_like_a_user(settings)  # before the start: `make mlflow` tags the older bashgym's experiment
     hole = _Blackhole()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        # set by other test modules' imports: the server must set it itself
+        if not k.startswith("BASHGYM_") and k != "LITELLM_LOCAL_MODEL_COST_MAP"
+    }
+    env.update({name: f"http://127.0.0.1:{hole.port}" for name in PROXY_VARIABLES})
+    env.update({"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+    env.update({"BASHGYM_HOME": str(home), "BASHGYM_TRACES": "0"})
+    port = ui_check.free_port()
+    log = home / "logs" / "make-mlflow.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "bashgym_assets.mlflow_ui",
+        "--port",
+        str(port),
+    ]  # the recipe of `make mlflow`
+    url = f"http://127.0.0.1:{port}"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, cwd=PROJECT_ROOT, env=env, start_new_session=True
+        )
     try:
-        for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
-            monkeypatch.setenv(name, f"http://127.0.0.1:{hole.port}")
-        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-        monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-        monkeypatch.delenv(
-            "LITELLM_LOCAL_MODEL_COST_MAP", raising=False
-        )  # set by other test modules' imports
-        with ui_check.mlflow_server(settings) as srv:
-            time.sleep(8)  # litellm fetches in the background once the app is up
-            log = srv.log.read_text(errors="replace")
-            group = subprocess.run(
-                ["ps", "-o", "args=", "-g", str(srv.proc.pid)], capture_output=True, text=True
-            ).stdout
-        assert hole.connections == [], f"MLflow went online at start:\n{log[-3000:]}"
-        assert "model cost map" not in log
-        assert "huey" not in group and "_job_runner" not in group, group  # no job runner beside it
+        _wait_ready(url, proc, log)
+        yield Served(settings, url, port, proc, log, hole, time.monotonic(), shows)
     finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
         hole.close()
-        urllib.request.install_opener(None)  # urlopen's shared opener keeps the proxies it first saw
 
 
 def _fill_like_a_user(settings: Settings) -> dict[str, str]:
@@ -204,59 +242,53 @@ def _fill_like_a_user(settings: Settings) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_each_experiment_opens_on_its_runs_in_a_fresh_browser_profile(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_each_experiment_opens_on_its_runs_in_a_fresh_browser_profile(served: Served) -> None:
     """The experiment list of the MLflow that ``make mlflow`` serves, one new browser profile per experiment:
     clicking its name opens its runs table with its run (the traces table for the traces-only ones), never the
     GenAI overview."""
     ui_check.find_chromium()
-    monkeypatch.setenv(
-        "LITELLM_LOCAL_MODEL_COST_MAP", "True"
-    )  # the start offline is the test above's subject
-    shows = _fill_like_a_user(settings)
+    settings, shows = served.settings, served.shows
     c = mlflow_store.client(settings)
     ids = {name: c.get_experiment_by_name(name).experiment_id for name in shows}
     failures = []
-    with ui_check.mlflow_server(settings, timeout=240) as srv:
-        for name, run_name in shows.items():
-            if run_name:
-                expect, tab = ["Run Name", "Duration", "matching run", run_name], "runs"
-            else:
-                expect, tab = ["Traces", "Input", "Output", "State", "a task in"], "traces"
-            page = ui_check.Page(
-                f"experiment-{name}",
-                f"{srv.url}/#/experiments",
-                expect,
-                absent=GENAI_OVERVIEW + ["Start tracing your LLM application"],
-                click=[name],
-            )
-            with ui_check.Browser() as browser:  # a fresh profile: nothing chosen in MLflow's UI before
-                (result,) = ui_check.check_pages(browser, [page], settings.home / "screenshots")
-                where = browser.evaluate("location.hash")
-            if not result.ok or not where.startswith(f"#/experiments/{ids[name]}/{tab}"):
-                failures.append(f"{result.describe()} at {where}")
-        # and within one visit: the experiment already loaded (its run's page seen first), its name clicked
-        run = c.search_runs([ids["bashgym-training"]], max_results=1)[0]
-        with ui_check.Browser() as browser:
-            browser.goto(f"{srv.url}/#/experiments/{ids['bashgym-training']}/runs/{run.info.run_id}")
-            assert not browser.wait_for([run.info.run_name, "Finished"], timeout=90)[1]
-            browser.goto(f"{srv.url}/#/experiments")
-            assert not browser.wait_for(["Time created", "Last modified"], timeout=60, settle=0)[1]
-            training_link = (
-                f'a[href$="#/experiments/{ids["bashgym-training"]}"]'  # not the sidebar's of that name
-            )
-            assert browser.click_text("bashgym-training", selector=training_link)
-            text, missing = browser.wait_for(["Run Name", "matching run", run.info.run_name], timeout=60)
-            browser.screenshot(settings.home / "screenshots" / "experiment-loaded-before.png")
-            if missing or any(a in text for a in GENAI_OVERVIEW):
-                failures.append(f"loaded before: missing {missing} at {browser.evaluate('location.hash')}")
+    for name, run_name in shows.items():
+        if run_name:
+            expect, tab = ["Run Name", "Duration", "matching run", run_name], "runs"
+        else:
+            expect, tab = ["Traces", "Input", "Output", "State", "a task in"], "traces"
+        page = ui_check.Page(
+            f"experiment-{name}",
+            f"{served.url}/#/experiments",
+            expect,
+            absent=GENAI_OVERVIEW + ["Start tracing your LLM application"],
+            click=[name],
+        )
+        with ui_check.Browser() as browser:  # a fresh profile: nothing chosen in MLflow's UI before
+            (result,) = ui_check.check_pages(browser, [page], settings.home / "screenshots")
+            where = browser.evaluate("location.hash")
+        if not result.ok or not where.startswith(f"#/experiments/{ids[name]}/{tab}"):
+            failures.append(f"{result.describe()} at {where}")
+    # and within one visit: the experiment already loaded (its run's page seen first), its name clicked
+    run = c.search_runs([ids["bashgym-training"]], max_results=1)[0]
+    with ui_check.Browser() as browser:
+        browser.goto(f"{served.url}/#/experiments/{ids['bashgym-training']}/runs/{run.info.run_id}")
+        assert not browser.wait_for([run.info.run_name, "Finished"], timeout=90)[1]
+        browser.goto(f"{served.url}/#/experiments")
+        assert not browser.wait_for(["Time created", "Last modified"], timeout=60, settle=0)[1]
+        training_link = (
+            f'a[href$="#/experiments/{ids["bashgym-training"]}"]'  # not the sidebar's of that name
+        )
+        assert browser.click_text("bashgym-training", selector=training_link)
+        text, missing = browser.wait_for(["Run Name", "matching run", run.info.run_name], timeout=60)
+        browser.screenshot(settings.home / "screenshots" / "experiment-loaded-before.png")
+        if missing or any(a in text for a in GENAI_OVERVIEW):
+            failures.append(f"loaded before: missing {missing} at {browser.evaluate('location.hash')}")
     assert not failures, "experiments that do not open on their content:\n" + "\n".join(failures)
 
 
 @pytest.mark.slow
 def test_the_dagster_link_reaches_mlflow_on_the_port_make_mlflow_serves(
-    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    served: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``make mlflow MLFLOW_PORT=N`` (its command, on a free port that is not 5000), then ``sft_adapter``
     materialized by Dagster from a process that was told nothing: the asset's ``mlflow_run`` link points at that
@@ -272,54 +304,47 @@ def test_the_dagster_link_reaches_mlflow_on_the_port_make_mlflow_serves(
 
     ui_check.find_chromium()
     monkeypatch.delenv("BASHGYM_MLFLOW_UI_URL", raising=False)
-    port = ui_check.free_port()
-    log = settings.home / "logs" / "make-mlflow.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "bashgym_assets.mlflow_ui",
-        "--port",
-        str(port),
-    ]  # the recipe of `make mlflow`
-    url = f"http://127.0.0.1:{port}"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, cwd=PROJECT_ROOT, start_new_session=True
+    settings, port = served.settings, served.port
+    monkeypatch.setenv("BASHGYM_HOME", str(settings.home))
+    tiny = str(build_tiny_model(tmp_path / "tiny"))
+    demo = syn.demo_inputs()
+    Lake(settings).write("verified_trajectories", demo["trajectories"])
+    Lake(settings).write("gated_scenarios", demo["scenarios"])
+    resources = {"bashgym": BashgymHome(home=str(settings.home))}
+    monkeypatch.setenv("BASHGYM_BASE_MODEL", tiny)
+    with dg.instance_for_test() as instance:
+        assert dg.materialize([dd.sft_dataset], instance=instance, resources=resources).success
+        result = dg.materialize(
+            [tr.base_model, tr.sft_adapter],
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"sft_adapter": {"config": {"max_steps": 1, "max_length": 256}}}},
         )
-    try:
-        _wait_ready(url, proc, log)
-        tiny = str(build_tiny_model(tmp_path / "tiny"))
-        demo = syn.demo_inputs()
-        Lake(settings).write("verified_trajectories", demo["trajectories"])
-        Lake(settings).write("gated_scenarios", demo["scenarios"])
-        resources = {"bashgym": BashgymHome(home=str(settings.home))}
-        monkeypatch.setenv("BASHGYM_BASE_MODEL", tiny)
-        with dg.instance_for_test() as instance:
-            assert dg.materialize([dd.sft_dataset], instance=instance, resources=resources).success
-            result = dg.materialize(
-                [tr.base_model, tr.sft_adapter],
-                instance=instance,
-                resources=resources,
-                run_config={"ops": {"sft_adapter": {"config": {"max_steps": 1, "max_length": 256}}}},
-            )
-            assert result.success
-        meta = result.asset_materializations_for_node("sft_adapter")[0].metadata
-        link = meta["mlflow_run"].value
-        assert link.startswith(f"http://127.0.0.1:{port}/#/experiments/"), link
-        with ui_check.LOOPBACK.open(url, timeout=30) as r:  # the UI answers at the link's address
-            assert r.status == 200
-        page = ui_check.Page("dagster-mlflow-link", link, [meta["run_name"].value, "loss", "Finished"])
-        with ui_check.Browser() as browser:
-            (shown,) = ui_check.check_pages(browser, [page], settings.home / "screenshots")
-        assert shown.ok, shown.describe()
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        assert result.success
+    meta = result.asset_materializations_for_node("sft_adapter")[0].metadata
+    link = meta["mlflow_run"].value
+    assert link.startswith(f"http://127.0.0.1:{port}/#/experiments/"), link
+    with ui_check.LOOPBACK.open(served.url, timeout=30) as r:  # the UI answers at the link's address
+        assert r.status == 200
+    page = ui_check.Page("dagster-mlflow-link", link, [meta["run_name"].value, "loss", "Finished"])
+    with ui_check.Browser() as browser:
+        (shown,) = ui_check.check_pages(browser, [page], settings.home / "screenshots")
+    assert shown.ok, shown.describe()
+
+
+@pytest.mark.slow
+def test_mlflow_starts_without_going_online(served: Served) -> None:
+    """``make mlflow``'s server (``ui_check`` starts the same command in the same environment) behind a proxy that
+    never answers: it is ready, and nothing in it tried to reach the network (litellm's online price list was
+    fetched in every worker, retried), neither at its start nor serving the pages of the tests above."""
+    time.sleep(max(0.0, served.ready_at + 8 - time.monotonic()))  # litellm fetches in the background once up
+    log = served.log.read_text(errors="replace")
+    group = subprocess.run(
+        ["ps", "-o", "args=", "-g", str(served.proc.pid)], capture_output=True, text=True
+    ).stdout
+    assert served.hole.connections == [], f"MLflow went online:\n{log[-3000:]}"
+    assert "model cost map" not in log
+    assert "huey" not in group and "_job_runner" not in group, group  # no job runner beside it
 
 
 def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
