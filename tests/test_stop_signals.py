@@ -245,7 +245,7 @@ def _training_home(home: Path, conversations: int) -> Path:
 @pytest.mark.slow
 def test_sigterm_mid_training_ends_its_dagster_and_mlflow_runs_at_once(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    model = _training_home(home, conversations=3000)
+    model = _training_home(home, conversations=1000)  # 150 steps of the full profile: it stops at step 1 or 2
     run = Watched(
         ["train", "--profile", "full", "--only", "sft_adapter"],
         home,
