@@ -144,18 +144,21 @@ def test_both_uis_in_a_headless_browser(
     ):  # its SQLite tables created here, not raced by the webserver's start
         assert not instance.get_runs()
 
-    # Dagster's webserver loads while the pipeline fills the data folder (it reads the instance live). MLflow's
-    # server starts after: on first open both it and the training run would create the tables of the same fresh
-    # SQLite store, and the loser of that race fails ("table ... already exists").
-    with ui_check.dagster_webserver(settings, wait=False) as dagster:
+    # Both servers load while the pipeline fills the data folder (they read the instance and the store live).
+    # ui_check prepares MLflow's store before its server starts, as `make mlflow` does: the tables exist before the
+    # server and the training open them (on a fresh SQLite store both would create them, and the loser of that race
+    # fails: "table ... already exists").
+    with (
+        ui_check.dagster_webserver(settings, wait=False) as dagster,
+        ui_check.mlflow_server(settings, wait=False) as mlflow,
+    ):
         repos = _fill(settings)
         filled = time.monotonic() - t0
-        with ui_check.mlflow_server(settings, wait=False) as mlflow:
-            dagster.ready()
-            mlflow.ready()
-            with ui_check.Browser() as browser:
-                _check_pages_and_screens(settings, browser, dagster, mlflow, repos, filled, t0)
-                _launch_from_the_ui(settings, browser, dagster)
+        dagster.ready()
+        mlflow.ready()
+        with ui_check.Browser() as browser:
+            _check_pages_and_screens(settings, browser, dagster, mlflow, repos, filled, t0)
+            _launch_from_the_ui(settings, browser, dagster)
     print(f"whole test {time.monotonic() - t0:.0f}s")
 
 
@@ -201,15 +204,19 @@ JOB_QUERY = (
 )
 
 
-def _wait_run(instance: dg.DagsterInstance, find, what: str, timeout: float = 300) -> dg.DagsterRun:
+def _wait_run(
+    instance: dg.DagsterInstance, find, what: str, timeout: float = 300, finished: bool = True
+) -> dg.DagsterRun:
+    """The run ``find`` picks, once it has finished (``finished=False``: once it exists)."""
     deadline = time.monotonic() + timeout
     run = None
     while time.monotonic() < deadline:
         run = next((r for r in instance.get_runs(limit=50) if find(r)), None)
-        if run is not None and run.is_finished:
+        if run is not None and (run.is_finished or not finished):
             return run
-        time.sleep(1)
-    pytest.fail(f"{what}: no finished run after {timeout:.0f}s (last seen: {run and run.status})")
+        time.sleep(0.5)
+    state = "finished " if finished else ""
+    pytest.fail(f"{what}: no {state}run after {timeout:.0f}s (last seen: {run and run.status})")
 
 
 def _launch_from_the_ui(settings: Settings, browser: ui_check.Browser, dagster) -> None:
@@ -234,8 +241,10 @@ def _launch_from_the_ui(settings: Settings, browser: ui_check.Browser, dagster) 
         assert job["pipelineSnapshotId"] == shown["parentPipelineSnapshotId"], (job, shown)
 
         assert sorted(ui_check.stop_sensors(dagster.url, SELF_LAUNCHING)) == sorted(SELF_LAUNCHING)
+        before = {r.run_id for r in instance.get_runs()}
         with ui_check.dagster_daemon(settings, dagster.url):
-            # "Re-execute" on the demo run's page
+            # "Re-execute" on the demo run's page, then "Materialize" on a GPU asset's page: the two runs go at once
+            # (the run queue takes 2)
             browser.goto(f"{dagster.url}/runs/{demo_run.run_id}")
             _, missing = browser.wait_for(["Re-execute all (*)", "Success"], timeout=90)
             assert not missing, f"the demo run's page shows no {missing}"
@@ -244,14 +253,13 @@ def _launch_from_the_ui(settings: Settings, browser: ui_check.Browser, dagster) 
                 "'Re-execute all (*)' && !b.disabled)"
             ), "Re-execute is disabled"
             assert browser.click_text("Re-execute all (*)", selector="button")
-            again = _wait_run(instance, lambda r: r.parent_run_id == demo_run.run_id, "the re-execution")
-            browser.screenshot(settings.home / "screenshots" / "dagster-reexecuted-run.png", full_page=False)
-            assert again.status == dg.DagsterRunStatus.SUCCESS, _run_failure(instance, again)
-            assert again.remote_job_origin.location_name == "bashgym_cpu"
-            assert again.asset_selection == {dg.AssetKey(REEXECUTED)}
 
-            # "Materialize" on a GPU asset's page
-            before = {r.run_id for r in instance.get_runs()}
+            def reexecution(run: dg.DagsterRun) -> bool:
+                return run.parent_run_id == demo_run.run_id
+
+            # launched (the page's request has done its work): the page can be left
+            _wait_run(instance, reexecution, "the re-execution", timeout=60, finished=False)
+
             browser.goto(f"{dagster.url}/assets/{MATERIALIZED}")
             _, missing = browser.wait_for([MATERIALIZED, "Materialize", "bashgym_gpu"], timeout=90)
             assert not missing, f"the {MATERIALIZED} page shows no {missing}"
@@ -261,6 +269,14 @@ def _launch_from_the_ui(settings: Settings, browser: ui_check.Browser, dagster) 
                 lambda r: r.run_id not in before and dg.AssetKey(MATERIALIZED) in (r.asset_selection or ()),
                 "the materialization",
             )
+            again = _wait_run(instance, reexecution, "the re-execution")
+            browser.goto(f"{dagster.url}/runs/{again.run_id}")
+            browser.wait_for(["Success"], timeout=60)
+            browser.screenshot(settings.home / "screenshots" / "dagster-reexecuted-run.png", full_page=False)
+            assert again.status == dg.DagsterRunStatus.SUCCESS, _run_failure(instance, again)
+            assert again.remote_job_origin.location_name == "bashgym_cpu"
+            assert again.asset_selection == {dg.AssetKey(REEXECUTED)}
+
             browser.goto(f"{dagster.url}/runs/{made.run_id}")
             browser.wait_for(["Success"], timeout=60)
             browser.screenshot(
