@@ -129,12 +129,26 @@ def _bashgym(home: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.fixture
-def built(tmp_path: Path, empty_mlflow_store: Path) -> Path:
-    home = tmp_path / "old" / "home"
+@pytest.fixture(scope="module")
+def built_once(tmp_path_factory: pytest.TempPathFactory, empty_mlflow_store: Path) -> tuple[Path, Path]:
+    """The data folder ``BUILD`` fills (a process that trains, registers and materializes: seconds), built once for
+    the module: (the folder, a copy of it as built). Every path in it names the folder's own path."""
+    root = tmp_path_factory.mktemp("relocate")
+    home = root / "old" / "home"
     (home / "mlflow").mkdir(parents=True)
     shutil.copy(empty_mlflow_store, home / "mlflow" / "mlflow.db")
     _python(home, "-c", BUILD)
+    as_built = root / "as-built"
+    shutil.copytree(home, as_built, symlinks=True)
+    return home, as_built
+
+
+@pytest.fixture
+def built(built_once: tuple[Path, Path]) -> Path:
+    """The built data folder, as built and at the path it was built at (a test moves or deletes it)."""
+    home, as_built = built_once
+    shutil.rmtree(home.parent, ignore_errors=True)
+    shutil.copytree(as_built, home, symlinks=True)
     return home
 
 
