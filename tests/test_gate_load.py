@@ -91,10 +91,22 @@ def idle_wall(sandbox_image: str) -> float:
 
 
 def loaded_wall(image: str, idle: float, at_least: float = 2.0) -> float:
-    """The same work under the burners; fails (not skips) when the load does not slow a sandbox enough (``at_least``
-    times) for the test to mean anything on this machine."""
-    wall = work_wall_s(image)
-    if wall < at_least * idle:
+    """The same work under the burners, the median of three runs as ``work_wall_s``; fails (not skips) when the load
+    does not slow a sandbox enough (``at_least`` times) for the test to mean anything on this machine.
+
+    Whether it did is all that is asked: each run is cut off once it has taken ``at_least`` times ``idle`` (a
+    starved run took 5-17 s for 1 s of work), and the runs stop once two of the three agree. Returns the median,
+    or the cut-off when it was at least that."""
+    bound = at_least * idle
+    slow: list[bool] = []
+    walls: list[float] = []
+    with Sandbox(SandboxSpec(image=image, labels={"bashgym.purpose": "test-load"})) as box:
+        while slow.count(True) < 2 and slow.count(False) < 2:
+            run = box.run_as_root(SPIN, timeout_s=bound)
+            slow.append(run.timed_out or run.duration_s >= bound)
+            walls.append(max(run.duration_s, bound) if run.timed_out else run.duration_s)
+    wall = sorted(walls)[1] if len(walls) == 3 else (min(walls) if slow.count(True) == 2 else max(walls))
+    if slow.count(True) < 2:
         pytest.fail(
             f"the burners slowed a sandbox only from {idle:.2f} s to {wall:.2f} s: no load to test under"
         )
