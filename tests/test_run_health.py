@@ -237,7 +237,7 @@ def test_the_cli_path_frees_a_killed_holders_slot_and_a_wait_ends_on_sigterm(ins
 MULTI = """
 import os, pathlib, time
 import dagster as dg
-from bashgym_assets.definitions import defs as cpu_location
+from bashgym_assets.defs.executors import cpu_executor
 from bashgym_assets.defs.resources import BashgymHome
 
 MARK = pathlib.Path(os.environ["MARKER"])
@@ -253,9 +253,10 @@ def second_step(bashgym: BashgymHome) -> None:
     while not (MARK.parent / "go").exists() and os.getppid() == parent:
         time.sleep(0.2)
 
-# the CPU code location's executor: Dagster's multiprocess executor, a process per step
+# the CPU code location's executor (the test checks that it is: importing the whole location in the worker and in
+# each step's process took seconds apiece): Dagster's multiprocess executor, a process per step
 defs = dg.Definitions(
-    assets=[first_step, second_step], resources={"bashgym": BashgymHome()}, executor=cpu_location.executor
+    assets=[first_step, second_step], resources={"bashgym": BashgymHome()}, executor=cpu_executor
 )
 """
 
@@ -281,6 +282,10 @@ def test_a_multiprocess_run_outlives_its_first_steps_process_and_dies_with_its_w
 ) -> None:
     """The CPU location runs each step in a process of its own. The run was tagged with its first step's process,
     gone when the step ended, and the reaper failed the run while its next step ran (issue 40)."""
+    from bashgym_assets.definitions import defs as cpu_location
+    from bashgym_assets.defs.executors import cpu_executor
+
+    assert cpu_location.get_repository_def().get_implicit_global_asset_job_def().executor_def is cpu_executor
     (instance_home / "tiny_multi.py").write_text(MULTI)
     instance = dg.DagsterInstance.get()
     for attempt in ("healthy", "killed"):
