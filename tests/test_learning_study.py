@@ -117,7 +117,9 @@ def test_an_arm_end_to_end_writes_its_table(
     assert cli.main(argv) == 0
 
     study = ls.StudyResult.model_validate_json((out / "tiny.json").read_text())
-    assert study.finished and study.train_rows >= 1 and study.data["admitted"] >= 1
+    assert (
+        study.finished and study.train_rows >= 1 and study.data["admitted"] >= 1 and study.prepare_wall_s > 0
+    )
     (point,) = study.checkpoints
     assert point.epoch == 1 and point.steps >= 1 and point.tokens_seen > 0 and point.train_wall_s > 0
     assert set(point.sets) == {FIT, TRANSFER} and point.sets[FIT].n == 1 and point.sets[TRANSFER].n == 1
@@ -132,7 +134,11 @@ def test_an_arm_end_to_end_writes_its_table(
     md = (out / "tiny.md").read_text()
     head = "| epoch | steps | tokens seen | training wall | loss (last epoch) | fit clean | transfer clean |"
     assert head in md and f"\n| 1 | {point.steps} | {point.tokens_seen:,} |" in md and "0% [0-" in md
-    assert "Machine: " in md and "Command: `python benchmarks/learning_study.py --arm tiny" in md
+    assert (
+        "; preparation 0 min " in md
+        and "Machine: " in md
+        and "Command: `python benchmarks/learning_study.py --arm tiny" in md
+    )
     rows = Lake(settings).read("eval_episodes", point.eval_id).to_pylist()
     assert len(rows) == 2 and point.eval_id.startswith("eval-cli-train-")
     assert json.loads((out / "tiny.json").read_text())["arm"]["families"] == [FAMILY]

@@ -132,6 +132,7 @@ class PreparedData(BaseModel):
     fit: list[ScenarioBundle]
     transfer: list[ScenarioBundle]
     counts: dict[str, int]
+    wall_s: float = Field(default=0.0, description="what drawing, gating and the reference rollouts took")
 
 
 class SetResult(BaseModel):
@@ -171,7 +172,7 @@ class StudyResult(BaseModel):
     command: str = ""
     started: str
     data: dict[str, int]
-    prepare_wall_s: float
+    prepare_wall_s: float = Field(description="the data's preparation (when it was made, if reused)")
     train_rows: int
     train_tokens_per_epoch: int = 0
     steps_per_epoch: int = 0
@@ -229,6 +230,7 @@ def prepare(arm: Arm, image: str | None, progress: Progress = print, max_paralle
     from bashgym_assets.training_data.build import build_sft, contamination_violations
 
     check_families(arm.families)
+    t0 = time.monotonic()
     counts: dict[str, int] = {}
     drawn = generate(
         arm.tasks_per_family, seed=arm.draw_seed, families=arm.families, eval_tasks=evaluation_tasks()
@@ -273,7 +275,14 @@ def prepare(arm: Arm, image: str | None, progress: Progress = print, max_paralle
     if any(family_of(b.id) not in arm.families for b in transfer) or {b.id for b in transfer} & trained_ids:
         raise RuntimeError("a transfer task is outside the arm's families or was trained on")
     progress(f"[{arm.name}] data: {json.dumps(counts)}")
-    return PreparedData(key=arm.data_key(), rows=rows, fit=fit, transfer=transfer, counts=counts)
+    return PreparedData(
+        key=arm.data_key(),
+        rows=rows,
+        fit=fit,
+        transfer=transfer,
+        counts=counts,
+        wall_s=round(time.monotonic() - t0, 1),
+    )
 
 
 def _per_family_sample(bundles: Sequence[ScenarioBundle], per_family: int, seed: int) -> list[ScenarioBundle]:
@@ -410,7 +419,6 @@ def run_arm(
     from bashgym_assets.training.trainer import progress_line, train_sft
 
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    t0 = time.monotonic()
     data = prepared(arm, image, work / "prepared.json", progress)
     if not data.rows:
         raise RuntimeError(f"[{arm.name}] no SFT row: nothing to train on ({data.counts})")
@@ -419,7 +427,7 @@ def run_arm(
         base_model=base_model,
         started=started,
         data=data.counts,
-        prepare_wall_s=round(time.monotonic() - t0, 1),
+        prepare_wall_s=data.wall_s,
         train_rows=len(data.rows),
         machine=machine,
         command=command,
@@ -562,7 +570,11 @@ def study_markdown(study: StudyResult) -> str:
         f"Families: {', '.join(arm.families)}  ",
         f"Data: {', '.join(f'{k} {v}' for k, v in study.data.items())}; {study.train_rows} train rows, "
         f"{study.train_tokens_per_epoch:,} tokens an epoch, {study.steps_per_epoch} optimizer steps an epoch; "
-        f"preparation {study.prepare_wall_s:.0f} s",
+        + (
+            f"preparation {_minutes(study.prepare_wall_s)}"
+            if study.prepare_wall_s
+            else "prepared data reused (its time not recorded)"
+        ),
         "",
         "| epoch | steps | tokens seen | training wall | loss (last epoch) | fit clean | transfer clean | "
         "fit failures (detail) | transfer failures (detail) | evaluation wall |",
