@@ -6,7 +6,9 @@ Each test starts the real command (``bashgym demo --quick``, ``bashgym factory``
 on a fresh data folder, waits until its work is under way (its own sandboxes running, its training stepping),
 sends the signal and then looks: at the exit status and the last line on stderr, at the Docker engine for any
 container owned by one of the command's processes, at the Dagster instance and at the MLflow store (SQLite, read
-directly). ``stopping``'s mechanics (nesting, forwarding, the watchdog) are tested in-process at the end.
+directly). The three commands run at once, each followed, stopped and looked at right after it exited by a thread
+of its own (``stopped``, started with the module: their start-ups, 25-45 s each, overlap); each test then checks
+what its thread saw. ``stopping``'s mechanics (nesting, forwarding, the watchdog) are tested in-process at the end.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -137,20 +141,24 @@ class Watched:
                 os.kill(pid, signal.SIGKILL)
 
 
+_DAGSTER_HOME_SET = threading.Lock()  # the commands' threads set DAGSTER_HOME in turn
+
+
 def _dagster_runs(home: Path) -> dict[str, str]:
     """run id -> status of every run of the data folder's instance (its dagster.yaml reads DAGSTER_HOME)."""
     import dagster as dg
 
-    before = os.environ.get("DAGSTER_HOME")
-    os.environ["DAGSTER_HOME"] = str(home / "dagster")
-    try:
-        with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
-            return {r.run_id: r.status.value for r in instance.get_runs()}
-    finally:
-        if before is None:
-            os.environ.pop("DAGSTER_HOME", None)
-        else:
-            os.environ["DAGSTER_HOME"] = before
+    with _DAGSTER_HOME_SET:
+        before = os.environ.get("DAGSTER_HOME")
+        os.environ["DAGSTER_HOME"] = str(home / "dagster")
+        try:
+            with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+                return {r.run_id: r.status.value for r in instance.get_runs()}
+        finally:
+            if before is None:
+                os.environ.pop("DAGSTER_HOME", None)
+            else:
+                os.environ["DAGSTER_HOME"] = before
 
 
 def _mlflow_runs(home: Path) -> dict[str, str]:
@@ -170,50 +178,60 @@ def _mlflow_runs(home: Path) -> dict[str, str]:
 LIVE = {"NOT_STARTED", "QUEUED", "STARTING", "STARTED", "CANCELING"}
 
 
-def _assert_stopped_in_order(run: Watched, code: int, err: list[str], command: str, signum: int) -> None:
-    name = signal.Signals(signum).name
+@dataclass
+class Stopped:
+    """A command stopped once under way, and what was seen of it: its runs when the signal went, and right after it
+    exited its status, stderr, sandboxes and runs."""
+
+    run: Watched
+    dagster_before: dict[str, str]
+    mlflow_before: dict[str, str]
+    code: int
+    err: list[str]
+    owned_after: list[dict]  # sandboxes of its processes still on the engine
+    still: list[str]  # of every sandbox they ever owned, those the engine still has
+    dagster_after: dict[str, str] = field(default_factory=dict)
+    mlflow_after: dict[str, str] = field(default_factory=dict)
+
+
+def _stop_when_under_way(run: Watched, what: str, ready: Callable[[Watched], bool], signum: int) -> Stopped:
+    """What a test did in turn before, now in a thread per command: wait until ``ready``, send ``signum``, and look
+    right after the command exited (before anything else could end a sandbox it left)."""
+    import docker
+
+    try:
+        run.wait_until(what, lambda: ready(run), 600)
+        dagster_before, mlflow_before = _dagster_runs(run.home), _mlflow_runs(run.home)
+        code, err = run.stop(signum)
+        run.look()
+        api = docker.from_env().api
+        return Stopped(
+            run,
+            dagster_before,
+            mlflow_before,
+            code,
+            err,
+            owned_after=run.owned_containers(),
+            still=[c for c in run.containers if api.containers(all=True, filters={"id": c})],
+            dagster_after=_dagster_runs(run.home),
+            mlflow_after=_mlflow_runs(run.home),
+        )
+    finally:
+        run.kill_leftovers()
+
+
+def _assert_stopped_in_order(stopped: Stopped, command: str, signum: int) -> None:
+    name, code, err = signal.Signals(signum).name, stopped.code, stopped.err
     assert code == 128 + signum, (code, err[-20:])
     assert err and err[-1].startswith(f"{command}: stopped by {name}"), err[-20:]
     assert not any(line.startswith("Traceback") for line in err), err[-40:]
-    run.look()
-    assert run.owned_containers() == [], "a sandbox of the stopped command outlived it"
-    import docker
-
-    api = docker.from_env().api
-    still = [c for c in run.containers if api.containers(all=True, filters={"id": c})]
-    assert still == [], still
-    runs = _dagster_runs(run.home)
+    assert stopped.owned_after == [], "a sandbox of the stopped command outlived it"
+    assert stopped.still == [], stopped.still
+    runs = stopped.dagster_after
     assert not [r for r, status in runs.items() if status in LIVE], runs
     # the stopped run ends CANCELED (a termination the user asked for), not FAILURE; the runs before it succeeded
     assert "CANCELED" in runs.values() and set(runs.values()) <= {"SUCCESS", "CANCELED"}, runs
-    assert "RUNNING" not in _mlflow_runs(run.home).values(), _mlflow_runs(run.home)
-
-
-@pytest.mark.slow
-def test_sigterm_of_the_demo_stops_it_its_sandboxes_and_its_run(sandbox_image: str, tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    run = Watched(["demo", "--quick"], home, _env(home))
-    try:
-        # kill early: once the gate's sandboxes (the first of the plan's) are running
-        run.wait_until("the demo's first sandbox", lambda: bool(run.owned_containers()), 600)
-        assert LIVE & set(_dagster_runs(home).values())  # its run is going
-        code, err = run.stop(signal.SIGTERM)
-        _assert_stopped_in_order(run, code, err, "bashgym demo", signal.SIGTERM)
-    finally:
-        run.kill_leftovers()
-
-
-@pytest.mark.slow
-def test_sigint_of_the_factory_stops_it_its_sandboxes_and_its_run(sandbox_image: str, tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    run = Watched(["factory", "--per-family", "1", "--parallel", "2"], home, _env(home))
-    try:
-        run.wait_until("the factory's first sandbox", lambda: bool(run.owned_containers()), 600)
-        assert LIVE & set(_dagster_runs(home).values())
-        code, err = run.stop(signal.SIGINT)  # as Ctrl-C, sent to the command alone
-        _assert_stopped_in_order(run, code, err, "bashgym factory", signal.SIGINT)
-    finally:
-        run.kill_leftovers()
+    assert "RUNNING" not in stopped.mlflow_after.values(), stopped.mlflow_after
 
 
 def _training_home(home: Path, conversations: int) -> Path:
@@ -242,28 +260,111 @@ def _training_home(home: Path, conversations: int) -> Path:
     return model
 
 
-@pytest.mark.slow
-def test_sigterm_mid_training_ends_its_dagster_and_mlflow_runs_at_once(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    model = _training_home(home, conversations=1000)  # 150 steps of the full profile: it stops at step 1 or 2
-    run = Watched(
-        ["train", "--profile", "full", "--only", "sft_adapter"],
-        home,
-        _env(home, BASHGYM_BASE_MODEL=str(model)),
-    )
+DEMO, FACTORY, TRAINING = "demo", "factory", "training"
+
+
+def _has_a_sandbox(run: Watched) -> bool:
+    return bool(run.owned_containers())
+
+
+def _steps(run: Watched) -> bool:
+    return "sft step" in run.out.read_text()
+
+
+@pytest.fixture(scope="module")
+def stopped(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Future[Stopped]]]:
+    """The command of each test of this module that the session runs, on a fresh data folder each, all started at
+    once and each stopped by a thread of its own once under way (``_stop_when_under_way``): the demo and the
+    factory once their first sandbox runs (the demo: killed early, at the gate's first sandbox), the training at
+    its first SFT step (the earlier stages are the demo's)."""
+    tests = {
+        DEMO: "test_sigterm_of_the_demo_stops_it_its_sandboxes_and_its_run",
+        FACTORY: "test_sigint_of_the_factory_stops_it_its_sandboxes_and_its_run",
+        TRAINING: "test_sigterm_mid_training_ends_its_dagster_and_mlflow_runs_at_once",
+    }
+    selected = {
+        item.name for item in request.session.items if item.nodeid.startswith(f"{request.node.nodeid}::")
+    }
+    wanted = {key for key, test in tests.items() if test in selected}
+    runs: dict[str, Watched] = {}
+    futures: dict[str, Future[Stopped]] = {}
+    pool = ThreadPoolExecutor(max_workers=3)
     try:
-        run.wait_until("the first SFT step", lambda: "sft step" in run.out.read_text(), 600)
-        # the training's MLflow run is live when it is stopped
-        assert "RUNNING" in _mlflow_runs(home).values()
-        assert LIVE & set(_dagster_runs(home).values())
-        code, err = run.stop(signal.SIGTERM)
-        _assert_stopped_in_order(run, code, err, "bashgym train", signal.SIGTERM)
-        assert set(_mlflow_runs(home).values()) == {"KILLED"}, _mlflow_runs(home)  # stopped, not failed
-        assert not (home / "artifacts" / "adapters").exists() or not any(
-            p.name.startswith("sft-") for p in (home / "artifacts" / "adapters").iterdir()
-        )  # a stopped training never publishes an adapter
+        if {DEMO, FACTORY} & wanted:
+            request.getfixturevalue("sandbox_image")  # built before a command needs it
+        if DEMO in wanted:
+            home = tmp_path_factory.mktemp("demo") / "home"
+            runs[DEMO] = Watched(["demo", "--quick"], home, _env(home))
+            futures[DEMO] = pool.submit(
+                _stop_when_under_way, runs[DEMO], "the demo's first sandbox", _has_a_sandbox, signal.SIGTERM
+            )
+        if FACTORY in wanted:
+            home = tmp_path_factory.mktemp("factory") / "home"
+            runs[FACTORY] = Watched(["factory", "--per-family", "1", "--parallel", "2"], home, _env(home))
+            futures[FACTORY] = pool.submit(  # SIGINT as Ctrl-C, sent to the command alone
+                _stop_when_under_way,
+                runs[FACTORY],
+                "the factory's first sandbox",
+                _has_a_sandbox,
+                signal.SIGINT,
+            )
+        if TRAINING in wanted:
+            home = tmp_path_factory.mktemp("training") / "home"
+            model = _training_home(
+                home, conversations=1000
+            )  # 150 steps of the full profile: stopped at step 1 or 2
+            runs[TRAINING] = Watched(
+                ["train", "--profile", "full", "--only", "sft_adapter"],
+                home,
+                _env(home, BASHGYM_BASE_MODEL=str(model)),
+            )
+            futures[TRAINING] = pool.submit(
+                _stop_when_under_way, runs[TRAINING], "the first SFT step", _steps, signal.SIGTERM
+            )
+        yield futures
     finally:
-        run.kill_leftovers()
+        for run in runs.values():  # a thread still waiting sees its command end, and ends
+            if run.proc.poll() is None:
+                run.proc.kill()
+        pool.shutdown(wait=True)
+
+
+@pytest.mark.slow
+def test_sigterm_of_the_demo_stops_it_its_sandboxes_and_its_run(
+    sandbox_image: str, stopped: dict[str, Future[Stopped]]
+) -> None:
+    demo = stopped[
+        DEMO
+    ].result()  # killed early: once the gate's sandboxes (the first of the plan's) are running
+    assert LIVE & set(demo.dagster_before.values())  # its run was going
+    _assert_stopped_in_order(demo, "bashgym demo", signal.SIGTERM)
+
+
+@pytest.mark.slow
+def test_sigint_of_the_factory_stops_it_its_sandboxes_and_its_run(
+    sandbox_image: str, stopped: dict[str, Future[Stopped]]
+) -> None:
+    factory = stopped[FACTORY].result()  # once its first sandbox ran, SIGINT as Ctrl-C to the command alone
+    assert LIVE & set(factory.dagster_before.values())
+    _assert_stopped_in_order(factory, "bashgym factory", signal.SIGINT)
+
+
+@pytest.mark.slow
+def test_sigterm_mid_training_ends_its_dagster_and_mlflow_runs_at_once(
+    stopped: dict[str, Future[Stopped]],
+) -> None:
+    training = stopped[TRAINING].result()  # SIGTERM at its first SFT step
+    home = training.run.home
+    # the training's MLflow run was live when it was stopped
+    assert "RUNNING" in training.mlflow_before.values()
+    assert LIVE & set(training.dagster_before.values())
+    _assert_stopped_in_order(training, "bashgym train", signal.SIGTERM)
+    assert set(training.mlflow_after.values()) == {"KILLED"}, training.mlflow_after  # stopped, not failed
+    assert not (home / "artifacts" / "adapters").exists() or not any(
+        p.name.startswith("sft-") for p in (home / "artifacts" / "adapters").iterdir()
+    )  # a stopped training never publishes an adapter
 
 
 # ---- the mechanism in-process ------------------------------------------------------------------------------------
