@@ -1289,7 +1289,7 @@ def test_a_dockerfile_user_the_sandbox_offers_is_the_agent_and_in_its_prompt(tmp
 
     # the importer's idea of the sandbox's users is the sandbox's own
     assert set(typing.get_args(ScenarioBundle.model_fields["user"].annotation)) == set(external.SANDBOX_USERS)
-    assert external.SANDBOX_USERS["operator"][:3] == (str(OPERATOR_UID), "operator", str(OPERATOR_GID))
+    assert external.SANDBOX_USERS["operator"][1:4] == (OPERATOR_UID, "operator", OPERATOR_GID)
     harbor, tb1 = operator_tasks(tmp_path / "s")
     bundle = external.import_task(harbor, "s")
     assert (bundle.user, bundle.workdir, bundle.home) == (
@@ -1364,6 +1364,22 @@ def test_a_dockerfile_user_the_sandbox_offers_is_the_agent_and_in_its_prompt(tmp
             "the Dockerfile creates the user operator with the home /work: the sandbox's operator lives in "
             "/home/operator",
         ),
+        # the service account: a service user of another name, or app made unlike the image's
+        ("FROM debian:bookworm\nRUN useradd -r svc\nUSER svc\n", "the agent runs as user 'svc'"),
+        (
+            "FROM debian:bookworm\nRUN groupadd --system app && useradd --system --gid app --create-home app\n"
+            "USER app\n",
+            "the Dockerfile creates the user app with the home /home/app: the sandbox's app lives in /srv/app",
+        ),
+        (
+            "FROM debian:bookworm\nRUN useradd -r -u 1500 app\nUSER app\n",
+            "the Dockerfile creates the user app with uid 1500: the sandbox's app is uid 999",
+        ),
+        ("FROM debian:bookworm\nUSER app:staff\n", "the agent runs as app in the group 'staff'"),
+        (
+            "FROM debian:bookworm\nRUN useradd -r -u 999 agent\nUSER 999\n",
+            "the agent runs as uid 999 (the user 'agent'",
+        ),
     ],
 )
 def test_a_user_the_sandbox_cannot_offer_is_quarantined_saying_which_it_offers(
@@ -1406,6 +1422,102 @@ def test_tasks_run_as_their_dockerfile_user_and_the_check_as_root(tmp_path: Path
             "[exit code: 0]",
         ], record.messages[3]
         assert record.verified, (folder.name, record.reject_reason)
+
+
+# ---- the service account a task's Dockerfile names -----------------------------------------------------------------
+SERVICE_HARBOR_DOCKERFILE = """
+FROM debian:bookworm
+RUN groupadd --system app && useradd --system --gid app --shell /bin/bash app
+RUN mkdir -p /srv/ledger && chown app:app /srv/ledger
+USER app
+WORKDIR /srv/ledger
+RUN echo "made by $(whoami) in $PWD" > made.txt
+"""
+
+SERVICE_HARBOR_TEST_SH = """
+#!/bin/bash
+mkdir -p /logs/verifier
+f=/srv/ledger/whoami.txt
+if [ "$(id -u)" = 0 ] && [ "$(cat $f 2>/dev/null)" = app ] && [ "$(stat -c %U $f)" = app ] \\
+   && [ "$(cat /srv/ledger/made.txt)" = "made by app in /srv/ledger" ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
+"""
+
+
+def service_task(root: Path) -> Path:
+    """A Harbor task whose Dockerfile makes a system account ``app`` and runs the agent as it, in its service's
+    folder (the shape of a web app's or a worker's image)."""
+    return harbor_task(
+        root,
+        "as-service",
+        {
+            "instruction.md": "Write the name of the account you run as into whoami.txt here.\n",
+            "environment/Dockerfile": SERVICE_HARBOR_DOCKERFILE,
+            "tests/test.sh": SERVICE_HARBOR_TEST_SH,
+            "solution/solve.sh": "#!/bin/bash\nwhoami > whoami.txt\n",
+        },
+    )
+
+
+def test_a_dockerfiles_service_user_app_is_the_sandboxs_service_account(tmp_path: Path) -> None:
+    bundle = external.import_task(service_task(tmp_path / "s"), "s")
+    assert (bundle.user, bundle.workdir, bundle.home) == ("app", "/srv/ledger", "/srv/app")
+    assert initial_messages(bundle)[0].content == (
+        "You are logged in to sandbox as app. Working directory: /srv/ledger.\napp@sandbox:/srv/ledger$"
+    )
+    setup = "\n".join(bundle.setup)
+    # the image has the account: creating it again is an assertion that it exists; RUN after USER runs as it
+    assert "useradd" not in setup and "groupadd" not in setup and "id -u app >/dev/null" in setup
+    assert "runuser -u app -- bash -c" in setup
+    assert bundle.reference[-1] == f"bash {external.USER_SOLUTION_DIR}/solve.sh"
+    # by uid: 999 is the app a `useradd --system app` made (no uid given); its group too; no WORKDIR: its home
+    by_uid = external.import_task(
+        harbor_task(
+            tmp_path / "s",
+            "by-uid",
+            {"environment/Dockerfile": "FROM debian:bookworm\nRUN useradd -r -U app\nUSER 999:app\n"},
+        ),
+        "s",
+    )
+    assert (by_uid.user, by_uid.workdir) == ("app", "/srv/app")
+    compose = external.import_task(
+        tb1_task(
+            tmp_path / "s",
+            "compose-app",
+            {"docker-compose.yaml": TB1_COMPOSE + "    user: app:app\n    working_dir: /var/lib/ledger\n"},
+        ),
+        "s",
+    )
+    assert (compose.user, compose.workdir) == ("app", "/var/lib/ledger")
+
+
+@pytest.mark.docker
+def test_a_service_user_task_runs_as_app_and_its_check_as_root(tmp_path: Path, sandbox_image: str) -> None:
+    """A real container: the imported task's shell is the service account in the Dockerfile's WORKDIR, the RUN
+    after USER made its file as app, and the verifier (root) passes the reference through the gate."""
+    from bashgym_assets.scenarios.gate import GateLimits, gate_bundle
+
+    bundle = external.import_task(service_task(tmp_path / "s"), "s")
+    result = gate_bundle(bundle, sandbox_image, GateLimits(command_timeout_s=60, check_timeout_s=60))
+    assert result.admitted, (result.reason, result.detail)
+    record = run_episode(
+        bundle, _Typed(["whoami; pwd; echo ~; id -g -n; stat -c %U .", *bundle.reference]), sandbox_image
+    )
+    assert record.messages[0].content.startswith(
+        "You are logged in to sandbox as app. Working directory: /srv/ledger."
+    )
+    assert record.messages[3].content.splitlines() == [
+        "app",
+        "/srv/ledger",
+        "/srv/app",
+        "app",
+        "app",
+        "[exit code: 0]",
+    ], record.messages[3]
+    assert record.verified, record.reject_reason
 
 
 # ---- a task with no Dockerfile ---------------------------------------------------------------------------------

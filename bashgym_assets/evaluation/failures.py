@@ -58,6 +58,7 @@ from bashgym_assets.evaluation.metrics import (
     EvalEpisode,
 )
 from bashgym_assets.rollout.transcript import BABBLE, COMMAND, EMPTY, FENCED, PROSE, Message
+from bashgym_assets.sandbox.layout import SESSION_ACCOUNTS
 
 DETAIL_PROSE = "prose"
 DETAIL_PROMPT_ECHO = "prompt_echo"
@@ -143,7 +144,9 @@ class ScenarioFacts(BaseModel):
 
     @property
     def home(self) -> str:
-        return "/root" if self.user == "root" else f"/home/{self.user}"
+        """The user's home: a session user's own (the service account's is /srv/app), else a login's."""
+        account = SESSION_ACCOUNTS.get(self.user)
+        return account.home if account else f"/home/{self.user}"
 
 
 class _BundleLike(Protocol):

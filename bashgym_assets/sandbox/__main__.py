@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from bashgym_assets.sandbox import Sandbox, SandboxSpec, find_leftovers, reap_leftovers
+from bashgym_assets.sandbox.layout import OFFERED_USERS, SESSION_ACCOUNTS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +21,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     trial = sub.add_parser("try", help="run commands, one per argument, in one fresh sandbox session")
     trial.add_argument("commands", nargs="+")
-    trial.add_argument("--user", choices=["operator", "root"], default="operator")
+    trial.add_argument(
+        "--user",
+        choices=list(SESSION_ACCOUNTS),
+        default="operator",
+        help=f"who the shell runs as: {OFFERED_USERS}",
+    )
     trial.add_argument("--timeout", type=float, default=30.0)
     args = parser.parse_args(argv)
     if args.cmd == "reap":

@@ -4,7 +4,54 @@ so neither imports the other for them."""
 
 from __future__ import annotations
 
-OPERATOR_UID, OPERATOR_GID = 1000, 37
+from typing import Literal, NamedTuple, get_args
+
+
+class SessionAccount(NamedTuple):
+    """One account a session's shell can run as, as the image made it (sandbox_images/base/configure-rootfs.sh)."""
+
+    name: str
+    uid: int
+    group: str  # its primary group
+    gid: int
+    home: str
+    describe: str  # how the importer's refusals and the CLI's help name it
+
+
+# The users a session can be: the ONE definition the bundle, the sandbox, the session, the CLI and the importer of
+# external suites read (``ScenarioBundle.user``, ``SandboxSpec.user``). root; the unprivileged ``operator``, a
+# person's login (Debian already has a group called operator, gid 37: the image reuses it); and ``app``, a service
+# account the way a daemon's looks on Debian: a system account (uid below 1000, its own group, a locked password,
+# no sudo) with its home under /srv, and a shell so a session can run. Why ``app`` at uid/gid 999 rather than
+# Debian's stock ``www-data``: 999 is what ``useradd --system`` gives first on a fresh Debian image, and ``app`` is
+# the name container images give the account their application runs as (``groupadd --system app && useradd
+# --system --gid app app``), so a suite task ending in ``USER app`` runs as this account unchanged; ``www-data``
+# already plays a third party in the factory's tasks (a web root handed to it, its processes signalled by root),
+# which a session as www-data would change.
+SessionUser = Literal["operator", "root", "app"]
+OPERATOR_USER, SERVICE_USER = "operator", "app"
+SESSION_ACCOUNTS: dict[str, SessionAccount] = {
+    "root": SessionAccount("root", 0, "root", 0, "/root", "root"),
+    OPERATOR_USER: SessionAccount(
+        OPERATOR_USER,
+        1000,
+        "operator",
+        37,
+        "/home/operator",
+        "the unprivileged user operator (uid 1000, home /home/operator)",
+    ),
+    SERVICE_USER: SessionAccount(
+        SERVICE_USER, 999, "app", 999, "/srv/app", "the service account app (uid 999, home /srv/app)"
+    ),
+}
+if set(SESSION_ACCOUNTS) != set(get_args(SessionUser)):  # pragma: no cover - a definition error, at import
+    raise AssertionError("SessionUser and SESSION_ACCOUNTS must name the same users")
+OPERATOR_UID, OPERATOR_GID = SESSION_ACCOUNTS[OPERATOR_USER].uid, SESSION_ACCOUNTS[OPERATOR_USER].gid
+# Every account but root owns its home: a spec's files under it are that account's (folders included).
+HOME_OWNERS = tuple(a for a in SESSION_ACCOUNTS.values() if a.uid != 0)
+_WORDS = [a.describe for a in SESSION_ACCOUNTS.values()]
+# The users a sandbox offers, in words: the importer's refusals and the CLI's help name them.
+OFFERED_USERS = ", ".join(_WORDS[:-1]) + " and " + _WORDS[-1]
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The checker's PATH: the image's own tools first, so nothing a root operator drops into /usr/local shadows them
 # (a scenario's own tools in /usr/local are still found by name).

@@ -5,13 +5,13 @@ Pydantic models, so the gate, rollouts and evaluation can store them (parquet) a
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, Field, field_validator
 
+from bashgym_assets.sandbox.layout import SESSION_ACCOUNTS, SessionUser
+
 # The only capabilities a container ever has: what root needs for setup (users, ownership, modes) and what a root
-# scenario needs to do its task. The unprivileged operator holds none of them (its effective set is empty and
-# no-new-privileges stops setuid binaries from granting any).
+# scenario needs to do its task. The unprivileged users (the operator, the service account) hold none of them (their
+# effective set is empty and no-new-privileges stops setuid binaries from granting any).
 SCENARIO_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"]
 
 
@@ -23,7 +23,7 @@ class SandboxSpec(BaseModel):
         default_factory=dict
     )  # absolute path -> content, written as root before setup
     setup: list[str] = Field(default_factory=list)  # shell commands run as root, in order
-    user: Literal["operator", "root"] = "operator"
+    user: SessionUser = "operator"  # layout.SESSION_ACCOUNTS: root, operator, the service account app
     workdir: str | None = None  # default: the user's home
     env: dict[str, str] = Field(default_factory=dict)
     command_timeout_s: float = 30.0
@@ -88,7 +88,7 @@ class SandboxSpec(BaseModel):
 
     @property
     def home(self) -> str:
-        return "/root" if self.user == "root" else "/home/operator"
+        return SESSION_ACCOUNTS[self.user].home
 
 
 class CommandResult(BaseModel):

@@ -1,8 +1,9 @@
 """A disposable, contained container per episode: files, root setup, a checker the operator never sees.
 
 Containment is on by default and not negotiable per scenario: no network, every capability dropped except the six
-a root scenario needs (the operator, uid 1000 with no-new-privileges, holds none of them), memory/CPU/pids/file-size
-limits, tmpfs for the operator's writable folders (so disk fill hits a size cap in memory, not the host's disk),
+a root scenario needs (an unprivileged session user, the operator or the service account, runs with
+no-new-privileges and holds none of them), memory/CPU/pids/file-size limits, tmpfs for the session user's writable
+folders (so disk fill hits a size cap in memory, not the host's disk),
 ``--init`` as PID 1, no Docker socket and no host mounts. The container always goes away: the context manager
 removes it on exit or exception (KeyboardInterrupt included), an ``atexit`` hook (and, over Python's default, a
 SIGTERM handler) removes what is still live when the process ends, the first sandbox a process opens reaps what
@@ -47,8 +48,10 @@ from bashgym_assets.sandbox._exec import (
 from bashgym_assets.sandbox.layout import (  # noqa: F401 - re-exported: callers name them from here
     BASH,
     CHECK_PATH,
+    HOME_OWNERS,
     OPERATOR_GID,
     OPERATOR_UID,
+    OPERATOR_USER,
     PATH,
     PROTECTED_PATHS,
     READY_FILE,
@@ -56,8 +59,10 @@ from bashgym_assets.sandbox.layout import (  # noqa: F401 - re-exported: callers
     RUN_DIR,
     SEED_DIR,
     SEED_TAR,
+    SESSION_ACCOUNTS,
     SESSION_DIR,
     SandboxError,
+    SessionAccount,
 )
 from bashgym_assets.sandbox.models import SCENARIO_CAPABILITIES, CommandResult, SandboxSpec, SetupResult
 from bashgym_assets.sandbox.seccomp import profile_json
@@ -454,15 +459,16 @@ def _renew_due(waits: list[float]) -> None:
         waits.append(max(0.2, every - (time.monotonic() - box._renewed)))
 
 
-_HOME_SKELETONS: dict[str, list[tuple[tarfile.TarInfo, bytes]]] = {}
+_HOME_SKELETONS: dict[tuple[str, str], list[tuple[tarfile.TarInfo, bytes]]] = {}
 _HOME_LOCK = threading.Lock()
 
 
-def _home_skeleton(image: str) -> list[tuple[tarfile.TarInfo, bytes]]:
-    """The image's /home/operator (tar members), read once per image: the tmpfs mounted there hides it."""
+def _home_skeleton(image: str, home: str) -> list[tuple[tarfile.TarInfo, bytes]]:
+    """The image's ``home`` folder (tar members, the folder itself first), read once per image and home: the tmpfs
+    mounted there hides it."""
     with _HOME_LOCK:
-        if image in _HOME_SKELETONS:
-            return _HOME_SKELETONS[image]
+        if (image, home) in _HOME_SKELETONS:
+            return _HOME_SKELETONS[(image, home)]
         api = docker_client().api
         try:
             created = api.create_container(
@@ -476,7 +482,7 @@ def _home_skeleton(image: str) -> list[tuple[tarfile.TarInfo, bytes]]:
                 f"sandbox image {image!r} not found: build it with `python -m bashgym_assets.images`"
             ) from exc
         try:
-            stream, _ = api.get_archive(created["Id"], "/home/operator")
+            stream, _ = api.get_archive(created["Id"], home)
             data = b"".join(stream)
         finally:
             api.remove_container(created["Id"], force=True)
@@ -487,24 +493,23 @@ def _home_skeleton(image: str) -> list[tuple[tarfile.TarInfo, bytes]]:
                     continue
                 fh = tar.extractfile(info) if info.isfile() else None  # None for folders and links
                 content = fh.read() if fh is not None else b""
-                info.name = "home/" + info.name.lstrip("./")
+                info.name = posixpath.join(posixpath.dirname(home).lstrip("/"), info.name.lstrip("./"))
                 members.append((info, content))
-        _HOME_SKELETONS[image] = members
+        _HOME_SKELETONS[(image, home)] = members
         return members
 
 
 def _seed_tar(
     files: dict[str, str],
-    home: str,
-    uid: int,
-    gid: int,
+    owners: Sequence[SessionAccount] = HOME_OWNERS,
     skeleton: Sequence[tuple[tarfile.TarInfo, bytes]] = (),
     session_uid: int = OPERATOR_UID,
     backstop: bool = False,
 ) -> bytes:
-    """The home skeleton and the spec's files as one tar for extraction at ``/`` by root: under ``home`` owned by the user, elsewhere by root.
+    """The home skeletons and the spec's files as one tar for extraction at ``/`` by root: a file under the home of
+    one of ``owners`` is that account's, any other root's.
 
-    No directory entries for folders outside ``home`` (that would reset an existing folder's owner and mode);
+    No directory entries for folders outside a home (that would reset an existing folder's owner and mode);
     tar creates missing parents as root 0755.
     """
     buf = io.BytesIO()
@@ -514,7 +519,9 @@ def _seed_tar(
         for info, body in skeleton:
             tar.addfile(info, io.BytesIO(body) if info.isfile() else None)
         for path, content in files.items():
-            mine = path.startswith(home.rstrip("/") + "/")
+            account = next((a for a in owners if path.startswith(a.home.rstrip("/") + "/")), None)
+            mine = account is not None
+            home, uid, gid = (account.home, account.uid, account.gid) if account else ("", 0, 0)
             if mine:  # folders between home and the file belong to the user too
                 parts = path[len(home) :].strip("/").split("/")[:-1]
                 for i in range(1, len(parts) + 1):
@@ -651,14 +658,21 @@ class Sandbox:
             from bashgym_assets.images import sandbox_image_tag
 
             self.image = sandbox_image_tag()
-        skeleton = _home_skeleton(self.image)
+        account = SESSION_ACCOUNTS[spec.user]
+        # The homes on a size-capped tmpfs: the operator's in every container (as ever), and a service account's
+        # when the session is that account's, so whatever the session user writes in its home hits a cap in
+        # memory. Their image content (dotfiles) is copied back in by the seed: the tmpfs hides it.
+        tmpfs_homes = [SESSION_ACCOUNTS[OPERATOR_USER].home]
+        if account.uid != 0 and account.home not in tmpfs_homes:
+            tmpfs_homes.append(account.home)
+        skeleton = [m for home in tmpfs_homes for m in _home_skeleton(self.image, home)]
         tmpfs_mb = spec.tmpfs_mb or max(16, spec.memory_mb // 4)
         # The backstop: the container ends (and --rm removes it) once the owner stopped renewing its lease or the
         # whole budget is certainly spent, whichever comes first.
         lifetime = self.lifetime_s
         lease = int(max(1.0, spec.lease_s)) if spec.lease_s > 0 and not spec.read_only_root else 0
         tick = max(1, min(10, lease // 4)) if lease else 10
-        session_uid = 0 if spec.user == "root" else OPERATOR_UID
+        session_uid = account.uid
         # One tar (the seed) carries the home skeleton, the spec's files, /run/bashgym and, last, the ready marker:
         # the start script is a single extraction, so the container is usable a few ms after start.
         start_script = (
@@ -695,7 +709,7 @@ class Sandbox:
                 "/tmp": f"{tmp_opts},mode=1777",
                 "/var/tmp": f"{tmp_opts},mode=1777",
                 "/run": "rw,nosuid,nodev,size=16m,nr_inodes=4096,mode=755",
-                "/home/operator": f"{tmp_opts},mode=755",
+                **{home: f"{tmp_opts},mode=755" for home in tmpfs_homes},
             },
             shm_size="16m",
             ulimits=[
@@ -723,15 +737,7 @@ class Sandbox:
         self.container_id = created["Id"]
         with _LIVE_LOCK:
             _LIVE[id(self)] = self
-        seed = _seed_tar(
-            spec.files,
-            "/home/operator",
-            OPERATOR_UID,
-            OPERATOR_GID,
-            skeleton,
-            session_uid,
-            backstop=not spec.read_only_root,
-        )
+        seed = _seed_tar(spec.files, HOME_OWNERS, skeleton, session_uid, backstop=not spec.read_only_root)
         if not spec.read_only_root:  # fast path: the seed goes in before start, the start script unpacks it
             folder = io.BytesIO()
             with tarfile.open(fileobj=folder, mode="w") as tar:
@@ -1153,10 +1159,12 @@ class Sandbox:
                 size = self.writable_layer_bytes()
                 if size is None:  # the container is gone: nothing left to guard
                     return
-                # Paths in the layer: only root can create them outside the inode-capped tmpfs folders (setup, a
-                # root operator, the check). The engine's diff costs ~0.4 s of its CPU, so every 10 s, and only then.
-                root_acting = self._in_setup or self.spec.user == "root"
-                if root_acting and polls % 20 == 0:
+                # Paths in the layer: outside the inode-capped tmpfs folders they are made by root (setup, a root
+                # session, the check) or by a service account in the folders its service keeps on the layer
+                # (/srv/<app>, /var/lib/<app>, /var/log/<app>: where its work is). The engine's diff costs ~0.4 s of
+                # its CPU, so every 10 s, and only then.
+                layer_writer = self._in_setup or self.spec.user != OPERATOR_USER
+                if layer_writer and polls % 20 == 0:
                     changed = self.changed_paths()
                     over_inodes = changed is not None and len(changed) > self.spec.inode_budget
             if size > budget or over_inodes:

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 import docker
 
 from bashgym_assets.sandbox._exec import CappedBuffer, ExecStream, command_result
-from bashgym_assets.sandbox.layout import OPERATOR_UID, PATH, READY_WAIT, SESSION_DIR, SandboxError
+from bashgym_assets.sandbox.layout import PATH, READY_WAIT, SESSION_ACCOUNTS, SESSION_DIR, SandboxError
 from bashgym_assets.sandbox.models import CommandResult
 
 if TYPE_CHECKING:
@@ -165,8 +165,8 @@ class SandboxSession:
         self.preexisting_pids: set[int] = set()
         self.shell_pid: int | None = None
         self._leftover: tuple[tuple[bytes, int], tuple[bytes, int]] = ((b"", 0), (b"", 0))
-        home = spec.home
-        user = "root" if spec.user == "root" else "operator"
+        account = SESSION_ACCOUNTS[spec.user]
+        home, user = account.home, account.name
         env = {
             "PATH": PATH,
             "HOME": home,
@@ -188,7 +188,7 @@ class SandboxSession:
             box.api,
             cid,
             ["bash", "--norc", "--noprofile", "--noediting", "-i"],
-            user="0" if spec.user == "root" else "operator",
+            user="0" if account.uid == 0 else account.name,
             env=env,
             workdir=spec.workdir or home,
             stdin=True,
@@ -426,7 +426,7 @@ class SandboxSession:
             STDIN_THIEVES_SCRIPT,
             [str(pid)],
             5.0,
-            user="0" if box.spec.user == "root" else str(OPERATOR_UID),
+            user=str(SESSION_ACCOUNTS[box.spec.user].uid),
         )
         # 1) SIGINT to the shell's process group: the foreground command dies and the shell drops the rest of
         #    the line (an interactive bash does so even inside a builtin loop), as Ctrl-C does in a terminal.

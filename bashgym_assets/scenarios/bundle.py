@@ -33,10 +33,12 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from bashgym_assets.sandbox.layout import OFFERED_USERS, SESSION_ACCOUNTS, SessionUser
 
 MAX_YAML_CHARS = 2 << 20
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,95}$")
@@ -90,10 +92,6 @@ def _mentions(text: str, name: str) -> bool:
     return re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.\w)", text) is not None
 
 
-# The users a sandbox session can be: root, and the image's own unprivileged operator
-SessionUser = Literal["operator", "root"]
-
-
 class ScenarioBundle(BaseModel):
     """One shell task: how to set it up, what to ask, how to check it and one known solution."""
 
@@ -127,6 +125,15 @@ class ScenarioBundle(BaseModel):
             if isinstance(fixed.get(key), list):
                 fixed[key] = [c.replace("\r\n", "\n") if isinstance(c, str) else c for c in fixed[key]]
         return fixed
+
+    @field_validator("user", mode="before")
+    @classmethod
+    def _a_session_user(cls, value: Any) -> Any:
+        """A user the sandbox cannot run is refused by name, saying which it offers (the Literal's own message
+        lists the names, not what they are)."""
+        if isinstance(value, str) and value not in SESSION_ACCOUNTS:
+            raise ValueError(f"user {value!r} is not a sandbox user: the sandbox offers only {OFFERED_USERS}")
+        return value
 
     @field_validator("setup", "reference")
     @classmethod
@@ -234,7 +241,7 @@ class ScenarioBundle(BaseModel):
 
     @property
     def home(self) -> str:
-        return "/root" if self.user == "root" else "/home/operator"
+        return SESSION_ACCOUNTS[self.user].home
 
     @property
     def start_dir(self) -> str:

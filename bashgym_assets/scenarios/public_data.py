@@ -34,13 +34,14 @@ import math
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from bashgym_assets.scenarios.bundle import (
     BundleError,
     ScenarioBundle,
+    SessionUser,
     parse_bundle,
     parse_documents,
     read_text_file,
@@ -69,7 +70,7 @@ class PendingTask(BaseModel):
     difficulty: int = Field(ge=1, le=4)
     setup: list[str] = Field(default_factory=list)
     check: str
-    user: Literal["operator", "root"] = "root"
+    user: SessionUser = "root"
     source: str = ""
     reason: str = PENDING_REASON
 

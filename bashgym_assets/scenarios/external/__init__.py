@@ -11,13 +11,16 @@ How a task maps onto a bundle (the rules are the same for both layouts):
   **difficulty** easy/medium/hard/extreme -> 1..4 (default 2); **category** the metadata's, as a slug, else
   ``external``.
 - **user**: who the container runs the agent as, as docker decides it: the single compose service's ``user``,
-  else the Dockerfile's last ``USER``, else root. The sandbox offers two users (``SANDBOX_USERS``): root and its
-  own unprivileged ``operator`` (uid 1000, home ``/home/operator``), so ``USER operator`` (also ``USER 1000``
-  when the Dockerfile made operator that uid, ``operator:operator``) runs the agent as the operator, with its home
-  and ``$`` prompt: the prompt (``rollout.transcript.orientation``) names the bundle's user and start folder. Any
-  other user or group is quarantined, naming the users the sandbox offers. ``useradd``/``adduser operator`` in
-  a ``RUN`` (the user the image already has) asserts it exists instead, keeping ``-G`` groups; one giving it
-  another uid or home is quarantined. ``RUN`` lines after a ``USER`` run as that user (``runuser``).
+  else the Dockerfile's last ``USER``, else root. The sandbox offers three users (``SANDBOX_USERS``, the sandbox's
+  own ``SESSION_ACCOUNTS``): root, its unprivileged ``operator`` (uid 1000, home ``/home/operator``) and the
+  service account ``app`` (uid 999, home ``/srv/app``), so ``USER operator`` (also ``USER 1000`` when the
+  Dockerfile made operator that uid, ``operator:operator``) runs the agent as the operator, and ``USER app``
+  (``USER 999`` for an ``app`` the Dockerfile made without a uid, as ``useradd --system app`` does,
+  ``app:app``) as the service account, each with its home and ``$`` prompt: the prompt
+  (``rollout.transcript.orientation``) names the bundle's user and start folder. Any other user or group is
+  quarantined, naming the users the sandbox offers. ``useradd``/``adduser`` of operator or app in a ``RUN`` (a
+  user the image already has) asserts it exists instead, keeping ``-G`` groups; one giving it another uid or
+  home (``-d``, or the ``/home/<name>`` that ``useradd -m`` makes) is quarantined. ``RUN`` lines after a ``USER`` run as that user (``runuser``).
 - **workdir** (where the agent starts, the check too): Harbor's ``[environment] workdir`` or compose's
   ``working_dir``, else the last ``WORKDIR``, else ``/app`` for root and the home for another user. A ``WORKDIR``
   under a non-root ``USER`` makes its missing folders owned by that user, at its point of the setup (BuildKit).
@@ -112,7 +115,6 @@ from bashgym_assets.scenarios.external.common import (
     TEST_DIR,
     USER_SOLUTION_DIR,
     ExternalQuarantine,
-    SandboxUser,
     Unimportable,
     as_text,
     category_slug,
@@ -200,7 +202,6 @@ __all__ = [
     "SANDBOX_USERS",
     "SOLUTION_DIR",
     "STAGE_DIR",
-    "SandboxUser",
     "SimpleCommand",
     "TB1",
     "TESTS",

@@ -12,10 +12,12 @@ import shlex
 import stat
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from pydantic import BaseModel
 
+from bashgym_assets.sandbox.layout import OFFERED_USERS as OFFERED_USERS  # re-exported: the package names it
+from bashgym_assets.sandbox.layout import OPERATOR_USER, SESSION_ACCOUNTS
 from bashgym_assets.scenarios.bundle import BundleError
 from bashgym_assets.scenarios.gate import EXTERNAL_PREFIX
 
@@ -30,24 +32,11 @@ ENV_PROFILE = "/etc/profile.d/zz-bashgym-external-env.sh"
 STAGE_DIR = "/var/lib/bashgym-external-stage"
 DEFAULT_CATEGORY = "external"
 
-# The users a sandbox session can be (``ScenarioBundle.user``): root, and the image's own unprivileged operator
-# (sandbox_images/base/configure-rootfs.sh: ``useradd -m -u 1000 -g operator operator``; ``sandbox.OPERATOR_UID``,
-# ``OPERATOR_GID``), with their primary group and home.
-OPERATOR = "operator"
-
-
-class SandboxUser(NamedTuple):
-    uid: str
-    group: str
-    gid: str
-    home: str
-
-
-SANDBOX_USERS: dict[str, SandboxUser] = {
-    "root": SandboxUser("0", "root", "0", "/root"),
-    OPERATOR: SandboxUser("1000", "operator", "37", "/home/operator"),
-}
-OFFERED_USERS = "root and its own unprivileged user operator (uid 1000, home /home/operator)"
+# The users a sandbox session can be (``ScenarioBundle.user``), with their uid, primary group and home: the sandbox's
+# own definition (``sandbox.layout.SESSION_ACCOUNTS``: root, the unprivileged operator and the service account
+# app), the same object, never a copy. A Dockerfile's final USER maps onto one of them or the task is refused.
+OPERATOR = OPERATOR_USER
+SANDBOX_USERS = SESSION_ACCOUNTS
 # Where an unprivileged agent's reference solution is written (it cannot create /solution; the check never looks).
 USER_SOLUTION_DIR = "/tmp/solution"
 

@@ -28,7 +28,6 @@ from bashgym_assets.scenarios.external.common import (
     MAX_FILES,
     MAX_UNPACKED_BYTES,
     OFFERED_USERS,
-    OPERATOR,
     SANDBOX_USERS,
     STAGE_DIR,
     TB1_SECRETS,
@@ -280,16 +279,18 @@ def owner_spec(user_spec: str) -> str:
 def sandbox_user(
     user_spec: str, accounts: Accounts | None = None, said: str = "the Dockerfile's USER"
 ) -> SessionUser:
-    """The sandbox user (``root`` or ``operator``) for a final Dockerfile ``USER`` (``name``, ``uid``,
-    ``name:group``...); Unimportable, naming the users the sandbox offers, when it offers none that is it."""
+    """The sandbox user (``SANDBOX_USERS``: root, operator, the service account app) for a final Dockerfile
+    ``USER`` (``name``, ``uid``, ``name:group``...); Unimportable, naming the users the sandbox offers, when it
+    offers none that is it."""
     accounts = accounts or Accounts()
     name, _, group = (part.strip() for part in user_spec.partition(":"))
     user = name
     if name.isdigit():
-        # a uid is the user the Dockerfile created with it (uid 1000: also the operator it created without one)
-        named = [n for n, uid in accounts.users.items() if uid == name] or (
-            [OPERATOR] if name == SANDBOX_USERS[OPERATOR].uid and accounts.users.get(OPERATOR) == "" else []
-        )
+        # a uid is the user the Dockerfile created with it, or a sandbox account with that uid that the Dockerfile
+        # created without giving one (uid 1000: operator; 999: app, what `useradd --system app` gets)
+        named = [n for n, uid in accounts.users.items() if uid == name] or [
+            n for n, a in SANDBOX_USERS.items() if str(a.uid) == name and accounts.users.get(n) == ""
+        ]
         user = "root" if name == "0" else named[0] if len(named) == 1 else ""
         if user not in SANDBOX_USERS:
             who = f"the user {user!r}" if user else "a user the Dockerfile does not name"
@@ -303,18 +304,18 @@ def sandbox_user(
         )
     known = SANDBOX_USERS[user]
     # its group, also by a gid the Dockerfile gave that group (`groupadd -g 1000 operator`, `useradd -u 1000 -U`)
-    groups = {known.group, known.gid} | {
+    groups = {known.group, str(known.gid)} | {
         gid for g, gid in accounts.groups.items() if g == known.group and gid
     }
-    if user == OPERATOR and accounts.users.get(OPERATOR) == known.uid:
-        groups.add(known.uid)
+    if known.uid and accounts.users.get(user) == str(known.uid):
+        groups.add(str(known.uid))
     if group and group not in groups:
         raise Unimportable(
             f"the agent runs as {name} in the group {group!r} ({said} {user_spec}): the sandbox's "
             f"{user} has the group {known.group} (gid {known.gid}), and the sandbox offers only "
             f"{OFFERED_USERS}"
         )
-    # both branches above refused every name that is not a key of SANDBOX_USERS (root, operator)
+    # both branches above refused every name that is not a key of SANDBOX_USERS
     return cast(SessionUser, user)
 
 

@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from bashgym_assets.scenarios.external.common import OPERATOR, SANDBOX_USERS, image_has, image_packages
+from bashgym_assets.scenarios.external.common import SANDBOX_USERS, image_has, image_packages
 from bashgym_assets.scenarios.external.shell import (
     RESERVED,
     SimpleCommand,
@@ -544,33 +544,50 @@ def account_command(prog: str, args: list[str]) -> tuple[list[str], dict[str, st
     return pos, opts
 
 
+# The image's own accounts a Dockerfile may create again (every sandbox user but root): operator, app.
+_IMAGE_ACCOUNTS = {name: a for name, a in SANDBOX_USERS.items() if a.uid != 0}
+
+
+def _created_home(prog: str, name: str, args: list[str], opts: dict[str, str]) -> str:
+    """The home an account command makes for ``name``: its ``-d``/``--home``, else ``/home/<name>`` when it creates
+    one (``useradd -m``; ``adduser`` without ``--system``/``--no-create-home``), else "" (none made)."""
+    if opts.get("home"):
+        return posixpath.normpath(opts["home"])
+    makes = (
+        any(a in ("-m", "--create-home") or re.fullmatch(r"-[A-Za-z]*m[A-Za-z]*", a) for a in args)
+        if prog == "useradd"
+        else not any(a in ("--system", "--no-create-home") for a in args)
+    )
+    return f"/home/{name}" if makes else ""
+
+
 def _classify_account(prog: str, args: list[str]) -> Action:
-    """A Dockerfile creating the user (or group) the sandbox image already has: creating it again would fail the
-    setup (``useradd: user 'operator' already exists``), so the command asserts it exists instead, keeping the
-    extra groups it names. A uid or home other than the sandbox's operator's refuses the task: the agent would
-    not be who the task says."""
+    """A Dockerfile creating a user (or group) the sandbox image already has (operator, the service account app):
+    creating it again would fail the setup (``useradd: user 'operator' already exists``), so the command asserts
+    it exists instead, keeping the extra groups it names. A uid or home other than the image account's refuses the
+    task: the agent would not be who the task says."""
     pos, opts = account_command(prog, args)
     if prog in ("groupadd", "addgroup"):
-        return Action(DROP) if pos == [OPERATOR] else Action(KEEP)
-    if pos != [OPERATOR]:
+        return Action(DROP) if len(pos) == 1 and pos[0] in _IMAGE_ACCOUNTS else Action(KEEP)
+    if len(pos) != 1 or pos[0] not in _IMAGE_ACCOUNTS:
         return Action(KEEP)  # another user (created for real), or `adduser operator <group>` (a membership)
-    uid, home = SANDBOX_USERS[OPERATOR].uid, SANDBOX_USERS[OPERATOR].home
+    name = pos[0]
+    uid, home = str(_IMAGE_ACCOUNTS[name].uid), _IMAGE_ACCOUNTS[name].home
     if opts.get("uid") and opts["uid"] != uid:
         return Action(
             REFUSE,
-            f"the Dockerfile creates the user {OPERATOR} with uid {opts['uid']}: the sandbox's "
-            f"{OPERATOR} is uid {uid}",
+            f"the Dockerfile creates the user {name} with uid {opts['uid']}: the sandbox's {name} is uid {uid}",
         )
-    if opts.get("home") and posixpath.normpath(opts["home"]) != home:
+    made = _created_home(prog, name, args, opts)
+    if made and made != home:
         return Action(
             REFUSE,
-            f"the Dockerfile creates the user {OPERATOR} with the home {opts['home']}: the "
-            f"sandbox's {OPERATOR} lives in {home}",
+            f"the Dockerfile creates the user {name} with the home {made}: the sandbox's {name} lives in {home}",
         )
     groups = opts.get("groups", "") if prog == "useradd" else ""
     if groups:
-        return Action(REPLACE, f"usermod -aG {shlex.quote(groups)} {OPERATOR}")
-    return Action(REPLACE, f"id -u {OPERATOR} >/dev/null")
+        return Action(REPLACE, f"usermod -aG {shlex.quote(groups)} {name}")
+    return Action(REPLACE, f"id -u {name} >/dev/null")
 
 
 def rewrite_script(
