@@ -85,7 +85,11 @@ def test_session_variables_write_a_profile_file_that_exports_them() -> None:
 def test_the_factory_starts_tasks_elsewhere_as_both_users_and_with_variables_set() -> None:
     by_family = {n: draw_family(f, 12, seed=0).bundles for n, f in FAMILIES.items()}
     dist = start_distribution(by_family)
-    assert set(dist.tasks_by_user()) == {"operator", "root"}
+    assert set(dist.tasks_by_user()) == {"operator", "root", "app"}
+    # the service account starts the tasks of the families whose work is a service's own (config, log, backups)
+    with_app = sum(n for users, n in dist.families_by_users.items() if "app" in users.split("+"))
+    assert with_app >= 4 and dist.tasks_by_user()["app"] >= 8, start_summary(dist)
+    assert "app" in start_rows(dist)[0], start_rows(dist)
     assert dist.families_outside_home >= 60, start_summary(dist)
     assert dist.tasks_outside_home >= dist.tasks // 5, start_summary(dist)
     assert dist.families_with_variables >= len(VARIABLE_FAMILIES), start_summary(dist)

@@ -69,18 +69,66 @@ def near_miss(name: str, bundle: ScenarioBundle, v: list[str]) -> list[str]:
     raise AssertionError(f"no near-miss answer for {name}")
 
 
+# The families whose work is a service's own (its config, its log, its backups): some draws run as its account.
+SERVICE_FAMILIES = (
+    "forensics-config-key-owner",
+    "forensics-log-failed-file",
+    "forensics-restore-newest-backup",
+)
+
+
 def test_every_forensics_family_starts_outside_home_and_draws_both_users() -> None:
     assert len(FAMILIES) >= 10
     for name, fam in FAMILIES.items():
         users, dirs = set(), set()
         for i in range(30):
             b, _ = fam.make(i)
-            assert b.workdir and not b.workdir.startswith(("/home/operator", "/tmp")), (name, b.workdir)
+            assert b.workdir and not b.workdir.startswith(("/home/operator", "/tmp", "/srv/app")), (
+                name,
+                b.workdir,
+            )
             assert b.user == "root" or not b.workdir.startswith("/root"), (name, b.workdir)
             users.add(b.user)
             dirs.add(b.workdir.split("/")[1])
-        assert users == {"root", "operator"}, name
+        assert users == ({"root", "operator", "app"} if name in SERVICE_FAMILIES else {"root", "operator"}), (
+            name
+        )
         assert len(dirs) >= 3, (name, dirs)
+
+
+def first_as_service_user(name: str) -> tuple[ScenarioBundle, list[str]]:
+    """The first draw of a service family that runs as the service account (seeds from 0, reproducibly)."""
+    fam = FAMILIES[name]
+    for i in range(100):
+        bundle, world = fam.make_world(f"{SEED}:{i}")
+        if bundle.user == "app":
+            return bundle, list(world.values)
+    raise AssertionError(f"{name} drew no task as app in 100 seeds")
+
+
+@pytest.mark.docker
+def test_service_user_draws_pass_and_their_wrong_answers_fail(sandbox_image: str) -> None:
+    """As the service account: the gate admits the draw (app owns the tree it edits), and the near-miss and the
+    wrong-folder answers (``cd ~`` lands in /srv/app, the account's home) fail its check."""
+    from bashgym_assets.sandbox import Sandbox
+    from bashgym_assets.scenarios.gate import gate_bundles
+    from bashgym_assets.scenarios.sandboxing import spec_for_bundle
+
+    drawn = {name: first_as_service_user(name) for name in SERVICE_FAMILIES}
+    results = gate_bundles([b for b, _ in drawn.values()], sandbox_image, max_parallel=3)
+    assert all(r.admitted for r in results), [(r.scenario_id, r.reason, r.detail[:300]) for r in results]
+    for name, (bundle, values) in drawn.items():
+        for label, commands in (
+            ("near-miss", near_miss(name, bundle, values)),
+            ("wrong folder", ["cd ~", *bundle.reference]),
+        ):
+            with Sandbox(spec_for_bundle(bundle, sandbox_image)) as box:
+                assert box.setup().ok
+                session = box.session()
+                assert session.run("whoami").stdout == "app\n"
+                for command in commands:
+                    session.run(command)
+                assert box.run_check(bundle.check).exit_code not in (0, None), (name, label)
 
 
 @pytest.mark.docker

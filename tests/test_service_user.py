@@ -197,3 +197,37 @@ def test_a_bundle_as_the_service_user_goes_through_the_real_gate(sandbox_image: 
         update={"reference": ["cp ledger.ini /tmp/x && sed 's/^level=.*/level=warn/' /tmp/x > l2"]}
     )
     assert not gate_bundle(wrong, sandbox_image, GateLimits(check_timeout_s=60)).admitted
+
+
+# ---- the factory's service families ----------------------------------------------------------------------------------
+def service_draws(name: str, n: int = 55) -> list[ScenarioBundle]:
+    from bashgym_assets.scenarios.factory.family import all_families
+    from bashgym_assets.scenarios.factory.generate import draw_family
+
+    return [b for b in draw_family(all_families()[name], n, seed=0).bundles if b.user == SERVICE_USER]
+
+
+def test_the_service_families_start_as_app_in_the_trees_their_service_owns() -> None:
+    for name in ("logs-merge-rotated", "forensics-config-key-owner", "forensics-log-failed-file"):
+        drawn = service_draws(name)
+        assert len(drawn) >= 5, name
+        for b in drawn:
+            assert not b.start_dir.startswith(("/home/operator", "/root")), (name, b.start_dir)
+            # a folder outside its home is one the setup handed the service account
+            assert b.start_dir.startswith(APP.home) or any(
+                "chown" in c and " app:" in c and b.start_dir in c for c in b.setup
+            ), (name, b.start_dir, b.setup)
+            assert "/home/operator" not in b.check + "".join(b.reference), (name, b.id)
+
+
+@pytest.mark.docker
+def test_the_service_log_family_passes_the_gate_as_app(sandbox_image: str) -> None:
+    from bashgym_assets.scenarios.gate import GateLimits, gate_bundles
+
+    drawn = service_draws("logs-merge-rotated")
+    picked = [
+        next(b for b in drawn if b.start_dir == APP.home),
+        next(b for b in drawn if b.start_dir != APP.home),
+    ]
+    results = gate_bundles(picked, sandbox_image, max_parallel=2, limits=GateLimits(check_timeout_s=60))
+    assert all(r.admitted for r in results), [(r.scenario_id, r.reason, r.detail[:300]) for r in results]

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
+from bashgym_assets.sandbox.layout import SESSION_ACCOUNTS
+
 T = TypeVar("T")
 
 HOME = "/home/operator"
@@ -609,8 +611,9 @@ def sed_replacement(text: str, delim: str = "|") -> str:
 def workplace(w: World, user: str, app: str, home_share: float = 0.2) -> tuple[str, list[str]]:
     """A working folder as real tasks come in (issue 39): sometimes the user's home, else a project folder in it,
     ``/srv/<app>``, ``/opt/<app>``, ``/app``, ``/data/<team>`` or ``/var/lib/<app>``; with the setup line that
-    creates it and hands it to ``user`` (a family writes files there as root)."""
-    home = HOME if user == "operator" else "/root"
+    creates it and hands it to ``user`` (a family writes files there as root). ``user`` is any session user
+    (``sandbox.layout.SESSION_ACCOUNTS``): the service account's home is /srv/app."""
+    home = SESSION_ACCOUNTS[user].home
     if w.chance(home_share):
         return home, []
     kind = w.randint(0, 5)
@@ -623,7 +626,7 @@ def workplace(w: World, user: str, app: str, home_share: float = 0.2) -> tuple[s
         f"/var/lib/{app}",
     )[kind]
     w.note(wd)
-    return wd, [f"mkdir -p {quote(wd)} && chown {user}:{user} {quote(wd)}"]
+    return wd, [f"mkdir -p {quote(wd)} && chown {user}:{SESSION_ACCOUNTS[user].group} {quote(wd)}"]
 
 
 def session_variables(w: World, values: dict[str, str], name: str) -> dict[str, str]:

@@ -1,7 +1,9 @@
 """Forensics: tasks that must be inspected before they are acted on, in the environments real tasks come in.
 
 Every task here starts somewhere other than home (``/app``, ``/srv/<app>``, ``/opt/<app>``, ``/var/www/<site>``,
-``/root/<x>``) as ``root`` or ``operator``, and speaks relative to that folder ("the config in this folder"). The
+``/root/<x>``) as ``root`` or ``operator``, and in the service's own families (a config, a log, a backup of the
+service) as its service account ``app`` too, in the tree it owns (``/srv/<app>``, ``/var/lib/<app>``...); each
+speaks relative to that folder ("the config in this folder"). The
 file to change is never named outright: it is the one config that sets a key, the file a log line says failed, the
 largest or newest or someone's file, the script another script calls, the folder a profile variable points to.
 Around it sit what a hurried operator trips on: near-miss names (``config.yml.bak``, ``app.log.1``), a stale copy
@@ -19,8 +21,9 @@ import posixpath
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from bashgym_assets.sandbox.layout import SERVICE_USER, SESSION_ACCOUNTS
 from bashgym_assets.scenarios.factory.family import Draft, family
-from bashgym_assets.scenarios.factory.world import HOME, PROJECTS, SERVICES, World, quote
+from bashgym_assets.scenarios.factory.world import PROJECTS, SERVICES, World, quote
 
 CATEGORY = "forensics"
 
@@ -35,7 +38,7 @@ class Env:
 
     @property
     def home(self) -> str:
-        return "/root" if self.user == "root" else HOME
+        return SESSION_ACCOUNTS[self.user].home
 
     @property
     def stale(self) -> str:
@@ -49,18 +52,31 @@ class Env:
     def owner_setup(self) -> list[str]:
         """Setup lines that give the working tree to its user (files outside home are written as root)."""
         lines = [f"mkdir -p {self.wd}"]
-        if self.user == "operator":
-            lines.append(f"chown -R operator:operator {self.wd}")
+        if self.user != "root":
+            lines.append(f"chown -R {self.user}:{SESSION_ACCOUNTS[self.user].group} {self.wd}")
         return lines + self.setup
 
 
-def _env(w: World, root: bool | None = None) -> Env:
-    user = ("root" if w.chance(0.45) else "operator") if root is None else ("root" if root else "operator")
+# The share of a service's own families (its config, its log, its backups) drawn as its service account.
+SERVICE_SHARE = 0.3
+
+
+def _env(w: World, root: bool | None = None, service: float = 0.0) -> Env:
+    """The user and the working folder. ``service``: the share of draws that run as the service account ``app`` in
+    the tree its service owns (the families whose work is a service's own: its config, its log, its backups)."""
+    if service and w.chance(service):
+        user = SERVICE_USER
+    else:
+        user = (
+            ("root" if w.chance(0.45) else "operator") if root is None else ("root" if root else "operator")
+        )
     app = w.unique(lambda: w.pick(PROJECTS + SERVICES))
     site = w.pick((app, f"{app}.example.com", f"{app}-site", "html"))
     options = ["/app", "/app", f"/srv/{app}", f"/opt/{app}", f"/var/www/{site}", f"/srv/{app}/current"]
     if user == "root":
         options += [f"/root/{app}", f"/root/{w.pick(('work', 'deploy', 'src', 'project'))}"]
+    if user == SERVICE_USER:  # where a daemon keeps its state, beside where it is deployed
+        options += [f"/var/lib/{app}", f"/var/lib/{app}"]
     wd = w.pick(options)
     w.note(wd)
     return Env(user=user, wd=wd, app=app)
@@ -220,7 +236,7 @@ def _kv(fmt: str, key: str, value: str) -> str:
     "find which of several config files sets a key and change the value there only",
 )
 def config_key_owner(w: World) -> Draft:
-    env = _env(w)
+    env = _env(w, service=SERVICE_SHARE)
     key, gen = w.pick(_KEYS)
     old = gen(w)
     new = gen(w)
@@ -371,7 +387,7 @@ def _json_text(data: dict, trailing_comma: bool) -> str:
     "read which file the latest failure in a log names and repair that file (JSON syntax or exec bit)",
 )
 def log_failed_file(w: World) -> Draft:
-    env = _env(w)
+    env = _env(w, service=SERVICE_SHARE)
     svc = w.pick(SERVICES)
     kind = w.pick(("json", "json", "exec"))
     log = w.pick((f"logs/{svc}.log", "app.log", f"var/log/{svc}.log", "log/app.log"))
@@ -793,7 +809,7 @@ def called_script_fix(w: World) -> Draft:
         "execs": [env.at(hrel)],
         "script": [[env.at(hrel), good, body]],
     }
-    run_as = "" if env.user == "root" else "runuser -u operator -- "
+    run_as = "" if env.user == "root" else f"runuser -u {env.user} -- "
     extra = (
         f"cd {quote(env.wd)} || exit 1\n"
         f"out=$({run_as}timeout 10 ./{main} 2>&1) || exit 1\n"
@@ -1393,7 +1409,7 @@ def profile_variable_target(w: World) -> Draft:
     "tell which of several look-alike backups is the most recent by time and restore the broken file from it",
 )
 def restore_newest_backup(w: World) -> Draft:
-    env = _env(w)
+    env = _env(w, service=SERVICE_SHARE)
     live = w.pick(
         ("config.yml", "settings.ini", "app.conf", "nginx.conf", ".env", "config/app.yml", "etc/site.conf")
     )

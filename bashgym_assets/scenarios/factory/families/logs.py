@@ -13,6 +13,7 @@ import json
 import posixpath
 from datetime import datetime, timedelta
 
+from bashgym_assets.sandbox.layout import SERVICE_USER, SESSION_ACCOUNTS
 from bashgym_assets.scenarios.factory.family import Draft, family
 from bashgym_assets.scenarios.factory.world import (
     HOME,
@@ -1015,12 +1016,16 @@ def _rel_to(path: str, wd: str) -> str:
 
 
 def _log_place(w: World, user: str, app: str) -> tuple[str, str, list[str]]:
-    """The working folder, the log folder and the setup that makes them: /var/log/<app> for root, else a folder
-    of the project."""
+    """The working folder, the log folder and the setup that makes them: /var/log/<app> for root (and for the
+    service account, whose service writes it: the folder is its own), else a folder of the project."""
     if user == "root" and w.chance(0.6):
         logdir = w.pick((f"/var/log/{app}", f"/srv/{app}/logs", f"/opt/{app}/log"))
         wd = w.pick(("/root", logdir, posixpath.dirname(logdir)))
         return wd, logdir, [f"mkdir -p {quote(logdir)}"]
+    if user == SERVICE_USER and w.chance(0.6):
+        logdir = w.pick((f"/var/log/{app}", f"/srv/{app}/logs", f"/var/lib/{app}/log"))
+        wd = w.pick((SESSION_ACCOUNTS[user].home, logdir))  # /var/log itself is root's: not a place to write
+        return wd, logdir, [f"mkdir -p {quote(logdir)} && chown {user}: {quote(logdir)}"]
     wd, setup = workplace(w, user, app)
     logdir = w.pick((f"{wd}/logs", f"{wd}/log", f"{wd}/var/log"))
     return wd, logdir, setup
@@ -1047,7 +1052,7 @@ for path, digest in S.get("gz", {}).items():
     "merge a log and its rotated (partly gzipped) generations into one file in time order, optionally one level",
 )
 def merge_rotated(w: World) -> Draft:
-    user = w.pick(("root", "operator"))
+    user = w.pick(("root", "operator", SERVICE_USER))  # a service's account merging its own rotated logs
     app = w.project()
     wd, logdir, setup = _log_place(w, user, app)
     svc = w.pick((app, w.service()))
@@ -1176,7 +1181,7 @@ if got != S["want"]:
         setup=setup,
         files=files,
         user=user,  # type: ignore[arg-type]
-        workdir=None if wd in (HOME, "/root") else wd,
+        workdir=None if wd == SESSION_ACCOUNTS[user].home else wd,
     )
 
 
