@@ -70,6 +70,20 @@ def empty_mlflow_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
+@pytest.fixture
+def mlflow_store_ready(settings: Settings, empty_mlflow_store: Path) -> Path:
+    """The test's data folder with its MLflow store already created (a copy of ``empty_mlflow_store``), for a test
+    that uses MLflow but is not about creating its store (``@pytest.mark.usefixtures("mlflow_store_ready")``).
+    A store something else created first is left as it is."""
+    import shutil
+
+    db = settings.mlflow_dir / "mlflow.db"
+    if not db.exists():
+        db.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(empty_mlflow_store, db)
+    return db
+
+
 @pytest.fixture(autouse=True)
 def _no_episode_traces(monkeypatch: pytest.MonkeyPatch) -> None:
     """Episode traces (``rollout.tracing``) are on by default wherever an MLflow store exists, and a test without

@@ -36,6 +36,7 @@ def test_unknown_trace_is_a_clean_error(settings, capsys: pytest.CaptureFixture[
     assert "no-such-segment" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("mlflow_store_ready")  # a test of MLflow's use, not of its store's creation
 def test_closing_summary_lines_say_what_the_data_became(settings):
     from bashgym_assets.cli import champion_summary, pipeline_summary
     from bashgym_assets.lake import Lake

@@ -199,6 +199,7 @@ def test_promotion_rule_both_ways() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("mlflow_store_ready")  # a test of MLflow's use, not of its store's creation
 def test_promotion_moves_the_champion_alias_in_mlflow(settings, tmp_path) -> None:
     from bashgym_assets.training import registry
 
@@ -531,6 +532,7 @@ def test_eval_cli_on_the_train_split_end_to_end(
 
 # ---- benchmark_results through Dagster ---------------------------------------------------------------------------
 @pytest.mark.docker
+@pytest.mark.usefixtures("mlflow_store_ready")  # a test of MLflow's use, not of its store's creation
 def test_benchmark_results_asset_writes_episodes_mlflow_and_the_decision(
     settings, tiny, sandbox_image, monkeypatch, tmp_path
 ) -> None:

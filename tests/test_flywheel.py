@@ -66,6 +66,7 @@ def test_conditions_and_schedules_are_on_by_default():
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("mlflow_store_ready")  # a test of MLflow's use, not of its store's creation
 def test_a_new_trace_file_reaches_training_and_evaluation_without_a_click(settings, tmp_path, monkeypatch):
     watched = tmp_path / "projects"
     watched.mkdir()

@@ -491,6 +491,7 @@ def test_real_short_run_changes_the_adapter(
 
 # ---- through Dagster ----------------------------------------------------------------------------------------
 @pytest.mark.docker
+@pytest.mark.usefixtures("mlflow_store_ready")  # a test of MLflow's use, not of its store's creation
 def test_grpo_adapter_asset_registers_and_becomes_the_candidate(
     settings, tiny: Path, sft: Path, sandbox_image, monkeypatch
 ) -> None:

@@ -34,6 +34,7 @@ def _write_upstream(lake: Lake, extra_trajectories: int = 0) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("mlflow_store_ready")  # a test of MLflow's use, not of its store's creation
 def test_nightly_schedule_trains_only_when_datasets_changed(settings, tmp_path, monkeypatch):
     monkeypatch.setenv("BASHGYM_BASE_MODEL", str(build_tiny_model(tmp_path / "tiny")))
     resources = {"bashgym": BashgymHome(home=str(settings.home))}

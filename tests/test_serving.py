@@ -249,6 +249,7 @@ def test_streaming_carries_the_same_reply(server: LocalServer, engine: ChatEngin
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("mlflow_store_ready")  # a test of MLflow's use, not of its store's creation
 def test_serve_the_champion_from_the_mlflow_registry(
     student: tuple[Path, Path], engine: ChatEngine, settings
 ) -> None:

@@ -204,6 +204,7 @@ def test_reference_success_pairs_with_student_failure_at_the_first_differing_tur
 
 # ---- through Dagster --------------------------------------------------------------------------------------------
 @pytest.mark.docker
+@pytest.mark.usefixtures("mlflow_store_ready")  # a test of MLflow's use, not of its store's creation
 def test_student_rollouts_asset_writes_the_lake_and_dpo_dataset_pairs_them(
     settings, tiny, sandbox_image, monkeypatch, tmp_path
 ) -> None:
@@ -322,6 +323,7 @@ def test_student_rollouts_asset_writes_the_lake_and_dpo_dataset_pairs_them(
 
 
 @pytest.mark.docker
+@pytest.mark.usefixtures("mlflow_store_ready")  # a test of MLflow's use, not of its store's creation
 def test_a_dpo_candidate_is_evaluated_against_the_sft_adapter_it_came_from(
     settings, tiny, sandbox_image, monkeypatch, tmp_path
 ) -> None:

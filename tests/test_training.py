@@ -201,6 +201,7 @@ def test_qlora_4bit_trains(tiny_model, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("mlflow_store_ready")  # a test of MLflow's use, not of its store's creation
 def test_mlflow_run_and_registered_version_load_back(tiny_model, tmp_path, settings):
     convs = [_conv(i) for i in range(4)]
     res = train_sft(_cfg(tiny_model, tmp_path / "reg", max_steps=40), convs)

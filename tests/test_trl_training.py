@@ -224,6 +224,7 @@ def test_multi_epoch_packed_run_completes_from_the_cli(tiny_model, tmp_path, cap
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("mlflow_store_ready")  # a test of MLflow's use, not of its store's creation
 def test_metrics_reach_mlflow_per_step_while_training(tiny_model, tmp_path, settings):
     c = registry.client(settings)
     run_id = registry.start_training_run(
