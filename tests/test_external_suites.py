@@ -14,6 +14,7 @@ import pytest
 from bashgym_assets.rollout.episode import run_episode
 from bashgym_assets.rollout.operators import ReferenceOperator
 from bashgym_assets.rollout.transcript import initial_messages
+from bashgym_assets.sandbox.layout import SESSION_ACCOUNTS, account_setup_shell
 from bashgym_assets.scenarios import external
 from bashgym_assets.scenarios.external import (
     HARBOR,
@@ -1469,8 +1470,10 @@ def test_a_dockerfiles_service_user_app_is_the_sandboxs_service_account(tmp_path
         "You are logged in to sandbox as app. Working directory: /srv/ledger.\napp@sandbox:/srv/ledger$"
     )
     setup = "\n".join(bundle.setup)
-    # the image has the account: creating it again is an assertion that it exists; RUN after USER runs as it
-    assert "useradd" not in setup and "groupadd" not in setup and "id -u app >/dev/null" in setup
+    # the sandbox's own account: making it again is making it as the sandbox does unless it exists (a session as
+    # app has it from the container's start); RUN after USER runs as it
+    assert "groupadd --system app &&" not in setup and "useradd --system --gid app --shell" not in setup
+    assert setup.count(account_setup_shell(SESSION_ACCOUNTS["app"])) == 2  # the group's line and the user's
     assert "runuser -u app -- bash -c" in setup
     assert bundle.reference[-1] == f"bash {external.USER_SOLUTION_DIR}/solve.sh"
     # by uid: 999 is the app a `useradd --system app` made (no uid given); its group too; no WORKDIR: its home

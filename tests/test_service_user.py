@@ -52,10 +52,13 @@ def test_every_layer_reads_the_one_definition_of_the_session_users() -> None:
     assert external.SANDBOX_USERS is SESSION_ACCOUNTS and external.OFFERED_USERS == OFFERED_USERS
     # a system account the way Debian makes a daemon's: uid below 1000, its own group, home under /srv
     assert (APP.uid, APP.group, APP.gid, APP.home) == (999, "app", 999, "/srv/app")
+    # the image does not have it (tasks written elsewhere make their own app, take uid 999, build /srv/app as root):
+    # a container makes it when its session is app
     recipe = RECIPE.read_text()
-    assert f"groupadd --system --gid {APP.gid} {APP.group}\n" in recipe
-    assert f"useradd --system --uid {APP.uid} --gid {APP.group} --home-dir {APP.home} " in recipe
-    assert "--shell /bin/bash app\n" in recipe
+    commands = [line for line in recipe.splitlines() if not line.lstrip().startswith("#")]
+    assert any(c.startswith("useradd ") for c in commands)
+    assert not [c for c in commands if "groupadd" in c or " app" in c or "/srv/app" in c]
+    assert not APP.in_image and all(a.in_image for n, a in SESSION_ACCOUNTS.items() if n != SERVICE_USER)
     for user in typing.get_args(SessionUser):
         assert bundle(user=user).home == SandboxSpec(user=user).home == SESSION_ACCOUNTS[user].home
 
@@ -100,18 +103,47 @@ def test_the_failure_classifier_knows_the_service_users_home() -> None:
     assert (facts.user, facts.start_dir, facts.home) == ("app", "/var/lib/ledger", "/srv/app")
 
 
-def test_files_under_an_accounts_home_are_that_accounts_whoever_the_session_is() -> None:
+def test_files_under_a_home_are_its_accounts_when_the_account_exists() -> None:
+    from bashgym_assets.sandbox.layout import home_owners
     from bashgym_assets.sandbox.sandbox import _seed_tar
 
-    data = _seed_tar(
-        {"/srv/app/conf/app.ini": "x", "/home/operator/a": "y", "/srv/other/b": "z", "/var/lib/app/c": "w"}
-    )
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        owners = {m.name: (m.uid, m.gid) for m in tar.getmembers()}
-    assert owners["srv/app/conf"] == owners["srv/app/conf/app.ini"] == (999, 999)
-    assert owners["home/operator/a"] == (1000, 37)
-    assert owners["srv/other/b"] == owners["var/lib/app/c"] == (0, 0)
-    assert "srv/other" not in owners  # no folder entry outside a home: an existing folder keeps its owner
+    files = {
+        "/srv/app/conf/app.ini": "x",
+        "/home/operator/a": "y",
+        "/srv/other/b": "z",
+        "/var/lib/app/c": "w",
+    }
+
+    def owners(user: str) -> dict[str, tuple[int, int]]:
+        with tarfile.open(fileobj=io.BytesIO(_seed_tar(files, home_owners(user)))) as tar:
+            return {m.name: (m.uid, m.gid) for m in tar.getmembers()}
+
+    as_app, as_operator = owners("app"), owners("operator")
+    assert as_app["srv/app/conf"] == as_app["srv/app/conf/app.ini"] == (999, 999)
+    assert as_app["home/operator/a"] == as_operator["home/operator/a"] == (1000, 37)
+    assert as_app["srv/other/b"] == as_app["var/lib/app/c"] == (0, 0)
+    assert "srv/other" not in as_app  # no folder entry outside a home: an existing folder keeps its owner
+    # no service account in an operator's session: its files under /srv/app are root's, as anywhere else
+    assert as_operator["srv/app/conf/app.ini"] == (0, 0) and "srv/app/conf" not in as_operator
+    assert owners("root") == as_operator
+
+
+@pytest.mark.docker
+def test_an_operators_session_leaves_app_uid_999_and_srv_app_to_the_task(sandbox_image: str) -> None:
+    """What tasks written elsewhere do (the bundled pack's uid-999 user and /srv/app audit, the factory's own
+    ``groupadd app``) works in a session that is not the service account's: the image has no app."""
+    setup = [
+        "! getent passwd app && ! getent group app && ! getent passwd 999 && [ ! -e /srv/app ]",
+        "groupadd app && useradd -u 999 -r svc && useradd -m -g app app",
+        "mkdir -p /srv/app/public && echo x > /srv/app/public/index.html && chmod 646 /srv/app/public/index.html",
+    ]
+    spec = SandboxSpec(image=sandbox_image, setup=setup, command_timeout_s=20, labels=LABELS)
+    with Sandbox(spec) as box:
+        done = box.setup()
+        assert done.ok, done
+        s = box.session()
+        r = s.run("id -un; find /srv/app -type f -perm -o+w; id -u svc; getent passwd app | cut -d: -f6")
+        assert r.stdout.splitlines() == ["operator", "/srv/app/public/index.html", "999", "/home/app"], r
 
 
 # ---- a real session as the service account ---------------------------------------------------------------------------

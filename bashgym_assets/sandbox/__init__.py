@@ -22,8 +22,10 @@ Semantics worth knowing:
 * Output is capped per stream (``output_limit_bytes``): head and tail are kept with a ``[... N bytes of output
   cut ...]`` line between them, and ``*_truncated_bytes`` says how much was cut.
 * ``spec.user`` is one of ``layout.SESSION_ACCOUNTS``: root, the unprivileged ``operator`` (home /home/operator)
-  or the service account ``app`` (uid 999, home /srv/app). Files under the operator's or the service account's
-  home belong to that account (folders included); elsewhere to root. Files starting with ``#!`` are executable.
+  or the service account ``app`` (uid 999, home /srv/app), which the image does not have: a container makes it
+  only when its session is app (so a task may make its own ``app`` or use uid 999 and /srv/app). Files under the
+  operator's home, or the service account's in its own session, belong to that account (folders included);
+  elsewhere to root. Files starting with ``#!`` are executable.
   The operator's home, and the session user's when it is the service account, are size-capped tmpfs folders.
 * ``run_check`` ends the operator's turn: the session is marked exited afterwards.
 * ``SandboxPool(n).map(fn, items)`` keeps input order, runs every item, and raises ``PoolError`` (with the

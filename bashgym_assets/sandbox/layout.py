@@ -8,7 +8,8 @@ from typing import Literal, NamedTuple, get_args
 
 
 class SessionAccount(NamedTuple):
-    """One account a session's shell can run as, as the image made it (sandbox_images/base/configure-rootfs.sh)."""
+    """One account a session's shell can run as: made by the image (sandbox_images/base/configure-rootfs.sh) or,
+    ``in_image`` False, by the container's start when a session runs as it (``account_setup_shell``)."""
 
     name: str
     uid: int
@@ -16,6 +17,7 @@ class SessionAccount(NamedTuple):
     gid: int
     home: str
     describe: str  # how the importer's refusals and the CLI's help name it
+    in_image: bool = True
 
 
 # The users a session can be: the ONE definition the bundle, the sandbox, the session, the CLI and the importer of
@@ -28,6 +30,10 @@ class SessionAccount(NamedTuple):
 # --system --gid app app``), so a suite task ending in ``USER app`` runs as this account unchanged; ``www-data``
 # already plays a third party in the factory's tasks (a web root handed to it, its processes signalled by root),
 # which a session as www-data would change.
+# Why the image does NOT have ``app`` and a container makes it only when its session runs as it: tasks written
+# elsewhere make their own ``app`` group or user (``groupadd app``), take uid 999 (``useradd -u 999 -r svc``) or
+# build a tree under /srv/app as root for the operator to audit; an account baked into the image failed all three
+# (the bundled pack's a-users-regular-uids and a-perms-world-writable-audit, the factory's forensics-answer-owner).
 SessionUser = Literal["operator", "root", "app"]
 OPERATOR_USER, SERVICE_USER = "operator", "app"
 SESSION_ACCOUNTS: dict[str, SessionAccount] = {
@@ -41,14 +47,52 @@ SESSION_ACCOUNTS: dict[str, SessionAccount] = {
         "the unprivileged user operator (uid 1000, home /home/operator)",
     ),
     SERVICE_USER: SessionAccount(
-        SERVICE_USER, 999, "app", 999, "/srv/app", "the service account app (uid 999, home /srv/app)"
+        SERVICE_USER,
+        999,
+        "app",
+        999,
+        "/srv/app",
+        "the service account app (uid 999, home /srv/app)",
+        in_image=False,
     ),
 }
 if set(SESSION_ACCOUNTS) != set(get_args(SessionUser)):  # pragma: no cover - a definition error, at import
     raise AssertionError("SessionUser and SESSION_ACCOUNTS must name the same users")
 OPERATOR_UID, OPERATOR_GID = SESSION_ACCOUNTS[OPERATOR_USER].uid, SESSION_ACCOUNTS[OPERATOR_USER].gid
-# Every account but root owns its home: a spec's files under it are that account's (folders included).
-HOME_OWNERS = tuple(a for a in SESSION_ACCOUNTS.values() if a.uid != 0)
+# Every account of the image but root owns its home: a spec's files under it are that account's (folders
+# included); a session's own account (``home_owners``) owns its home too.
+HOME_OWNERS = tuple(a for a in SESSION_ACCOUNTS.values() if a.uid != 0 and a.in_image)
+
+
+def home_owners(session_user: str) -> tuple[SessionAccount, ...]:
+    """The accounts whose homes' files a session's seed gives them: the image's, and the session's own account
+    when the container makes it (files under /srv/app in an operator's session stay root's, as anywhere else)."""
+    account = SESSION_ACCOUNTS[session_user]
+    return HOME_OWNERS if account.in_image or account.uid == 0 else (*HOME_OWNERS, account)
+
+
+def account_setup_shell(account: SessionAccount) -> str:
+    """Shell (run as root) that makes ``account`` as the image would have, unless it exists: its group with its
+    gid, the system user with its uid, home and a shell, the home folder private to it. Idempotent, so an imported
+    Dockerfile's ``useradd app`` and the container's start can both run it; it fails (non-zero) when the name is
+    free but the uid or gid is taken, rather than making a different account."""
+    g, u, home = account.group, account.name, account.home
+    return (
+        f"{{ getent group {g} >/dev/null || groupadd --system --gid {account.gid} {g}; }} && "
+        f"{{ id -u {u} >/dev/null 2>&1 || useradd --system --uid {account.uid} --gid {g} --home-dir {home} "
+        f"--no-create-home --shell /bin/bash {u}; }} && "
+        f"{{ [ -d {home} ] || install -d -o {u} -g {g} -m 750 {home}; }}"
+    )
+
+
+def account_gitconfig(account: SessionAccount) -> str:
+    """The ``~/.gitconfig`` an account's home starts with (a commit needs a name; the branch is main)."""
+    name = "Operator" if account.name == OPERATOR_USER else account.name
+    return (
+        f"[user]\n\tname = {name}\n\temail = {account.name}@sandbox.invalid\n[init]\n\tdefaultBranch = main\n"
+    )
+
+
 _WORDS = [a.describe for a in SESSION_ACCOUNTS.values()]
 # The users a sandbox offers, in words: the importer's refusals and the CLI's help name them.
 OFFERED_USERS = ", ".join(_WORDS[:-1]) + " and " + _WORDS[-1]

@@ -63,6 +63,9 @@ from bashgym_assets.sandbox.layout import (  # noqa: F401 - re-exported: callers
     SESSION_DIR,
     SandboxError,
     SessionAccount,
+    account_gitconfig,
+    account_setup_shell,
+    home_owners,
 )
 from bashgym_assets.sandbox.models import SCENARIO_CAPABILITIES, CommandResult, SandboxSpec, SetupResult
 from bashgym_assets.sandbox.seccomp import profile_json
@@ -499,6 +502,20 @@ def _home_skeleton(image: str, home: str) -> list[tuple[tarfile.TarInfo, bytes]]
         return members
 
 
+def _made_home_skeleton(account: SessionAccount) -> list[tuple[tarfile.TarInfo, bytes]]:
+    """The home of an account the container makes (``in_image`` False) as the seed carries it: the folder, private
+    to the account, and its ``.gitconfig`` (what the image gives operator's home)."""
+    now = int(time.time())
+    folder = tarfile.TarInfo(account.home.lstrip("/"))
+    folder.type, folder.mode = tarfile.DIRTYPE, 0o750
+    body = account_gitconfig(account).encode()
+    gitconfig = tarfile.TarInfo(posixpath.join(account.home.lstrip("/"), ".gitconfig"))
+    gitconfig.size, gitconfig.mode = len(body), 0o644
+    for info in (folder, gitconfig):
+        info.uid, info.gid, info.uname, info.gname, info.mtime = account.uid, account.gid, "", "", now
+    return [(folder, b""), (gitconfig, body)]
+
+
 def _seed_tar(
     files: dict[str, str],
     owners: Sequence[SessionAccount] = HOME_OWNERS,
@@ -665,7 +682,22 @@ class Sandbox:
         tmpfs_homes = [SESSION_ACCOUNTS[OPERATOR_USER].home]
         if account.uid != 0 and account.home not in tmpfs_homes:
             tmpfs_homes.append(account.home)
-        skeleton = [m for home in tmpfs_homes for m in _home_skeleton(self.image, home)]
+        # An account the image does not have (the service account) is made by the start script before the seed
+        # (which then carries its home) and only in its own sessions: see layout.account_setup_shell.
+        make_account = "" if account.in_image else account_setup_shell(account) + " || exit 97; "
+        if make_account and spec.read_only_root:
+            raise SandboxError(
+                f"a read-only root cannot make {account.describe}: run it with a writable root"
+            )
+        skeleton = [
+            m
+            for home in tmpfs_homes
+            for m in (
+                _home_skeleton(self.image, home)
+                if home != account.home or account.in_image
+                else _made_home_skeleton(account)
+            )
+        ]
         tmpfs_mb = spec.tmpfs_mb or max(16, spec.memory_mb // 4)
         # The backstop: the container ends (and --rm removes it) once the owner stopped renewing its lease or the
         # whole budget is certainly spent, whichever comes first.
@@ -675,7 +707,7 @@ class Sandbox:
         session_uid = account.uid
         # One tar (the seed) carries the home skeleton, the spec's files, /run/bashgym and, last, the ready marker:
         # the start script is a single extraction, so the container is usable a few ms after start.
-        start_script = (
+        start_script = make_account + (
             f"[ ! -e {SEED_TAR} ] || {{ tar -x -p -C / -f {SEED_TAR}; rm -rf {SEED_DIR}; }}; "
             f"[ ! -f {BACKSTOP_FILE} ] || exec {BASH} --norc --noprofile {BACKSTOP_FILE} "
             f"{lifetime} {lease} {tick}; exec sleep {lifetime}"
@@ -737,7 +769,9 @@ class Sandbox:
         self.container_id = created["Id"]
         with _LIVE_LOCK:
             _LIVE[id(self)] = self
-        seed = _seed_tar(spec.files, HOME_OWNERS, skeleton, session_uid, backstop=not spec.read_only_root)
+        seed = _seed_tar(
+            spec.files, home_owners(spec.user), skeleton, session_uid, backstop=not spec.read_only_root
+        )
         if not spec.read_only_root:  # fast path: the seed goes in before start, the start script unpacks it
             folder = io.BytesIO()
             with tarfile.open(fileobj=folder, mode="w") as tar:

@@ -188,7 +188,13 @@ class SandboxSession:
             box.api,
             cid,
             ["bash", "--norc", "--noprofile", "--noediting", "-i"],
-            user="0" if account.uid == 0 else account.name,
+            # an account the container makes (the service account) by its ids: the exec starts before the start
+            # script has made it, and the shell waits for the ready marker (READY_WAIT) before anything runs
+            user="0"
+            if account.uid == 0
+            else account.name
+            if account.in_image
+            else f"{account.uid}:{account.gid}",
             env=env,
             workdir=spec.workdir or home,
             stdin=True,

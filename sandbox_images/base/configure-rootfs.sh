@@ -17,15 +17,8 @@ PROFILE
 printf '[user]\n\tname = Operator\n\temail = operator@sandbox.invalid\n[init]\n\tdefaultBranch = main\n' \
   > /home/operator/.gitconfig
 chown operator:operator /home/operator/.gitconfig
-# The service account (bashgym_assets/sandbox/layout.py SESSION_ACCOUNTS): the way a daemon's account looks on
-# Debian. A system account with its own group, uid/gid 999 (what `useradd --system` gives first on a fresh
-# Debian), its home under /srv (no skeleton dotfiles, private to it), a shell so a session can run, a locked
-# password, no sudo (the image has none) and no group that reaches operator's or root's files.
-groupadd --system --gid 999 app
-useradd --system --uid 999 --gid app --home-dir /srv/app --no-create-home --shell /bin/bash app
-install -d -o app -g app -m 750 /srv/app
-printf '[user]\n\tname = app\n\temail = app@sandbox.invalid\n[init]\n\tdefaultBranch = main\n' > /srv/app/.gitconfig
-chown app:app /srv/app/.gitconfig
+# No service account here: a container makes `app` only when its session runs as it (sandbox/layout.py,
+# account_setup_shell), so tasks that make their own `app`, take uid 999 or build /srv/app as root still can.
 # A hostname and an /etc/hosts that do not leak the build machine's.
 echo sandbox > /etc/hostname
 # Keep the image small: no apt lists, caches, docs or man pages.

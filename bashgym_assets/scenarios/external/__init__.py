@@ -18,8 +18,9 @@ How a task maps onto a bundle (the rules are the same for both layouts):
   (``USER 999`` for an ``app`` the Dockerfile made without a uid, as ``useradd --system app`` does,
   ``app:app``) as the service account, each with its home and ``$`` prompt: the prompt
   (``rollout.transcript.orientation``) names the bundle's user and start folder. Any other user or group is
-  quarantined, naming the users the sandbox offers. ``useradd``/``adduser`` of operator or app in a ``RUN`` (a
-  user the image already has) asserts it exists instead, keeping ``-G`` groups; one giving it another uid or
+  quarantined, naming the users the sandbox offers. ``useradd``/``adduser`` of operator in a ``RUN`` (a
+  user the image already has) asserts it exists instead, of app (or ``groupadd app``) makes it as the sandbox
+  does unless it exists (a session as app has it), keeping ``-G`` groups; one giving it another uid or
   home (``-d``, or the ``/home/<name>`` that ``useradd -m`` makes) is quarantined. ``RUN`` lines after a ``USER`` run as that user (``runuser``).
 - **workdir** (where the agent starts, the check too): Harbor's ``[environment] workdir`` or compose's
   ``working_dir``, else the last ``WORKDIR``, else ``/app`` for root and the home for another user. A ``WORKDIR``

@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from bashgym_assets.sandbox.layout import account_setup_shell
 from bashgym_assets.scenarios.external.common import SANDBOX_USERS, image_has, image_packages
 from bashgym_assets.scenarios.external.shell import (
     RESERVED,
@@ -544,7 +545,9 @@ def account_command(prog: str, args: list[str]) -> tuple[list[str], dict[str, st
     return pos, opts
 
 
-# The image's own accounts a Dockerfile may create again (every sandbox user but root): operator, app.
+# The sandbox's own accounts a Dockerfile may create again (every sandbox user but root): operator, which the image
+# has, and the service account app, which a container makes when its session is app (and the rewritten command
+# makes otherwise: layout.account_setup_shell).
 _IMAGE_ACCOUNTS = {name: a for name, a in SANDBOX_USERS.items() if a.uid != 0}
 
 
@@ -562,13 +565,17 @@ def _created_home(prog: str, name: str, args: list[str], opts: dict[str, str]) -
 
 
 def _classify_account(prog: str, args: list[str]) -> Action:
-    """A Dockerfile creating a user (or group) the sandbox image already has (operator, the service account app):
-    creating it again would fail the setup (``useradd: user 'operator' already exists``), so the command asserts
-    it exists instead, keeping the extra groups it names. A uid or home other than the image account's refuses the
-    task: the agent would not be who the task says."""
+    """A Dockerfile creating a user (or group) the sandbox has (operator, the service account app): creating it
+    again would fail the setup (``useradd: user 'operator' already exists``), so the command asserts operator
+    exists instead, and makes app as the sandbox does unless it exists (a session as app has it already), keeping
+    the extra groups it names. A uid or home other than the sandbox account's refuses the task: the agent would not
+    be who the task says."""
     pos, opts = account_command(prog, args)
     if prog in ("groupadd", "addgroup"):
-        return Action(DROP) if len(pos) == 1 and pos[0] in _IMAGE_ACCOUNTS else Action(KEEP)
+        if len(pos) != 1 or pos[0] not in _IMAGE_ACCOUNTS:
+            return Action(KEEP)
+        own = _IMAGE_ACCOUNTS[pos[0]]
+        return Action(DROP) if own.in_image else Action(REPLACE, f"{{ {account_setup_shell(own)}; }}")
     if len(pos) != 1 or pos[0] not in _IMAGE_ACCOUNTS:
         return Action(KEEP)  # another user (created for real), or `adduser operator <group>` (a membership)
     name = pos[0]
@@ -585,9 +592,11 @@ def _classify_account(prog: str, args: list[str]) -> Action:
             f"the Dockerfile creates the user {name} with the home {made}: the sandbox's {name} lives in {home}",
         )
     groups = opts.get("groups", "") if prog == "useradd" else ""
+    own = _IMAGE_ACCOUNTS[name]
+    exists = f"id -u {name} >/dev/null" if own.in_image else f"{{ {account_setup_shell(own)}; }}"
     if groups:
-        return Action(REPLACE, f"usermod -aG {shlex.quote(groups)} {name}")
-    return Action(REPLACE, f"id -u {name} >/dev/null")
+        return Action(REPLACE, f"{{ {exists} && usermod -aG {shlex.quote(groups)} {name}; }}")
+    return Action(REPLACE, exists)
 
 
 def rewrite_script(
