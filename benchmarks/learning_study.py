@@ -3,7 +3,7 @@ the tasks it trained on (fit) and on fresh tasks of the same families (transfer)
 
     .venv/bin/python benchmarks/learning_study.py --arm fit6 \\
         --families files-delete-by-pattern,text-dedupe-lines,logs-top-ips,archives-extract-member,data-jq-filter,users-change-shell \\
-        --tasks-per-family 14 --epochs 2,5,8 --lr 1e-3 --schedule constant
+        --tasks-per-family 14 --epochs 8 --eval-epochs 2,5
     .venv/bin/python benchmarks/learning_study.py --arm fit6 --families ... --probe 3   # time 3 steps, then stop
 
 The work is ``bashgym_assets.evaluation.learning_study`` (draw, gate, reference rollouts, ``sft_dataset``'s rows,
@@ -12,7 +12,9 @@ the recipe and writes ``benchmarks/results/learning_study/<arm>.json`` and ``<ar
 a stopped run keeps what it measured. Adapters, checkpoints and the prepared data live in the data folder
 (``artifacts/learning_study/<arm>``; the data is reused by a rerun of the same arm data). The episodes go to
 ``eval_episodes`` under ``eval-cli-train-study-<arm>-e<epoch>-*`` (fit figures: never judged as held-out ones).
-Needs the Docker engine and the sandbox image. ``--dtype auto``: bfloat16 on a CPU with AVX-512 BF16.
+Needs the Docker engine and the sandbox image. How it trains is the trainer's own ``TrainHyperparams`` (``--learning-rate``, ``--lr-schedule``, ``--lora-r``,
+``--grad-accum``, ``--max-length``, ``--epochs``...: one option per field, the study's defaults); ``--dtype``
+defaults to bfloat16 on a CPU with AVX-512 BF16, float32 elsewhere.
 """
 
 from __future__ import annotations
@@ -25,12 +27,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bashgym_assets.evaluation.learning_study import Arm, StudyResult, study_markdown  # noqa: E402
+from bashgym_assets.config import add_field_options  # noqa: E402
+from bashgym_assets.evaluation.learning_study import (  # noqa: E402
+    DATA_FIELDS,
+    Arm,
+    StudyResult,
+    StudyTraining,
+    study_markdown,
+)
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _machine import machine, vector_units  # noqa: E402
+from _machine import has_bf16_matmul, machine  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "learning_study"
+# the arm's own options (its data and its evaluation); how it trains is one option per StudyTraining field
+ARM_OPTIONS = (*DATA_FIELDS, "max_turns", "max_new_tokens")
 
 
 def _csv(text: str) -> list[str]:
@@ -42,32 +53,24 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arm", required=True, help="the arm's name (its result files)")
     ap.add_argument("--families", type=_csv, required=True, help="train families, comma-separated")
-    ap.add_argument("--tasks-per-family", type=int, default=d["tasks_per_family"].default)
-    ap.add_argument("--draw-seed", type=int, default=d["draw_seed"].default)
-    ap.add_argument("--trajectories", type=int, default=d["trajectories_per_task"].default)
+    for name in ARM_OPTIONS:
+        field = d[name]
+        ap.add_argument(
+            "--" + name.replace("_", "-"),
+            type=int,
+            default=field.default,
+            help=f"{field.description}{'; 0: outputs whole' if name == 'observation_chars' else ''} "
+            "(default: %(default)s)",
+        )
     ap.add_argument(
-        "--observation-chars", type=int, default=d["observation_chars"].default, help="0: outputs whole"
-    )
-    ap.add_argument(
-        "--epochs",
+        "--eval-epochs",
         type=lambda t: [int(x) for x in _csv(t)],
-        default=d["eval_epochs"].default,
-        help="e.g. 2,5,8",
+        default=[],
+        help="epochs whose checkpoint is evaluated besides the last (--epochs), e.g. 2,5",
     )
-    ap.add_argument("--lr", type=float, default=d["learning_rate"].default)
-    ap.add_argument("--schedule", choices=["constant", "linear"], default=d["lr_schedule"].default)
-    ap.add_argument("--warmup", type=int, default=d["warmup_steps"].default)
-    ap.add_argument("--lora-r", type=int, default=d["lora_r"].default)
-    ap.add_argument("--lora-alpha", type=int, default=d["lora_alpha"].default)
-    ap.add_argument("--targets", default="all-linear", help="all-linear or module names, comma-separated")
-    ap.add_argument("--max-length", type=int, default=d["max_length"].default, help="tokens a packed row")
-    ap.add_argument("--grad-accum", type=int, default=d["grad_accum"].default, help="packed rows a step")
-    ap.add_argument("--no-curriculum", action="store_true")
-    ap.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], default="auto")
-    ap.add_argument("--fit-per-family", type=int, default=d["fit_per_family"].default)
-    ap.add_argument("--transfer-per-family", type=int, default=d["transfer_per_family"].default)
-    ap.add_argument("--max-turns", type=int, default=d["max_turns"].default)
-    ap.add_argument("--seed", type=int, default=0)
+    train = ap.add_argument_group("how it trains (training.trainer.TrainHyperparams, the study's defaults)")
+    add_field_options(train, StudyTraining, {"learning_rate": ["--lr"]})  # type: ignore[arg-type]
+    ap.set_defaults(dtype="bfloat16" if has_bf16_matmul() else "float32")
     ap.add_argument("--base", help="base model folder (default: BASHGYM_BASE_MODEL or the offline SmolLM2)")
     ap.add_argument("--out", type=Path, default=RESULTS, help="where <arm>.json and <arm>.md go")
     ap.add_argument(
@@ -79,32 +82,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def arm_of(args: argparse.Namespace) -> Arm:
-    dtype = args.dtype
-    if dtype == "auto":
-        dtype = "bfloat16" if vector_units() == "AVX-512 with BF16" else "float32"
-    targets = args.targets if args.targets == "all-linear" else _csv(args.targets)
+    options = {name: getattr(args, name) for name in ARM_OPTIONS}
+    options["observation_chars"] = options["observation_chars"] or None
     return Arm(
         name=args.arm,
         families=args.families,
-        tasks_per_family=args.tasks_per_family,
-        draw_seed=args.draw_seed,
-        trajectories_per_task=args.trajectories,
-        observation_chars=args.observation_chars or None,
-        eval_epochs=args.epochs,
-        learning_rate=args.lr,
-        lr_schedule=args.schedule,
-        warmup_steps=args.warmup,
-        lora_r=args.lora_r,
-        lora_alpha=args.lora_alpha,
-        target_modules=targets,
-        max_length=args.max_length,
-        grad_accum=args.grad_accum,
-        curriculum=not args.no_curriculum,
-        dtype=dtype,
-        seed=args.seed,
-        fit_per_family=args.fit_per_family,
-        transfer_per_family=args.transfer_per_family,
-        max_turns=args.max_turns,
+        eval_epochs=args.eval_epochs,
+        train=StudyTraining(**{name: getattr(args, name) for name in StudyTraining.model_fields}),
+        **options,
     )
 
 
@@ -136,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.probe:
         probe = ls.probe_steps(arm, base, image, work, args.probe, say)
         say(f"[{arm.name}] probe: {probe.model_dump_json()}")
-        say(f"[{arm.name}] {probe.projection(max(arm.eval_epochs))}")
+        say(f"[{arm.name}] {probe.projection(int(arm.train.epochs))}")
         return 0
     command = "python benchmarks/learning_study.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     study = ls.run_arm(

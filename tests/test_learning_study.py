@@ -44,37 +44,44 @@ def test_an_arm_refuses_what_must_not_train_and_a_decay_across_segments() -> Non
     with pytest.raises(ValueError, match="unknown family"):
         ls.check_families(["no-such-family"])
     ls.check_families([FAMILY, "text-dedupe-lines"])
+    linear = ls.StudyTraining(lr_schedule="linear", epochs=5)
     with pytest.raises(ValueError, match="plan its own decay"):
-        ls.Arm(name="a", families=[FAMILY], eval_epochs=[2, 5], lr_schedule="linear")
-    assert ls.Arm(name="a", families=[FAMILY], eval_epochs=[5], lr_schedule="linear").eval_epochs == [5]
-    assert ls.Arm(name="a", families=[FAMILY], eval_epochs=[8, 2, 5, 2]).eval_epochs == [2, 5, 8]
+        ls.Arm(name="a", families=[FAMILY], eval_epochs=[2], train=linear)
+    assert ls.Arm(name="a", families=[FAMILY], train=linear).eval_epochs == [5]
+    assert ls.Arm(name="a", families=[FAMILY], eval_epochs=[2, 5, 2]).eval_epochs == [2, 5, 8]  # and the last
+    with pytest.raises(ValueError, match="from 1 to train.epochs"):
+        ls.Arm(name="a", families=[FAMILY], eval_epochs=[9])
+    with pytest.raises(ValueError, match="whole number"):
+        ls.Arm(name="a", families=[FAMILY], train=ls.StudyTraining(epochs=2.5))
 
 
 def test_the_cli_makes_the_arm_of_its_options() -> None:
+    """How an arm trains is the trainer's own TrainHyperparams, one option per field (nothing copied): a field the
+    trainer gains is a study option too."""
+    from bashgym_assets.training.trainer import TrainHyperparams
+
     cli = _cli()
-    arm = cli.arm_of(
-        cli.parse(
-            [
-                "--arm",
-                "x",
-                "--families",
-                f"{FAMILY},text-dedupe-lines",
-                "--epochs",
-                "5,2",
-                "--targets",
-                "q_proj,v_proj",
-                "--observation-chars",
-                "0",
-                "--dtype",
-                "float32",
-                "--grad-accum",
-                "2",
-            ]
-        )
-    )
+    argv = ["--arm", "x", "--families", f"{FAMILY},text-dedupe-lines", "--epochs", "5", "--eval-epochs", "2"]
+    argv += ["--target-modules", "q_proj,v_proj", "--observation-chars", "0", "--dtype", "float32"]
+    argv += ["--grad-accum", "2", "--lora-r", "8", "--no-curriculum", "--tasks-per-family", "3"]
+    arm = cli.arm_of(cli.parse(argv))
     assert arm.families == [FAMILY, "text-dedupe-lines"] and arm.eval_epochs == [2, 5]
-    assert arm.target_modules == ["q_proj", "v_proj"] and arm.observation_chars is None
-    assert arm.tokens_per_step == 2 * 1024 and arm.lr_schedule == "constant" and arm.dtype == "float32"
+    assert arm.train.targets() == ["q_proj", "v_proj"] and arm.observation_chars is None
+    assert arm.tokens_per_step == 2 * 1024 and arm.train.lr_schedule == "constant"
+    assert (arm.train.dtype, arm.train.lora_r, arm.train.curriculum, arm.tasks_per_family) == (
+        "float32",
+        8,
+        False,
+        3,
+    )
+    assert set(TrainHyperparams.model_fields) < set(ls.StudyTraining.model_fields)
+    cfg = ls.train_config(arm, "base", Path("/tmp/w"), 2, first=False)
+    for name in TrainHyperparams.model_fields:  # every trainer field reaches the trainer as the arm says
+        expected = {"epochs": 2.0, "max_steps": None, "save_every": 10**9}.get(name, getattr(arm.train, name))
+        assert getattr(cfg, name) == expected, name
+    assert cfg.target_modules == ["q_proj", "v_proj"] and cfg.resume and cfg.seed == arm.train.seed
+    default = cli.arm_of(cli.parse(["--arm", "y", "--families", FAMILY]))
+    assert default.train.dtype in ("bfloat16", "float32") and default.train.targets() == "all-linear"
 
 
 @pytest.mark.slow
@@ -87,11 +94,9 @@ def test_a_constant_rate_goes_on_unchanged_in_a_resumed_segment(tiny_model: str,
     arm = ls.Arm(
         name="lr",
         families=[FAMILY],
-        learning_rate=1e-3,
-        warmup_steps=1,
-        max_length=128,
-        grad_accum=1,
-        curriculum=False,
+        train=ls.StudyTraining(
+            learning_rate=1e-3, warmup_steps=1, max_length=128, grad_accum=1, curriculum=False
+        ),
     )
     convs = [syn.trajectory_messages(f"task {i}", [f"ls dir{i}"], ["a"]) for i in range(4)]
     first = train_sft(ls.train_config(arm, tiny_model, tmp_path, 1, first=True), convs)

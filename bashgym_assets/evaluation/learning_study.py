@@ -40,13 +40,56 @@ from bashgym_assets.evaluation.metrics import EvalEpisode, Rate, summarize
 from bashgym_assets.evaluation.report import failing_transcripts, transcript_markdown
 from bashgym_assets.evaluation.runner import EvalSettings, LakeEpisodeWriter
 from bashgym_assets.scenarios.bundle import ScenarioBundle
+from bashgym_assets.training.trainer import LearningRate, TrainHyperparams
 
 Progress = Callable[[str], None]
 STUDY_SETS = (FIT, TRANSFER)
 
 
+class StudyTraining(TrainHyperparams):
+    """How an arm trains: the trainer's own hyperparameters (``TrainHyperparams``, nothing copied), with the
+    defaults the study found to fit on this CPU, plus the two ``TrainConfig`` fields an arm varies. ``epochs`` is
+    the last checkpoint's."""
+
+    # The study's defaults: a constant rate lets segments resume as one run; 1,024-token rows hold a whole episode;
+    # easy tasks first, as factory-cpu.
+    learning_rate: LearningRate = 1e-3
+    lr_schedule: Literal["linear", "constant"] = Field(
+        default="constant",
+        description="after the warm-up: constant (segments resume as one run), or linear decay",
+    )
+    warmup_steps: int = Field(default=2, description="linear warmup steps")
+    max_length: int = Field(default=1024, description="tokens per packed row")
+    curriculum: bool = Field(
+        default=True, description="easy tasks first in every epoch (sft_dataset's difficulty)"
+    )
+    epochs: float = Field(default=8.0, description="passes over the train rows: the last checkpoint")
+    save_every: int = Field(default=10**9, description="unused: the study saves at each evaluated epoch")
+    # TrainConfig's, as the command line gives them (all-linear, or module names comma-separated)
+    target_modules: str = Field(
+        default="all-linear", description="all-linear or module names, comma-separated"
+    )
+    seed: int = Field(default=0, description="training, and the sample of trained tasks evaluated as fit")
+
+    def targets(self) -> str | list[str]:
+        """``target_modules`` as ``TrainConfig`` takes it."""
+        names = [t.strip() for t in self.target_modules.split(",") if t.strip()]
+        return "all-linear" if names in ([], ["all-linear"]) else names
+
+
+# The arm's fields its prepared data depends on (with ``train.seed``, the sample of trained tasks evaluated as fit)
+DATA_FIELDS = (
+    "tasks_per_family",
+    "draw_seed",
+    "trajectories_per_task",
+    "observation_chars",
+    "fit_per_family",
+    "transfer_per_family",
+)
+
+
 class Arm(BaseModel):
-    """One recipe of the study: the data it trains on, how it trains, and where it is evaluated."""
+    """One recipe of the study: the data it trains on, how it trains (``train``), where it is evaluated."""
 
     name: str = Field(description="the arm's name: its result files are <name>.json and <name>.md")
     families: list[str] = Field(min_length=1, description="train families of the task factory")
@@ -59,69 +102,52 @@ class Arm(BaseModel):
         default=400, description="command outputs cut to this many characters (sft_dataset's option)"
     )
     eval_epochs: list[int] = Field(
-        default=[2, 5, 8], min_length=1, description="epochs after which the checkpoint is evaluated"
+        default_factory=list,
+        description="epochs after which the checkpoint is evaluated (the last epoch always is)",
     )
-    learning_rate: float = 1e-3
-    lr_schedule: Literal["linear", "constant"] = "constant"
-    warmup_steps: int = 2
-    lora_r: int = 16
-    lora_alpha: int = 32
-    target_modules: str | list[str] = "all-linear"
-    max_length: int = Field(default=1024, description="tokens per packed row")
-    grad_accum: int = Field(default=4, description="packed rows per optimizer step")
-    curriculum: bool = Field(default=True, description="easy tasks first in every epoch, as factory-cpu")
-    dtype: Literal["float32", "bfloat16"] = "float32"
-    seed: int = 0
     fit_per_family: int = Field(default=4, ge=0, description="trained tasks of each family evaluated (fit)")
     transfer_per_family: int = Field(default=4, ge=0, description="fresh tasks of each family (transfer)")
     max_turns: int = Field(default=10, description="evaluation: replies an episode may run")
     max_new_tokens: int = Field(default=128, description="evaluation: tokens a reply")
+    train: StudyTraining = Field(default_factory=StudyTraining)
 
     @model_validator(mode="after")
     def _one_schedule_across_segments(self) -> Arm:
-        """A decaying schedule would be planned anew by every segment (to that segment's end): only a constant
-        rate makes the segments one run, so a decay is refused when more than one checkpoint is evaluated."""
-        self.eval_epochs = sorted(set(self.eval_epochs))
-        if self.eval_epochs[0] < 1:
-            raise ValueError("eval_epochs must be whole epochs, 1 or more")
-        if self.lr_schedule != "constant" and len(self.eval_epochs) > 1:
+        """Checkpoints at whole epochs up to ``train.epochs``, which is one. A decaying schedule would be planned
+        anew by every segment (to that segment's end): only a constant rate makes the segments one run, so a
+        decay is refused when more than one checkpoint is evaluated."""
+        last = self.train.epochs
+        if last < 1 or last != int(last):
+            raise ValueError(f"train.epochs must be a whole number of epochs, 1 or more (got {last:g})")
+        self.eval_epochs = sorted({*self.eval_epochs, int(last)})
+        if self.eval_epochs[0] < 1 or self.eval_epochs[-1] > last:
+            raise ValueError(f"eval_epochs must be whole epochs from 1 to train.epochs ({int(last)})")
+        if self.train.lr_schedule != "constant" and len(self.eval_epochs) > 1:
             raise ValueError(
-                f"lr_schedule {self.lr_schedule!r} with {len(self.eval_epochs)} checkpoints: each training segment "
-                "would plan its own decay; use constant, or evaluate one epoch"
+                f"lr_schedule {self.train.lr_schedule!r} with {len(self.eval_epochs)} checkpoints: each training "
+                "segment would plan its own decay; use constant, or evaluate one epoch"
             )
         return self
 
     @property
     def tokens_per_step(self) -> int:
-        return self.max_length * self.grad_accum
+        return self.train.max_length * self.train.grad_accum * self.train.batch_size
 
     def data_key(self) -> dict[str, Any]:
         """What the prepared data depends on (a cached preparation is reused only when this is equal)."""
-        return self.model_dump(
-            include={
-                "families",
-                "tasks_per_family",
-                "draw_seed",
-                "trajectories_per_task",
-                "observation_chars",
-                "fit_per_family",
-                "transfer_per_family",
-                "seed",
-            }
-        )
+        key = self.model_dump(include={"families", *DATA_FIELDS})
+        return {**key, "seed": self.train.seed}
 
     def recipe(self) -> str:
         """The recipe in one line, for the tables."""
-        lora = f"LoRA r{self.lora_r}/a{self.lora_alpha} {self._targets()}"
+        t = self.train
+        lora = f"LoRA r{t.lora_r}/a{t.lora_alpha} {t.target_modules}"
         return (
             f"{len(self.families)} families x {self.tasks_per_family} tasks, {self.trajectories_per_task} "
-            f"trajectory/task, outputs <= {self.observation_chars or 'all'} chars; {lora}; lr {self.learning_rate:g} "
-            f"{self.lr_schedule} ({self.warmup_steps} warm-up); {self.grad_accum} x {self.max_length} tokens/step; "
-            f"{self.dtype}{', curriculum' if self.curriculum else ''}"
+            f"trajectory/task, outputs <= {self.observation_chars or 'all'} chars; {lora}; lr {t.learning_rate:g} "
+            f"{t.lr_schedule} ({t.warmup_steps} warm-up); {t.grad_accum * t.batch_size} x {t.max_length} "
+            f"tokens/step; {t.dtype}{', curriculum' if t.curriculum else ''}"
         )
-
-    def _targets(self) -> str:
-        return self.target_modules if isinstance(self.target_modules, str) else ",".join(self.target_modules)
 
 
 class PreparedData(BaseModel):
@@ -268,7 +294,7 @@ def prepare(arm: Arm, image: str | None, progress: Progress = print, max_paralle
         raise RuntimeError(f"train rows of families outside the arm: {sorted(strays)}")
     trained_ids = {r["scenario_id"] for r in rows}
     trained = [b for b in gated if b.id in trained_ids]
-    fit = _per_family_sample(trained, arm.fit_per_family, arm.seed)
+    fit = _per_family_sample(trained, arm.fit_per_family, arm.train.seed)
     fresh = transfer_bundles([{"scenario_id": b.id, "task": b.task} for b in drawn], arm.transfer_per_family)
     transfer = admitted(fresh, image, progress=progress)
     counts.update({"fit_tasks": len(fit), "transfer_drawn": len(fresh), "transfer_tasks": len(transfer)})
@@ -322,24 +348,14 @@ def train_config(
     from bashgym_assets.training.trainer import TrainConfig
 
     return TrainConfig(
+        **arm.train.model_dump(exclude={"target_modules", "epochs", "max_steps", "save_every"}),
+        target_modules=arm.train.targets(),
+        epochs=float(epochs),
+        max_steps=max_steps,
         base_model=base_model,
         output_dir=str(work / "adapter"),
         checkpoint_dir=str(work / "checkpoints"),
         run_name=arm.name,
-        epochs=float(epochs),
-        max_steps=max_steps,
-        learning_rate=arm.learning_rate,
-        lr_schedule=arm.lr_schedule,
-        warmup_steps=arm.warmup_steps,
-        lora_r=arm.lora_r,
-        lora_alpha=arm.lora_alpha,
-        target_modules=arm.target_modules,
-        max_length=arm.max_length,
-        grad_accum=arm.grad_accum,
-        batch_size=1,
-        curriculum=arm.curriculum,
-        dtype=arm.dtype,
-        seed=arm.seed,
         save_every=10**9,
         resume=not first,
     )
@@ -524,7 +540,9 @@ def probe_steps(
         steps=res.steps,
         train_rows=len(data.rows),
         tokens_per_epoch=res.train_tokens,
-        steps_per_epoch=math.ceil(math.ceil(res.train_tokens / arm.max_length) / arm.grad_accum),
+        steps_per_epoch=math.ceil(
+            math.ceil(res.train_tokens / arm.train.max_length) / (arm.train.grad_accum * arm.train.batch_size)
+        ),
         s_per_step=round(res.wall_s / max(1, res.steps), 2),
         tokens_per_s=round(tokens / res.wall_s, 1) if res.wall_s else 0.0,
         wall_s=round(wall, 1),
