@@ -128,3 +128,14 @@ def test_near_duplicates_are_dropped_existing_wins() -> None:
     assert len(report.duplicates) == 1
     kept, dropped = dedupe(report.bundles + report.bundles)
     assert len(kept) == 1 and len(dropped) == 1
+
+
+def test_the_teachers_prompt_offers_every_session_user() -> None:
+    """The users a bundle may run as are the sandbox's one list (layout.SESSION_ACCOUNTS): a teacher asked for a
+    service's work can write a bundle that runs as the service account, and is told it exists only then."""
+    from bashgym_assets.sandbox.layout import SESSION_ACCOUNTS
+    from bashgym_assets.scenarios.authoring import SYSTEM_PROMPT
+
+    (line,) = [x for x in SYSTEM_PROMPT.splitlines() if x.strip().startswith('"user":')]
+    assert all(f'"{user}"' in line for user in SESSION_ACCOUNTS) and len(SESSION_ACCOUNTS) == 3
+    assert "service account `app` (uid 999, home /srv/app" in " ".join(SYSTEM_PROMPT.split())

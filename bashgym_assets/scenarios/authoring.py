@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pydantic import BaseModel
 
 from bashgym_assets.llm import LLMError, chat_completion
+from bashgym_assets.sandbox.layout import SESSION_ACCOUNTS
 from bashgym_assets.scenarios.bundle import ScenarioBundle, parse_bundle
 
 CATEGORIES = [
@@ -41,7 +42,8 @@ DOC_DEPTHS = ["terse", "standard", "detailed"]
 SYSTEM_PROMPT = """You write shell-task scenarios for training and testing shell agents. A scenario runs in a fresh \
 Debian 12 container with no network (bash, coreutils, findutils, grep, sed, gawk, tar, gzip, zip/unzip, git, jq, \
 sqlite3, python3, cron, procps, util-linux, passwd). The operator is the unprivileged user `operator` (home \
-/home/operator) unless the task needs root.
+/home/operator) unless the task needs root, or is a service's own work: then the service account `app` (uid 999, \
+home /srv/app, private to it; it exists only when the task runs as app, so setup may then chown files to app:app).
 
 Reply with ONE JSON object and nothing else, with these fields:
   "task": what the operator is asked to do, in plain words (omit it only in announced mode, see below)
@@ -49,17 +51,17 @@ Reply with ONE JSON object and nothing else, with these fields:
   "difficulty": the integer difficulty you were given (1 easy .. 4 hard, multi-step)
   "setup": list of shell commands run as root before the operator starts (create the files, users, repos ...;
            files the operator works on must belong to the operator: chown -R operator:operator ...)
-  "files": optional object {absolute path: file content} written before setup
-  "user": "operator" or "root"
+  "files": optional object {{absolute path: file content}} written before setup
+  "user": {users}
   "workdir": optional absolute start directory
   "check": a bash script run as root AFTER the operator finished; exit 0 iff the task is done. It must inspect the
            final state (files, permissions, processes, databases), be deterministic, FAIL on the untouched setup,
            and reject plausible wrong answers (not only the empty one).
   "reference": list of shell commands, one per turn, that solve the task as the operator
   "announcement": (announced mode only) the text shown at login instead of the task; it points at the provider
-  "provider": (announced mode only) {"name": command name, "script": full script starting with #!/bin/bash whose
-              --help prints the directives of the task}
-"""
+  "provider": (announced mode only) {{"name": command name, "script": full script starting with #!/bin/bash whose
+              --help prints the directives of the task}}
+""".format(users=" or ".join(f'"{u}"' for u in SESSION_ACCOUNTS))
 
 
 class AuthoringAxes(BaseModel):
