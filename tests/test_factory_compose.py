@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 
 import pytest
+from sandbox_fixtures import check_exit_after
 
 from bashgym_assets.scenarios.bundle import ScenarioBundle
 from bashgym_assets.scenarios.factory.family import all_families
@@ -238,9 +239,7 @@ def test_composed_family_draws_reproducibly_with_variety(name: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", COMPOSED)
 def test_composed_reference_passes_and_two_wrong_answers_fail(name: str, sandbox_image: str) -> None:
-    from bashgym_assets.sandbox import Sandbox
     from bashgym_assets.scenarios.gate import gate_bundle
-    from bashgym_assets.scenarios.sandboxing import spec_for_bundle
 
     bundle = _draw(name)
     result = gate_bundle(bundle, sandbox_image)
@@ -248,10 +247,5 @@ def test_composed_reference_passes_and_two_wrong_answers_fail(name: str, sandbox
     for wrong in WRONG[name][1:]:
         commands = wrong(bundle)
         assert commands != bundle.reference
-        with Sandbox(spec_for_bundle(bundle, sandbox_image)) as box:
-            assert box.setup().ok
-            session = box.session()
-            for command in commands:
-                session.run(command)
-            after = box.run_check(bundle.check)
-            assert after.exit_code not in (0, None), (wrong.__name__, commands, after)
+        code = check_exit_after(bundle, sandbox_image, commands)
+        assert code not in (0, None), (wrong.__name__, commands, code)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import posixpath
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from sandbox_fixtures import check_exits_after
 
 from bashgym_assets.scenarios.bundle import ScenarioBundle
 from bashgym_assets.scenarios.factory.family import all_families
@@ -110,32 +110,29 @@ def first_as_service_user(name: str) -> tuple[ScenarioBundle, list[str]]:
 def test_service_user_draws_pass_and_their_wrong_answers_fail(sandbox_image: str) -> None:
     """As the service account: the gate admits the draw (app owns the tree it edits), and the near-miss and the
     wrong-folder answers (``cd ~`` lands in /srv/app, the account's home) fail its check."""
-    from bashgym_assets.sandbox import Sandbox
     from bashgym_assets.scenarios.gate import gate_bundles
-    from bashgym_assets.scenarios.sandboxing import spec_for_bundle
 
     drawn = {name: first_as_service_user(name) for name in SERVICE_FAMILIES}
     results = gate_bundles([b for b, _ in drawn.values()], sandbox_image, max_parallel=3)
     assert all(r.admitted for r in results), [(r.scenario_id, r.reason, r.detail[:300]) for r in results]
-    for name, (bundle, values) in drawn.items():
+    cases = [
+        (name, label, bundle, commands)
+        for name, (bundle, values) in drawn.items()
         for label, commands in (
             ("near-miss", near_miss(name, bundle, values)),
             ("wrong folder", ["cd ~", *bundle.reference]),
-        ):
-            with Sandbox(spec_for_bundle(bundle, sandbox_image)) as box:
-                assert box.setup().ok
-                session = box.session()
-                assert session.run("whoami").stdout == "app\n"
-                for command in commands:
-                    session.run(command)
-                assert box.run_check(bundle.check).exit_code not in (0, None), (name, label)
+        )
+    ]
+    codes = check_exits_after([(b, c) for *_, b, c in cases], sandbox_image, expect_user="app")
+    passed = [
+        (name, label) for (name, label, *_), code in zip(cases, codes, strict=True) if code in (0, None)
+    ]
+    assert not passed, passed
 
 
 @pytest.mark.docker
 def test_forensics_reference_passes_near_miss_and_wrong_folder_fail(sandbox_image: str) -> None:
-    from bashgym_assets.sandbox import Sandbox
     from bashgym_assets.scenarios.gate import gate_bundles
-    from bashgym_assets.scenarios.sandboxing import spec_for_bundle
 
     drawn = {}
     for name, fam in sorted(FAMILIES.items()):
@@ -144,21 +141,10 @@ def test_forensics_reference_passes_near_miss_and_wrong_folder_fail(sandbox_imag
     results = gate_bundles([b for b, _ in drawn.values()], sandbox_image, max_parallel=4)
     assert all(r.admitted for r in results), [(r.scenario_id, r.reason, r.detail[:300]) for r in results]
 
-    def wrong(case: tuple[str, str, list[str]]) -> tuple[str, str, int | None]:
-        name, label, commands = case
-        bundle = drawn[name][0]
-        with Sandbox(spec_for_bundle(bundle, sandbox_image)) as box:
-            assert box.setup().ok
-            session = box.session()
-            for command in commands:
-                session.run(command)
-            return name, label, box.run_check(bundle.check).exit_code
-
     cases = []
     for name, (bundle, values) in drawn.items():
         cases.append((name, "near-miss", near_miss(name, bundle, values)))
         cases.append((name, "wrong folder", ["cd ~", *bundle.reference]))
-    with ThreadPoolExecutor(4) as pool:
-        outcomes = list(pool.map(wrong, cases))
-    passed = [(name, label) for name, label, code in outcomes if code in (0, None)]
+    codes = check_exits_after([(drawn[name][0], commands) for name, _, commands in cases], sandbox_image)
+    passed = [(name, label) for (name, label, _), code in zip(cases, codes, strict=True) if code in (0, None)]
     assert not passed, passed

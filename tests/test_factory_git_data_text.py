@@ -9,6 +9,7 @@ import json
 import re
 
 import pytest
+from sandbox_fixtures import check_exit_after
 
 from bashgym_assets.scenarios.bundle import ScenarioBundle
 from bashgym_assets.scenarios.factory.family import all_families
@@ -136,17 +137,10 @@ def _wrong(name: str, b: ScenarioBundle) -> list[str]:
 @pytest.mark.docker
 @pytest.mark.parametrize("name", NEW)
 def test_reference_passes_and_a_wrong_answer_fails(name: str, sandbox_image: str) -> None:
-    from bashgym_assets.sandbox import Sandbox
-    from bashgym_assets.scenarios.sandboxing import spec_for_bundle
 
     bundle, _ = FAMILIES[name].make("e2e:1")
     result = gate_bundle(bundle, sandbox_image)
     assert result.admitted, result.detail
     wrong = _wrong(name, bundle)
-    with Sandbox(spec_for_bundle(bundle, sandbox_image)) as box:
-        assert box.setup().ok
-        session = box.session()
-        for command in wrong:
-            session.run(command)
-        after = box.run_check(bundle.check)
-        assert after.exit_code not in (0, None), (name, wrong, after)
+    code = check_exit_after(bundle, sandbox_image, wrong)
+    assert code not in (0, None), (name, wrong, code)

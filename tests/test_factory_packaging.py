@@ -4,6 +4,7 @@ edit (the wrong line, the wrong value, a half change, a broken file) fails the c
 from __future__ import annotations
 
 import pytest
+from sandbox_fixtures import check_exit_after
 
 from bashgym_assets.scenarios.factory.family import all_families
 from bashgym_assets.scenarios.factory.generate import draw_family
@@ -59,8 +60,6 @@ def _main_file(bundle, name: str) -> str:  # type: ignore[no-untyped-def]
 @pytest.mark.docker
 @pytest.mark.parametrize("name", sorted(WRONG))
 def test_packaging_reference_passes_and_a_wrong_edit_fails(name: str, sandbox_image: str) -> None:
-    from bashgym_assets.sandbox import Sandbox
-    from bashgym_assets.scenarios.sandboxing import spec_for_bundle
 
     bundle, _ = FAMILIES[name].make("e2e:1")
     result = gate_bundle(bundle, sandbox_image)
@@ -70,8 +69,5 @@ def test_packaging_reference_passes_and_a_wrong_edit_fails(name: str, sandbox_im
     if name == "packaging-requirements-pin":  # drop every requirement line that holds its first letter
         first = next(x for x in bundle.files[path].splitlines() if x and not x.startswith("#"))[0]
         wrong = f"sed -i '/{first}/d' {path}"
-    with Sandbox(spec_for_bundle(bundle, sandbox_image)) as box:
-        assert box.setup().ok
-        box.session().run(f"F={path}; {wrong}")
-        after = box.run_check(bundle.check)
-        assert after.exit_code not in (0, None), (name, wrong, after)
+    code = check_exit_after(bundle, sandbox_image, [f"F={path}; {wrong}"])
+    assert code not in (0, None), (name, wrong, code)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from sandbox_fixtures import check_exits_after
 
 from bashgym_assets.scenarios import skills
 from bashgym_assets.scenarios.bundle import ScenarioBundle
@@ -220,8 +220,6 @@ def _wrong_answers() -> list[tuple[str, ScenarioBundle, list[str]]]:
 @pytest.mark.docker
 @pytest.mark.slow
 def test_references_pass_and_plausible_wrong_answers_fail(sandbox_image: str) -> None:
-    from bashgym_assets.sandbox import Sandbox
-    from bashgym_assets.scenarios.sandboxing import spec_for_bundle
 
     cases = _wrong_answers()
     results = gate_bundles([b for _, b, _ in cases], sandbox_image, max_parallel=4)
@@ -229,17 +227,10 @@ def test_references_pass_and_plausible_wrong_answers_fail(sandbox_image: str) ->
         (r.scenario_id, r.detail[:300]) for r in results if not r.admitted
     ]
 
-    def run(case: tuple[str, ScenarioBundle, list[str]]) -> tuple[str, str, list[str], int | None]:
-        label, bundle, commands = case
-        with Sandbox(spec_for_bundle(bundle, sandbox_image)) as box:
-            assert box.setup().ok
-            session = box.session()
-            for command in commands:
-                session.run(command)
-            return label, bundle.id, commands, box.run_check(bundle.check).exit_code
-
-    # four sandboxes at once: each mostly waits on the engine
-    with ThreadPoolExecutor(4) as pool:
-        outcomes = list(pool.map(run, cases))
+    codes = check_exits_after([(bundle, commands) for _, bundle, commands in cases], sandbox_image)
+    outcomes = [
+        (label, bundle.id, commands, code)
+        for (label, bundle, commands), code in zip(cases, codes, strict=True)
+    ]
     passed = [(label, bid, commands) for label, bid, commands, code in outcomes if code == 0]
     assert not passed, passed

@@ -14,9 +14,9 @@ import re
 import shlex
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from sandbox_fixtures import check_exits_after
 
 from bashgym_assets.scenarios import skills
 from bashgym_assets.scenarios.bundle import ScenarioBundle
@@ -416,9 +416,7 @@ def test_every_family_has_two_wrong_answers() -> None:
 @pytest.mark.docker
 @pytest.mark.slow
 def test_gate_admits_every_family_and_wrong_answers_fail(sandbox_image: str) -> None:
-    from bashgym_assets.sandbox import Sandbox
     from bashgym_assets.scenarios.gate import gate_bundles
-    from bashgym_assets.scenarios.sandboxing import spec_for_bundle
 
     cases = wrong_answers()
     # the cases' tasks (two of every new family); one fresh draw of each is gated in tests/test_factory.py
@@ -427,16 +425,8 @@ def test_gate_admits_every_family_and_wrong_answers_fail(sandbox_image: str) -> 
     bad = [(r.scenario_id, r.reason, r.detail[:400]) for r in results if not r.admitted]
     assert not bad, bad
 
-    def run(case: tuple[str, str, ScenarioBundle, list[str]]) -> tuple[str, str, int | None]:
-        name, label, bundle, commands = case
-        with Sandbox(spec_for_bundle(bundle, sandbox_image)) as box:
-            assert box.setup().ok
-            session = box.session()
-            for command in commands:
-                session.run(command)
-            return name, label, box.run_check(bundle.check).exit_code
-
-    with ThreadPoolExecutor(4) as pool:
-        outcomes = list(pool.map(run, cases))
-    passed = [(name, label) for name, label, code in outcomes if code in (0, None)]
+    codes = check_exits_after([(bundle, commands) for *_, bundle, commands in cases], sandbox_image)
+    passed = [
+        (name, label) for (name, label, *_), code in zip(cases, codes, strict=True) if code in (0, None)
+    ]
     assert not passed, passed

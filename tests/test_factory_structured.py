@@ -14,10 +14,10 @@ import re
 import shlex
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from sandbox_fixtures import check_exits_after
 
 from bashgym_assets.scenarios import skills
 from bashgym_assets.scenarios.bundle import ScenarioBundle
@@ -370,8 +370,6 @@ def _wrong_answers() -> list[tuple[str, ScenarioBundle, list[str]]]:
 @pytest.mark.docker
 @pytest.mark.slow
 def test_references_pass_and_plausible_wrong_answers_fail(sandbox_image: str) -> None:
-    from bashgym_assets.sandbox import Sandbox
-    from bashgym_assets.scenarios.sandboxing import spec_for_bundle
 
     cases = _wrong_answers()
     names = {b.id.split(".")[1] for _, b, _ in cases}
@@ -383,16 +381,6 @@ def test_references_pass_and_plausible_wrong_answers_fail(sandbox_image: str) ->
         (r.scenario_id, r.detail[:300]) for r in results if not r.admitted
     ]
 
-    def run(case: tuple[str, ScenarioBundle, list[str]]) -> tuple[str, int | None]:
-        label, bundle, commands = case
-        with Sandbox(spec_for_bundle(bundle, sandbox_image)) as box:
-            assert box.setup().ok
-            session = box.session()
-            for command in commands:
-                session.run(command)
-            return label, box.run_check(bundle.check).exit_code
-
-    with ThreadPoolExecutor(4) as pool:
-        outcomes = list(pool.map(run, cases))
-    passed = [label for label, code in outcomes if code == 0]
+    codes = check_exits_after([(bundle, commands) for _, bundle, commands in cases], sandbox_image)
+    passed = [label for (label, _, _), code in zip(cases, codes, strict=True) if code == 0]
     assert not passed, passed

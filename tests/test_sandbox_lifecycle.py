@@ -312,3 +312,48 @@ def test_setup_killed_under_it_is_an_infrastructure_error_not_a_timeout(sandbox_
     assert not result.ok and result.infrastructure_error
     assert "never reported" in result.error and "sleep 20" in result.error
     assert result.results[0].exit_code == 0
+
+
+def test_a_setup_report_the_engine_dropped_is_read_from_the_report_file(sandbox_image, monkeypatch):
+    """The engine can drop the last bytes of an exec's output as the exec ends (moby/moby#27289: ~1% of setups
+    here ended with exit code 0 and their last report missing, an infrastructure error for a healthy setup). The
+    reports are also in a root-only file: the setup reads them from there, the dropped command's code included."""
+    import re
+
+    from bashgym_assets.sandbox import sandbox as sandbox_module
+    from bashgym_assets.sandbox._exec import ExecStream
+    from bashgym_assets.sandbox.layout import SETUP_REPORTS
+
+    last_report = re.compile(rb"\x1eBG:[0-9a-f]+:3:")
+    dropped: list[bytes] = []
+
+    class DroppingEngine(ExecStream):
+        def __init__(self, api, container_id, cmd, *args, **kwargs):
+            super().__init__(api, container_id, cmd, *args, **kwargs)
+            self.is_setup = any(f"exec 9>>{SETUP_REPORTS}" in part for part in cmd)  # the setup's exec only
+
+        def read(self, timeout_s):
+            """The setup's stdout from its last report on is lost, as the engine loses an exec's tail."""
+            frames = super().read(timeout_s)
+            if frames is None or not self.is_setup:
+                return frames
+            kept = []
+            for kind, data in frames:
+                cut = last_report.search(data) if kind == 1 else None
+                if cut:
+                    dropped.append(data[cut.start() :])
+                    data = data[: cut.start()]
+                kept.append((kind, data))
+            return kept
+
+    monkeypatch.setattr(sandbox_module, "ExecStream", DroppingEngine)
+    setup = ["echo one", "echo two", "echo three; echo oops >&2; exit 3"]
+    with Sandbox(spec(sandbox_image, setup=setup)) as b:
+        result = b.setup()
+        leftovers = b.run_as_root(f"stat -c '%U %a' {SETUP_REPORTS}").stdout
+    assert dropped, "the stand-in engine dropped nothing"
+    assert not result.infrastructure_error, result.error
+    assert [r.exit_code for r in result.results] == [0, 0, 3], result
+    assert result.results[2].stdout.strip() == "three" and "oops" in result.results[2].stderr
+    assert "setup command 3/3 exited 3" in result.error  # the command's own failure, as if nothing was dropped
+    assert leftovers == "root 700\n"  # the operator cannot read or forge the reports

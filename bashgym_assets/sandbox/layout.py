@@ -128,6 +128,7 @@ PROTECTED_PATHS = (
 RUN_DIR = "/run/bashgym"
 SESSION_DIR = f"{RUN_DIR}/session"
 READY_FILE = f"{RUN_DIR}/ready"
+SETUP_REPORTS = f"{RUN_DIR}/.setup"  # root-only: the setup's reports, read when the engine dropped them
 SEED_DIR = "/.bashgym-seed"  # root-only, on the image layer, deleted by the start script
 SEED_TAR = f"{SEED_DIR}/seed.tar"
 # Every exec waits (a few ms at most) for the container's start script to have prepared /run and the home folder.

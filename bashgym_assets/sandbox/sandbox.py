@@ -61,6 +61,7 @@ from bashgym_assets.sandbox.layout import (  # noqa: F401 - re-exported: callers
     SEED_TAR,
     SESSION_ACCOUNTS,
     SESSION_DIR,
+    SETUP_REPORTS,
     SandboxError,
     SessionAccount,
     account_gitconfig,
@@ -133,16 +134,27 @@ done
 FREEZE_SCRIPT = FREEZE_FUNC + 'freeze_all "$@"; printf \'keep:%s\\n\' "$KEEP"\n'
 # All setup commands in one exec: each in its own `bash -c` under `timeout`, a marker with its index, status and
 # start/end times after it on both streams, stopping at the first failure. argv: nonce, timeout, commands...
-SETUP_SCRIPT = r"""
+# Every report also goes to a root-only file (fd 9, closed for the commands themselves): the engine can drop the
+# last bytes of an exec's output when the exec ends (moby/moby#27289; seen here on ~1% of setups with a few
+# commands, exit code 0 and the last report missing), and the harness then reads the reports from the file.
+SETUP_SCRIPT = (
+    r"""
 n=$1; t=$2; shift 2; i=0
+{ mkdir -p -m 700 """
+    + SETUP_REPORTS
+    + r""" && exec 9>>"""
+    + SETUP_REPORTS
+    + r"""/"$n"; } 2>/dev/null || exec 9>/dev/null
 for cmd in "$@"; do
   i=$((i+1)); s=$EPOCHREALTIME
-  /usr/bin/timeout -s KILL "$t" /bin/bash --norc --noprofile -c "$cmd" </dev/null
+  /usr/bin/timeout -s KILL "$t" /bin/bash --norc --noprofile -c "$cmd" </dev/null 9>&-
   rc=$?; e=$EPOCHREALTIME
-  printf '\036BG:%s:%d:%d:%s:%s\036' "$n" "$i" "$rc" "$s" "$e"; printf '\036BG:%s:%d\036' "$n" "$i" >&2
+  printf -v m '\036BG:%s:%d:%d:%s:%s\036' "$n" "$i" "$rc" "$s" "$e"; printf '%s' "$m"; printf '%s' "$m" >&9
+  printf '\036BG:%s:%d\036' "$n" "$i" >&2
   [ "$rc" = 0 ] || exit 0
 done
 """
+)
 
 
 # The container's main process (PID 2, under --init): the backstop that ends the container when nobody will.
@@ -1046,6 +1058,8 @@ class Sandbox:
             results.append(
                 command_result(commands[i], buf, err_buf, None if timed_out else rc, duration, timed_out)
             )
+        if ended_early and len(results) < len(commands) and (not results or results[-1].exit_code == 0):
+            results += self._dropped_reports(nonce, commands, results, out, err, limit, t)
         then_results = results[n_setup:]
         results = results[:n_setup]
         if (
@@ -1066,9 +1080,10 @@ class Sandbox:
             elapsed = time.monotonic() - start
             if ended_early:
                 code = stream.exit_code(wait_s=0.5)
+                said = " | ".join(repr(bytes(b.head)[-200:]) for b in (out.finish(), err.finish()) if b.total)
                 why = (
                     f"the setup exec ended after {elapsed:.1f} s (exit code {code}; the container died, the "
-                    "engine failed or the harness was killed)"
+                    f"engine failed or the harness was killed){'; it said ' + said if said else ''}"
                 )
             else:
                 why = (
@@ -1091,6 +1106,49 @@ class Sandbox:
                     error=f"setup command {i + 1}/{len(commands)} {why}: {commands[i]}\n{detail}",
                 )
         return SetupResult(ok=True, results=results, error=None, then=then_results)
+
+    def _dropped_reports(
+        self,
+        nonce: str,
+        commands: Sequence[str],
+        results: Sequence[CommandResult],
+        out: MarkerSplitter,
+        err: MarkerSplitter,
+        limit: int,
+        t: float,
+    ) -> list[CommandResult]:
+        """The results of the setup commands whose reports the engine dropped with the end of the exec's output,
+        from the root-only report file (``SETUP_SCRIPT``); their output is what arrived after the last report
+        (all of it the first such command's). [] when the file does not have them either."""
+        reports = MarkerSplitter(nonce, limit)
+        for _attempt in range(2):  # the read is an exec too: its own output can be dropped the same way
+            try:
+                said = self.run_as_root(f"cat {SETUP_REPORTS}/{nonce}", timeout_s=10).stdout
+            except SandboxError:
+                return []
+            reports = MarkerSplitter(nonce, limit)
+            reports.feed(said.encode())
+            if len(reports.pieces) > len(results):
+                break
+        rest_out, rest_err = out.finish(), err.finish()
+        found = []
+        for i, (_, fields) in enumerate(reports.pieces[len(results) : len(commands)], start=len(results)):
+            rc, began, ended = int(fields[0]), float(fields[1]), float(fields[2])
+            timed_out = rc == 137 and ended - began >= t * 0.98
+            stdout = rest_out if i == len(results) else CappedBuffer(limit)
+            stderr = (
+                err.pieces[i][0]
+                if i < len(err.pieces)
+                else rest_err
+                if i == len(err.pieces)
+                else CappedBuffer(limit)
+            )
+            found.append(
+                command_result(
+                    commands[i], stdout, stderr, None if timed_out else rc, ended - began, timed_out
+                )
+            )
+        return found
 
     # ---- the operator ------------------------------------------------------------------------------------
     def session(self, verify_tools: bool = True) -> Any:
