@@ -5,6 +5,7 @@ the tasks it trained on (fit) and on fresh tasks of the same families (transfer)
         --families files-delete-by-pattern,text-dedupe-lines,logs-top-ips,archives-extract-member,data-jq-filter,users-change-shell \\
         --tasks-per-family 14 --epochs 8 --eval-epochs 2,5
     .venv/bin/python benchmarks/learning_study.py --arm fit6 --families ... --probe 3   # time 3 steps, then stop
+    .venv/bin/python benchmarks/learning_study.py --arm fit6 --extend-to 16   # train fit6 on from its last epoch
 
 The work is ``bashgym_assets.evaluation.learning_study`` (draw, gate, reference rollouts, ``sft_dataset``'s rows,
 ``train_sft`` in segments ending at each ``--epochs`` value, ``compare`` on fit and transfer); this script parses
@@ -52,7 +53,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     d = Arm.model_fields
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arm", required=True, help="the arm's name (its result files)")
-    ap.add_argument("--families", type=_csv, required=True, help="train families, comma-separated")
+    ap.add_argument(
+        "--families", type=_csv, help="train families, comma-separated (required unless --extend-to)"
+    )
+    ap.add_argument(
+        "--extend-to",
+        type=int,
+        help="train the arm of <out>/<arm>.json on to this epoch, resuming its last checkpoint (its recipe and "
+        "data; the other recipe options are ignored), evaluating --eval-epochs on the way and this one",
+    )
     for name in ARM_OPTIONS:
         field = d[name]
         ap.add_argument(
@@ -107,9 +116,17 @@ def main(argv: list[str] | None = None) -> int:
     from bashgym_assets.training import base_model as bm
 
     args = parse(argv)
-    arm = arm_of(args)
+    previous = None
+    if args.extend_to:
+        previous = ls.StudyResult.model_validate_json((args.out / f"{args.arm}.json").read_text())
+        arm = ls.extended(previous, args.extend_to, args.eval_epochs)
+    elif not args.families:
+        sys.exit("--families is required (or --extend-to, to train an arm further)")
+    else:
+        arm = arm_of(args)
     settings = get_settings()
-    base = args.base or bm.resolve_base_model(settings, prepare=True)
+    # an arm trained on goes on from the model it started with
+    base = args.base or (previous.base_model if previous else bm.resolve_base_model(settings, prepare=True))
     lake = Lake(settings)
     work = args.work or lake.artifact_dir("learning_study", arm.name)
     images.ensure_docker_engine()
@@ -134,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         on_checkpoint=lambda s: write(s, args.out),
         machine=machine(docker=True),
         command=command,
+        previous=previous,
     )
     write(study, args.out)
     say(f"[{arm.name}] done: {args.out / (arm.name + '.md')}")

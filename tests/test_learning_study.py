@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -147,3 +148,14 @@ def test_an_arm_end_to_end_writes_its_table(
     rows = Lake(settings).read("eval_episodes", point.eval_id).to_pylist()
     assert len(rows) == 2 and point.eval_id.startswith("eval-cli-train-")
     assert json.loads((out / "tiny.json").read_text())["arm"]["families"] == [FAMILY]
+
+    # trained on from its last checkpoint: the same run (steps and tokens go on), its first checkpoint kept
+    assert cli.main(["--arm", "tiny", "--extend-to", "2", "--out", str(out), "--work", str(work)]) == 0
+    longer = ls.StudyResult.model_validate_json((out / "tiny.json").read_text())
+    first, second = longer.checkpoints
+    assert first == point and second.epoch == 2 and longer.arm.train.epochs == 2 and longer.finished
+    assert second.steps == 2 * point.steps and second.tokens_seen == 2 * point.tokens_seen
+    assert second.train_wall_s > point.train_wall_s and "; then python benchmarks" in longer.command
+    shutil.rmtree(work / "checkpoints")
+    with pytest.raises(ValueError, match="cannot resume"):
+        cli.main(["--arm", "tiny", "--extend-to", "3", "--out", str(out), "--work", str(work)])

@@ -355,5 +355,7 @@ def test_a_setup_report_the_engine_dropped_is_read_from_the_report_file(sandbox_
     assert not result.infrastructure_error, result.error
     assert [r.exit_code for r in result.results] == [0, 0, 3], result
     assert result.results[2].stdout.strip() == "three" and "oops" in result.results[2].stderr
-    assert "setup command 3/3 exited 3" in result.error  # the command's own failure, as if nothing was dropped
+    assert (
+        "setup command 3/3 exited 3" in result.error
+    )  # the command's own failure, as if nothing was dropped
     assert leftovers == "root 700\n"  # the operator cannot read or forge the reports

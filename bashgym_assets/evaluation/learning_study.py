@@ -425,10 +425,12 @@ def run_arm(
     on_checkpoint: Callable[[StudyResult], None] | None = None,
     machine: str = "",
     command: str = "",
+    previous: StudyResult | None = None,
 ) -> StudyResult:
     """The whole arm: data, then per evaluated epoch a training segment and an evaluation of its checkpoint.
     ``on_checkpoint`` gets the result so far after each checkpoint (the CLI writes the files then, so a stopped
-    run keeps what it measured)."""
+    run keeps what it measured). ``previous``: the same arm's result so far (``extended``), whose checkpoints are
+    kept and whose last trainer checkpoint the first new segment resumes."""
     from datetime import UTC, datetime
 
     from bashgym_assets.training.curriculum import stage_of
@@ -451,8 +453,24 @@ def run_arm(
     train = [r["messages"] for r in data.rows]
     stages = [stage_of(r) for r in data.rows]
     wall = runtime = 0.0
+    done = 0
+    if previous is not None and previous.checkpoints:
+        last = previous.checkpoints[-1]
+        _check_resumable(previous, arm, work)
+        study.started, study.prepare_wall_s = previous.started, previous.prepare_wall_s
+        study.machine = (
+            previous.machine if previous.machine == machine else f"{previous.machine}; then {machine}"
+        )
+        study.command = f"{previous.command}; then {command}" if previous.command else command
+        study.checkpoints = list(previous.checkpoints)
+        wall, runtime, done = last.train_wall_s, last.train_runtime_s, last.epoch
+        progress(
+            f"[{arm.name}] extending from epoch {done} ({last.steps} steps) to epoch {int(arm.train.epochs)}"
+        )
     for i, epoch in enumerate(arm.eval_epochs):
-        cfg = train_config(arm, base_model, work, epoch, first=i == 0)
+        if epoch <= done:
+            continue
+        cfg = train_config(arm, base_model, work, epoch, first=i == 0 and not done)
         progress(f"[{arm.name}] training to epoch {epoch} ({arm.recipe()})")
 
         def log(row: dict[str, float], epoch: int = epoch) -> None:
@@ -494,6 +512,39 @@ def run_arm(
             on_checkpoint(study)
     study.finished = True
     return study
+
+
+def extended(previous: StudyResult, epochs: int, eval_epochs: Sequence[int] = ()) -> Arm:
+    """The arm of ``previous`` trained on to ``epochs`` (its checkpoints, and ``eval_epochs`` on the way): the same
+    data and recipe, so the segments after its last checkpoint resume it as one run (a constant rate)."""
+    arm = previous.arm
+    return Arm.model_validate(
+        {
+            **arm.model_dump(),
+            "eval_epochs": sorted({*arm.eval_epochs, *eval_epochs}),
+            "train": {**arm.train.model_dump(), "epochs": float(epochs)},
+        }
+    )
+
+
+def _check_resumable(previous: StudyResult, arm: Arm, work: Path) -> None:
+    """Only the same arm, trained further, with its last trainer checkpoint in ``work``, is extended."""
+    from bashgym_assets.training.trainer import checkpoint_step
+
+    last = previous.checkpoints[-1]
+    same = previous.arm.model_dump(exclude={"eval_epochs", "train"}) == arm.model_dump(
+        exclude={"eval_epochs", "train"}
+    ) and previous.arm.train.model_dump(exclude={"epochs"}) == arm.train.model_dump(exclude={"epochs"})
+    if not same or arm.train.epochs <= last.epoch:
+        raise ValueError(
+            f"[{arm.name}] extends only the same arm to more epochs than its last checkpoint ({last.epoch})"
+        )
+    steps = {checkpoint_step(p) for p in (work / "checkpoints").glob("checkpoint-*")}
+    if last.steps not in steps:
+        raise ValueError(
+            f"[{arm.name}] the trainer checkpoint of epoch {last.epoch} (step {last.steps}) is not in "
+            f"{work / 'checkpoints'}: the arm cannot resume, run it anew"
+        )
 
 
 class StepProbe(BaseModel):
