@@ -60,6 +60,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"repository partitions: {', '.join(repos) or '(none)'}")
         steps = demo.plan(demo.asset_nodes())
         skip = [a for a in (getattr(args, "skip", "") or "").split(",") if a]
+        skip += [a for a in demo.PROFILE_SKIPS.get(getattr(args, "profile", "demo"), []) if a not in skip]
         if skip:
             steps = demo.without(steps, skip)
         only = [a for a in (getattr(args, "only", "") or "").split(",") if a]
@@ -612,7 +613,12 @@ def build_parser() -> argparse.ArgumentParser:
         "in the evaluation and the promotion decision",
     )
     train_p.add_argument(
-        "--profile", default="full", choices=["demo", "quick", "full", "factory-cpu", "factory-cpu-bf16"]
+        "--profile",
+        default="full",
+        choices=["demo", "quick", "full", "factory-cpu", "factory-cpu-bf16", "study-fit", "study-transfer"],
+        help="full: the recorded before/after table; factory-cpu(-bf16): SFT on the task factory, then the "
+        "student stages; study-fit / study-transfer: the learning study's recipes (six families to fit, or to "
+        "transfer; BENCHMARKS.md), evaluated on fit, transfer, unseen and bundled",
     )
     train_p.add_argument("--skip", default="", help="comma-separated assets to leave out of the plan")
     train_p.add_argument(

@@ -17,7 +17,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -278,6 +278,67 @@ PROFILES: dict[str, dict[str, dict]] = {
 PROFILES["factory-cpu-bf16"] = {
     **PROFILES["factory-cpu"],
     "sft_adapter": {**PROFILES["factory-cpu"]["sft_adapter"], "dtype": "bfloat16"},
+}
+
+
+# The learning study's recipes (issue 38, BENCHMARKS.md "Learning study") as pipeline profiles: the six train
+# families of its arms, drawn, gated and played as every factory task is, SFT rows from those families alone (no pack
+# train tasks, no session traces: what the arms trained on), trained at a constant lr 1e-3 over 1,024-token rows,
+# easy tasks first, in bfloat16 where the machine computes it fast; then evaluated greedily on the four sets (fit
+# and transfer of the six families as the study measured them, unseen and bundled) with the promotion decision.
+# The student stages (DPO, GRPO) are not part of the recipe: ``PROFILE_SKIPS`` leaves them out of the plan.
+# ``study-fit``: fit6, 14 tasks a family, 16 epochs (fit 88% on the study's fit set, 128 optimizer steps).
+# ``study-transfer``: wide6, 42 tasks a family, 8 epochs (transfer 46%, 168 steps): more tasks, not more epochs.
+STUDY_FAMILIES = [
+    "files-delete-by-pattern",
+    "text-dedupe-lines",
+    "logs-top-ips",
+    "archives-extract-member",
+    "data-jq-filter",
+    "permissions-private-secrets",
+]
+
+
+def study_profile(
+    tasks_per_family: int, epochs: int, families: Sequence[str] = tuple(STUDY_FAMILIES)
+) -> dict[str, dict]:
+    """A learning-study arm as a pipeline profile (the comment above)."""
+    return {
+        "generated_scenarios": {"per_family": tasks_per_family},
+        "scenario_candidates": {
+            "train_families": list(families),
+            "pack_train": False,
+            "variants_per_scenario": 0,
+        },
+        "gated_scenarios": {},
+        "sft_dataset": {"observation_chars": 400, "include_traces": False},
+        "sft_adapter": {
+            "epochs": float(epochs),
+            "learning_rate": 1e-3,
+            "lr_schedule": "constant",
+            "warmup_steps": 2,
+            "max_length": 1024,
+            "curriculum": True,
+            "dtype": "auto",
+        },
+        "benchmark_results": {
+            "sets": ["fit", "transfer", "unseen", "bundled"],
+            "fit_sample": 4 * len(families),
+            "transfer_per_family": 4,
+            "heldout_per_family": 3,
+            "max_turns": 10,
+            "max_new_tokens": 128,
+        },
+    }
+
+
+PROFILES["study-fit"] = study_profile(tasks_per_family=14, epochs=16)
+PROFILES["study-transfer"] = study_profile(tasks_per_family=42, epochs=8)
+STUDY_STAGES_LEFT_OUT = ["student_rollouts", "dpo_dataset", "dpo_adapter", "grpo_adapter"]
+# assets a profile's plan leaves out (``bashgym train --profile P`` adds them to --skip)
+PROFILE_SKIPS: dict[str, list[str]] = {
+    "study-fit": STUDY_STAGES_LEFT_OUT,
+    "study-transfer": STUDY_STAGES_LEFT_OUT,
 }
 
 

@@ -257,3 +257,24 @@ def test_heldout_from_real_gated_rows_and_contamination() -> None:
         "messages": [{"role": "user", "content": b.task}, {"role": "assistant", "content": "ls"}],
     }
     assert ds.contamination_violations([leak], held)
+
+
+def test_sft_dataset_without_traces_keeps_only_scenario_trajectories(settings):
+    """``include_traces: false`` (the learning-study profiles): the session traces' rows are left out, the
+    verified trajectories' rows are all kept."""
+    from bashgym_assets.defs import datasets as dd
+    from bashgym_assets.defs.resources import BashgymHome
+
+    lake = Lake(settings)
+    _write_upstream(lake, _inputs())
+    resources = {"bashgym": BashgymHome(home=str(settings.home))}
+    assert dg.materialize([dd.sft_dataset], resources=resources).success
+    every = lake.read_rows("sft_dataset")
+    assert {r["source_kind"] for r in every} == {"trace", "trajectory"}
+    config = {"ops": {"sft_dataset": {"config": {"include_traces": False}}}}
+    assert dg.materialize([dd.sft_dataset], resources=resources, run_config=config).success
+    rows = lake.read_rows("sft_dataset")
+    assert {r["source_kind"] for r in rows} == {"trajectory"}
+    assert sorted(r["example_id"] for r in rows) == sorted(
+        r["example_id"] for r in every if r["source_kind"] == "trajectory"
+    )

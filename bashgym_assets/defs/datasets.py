@@ -24,6 +24,9 @@ class SFTDatasetConfig(dg.Config):
     and the exit code (``build.shorten_observations``); None keeps them whole."""
 
     observation_chars: int | None = None
+    # False: no rows from agent-session traces (tiered_traces), only verified scenario trajectories (a learning-study
+    # profile trains on its task families alone, as the study's arms did)
+    include_traces: bool = True
 
 
 def _rows(lake: Lake, asset: str, partitioned: bool) -> list[dict[str, Any]]:
@@ -120,7 +123,7 @@ def sft_dataset(
 ) -> dg.MaterializeResult:
     lake = bashgym.lake()
     result = ds.build_sft(
-        _rows(lake, "tiered_traces", True),
+        _rows(lake, "tiered_traces", True) if config.include_traces else [],
         _rows(lake, "verified_trajectories", False),
         _heldout(lake),
         observation_chars=config.observation_chars,

@@ -103,6 +103,12 @@ class CandidatesConfig(dg.Config):
     # first N of each family (the demo's slice); 0 leaves them out.
     generated_per_family: int | None = None
     generated_max: int | None = None  # at most this many generated tasks, round-robin across families
+    # A learning-study profile (issue 38): of the factory's train families only these (None: every one); the
+    # held-out families are always taken (the ``unseen`` set). Unknown, held-out or validation families are refused.
+    train_families: list[str] | None = None
+    # False: the pack's held-out tasks only (the ``bundled`` set), none of its train tasks: a study profile trains
+    # on its families alone, as the study's arms did.
+    pack_train: bool = True
     # Public data (scenarios/public_data.py, scenarios/nl2bash.py): a hub dataset name or a local folder/file of
     # the shell-tasks dataset, and of NL2Bash-style {nl, cmd} pairs. Default: $BASHGYM_SHELL_TASKS,
     # $BASHGYM_NL2BASH, else none. Records without a reference wait in scenario_pending for a solver.
@@ -187,9 +193,16 @@ def scenario_candidates(
             f"{len(report.failures)} failed, {len(report.duplicates)} near-duplicates dropped"
         )
         context.log.info(authoring_note)
+    if config.train_families is not None:
+        from bashgym_assets.evaluation.learning_study import check_families
+
+        check_families(config.train_families)  # a typo must not train on nothing
     cands = collect_candidates(
         PACK_DIR if config.include_pack else None, import_dir, authored, authoring_errors
     )
+    if not config.pack_train:
+        cands.bundles = [b for b in cands.bundles if origin(b) != "pack" or split_for(b.id) == HELD_OUT]
+        context.log.info("pack_train=False: only the pack's held-out tasks (the bundled set) are kept")
     if config.pack_sample is not None:
         sampled = {
             b.id
@@ -210,7 +223,7 @@ def scenario_candidates(
     cands.bundles.extend(public)  # ids st.* / nl2bash.*: hash split like the pack's
     cands.quarantine.extend(public_quarantine)
     generated, generated_quarantine = generated_candidates(
-        lake, config.generated_per_family, config.generated_max
+        lake, config.generated_per_family, config.generated_max, config.train_families
     )
     cands.bundles.extend(generated)  # ids gen.<family>.<hash>: their family's recorded split
     cands.quarantine.extend(generated_quarantine)

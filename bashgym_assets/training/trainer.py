@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from bashgym_assets.training.masking import (
     IGNORE_INDEX,
@@ -69,8 +69,10 @@ class SharedHyperparams(BaseModel):
 
     max_steps: MaxSteps = None
     learning_rate: LearningRate = 2e-4
-    dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        default="float32", description="training precision"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="float32",
+        description="training precision; auto: bfloat16 where the device computes it fast (a CUDA card with "
+        "bf16, a CPU with AVX-512 BF16 or AMX), else float32",
     )
     qlora: bool = Field(default=False, description="load the base in 4-bit (bitsandbytes) under the LoRA")
     attn_implementation: str = Field(default="sdpa", description="transformers attention implementation")
@@ -109,8 +111,32 @@ class TrainHyperparams(SharedHyperparams):
     )
 
 
+def auto_dtype(device: str | None = None) -> Literal["float32", "bfloat16"]:
+    """What ``dtype: auto`` trains in here: bfloat16 on a CUDA card that supports it or a CPU with AVX-512 BF16 or
+    AMX (1.75x float32 on such a CPU: BENCHMARKS.md), float32 elsewhere (bfloat16 without those units is slower
+    than float32 on a CPU). The CPU's from /proc/cpuinfo: torch offers no query for its bf16 units."""
+    import torch
+
+    if (device or "").startswith("cuda") or (device is None and torch.cuda.is_available()):
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
+    return "bfloat16" if {"avx512_bf16", "amx_bf16"} & cpu_flags() else "float32"
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (/proc/cpuinfo; none where it cannot be read)."""
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    return next(
+        (set(line.split(":", 1)[1].split()) for line in cpuinfo.splitlines() if line.startswith("flags")),
+        set(),
+    )
+
+
 class TrainConfig(TrainHyperparams):
-    """Everything a run needs: how it trains (``TrainHyperparams``) and where; logged to MLflow as params."""
+    """Everything a run needs: how it trains (``TrainHyperparams``) and where; logged to MLflow as params.
+    ``dtype: auto`` is resolved here, where the run trains, so what is logged and saved is the precision used."""
 
     base_model: str
     output_dir: str = Field(description="named run folder that ends up holding only the adapter")
@@ -125,6 +151,12 @@ class TrainConfig(TrainHyperparams):
     device: str | None = None
     seed: int = 0
     resume: bool = True
+
+    @model_validator(mode="after")
+    def _resolve_auto_dtype(self) -> TrainConfig:
+        if self.dtype == "auto":
+            self.dtype = auto_dtype(self.device)
+        return self
 
     def ckpt_dir(self) -> Path:
         return Path(self.checkpoint_dir) if self.checkpoint_dir else Path(f"{self.output_dir}.ckpt")

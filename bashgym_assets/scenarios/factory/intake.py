@@ -8,24 +8,33 @@ its reason; the others go on.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from typing import Any
 
 from bashgym_assets.scenarios.bundle import BundleError, ScenarioBundle, parse_bundle
+from bashgym_assets.scenarios.factory.split import is_held_out_family
 
 ASSET = "generated_scenarios"
 
 
 def generated_candidates(
-    lake: Any, per_family: int | None = None, at_most: int | None = None
+    lake: Any,
+    per_family: int | None = None,
+    at_most: int | None = None,
+    train_families: Collection[str] | None = None,
 ) -> tuple[list[ScenarioBundle], list[BundleError]]:
     """Every family partition's tasks (or the first ``per_family`` of each; 0: none), in family order; with
-    ``at_most``, that many taken round-robin across families (a smoke run still sees every category it can)."""
+    ``at_most``, that many taken round-robin across families (a smoke run still sees every category it can).
+    ``train_families``: of the train families only these (a learning-study profile trains on a few); the held-out
+    families are always taken, since they are the ``unseen`` set and never train."""
     if per_family == 0 or at_most == 0 or not lake.partitions(ASSET):
         return [], []
     rows = lake.read_all(ASSET, columns=["scenario_id", "family", "category", "bundle_json"]).to_pylist()
     by_family: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
-        by_family[row.get("family") or row.get("_partition") or ""].append(row)
+        family = row.get("family") or row.get("_partition") or ""
+        if train_families is None or family in train_families or is_held_out_family(family):
+            by_family[family].append(row)
     families = sorted(by_family)
     if at_most is not None:  # categories in turn: the first family of every category, then the second ...
         rank: dict[str, int] = {}
