@@ -6,6 +6,8 @@ the tasks it trained on (fit) and on fresh tasks of the same families (transfer)
         --tasks-per-family 14 --epochs 8 --eval-epochs 2,5
     .venv/bin/python benchmarks/learning_study.py --arm fit6 --families ... --probe 3   # time 3 steps, then stop
     .venv/bin/python benchmarks/learning_study.py --arm fit6 --extend-to 16   # train fit6 on from its last epoch
+    .venv/bin/python benchmarks/learning_study.py --arm fit6 --clean-sets     # its last epoch and the base on
+                                                                              # unseen and bundled
 
 The work is ``bashgym_assets.evaluation.learning_study`` (draw, gate, reference rollouts, ``sft_dataset``'s rows,
 ``train_sft`` in segments ending at each ``--epochs`` value, ``compare`` on fit and transfer); this script parses
@@ -86,6 +88,18 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--work", type=Path, help="adapters and checkpoints (default: the data folder's artifacts)"
     )
     ap.add_argument("--probe", type=int, default=0, help="train only N steps, print the cost, write nothing")
+    ap.add_argument(
+        "--clean-sets",
+        type=int,
+        nargs="?",
+        const=-1,
+        metavar="EPOCH",
+        help="train nothing: evaluate the arm's checkpoint of EPOCH (default: its last) and the base on the sets "
+        "that judge a model (unseen, bundled), with the promotion rule's verdict; added to <arm>.json/.md",
+    )
+    ap.add_argument(
+        "--clean-per-family", type=int, default=3, help="--clean-sets: tasks of each held-out family (unseen)"
+    )
     ap.add_argument("--no-lake", action="store_true", help="do not write the episodes to eval_episodes")
     return ap.parse_args(argv)
 
@@ -116,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     from bashgym_assets.training import base_model as bm
 
     args = parse(argv)
+    if args.clean_sets is not None:
+        return clean(args)
     previous = None
     if args.extend_to:
         previous = ls.StudyResult.model_validate_json((args.out / f"{args.arm}.json").read_text())
@@ -155,6 +171,38 @@ def main(argv: list[str] | None = None) -> int:
     )
     write(study, args.out)
     say(f"[{arm.name}] done: {args.out / (arm.name + '.md')}")
+    return 0
+
+
+def clean(args: argparse.Namespace) -> int:
+    """``--clean-sets``: the arm's checkpoint and the base on unseen and bundled, added to its result files."""
+    from bashgym_assets import images
+    from bashgym_assets.config import get_settings
+    from bashgym_assets.evaluation import learning_study as ls
+    from bashgym_assets.lake import Lake
+
+    study = ls.StudyResult.model_validate_json((args.out / f"{args.arm}.json").read_text())
+    if not study.checkpoints:
+        sys.exit(f"[{args.arm}] has no checkpoint to evaluate")
+    epoch = study.checkpoints[-1].epoch if args.clean_sets == -1 else args.clean_sets
+    settings = get_settings()
+    lake = Lake(settings)
+    work = args.work or lake.artifact_dir("learning_study", args.arm)
+    images.ensure_docker_engine()
+    result = ls.evaluate_clean(
+        study,
+        epoch,
+        args.base or study.base_model,
+        images.sandbox_image_tag(),
+        work,
+        lake=None if args.no_lake else lake,
+        progress=lambda line: print(line, flush=True),
+        per_family=args.clean_per_family,
+    )
+    study.clean = [c for c in study.clean if c.epoch != epoch] + [result]
+    write(study, args.out)
+    for line in ls.clean_markdown(args.arm, result)[:6]:
+        print(line)
     return 0
 
 

@@ -156,6 +156,31 @@ def test_an_arm_end_to_end_writes_its_table(
     assert first == point and second.epoch == 2 and longer.arm.train.epochs == 2 and longer.finished
     assert second.steps == 2 * point.steps and second.tokens_seen == 2 * point.tokens_seen
     assert second.train_wall_s > point.train_wall_s and "; then python benchmarks" in longer.command
+    # the clean sets: the checkpoint and the base on unseen and bundled, the promotion rule's verdict, kept by a
+    # later extension
+    argv = [
+        "--arm",
+        "tiny",
+        "--clean-sets",
+        "--clean-per-family",
+        "1",
+        "--out",
+        str(out),
+        "--work",
+        str(work),
+    ]
+    assert cli.main(argv) == 0
+    judged = ls.StudyResult.model_validate_json((out / "tiny.json").read_text())
+    (clean,) = judged.clean
+    assert clean.epoch == 2 and set(clean.sets) == {"base", "tiny"} and not clean.promote
+    for per_set in clean.sets.values():
+        assert set(per_set) == {"unseen", "bundled"} and per_set["bundled"].n >= 10
+        assert per_set["unseen"].n == len(per_set["unseen"].by_family) >= 10  # one task of each family
+    assert "does not beat" in clean.promotion and not clean.eval_id.startswith("eval-cli-train-")
+    rows = Lake(settings).read("eval_episodes", clean.eval_id).to_pylist()
+    assert len(rows) == 2 * sum(s.n for s in clean.sets["tiny"].values())
+    md = (out / "tiny.md").read_text()
+    assert "Clean sets (nothing of the study trains on them), epoch 2" in md and "**keep the base**" in md
     shutil.rmtree(work / "checkpoints")
     with pytest.raises(ValueError, match="cannot resume"):
         cli.main(["--arm", "tiny", "--extend-to", "3", "--out", str(out), "--work", str(work)])

@@ -189,6 +189,20 @@ class CheckpointResult(BaseModel):
     transcripts: list[str] = Field(default_factory=list)  # a few failed episodes, as markdown
 
 
+class CleanResult(BaseModel):
+    """One checkpoint and the base model, in one evaluation, on the sets nothing of the study trains on
+    (``unseen``, ``bundled``): the figures that judge a model, and the promotion rule's verdict on the checkpoint
+    against the base (``promotion.decide`` on the same episodes)."""
+
+    epoch: int
+    eval_id: str
+    eval_wall_s: float
+    sets: dict[str, dict[str, SetResult]] = Field(description="model label (base, the arm) -> set -> result")
+    promote: bool
+    promotion: str = Field(description="the rule's reasons, or why it promotes")
+    transcripts: list[str] = Field(default_factory=list, description="episodes the checkpoint finished")
+
+
 class StudyResult(BaseModel):
     """An arm and its checkpoints (written as <arm>.json)."""
 
@@ -204,6 +218,7 @@ class StudyResult(BaseModel):
     steps_per_epoch: int = 0
     checkpoints: list[CheckpointResult] = Field(default_factory=list)
     finished: bool = False
+    clean: list[CleanResult] = Field(default_factory=list)
 
 
 # ---- data ---------------------------------------------------------------------------------------------------------
@@ -415,6 +430,98 @@ def evaluate_checkpoint(
     return {name: set_result(eps) for name, eps in by_set.items() if sets[name]}, result.episodes, wall
 
 
+def clean_sets(
+    image: str | None, per_family: int = 3, seed: int = 0, progress: Progress = print
+) -> dict[str, list[ScenarioBundle]]:
+    """The sets that judge a model, gated: ``unseen``, the first ``per_family`` draws of every held-out family
+    (skills no train family teaches), and ``bundled``, the pack's clean held-out tasks (their skill is not taught by
+    a train family either)."""
+    from bashgym_assets.evaluation import BUNDLED, UNSEEN, evaluation_set
+    from bashgym_assets.scenarios.candidates import load_pack
+    from bashgym_assets.scenarios.factory.family import all_families
+    from bashgym_assets.scenarios.factory.generate import generate
+    from bashgym_assets.scenarios.factory.split import HELD_OUT_FAMILIES
+    from bashgym_assets.scenarios.gate import HELD_OUT, gate_bundles, split_for
+
+    pack, _ = load_pack()
+    bundled = [b for b in pack if split_for(b.id) == HELD_OUT and evaluation_set(b.id) == BUNDLED]
+    families = sorted(HELD_OUT_FAMILIES & set(all_families()))
+    unseen = generate(per_family, seed=seed, families=families).bundles
+    drawn = bundled + unseen
+    progress(f"clean sets: gating {len(unseen)} unseen and {len(bundled)} bundled tasks")
+    kept = {b.id for b, r in zip(drawn, gate_bundles(drawn, image), strict=True) if r.admitted}
+    if len(kept) < len(drawn):
+        progress(f"clean sets: {len(drawn) - len(kept)} of {len(drawn)} refused by the gate")
+    return {
+        UNSEEN: [b for b in unseen if b.id in kept],
+        BUNDLED: [b for b in bundled if b.id in kept],
+    }
+
+
+def evaluate_clean(
+    study: StudyResult,
+    epoch: int,
+    base_model: str,
+    image: str | None,
+    work: Path,
+    lake: Any = None,
+    progress: Progress = print,
+    per_family: int = 3,
+) -> CleanResult:
+    """The arm's checkpoint of ``epoch`` and the base, greedily, on ``clean_sets`` in one evaluation; the promotion
+    rule applied to the two (the pipeline's rule: clean better with a paired sign test, operate and terminate
+    kept)."""
+    from datetime import UTC, datetime
+
+    from bashgym_assets.evaluation import promotion
+
+    arm = study.arm
+    checkpoint = work / f"epoch-{epoch}"
+    if not (checkpoint / "adapter_config.json").exists():
+        raise FileNotFoundError(f"[{arm.name}] no adapter of epoch {epoch} in {checkpoint}")
+    sets = clean_sets(image, per_family=per_family, progress=progress)
+    set_of = {b.id: name for name, bs in sets.items() for b in bs}
+    eval_id = f"eval-study-clean-{arm.name}-e{epoch}-{datetime.now(UTC).strftime('%H%M%S')}"
+    sink = LakeEpisodeWriter(lake, eval_id) if lake is not None else None
+    t0 = time.monotonic()
+    results = compare(
+        [
+            ModelSpec(label="base", base=base_model, ref=base_model),
+            ModelSpec(label=arm.name, base=base_model, adapter=str(checkpoint), ref=str(checkpoint)),
+        ],
+        [b for bs in sets.values() for b in bs],
+        image,
+        EvalSettings(max_turns=arm.max_turns),
+        Sampling(max_new_tokens=arm.max_new_tokens),
+        eval_id=eval_id,
+        progress=progress,
+        sink=sink,
+    )
+    if sink is not None:
+        sink.flush()
+    wall = time.monotonic() - t0
+    base, tuned = results
+    decision = promotion.decide(tuned.episodes, base.episodes)
+    by_model = {
+        label: {
+            name: set_result([e for e in r.episodes if set_of.get(e.scenario_id) == name])
+            for name in sets
+            if sets[name]
+        }
+        for r, label in ((base, "base"), (tuned, arm.name))
+    }
+    finished = [e for e in tuned.episodes if e.clean][:3]
+    return CleanResult(
+        epoch=epoch,
+        eval_id=eval_id,
+        eval_wall_s=round(wall, 1),
+        sets=by_model,
+        promote=decision.promote,
+        promotion=decision.reason,
+        transcripts=[transcript_markdown(e, 1800) for e in finished],
+    )
+
+
 def run_arm(
     arm: Arm,
     base_model: str,
@@ -463,6 +570,7 @@ def run_arm(
         )
         study.command = f"{previous.command}; then {command}" if previous.command else command
         study.checkpoints = list(previous.checkpoints)
+        study.clean = list(previous.clean)
         wall, runtime, done = last.train_wall_s, last.train_runtime_s, last.epoch
         progress(
             f"[{arm.name}] extending from epoch {done} ({last.steps} steps) to epoch {int(arm.train.epochs)}"
@@ -669,11 +777,43 @@ def study_markdown(study: StudyResult) -> str:
                 )
                 + " |"
             )
+    for c in study.clean:
+        lines += ["", *clean_markdown(study.arm.name, c)]
+    if study.checkpoints:
+        last = study.checkpoints[-1]
         if last.transcripts:
             lines += ["", f"Failed episodes at epoch {last.epoch}:", ""]
             for t in last.transcripts:
                 lines += [t, ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def clean_markdown(arm: str, c: CleanResult) -> list[str]:
+    """The clean sets' table of one checkpoint against the base, the promotion verdict, finished transcripts."""
+    names = sorted({n for per_set in c.sets.values() for n in per_set})
+    lines = [
+        f"Clean sets (nothing of the study trains on them), epoch {c.epoch} against the base, one evaluation "
+        f"(`{c.eval_id}`, {_minutes(c.eval_wall_s)}):",
+        "",
+        "| model | "
+        + " | ".join(f"{n} clean | {n} operate | {n} terminate" for n in names)
+        + " | failures |",
+        "|---|" + "---|" * (3 * len(names) + 1),
+    ]
+    for label, per_set in c.sets.items():
+        cells = []
+        for n in names:
+            s = per_set.get(n)
+            cells += [_rate(s), s.operate.fmt() if s else "-", s.terminate.fmt() if s else "-"]
+        failures = "; ".join(f"{n}: {_failures(per_set[n])}" for n in names if n in per_set)
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {failures} |")
+    verdict = "promote" if c.promote else "keep the base"
+    lines += ["", f"Promotion rule, `{arm}` epoch {c.epoch} against the base: **{verdict}** ({c.promotion})."]
+    if c.transcripts:
+        lines += ["", f"Held-out episodes `{arm}` finished:", ""]
+        for t in c.transcripts:
+            lines += [t, ""]
+    return lines
 
 
 def _rate(s: SetResult | None) -> str:
