@@ -110,7 +110,32 @@ FIND_PATTERN_FLAGS = frozenset(
     {"-name", "-iname", "-path", "-ipath", "-regex", "-iregex", "-wholename", "-printf"}
 )
 FLAGLESS = frozenset({"cd", "exit", "logout", "pwd", "true", "false", ":"})
-OUTPUT_FLAGS = frozenset({"-o", "--output", "--output-file", "-O"})
+OUTPUT_FLAGS = frozenset({"--output", "--output-file"})
+# ``-o FILE`` / ``-O FILE`` name the output only for these; elsewhere ``-o`` is find's "or", grep's "only matching",
+# ps's format, mount's options (a reference ``find -name a -o -name b`` wrote no file called ``-name``)
+SHORT_OUTPUT_FLAGS = {
+    "-o": frozenset(
+        [
+            "sort",
+            "curl",
+            "gcc",
+            "cc",
+            "g++",
+            "c++",
+            "clang",
+            "clang++",
+            "ld",
+            "go",
+            "rustc",
+            "pandoc",
+            "openssl",
+            "shfmt",
+            "gpg",
+            "pg_dump",
+        ]
+    ),
+    "-O": frozenset({"wget"}),
+}
 DEV_TARGETS = ("/dev/",)
 WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 MISSING_RE = re.compile(r"No such file or directory|cannot access|not a directory|cannot stat|can't cd", re.I)
@@ -126,6 +151,8 @@ _OUTPUT_PHRASE_RE = re.compile(
     r"(~?/?[\w./-]*\w\.[A-Za-z][A-Za-z0-9]{0,5})\b",
     re.I,
 )
+_EXTENSION_RE = re.compile(r"(?<![\w/.~*-])(\.[A-Za-z][A-Za-z0-9]{0,7})\s+files?\b")  # "the .pem files"
+_SYMBOLIC_MODE_RE = re.compile(r"^[ugoa]*=[rwx]*(?:,[ugoa]*=[rwx]*)*$")
 _PATHY_RE = re.compile(r"^(?:[\w.@%+-]+/)+[\w.@%+-]*$")
 _ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "a.m", "p.m"})
 _GLOB = re.compile(r"[*?\[]")
@@ -344,6 +371,8 @@ def _task_values(task: str) -> dict[str, str]:
             values.setdefault(v, "file")
     for m in _NUMBER_RE.finditer(task):
         values.setdefault(m.group(1), "number")
+    for m in _EXTENSION_RE.finditer(task):
+        values.setdefault(m.group(1), "extension")
     return values
 
 
@@ -365,8 +394,14 @@ class _Map(BaseModel):
     def names(self) -> set[str]:
         return {posixpath.basename(p) for p in self.paths if p != "/"}
 
+    roots: set[str] = Field(
+        default_factory=set
+    )  # the start directory and home: on the map only as themselves
+
     def on_map(self, path: str) -> bool:
-        return any(_related(path, k) for k in self.paths)
+        """The path is one of the scenario's, holds one, or lies in one (the start directory and home hold every
+        path of the session: a missing ``~/mahale-config`` for ``~/maple-config`` is not on the map)."""
+        return path in self.roots or any(_related(path, k) for k in self.paths - self.roots)
 
 
 def _writes(line: _Line, home: str) -> list[str]:
@@ -381,7 +416,7 @@ def _writes(line: _Line, home: str) -> list[str]:
     words = _words(cmd)[1:]
     values = [w.value for w in words if w.literal]
     for i, v in enumerate(values):
-        if v in OUTPUT_FLAGS and i + 1 < len(values):
+        if (v in OUTPUT_FLAGS or name in SHORT_OUTPUT_FLAGS.get(v, ())) and i + 1 < len(values):
             targets.append(values[i + 1])
         elif v.startswith("--output="):
             targets.append(v.split("=", 1)[1])
@@ -425,7 +460,7 @@ def scenario_map(facts: ScenarioFacts) -> _Map:
         if (p := resolve(m.group(1), start, home)) and m.group(1).lower() not in _ABBREVIATIONS:
             outputs.setdefault(p, "")
             paths.add(p)
-    return _Map(paths=paths, outputs=outputs)
+    return _Map(paths=paths, outputs=outputs, roots={start, home})
 
 
 # ---- the transcript ---------------------------------------------------------------------------------------------
@@ -557,7 +592,7 @@ def _wrong_output(lines: Sequence[_Line], steps: Sequence[Step], smap: _Map, fac
     typed = " ".join(s.command for s in steps if s.kind in WORK_KINDS)
     names = {command_name(line.cmd) for line in lines}
     for out, producer in sorted(smap.outputs.items()):
-        if any(_related(w, out) and w.startswith(out) for w in writes):
+        if out in writes:  # an output is a file: a write under it (``out/x``) is a write elsewhere
             continue
         base = posixpath.basename(out)
         if writes:
@@ -575,6 +610,8 @@ def _value_not_copied(lines: Sequence[_Line], steps: Sequence[Step], facts: Scen
     if ref:
         values = {v: k for v, k in values.items() if _mentioned(v, k, ref)}
     typed = "\n".join(s.command for s in steps if s.kind in WORK_KINDS)
+    modes = {m for line in lines for w in _words(line.cmd)[1:] if (m := octal_mode(w.value))}
+    typed += "\n" + " ".join(sorted(modes))  # u=rw,go= is mode 600 typed another way
     resolved = {
         p for line in lines for w in _path_words(line.cmd) if (p := resolve(w.value, line.cwd, facts.home))
     }
@@ -588,6 +625,20 @@ def _value_not_copied(lines: Sequence[_Line], steps: Sequence[Step], facts: Scen
     return f"never typed {', '.join(repr(v) for v in missing[:4])}" if missing else ""
 
 
+def octal_mode(word: str) -> str | None:
+    """The octal mode an absolute symbolic mode sets (``u=rw,go=`` is 600, ``a=r`` 444), else None (relative modes
+    such as ``go-rwx`` depend on the file's mode before)."""
+    if not _SYMBOLIC_MODE_RE.match(word):
+        return None
+    bits = {"u": 0, "g": 0, "o": 0}
+    for clause in word.split(","):
+        who, perms = clause.split("=", 1)
+        value = sum({"r": 4, "w": 2, "x": 1}[c] for c in set(perms))
+        for w in who.replace("a", "ugo") or "ugo":
+            bits[w] = value
+    return f"{bits['u']}{bits['g']}{bits['o']}"
+
+
 def _wrong_flag(lines: Sequence[_Line], facts: ScenarioFacts) -> str:
     ref_lines, _ = _walk(((i, t, "") for i, t in enumerate(facts.reference)), facts.start_dir, facts.home)
     wanted: dict[str, list[frozenset[str]]] = {}
@@ -599,7 +650,8 @@ def _wrong_flag(lines: Sequence[_Line], facts: ScenarioFacts) -> str:
     for name, flag_sets in sorted(wanted.items()):
         used = [_flags(line.cmd) for line in lines if line.step in working and command_name(line.cmd) == name]
         if used and not any(u in flag_sets for u in used):
-            want = " ".join(sorted(flag_sets[0])) or "no flags"
+            closest = max(flag_sets, key=lambda f: len(f & used[-1]) - len(f ^ used[-1]))
+            want = " ".join(sorted(closest)) or "no flags"
             got = " ".join(sorted(used[-1])) or "no flags"
             return f"`{name}` with {got}; the reference uses {want}"
     return ""
