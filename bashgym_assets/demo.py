@@ -286,7 +286,7 @@ PROFILES["factory-cpu-bf16"] = {
 # train tasks, no session traces: what the arms trained on), trained at a constant lr 1e-3 over 1,024-token rows,
 # easy tasks first, in bfloat16 where the machine computes it fast; then evaluated greedily on the four sets (fit
 # and transfer of the six families as the study measured them, unseen and bundled) with the promotion decision.
-# The student stages (DPO, GRPO) are not part of the recipe: ``PROFILE_SKIPS`` leaves them out of the plan.
+# The student stages (DPO, GRPO) are not part of the recipe: ``PROFILE_SKIPS`` leaves them (and the export) out.
 # ``study-fit``: fit6, 14 tasks a family, 16 epochs (fit 88% on the study's fit set, 128 optimizer steps).
 # ``study-transfer``: wide6, 42 tasks a family, 8 epochs (transfer 46%, 168 steps): more tasks, not more epochs.
 STUDY_FAMILIES = [
@@ -334,7 +334,8 @@ def study_profile(
 
 PROFILES["study-fit"] = study_profile(tasks_per_family=14, epochs=16)
 PROFILES["study-transfer"] = study_profile(tasks_per_family=42, epochs=8)
-STUDY_STAGES_LEFT_OUT = ["student_rollouts", "dpo_dataset", "dpo_adapter", "grpo_adapter"]
+# the student stages are not the recipe; the export (minutes of GGUF work on a CPU) is `bashgym export` afterwards
+STUDY_STAGES_LEFT_OUT = ["student_rollouts", "dpo_dataset", "dpo_adapter", "grpo_adapter", "exported_model"]
 # assets a profile's plan leaves out (``bashgym train --profile P`` adds them to --skip)
 PROFILE_SKIPS: dict[str, list[str]] = {
     "study-fit": STUDY_STAGES_LEFT_OUT,
