@@ -777,8 +777,8 @@ def study_markdown(study: StudyResult) -> str:
                 )
                 + " |"
             )
-    for c in study.clean:
-        lines += ["", *clean_markdown(study.arm.name, c)]
+    for judged in study.clean:
+        lines += ["", *clean_markdown(study.arm.name, judged)]
     if study.checkpoints:
         last = study.checkpoints[-1]
         if last.transcripts:
