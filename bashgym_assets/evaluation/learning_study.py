@@ -408,14 +408,30 @@ def evaluate_checkpoint(
 ) -> tuple[dict[str, SetResult], list[EvalEpisode], float]:
     """One checkpoint greedily on fit and transfer, in one evaluation (one model load); its episodes go to
     ``eval_episodes[eval_id]`` when a lake is given."""
+    spec = ModelSpec(label=arm.name, base=base_model, adapter=str(adapter), ref=str(adapter))
     sets = {FIT: data.fit, TRANSFER: data.transfer}
+    (episodes,), (by_set,), wall = _evaluate([spec], sets, arm, image, eval_id, lake, progress)
+    return by_set, episodes, wall
+
+
+def _evaluate(
+    specs: Sequence[ModelSpec],
+    sets: dict[str, list[ScenarioBundle]],
+    arm: Arm,
+    image: str | None,
+    eval_id: str,
+    lake: Any,
+    progress: Progress,
+) -> tuple[list[list[EvalEpisode]], list[dict[str, SetResult]], float]:
+    """The models over the sets' tasks in one greedy evaluation with the arm's caps (episodes into
+    ``eval_episodes[eval_id]`` when a lake is given): each model's episodes, its result on each non-empty set, and
+    the wall time."""
     set_of = {b.id: name for name, bs in sets.items() for b in bs}
-    bundles = [b for bs in sets.values() for b in bs]
     sink = LakeEpisodeWriter(lake, eval_id) if lake is not None else None
     t0 = time.monotonic()
-    (result,) = compare(
-        [ModelSpec(label=arm.name, base=base_model, adapter=str(adapter), ref=str(adapter))],
-        bundles,
+    results = compare(
+        list(specs),
+        [b for bs in sets.values() for b in bs],
         image,
         EvalSettings(max_turns=arm.max_turns),
         Sampling(max_new_tokens=arm.max_new_tokens),
@@ -426,8 +442,15 @@ def evaluate_checkpoint(
     if sink is not None:
         sink.flush()
     wall = time.monotonic() - t0
-    by_set = {name: [e for e in result.episodes if set_of.get(e.scenario_id) == name] for name in sets}
-    return {name: set_result(eps) for name, eps in by_set.items() if sets[name]}, result.episodes, wall
+    per_model = [
+        {
+            name: set_result([e for e in r.episodes if set_of.get(e.scenario_id) == name])
+            for name in sets
+            if sets[name]
+        }
+        for r in results
+    ]
+    return [r.episodes for r in results], per_model, wall
 
 
 def clean_sets(
@@ -480,37 +503,15 @@ def evaluate_clean(
     if not (checkpoint / "adapter_config.json").exists():
         raise FileNotFoundError(f"[{arm.name}] no adapter of epoch {epoch} in {checkpoint}")
     sets = clean_sets(image, per_family=per_family, progress=progress)
-    set_of = {b.id: name for name, bs in sets.items() for b in bs}
     eval_id = f"eval-study-clean-{arm.name}-e{epoch}-{datetime.now(UTC).strftime('%H%M%S')}"
-    sink = LakeEpisodeWriter(lake, eval_id) if lake is not None else None
-    t0 = time.monotonic()
-    results = compare(
-        [
-            ModelSpec(label="base", base=base_model, ref=base_model),
-            ModelSpec(label=arm.name, base=base_model, adapter=str(checkpoint), ref=str(checkpoint)),
-        ],
-        [b for bs in sets.values() for b in bs],
-        image,
-        EvalSettings(max_turns=arm.max_turns),
-        Sampling(max_new_tokens=arm.max_new_tokens),
-        eval_id=eval_id,
-        progress=progress,
-        sink=sink,
-    )
-    if sink is not None:
-        sink.flush()
-    wall = time.monotonic() - t0
-    base, tuned = results
-    decision = promotion.decide(tuned.episodes, base.episodes)
-    by_model = {
-        label: {
-            name: set_result([e for e in r.episodes if set_of.get(e.scenario_id) == name])
-            for name in sets
-            if sets[name]
-        }
-        for r, label in ((base, "base"), (tuned, arm.name))
-    }
-    finished = [e for e in tuned.episodes if e.clean][:3]
+    specs = [
+        ModelSpec(label="base", base=base_model, ref=base_model),
+        ModelSpec(label=arm.name, base=base_model, adapter=str(checkpoint), ref=str(checkpoint)),
+    ]
+    (base, tuned), per_model, wall = _evaluate(specs, sets, arm, image, eval_id, lake, progress)
+    decision = promotion.decide(tuned, base)
+    by_model = {spec.label: result for spec, result in zip(specs, per_model, strict=True)}
+    finished = [e for e in tuned if e.clean][:3]
     return CleanResult(
         epoch=epoch,
         eval_id=eval_id,
