@@ -13,6 +13,13 @@ sandboxes. Both give every task the full proof in a fresh sandbox: setup, check 
 reference, check passes after. Rounds alternate (baseline, new, baseline, new) on the same tasks; the figure
 is tasks per second and the ratio. The target: 5,000 tasks within 15 minutes on 2 cores (>= 5.5 per second).
 
+``--paths`` picks the paths compared (default ``today,put,new``): ``put`` is the new path as it was until
+2026-11-29, the seed written with ``put_archive`` into the created container (the engine mounts the container's
+root for it: ~100 ms of its CPU) instead of a read-only bind of a host file. ``floor`` (always run, last) is what
+no gate with a fresh sandbox per task can beat on this machine and engine: as many bare sandboxes as tasks, each
+created, started, given three execs of ``true`` (the gate's setup, session and check) and removed, at the same
+parallelism; the new path's share of that rate says how much is left to the task's own work and the harness.
+
 Needs the Docker engine and the sandbox image (``python -m bashgym_assets.images``).
 """
 
@@ -33,6 +40,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _machine import machine  # noqa: E402
 
 from bashgym_assets import images  # noqa: E402
+from bashgym_assets.sandbox import sandbox as sandbox_module  # noqa: E402
 from bashgym_assets.sandbox.sandbox import Sandbox  # noqa: E402
 from bashgym_assets.scenarios.factory.generate import generate  # noqa: E402
 from bashgym_assets.scenarios.gate import gate_bundles  # noqa: E402
@@ -64,6 +72,43 @@ def todays_path() -> Iterator[None]:
         )
 
 
+@contextlib.contextmanager
+def seed_by_put() -> Iterator[None]:
+    """The seed written with ``put_archive`` before start, as every sandbox did until 2026-11-29."""
+    bind_ok = sandbox_module.seed_bind_ok
+    sandbox_module.seed_bind_ok = lambda: False  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sandbox_module.seed_bind_ok = bind_ok  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def path(name: str) -> Iterator[None]:
+    if name == "today":
+        with todays_path(), seed_by_put():
+            yield
+    elif name == "put":
+        with seed_by_put():
+            yield
+    else:
+        yield
+
+
+def floor(count: int, image: str, parallel: int, execs: int = 3) -> float:
+    """Seconds for ``count`` bare sandboxes (start, ``execs`` execs of ``true``, removal), ``parallel`` at once."""
+    from bashgym_assets.sandbox import SandboxPool, SandboxSpec
+
+    def one(_: int) -> None:
+        with Sandbox(SandboxSpec(image=image)) as box:
+            for _ in range(execs):
+                box.run_as_root("true", timeout_s=30.0)
+
+    start = time.perf_counter()
+    list(SandboxPool(parallel).map(one, range(count)))
+    return time.perf_counter() - start
+
+
 def interleave(bundles: list) -> list:
     """Families in turn, so a slice of the list is a mix of categories and of root and user tasks."""
     by_family: dict[str, list] = {}
@@ -88,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-family", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--parallel", type=int, default=8)
+    ap.add_argument("--paths", default="today,put,new", help="comma-separated: today, put, new")
     ap.add_argument("--scale", action="store_true", help="gate every drawn task once, new path only")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "factory_gate.md")
     args = ap.parse_args(argv)
@@ -124,23 +170,34 @@ def main(argv: list[str] | None = None) -> int:
             "| round | path | sandboxes | tasks | seconds | tasks/s | outcomes |",
             "|---|---|---|---|---|---|---|",
         ]
-        rates: dict[str, list[float]] = {"today": [], "new": []}
+        names = [n for n in ("today", "put", "new") if n in args.paths.split(",")]
+        rates: dict[str, list[float]] = {name: [] for name in names}
         for r in range(1, args.rounds + 1):
-            for name in ("today", "new"):
+            for name in names:
                 parallel = BASELINE_PARALLEL if name == "today" else args.parallel
-                ctx = todays_path() if name == "today" else contextlib.nullcontext()
-                with ctx:
+                with path(name):
                     wall, reasons = gate(bundles, image, parallel)
                 rate = len(bundles) / wall
                 rates[name].append(rate)
                 row = f"| {r} | {name} | {parallel} | {len(bundles)} | {wall:.1f} | {rate:.2f} | {dict(reasons)} |"
                 print(row, flush=True)
                 lines.append(row)
-        today, new = sum(rates["today"]) / args.rounds, sum(rates["new"]) / args.rounds
-        summary = (
-            f"\nmean: today {today:.2f}/s, new {new:.2f}/s: **{new / today:.2f}x**; 5,000 tasks at the new "
-            f"rate: {5000 / new / 60:.1f} min (target 15 min, 5.5/s)"
-        )
+        wall = floor(len(bundles), image, args.parallel)
+        bare = len(bundles) / wall
+        row = f"| - | floor (bare sandboxes, 3 execs) | {args.parallel} | {len(bundles)} | {wall:.1f} | {bare:.2f} | - |"
+        print(row, flush=True)
+        lines.append(row)
+        mean = {name: sum(found) / len(found) for name, found in rates.items()}
+        parts = [f"{name} {rate:.2f}/s" for name, rate in mean.items()]
+        summary = f"\nmean: {', '.join(parts)}"
+        if "new" in mean:
+            new = mean["new"]
+            ratios = [f"new/{name} **{new / mean[name]:.2f}x**" for name in mean if name != "new"]
+            summary += (
+                f"; {'; '.join(ratios)}; new is {new / bare:.0%} of the floor ({bare:.2f}/s); 5,000 tasks at the "
+                f"new rate: {5000 / new / 60:.1f} min (target 15 min, 5.5/s; the floor alone: "
+                f"{5000 / bare / 60:.1f} min)"
+            )
         print(summary)
         lines.append(summary)
     args.out.parent.mkdir(parents=True, exist_ok=True)

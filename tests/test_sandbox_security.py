@@ -14,6 +14,8 @@ import docker
 import pytest
 
 from bashgym_assets.sandbox import Sandbox, SandboxSpec
+from bashgym_assets.sandbox.layout import SEED_MOUNT
+from bashgym_assets.sandbox.sandbox import SEED_FOLDER_PREFIX, seed_bind_ok
 
 pytestmark = pytest.mark.docker
 LABELS = {"bashgym.test": "sandbox-security"}
@@ -225,9 +227,22 @@ def test_host_files_are_out_of_reach(box, tmp_path):
         assert hits.stdout == "done\n"
         mounts = s.run("cat /proc/mounts").stdout
         host_paths = [ln.split()[1] for ln in mounts.splitlines() if ln.split()[0].startswith("/dev/")]
-        # only Docker's own per-container hosts/hostname/resolv.conf files and the read-only init binary
-        assert set(host_paths) <= {"/etc/resolv.conf", "/etc/hostname", "/etc/hosts", "/usr/sbin/docker-init"}
-        assert all(" ro," in ln for ln in mounts.splitlines() if " /usr/sbin/docker-init " in ln)
+        # only Docker's own per-container hosts/hostname/resolv.conf files, the read-only init binary and the
+        # sandbox's own seed (a read-only bind of a root-only host file the operator cannot read)
+        assert set(host_paths) <= {
+            "/etc/resolv.conf",
+            "/etc/hostname",
+            "/etc/hosts",
+            "/usr/sbin/docker-init",
+            SEED_MOUNT,
+        }
+        assert all(
+            " ro," in ln
+            for ln in mounts.splitlines()
+            if f" {SEED_MOUNT} " in ln or " /usr/sbin/docker-init " in ln
+        )
+        seed = s.run(f"cat {SEED_MOUNT} >/dev/null")
+        assert seed.exit_code == 1 or "No such file" in seed.stderr, seed
         assert s.run("cat /proc/1/environ").exit_code == 1
     finally:
         host_file.unlink()
@@ -354,7 +369,13 @@ def test_container_configuration_is_locked_down(box):
     assert sorted(hc["CapAdd"]) == sorted(["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"])
     assert "no-new-privileges" in hc["SecurityOpt"] and hc["Init"] is True and not hc["Privileged"]
     assert hc["Memory"] == 512 * 1024 * 1024 and hc["PidsLimit"] == 256 and hc["NanoCpus"] == 10**9
-    assert not hc.get("Binds") and all(m["Type"] != "bind" for m in info["Mounts"])
+    assert not hc.get("Binds")
+    # the one bind: the seed, read-only, from this process's own seed folder (sandbox.seed_bind_ok)
+    binds = [m for m in info["Mounts"] if m["Type"] == "bind"]
+    assert all(
+        m["Destination"] == SEED_MOUNT and not m["RW"] and SEED_FOLDER_PREFIX in m["Source"] for m in binds
+    ), binds
+    assert len(binds) == (1 if seed_bind_ok() else 0)
     assert set(hc["Tmpfs"]) == {"/tmp", "/var/tmp", "/run", "/home/operator"}
     assert info["Config"]["Labels"]["bashgym.test"] == "sandbox-security"
     assert os.path.exists("/var/run/docker.sock")  # (the host has one; the sandbox has none, see above)

@@ -131,6 +131,9 @@ READY_FILE = f"{RUN_DIR}/ready"
 SETUP_REPORTS = f"{RUN_DIR}/.setup"  # root-only: the setup's reports, read when the engine dropped them
 SEED_DIR = "/.bashgym-seed"  # root-only, on the image layer, deleted by the start script
 SEED_TAR = f"{SEED_DIR}/seed.tar"
+# Where a local engine's container finds the seed instead: a read-only bind of a root-only host file, on the /run
+# tmpfs (in no layer diff); the start script extracts it like SEED_TAR.
+SEED_MOUNT = "/run/.bashgym-seed.tar"
 # Every exec waits (a few ms at most) for the container's start script to have prepared /run and the home folder.
 READY_WAIT = (
     f"[ -e {READY_FILE} ] || {{ i=0; while [ ! -e {READY_FILE} ] && [ $i -lt 1000 ]; do sleep 0.005; "

@@ -23,17 +23,19 @@ import json
 import os
 import posixpath
 import secrets
+import shutil
 import signal
 import socket
 import stat
 import tarfile
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal
 
 from docker.errors import APIError, NotFound
-from docker.types import LogConfig, Ulimit
+from docker.types import LogConfig, Mount, Ulimit
 from pydantic import BaseModel
 
 from bashgym_assets import stopping
@@ -58,6 +60,7 @@ from bashgym_assets.sandbox.layout import (  # noqa: F401 - re-exported: callers
     READY_WAIT,
     RUN_DIR,
     SEED_DIR,
+    SEED_MOUNT,
     SEED_TAR,
     SESSION_ACCOUNTS,
     SESSION_DIR,
@@ -392,6 +395,25 @@ def reap_once() -> None:
     _REAPED.set()
     with contextlib.suppress(Exception):  # no engine: the sandboxes themselves will say so, loudly
         reap_leftovers()
+    reap_seed_folders()
+
+
+def reap_seed_folders(root: str | None = None) -> list[str]:
+    """Remove the bound-seed folders (``_seed_file``) of owners that are gone (a SIGKILLed process runs no exit
+    handler); the folders removed."""
+    removed = []
+    root = root or tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(root):
+            parts = name.split("-")
+            if not (name.startswith(SEED_FOLDER_PREFIX) and len(parts) > 2 and parts[2].isdigit()):
+                continue
+            pid = int(parts[2])
+            if pid == os.getpid() or os.path.exists(f"/proc/{pid}"):
+                continue  # alive (or a reused pid: its folder waits for a later reaper)
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            removed.append(name)
+    return removed
 
 
 _SIGTERM_LOCK = threading.Lock()
@@ -474,6 +496,62 @@ def _renew_due(waits: list[float]) -> None:
         waits.append(max(0.2, every - (time.monotonic() - box._renewed)))
 
 
+# ---- the seed as a bind mount ----------------------------------------------------------------------------------
+# ``put_archive`` into a created container costs the engine ~100 ms of CPU per container (it mounts the container's
+# root to write into it), a quarter of a whole container's life; a read-only bind of a host file costs ~8 ms
+# (benchmarks/bench_factory_gate.py measures both). So on the engine's own machine the seed goes in as a bind.
+_SEED_BIND: dict[str, Any] = {"ok": None, "dir": None, "pid": None}
+_SEED_BIND_LOCK = threading.Lock()
+
+
+def seed_bind_ok() -> bool:
+    """Whether a sandbox's seed may go in as a read-only bind of a host file (else ``put_archive``, as before).
+
+    Only when the file is certainly root's in the container and the engine reads our files: this process is root,
+    the engine is on a local socket, and it remaps no user namespace (there the file would be nobody's and the
+    start script could not read it). A non-root owner would be an account in the container (the operator's uid),
+    able to read the seed's root-only files. Decided once per process; an engine that refuses the bind turns it
+    off (``_seed_bind_refused``)."""
+    with _SEED_BIND_LOCK:
+        if _SEED_BIND["ok"] is None:
+            ok = False
+            with contextlib.suppress(Exception):
+                client = docker_client()
+                security = " ".join(client.info().get("SecurityOptions") or [])
+                ok = (
+                    os.geteuid() == 0
+                    and client.api.base_url == "http+docker://localhost"
+                    and "userns" not in security
+                    and "rootless" not in security
+                )
+            _SEED_BIND["ok"] = ok
+        return bool(_SEED_BIND["ok"])
+
+
+def _seed_bind_refused() -> None:
+    with _SEED_BIND_LOCK:
+        _SEED_BIND["ok"] = False
+
+
+SEED_FOLDER_PREFIX = "bashgym-seeds-"
+
+
+def _seed_file(seed: bytes) -> str:
+    """The seed in a root-only host file for one container's bind, in this process's folder: ``close()`` removes
+    the file (not before: the engine mounts it again for every archive call, the lease's renewal among them), the
+    folder goes at exit, or with ``reap_seed_folders`` once its process is gone."""
+    with _SEED_BIND_LOCK:
+        if _SEED_BIND["pid"] != os.getpid() or not os.path.isdir(_SEED_BIND["dir"] or ""):
+            folder = tempfile.mkdtemp(prefix=f"{SEED_FOLDER_PREFIX}{os.getpid()}-")
+            _SEED_BIND.update(dir=folder, pid=os.getpid())
+            atexit.register(shutil.rmtree, folder, True)
+        folder = _SEED_BIND["dir"]
+    fd, path = tempfile.mkstemp(dir=folder, suffix=".tar")  # mode 0600
+    with os.fdopen(fd, "wb") as out:
+        out.write(seed)
+    return path
+
+
 _HOME_SKELETONS: dict[tuple[str, str], list[tuple[tarfile.TarInfo, bytes]]] = {}
 _HOME_LOCK = threading.Lock()
 
@@ -534,6 +612,7 @@ def _seed_tar(
     skeleton: Sequence[tuple[tarfile.TarInfo, bytes]] = (),
     session_uid: int = OPERATOR_UID,
     backstop: bool = False,
+    lease: str | None = None,
 ) -> bytes:
     """The home skeletons and the spec's files as one tar for extraction at ``/`` by root: a file under the home of
     one of ``owners`` is that account's, any other root's.
@@ -586,6 +665,8 @@ def _seed_tar(
             info = tarfile.TarInfo(BACKSTOP_FILE.lstrip("/"))
             info.size, info.mode, info.uid, info.gid, info.mtime = len(data), 0o700, 0, 0, now
             tar.addfile(info, io.BytesIO(data))
+        if lease is not None:  # the first lease, when nothing else writes it before start (a bound seed)
+            _add_lease(tar, lease)
         info = tarfile.TarInfo(READY_FILE.lstrip("/"))
         info.mtime = now
         tar.addfile(info, io.BytesIO(b""))
@@ -630,6 +711,9 @@ class Sandbox:
         self._lease_serial = 0
         self._cpu_file: str | None = None  # the container's cgroup CPU counter on the host ("" when none)
         self._cpu_api = True  # whether the engine's stats may still be asked for it
+        self._seed_path: str | None = (
+            None  # the host file bound as the seed (seed_bind_ok), removed by close()
+        )
 
     @property
     def lifetime_s(self) -> int:
@@ -720,7 +804,8 @@ class Sandbox:
         # One tar (the seed) carries the home skeleton, the spec's files, /run/bashgym and, last, the ready marker:
         # the start script is a single extraction, so the container is usable a few ms after start.
         start_script = make_account + (
-            f"[ ! -e {SEED_TAR} ] || {{ tar -x -p -C / -f {SEED_TAR}; rm -rf {SEED_DIR}; }}; "
+            f"if [ -e {SEED_TAR} ]; then tar -x -p -C / -f {SEED_TAR}; rm -rf {SEED_DIR}; "
+            f"elif [ -f {SEED_MOUNT} ]; then tar -x -p -C / -f {SEED_MOUNT}; fi; "
             f"[ ! -f {BACKSTOP_FILE} ] || exec {BASH} --norc --noprofile {BACKSTOP_FILE} "
             f"{lifetime} {lease} {tick}; exec sleep {lifetime}"
         )
@@ -735,6 +820,66 @@ class Sandbox:
         # exec: Docker mounts --tmpfs noexec by default; operators must be able to run the scripts they write.
         # nr_inodes: a tmpfs would otherwise hold millions of empty files (each costs kernel memory, not size).
         tmp_opts = f"rw,exec,nosuid,nodev,size={tmpfs_mb}m,nr_inodes={spec.inode_budget}"
+        # The seed: a bound host file on the engine's machine (seed_bind_ok), else put in before start.
+        bind = not spec.read_only_root and seed_bind_ok()
+        seed = _seed_tar(
+            spec.files,
+            home_owners(spec.user),
+            skeleton,
+            session_uid,
+            backstop=not spec.read_only_root,
+            lease=f"{os.getpid()}.0" if bind else None,
+        )
+        seed_path = _seed_file(seed) if bind else None
+        self._seed_path = seed_path  # close() removes it, whatever happens from here
+        try:
+            self._create(spec, start_script, labels, tmp_opts, tmpfs_homes, seed_path)
+        except APIError as exc:
+            if seed_path is None or "mount" not in str(exc).lower():
+                raise
+            # an engine that cannot see our file (another machine or mount namespace behind a local socket)
+            _seed_bind_refused()
+            with contextlib.suppress(OSError):
+                os.unlink(seed_path)
+            self._seed_path = None
+            seed_path, seed = (
+                None,
+                _seed_tar(spec.files, home_owners(spec.user), skeleton, session_uid, backstop=True),
+            )
+            self._create(spec, start_script, labels, tmp_opts, tmpfs_homes, None)
+        # The bound file stays until close(): the engine mounts it again for every archive call (the lease's
+        # renewal, a tamper check's stat), and fails them all once it is gone.
+        if seed_path is None and not spec.read_only_root:  # the seed goes in before start, unpacked by it
+            folder = io.BytesIO()
+            with tarfile.open(fileobj=folder, mode="w") as tar:
+                info = tarfile.TarInfo(SEED_DIR.lstrip("/"))
+                info.type, info.mode = tarfile.DIRTYPE, 0o700
+                tar.addfile(info)
+                info = tarfile.TarInfo(SEED_TAR.lstrip("/"))
+                info.size, info.mode = len(seed), 0o600
+                tar.addfile(info, io.BytesIO(seed))
+                _add_lease(tar, f"{os.getpid()}.0")
+            self.api.put_archive(self.container_id, "/", folder.getvalue())
+        self.api.start(self.container_id)
+        self._renewed = time.monotonic()
+        if self.renew_every_s is not None:
+            _ensure_renewer()
+            _RENEW_WAKE.set()  # the renewer recomputes its wait (this box may want it sooner)
+        # Disk and inodes are bounded from start to removal (setup and the check can be teacher-authored too).
+        self._start_disk_watchdog()
+        if spec.read_only_root:
+            self._write_seed(seed)
+
+    def _create(
+        self,
+        spec: SandboxSpec,
+        start_script: str,
+        labels: dict[str, str],
+        tmp_opts: str,
+        tmpfs_homes: list[str],
+        seed_path: str | None,
+    ) -> None:
+        """Create the container (not started) and register it as live."""
         host_config = self.api.create_host_config(
             network_mode="none",
             cap_drop=["ALL"],
@@ -761,6 +906,11 @@ class Sandbox:
                 Ulimit(name="nofile", soft=1024, hard=1024),
             ],
             auto_remove=True,
+            mounts=(
+                [Mount(target=SEED_MOUNT, source=seed_path, type="bind", read_only=True)]
+                if seed_path
+                else None
+            ),
         )
         try:
             created = self.api.create_container(
@@ -779,31 +929,11 @@ class Sandbox:
                 f"sandbox image {self.image!r} not found: build it with `python -m bashgym_assets.images`"
             ) from exc
         self.container_id = created["Id"]
+        # renewed "now": the lease renewer (woken by any other sandbox's start) must not count this one as a
+        # lease never renewed and write one into a container not started yet (~100 ms of the engine's CPU each)
+        self._renewed = time.monotonic()
         with _LIVE_LOCK:
             _LIVE[id(self)] = self
-        seed = _seed_tar(
-            spec.files, home_owners(spec.user), skeleton, session_uid, backstop=not spec.read_only_root
-        )
-        if not spec.read_only_root:  # fast path: the seed goes in before start, the start script unpacks it
-            folder = io.BytesIO()
-            with tarfile.open(fileobj=folder, mode="w") as tar:
-                info = tarfile.TarInfo(SEED_DIR.lstrip("/"))
-                info.type, info.mode = tarfile.DIRTYPE, 0o700
-                tar.addfile(info)
-                info = tarfile.TarInfo(SEED_TAR.lstrip("/"))
-                info.size, info.mode = len(seed), 0o600
-                tar.addfile(info, io.BytesIO(seed))
-                _add_lease(tar, f"{os.getpid()}.0")
-            self.api.put_archive(self.container_id, "/", folder.getvalue())
-        self.api.start(self.container_id)
-        self._renewed = time.monotonic()
-        if self.renew_every_s is not None:
-            _ensure_renewer()
-            _RENEW_WAKE.set()  # the renewer recomputes its wait (this box may want it sooner)
-        # Disk and inodes are bounded from start to removal (setup and the check can be teacher-authored too).
-        self._start_disk_watchdog()
-        if spec.read_only_root:
-            self._write_seed(seed)
 
     def close(self) -> None:
         """Remove the container (idempotent, never raises)."""
@@ -816,14 +946,20 @@ class Sandbox:
             _LIVE.pop(id(self), None)
         if self._session is not None:
             self._session.mark_dead()
-        if self.container_id is None:
-            return
         try:
-            self.api.remove_container(self.container_id, force=True)
-        except (NotFound, APIError):
-            pass  # already gone (--rm) or being removed
-        except Exception:  # noqa: BLE001 - a close must never mask the caller's own exception
-            pass
+            if self.container_id is None:
+                return
+            try:
+                self.api.remove_container(self.container_id, force=True)
+            except (NotFound, APIError):
+                pass  # already gone (--rm) or being removed
+            except Exception:  # noqa: BLE001 - a close must never mask the caller's own exception
+                pass
+        finally:
+            if self._seed_path is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(self._seed_path)
+                self._seed_path = None
 
     def cpu_time_s(self) -> float | None:
         """CPU seconds the container's processes have used since it started: its cgroup's counter, read on the host
