@@ -122,10 +122,18 @@ def interleave(bundles: list) -> list:
     return out
 
 
+REFUSALS: list[str] = []  # every refusal of any round, for the report: a path that loses a task says which
+
+
 def gate(bundles: list, image: str, parallel: int) -> tuple[float, Counter[str]]:
     start = time.perf_counter()
     results = gate_bundles(bundles, image, max_parallel=parallel)
-    return time.perf_counter() - start, Counter(r.reason for r in results)
+    wall = time.perf_counter() - start
+    for r in results:
+        if not r.admitted:
+            REFUSALS.append(f"- {r.scenario_id}: {r.reason} (attempts {r.attempts}): `{r.detail[:600]!r}`")
+            print(REFUSALS[-1], flush=True)
+    return wall, Counter(r.reason for r in results)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         print(summary)
         lines.append(summary)
+    if REFUSALS:
+        lines += ["", "Refusals:", *REFUSALS]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
