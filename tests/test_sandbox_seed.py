@@ -67,9 +67,12 @@ def test_this_machine_binds_the_seed():
     assert os.geteuid() != 0 or seed_bind_ok()
 
 
-def test_a_bound_seed_needs_no_archive_call_and_leaves_nothing_on_the_host(sandbox_image, engine_calls):
-    if not seed_bind_ok():
-        pytest.skip("the engine here does not take a bound seed")
+def test_a_bound_seed_needs_no_archive_call_and_leaves_nothing_on_the_host(
+    sandbox_image, engine_calls, monkeypatch
+):
+    monkeypatch.setitem(
+        sandbox_module._SEED_BIND, "ok", True
+    )  # the tests' engine is local: the bind path, always
     with Sandbox(SandboxSpec(image=sandbox_image, files=FILES)) as box:
         _operator_sees_the_seed(box)
         assert len(_seed_files_left()) == 1  # held for the engine's own archive calls until close
@@ -111,8 +114,6 @@ def test_sandboxes_starting_together_get_no_lease_renewal_before_they_start(
 
 
 def test_an_engine_refusing_the_bind_falls_back_to_put(sandbox_image, engine_calls, monkeypatch):
-    if not seed_bind_ok():
-        pytest.skip("the engine here does not take a bound seed")
     real = sandbox_module._seed_file
 
     def elsewhere(seed: bytes) -> str:  # a file the engine cannot see, as from another mount namespace

@@ -665,7 +665,7 @@ def _seed_tar(
             info = tarfile.TarInfo(BACKSTOP_FILE.lstrip("/"))
             info.size, info.mode, info.uid, info.gid, info.mtime = len(data), 0o700, 0, 0, now
             tar.addfile(info, io.BytesIO(data))
-        if lease is not None:  # the first lease, when nothing else writes it before start (a bound seed)
+        if lease is not None:  # the first lease, in place before the backstop reads it
             _add_lease(tar, lease)
         info = tarfile.TarInfo(READY_FILE.lstrip("/"))
         info.mtime = now
@@ -711,9 +711,8 @@ class Sandbox:
         self._lease_serial = 0
         self._cpu_file: str | None = None  # the container's cgroup CPU counter on the host ("" when none)
         self._cpu_api = True  # whether the engine's stats may still be asked for it
-        self._seed_path: str | None = (
-            None  # the host file bound as the seed (seed_bind_ok), removed by close()
-        )
+        # the host file bound as the seed (seed_bind_ok), removed by close()
+        self._seed_path: str | None = None
 
     @property
     def lifetime_s(self) -> int:
@@ -828,10 +827,12 @@ class Sandbox:
             skeleton,
             session_uid,
             backstop=not spec.read_only_root,
-            lease=f"{os.getpid()}.0" if bind else None,
+            lease=None if spec.read_only_root else f"{os.getpid()}.0",
         )
         seed_path = _seed_file(seed) if bind else None
-        self._seed_path = seed_path  # close() removes it, whatever happens from here
+        # close() removes it, and not before: the engine mounts it again for every archive call (the lease's
+        # renewal, a tamper check's stat), and fails them all once it is gone
+        self._seed_path = seed_path
         try:
             self._create(spec, start_script, labels, tmp_opts, tmpfs_homes, seed_path)
         except APIError as exc:
@@ -841,14 +842,8 @@ class Sandbox:
             _seed_bind_refused()
             with contextlib.suppress(OSError):
                 os.unlink(seed_path)
-            self._seed_path = None
-            seed_path, seed = (
-                None,
-                _seed_tar(spec.files, home_owners(spec.user), skeleton, session_uid, backstop=True),
-            )
+            self._seed_path = seed_path = None
             self._create(spec, start_script, labels, tmp_opts, tmpfs_homes, None)
-        # The bound file stays until close(): the engine mounts it again for every archive call (the lease's
-        # renewal, a tamper check's stat), and fails them all once it is gone.
         if seed_path is None and not spec.read_only_root:  # the seed goes in before start, unpacked by it
             folder = io.BytesIO()
             with tarfile.open(fileobj=folder, mode="w") as tar:
@@ -858,7 +853,6 @@ class Sandbox:
                 info = tarfile.TarInfo(SEED_TAR.lstrip("/"))
                 info.size, info.mode = len(seed), 0o600
                 tar.addfile(info, io.BytesIO(seed))
-                _add_lease(tar, f"{os.getpid()}.0")
             self.api.put_archive(self.container_id, "/", folder.getvalue())
         self.api.start(self.container_id)
         self._renewed = time.monotonic()
