@@ -22,8 +22,13 @@ demo: setup       ## materialize the whole pipeline on the bundled sample data a
 demo-quick: setup ## a smoke run of every stage on tiny budgets (16 scenarios, 2 SFT steps, 3 evaluation scenarios)
 	$(VENV)/bashgym demo --quick
 
-test: setup       ## run the test suite (real Docker containers, real models)
-	$(VENV)/pytest
+# Test files run two at a time (pytest-xdist, one file per worker: a file's module fixtures are built once): the
+# suite waits on containers, browsers and subprocesses a third of its time, so two workers on 2 cores finish it in
+# ~0.7x the time of one (BENCHMARKS.md). At most 4 workers on a bigger machine; PYTEST_WORKERS=0 runs it in-process.
+PYTEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n > 4 ? 4 : (n < 2 ? 2 : n) )))
+
+test: setup       ## run the test suite (real Docker containers, real models), PYTEST_WORKERS files at a time
+	$(VENV)/pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 # No container, no SmolLM2, nothing marked slow (tests/conftest.py marks every test that asks for the engine)
 test-fast: setup  ## the quick inner loop: ~1,260 tests of the plain modules, tiny models and real SQLite

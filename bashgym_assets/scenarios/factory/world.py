@@ -335,7 +335,8 @@ class World:
         return self.rng.choice(list(seq))
 
     def sample(self, seq: Sequence[T], k: int) -> list[T]:
-        return self.rng.sample(list(seq), k)
+        # a range is sampled as it is (the same draws as from its list, without building a list of 100,000s)
+        return self.rng.sample(seq if isinstance(seq, range) else list(seq), k)
 
     def randint(self, lo: int, hi: int) -> int:
         return self.rng.randint(lo, hi)
