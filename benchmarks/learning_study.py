@@ -34,6 +34,7 @@ from bashgym_assets.config import add_field_options  # noqa: E402
 from bashgym_assets.evaluation.learning_study import (  # noqa: E402
     DATA_FIELDS,
     Arm,
+    DpoSettings,
     StudyResult,
     StudyTraining,
     study_markdown,
@@ -101,6 +102,19 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--clean-per-family", type=int, default=3, help="--clean-sets: tasks of each held-out family (unseen)"
     )
     ap.add_argument("--no-lake", action="store_true", help="do not write the episodes to eval_episodes")
+    dpo = ap.add_argument_group(
+        "DPO on top (--dpo-from-epoch EPOCH: train nothing else; the checkpoint's own attempts at its trained "
+        "tasks paired with their references, DPO from it, fit and transfer again; added to <arm>.json/.md)"
+    )
+    for name, field in DpoSettings.model_fields.items():  # --dpo-<field>, one per DpoSettings field
+        default = None if field.is_required() else field.get_default(call_default_factory=True)
+        dpo.add_argument(
+            f"--dpo-{name.replace('_', '-')}",
+            dest=f"dpo_{name}",
+            type=field.annotation,  # int or float, every field
+            default=default,
+            help=f"{field.description} (default: %(default)s)",
+        )
     return ap.parse_args(argv)
 
 
@@ -132,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.clean_sets is not None:
         return clean(args)
+    if args.dpo_from_epoch is not None:
+        return dpo(args)
     previous = None
     if args.extend_to:
         previous = ls.StudyResult.model_validate_json((args.out / f"{args.arm}.json").read_text())
@@ -202,6 +218,34 @@ def clean(args: argparse.Namespace) -> int:
     study.clean = [c for c in study.clean if c.epoch != epoch] + [result]
     write(study, args.out)
     for line in ls.clean_markdown(args.arm, result)[:6]:
+        print(line)
+    return 0
+
+
+def dpo(args: argparse.Namespace) -> int:
+    """``--dpo-from-epoch``: DPO on top of the arm's checkpoint of that epoch, added to its result files."""
+    from bashgym_assets import images
+    from bashgym_assets.config import get_settings
+    from bashgym_assets.evaluation import learning_study as ls
+    from bashgym_assets.lake import Lake
+
+    study = ls.StudyResult.model_validate_json((args.out / f"{args.arm}.json").read_text())
+    settings = DpoSettings(**{name: getattr(args, f"dpo_{name}") for name in DpoSettings.model_fields})
+    lake = Lake(get_settings())
+    work = args.work or lake.artifact_dir("learning_study", args.arm)
+    images.ensure_docker_engine()
+    result = ls.dpo_on_top(
+        study,
+        settings,
+        args.base or study.base_model,
+        images.sandbox_image_tag(),
+        work,
+        lake=None if args.no_lake else lake,
+        progress=lambda line: print(line, flush=True),
+    )
+    study.dpo = [d for d in study.dpo if d.settings != settings] + [result]
+    write(study, args.out)
+    for line in ls.dpo_markdown(study, result):
         print(line)
     return 0
 

@@ -181,6 +181,68 @@ def test_an_arm_end_to_end_writes_its_table(
     assert len(rows) == 2 * sum(s.n for s in clean.sets["tiny"].values())
     md = (out / "tiny.md").read_text()
     assert "Clean sets (nothing of the study trains on them), epoch 2" in md and "**keep the base**" in md
+
+    # DPO on top of epoch 1: its own attempts at the two trained tasks (an untrained model fails both), each paired
+    # with the reference row it trained on at the first reply, DPO from it, fit and transfer again
+    argv = ["--arm", "tiny", "--dpo-from-epoch", "1", "--dpo-samples", "1", "--dpo-grad-accum", "1"]
+    assert cli.main([*argv, "--out", str(out), "--work", str(work)]) == 0
+    preferred = ls.StudyResult.model_validate_json((out / "tiny.json").read_text())
+    (d,) = preferred.dpo
+    assert preferred.clean == judged.clean and preferred.checkpoints == longer.checkpoints
+    assert d.settings.from_epoch == 1 and d.attempts == study.train_rows and d.attempts_clean == 0
+    assert d.pairs == d.tasks_failed == study.train_rows and d.steps == d.pairs and d.trained_tokens > 0
+    assert d.loss_first is not None and set(d.sets) == {FIT, TRANSFER} and (work / "dpo-e1").is_dir()
+    rows = Lake(settings).read("eval_episodes", d.eval_id).to_pylist()
+    assert len(rows) == 2 and d.eval_id.startswith("eval-cli-train-study-tiny-dpo-e1-")
+    md = (out / "tiny.md").read_text()
+    assert "DPO on top of epoch 1 (1 attempts a trained task" in md and "| + DPO | 0% [0-" in md
+    assert f"**{d.pairs} pairs**" in md and "| SFT epoch 1 | 0% [0-" in md
     shutil.rmtree(work / "checkpoints")
     with pytest.raises(ValueError, match="cannot resume"):
         cli.main(["--arm", "tiny", "--extend-to", "3", "--out", str(out), "--work", str(work)])
+
+
+def test_dpo_pairs_split_where_the_model_chose_not_where_an_output_was_cut() -> None:
+    """The arm's rows hold outputs cut to ``observation_chars``; the checkpoint's attempts hold them whole. A failed
+    attempt that typed the reference's first command, saw its long output, then went wrong pairs at its second
+    reply, with the cut output in the shared prompt; a passing attempt, an infrastructure failure and a failure
+    whose first reply already differs are handled as dpo_dataset handles them."""
+    from bashgym_assets.testing import datasets as syn
+    from bashgym_assets.training_data.build import shorten_observations
+
+    arm = ls.Arm(name="u", families=[FAMILY], observation_chars=40)
+    long_output = "\n".join(f"line {i} of a listing" for i in range(30))
+    reference = syn.trajectory_messages("tidy ~/logs", ["ls -l ~/logs", "rm ~/logs/*.tmp"], [long_output, ""])
+    rows = [
+        {"scenario_id": "gen.a.1", "split": "train", "messages": shorten_observations(reference, 40)},
+        {"scenario_id": "gen.a.2", "split": "train", "messages": shorten_observations(reference, 40)},
+    ]
+    data = ls.PreparedData(key={}, rows=rows, fit=[], transfer=[], counts={})
+    wrong_second = syn.trajectory_messages("tidy ~/logs", ["ls -l ~/logs", "rm -r ~/logs"], [long_output, ""])
+    wrong_first = syn.trajectory_messages("tidy ~/logs", ["cd /logs"], [""])
+    attempts = [
+        {"scenario_id": "gen.a.1", "kept": False, "reject_reason": "wrong_result", "messages": wrong_second},
+        {"scenario_id": "gen.a.1", "kept": True, "reject_reason": "", "messages": reference},
+        {"scenario_id": "gen.a.2", "kept": False, "reject_reason": "wrong_result", "messages": wrong_first},
+        {  # the sandbox's failure, not the model's: never a rejected side
+            "scenario_id": "gen.a.2",
+            "kept": False,
+            "reject_reason": "setup_failed",
+            "messages": syn.trajectory_messages("tidy ~/logs", ["echo broken"], [""]),
+        },
+    ]
+    pairs, counts = ls.dpo_pairs(arm, data, attempts)
+    by_task = {p["scenario_id"]: p for p in pairs}
+    assert len(pairs) == 2 and set(by_task) == {"gen.a.1", "gen.a.2"} and counts["groups_with_both"] == 2
+    late = by_task["gen.a.1"]
+    assert late["split_turn"] == 4 and late["chosen"][0]["content"] == "rm ~/logs/*.tmp"
+    assert (
+        late["rejected"][0]["content"] == "rm -r ~/logs"
+        and "more lines of output cut" in late["prompt"][3]["content"]
+    )
+    early = by_task["gen.a.2"]
+    assert early["split_turn"] == 2 and early["rejected"][0]["content"] == "cd /logs"
+    # without the cut on the attempt's side, the shared turn reads differently and gen.a.1 pairs nowhere
+    whole = arm.model_copy(update={"observation_chars": None})
+    pairs_whole, _ = ls.dpo_pairs(whole, data, attempts)
+    assert {p["scenario_id"] for p in pairs_whole} == {"gen.a.2"}

@@ -28,6 +28,7 @@ import math
 import random
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -203,6 +204,44 @@ class CleanResult(BaseModel):
     transcripts: list[str] = Field(default_factory=list, description="episodes the checkpoint finished")
 
 
+class DpoSettings(BaseModel):
+    """DPO on top of one of the arm's SFT checkpoints: how the checkpoint samples its own attempts at the tasks it
+    trained on, and how DPO trains from it (the SFT model as DPO's reference)."""
+
+    from_epoch: int = Field(ge=1, description="the SFT checkpoint DPO starts from (and is compared with)")
+    samples: int = Field(default=2, ge=1, description="sampled attempts of each trained task")
+    temperature: float = Field(default=0.8, gt=0, description="the attempts' sampling temperature")
+    seed: int = Field(default=0, description="the attempts' sampling seed")
+    learning_rate: float = Field(default=2e-5, description="DPO's learning rate (linear decay)")
+    beta: float = Field(default=0.1, description="DPO's KL strength")
+    epochs: float = Field(default=1.0, description="passes over the pairs")
+    grad_accum: int = Field(default=4, ge=1, description="pairs per optimizer step")
+
+
+class DpoResult(BaseModel):
+    """One DPO run on top of an SFT checkpoint: its attempts, its pairs, its training and fit and transfer after
+    it, beside the checkpoint's own (``CheckpointResult`` of ``from_epoch``)."""
+
+    settings: DpoSettings
+    attempts: int
+    attempts_clean: int
+    tasks_failed: int = Field(description="trained tasks with at least one failed attempt (behaviour)")
+    attempts_wall_s: float
+    pairs: int
+    pair_counts: dict[str, int] = Field(description="build_dpo's counts (groups with both sides, ...)")
+    rejected_reasons: dict[str, int] = Field(description="why the rejected side failed")
+    steps: int
+    trained_tokens: int
+    train_wall_s: float
+    loss_first: float | None
+    loss_last: float | None
+    reward_accuracy: float | None
+    eval_id: str
+    eval_wall_s: float
+    sets: dict[str, SetResult]
+    transcripts: list[str] = Field(default_factory=list)
+
+
 class StudyResult(BaseModel):
     """An arm and its checkpoints (written as <arm>.json)."""
 
@@ -219,6 +258,7 @@ class StudyResult(BaseModel):
     checkpoints: list[CheckpointResult] = Field(default_factory=list)
     finished: bool = False
     clean: list[CleanResult] = Field(default_factory=list)
+    dpo: list[DpoResult] = Field(default_factory=list)
 
 
 # ---- data ---------------------------------------------------------------------------------------------------------
@@ -623,6 +663,185 @@ def run_arm(
     return study
 
 
+# ---- DPO on top ---------------------------------------------------------------------------------------------------
+def trained_bundles(arm: Arm, data: PreparedData) -> list[ScenarioBundle]:
+    """The tasks the arm's rows train on, drawn again as ``prepare`` drew them (the factory is deterministic in its
+    seed; the rows keep only ids, and a task whose draw changed since is refused rather than guessed)."""
+    from bashgym_assets.scenarios.factory.generate import evaluation_tasks, generate
+
+    ids = {r["scenario_id"] for r in data.rows}
+    drawn = generate(
+        arm.tasks_per_family, seed=arm.draw_seed, families=arm.families, eval_tasks=evaluation_tasks()
+    ).bundles
+    found = [b for b in drawn if b.id in ids]
+    if len(found) != len(ids):
+        missing = sorted(ids - {b.id for b in found})
+        raise RuntimeError(
+            f"[{arm.name}] {len(missing)} trained tasks are no longer drawn by the factory (e.g. {missing[0]}): "
+            "the family changed since the arm's data was prepared; run the arm anew"
+        )
+    return found
+
+
+def dpo_pairs(
+    arm: Arm, data: PreparedData, attempts: Sequence[Any], heldout: Sequence[Any] = ()
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Preference pairs as ``dpo_dataset`` makes them (``build_dpo``: a task's passing and failing attempts, cut at
+    the first assistant turn where they differ): the passing side is the task's reference row the arm trained on,
+    the failing side the checkpoint's own failed attempt. Observations are cut as the rows' were
+    (``observation_chars``), so a shared turn reads the same on both sides and the pair splits where the model
+    chose differently, not where an output was cut."""
+    from bashgym_assets.evaluation.student import pairable
+    from bashgym_assets.training_data.build import build_dpo, contamination_violations, shorten_observations
+
+    references = [
+        {"scenario_id": r["scenario_id"], "split": "train", "kept": True, "messages": r["messages"]}
+        for r in data.rows
+    ]
+    own, _ = pairable([a.model_dump() if hasattr(a, "model_dump") else dict(a) for a in attempts])
+    failed = [
+        {**a, "messages": shorten_observations(list(a["messages"]), arm.observation_chars)}
+        for a in own
+        if not a.get("kept")
+    ]
+    built = build_dpo([], [*references, *failed], heldout)
+    pairs = [r for r in built.rows if r["split"] == "train"]
+    if bad := contamination_violations(pairs, heldout):
+        raise RuntimeError(f"{len(bad)} DPO pairs hold a held-out task, e.g. {bad[0]}")
+    return pairs, built.counts
+
+
+def dpo_on_top(
+    study: StudyResult,
+    settings: DpoSettings,
+    base_model: str,
+    image: str | None,
+    work: Path,
+    lake: Any = None,
+    progress: Progress = print,
+) -> DpoResult:
+    """DPO from the arm's SFT checkpoint of ``settings.from_epoch`` (issue 38: "then DPO on top once SFT finishes
+    some tasks of a family"): the checkpoint's sampled attempts at the tasks it trained on (``run_student``, real
+    sandboxes), its failures paired with the reference it trained on (``dpo_pairs``), ``train_dpo`` from the
+    checkpoint, then fit and transfer greedily, as every checkpoint is evaluated."""
+    from datetime import UTC, datetime
+
+    from bashgym_assets.evaluation.student import StudentSettings, run_student
+    from bashgym_assets.training.trainer import TrainConfig, progress_line, train_dpo
+
+    arm = study.arm
+    checkpoint = work / f"epoch-{settings.from_epoch}"
+    if not (checkpoint / "adapter_config.json").exists():
+        raise FileNotFoundError(f"[{arm.name}] no adapter of epoch {settings.from_epoch} in {checkpoint}")
+    cache = work / "prepared.json"
+    data = PreparedData.model_validate_json(cache.read_text()) if cache.exists() else None
+    if data is None or data.key != arm.data_key():
+        raise FileNotFoundError(f"[{arm.name}] the arm's prepared data is not in {cache}: run the arm first")
+    tasks = trained_bundles(arm, data)
+    label = f"{arm.name}-e{settings.from_epoch}"
+    spec = ModelSpec(label=label, base=base_model, adapter=str(checkpoint), ref=str(checkpoint))
+    student = StudentSettings(
+        samples=settings.samples,
+        temperature=settings.temperature,
+        seed=settings.seed,
+        max_turns=arm.max_turns,
+        max_new_tokens=arm.max_new_tokens,
+    )
+    progress(
+        f"[{arm.name}] DPO: {settings.samples} attempts of epoch {settings.from_epoch} at {len(tasks)} tasks"
+    )
+    run = run_student(spec, tasks, image, student, progress=progress)
+    heldout = heldout_guard(arm.tasks_per_family, arm.draw_seed)
+    pairs, counts = dpo_pairs(arm, data, run.records, heldout)
+    failed_tasks = {r.scenario_id for r in run.records if not r.kept}
+    progress(
+        f"[{arm.name}] DPO: {sum(r.kept for r in run.records)}/{len(run.records)} attempts clean, "
+        f"{len(failed_tasks)} tasks with a failure, {len(pairs)} pairs"
+    )
+    if not pairs:
+        raise RuntimeError(
+            f"[{arm.name}] no DPO pair: epoch {settings.from_epoch} failed no trained task in a way that pairs "
+            f"with its reference ({counts})"
+        )
+    out = work / f"dpo-e{settings.from_epoch}"
+    config = TrainConfig(
+        **arm.train.model_dump(
+            exclude={"target_modules", "epochs", "max_steps", "save_every", "learning_rate", "beta"}
+            | {"grad_accum", "lr_schedule", "warmup_steps", "curriculum"}
+        ),
+        target_modules=arm.train.targets(),
+        epochs=settings.epochs,
+        learning_rate=settings.learning_rate,
+        beta=settings.beta,
+        grad_accum=settings.grad_accum,
+        base_model=base_model,
+        output_dir=str(out),
+        checkpoint_dir=str(work / f"dpo-e{settings.from_epoch}-checkpoints"),
+        run_name=f"{arm.name}-dpo",
+        save_every=10**9,
+        resume=False,
+    )
+    for folder in (out, config.ckpt_dir()):
+        if folder.exists():
+            shutil.rmtree(folder)
+    t0 = time.monotonic()
+    res = train_dpo(
+        config, pairs, str(checkpoint), on_log=lambda row: progress(f"[{arm.name}] DPO {progress_line(row)}")
+    )
+    train_wall = time.monotonic() - t0
+    eval_id = f"{_EVAL_PREFIX}{arm.name}-dpo-e{settings.from_epoch}-{datetime.now(UTC).strftime('%H%M%S')}"
+    progress(f"[{arm.name}] DPO: {res.steps} steps; evaluating {eval_id}")
+    sets, episodes, eval_wall = evaluate_checkpoint(
+        out, base_model, data, arm, image, eval_id, lake, progress
+    )
+    losses = [h["loss"] for h in res.history if "loss" in h]
+    return DpoResult(
+        settings=settings,
+        attempts=len(run.records),
+        attempts_clean=sum(r.kept for r in run.records),
+        tasks_failed=len(failed_tasks),
+        attempts_wall_s=round(run.wall_s, 1),
+        pairs=len(pairs),
+        pair_counts=counts,
+        rejected_reasons=dict(Counter(str(p.get("rejected_reason")) for p in pairs).most_common()),
+        steps=res.steps,
+        trained_tokens=res.trained_tokens,
+        train_wall_s=round(train_wall, 1),
+        loss_first=losses[0] if losses else None,
+        loss_last=losses[-1] if losses else None,
+        reward_accuracy=res.extra.get("reward_accuracy"),
+        eval_id=eval_id,
+        eval_wall_s=round(eval_wall, 1),
+        sets=sets,
+        transcripts=[transcript_markdown(e, 1800) for e in failing_transcripts(episodes, arm.name, 3)],
+    )
+
+
+def dpo_markdown(study: StudyResult, d: DpoResult) -> list[str]:
+    """DPO's row beside the SFT checkpoint it started from."""
+    s = d.settings
+    sft = next((c for c in study.checkpoints if c.epoch == s.from_epoch), None)
+    lines = [
+        f"DPO on top of epoch {s.from_epoch} ({s.samples} attempts a trained task at temperature "
+        f"{s.temperature:g}; lr {s.learning_rate:g}, beta {s.beta:g}, {s.epochs:g} epoch, {s.grad_accum} pairs a "
+        f"step): {d.attempts_clean}/{d.attempts} attempts clean, {d.tasks_failed} tasks with a failure, "
+        f"**{d.pairs} pairs** (rejected: {', '.join(f'{k} {v}' for k, v in d.rejected_reasons.items())}); "
+        f"attempts {_minutes(d.attempts_wall_s)}, DPO {d.steps} steps in {_minutes(d.train_wall_s)} (loss "
+        f"{d.loss_first} -> {d.loss_last}, reward accuracy {d.reward_accuracy}), evaluation "
+        f"{_minutes(d.eval_wall_s)} (`{d.eval_id}`):",
+        "",
+        "| model | fit clean | transfer clean | fit failures (detail) | transfer failures (detail) |",
+        "|---|---|---|---|---|",
+    ]
+    for label, sets in ((f"SFT epoch {s.from_epoch}", sft.sets if sft else {}), ("+ DPO", d.sets)):
+        fit, transfer = sets.get(FIT), sets.get(TRANSFER)
+        lines.append(
+            f"| {label} | {_rate(fit)} | {_rate(transfer)} | {_failures(fit) if fit else '-'} | "
+            f"{_failures(transfer) if transfer else '-'} |"
+        )
+    return lines
+
+
 def extended(previous: StudyResult, epochs: int, eval_epochs: Sequence[int] = ()) -> Arm:
     """The arm of ``previous`` trained on to ``epochs`` (its checkpoints, and ``eval_epochs`` on the way): the same
     data and recipe, so the segments after its last checkpoint resume it as one run (a constant rate)."""
@@ -780,6 +999,8 @@ def study_markdown(study: StudyResult) -> str:
             )
     for judged in study.clean:
         lines += ["", *clean_markdown(study.arm.name, judged)]
+    for preferred in study.dpo:
+        lines += ["", *dpo_markdown(study, preferred)]
     if study.checkpoints:
         last = study.checkpoints[-1]
         if last.transcripts:

@@ -336,7 +336,8 @@ class World:
 
     def sample(self, seq: Sequence[T], k: int) -> list[T]:
         # a range is sampled as it is (the same draws as from its list, without building a list of 100,000s)
-        return self.rng.sample(seq if isinstance(seq, range) else list(seq), k)
+        population: Sequence[T] = seq if isinstance(seq, range) else list(seq)  # type: ignore[assignment]
+        return self.rng.sample(population, k)
 
     def randint(self, lo: int, hi: int) -> int:
         return self.rng.randint(lo, hi)
