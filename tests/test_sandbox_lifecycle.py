@@ -359,3 +359,62 @@ def test_a_setup_report_the_engine_dropped_is_read_from_the_report_file(sandbox_
         "setup command 3/3 exited 3" in result.error
     )  # the command's own failure, as if nothing was dropped
     assert leftovers == "root 700\n"  # the operator cannot read or forge the reports
+
+
+def test_no_harness_exec_runs_before_its_stream_is_attached(sandbox_image, monkeypatch):
+    """Under load the engine drops what an exec writes before its attach is wired (42 of 320 quick execs came back
+    empty on a loaded 2-core machine; healthy tasks were refused as "setup command 1/3 exited 1" with the check's
+    code). Every harness exec waits for one line the harness sends once the stream is attached: an engine that
+    never delivers it runs nothing, and says so as the machinery's failure, never as a command's result."""
+    from bashgym_assets.sandbox import sandbox as sandbox_module
+    from bashgym_assets.sandbox._exec import ExecStream
+    from bashgym_assets.sandbox.layout import ATTACHED
+
+    class DeafEngine(ExecStream):
+        deaf = False
+
+        def send(self, data: bytes) -> None:
+            if DeafEngine.deaf and data.startswith(ATTACHED):
+                data = data[len(ATTACHED) :]  # the line is lost: stdin ends without it
+            super().send(data)
+
+    monkeypatch.setattr(sandbox_module, "ExecStream", DeafEngine)
+    with Sandbox(spec(sandbox_image, setup=["touch /tmp/setup-ran"])) as b:
+        DeafEngine.deaf = True
+        result = b.setup()
+        with pytest.raises(SandboxError, match="ended without its report line"):
+            b.run_check("touch /tmp/check-ran; exit 0")
+        DeafEngine.deaf = False
+        assert b.run_as_root("ls /tmp").stdout == ""  # neither ran
+        assert b.setup().ok and b.run_as_root("ls /tmp").stdout == "setup-ran\n"
+    assert not result.ok and result.infrastructure_error and "never reported" in result.error
+
+
+def test_a_setup_whose_reports_came_with_a_gap_is_the_machinerys_failure(sandbox_image, monkeypatch):
+    """A report lost in the middle of the setup's stream would shift every later one onto the wrong command (a
+    healthy setup command "failing" with the check's output): the reports carry their index, and a gap is an
+    infrastructure error that callers retry, not a verdict."""
+    import re
+
+    from bashgym_assets.sandbox import sandbox as sandbox_module
+    from bashgym_assets.sandbox._exec import ExecStream
+    from bashgym_assets.sandbox.layout import SETUP_REPORTS
+
+    first_report = re.compile(rb"\x1eBG:[0-9a-f]+:1:[0-9.:]+\x1e")
+
+    class LossyEngine(ExecStream):
+        def __init__(self, api, container_id, cmd, *args, **kwargs):
+            super().__init__(api, container_id, cmd, *args, **kwargs)
+            self.is_setup = any(f"exec 9>>{SETUP_REPORTS}" in part for part in cmd)
+
+        def read(self, timeout_s):
+            frames = super().read(timeout_s)
+            if frames is None or not self.is_setup:
+                return frames
+            return [(k, first_report.sub(b"", d) if k == 1 else d) for k, d in frames]
+
+    monkeypatch.setattr(sandbox_module, "ExecStream", LossyEngine)
+    with Sandbox(spec(sandbox_image, setup=["echo one", "echo two"])) as b:
+        result = b.setup(then=["exit 3"])
+    assert not result.ok and result.infrastructure_error, result
+    assert "lost part of the setup exec's output" in result.error and "[2, 3]" in result.error

@@ -208,6 +208,9 @@ class MarkerSplitter:
         self.regex = re.compile(rb"\x1eBG:" + re.escape(nonce.encode()) + rb":(\d+)((?::[0-9.]+)*)\x1e")
         self.limit = limit
         self.pieces: list[tuple[CappedBuffer, list[str]]] = []
+        self.indices: list[
+            int
+        ] = []  # each piece's index as its marker said (1, 2, ... when nothing was lost)
         self.current = CappedBuffer(limit)
         self.pending = bytearray()
 
@@ -220,12 +223,18 @@ class MarkerSplitter:
             self.current.feed(bytes(self.pending[: match.start()]))
             fields = [f for f in match.group(2).decode().split(":") if f]
             self.pieces.append((self.current, fields))
+            self.indices.append(int(match.group(1)))
             self.current = CappedBuffer(self.limit)
             del self.pending[: match.end()]
         if len(self.pending) > self.HOLD_BACK:
             cut = len(self.pending) - self.HOLD_BACK
             self.current.feed(bytes(self.pending[:cut]))
             del self.pending[:cut]
+
+    def in_order(self) -> bool:
+        """Whether the markers came as 1, 2, 3 ...: a gap means the engine lost part of the stream, and the pieces
+        after it would be read as the wrong command's."""
+        return self.indices == list(range(1, len(self.indices) + 1))
 
     def finish(self) -> CappedBuffer:
         """The unterminated rest (the command that was running when the stream ended)."""

@@ -134,6 +134,12 @@ SEED_TAR = f"{SEED_DIR}/seed.tar"
 # Where a local engine's container finds the seed instead: a read-only bind of a root-only host file, on the /run
 # tmpfs (in no layer diff); the start script extracts it like SEED_TAR.
 SEED_MOUNT = "/run/.bashgym-seed.tar"
+# Every harness exec (exec_root, setup) first waits for one line on its stdin, which the harness sends once the
+# exec's stream is attached: under load the engine drops what an exec writes before its attach is wired (measured:
+# 42 of 320 quick execs under CPU load came back with no output at all, 0 of 320 with this wait; BENCHMARKS.md).
+# No line (EOF): the exec ends with 125 and no report, the machinery's failure, which callers retry.
+ATTACHED_WAIT = "IFS= read -r _ || exit 125"
+ATTACHED = b"\n"  # what the harness sends for it, before any stdin data of its own
 # Every exec waits (a few ms at most) for the container's start script to have prepared /run and the home folder.
 READY_WAIT = (
     f"[ -e {READY_FILE} ] || {{ i=0; while [ ! -e {READY_FILE} ] && [ $i -lt 1000 ]; do sleep 0.005; "

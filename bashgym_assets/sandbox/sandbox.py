@@ -48,6 +48,8 @@ from bashgym_assets.sandbox._exec import (
     docker_client,
 )
 from bashgym_assets.sandbox.layout import (  # noqa: F401 - re-exported: callers name them from here
+    ATTACHED,
+    ATTACHED_WAIT,
     BASH,
     CHECK_PATH,
     HOME_OWNERS,
@@ -1025,11 +1027,19 @@ class Sandbox:
                 stream = ExecStream(
                     self.api,
                     cid,
-                    [BASH, "--norc", "--noprofile", "-c", f"{READY_WAIT}\n{script}", "bashgym", *args],
+                    [
+                        BASH,
+                        "--norc",
+                        "--noprofile",
+                        "-c",
+                        f"{ATTACHED_WAIT}\n{READY_WAIT}\n{script}",
+                        "bashgym",
+                        *args,
+                    ],
                     user=user,
                     env=self._root_env(),
                     workdir="/",
-                    stdin=stdin_data is not None,
+                    stdin=True,  # ATTACHED_WAIT: nothing runs before the stream is attached
                 )
             except (NotFound, APIError) as exc:
                 raise SandboxError(
@@ -1041,7 +1051,7 @@ class Sandbox:
                     stream,
                     start + timeout_s + grace,
                     cap,
-                    stdin_data=stdin_data,
+                    stdin_data=ATTACHED + (stdin_data or b""),
                     err=MarkerSplitter(nonce, cap) if nonce else None,
                 )
                 code = stream.exit_code() if ended else None
@@ -1148,7 +1158,7 @@ class Sandbox:
                     "--norc",
                     "--noprofile",
                     "-c",
-                    f"{READY_WAIT}\n{SETUP_SCRIPT}",
+                    f"{ATTACHED_WAIT}\n{READY_WAIT}\n{SETUP_SCRIPT}",
                     "bashgym",
                     nonce,
                     f"{t:.3f}",
@@ -1157,12 +1167,15 @@ class Sandbox:
                 user="0",
                 env=self._root_env(),
                 workdir="/",
-                stdin=False,
+                stdin=True,  # ATTACHED_WAIT; the setup's commands read /dev/null, never this stdin
             )
         except (NotFound, APIError) as exc:
             raise SandboxError(
                 f"cannot run the setup: the container is gone or the engine failed ({exc})"
             ) from exc
+        with contextlib.suppress(OSError):  # a dead stream ends at once and reads as one, below
+            stream.send(ATTACHED)
+        stream.close_stdin()
         deadline = start + t * len(commands) + HARNESS_GRACE_S
         ended_early = False
         self._in_setup = True
@@ -1179,6 +1192,18 @@ class Sandbox:
             stream.close()
         if self.disk_budget_exceeded or self.inode_budget_exceeded:  # the scenario's fault, not the engine's
             return SetupResult(ok=False, results=[], error=f"setup: {self.budget_message()}")
+        if not (out.in_order() and err.in_order()):
+            # Read on, each report would be taken for another command's (a setup command "failing" with the check's
+            # output): the machinery's failure, which callers retry in a fresh sandbox.
+            return SetupResult(
+                ok=False,
+                results=[],
+                infrastructure_error=True,
+                error=(
+                    "the engine lost part of the setup exec's output (its reports came as "
+                    f"{out.indices} and {err.indices}): the setup's results cannot be told apart"
+                ),
+            )
         results: list[CommandResult] = []
         for i, (buf, fields) in enumerate(out.pieces):
             err_buf = err.pieces[i][0] if i < len(err.pieces) else CappedBuffer(limit)
