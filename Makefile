@@ -23,8 +23,8 @@ demo-quick: setup ## a smoke run of every stage on tiny budgets (16 scenarios, 2
 	$(VENV)/bashgym demo --quick
 
 # Test files run two at a time (pytest-xdist, one file per worker: a file's module fixtures are built once): the
-# suite waits on containers, browsers and subprocesses a third of its time, so two workers on 2 cores finish it in
-# ~0.7x the time of one (BENCHMARKS.md). At most 4 workers on a bigger machine; PYTEST_WORKERS=0 runs it in-process.
+# suite spends much of its time waiting on containers, browsers and subprocesses, so two workers on a 2-core EPYC
+# without AVX-512 finished it in 0.71x the time of one (29 min 47 s against 41 min 54 s, BENCHMARKS.md). At most 4 workers on a bigger machine; PYTEST_WORKERS=0 runs it in-process.
 PYTEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n > 4 ? 4 : (n < 2 ? 2 : n) )))
 
 test: setup       ## run the test suite (real Docker containers, real models), PYTEST_WORKERS files at a time

@@ -26,6 +26,7 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -190,21 +191,31 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def recorded_arm(args: argparse.Namespace) -> tuple[StudyResult, Any, Path]:
+    """The arm's recorded result, the lake and its work folder, with the engine started: what a stage on top of a
+    finished arm (``--clean-sets``, ``--dpo-from-epoch``) needs."""
+    from bashgym_assets import images
+    from bashgym_assets.config import get_settings
+    from bashgym_assets.lake import Lake
+
+    path = args.out / f"{args.arm}.json"
+    if not path.exists():
+        sys.exit(f"[{args.arm}] has no result in {path}: run the arm first")
+    study = StudyResult.model_validate_json(path.read_text())
+    lake = Lake(get_settings())
+    images.ensure_docker_engine()
+    return study, lake, args.work or lake.artifact_dir("learning_study", args.arm)
+
+
 def clean(args: argparse.Namespace) -> int:
     """``--clean-sets``: the arm's checkpoint and the base on unseen and bundled, added to its result files."""
     from bashgym_assets import images
-    from bashgym_assets.config import get_settings
     from bashgym_assets.evaluation import learning_study as ls
-    from bashgym_assets.lake import Lake
 
-    study = ls.StudyResult.model_validate_json((args.out / f"{args.arm}.json").read_text())
+    study, lake, work = recorded_arm(args)
     if not study.checkpoints:
         sys.exit(f"[{args.arm}] has no checkpoint to evaluate")
     epoch = study.checkpoints[-1].epoch if args.clean_sets == -1 else args.clean_sets
-    settings = get_settings()
-    lake = Lake(settings)
-    work = args.work or lake.artifact_dir("learning_study", args.arm)
-    images.ensure_docker_engine()
     result = ls.evaluate_clean(
         study,
         epoch,
@@ -225,24 +236,22 @@ def clean(args: argparse.Namespace) -> int:
 def dpo(args: argparse.Namespace) -> int:
     """``--dpo-from-epoch``: DPO on top of the arm's checkpoint of that epoch, added to its result files."""
     from bashgym_assets import images
-    from bashgym_assets.config import get_settings
     from bashgym_assets.evaluation import learning_study as ls
-    from bashgym_assets.lake import Lake
 
-    study = ls.StudyResult.model_validate_json((args.out / f"{args.arm}.json").read_text())
+    study, lake, work = recorded_arm(args)
     settings = DpoSettings(**{name: getattr(args, f"dpo_{name}") for name in DpoSettings.model_fields})
-    lake = Lake(get_settings())
-    work = args.work or lake.artifact_dir("learning_study", args.arm)
-    images.ensure_docker_engine()
-    result = ls.dpo_on_top(
-        study,
-        settings,
-        args.base or study.base_model,
-        images.sandbox_image_tag(),
-        work,
-        lake=None if args.no_lake else lake,
-        progress=lambda line: print(line, flush=True),
-    )
+    try:
+        result = ls.dpo_on_top(
+            study,
+            settings,
+            args.base or study.base_model,
+            images.sandbox_image_tag(),
+            work,
+            lake=None if args.no_lake else lake,
+            progress=lambda line: print(line, flush=True),
+        )
+    except (FileNotFoundError, RuntimeError) as exc:  # no checkpoint, no data, no pair: said, nothing written
+        sys.exit(str(exc))
     study.dpo = [d for d in study.dpo if d.settings != settings] + [result]
     write(study, args.out)
     for line in ls.dpo_markdown(study, result):

@@ -383,15 +383,29 @@ def _per_family_sample(bundles: Sequence[ScenarioBundle], per_family: int, seed:
 def prepared(arm: Arm, image: str | None, cache: Path, progress: Progress = print) -> PreparedData:
     """``prepare``, or the data a previous run of the same arm data left in ``cache`` (a rerun of an arm that
     changed only how it trains re-uses its gated tasks and rows)."""
-    if cache.exists():
-        data = PreparedData.model_validate_json(cache.read_text())
-        if data.key == arm.data_key():
-            progress(f"[{arm.name}] data from {cache}: {json.dumps(data.counts)}")
-            return data
+    if (data := cached_data(arm, cache)) is not None:
+        progress(f"[{arm.name}] data from {cache}: {json.dumps(data.counts)}")
+        return data
     data = prepare(arm, image, progress)
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(data.model_dump_json())
     return data
+
+
+def cached_data(arm: Arm, cache: Path) -> PreparedData | None:
+    """The data a run of the same arm data left in ``cache``, or None."""
+    if not cache.exists():
+        return None
+    data = PreparedData.model_validate_json(cache.read_text())
+    return data if data.key == arm.data_key() else None
+
+
+def checkpoint_adapter(work: Path, arm: Arm, epoch: int) -> Path:
+    """The arm's adapter of ``epoch`` (``run_arm`` keeps one per evaluated epoch), or a clear error."""
+    checkpoint = work / f"epoch-{epoch}"
+    if not (checkpoint / "adapter_config.json").exists():
+        raise FileNotFoundError(f"[{arm.name}] no adapter of epoch {epoch} in {checkpoint}")
+    return checkpoint
 
 
 # ---- training and evaluation ----------------------------------------------------------------------------------------
@@ -539,9 +553,7 @@ def evaluate_clean(
     from bashgym_assets.evaluation import promotion
 
     arm = study.arm
-    checkpoint = work / f"epoch-{epoch}"
-    if not (checkpoint / "adapter_config.json").exists():
-        raise FileNotFoundError(f"[{arm.name}] no adapter of epoch {epoch} in {checkpoint}")
+    checkpoint = checkpoint_adapter(work, arm, epoch)
     sets = clean_sets(image, per_family=per_family, progress=progress)
     eval_id = f"eval-study-clean-{arm.name}-e{epoch}-{datetime.now(UTC).strftime('%H%M%S')}"
     specs = [
@@ -726,17 +738,13 @@ def dpo_on_top(
     checkpoint, then fit and transfer greedily, as every checkpoint is evaluated."""
     from datetime import UTC, datetime
 
-    from bashgym_assets.evaluation.student import StudentSettings, run_student
+    from bashgym_assets.evaluation.student import StudentSettings, run_student, scenarios_with_failure
     from bashgym_assets.training.trainer import TrainConfig, progress_line, train_dpo
 
     arm = study.arm
-    checkpoint = work / f"epoch-{settings.from_epoch}"
-    if not (checkpoint / "adapter_config.json").exists():
-        raise FileNotFoundError(f"[{arm.name}] no adapter of epoch {settings.from_epoch} in {checkpoint}")
-    cache = work / "prepared.json"
-    data = PreparedData.model_validate_json(cache.read_text()) if cache.exists() else None
-    if data is None or data.key != arm.data_key():
-        raise FileNotFoundError(f"[{arm.name}] the arm's prepared data is not in {cache}: run the arm first")
+    checkpoint = checkpoint_adapter(work, arm, settings.from_epoch)
+    if (data := cached_data(arm, work / "prepared.json")) is None:
+        raise FileNotFoundError(f"[{arm.name}] the arm's prepared data is not in {work}: run the arm first")
     tasks = trained_bundles(arm, data)
     label = f"{arm.name}-e{settings.from_epoch}"
     spec = ModelSpec(label=label, base=base_model, adapter=str(checkpoint), ref=str(checkpoint))
@@ -753,7 +761,7 @@ def dpo_on_top(
     run = run_student(spec, tasks, image, student, progress=progress)
     heldout = heldout_guard(arm.tasks_per_family, arm.draw_seed)
     pairs, counts = dpo_pairs(arm, data, run.records, heldout)
-    failed_tasks = {r.scenario_id for r in run.records if not r.kept}
+    failed_tasks = scenarios_with_failure(run.records)  # the model's failures, not the sandbox's
     progress(
         f"[{arm.name}] DPO: {sum(r.kept for r in run.records)}/{len(run.records)} attempts clean, "
         f"{len(failed_tasks)} tasks with a failure, {len(pairs)} pairs"
