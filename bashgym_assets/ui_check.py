@@ -445,6 +445,17 @@ class Browser:
             )
         )
 
+    def click_when_shown(self, label: str, selector: str = CLICKABLE, timeout: float = 60.0) -> bool:
+        """Click ``label`` once an element of ``selector`` shows it. The text alone is not enough: it can be on the
+        page before the element is (a breadcrumb of the page before, a list still drawing), so a click that finds no
+        element is tried again until ``timeout`` (CI saw the one-shot click miss a list that drew a moment later)."""
+        deadline = time.monotonic() + timeout
+        while not self.click_text(label, selector=selector):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.5)
+        return True
+
     def screenshot(self, path: Path, full_page: bool = True) -> Path:
         params: dict[str, Any] = {"format": "png"}
         if full_page:
@@ -522,8 +533,7 @@ def check_pages(browser: Browser, pages: Sequence[Page], out_dir: Path) -> list[
         if page.ready:
             _, missing = browser.wait_for(page.ready, timeout=page.timeout, settle=0)
         for label in page.click if not missing else ():
-            _, missing = browser.wait_for([label], timeout=page.timeout, settle=0)
-            if missing or not browser.click_text(label, selector=page.click_selector):
+            if not browser.click_when_shown(label, selector=page.click_selector, timeout=page.timeout):
                 missing = [f"(clickable '{label}')"]
                 break
         if not missing:

@@ -278,7 +278,7 @@ def test_each_experiment_opens_on_its_runs_in_a_fresh_browser_profile(served: Se
         training_link = (
             f'a[href$="#/experiments/{ids["bashgym-training"]}"]'  # not the sidebar's of that name
         )
-        assert browser.click_text("bashgym-training", selector=training_link)
+        assert browser.click_when_shown("bashgym-training", selector=training_link, timeout=60)
         text, missing = browser.wait_for(["Run Name", "matching run", run.info.run_name], timeout=60)
         browser.screenshot(settings.home / "screenshots" / "experiment-loaded-before.png")
         if missing or any(a in text for a in GENAI_OVERVIEW):

@@ -263,7 +263,7 @@ def _launch_from_the_ui(settings: Settings, browser: ui_check.Browser, dagster) 
             browser.goto(f"{dagster.url}/assets/{MATERIALIZED}")
             _, missing = browser.wait_for([MATERIALIZED, "Materialize", "bashgym_gpu"], timeout=90)
             assert not missing, f"the {MATERIALIZED} page shows no {missing}"
-            assert browser.click_text("Materialize", selector="button")
+            assert browser.click_when_shown("Materialize", selector="button", timeout=60)
             made = _wait_run(
                 instance,
                 lambda r: r.run_id not in before and dg.AssetKey(MATERIALIZED) in (r.asset_selection or ()),
