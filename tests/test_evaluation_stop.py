@@ -266,11 +266,11 @@ def test_continuous_batching_gives_up_a_reply_past_the_wall_time_cap(sandbox_ima
 
 
 # ---- bashgym eval stopped or killed -------------------------------------------------------------------------------
-N_SCENARIOS = 8
+N_SCENARIOS = 24  # more than a loaded machine finishes before the signal: the stop acts on a live run
 
 
 def _start_eval(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
-    """``bashgym eval --reference`` over 8 scenarios whose reference sleeps 2 s, one sandbox at a time: it runs
+    """``bashgym eval --reference`` over N_SCENARIOS scenarios whose reference sleeps 2 s, one sandbox at a time: it runs
     for half a minute or more, finishing an episode every few seconds."""
     folder = tmp_path / "bundles"
     folder.mkdir()
