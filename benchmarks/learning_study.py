@@ -8,6 +8,9 @@ the tasks it trained on (fit) and on fresh tasks of the same families (transfer)
     .venv/bin/python benchmarks/learning_study.py --arm fit6 --extend-to 16   # train fit6 on from its last epoch
     .venv/bin/python benchmarks/learning_study.py --arm fit6 --clean-sets     # its last epoch and the base on
                                                                               # unseen and bundled
+    .venv/bin/python benchmarks/learning_study.py --arm fit6 --dpo-from-epoch 8       # DPO on top of epoch 8
+    .venv/bin/python benchmarks/learning_study.py --arm fit6 --recovery-from-epoch 8  # recovery rows on top, and
+                                                                                      # the control without them
 
 The work is ``bashgym_assets.evaluation.learning_study`` (draw, gate, reference rollouts, ``sft_dataset``'s rows,
 ``train_sft`` in segments ending at each ``--epochs`` value, ``compare`` on fit and transfer); this script parses
@@ -28,6 +31,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -36,6 +41,7 @@ from bashgym_assets.evaluation.learning_study import (  # noqa: E402
     DATA_FIELDS,
     Arm,
     DpoSettings,
+    RecoverySettings,
     StudyResult,
     StudyTraining,
     study_markdown,
@@ -107,16 +113,36 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "DPO on top (--dpo-from-epoch EPOCH: train nothing else; the checkpoint's own attempts at its trained "
         "tasks paired with their references, DPO from it, fit and transfer again; added to <arm>.json/.md)"
     )
-    for name, field in DpoSettings.model_fields.items():  # --dpo-<field>, one per DpoSettings field
+    _settings_options(dpo, DpoSettings, "dpo")
+    recovery = ap.add_argument_group(
+        "Recovery rows on top (--recovery-from-epoch EPOCH: train nothing else; the checkpoint's failed attempts at "
+        "its trained tasks replayed as mistake-then-fix rows that pass their check, SFT on from the checkpoint with "
+        "them and, as control, without; fit and transfer of both; added to <arm>.json/.md)"
+    )
+    _settings_options(recovery, RecoverySettings, "recovery")
+    return ap.parse_args(argv)
+
+
+def _settings_options(group: Any, model: type[BaseModel], prefix: str) -> None:
+    """``--<prefix>-<field>`` for each field of a settings model (ints, floats and booleans)."""
+    for name, field in model.model_fields.items():
         default = None if field.is_required() else field.get_default(call_default_factory=True)
-        dpo.add_argument(
-            f"--dpo-{name.replace('_', '-')}",
-            dest=f"dpo_{name}",
-            type=field.annotation,  # int or float, every field
+        kind: dict[str, Any] = (
+            {"action": argparse.BooleanOptionalAction}
+            if field.annotation is bool
+            else {"type": field.annotation}
+        )
+        group.add_argument(
+            f"--{prefix}-{name.replace('_', '-')}",
+            dest=f"{prefix}_{name}",
             default=default,
             help=f"{field.description} (default: %(default)s)",
+            **kind,
         )
-    return ap.parse_args(argv)
+
+
+def _settings(args: argparse.Namespace, model: type[Any], prefix: str) -> Any:
+    return model(**{name: getattr(args, f"{prefix}_{name}") for name in model.model_fields})
 
 
 def arm_of(args: argparse.Namespace) -> Arm:
@@ -149,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         return clean(args)
     if args.dpo_from_epoch is not None:
         return dpo(args)
+    if args.recovery_from_epoch is not None:
+        return recovery(args)
     previous = None
     if args.extend_to:
         previous = ls.StudyResult.model_validate_json((args.out / f"{args.arm}.json").read_text())
@@ -239,7 +267,7 @@ def dpo(args: argparse.Namespace) -> int:
     from bashgym_assets.evaluation import learning_study as ls
 
     study, lake, work = recorded_arm(args)
-    settings = DpoSettings(**{name: getattr(args, f"dpo_{name}") for name in DpoSettings.model_fields})
+    settings = _settings(args, DpoSettings, "dpo")
     try:
         result = ls.dpo_on_top(
             study,
@@ -255,6 +283,33 @@ def dpo(args: argparse.Namespace) -> int:
     study.dpo = [d for d in study.dpo if d.settings != settings] + [result]
     write(study, args.out)
     for line in ls.dpo_markdown(study, result):
+        print(line)
+    return 0
+
+
+def recovery(args: argparse.Namespace) -> int:
+    """``--recovery-from-epoch``: recovery rows on top of the arm's checkpoint of that epoch (and the control),
+    added to its result files."""
+    from bashgym_assets import images
+    from bashgym_assets.evaluation import learning_study as ls
+
+    study, lake, work = recorded_arm(args)
+    settings = _settings(args, RecoverySettings, "recovery")
+    try:
+        result = ls.recovery_on_top(
+            study,
+            settings,
+            args.base or study.base_model,
+            images.sandbox_image_tag(),
+            work,
+            lake=None if args.no_lake else lake,
+            progress=lambda line: print(line, flush=True),
+        )
+    except (FileNotFoundError, RuntimeError) as exc:  # no checkpoint, no data, no recovery row: said
+        sys.exit(str(exc))
+    study.recovery = [r for r in study.recovery if r.settings != settings] + [result]
+    write(study, args.out)
+    for line in ls.recovery_markdown(study, result):
         print(line)
     return 0
 

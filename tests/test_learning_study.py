@@ -197,6 +197,39 @@ def test_an_arm_end_to_end_writes_its_table(
     md = (out / "tiny.md").read_text()
     assert "DPO on top of epoch 1 (1 attempts a trained task" in md and "| + DPO | 0% [0-" in md
     assert f"**{d.pairs} pairs**" in md and "| SFT epoch 1 | 0% [0-" in md
+    # recovery rows on top of epoch 1: the same sampling as DPO's (read back, not sampled again), the untrained
+    # model's wrong first command replayed before the reference in a sandbox, kept where the check passed, SFT on
+    # from epoch 1 with and without them
+    attempts_file = work / "attempts-e1-n1-t0.8-s0.json"
+    assert attempts_file.exists()
+    argv = [
+        "--arm",
+        "tiny",
+        "--recovery-from-epoch",
+        "1",
+        "--recovery-samples",
+        "1",
+        "--recovery-epochs",
+        "1",
+    ]
+    assert cli.main([*argv, "--out", str(out), "--work", str(work)]) == 0
+    recovered = ls.StudyResult.model_validate_json((out / "tiny.json").read_text())
+    (r,) = recovered.recovery
+    assert recovered.dpo == preferred.dpo and recovered.checkpoints == longer.checkpoints
+    assert r.attempts == d.attempts and r.attempts_wall_s == d.attempts_wall_s  # DPO's attempts, read back
+    assert r.plan_counts["planned"] == r.replayed >= 1 and 1 <= r.recovered <= r.replayed
+    recovery_run, control = r.runs
+    assert recovery_run.label == "recovery-e1" and control.label == "control-e1"
+    assert recovery_run.rows == study.train_rows + r.recovered and control.rows == study.train_rows
+    assert recovery_run.steps >= control.steps >= 1 and set(recovery_run.sets) == {FIT, TRANSFER}
+    assert "# the mistake: shown, not trained" in r.example
+    md = (out / "tiny.md").read_text()
+    assert "Recovery rows on top of epoch 1" in md and f"**{r.recovered}/{r.replayed} replays passed" in md
+    assert (
+        "| + recovery rows (`recovery-e1`) |" in md
+        and "| + same epochs, no recovery rows (`control-e1`) |" in md
+    )
+
     shutil.rmtree(work / "checkpoints")
     with pytest.raises(ValueError, match="cannot resume"):
         cli.main(["--arm", "tiny", "--extend-to", "3", "--out", str(out), "--work", str(work)])

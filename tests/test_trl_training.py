@@ -13,7 +13,7 @@ import torch
 from bashgym_assets.testing import datasets as syn
 from bashgym_assets.testing.tiny_model import build_tiny_model
 from bashgym_assets.training import registry
-from bashgym_assets.training.masking import IGNORE_INDEX, tokenize_conversation
+from bashgym_assets.training.masking import IGNORE_INDEX, MaskError, normalise_messages, tokenize_conversation
 from bashgym_assets.training.trainer import (
     TEMPLATES_DIR,
     TrainConfig,
@@ -287,3 +287,90 @@ def test_metrics_reach_mlflow_per_step_while_training(tiny_model, tmp_path, sett
         run_id=resumed,
     )
     assert sorted(m.step for m in c.get_metric_history(resumed, "loss")) == [1, 2, 3, 4, 5]
+
+
+def _recovery_conversation() -> list[dict]:
+    """A recovery row: the model's own mistake shown as context (``train: False``), then the fix after its output."""
+    return [
+        {"role": "user", "content": "Extract only juniper/a.json from ~/r.tar into ~/out."},
+        {"role": "assistant", "content": "tar -xf ~/r.tar -C ~/out", "train": False},
+        {"role": "user", "content": "[exit code: 0]"},
+        {
+            "role": "assistant",
+            "content": "rm -rf ~/out && mkdir ~/out && tar -xf ~/r.tar -C ~/out juniper/a.json",
+        },
+        {"role": "user", "content": "[exit code: 0]"},
+        {"role": "assistant", "content": "exit"},
+    ]
+
+
+@pytest.mark.parametrize("template", ["chatml", "smollm2"])
+def test_an_untrained_turn_is_shown_but_not_trained(template, tiny_model, tiny_smollm2_template, tmp_path):
+    model = tiny_model if template == "chatml" else tiny_smollm2_template
+    recovery = _recovery_conversation()
+    convs = [*_conversations(), recovery]  # mixed: most rows have no flag at all
+    trainer = build_sft_trainer(_cfg(model, tmp_path / "run", packing=False), convs)
+    tok = trainer.processing_class
+    stock = (TEMPLATES_DIR / f"{template}.jinja").read_text(encoding="utf-8")
+    plain = [{"role": m["role"], "content": m["content"]} for m in recovery]
+    assert tok.apply_chat_template(recovery, tokenize=False) == tok.apply_chat_template(
+        plain, chat_template=stock, tokenize=False
+    )  # the model sees its mistake exactly as at inference
+    examples = prepared_examples(trainer.train_dataset)
+    for conv, ex in zip(convs, examples, strict=True):
+        assert ex.labels == tokenize_conversation(tok, conv).labels  # TRL's labels = the reference's
+    trained = tok.decode(
+        [t for t, lab in zip(examples[-1].input_ids, examples[-1].labels, strict=True) if lab != -100]
+    )
+    assert "tar -xf ~/r.tar -C ~/out<|im_end|>" not in trained  # the mistake is not learned
+    assert "juniper/a.json<|im_end|>" in trained and trained.endswith(
+        "exit<|im_end|>"
+    )  # the fix and the end are
+    # a row whose every assistant turn is untrained has nothing to train: refused, not trained on its prompt
+    with pytest.raises(MaskError, match="no trained assistant turn"):
+        normalise_messages([{**m, "train": False} if m["role"] == "assistant" else m for m in recovery])
+
+
+def test_a_template_that_trains_a_marked_mistake_stops_the_training(tiny_model, tmp_path):
+    """A chat template of the model's own (or TRL's) that ignores the mark would teach the mistake: refused."""
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model, folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok.chat_template = (
+        (TEMPLATES_DIR / "chatml_training.jinja")
+        .read_text(encoding="utf-8")
+        .replace("message.get('train') is false", "false")
+    )
+    tok.save_pretrained(folder)
+    with pytest.raises(MaskError, match="train: false"):
+        train_sft(
+            _cfg(str(folder), tmp_path / "run", max_steps=1), [*_conversations(), _recovery_conversation()]
+        )
+
+
+def test_sft_goes_on_from_a_given_adapter(tiny_model, tmp_path):
+    """``start_adapter``: SFT trains a fitted checkpoint further (recovery rows on top) instead of a fresh LoRA.
+    With a rate too small to move anything, the adapter it writes is the one it started from."""
+    from safetensors.torch import load_file
+
+    convs = _conversations()
+    first = train_sft(_cfg(tiny_model, tmp_path / "first", max_steps=3), convs)
+    then = train_sft(
+        _cfg(
+            tiny_model, tmp_path / "then", max_steps=1, learning_rate=1e-12, start_adapter=first.adapter_dir
+        ),
+        convs,
+    )
+    fresh = train_sft(_cfg(tiny_model, tmp_path / "fresh", max_steps=1, learning_rate=1e-12), convs)
+    weights = {
+        name: load_file(str(Path(r.adapter_dir) / "adapter_model.safetensors"))
+        for name, r in (("first", first), ("then", then), ("fresh", fresh))
+    }
+    assert weights["then"].keys() == weights["first"].keys()
+    lora_b = [k for k in weights["first"] if "lora_B" in k]
+    assert lora_b and all(weights["first"][k].abs().sum() > 0 for k in lora_b)  # trained: B moved from zero
+    for k, w in weights["first"].items():
+        torch.testing.assert_close(weights["then"][k], w, atol=1e-6, rtol=0)  # went on from it
+    assert all(weights["fresh"][k].abs().max() < 1e-6 for k in lora_b)  # a fresh LoRA starts with B = 0

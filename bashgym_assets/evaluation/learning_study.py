@@ -204,14 +204,22 @@ class CleanResult(BaseModel):
     transcripts: list[str] = Field(default_factory=list, description="episodes the checkpoint finished")
 
 
-class DpoSettings(BaseModel):
-    """DPO on top of one of the arm's SFT checkpoints: how the checkpoint samples its own attempts at the tasks it
-    trained on, and how DPO trains from it (the SFT model as DPO's reference)."""
+class AttemptSettings(BaseModel):
+    """How a checkpoint samples its own attempts at the tasks it trained on (DPO's and recovery's raw material)."""
 
-    from_epoch: int = Field(ge=1, description="the SFT checkpoint DPO starts from (and is compared with)")
+    from_epoch: int = Field(ge=1, description="the SFT checkpoint that attempts (and is compared with)")
     samples: int = Field(default=2, ge=1, description="sampled attempts of each trained task")
     temperature: float = Field(default=0.8, gt=0, description="the attempts' sampling temperature")
     seed: int = Field(default=0, description="the attempts' sampling seed")
+
+    def cache_name(self) -> str:
+        return f"attempts-e{self.from_epoch}-n{self.samples}-t{self.temperature:g}-s{self.seed}.json"
+
+
+class DpoSettings(AttemptSettings):
+    """DPO on top of one of the arm's SFT checkpoints: how the checkpoint samples its own attempts at the tasks it
+    trained on, and how DPO trains from it (the SFT model as DPO's reference)."""
+
     learning_rate: float = Field(default=2e-5, description="DPO's learning rate (linear decay)")
     beta: float = Field(default=0.1, description="DPO's KL strength")
     epochs: float = Field(default=1.0, description="passes over the pairs")
@@ -242,6 +250,53 @@ class DpoResult(BaseModel):
     transcripts: list[str] = Field(default_factory=list)
 
 
+class RecoverySettings(AttemptSettings):
+    """Recovery rows on top of one of the arm's SFT checkpoints (``training_data.recovery``): its failed attempts
+    become replayed recovery rows, and SFT goes on from the checkpoint on the arm's rows plus those, beside a
+    control that goes on as long on the arm's rows alone."""
+
+    epochs: float = Field(default=2.0, gt=0, description="passes over the rows after the checkpoint")
+    per_task: int = Field(default=1, ge=1, description="distinct mistakes replayed per trained task")
+    control: bool = Field(
+        default=True, description="also go on from the checkpoint without the recovery rows"
+    )
+
+
+class ContinuedRun(BaseModel):
+    """SFT that went on from a checkpoint: its rows, training and fit and transfer after it."""
+
+    label: str
+    rows: int
+    steps: int
+    tokens_seen: int
+    train_wall_s: float
+    loss: float | None
+    eval_id: str
+    eval_wall_s: float
+    sets: dict[str, SetResult]
+    transcripts: list[str] = Field(default_factory=list)
+
+
+class RecoveryResult(BaseModel):
+    """Recovery rows on top of an SFT checkpoint: the attempts, the plans, the replays kept, and SFT with and
+    (as control) without them, beside the checkpoint's own ``CheckpointResult``."""
+
+    settings: RecoverySettings
+    attempts: int
+    attempts_clean: int
+    attempts_wall_s: float
+    plan_counts: dict[str, int] = Field(
+        description="recovery_plans' counts: why a failed attempt gave no plan"
+    )
+    replayed: int
+    recovered: int = Field(description="replays whose check passed: recovery rows")
+    replay_wall_s: float
+    replay_failures: dict[str, int] = Field(description="why the other replays were dropped")
+    mistakes_by_failure: dict[str, int] = Field(description="the kept rows' attempts' failure classes")
+    runs: list[ContinuedRun]
+    example: str = Field(default="", description="one recovery row as the model sees it")
+
+
 class StudyResult(BaseModel):
     """An arm and its checkpoints (written as <arm>.json)."""
 
@@ -259,6 +314,7 @@ class StudyResult(BaseModel):
     finished: bool = False
     clean: list[CleanResult] = Field(default_factory=list)
     dpo: list[DpoResult] = Field(default_factory=list)
+    recovery: list[RecoveryResult] = Field(default_factory=list)
 
 
 # ---- data ---------------------------------------------------------------------------------------------------------
@@ -723,6 +779,51 @@ def dpo_pairs(
     return pairs, built.counts
 
 
+def own_attempts(
+    study: StudyResult,
+    settings: AttemptSettings,
+    base_model: str,
+    image: str | None,
+    work: Path,
+    progress: Progress = print,
+) -> tuple[Path, PreparedData, list[ScenarioBundle], list[Any], float]:
+    """The checkpoint of ``settings.from_epoch``, the arm's data, its trained tasks, and the checkpoint's sampled
+    attempts at them (``run_student``, real sandboxes) with their wall time. The attempts are kept in the arm's
+    folder, one file per epoch and sampling, so DPO and recovery on one checkpoint share one sampling."""
+    from bashgym_assets.evaluation.student import StudentSettings, run_student
+    from bashgym_assets.rollout.episode import TrajectoryRecord
+
+    arm = study.arm
+    checkpoint = checkpoint_adapter(work, arm, settings.from_epoch)
+    if (data := cached_data(arm, work / "prepared.json")) is None:
+        raise FileNotFoundError(f"[{arm.name}] the arm's prepared data is not in {work}: run the arm first")
+    tasks = trained_bundles(arm, data)
+    cache = work / settings.cache_name()
+    if cache.exists():
+        saved = json.loads(cache.read_text(encoding="utf-8"))
+        records = [TrajectoryRecord.model_validate(r) for r in saved["records"]]
+        progress(f"[{arm.name}] {len(records)} attempts of epoch {settings.from_epoch} from {cache.name}")
+        return checkpoint, data, tasks, records, float(saved["wall_s"])
+    label = f"{arm.name}-e{settings.from_epoch}"
+    spec = ModelSpec(label=label, base=base_model, adapter=str(checkpoint), ref=str(checkpoint))
+    student = StudentSettings(
+        samples=settings.samples,
+        temperature=settings.temperature,
+        seed=settings.seed,
+        max_turns=arm.max_turns,
+        max_new_tokens=arm.max_new_tokens,
+    )
+    progress(f"[{arm.name}] {settings.samples} attempts of epoch {settings.from_epoch} at {len(tasks)} tasks")
+    run = run_student(spec, tasks, image, student, progress=progress)
+    tmp = cache.with_suffix(".tmp")
+    tmp.write_text(
+        json.dumps({"wall_s": run.wall_s, "records": [r.model_dump(mode="json") for r in run.records]}),
+        encoding="utf-8",
+    )
+    tmp.replace(cache)
+    return checkpoint, data, tasks, list(run.records), run.wall_s
+
+
 def dpo_on_top(
     study: StudyResult,
     settings: DpoSettings,
@@ -738,32 +839,18 @@ def dpo_on_top(
     checkpoint, then fit and transfer greedily, as every checkpoint is evaluated."""
     from datetime import UTC, datetime
 
-    from bashgym_assets.evaluation.student import StudentSettings, run_student, scenarios_with_failure
+    from bashgym_assets.evaluation.student import scenarios_with_failure
     from bashgym_assets.training.trainer import TrainConfig, progress_line, train_dpo
 
     arm = study.arm
-    checkpoint = checkpoint_adapter(work, arm, settings.from_epoch)
-    if (data := cached_data(arm, work / "prepared.json")) is None:
-        raise FileNotFoundError(f"[{arm.name}] the arm's prepared data is not in {work}: run the arm first")
-    tasks = trained_bundles(arm, data)
-    label = f"{arm.name}-e{settings.from_epoch}"
-    spec = ModelSpec(label=label, base=base_model, adapter=str(checkpoint), ref=str(checkpoint))
-    student = StudentSettings(
-        samples=settings.samples,
-        temperature=settings.temperature,
-        seed=settings.seed,
-        max_turns=arm.max_turns,
-        max_new_tokens=arm.max_new_tokens,
+    checkpoint, data, _, records, attempts_wall = own_attempts(
+        study, settings, base_model, image, work, progress
     )
-    progress(
-        f"[{arm.name}] DPO: {settings.samples} attempts of epoch {settings.from_epoch} at {len(tasks)} tasks"
-    )
-    run = run_student(spec, tasks, image, student, progress=progress)
     heldout = heldout_guard(arm.tasks_per_family, arm.draw_seed)
-    pairs, counts = dpo_pairs(arm, data, run.records, heldout)
-    failed_tasks = scenarios_with_failure(run.records)  # the model's failures, not the sandbox's
+    pairs, counts = dpo_pairs(arm, data, records, heldout)
+    failed_tasks = scenarios_with_failure(records)  # the model's failures, not the sandbox's
     progress(
-        f"[{arm.name}] DPO: {sum(r.kept for r in run.records)}/{len(run.records)} attempts clean, "
+        f"[{arm.name}] DPO: {sum(r.kept for r in records)}/{len(records)} attempts clean, "
         f"{len(failed_tasks)} tasks with a failure, {len(pairs)} pairs"
     )
     if not pairs:
@@ -805,10 +892,10 @@ def dpo_on_top(
     losses = [h["loss"] for h in res.history if "loss" in h]
     return DpoResult(
         settings=settings,
-        attempts=len(run.records),
-        attempts_clean=sum(r.kept for r in run.records),
+        attempts=len(records),
+        attempts_clean=sum(r.kept for r in records),
         tasks_failed=len(failed_tasks),
-        attempts_wall_s=round(run.wall_s, 1),
+        attempts_wall_s=round(attempts_wall, 1),
         pairs=len(pairs),
         pair_counts=counts,
         rejected_reasons=dict(Counter(str(p.get("rejected_reason")) for p in pairs).most_common()),
@@ -847,6 +934,275 @@ def dpo_markdown(study: StudyResult, d: DpoResult) -> list[str]:
             f"| {label} | {_rate(fit)} | {_rate(transfer)} | {_failures(fit) if fit else '-'} | "
             f"{_failures(transfer) if transfer else '-'} |"
         )
+    return lines
+
+
+# ---- recovery rows on top ----------------------------------------------------------------------------------------
+def replay_plans(
+    plans: Sequence[Any], tasks: Sequence[ScenarioBundle], image: str | None, max_parallel: int = 4
+) -> list[Any]:
+    """Each plan played in a fresh sandbox (``ReferenceOperator`` typing the plan's commands, then ``exit``) and
+    checked: ``TrajectoryRecord`` rows, kept only where the task's check passed. A task's plans go in rounds (one
+    a round), since a trajectory is named by its task and sample."""
+    from bashgym_assets.rollout.episode import ROLLOUT_LIMITS
+    from bashgym_assets.rollout.operators import ReferenceOperator
+    from bashgym_assets.rollout.rollouts import run_rollouts
+
+    by_id = {b.id: b for b in tasks}
+    rounds: list[list[Any]] = []
+    for plan in plans:
+        k = next((i for i, r in enumerate(rounds) if all(p.scenario_id != plan.scenario_id for p in r)), None)
+        if k is None:
+            rounds.append([plan])
+        else:
+            rounds[k].append(plan)
+    records: list[Any] = []
+    for one_round in rounds:
+        bundles = [by_id[p.scenario_id].model_copy(update={"reference": p.commands}) for p in one_round]
+        records += run_rollouts(
+            bundles, ReferenceOperator(), image, max_parallel=max_parallel, limits=ROLLOUT_LIMITS
+        )
+    return records
+
+
+def recovery_rows(
+    arm: Arm,
+    data: PreparedData,
+    tasks: Sequence[ScenarioBundle],
+    attempts: Sequence[Any],
+    image: str | None,
+    per_task: int = 1,
+    progress: Progress = print,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Recovery rows from the checkpoint's failed attempts (``training_data.recovery``): planned, replayed in real
+    sandboxes, kept where the check passed, built as the arm's rows are (``build_sft``, the held-out guard, the
+    arm's observation cut), the mistake marked untrained. Also what happened on the way, for the result."""
+    from bashgym_assets.evaluation.student import pairable
+    from bashgym_assets.training_data.build import build_sft, contamination_violations
+    from bashgym_assets.training_data.recovery import mark_mistakes, recovery_plans
+
+    t0 = time.monotonic()
+    own, _ = pairable([a.model_dump() if hasattr(a, "model_dump") else dict(a) for a in attempts])
+    references = {r["scenario_id"]: r["messages"] for r in data.rows}
+    plans, plan_counts = recovery_plans(references, own, per_task=per_task)
+    progress(
+        f"[{arm.name}] recovery: {len(plans)} plans from the failed attempts ({plan_counts}); replaying them"
+    )
+    records = replay_plans(plans, tasks, image) if plans else []
+    kept = [r for r in records if r.kept]
+    heldout = heldout_guard(arm.tasks_per_family, arm.draw_seed)
+    built = build_sft([], [r.model_dump() for r in kept], heldout, observation_chars=arm.observation_chars)
+    rows, unmatched = mark_mistakes([r for r in built.rows if r["split"] == "train"], plans)
+    if bad := contamination_violations(rows, heldout):
+        raise RuntimeError(f"{len(bad)} recovery rows hold a held-out task, e.g. {bad[0]}")
+    failure_of = {(p.scenario_id, p.mistake): p.failure for p in plans}
+    info = {
+        "plan_counts": plan_counts,
+        "replayed": len(records),
+        "recovered": len(rows),
+        "replay_wall_s": round(time.monotonic() - t0, 1),
+        "replay_failures": dict(
+            Counter(r.reject_reason or "unknown" for r in records if not r.kept).most_common()
+        )
+        | ({"not_a_plan_after_build": unmatched} if unmatched else {})
+        | ({"refused_by_build": len(built.quarantine)} if built.quarantine else {}),
+        "mistakes_by_failure": dict(
+            Counter(failure_of.get((r["scenario_id"], r["mistake"]), "?") for r in rows).most_common()
+        ),
+    }
+    progress(f"[{arm.name}] recovery: {len(rows)}/{len(records)} replays passed their check")
+    return rows, info
+
+
+def continue_sft(
+    study: StudyResult,
+    label: str,
+    rows: Sequence[dict[str, Any]],
+    checkpoint: Path,
+    epochs: float,
+    base_model: str,
+    image: str | None,
+    work: Path,
+    data: PreparedData,
+    lake: Any = None,
+    progress: Progress = print,
+) -> ContinuedRun:
+    """SFT going on from ``checkpoint`` (its LoRA trained further, the arm's recipe) over ``rows`` for ``epochs``,
+    then fit and transfer as every checkpoint is evaluated."""
+    from datetime import UTC, datetime
+
+    from bashgym_assets.training.curriculum import stage_of
+    from bashgym_assets.training.trainer import TrainConfig, progress_line, train_sft
+
+    arm = study.arm
+    out = work / label
+    config = TrainConfig(
+        **arm.train.model_dump(exclude={"target_modules", "epochs", "max_steps", "save_every"}),
+        target_modules=arm.train.targets(),
+        epochs=float(epochs),
+        base_model=base_model,
+        output_dir=str(out),
+        checkpoint_dir=str(work / f"{label}-checkpoints"),
+        run_name=f"{arm.name}-{label}",
+        save_every=10**9,
+        resume=False,
+        start_adapter=str(checkpoint),
+    )
+    for folder in (out, config.ckpt_dir()):
+        if folder.exists():
+            shutil.rmtree(folder)
+    progress(f"[{arm.name}] {label}: {len(rows)} rows, {epochs:g} epochs from {checkpoint.name}")
+    t0 = time.monotonic()
+    res = train_sft(
+        config,
+        [r["messages"] for r in rows],
+        on_log=lambda row: progress(f"[{arm.name}] {label} {progress_line(row)}"),
+        stages=[stage_of(r) for r in rows],
+    )
+    train_wall = time.monotonic() - t0
+    eval_id = f"{_EVAL_PREFIX}{arm.name}-{label}-{datetime.now(UTC).strftime('%H%M%S')}"
+    progress(f"[{arm.name}] {label}: {res.steps} steps; evaluating {eval_id}")
+    sets, episodes, eval_wall = evaluate_checkpoint(
+        out, base_model, data, arm, image, eval_id, lake, progress
+    )
+    return ContinuedRun(
+        label=label,
+        rows=len(rows),
+        steps=res.steps,
+        tokens_seen=int(sum(h.get("tokens", 0) for h in res.history)),
+        train_wall_s=round(train_wall, 1),
+        loss=_mean_loss(res.history, max(1, math.ceil(res.steps / max(epochs, 1)))),
+        eval_id=eval_id,
+        eval_wall_s=round(eval_wall, 1),
+        sets=sets,
+        transcripts=[transcript_markdown(e, 1800) for e in failing_transcripts(episodes, arm.name, 3)],
+    )
+
+
+def recovery_on_top(
+    study: StudyResult,
+    settings: RecoverySettings,
+    base_model: str,
+    image: str | None,
+    work: Path,
+    lake: Any = None,
+    progress: Progress = print,
+) -> RecoveryResult:
+    """Issue 38's recovery arm: the checkpoint's failed attempts made into replayed recovery rows, SFT going on
+    from the checkpoint on the arm's rows plus those, and (``settings.control``) as long on the arm's rows alone,
+    so what the recovery rows move is told apart from what more epochs move."""
+
+    arm = study.arm
+    checkpoint, data, tasks, records, attempts_wall = own_attempts(
+        study, settings, base_model, image, work, progress
+    )
+    rows, info = recovery_rows(arm, data, tasks, records, image, settings.per_task, progress)
+    if not rows:
+        raise RuntimeError(
+            f"[{arm.name}] no recovery row: no replay of epoch {settings.from_epoch}'s mistakes passed its check "
+            f"({info['plan_counts']}, replays {info['replay_failures']})"
+        )
+    e = settings.from_epoch
+    runs = [
+        continue_sft(
+            study,
+            f"recovery-e{e}",
+            [*data.rows, *rows],
+            checkpoint,
+            settings.epochs,
+            base_model,
+            image,
+            work,
+            data,
+            lake,
+            progress,
+        )
+    ]
+    if settings.control:
+        runs.append(
+            continue_sft(
+                study,
+                f"control-e{e}",
+                data.rows,
+                checkpoint,
+                settings.epochs,
+                base_model,
+                image,
+                work,
+                data,
+                lake,
+                progress,
+            )
+        )
+    example = rows[0]
+    return RecoveryResult(
+        settings=settings,
+        attempts=len(records),
+        attempts_clean=sum(r.kept for r in records),
+        attempts_wall_s=round(attempts_wall, 1),
+        plan_counts=info["plan_counts"],
+        replayed=info["replayed"],
+        recovered=info["recovered"],
+        replay_wall_s=info["replay_wall_s"],
+        replay_failures=info["replay_failures"],
+        mistakes_by_failure=info["mistakes_by_failure"],
+        runs=runs,
+        example=_row_transcript(example),
+    )
+
+
+def _row_transcript(row: dict[str, Any], max_chars: int = 1800) -> str:
+    """A recovery row as the model reads it, its untrained mistake marked."""
+    from bashgym_assets.rollout.transcript import is_untrained
+
+    lines = [f"**{row['scenario_id']}** (recovery of a `{row.get('recovery_of')}` attempt)", "", "```"]
+    for m in row["messages"]:
+        if m["role"] == "assistant":
+            lines.append(
+                f"$ {m['content']}" + ("    # the mistake: shown, not trained" if is_untrained(m) else "")
+            )
+        elif m["role"] == "user":
+            lines.append(m["content"][:400])
+    lines.append("```")
+    text = "\n".join(lines)
+    return text if len(text) <= max_chars else text[: max_chars - 4] + "\n```"
+
+
+def recovery_markdown(study: StudyResult, r: RecoveryResult) -> list[str]:
+    """The recovery run and its control beside the SFT checkpoint they went on from."""
+    s = r.settings
+    sft = next((c for c in study.checkpoints if c.epoch == s.from_epoch), None)
+    lines = [
+        f"Recovery rows on top of epoch {s.from_epoch} ({s.samples} attempts a trained task at temperature "
+        f"{s.temperature:g}, at most {s.per_task} mistake a task): {r.attempts_clean}/{r.attempts} attempts clean; "
+        f"plans {r.plan_counts.get('planned', 0)} ({', '.join(f'{k} {v}' for k, v in r.plan_counts.items())}); "
+        f"**{r.recovered}/{r.replayed} replays passed their check** (dropped: "
+        f"{', '.join(f'{k} {v}' for k, v in r.replay_failures.items()) or 'none'}; mistakes kept by failure: "
+        f"{', '.join(f'{k} {v}' for k, v in r.mistakes_by_failure.items())}); attempts "
+        f"{_minutes(r.attempts_wall_s)}, replays {_minutes(r.replay_wall_s)}. Both runs go on {s.epochs:g} epochs "
+        "from the checkpoint with the arm's recipe:",
+        "",
+        "| model | rows | steps | tokens seen | training wall | loss | fit clean | transfer clean | "
+        "fit failures (detail) | transfer failures (detail) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    if sft is not None:
+        fit, transfer = sft.sets.get(FIT), sft.sets.get(TRANSFER)
+        lines.append(
+            f"| SFT epoch {s.from_epoch} | {study.train_rows} | {sft.steps} | {sft.tokens_seen:,} | "
+            f"{_minutes(sft.train_wall_s)} | {sft.loss} | {_rate(fit)} | {_rate(transfer)} | "
+            f"{_failures(fit) if fit else '-'} | {_failures(transfer) if transfer else '-'} |"
+        )
+    for run in r.runs:
+        fit, transfer = run.sets.get(FIT), run.sets.get(TRANSFER)
+        name = "+ recovery rows" if run.label.startswith("recovery") else "+ same epochs, no recovery rows"
+        lines.append(
+            f"| {name} (`{run.label}`) | {run.rows} | +{run.steps} | +{run.tokens_seen:,} | "
+            f"{_minutes(run.train_wall_s)} | {run.loss} | {_rate(fit)} | {_rate(transfer)} | "
+            f"{_failures(fit) if fit else '-'} | {_failures(transfer) if transfer else '-'} |"
+        )
+    if r.example:
+        lines += ["", "One recovery row:", "", r.example]
     return lines
 
 
@@ -1009,6 +1365,8 @@ def study_markdown(study: StudyResult) -> str:
         lines += ["", *clean_markdown(study.arm.name, judged)]
     for preferred in study.dpo:
         lines += ["", *dpo_markdown(study, preferred)]
+    for recovered in study.recovery:
+        lines += ["", *recovery_markdown(study, recovered)]
     if study.checkpoints:
         last = study.checkpoints[-1]
         if last.transcripts:

@@ -34,6 +34,19 @@ class Message(BaseModel):
     content: str
 
 
+# A training row's assistant turn may carry ``train: False``: shown to the model as context, never trained (a
+# recovery row's mistake, ``training_data.recovery``); the trainer's masks and templates read it
+# (``training.masking``). Defined here, with the turn's format, for both of those sibling packages.
+UNTRAINED = "train"
+
+
+def is_untrained(message: Any) -> bool:
+    """An assistant turn shown but not trained: the model must see its mistake to learn the fix after it, and
+    must not learn to make it."""
+    value = message.get(UNTRAINED) if isinstance(message, dict) else getattr(message, UNTRAINED, None)
+    return value is False
+
+
 class _BundleLike(Protocol):
     task: str
     announcement: str | None

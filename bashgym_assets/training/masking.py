@@ -24,6 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from bashgym_assets.rollout.transcript import UNTRAINED, is_untrained
+
 IGNORE_INDEX = -100
 
 
@@ -68,31 +70,34 @@ def _render(tokenizer: Any, messages: Sequence[dict[str, str]], add_generation_p
     )
 
 
-def normalise_messages(messages: Iterable[Any], require_assistant: bool = True) -> list[dict[str, str]]:
-    """Plain ``{role, content}`` dicts (parquet gives dicts, pydantic gives models), validated.
+def normalise_messages(messages: Iterable[Any], require_assistant: bool = True) -> list[dict[str, Any]]:
+    """Plain ``{role, content}`` dicts (parquet gives dicts, pydantic gives models), validated; an assistant turn
+    marked untrained keeps ``train: False`` (every other turn is trained as before).
 
     ``require_assistant=False`` for a DPO prompt, which ends before the first scored assistant turn.
     """
-    out = []
+    out: list[dict[str, Any]] = []
     for m in messages:
         role = m["role"] if isinstance(m, dict) else m.role
         content = m["content"] if isinstance(m, dict) else m.content
         if role not in ("system", "user", "assistant"):
             raise MaskError(f"unknown role {role!r}")
         out.append({"role": role, "content": content or ""})
-    if require_assistant and not any(m["role"] == "assistant" for m in out):
-        raise MaskError("conversation has no assistant turn: nothing to train")
+        if role == "assistant" and is_untrained(m):
+            out[-1][UNTRAINED] = False
+    if require_assistant and not any(m["role"] == "assistant" and not is_untrained(m) for m in out):
+        raise MaskError("conversation has no trained assistant turn: nothing to train")
     return out
 
 
 def assistant_spans(tokenizer: Any, messages: Sequence[dict[str, str]]) -> tuple[str, list[tuple[int, int]]]:
-    """The rendered text and the character span of every assistant turn (content + end-of-turn token)."""
+    """The rendered text and the character span of every trained assistant turn (content + end-of-turn token)."""
     messages = normalise_messages(messages)
     text = _render(tokenizer, messages)
     eot = end_of_turn_token(tokenizer)
     spans: list[tuple[int, int]] = []
     for i, m in enumerate(messages):
-        if m["role"] != "assistant":
+        if m["role"] != "assistant" or is_untrained(m):
             continue
         before = _render(tokenizer, messages[:i], add_generation_prompt=True) if i else ""
         after = _render(tokenizer, messages[: i + 1])

@@ -35,10 +35,12 @@ from pydantic import BaseModel, Field, model_validator
 
 from bashgym_assets.training.masking import (
     IGNORE_INDEX,
+    UNTRAINED,
     MaskError,
     MaskReport,
     TokenizedExample,
     inspect_examples,
+    is_untrained,
     normalise_messages,
     tokenize_conversation,
 )
@@ -151,6 +153,10 @@ class TrainConfig(TrainHyperparams):
     device: str | None = None
     seed: int = 0
     resume: bool = True
+    start_adapter: str | None = Field(
+        default=None,
+        description="SFT: a LoRA adapter to train further (new rows on a fitted checkpoint) instead of a fresh one",
+    )
 
     @model_validator(mode="after")
     def _resolve_auto_dtype(self) -> TrainConfig:
@@ -559,7 +565,11 @@ def trainable_parameters(model: Any) -> int:
 def _chat_dataset(conversations: Sequence[Messages]) -> Any:
     from datasets import Dataset
 
-    return Dataset.from_list([{"messages": normalise_messages(m)} for m in conversations])
+    rows = [normalise_messages(m) for m in conversations]
+    if any(is_untrained(m) for row in rows for m in row):
+        # one schema for every turn (Arrow would give the others None): the templates read only ``False``
+        rows = [[{**m, UNTRAINED: not is_untrained(m)} for m in row] for row in rows]
+    return Dataset.from_list([{"messages": row} for row in rows])
 
 
 def prepared_examples(dataset: Any) -> list[TokenizedExample]:
@@ -689,14 +699,19 @@ def build_sft_trainer(
         assistant_only_loss=True,
         include_num_input_tokens_seen="all" if config.packing else "non_padding",
     )
+    model, peft = load_base(config), lora_config(config)
+    if config.start_adapter:
+        from peft import PeftModel
+
+        model, peft = PeftModel.from_pretrained(model, config.start_adapter, is_trainable=True), None
     return without_printer(
         _sft_trainer_class()(
-            model=load_base(config),
+            model=model,
             args=args,
             train_dataset=_chat_dataset(train),
             eval_dataset=_chat_dataset(validation) if validation else None,
             processing_class=tokenizer,
-            peft_config=lora_config(config),
+            peft_config=peft,
             callbacks=list(callbacks),
             lean_loss=config.lean_loss,
             stages=curriculum_stages,
@@ -734,6 +749,12 @@ def train_sft(
             "offsets reference (masking.tokenize_conversation): check its generation blocks",
             mismatched,
             min(8, len(train)),
+        )
+    with_untrained = [m for m in train if any(is_untrained(t) for t in m)]
+    if with_untrained and check_training_template(trainer.processing_class, with_untrained[:32]):
+        raise MaskError(
+            "the training chat template trains assistant turns marked 'train: false' (recovery rows' mistakes); "
+            f"its generation blocks must leave such turns out, as {TEMPLATES_DIR}/*_training.jinja do"
         )
     mask, examples = _mask_report(trainer, train, config.max_length)
     if not any(e.n_trained for e in examples):
