@@ -279,3 +279,19 @@ def test_dpo_pairs_split_where_the_model_chose_not_where_an_output_was_cut() -> 
     whole = arm.model_copy(update={"observation_chars": None})
     pairs_whole, _ = ls.dpo_pairs(whole, data, attempts)
     assert {p["scenario_id"] for p in pairs_whole} == {"gen.a.2"}
+
+
+def test_an_attempt_cut_by_the_clock_is_neither_a_rejected_side_nor_a_mistake() -> None:
+    """Under load the episode's wall-time cap cut attempts that were going right (55 of 69 failures in the first
+    DPO run at an arm's size): such a cut, like the sandbox's own failures, says nothing about a choice."""
+    attempts = [
+        {"scenario_id": "gen.a.1", "kept": False, "reject_reason": "wrong_result", "messages": []},
+        {"scenario_id": "gen.a.1", "kept": False, "reject_reason": "timeout", "messages": []},
+        {"scenario_id": "gen.a.2", "kept": False, "reject_reason": "setup_failed", "messages": []},
+        {"scenario_id": "gen.a.2", "kept": True, "reject_reason": "", "messages": []},
+        {"scenario_id": "gen.a.3", "kept": False, "reject_reason": "loop", "messages": []},
+    ]
+    assert [(a["scenario_id"], a["reject_reason"]) for a in ls.behaviour_failures(attempts)] == [
+        ("gen.a.1", "wrong_result"),
+        ("gen.a.3", "loop"),
+    ]

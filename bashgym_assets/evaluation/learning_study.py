@@ -751,6 +751,17 @@ def trained_bundles(arm: Arm, data: PreparedData) -> list[ScenarioBundle]:
     return found
 
 
+def behaviour_failures(attempts: Sequence[Any]) -> list[dict[str, Any]]:
+    """The failed attempts that failed by what the model typed (DPO's rejected sides, recovery's mistakes): not the
+    sandbox's failures (``student.pairable``), and not an episode its wall-time cap ended, which under load cuts
+    attempts that were going right: a cut is not a wrong choice."""
+    from bashgym_assets.evaluation.metrics import FAILURE_TIMEOUT
+    from bashgym_assets.evaluation.student import pairable
+
+    own, _ = pairable([a.model_dump() if hasattr(a, "model_dump") else dict(a) for a in attempts])
+    return [dict(a) for a in own if not a.get("kept") and a.get("reject_reason") != FAILURE_TIMEOUT]
+
+
 def dpo_pairs(
     arm: Arm, data: PreparedData, attempts: Sequence[Any], heldout: Sequence[Any] = ()
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
@@ -759,18 +770,15 @@ def dpo_pairs(
     the failing side the checkpoint's own failed attempt. Observations are cut as the rows' were
     (``observation_chars``), so a shared turn reads the same on both sides and the pair splits where the model
     chose differently, not where an output was cut."""
-    from bashgym_assets.evaluation.student import pairable
     from bashgym_assets.training_data.build import build_dpo, contamination_violations, shorten_observations
 
     references = [
         {"scenario_id": r["scenario_id"], "split": "train", "kept": True, "messages": r["messages"]}
         for r in data.rows
     ]
-    own, _ = pairable([a.model_dump() if hasattr(a, "model_dump") else dict(a) for a in attempts])
     failed = [
         {**a, "messages": shorten_observations(list(a["messages"]), arm.observation_chars)}
-        for a in own
-        if not a.get("kept")
+        for a in behaviour_failures(attempts)
     ]
     built = build_dpo([], [*references, *failed], heldout)
     pairs = [r for r in built.rows if r["split"] == "train"]
@@ -806,12 +814,20 @@ def own_attempts(
         return checkpoint, data, tasks, records, float(saved["wall_s"])
     label = f"{arm.name}-e{settings.from_epoch}"
     spec = ModelSpec(label=label, base=base_model, adapter=str(checkpoint), ref=str(checkpoint))
+    # the limits of the arm's own evaluation: the student's defaults (4 turns in 120 s) would cut 10-turn attempts
+    # by the clock (55 of 69 failures in the first run at an arm's size were such cuts)
+    limits = EvalSettings(max_turns=arm.max_turns)
     student = StudentSettings(
         samples=settings.samples,
         temperature=settings.temperature,
         seed=settings.seed,
         max_turns=arm.max_turns,
         max_new_tokens=arm.max_new_tokens,
+        episode_timeout_s=limits.episode_timeout_s,
+        command_timeout_s=limits.command_timeout_s,
+        check_timeout_s=limits.check_timeout_s,
+        max_unusable_in_a_row=limits.max_unusable_in_a_row,
+        max_live=limits.max_live,
     )
     progress(f"[{arm.name}] {settings.samples} attempts of epoch {settings.from_epoch} at {len(tasks)} tasks")
     run = run_student(spec, tasks, image, student, progress=progress)
@@ -839,7 +855,6 @@ def dpo_on_top(
     checkpoint, then fit and transfer greedily, as every checkpoint is evaluated."""
     from datetime import UTC, datetime
 
-    from bashgym_assets.evaluation.student import scenarios_with_failure
     from bashgym_assets.training.trainer import TrainConfig, progress_line, train_dpo
 
     arm = study.arm
@@ -848,7 +863,9 @@ def dpo_on_top(
     )
     heldout = heldout_guard(arm.tasks_per_family, arm.draw_seed)
     pairs, counts = dpo_pairs(arm, data, records, heldout)
-    failed_tasks = scenarios_with_failure(records)  # the model's failures, not the sandbox's
+    failed_tasks = {
+        a["scenario_id"] for a in behaviour_failures(records)
+    }  # the model's, not the sandbox's or clock's
     progress(
         f"[{arm.name}] DPO: {sum(r.kept for r in records)}/{len(records)} attempts clean, "
         f"{len(failed_tasks)} tasks with a failure, {len(pairs)} pairs"
@@ -977,14 +994,12 @@ def recovery_rows(
     """Recovery rows from the checkpoint's failed attempts (``training_data.recovery``): planned, replayed in real
     sandboxes, kept where the check passed, built as the arm's rows are (``build_sft``, the held-out guard, the
     arm's observation cut), the mistake marked untrained. Also what happened on the way, for the result."""
-    from bashgym_assets.evaluation.student import pairable
     from bashgym_assets.training_data.build import build_sft, contamination_violations
     from bashgym_assets.training_data.recovery import mark_mistakes, recovery_plans
 
     t0 = time.monotonic()
-    own, _ = pairable([a.model_dump() if hasattr(a, "model_dump") else dict(a) for a in attempts])
     references = {r["scenario_id"]: r["messages"] for r in data.rows}
-    plans, plan_counts = recovery_plans(references, own, per_task=per_task)
+    plans, plan_counts = recovery_plans(references, behaviour_failures(attempts), per_task=per_task)
     progress(
         f"[{arm.name}] recovery: {len(plans)} plans from the failed attempts ({plan_counts}); replaying them"
     )
@@ -1103,6 +1118,8 @@ def recovery_on_top(
             f"({info['plan_counts']}, replays {info['replay_failures']})"
         )
     e = settings.from_epoch
+    kept = work / f"recovery-rows-e{e}.json"  # the rows as trained, to read beside the result
+    kept.write_text(json.dumps(rows, indent=1, ensure_ascii=False), encoding="utf-8")
     runs = [
         continue_sft(
             study,
