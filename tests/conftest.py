@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 from bashgym_assets.config import Settings
+
+# A suite started as a background job of a non-interactive shell (`make test &` in a script, `nohup sh -c ... &`)
+# inherits SIGINT ignored. Dagster's in-process runs then restore SIGINT's disposition and map SIGTERM to it
+# (dagster._utils.interrupts), so after the first such run the worker, and every command it starts, ignored SIGTERM
+# too: the stop tests failed only when the suite ran in the background. The suite tests the stop signals, so it
+# runs with Python's own SIGINT handler, as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 
