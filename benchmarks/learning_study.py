@@ -263,40 +263,29 @@ def clean(args: argparse.Namespace) -> int:
 
 def dpo(args: argparse.Namespace) -> int:
     """``--dpo-from-epoch``: DPO on top of the arm's checkpoint of that epoch, added to its result files."""
-    from bashgym_assets import images
     from bashgym_assets.evaluation import learning_study as ls
 
-    study, lake, work = recorded_arm(args)
-    settings = _settings(args, DpoSettings, "dpo")
-    try:
-        result = ls.dpo_on_top(
-            study,
-            settings,
-            args.base or study.base_model,
-            images.sandbox_image_tag(),
-            work,
-            lake=None if args.no_lake else lake,
-            progress=lambda line: print(line, flush=True),
-        )
-    except (FileNotFoundError, RuntimeError) as exc:  # no checkpoint, no data, no pair: said, nothing written
-        sys.exit(str(exc))
-    study.dpo = [d for d in study.dpo if d.settings != settings] + [result]
-    write(study, args.out)
-    for line in ls.dpo_markdown(study, result):
-        print(line)
-    return 0
+    return _on_top(args, DpoSettings, "dpo", ls.dpo_on_top, ls.dpo_markdown)
 
 
 def recovery(args: argparse.Namespace) -> int:
     """``--recovery-from-epoch``: recovery rows on top of the arm's checkpoint of that epoch (and the control),
     added to its result files."""
-    from bashgym_assets import images
     from bashgym_assets.evaluation import learning_study as ls
 
+    return _on_top(args, RecoverySettings, "recovery", ls.recovery_on_top, ls.recovery_markdown)
+
+
+def _on_top(args: argparse.Namespace, settings_cls: type[Any], kind: str, run: Any, markdown: Any) -> int:
+    """A stage on top of a recorded arm's checkpoint: its settings from ``--<kind>-*``, its result replacing one of
+    the same settings in ``StudyResult.<kind>``, the files written, its table printed. A missing checkpoint, data
+    or row is said in one line and nothing is written."""
+    from bashgym_assets import images
+
     study, lake, work = recorded_arm(args)
-    settings = _settings(args, RecoverySettings, "recovery")
+    settings = _settings(args, settings_cls, kind)
     try:
-        result = ls.recovery_on_top(
+        result = run(
             study,
             settings,
             args.base or study.base_model,
@@ -305,11 +294,12 @@ def recovery(args: argparse.Namespace) -> int:
             lake=None if args.no_lake else lake,
             progress=lambda line: print(line, flush=True),
         )
-    except (FileNotFoundError, RuntimeError) as exc:  # no checkpoint, no data, no recovery row: said
+    except (FileNotFoundError, RuntimeError) as exc:
         sys.exit(str(exc))
-    study.recovery = [r for r in study.recovery if r.settings != settings] + [result]
+    kept = [r for r in getattr(study, kind) if r.settings != settings]
+    setattr(study, kind, [*kept, result])
     write(study, args.out)
-    for line in ls.recovery_markdown(study, result):
+    for line in markdown(study, result):
         print(line)
     return 0
 

@@ -466,7 +466,7 @@ def checkpoint_adapter(work: Path, arm: Arm, epoch: int) -> Path:
 
 # ---- training and evaluation ----------------------------------------------------------------------------------------
 def train_config(
-    arm: Arm, base_model: str, work: Path, epochs: int, first: bool, max_steps: int | None = None
+    arm: Arm, base_model: str, work: Path, epochs: float, first: bool, max_steps: int | None = None
 ) -> Any:
     """The trainer's config of one segment: the arm's recipe up to ``epochs``, resuming the last segment's
     checkpoint (the first segment starts over). Checkpoints are written at each segment's end only."""
@@ -1047,21 +1047,19 @@ def continue_sft(
     from datetime import UTC, datetime
 
     from bashgym_assets.training.curriculum import stage_of
-    from bashgym_assets.training.trainer import TrainConfig, progress_line, train_sft
+    from bashgym_assets.training.trainer import progress_line, train_sft
 
     arm = study.arm
     out = work / label
-    config = TrainConfig(
-        **arm.train.model_dump(exclude={"target_modules", "epochs", "max_steps", "save_every"}),
-        target_modules=arm.train.targets(),
-        epochs=float(epochs),
-        base_model=base_model,
-        output_dir=str(out),
-        checkpoint_dir=str(work / f"{label}-checkpoints"),
-        run_name=f"{arm.name}-{label}",
-        save_every=10**9,
-        resume=False,
-        start_adapter=str(checkpoint),
+    config = train_config(
+        arm, base_model, work, epochs, first=True
+    ).model_copy(  # the arm's recipe, a run of its own
+        update={
+            "output_dir": str(out),
+            "checkpoint_dir": str(work / f"{label}-checkpoints"),
+            "run_name": f"{arm.name}-{label}",
+            "start_adapter": str(checkpoint),
+        }
     )
     for folder in (out, config.ckpt_dir()):
         if folder.exists():
