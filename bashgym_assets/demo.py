@@ -473,8 +473,9 @@ class AssetJobRunner:
 
         self.module = module
         self.instance = instance
-        defs: dg.Definitions = importlib.import_module(module).defs
-        self.repo_def = defs.get_repository_def()
+        with stopping.sigterm_kept():  # loading definitions runs Dagster's interrupt guard too
+            defs: dg.Definitions = importlib.import_module(module).defs
+            self.repo_def = defs.get_repository_def()
         # the attribute the UI's code server finds the Definitions under
         attribute = next(
             name for name, value in vars(importlib.import_module(module)).items() if value is defs
@@ -500,6 +501,18 @@ class AssetJobRunner:
     ) -> dg.DagsterRun:
         """One run of ``assets`` (and their checks), for one partition key, a whole key range (the assets'
         single-run backfill) or unpartitioned; returns the finished run (its status says how it went)."""
+        # Dagster leaves SIGTERM ignored after its run in a process whose SIGINT is ignored (``bashgym demo &``)
+        with stopping.sigterm_kept():
+            return self._run(assets, run_config, tags, partition_key, partition_range)
+
+    def _run(
+        self,
+        assets: list[str],
+        run_config: dict[str, Any] | None = None,
+        tags: dict[str, str] | None = None,
+        partition_key: str | None = None,
+        partition_range: tuple[str, str] | None = None,
+    ) -> dg.DagsterRun:
         from bashgym_assets.defs.dagster_internals import (
             ASSET_PARTITION_RANGE_END_TAG,
             ASSET_PARTITION_RANGE_START_TAG,

@@ -20,7 +20,8 @@ MLflow runs stayed "running" until the next pipeline's reaper. Inside ``on_signa
 3. One line says that it stopped and what was ended; ``Stopped`` propagates (``bashgym`` exits 128 + the signal).
 
 A second signal kills the children at once; a third ends this process the way the default handler would; a
-signal ignored when the scope starts (``nohup``) stays ignored. Once a scope was left stopped, ``requested()``
+SIGINT or SIGHUP ignored when the scope starts (a background job, ``nohup``) stays ignored, SIGTERM never does
+(``sigterm_kept``). Once a scope was left stopped, ``requested()``
 stays true: the process is on its way out, and no new sandbox starts (``Sandbox.start``).
 
 No Dagster, MLflow or Docker here (the core layer): the higher layers register their cleanups
@@ -256,8 +257,11 @@ class StopScope:
         if threading.current_thread() is not threading.main_thread():
             return  # Python delivers signals to the main thread only: a scope elsewhere just cleans up on exit
         for signum in signals:
-            if signal.getsignal(signum) is signal.SIG_IGN:
-                continue  # ignored on purpose (``nohup``, a background job's SIGINT): left ignored
+            if signal.getsignal(signum) is signal.SIG_IGN and signum != signal.SIGTERM:
+                continue  # ignored on purpose (``nohup``'s SIGHUP, a background job's SIGINT): left ignored
+            # SIGTERM is always taken: nobody starts a command ignoring it on purpose; an ignored SIGTERM was
+            # inherited from a parent that lost it (Dagster's restore in a process whose SIGINT is ignored,
+            # ``sigterm_kept``), and a command that cannot be asked to stop is what this module exists against
             self._previous[signum] = signal.signal(signum, self._handle)
         self._installed = True
 
@@ -443,6 +447,29 @@ def delegating() -> Iterator[Callable[[subprocess.Popen], None]]:
         yield scope.adopt
     finally:
         scope._delegating -= 1
+
+
+@contextlib.contextmanager
+def sigterm_kept() -> Iterator[None]:
+    """Around in-process Dagster work (``demo.AssetJobRunner``): SIGTERM still stops this process afterwards.
+
+    Each time Dagster restores its interrupt handlers it sets SIGTERM to SIGINT's disposition
+    (``dagster._utils.interrupts``: "map SIGTERM to SIGINT, for k8s"). In a process started with SIGINT ignored,
+    as a script's background job is (``bashgym demo &``), that is ``SIG_IGN``: after its first run the process
+    ignored SIGTERM between runs, a stop forwarded to it waited for the grace and a SIGKILL, and every program it
+    started inherited the ignored SIGTERM. Inside the block Dagster's own handler takes SIGTERM (it interrupts
+    the run, as it does SIGINT); when the block is left, a SIGTERM that Dagster left ignored gets back what it
+    had before. Outside the main thread (where no handler can change) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if before is not signal.SIG_IGN and signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+            with contextlib.suppress(TypeError, ValueError):
+                signal.signal(signal.SIGTERM, before)  # type: ignore[arg-type]
 
 
 def grace_from_env() -> float:

@@ -410,13 +410,27 @@ except stopping.Stopped as stopped:
 """
 
 
-def _command(mode: str, grace: float = 5.0, deadline: float = 60.0) -> subprocess.Popen:
+def _ignoring(*signums: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that starts the program with ``signums`` ignored, as a shell starts a background job
+    (SIGINT) or as a parent that lost its SIGTERM passes it on (an ignored signal is inherited through exec)."""
+
+    def ignore() -> None:
+        for signum in signums:
+            signal.signal(signum, signal.SIG_IGN)
+
+    return ignore
+
+
+def _command(
+    mode: str, grace: float = 5.0, deadline: float = 60.0, ignored: tuple[int, ...] = ()
+) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-c", COMMAND, mode, str(grace), CHILD_THAT_STOPS, str(deadline)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+        preexec_fn=_ignoring(*ignored) if ignored else None,
     )
     assert proc.stdout is not None
     json.loads(proc.stdout.readline())
@@ -480,3 +494,86 @@ def test_scopes_nest_and_are_inert_outside_the_main_thread() -> None:
     t.start()
     t.join()
     assert ran == [False] and signal.getsignal(signal.SIGTERM) is previous
+
+
+def test_an_inherited_ignored_sigterm_still_stops_a_command_and_its_ignored_sigint_stays_ignored() -> None:
+    """A command started by a parent that ignored SIGTERM and SIGINT (a background job of a script whose SIGTERM a
+    Dagster run had mapped to the ignored SIGINT): SIGINT stays ignored, as the shell meant, and SIGTERM still
+    stops it in order."""
+    proc = _command("inline", ignored=(signal.SIGINT, signal.SIGTERM))
+    proc.send_signal(signal.SIGINT)
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=2)  # ignored: still running
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().endswith("bashgym test: stopped by SIGTERM: recorded")
+
+
+DAGSTER_CHAIN = """
+import dagster as dg
+@dg.asset
+def first(context):
+    context.log.info("first ran")
+defs = dg.Definitions(assets=[first])
+"""
+
+AFTER_A_RUN = """
+import json, signal, sys, time
+import dagster as dg
+from dagster._utils.interrupts import capture_interrupts
+from bashgym_assets import demo
+
+def term() -> str:
+    handler = signal.getsignal(signal.SIGTERM)
+    return "ignored" if handler is signal.SIG_IGN else "default" if handler is signal.SIG_DFL else "handled"
+
+seen = {"start": term()}
+with capture_interrupts():  # Dagster's own guard, as its runs use it
+    pass
+seen["after Dagster's own guard"] = term()
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+runner = demo.AssetJobRunner("tiny_one", dg.DagsterInstance.get(), locations={})
+run = runner.run(["first"])
+seen["after a runner's run"] = term()
+seen["status"] = run.status.value
+print(json.dumps(seen), flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_background_step_process_still_stops_on_sigterm_after_its_dagster_runs(tmp_path: Path) -> None:
+    """The demo's step process started as a script's background job (``bashgym demo &``: SIGINT ignored) runs
+    Dagster in process. Dagster's guard maps SIGTERM to SIGINT's disposition when it restores it, so without
+    ``stopping.sigterm_kept`` the process ignored SIGTERM between runs and its parent's forwarded stop waited
+    for the grace and a SIGKILL. After an ``AssetJobRunner`` run SIGTERM is what it was, and ends the process."""
+    (tmp_path / "tiny_one.py").write_text(DAGSTER_CHAIN)
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(PROJECT_ROOT)]),
+        "DAGSTER_HOME": str(tmp_path),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", AFTER_A_RUN],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ignoring(signal.SIGINT),
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line, proc.communicate(timeout=30)[1][-3000:]
+        seen = json.loads(line)
+        # the mechanism is still Dagster's (else this test would prove nothing): its guard leaves SIGTERM ignored
+        assert seen["start"] == "default" and seen["after Dagster's own guard"] == "ignored", seen
+        assert seen["status"] == "SUCCESS" and seen["after a runner's run"] == "default", seen
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
