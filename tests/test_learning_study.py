@@ -230,6 +230,32 @@ def test_an_arm_end_to_end_writes_its_table(
         and "| + same epochs, no recovery rows (`control-e1`) |" in md
     )
 
+    # a second round: the recovery run's own attempts (sampled anew, kept apart), their new mistakes replayed, the
+    # recovery run going on with both rounds' rows, the control going on from round 1's control
+    assert cli.main([*argv, "--recovery-round", "2", "--out", str(out), "--work", str(work)]) == 0
+    again = ls.StudyResult.model_validate_json((out / "tiny.json").read_text())
+    first_round, r2 = again.recovery
+    assert first_round == r and r2.settings.round == 2
+    assert (work / "attempts-recovery-e1-n1-t0.8-s0.json").exists() and (
+        work / "recovery-rows-e1-r2.json"
+    ).exists()
+    recovery_run2, control2 = r2.runs
+    assert recovery_run2.label == "recovery-e1-r2" and control2.label == "control-e1-r2"
+    assert (
+        recovery_run2.rows == study.train_rows + r.recovered + r2.recovered
+        and control2.rows == study.train_rows
+    )
+    round_two = json.loads((work / "recovery-rows-e1-r2.json").read_text())
+    round_one = json.loads((work / "recovery-rows-e1.json").read_text())
+    assert not {(x["scenario_id"], x["mistake"]) for x in round_two} & {
+        (x["scenario_id"], x["mistake"]) for x in round_one
+    }  # a mistake recovered once is not a row twice
+    md = (out / "tiny.md").read_text()
+    assert "Round 2: Recovery rows on top of epoch 1" in md and "`recovery-e1-r2`" in md
+    # round N needs round N-1's runs
+    with pytest.raises(SystemExit, match="no adapter recovery-e1-r3"):
+        cli.main([*argv, "--recovery-round", "4", "--out", str(out), "--work", str(work)])
+
     shutil.rmtree(work / "checkpoints")
     with pytest.raises(ValueError, match="cannot resume"):
         cli.main(["--arm", "tiny", "--extend-to", "3", "--out", str(out), "--work", str(work)])

@@ -212,8 +212,9 @@ class AttemptSettings(BaseModel):
     temperature: float = Field(default=0.8, gt=0, description="the attempts' sampling temperature")
     seed: int = Field(default=0, description="the attempts' sampling seed")
 
-    def cache_name(self) -> str:
-        return f"attempts-e{self.from_epoch}-n{self.samples}-t{self.temperature:g}-s{self.seed}.json"
+    def cache_name(self, source: str = "") -> str:
+        """The attempts' file in the arm's folder; ``source`` names a model other than the epoch's checkpoint."""
+        return f"attempts-{source or f'e{self.from_epoch}'}-n{self.samples}-t{self.temperature:g}-s{self.seed}.json"
 
 
 class DpoSettings(AttemptSettings):
@@ -260,6 +261,21 @@ class RecoverySettings(AttemptSettings):
     control: bool = Field(
         default=True, description="also go on from the checkpoint without the recovery rows"
     )
+    round: int = Field(
+        default=1,
+        ge=1,
+        description="round N > 1 goes on from round N-1's runs: the recovery run's own attempts give new rows, "
+        "trained with the earlier rounds' rows; the control goes on without any",
+    )
+
+    def label(self, kind: str, round_: int | None = None) -> str:
+        """The folder and name of a round's run (``recovery-e8``, ``control-e8-r2``)."""
+        n = self.round if round_ is None else round_
+        return f"{kind}-e{self.from_epoch}" + (f"-r{n}" if n > 1 else "")
+
+    def rows_file(self, round_: int | None = None) -> str:
+        """Where a round's recovery rows are kept, as trained, to read beside the result and in later rounds."""
+        return f"{self.label('recovery-rows', round_)}.json"
 
 
 class ContinuedRun(BaseModel):
@@ -289,7 +305,9 @@ class RecoveryResult(BaseModel):
         description="recovery_plans' counts: why a failed attempt gave no plan"
     )
     replayed: int
-    recovered: int = Field(description="replays whose check passed: recovery rows")
+    recovered: int = Field(
+        description="replays whose check passed (a later round: and not an earlier round's mistake): its new rows"
+    )
     replay_wall_s: float
     replay_failures: dict[str, int] = Field(description="why the other replays were dropped")
     mistakes_by_failure: dict[str, int] = Field(description="the kept rows' attempts' failure classes")
@@ -794,25 +812,33 @@ def own_attempts(
     image: str | None,
     work: Path,
     progress: Progress = print,
+    source: str = "",
 ) -> tuple[Path, PreparedData, list[ScenarioBundle], list[Any], float]:
-    """The checkpoint of ``settings.from_epoch``, the arm's data, its trained tasks, and the checkpoint's sampled
-    attempts at them (``run_student``, real sandboxes) with their wall time. The attempts are kept in the arm's
-    folder, one file per epoch and sampling, so DPO and recovery on one checkpoint share one sampling."""
+    """The checkpoint of ``settings.from_epoch`` (or the arm's run ``source``, a folder of ``work``: a recovery
+    round's), the arm's data, its trained tasks, and that model's sampled attempts at them (``run_student``, real
+    sandboxes) with their wall time. The attempts are kept in the arm's folder, one file per model and sampling,
+    so DPO and recovery on one checkpoint share one sampling."""
     from bashgym_assets.evaluation.student import StudentSettings, run_student
     from bashgym_assets.rollout.episode import TrajectoryRecord
 
     arm = study.arm
-    checkpoint = checkpoint_adapter(work, arm, settings.from_epoch)
+    if source:
+        checkpoint = work / source
+        if not (checkpoint / "adapter_config.json").is_file():
+            raise FileNotFoundError(f"[{arm.name}] no adapter {source} in {work}: run what makes it first")
+    else:
+        checkpoint = checkpoint_adapter(work, arm, settings.from_epoch)
     if (data := cached_data(arm, work / "prepared.json")) is None:
         raise FileNotFoundError(f"[{arm.name}] the arm's prepared data is not in {work}: run the arm first")
     tasks = trained_bundles(arm, data)
-    cache = work / settings.cache_name()
+    cache = work / settings.cache_name(source)
+    who = source or f"epoch {settings.from_epoch}"
     if cache.exists():
         saved = json.loads(cache.read_text(encoding="utf-8"))
         records = [TrajectoryRecord.model_validate(r) for r in saved["records"]]
-        progress(f"[{arm.name}] {len(records)} attempts of epoch {settings.from_epoch} from {cache.name}")
+        progress(f"[{arm.name}] {len(records)} attempts of {who} from {cache.name}")
         return checkpoint, data, tasks, records, float(saved["wall_s"])
-    label = f"{arm.name}-e{settings.from_epoch}"
+    label = f"{arm.name}-{source or f'e{settings.from_epoch}'}"
     spec = ModelSpec(label=label, base=base_model, adapter=str(checkpoint), ref=str(checkpoint))
     # the limits of the arm's own evaluation: the student's defaults (4 turns in 120 s) would cut 10-turn attempts
     # by the clock (55 of 69 failures in the first run at an arm's size were such cuts)
@@ -829,7 +855,7 @@ def own_attempts(
         max_unusable_in_a_row=limits.max_unusable_in_a_row,
         max_live=limits.max_live,
     )
-    progress(f"[{arm.name}] {settings.samples} attempts of epoch {settings.from_epoch} at {len(tasks)} tasks")
+    progress(f"[{arm.name}] {settings.samples} attempts of {who} at {len(tasks)} tasks")
     run = run_student(spec, tasks, image, student, progress=progress)
     tmp = cache.with_suffix(".tmp")
     tmp.write_text(
@@ -1103,26 +1129,47 @@ def recovery_on_top(
 ) -> RecoveryResult:
     """Issue 38's recovery arm: the checkpoint's failed attempts made into replayed recovery rows, SFT going on
     from the checkpoint on the arm's rows plus those, and (``settings.control``) as long on the arm's rows alone,
-    so what the recovery rows move is told apart from what more epochs move."""
+    so what the recovery rows move is told apart from what more epochs move. Round N > 1 repeats it on round N-1's
+    recovery run (its own new mistakes, the earlier rounds' rows kept, a mistake already recovered not twice),
+    its control going on from round N-1's control: the two stay the same epochs apart from the checkpoint."""
 
     arm = study.arm
+    n = settings.round
+    # round 1 starts both runs from the epoch's checkpoint; round N from round N-1's recovery and control runs
+    previous = settings.label("recovery", n - 1) if n > 1 else ""
     checkpoint, data, tasks, records, attempts_wall = own_attempts(
-        study, settings, base_model, image, work, progress
+        study, settings, base_model, image, work, progress, source=previous
     )
+    control_start = work / settings.label("control", n - 1) if n > 1 else checkpoint
+    if settings.control and not (control_start / "adapter_config.json").is_file():
+        raise FileNotFoundError(
+            f"[{arm.name}] no adapter {control_start.name} in {work}: run round {n - 1} first"
+        )
+    earlier: list[dict[str, Any]] = []
+    for k in range(1, n):
+        kept_then = work / settings.rows_file(k)
+        if not kept_then.is_file():
+            raise FileNotFoundError(f"[{arm.name}] round {k}'s rows ({kept_then.name}) are not in {work}")
+        earlier += json.loads(kept_then.read_text(encoding="utf-8"))
     rows, info = recovery_rows(arm, data, tasks, records, image, settings.per_task, progress)
-    if not rows:
+    seen = {(r["scenario_id"], r.get("mistake")) for r in earlier}
+    if repeated := [r for r in rows if (r["scenario_id"], r.get("mistake")) in seen]:
+        info["replay_failures"] = info["replay_failures"] | {"an_earlier_round_s_row": len(repeated)}
+        rows = [r for r in rows if (r["scenario_id"], r.get("mistake")) not in seen]
+        info["recovered"] = len(rows)
+    if not rows and not earlier:
         raise RuntimeError(
             f"[{arm.name}] no recovery row: no replay of epoch {settings.from_epoch}'s mistakes passed its check "
             f"({info['plan_counts']}, replays {info['replay_failures']})"
         )
-    e = settings.from_epoch
-    kept = work / f"recovery-rows-e{e}.json"  # the rows as trained, to read beside the result
+    # a later round that found no new mistake still goes on with the earlier rounds' rows (its result says 0 new)
+    kept = work / settings.rows_file()  # the rows as trained, to read beside the result
     kept.write_text(json.dumps(rows, indent=1, ensure_ascii=False), encoding="utf-8")
     runs = [
         continue_sft(
             study,
-            f"recovery-e{e}",
-            [*data.rows, *rows],
+            settings.label("recovery"),
+            [*data.rows, *earlier, *rows],
             checkpoint,
             settings.epochs,
             base_model,
@@ -1137,9 +1184,9 @@ def recovery_on_top(
         runs.append(
             continue_sft(
                 study,
-                f"control-e{e}",
+                settings.label("control"),
                 data.rows,
-                checkpoint,
+                control_start,
                 settings.epochs,
                 base_model,
                 image,
@@ -1149,7 +1196,7 @@ def recovery_on_top(
                 progress,
             )
         )
-    example = rows[0]
+    example = (rows or earlier)[0]
     return RecoveryResult(
         settings=settings,
         attempts=len(records),
@@ -1188,7 +1235,8 @@ def recovery_markdown(study: StudyResult, r: RecoveryResult) -> list[str]:
     s = r.settings
     sft = next((c for c in study.checkpoints if c.epoch == s.from_epoch), None)
     lines = [
-        f"Recovery rows on top of epoch {s.from_epoch} ({s.samples} attempts a trained task at temperature "
+        (f"Round {s.round}: " if s.round > 1 else "")
+        + f"Recovery rows on top of epoch {s.from_epoch} ({s.samples} attempts a trained task at temperature "
         f"{s.temperature:g}, at most {s.per_task} mistake a task): {r.attempts_clean}/{r.attempts} attempts clean; "
         f"plans {r.plan_counts.get('planned', 0)} ({', '.join(f'{k} {v}' for k, v in r.plan_counts.items())}); "
         f"**{r.recovered}/{r.replayed} replays passed their check** (dropped: "
@@ -1208,7 +1256,13 @@ def recovery_markdown(study: StudyResult, r: RecoveryResult) -> list[str]:
             f"{_minutes(sft.train_wall_s)} | {sft.loss} | {_rate(fit)} | {_rate(transfer)} | "
             f"{_failures(fit) if fit else '-'} | {_failures(transfer) if transfer else '-'} |"
         )
-    for run in r.runs:
+    earlier = [
+        run
+        for e in sorted(study.recovery, key=lambda e: e.settings.round)
+        if e.settings.round < s.round and e.settings.from_epoch == s.from_epoch
+        for run in e.runs
+    ]
+    for run in [*earlier, *r.runs]:
         fit, transfer = run.sets.get(FIT), run.sets.get(TRANSFER)
         name = "+ recovery rows" if run.label.startswith("recovery") else "+ same epochs, no recovery rows"
         lines.append(
