@@ -452,25 +452,29 @@ def add_field_options(
     parser: argparse.ArgumentParser,
     model: type[BaseModel],
     aliases: Mapping[str, Sequence[str]] | None = None,
+    prefix: str = "",
 ) -> None:
     """One option per field of ``model`` (``max_turns`` -> ``--max-turns``, a bool ``continuous`` ->
     ``--continuous/--no-continuous``, a ``Literal`` -> its choices), its type, default and help from the field,
     parsed into ``dest`` = the field name: a field added to a trainer's or evaluator's config object is on the
     command line with nothing else to write, and the command line cannot drift from it. ``aliases``: extra option
-    strings of a field (the short names a command always had)."""
+    strings of a field (the short names a command always had). ``prefix``: for a second model on the same command
+    line (``dpo`` -> ``--dpo-beta`` into ``dpo_beta``); a required field's default is then None."""
     for name, field in model.model_fields.items():
-        flags = ["--" + name.replace("_", "-"), *(aliases or {}).get(name, [])]
-        default = field.get_default(call_default_factory=True)
+        dest = f"{prefix}_{name}" if prefix else name
+        name_flag = dest.replace("_", "-")
+        flags = ["--" + name_flag, *(aliases or {}).get(name, [])]
+        default = None if field.is_required() else field.get_default(call_default_factory=True)
         described = (field.description or "").replace("%", "%%")
         shown = f"{described} (default: %(default)s)" if described else "default: %(default)s"
         if field.annotation is bool:
             parser.add_argument(
-                *flags, dest=name, action=argparse.BooleanOptionalAction, default=default, help=shown
+                *flags, dest=dest, action=argparse.BooleanOptionalAction, default=default, help=shown
             )
             continue
         origin, args = typing.get_origin(field.annotation), typing.get_args(field.annotation)
         if origin is Literal:
-            parser.add_argument(*flags, dest=name, choices=list(args), default=default, help=shown)
+            parser.add_argument(*flags, dest=dest, choices=list(args), default=default, help=shown)
             continue
         # X, or X | None (the option's default may be None)
         kinds = (
@@ -479,7 +483,7 @@ def add_field_options(
         kind: Any = kinds[0] if len(kinds) == 1 else None
         if kind not in (int, float, str, Path):
             raise TypeError(f"{model.__name__}.{name}: no command-line option for a {field.annotation} field")
-        parser.add_argument(*flags, dest=name, type=kind, default=default, help=shown)
+        parser.add_argument(*flags, dest=dest, type=kind, default=default, help=shown)
 
 
 def get_settings() -> Settings:

@@ -31,8 +31,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -113,32 +111,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "DPO on top (--dpo-from-epoch EPOCH: train nothing else; the checkpoint's own attempts at its trained "
         "tasks paired with their references, DPO from it, fit and transfer again; added to <arm>.json/.md)"
     )
-    _settings_options(dpo, DpoSettings, "dpo")
+    add_field_options(dpo, DpoSettings, prefix="dpo")  # type: ignore[arg-type]
     recovery = ap.add_argument_group(
         "Recovery rows on top (--recovery-from-epoch EPOCH: train nothing else; the checkpoint's failed attempts at "
         "its trained tasks replayed as mistake-then-fix rows that pass their check, SFT on from the checkpoint with "
         "them and, as control, without; fit and transfer of both; added to <arm>.json/.md)"
     )
-    _settings_options(recovery, RecoverySettings, "recovery")
+    add_field_options(recovery, RecoverySettings, prefix="recovery")  # type: ignore[arg-type]
     return ap.parse_args(argv)
-
-
-def _settings_options(group: Any, model: type[BaseModel], prefix: str) -> None:
-    """``--<prefix>-<field>`` for each field of a settings model (ints, floats and booleans)."""
-    for name, field in model.model_fields.items():
-        default = None if field.is_required() else field.get_default(call_default_factory=True)
-        kind: dict[str, Any] = (
-            {"action": argparse.BooleanOptionalAction}
-            if field.annotation is bool
-            else {"type": field.annotation}
-        )
-        group.add_argument(
-            f"--{prefix}-{name.replace('_', '-')}",
-            dest=f"{prefix}_{name}",
-            default=default,
-            help=f"{field.description} (default: %(default)s)",
-            **kind,
-        )
 
 
 def _settings(args: argparse.Namespace, model: type[Any], prefix: str) -> Any:

@@ -192,3 +192,17 @@ def test_options_are_made_from_a_config_objects_fields():
     assert "turns at most, 100% of them (default: 10)" in " ".join(p.format_help().split())
     with pytest.raises(SystemExit):
         p.parse_args(["--mode", "medium"])
+
+    class Stage(BaseModel):  # a second model on the same command line, under a prefix
+        from_epoch: int = Field(ge=1)
+        beta: float = 0.1
+        control: bool = True
+
+    add_field_options(p, Stage, prefix="dpo")
+    got = vars(p.parse_args(["--dpo-from-epoch", "8", "--no-dpo-control"]))
+    assert {k: v for k, v in got.items() if k.startswith("dpo_")} == {
+        "dpo_from_epoch": 8,
+        "dpo_beta": 0.1,
+        "dpo_control": False,
+    }  # a required field's default is None: the stage is asked for by giving it
+    assert vars(p.parse_args([]))["dpo_from_epoch"] is None
