@@ -107,6 +107,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--clean-per-family", type=int, default=3, help="--clean-sets: tasks of each held-out family (unseen)"
     )
     ap.add_argument("--no-lake", action="store_true", help="do not write the episodes to eval_episodes")
+    ap.add_argument(
+        "--paired",
+        action="append",
+        metavar="A,B",
+        help="train nothing: models A and B of the arm (e8, dpo-e8, recovery-e8, control-e8...) task by task on fit "
+        "and transfer, from their episodes: the tasks only one finished, and the sign test (repeatable)",
+    )
     dpo = ap.add_argument_group(
         "DPO on top (--dpo-from-epoch EPOCH: train nothing else; the checkpoint's own attempts at its trained "
         "tasks paired with their references, DPO from it, fit and transfer again; added to <arm>.json/.md)"
@@ -151,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     from bashgym_assets.training import base_model as bm
 
     args = parse(argv)
+    if args.paired:
+        return paired(args)
     if args.clean_sets is not None:
         return clean(args)
     if args.dpo_from_epoch is not None:
@@ -196,6 +205,33 @@ def main(argv: list[str] | None = None) -> int:
     )
     write(study, args.out)
     say(f"[{arm.name}] done: {args.out / (arm.name + '.md')}")
+    return 0
+
+
+def paired(args: argparse.Namespace) -> int:
+    """``--paired A,B``: a table of the discordant tasks of each pair, per set."""
+    from bashgym_assets.config import get_settings
+    from bashgym_assets.evaluation import learning_study as ls
+    from bashgym_assets.lake import Lake
+
+    path = args.out / f"{args.arm}.json"
+    if not path.exists():
+        sys.exit(f"[{args.arm}] has no result in {path}: run the arm first")
+    study = StudyResult.model_validate_json(path.read_text())
+    lake = Lake(get_settings())
+    work = args.work or lake.artifact_dir("learning_study", args.arm)
+    if (data := ls.cached_data(study.arm, work / "prepared.json")) is None:
+        sys.exit(f"[{args.arm}] the arm's prepared data is not in {work}")
+    print("| A | B | set | tasks | only A finished | only B finished | p (A better) |")
+    print("|---|---|---|---|---|---|---|")
+    for pair in args.paired:
+        a, _, b = pair.partition(",")
+        try:
+            rows = ls.paired(study, data, lake, a.strip(), b.strip())
+        except KeyError as exc:
+            sys.exit(str(exc.args[0]))
+        for r in rows:
+            print(f"| {a} | {b} | {r.set} | {r.tasks} | {r.a_only} | {r.b_only} | {r.p_value:.3f} |")
     return 0
 
 

@@ -109,7 +109,7 @@ def test_a_constant_rate_goes_on_unchanged_in_a_resumed_segment(tiny_model: str,
 
 @pytest.mark.slow
 def test_an_arm_end_to_end_writes_its_table(
-    tiny_model: str, sandbox_image: str, settings, tmp_path: Path
+    tiny_model: str, sandbox_image: str, settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """One family, two tasks, one epoch, one checkpoint evaluated on one trained task and one fresh one, through
     the CLI as a user runs it: both result files, every field of the table, the episodes in the lake."""
@@ -252,6 +252,20 @@ def test_an_arm_end_to_end_writes_its_table(
     }  # a mistake recovered once is not a row twice
     md = (out / "tiny.md").read_text()
     assert "Round 2: Recovery rows on top of epoch 1" in md and "`recovery-e1-r2`" in md
+    # any two of the arm's models, task by task, from their episodes in the lake
+    capsys.readouterr()
+    argv_paired = ["--arm", "tiny", "--paired", "recovery-e1-r2,e1", "--paired", "dpo-e1,control-e1"]
+    assert cli.main([*argv_paired, "--out", str(out), "--work", str(work)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith("| A | B | set | tasks | only A finished |") and len(table) == 2 + 4
+    assert {tuple(line.split(" | ")[:4]) for line in table[2:]} == {
+        ("| recovery-e1-r2", "e1", FIT, "1"),
+        ("| recovery-e1-r2", "e1", TRANSFER, "1"),
+        ("| dpo-e1", "control-e1", FIT, "1"),
+        ("| dpo-e1", "control-e1", TRANSFER, "1"),
+    }
+    with pytest.raises(SystemExit, match="no model 'e7'"):
+        cli.main(["--arm", "tiny", "--paired", "e7,e1", "--out", str(out), "--work", str(work)])
     # round N needs round N-1's runs
     with pytest.raises(SystemExit, match="no adapter recovery-e1-r3"):
         cli.main([*argv, "--recovery-round", "4", "--out", str(out), "--work", str(work)])

@@ -965,7 +965,7 @@ def dpo_markdown(study: StudyResult, d: DpoResult) -> list[str]:
         f"step): {d.attempts_clean}/{d.attempts} attempts clean, {d.tasks_failed} tasks with a failure, "
         f"**{d.pairs} pairs** (rejected: {', '.join(f'{k} {v}' for k, v in d.rejected_reasons.items())}); "
         f"attempts {_minutes(d.attempts_wall_s)}, DPO {d.steps} steps in {_minutes(d.train_wall_s)} (loss "
-        f"{d.loss_first} -> {d.loss_last}, reward accuracy {d.reward_accuracy}), evaluation "
+        f"{_figure(d.loss_first)} -> {_figure(d.loss_last)}, reward accuracy {_figure(d.reward_accuracy)}), evaluation "
         f"{_minutes(d.eval_wall_s)} (`{d.eval_id}`):",
         "",
         "| model | fit clean | transfer clean | fit failures (detail) | transfer failures (detail) |",
@@ -1275,6 +1275,62 @@ def recovery_markdown(study: StudyResult, r: RecoveryResult) -> list[str]:
     return lines
 
 
+def evaluated_models(study: StudyResult) -> dict[str, str]:
+    """Every model of the arm evaluated on fit and transfer, by a short label, to its evaluation's id: ``e8`` (a
+    checkpoint), ``dpo-e8`` (``dpo-e8-lr0.0001-x3`` where DPO ran on that epoch more than once), a continued run's
+    own label (``recovery-e8``, ``control-e8-r2``)."""
+    found = {f"e{c.epoch}": c.eval_id for c in study.checkpoints}
+    dpo_epochs = Counter(d.settings.from_epoch for d in study.dpo)
+    for d in study.dpo:
+        label = f"dpo-e{d.settings.from_epoch}"
+        if dpo_epochs[d.settings.from_epoch] > 1:
+            label += f"-lr{d.settings.learning_rate:g}-x{d.settings.epochs:g}"
+        found[label] = d.eval_id
+    for r in study.recovery:
+        found |= {run.label: run.eval_id for run in r.runs}
+    return found
+
+
+class PairedOnSet(BaseModel):
+    """Two models of the arm on the same tasks of one set: the tasks one finished and the other did not."""
+
+    set: str
+    tasks: int
+    a_only: int
+    b_only: int
+    p_value: float = Field(description="one-sided sign test that a finishes more than b")
+
+
+def paired(study: StudyResult, data: PreparedData, lake: Any, a: str, b: str) -> list[PairedOnSet]:
+    """Models ``a`` and ``b`` of ``evaluated_models`` compared task by task on fit and transfer, from their
+    episodes in the lake (``promotion.sign_test``: a rate difference on 24 tasks says little; the discordant
+    tasks say how much of it is noise)."""
+    from bashgym_assets.evaluation.promotion import sign_test
+
+    models = evaluated_models(study)
+    for label in (a, b):
+        if label not in models:
+            raise KeyError(f"[{study.arm.name}] no model {label!r}; evaluated: {', '.join(models)}")
+    episodes = {
+        label: [EvalEpisode.model_validate(r) for r in lake.read("eval_episodes", models[label]).to_pylist()]
+        for label in (a, b)
+    }
+    out = []
+    for name, bundles in ((FIT, data.fit), (TRANSFER, data.transfer)):
+        ids = {x.id for x in bundles}
+        test = sign_test(*[[e for e in episodes[m] if e.scenario_id in ids] for m in (a, b)])
+        out.append(
+            PairedOnSet(
+                set=name,
+                tasks=test.scenarios,
+                a_only=test.candidate_better,
+                b_only=test.incumbent_better,
+                p_value=test.p_value,
+            )
+        )
+    return out
+
+
 def extended(previous: StudyResult, epochs: int, eval_epochs: Sequence[int] = ()) -> Arm:
     """The arm of ``previous`` trained on to ``epochs`` (its checkpoints, and ``eval_epochs`` on the way): the same
     data and recipe, so the segments after its last checkpoint resume it as one run (a constant rate)."""
@@ -1471,6 +1527,11 @@ def clean_markdown(arm: str, c: CleanResult) -> list[str]:
         for t in c.transcripts:
             lines += [t, ""]
     return lines
+
+
+def _figure(x: float | None) -> str:
+    """A loss or an accuracy as read in a table: four significant digits."""
+    return "-" if x is None else f"{x:.4g}"
 
 
 def _rate(s: SetResult | None) -> str:
