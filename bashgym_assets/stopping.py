@@ -469,7 +469,7 @@ def sigterm_kept() -> Iterator[None]:
     finally:
         if before is not signal.SIG_IGN and signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
             with contextlib.suppress(TypeError, ValueError):
-                signal.signal(signal.SIGTERM, before)  # type: ignore[arg-type]
+                signal.signal(signal.SIGTERM, before)
 
 
 def grace_from_env() -> float:
