@@ -216,8 +216,10 @@ class Lake:
         try:
             # One open handle for the whole read: a writer renaming a new version over the path meanwhile leaves
             # this handle on the old file, whole. Opening by path (pyarrow reopens it for footer and pages) read
-            # halves of two versions during concurrent rewrites ("Page was smaller than expected").
-            with open(path, "rb") as handle:
+            # halves of two versions during concurrent rewrites ("Page was smaller than expected"). Arrow's own
+            # handle, not Python's: pyarrow 25's threaded read through a Python file object left the process to
+            # abort at exit about every other time ("terminate called without an active exception", exit 134).
+            with pa.OSFile(str(path), "rb") as handle:
                 return pq.read_table(handle, columns=columns)
         except FileNotFoundError:
             raise FileNotFoundError(

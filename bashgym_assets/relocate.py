@@ -225,7 +225,7 @@ def _parquet(path: Path, subst: _Subst, apply: bool) -> list[tuple[str, int]]:
             return has_string(t.value_type)
         return any(has_string(t.field(i).type) for i in range(t.num_fields))
 
-    with open(path, "rb") as fh:
+    with pa.OSFile(str(path), "rb") as fh:  # Arrow's handle: see Lake.read (an abort at exit otherwise)
         table = pq.read_table(fh)
     found: list[tuple[str, int]] = []
     columns = []

@@ -137,3 +137,39 @@ def test_lake_files_follow_the_umask_not_0600(settings: Settings) -> None:
         assert next((settings.lake_dir / "raw_sessions").glob("q*.parquet")).stat().st_mode & 0o777 == 0o600
     finally:
         os.umask(old)
+
+
+READ_AND_EXIT = """
+import sys
+from bashgym_assets.config import Settings
+from bashgym_assets.lake import Lake
+rows = Lake(Settings(home=sys.argv[1])).read("eval_episodes", "e1").to_pylist()
+assert len(rows) == 10, len(rows)
+"""
+
+
+def test_a_process_that_read_the_lake_exits_cleanly(settings: Settings) -> None:
+    """pyarrow 25's threaded read through a Python file object left about half of the processes that read a table
+    to abort as they exited ("terminate called without an active exception", exit 134): a command that had done
+    its work failed. Eight readers, each a fresh process, all exit 0 (with the old read, about 1 in 1,000 runs
+    would pass by chance)."""
+    import subprocess
+    import sys
+
+    from bashgym_assets.config import PROJECT_ROOT
+
+    rows = [{"id": f"task-{i}", "transcript": ("$ ls -la\n" + "x" * 200 + "\n") * 40} for i in range(10)]
+    Lake(settings).write("eval_episodes", rows, partition="e1")
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    readers = [
+        subprocess.Popen(
+            [sys.executable, "-c", READ_AND_EXIT, str(settings.home)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(8)
+    ]
+    ended = [(r.wait(timeout=120), r.stderr.read() if r.stderr else "") for r in readers]
+    assert [code for code, _ in ended] == [0] * 8, [err[-300:] for code, err in ended if code]
