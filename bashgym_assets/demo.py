@@ -491,6 +491,8 @@ class AssetJobRunner:
     def partitions_def(self, assets: list[str]) -> dg.PartitionsDefinition | None:
         return self.repo_def.asset_graph.get(dg.AssetKey.from_user_string(assets[0])).partitions_def
 
+    # Dagster leaves SIGTERM ignored after its run in a process whose SIGINT is ignored (``bashgym demo &``)
+    @stopping.sigterm_kept()
     def run(
         self,
         assets: list[str],
@@ -501,18 +503,6 @@ class AssetJobRunner:
     ) -> dg.DagsterRun:
         """One run of ``assets`` (and their checks), for one partition key, a whole key range (the assets'
         single-run backfill) or unpartitioned; returns the finished run (its status says how it went)."""
-        # Dagster leaves SIGTERM ignored after its run in a process whose SIGINT is ignored (``bashgym demo &``)
-        with stopping.sigterm_kept():
-            return self._run(assets, run_config, tags, partition_key, partition_range)
-
-    def _run(
-        self,
-        assets: list[str],
-        run_config: dict[str, Any] | None = None,
-        tags: dict[str, str] | None = None,
-        partition_key: str | None = None,
-        partition_range: tuple[str, str] | None = None,
-    ) -> dg.DagsterRun:
         from bashgym_assets.defs.dagster_internals import (
             ASSET_PARTITION_RANGE_END_TAG,
             ASSET_PARTITION_RANGE_START_TAG,

@@ -210,16 +210,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def paired(args: argparse.Namespace) -> int:
     """``--paired A,B``: a table of the discordant tasks of each pair, per set."""
-    from bashgym_assets.config import get_settings
     from bashgym_assets.evaluation import learning_study as ls
-    from bashgym_assets.lake import Lake
 
-    path = args.out / f"{args.arm}.json"
-    if not path.exists():
-        sys.exit(f"[{args.arm}] has no result in {path}: run the arm first")
-    study = StudyResult.model_validate_json(path.read_text())
-    lake = Lake(get_settings())
-    work = args.work or lake.artifact_dir("learning_study", args.arm)
+    study, lake, work = recorded_arm(args, engine=False)
     if (data := ls.cached_data(study.arm, work / "prepared.json")) is None:
         sys.exit(f"[{args.arm}] the arm's prepared data is not in {work}")
     print("| A | B | set | tasks | only A finished | only B finished | p (A better) |")
@@ -227,15 +220,20 @@ def paired(args: argparse.Namespace) -> int:
     for pair in args.paired:
         a, _, b = pair.partition(",")
         try:
-            rows = ls.paired(study, data, lake, a.strip(), b.strip())
+            tests = ls.paired(study, data, lake, a.strip(), b.strip())
         except KeyError as exc:
             sys.exit(str(exc.args[0]))
-        for r in rows:
-            print(f"| {a} | {b} | {r.set} | {r.tasks} | {r.a_only} | {r.b_only} | {r.p_value:.3f} |")
+        except FileNotFoundError as exc:  # a model evaluated with --no-lake: its episodes were never kept
+            sys.exit(f"[{args.arm}] {a} or {b} has no episodes in the lake: {exc}")
+        for name, t in tests.items():
+            print(
+                f"| {a} | {b} | {name} | {t.scenarios} | {t.candidate_better} | {t.incumbent_better} | "
+                f"{t.p_value:.3f} |"
+            )
     return 0
 
 
-def recorded_arm(args: argparse.Namespace) -> tuple[StudyResult, Any, Path]:
+def recorded_arm(args: argparse.Namespace, engine: bool = True) -> tuple[StudyResult, Any, Path]:
     """The arm's recorded result, the lake and its work folder, with the engine started: what a stage on top of a
     finished arm (``--clean-sets``, ``--dpo-from-epoch``) needs."""
     from bashgym_assets import images
@@ -247,7 +245,8 @@ def recorded_arm(args: argparse.Namespace) -> tuple[StudyResult, Any, Path]:
         sys.exit(f"[{args.arm}] has no result in {path}: run the arm first")
     study = StudyResult.model_validate_json(path.read_text())
     lake = Lake(get_settings())
-    images.ensure_docker_engine()
+    if engine:  # (what only reads the recorded episodes needs no engine)
+        images.ensure_docker_engine()
     return study, lake, args.work or lake.artifact_dir("learning_study", args.arm)
 
 

@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field, model_validator
 from bashgym_assets.evaluation import FIT, TRANSFER, ModelSpec, Sampling, admitted, compare, transfer_bundles
 from bashgym_assets.evaluation.failures import detail_counts
 from bashgym_assets.evaluation.metrics import EvalEpisode, Rate, summarize
+from bashgym_assets.evaluation.promotion import PairedTest, sign_test
 from bashgym_assets.evaluation.report import failing_transcripts, transcript_markdown
 from bashgym_assets.evaluation.runner import EvalSettings, LakeEpisodeWriter
 from bashgym_assets.scenarios.bundle import ScenarioBundle
@@ -1291,22 +1292,10 @@ def evaluated_models(study: StudyResult) -> dict[str, str]:
     return found
 
 
-class PairedOnSet(BaseModel):
-    """Two models of the arm on the same tasks of one set: the tasks one finished and the other did not."""
-
-    set: str
-    tasks: int
-    a_only: int
-    b_only: int
-    p_value: float = Field(description="one-sided sign test that a finishes more than b")
-
-
-def paired(study: StudyResult, data: PreparedData, lake: Any, a: str, b: str) -> list[PairedOnSet]:
-    """Models ``a`` and ``b`` of ``evaluated_models`` compared task by task on fit and transfer, from their
-    episodes in the lake (``promotion.sign_test``: a rate difference on 24 tasks says little; the discordant
-    tasks say how much of it is noise)."""
-    from bashgym_assets.evaluation.promotion import sign_test
-
+def paired(study: StudyResult, data: PreparedData, lake: Any, a: str, b: str) -> dict[str, PairedTest]:
+    """Models ``a`` (the candidate) and ``b`` of ``evaluated_models`` compared task by task on fit and transfer,
+    from their episodes in the lake (``promotion.sign_test``: a rate difference on 24 tasks says little; the
+    discordant tasks say how much of it is noise)."""
     models = evaluated_models(study)
     for label in (a, b):
         if label not in models:
@@ -1315,19 +1304,10 @@ def paired(study: StudyResult, data: PreparedData, lake: Any, a: str, b: str) ->
         label: [EvalEpisode.model_validate(r) for r in lake.read("eval_episodes", models[label]).to_pylist()]
         for label in (a, b)
     }
-    out = []
+    out = {}
     for name, bundles in ((FIT, data.fit), (TRANSFER, data.transfer)):
         ids = {x.id for x in bundles}
-        test = sign_test(*[[e for e in episodes[m] if e.scenario_id in ids] for m in (a, b)])
-        out.append(
-            PairedOnSet(
-                set=name,
-                tasks=test.scenarios,
-                a_only=test.candidate_better,
-                b_only=test.incumbent_better,
-                p_value=test.p_value,
-            )
-        )
+        out[name] = sign_test(*[[e for e in episodes[m] if e.scenario_id in ids] for m in (a, b)])
     return out
 
 
