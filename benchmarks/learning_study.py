@@ -11,6 +11,7 @@ the tasks it trained on (fit) and on fresh tasks of the same families (transfer)
     .venv/bin/python benchmarks/learning_study.py --arm fit6 --dpo-from-epoch 8       # DPO on top of epoch 8
     .venv/bin/python benchmarks/learning_study.py --arm fit6 --recovery-from-epoch 8  # recovery rows on top, and
                                                                                       # the control without them
+    .venv/bin/python benchmarks/learning_study.py --arm fit6 --grpo-from-epoch 8      # GRPO on top of epoch 8
 
 The work is ``bashgym_assets.evaluation.learning_study`` (draw, gate, reference rollouts, ``sft_dataset``'s rows,
 ``train_sft`` in segments ending at each ``--epochs`` value, ``compare`` on fit and transfer); this script parses
@@ -39,6 +40,7 @@ from bashgym_assets.evaluation.learning_study import (  # noqa: E402
     DATA_FIELDS,
     Arm,
     DpoSettings,
+    GrpoSettings,
     RecoverySettings,
     StudyResult,
     StudyTraining,
@@ -111,7 +113,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--paired",
         action="append",
         metavar="A,B",
-        help="train nothing: models A and B of the arm (e8, dpo-e8, recovery-e8, control-e8...) task by task on fit "
+        help="train nothing: models A and B of the arm (e8, dpo-e8, recovery-e8, control-e8, grpo-e8...) task by task on fit "
         "and transfer, from their episodes: the tasks only one finished, and the sign test (repeatable)",
     )
     dpo = ap.add_argument_group(
@@ -125,6 +127,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "them and, as control, without; fit and transfer of both; added to <arm>.json/.md)"
     )
     add_field_options(recovery, RecoverySettings, prefix="recovery")  # type: ignore[arg-type]
+    grpo = ap.add_argument_group(
+        "GRPO on top (--grpo-from-epoch EPOCH: train nothing else; groups of sampled episodes at the checkpoint's "
+        "trained tasks in real sandboxes, rewarded by their checks, GRPO from it, fit and transfer again; added to "
+        "<arm>.json/.md)"
+    )
+    add_field_options(grpo, GrpoSettings, prefix="grpo")  # type: ignore[arg-type]
     return ap.parse_args(argv)
 
 
@@ -166,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         return dpo(args)
     if args.recovery_from_epoch is not None:
         return recovery(args)
+    if args.grpo_from_epoch is not None:
+        return grpo(args)
     previous = None
     if args.extend_to:
         previous = ls.StudyResult.model_validate_json((args.out / f"{args.arm}.json").read_text())
@@ -289,6 +299,13 @@ def recovery(args: argparse.Namespace) -> int:
     from bashgym_assets.evaluation import learning_study as ls
 
     return _on_top(args, RecoverySettings, "recovery", ls.recovery_on_top, ls.recovery_markdown)
+
+
+def grpo(args: argparse.Namespace) -> int:
+    """``--grpo-from-epoch``: GRPO on top of the arm's checkpoint of that epoch, added to its result files."""
+    from bashgym_assets.evaluation import learning_study as ls
+
+    return _on_top(args, GrpoSettings, "grpo", ls.grpo_on_top, ls.grpo_markdown)
 
 
 def _on_top(args: argparse.Namespace, settings_cls: type[Any], kind: str, run: Any, markdown: Any) -> int:

@@ -252,17 +252,72 @@ def test_an_arm_end_to_end_writes_its_table(
     }  # a mistake recovered once is not a row twice
     md = (out / "tiny.md").read_text()
     assert "Round 2: Recovery rows on top of epoch 1" in md and "`recovery-e1-r2`" in md
+    # DPO on top of a run of the arm (round 1's recovery run): that model's attempts (sampled for round 2, read
+    # back), its own pairs, DPO from it; beside the epoch's DPO, not in its place
+    argv_on_run = [
+        "--arm",
+        "tiny",
+        "--dpo-from-epoch",
+        "1",
+        "--dpo-on-run",
+        "recovery-e1",
+        "--dpo-samples",
+        "1",
+    ]
+    argv_on_run += ["--dpo-grad-accum", "1", "--out", str(out), "--work", str(work)]
+    assert cli.main(argv_on_run) == 0
+    stacked = ls.StudyResult.model_validate_json((out / "tiny.json").read_text())
+    first_dpo, on_run = stacked.dpo
+    assert first_dpo == d and on_run.settings.on_run == "recovery-e1" and on_run.pairs >= 1
+    assert (
+        on_run.attempts_wall_s == r2.attempts_wall_s
+        and (work / "dpo-recovery-e1" / "adapter_config.json").exists()
+    )
+    assert on_run.eval_id.startswith("eval-cli-train-study-tiny-dpo-recovery-e1-")
+    md = (out / "tiny.md").read_text()
+    assert (
+        "DPO on top of `recovery-e1` (from epoch 1) (1 attempts a trained task" in md
+        and "| `recovery-e1` |" in md
+    )
+    with pytest.raises(SystemExit, match="no adapter control-e9"):
+        cli.main([*argv_on_run[:5], "control-e9", *argv_on_run[6:]])
+
+    # GRPO on top of epoch 1: groups of sampled episodes at the trained tasks in real sandboxes, rewarded by their
+    # checks, one optimizer step from the checkpoint, then fit and transfer; the earlier stages kept
+    argv_grpo = ["--arm", "tiny", "--grpo-from-epoch", "1", "--grpo-steps", "1", "--grpo-generations", "2"]
+    argv_grpo += ["--grpo-tasks-per-step", "1", "--out", str(out), "--work", str(work)]
+    assert cli.main(argv_grpo) == 0
+    reinforced = ls.StudyResult.model_validate_json((out / "tiny.json").read_text())
+    (g,) = reinforced.grpo
+    assert reinforced.recovery == again.recovery and reinforced.dpo == stacked.dpo
+    assert g.settings.from_epoch == 1 and g.steps == 1 and g.episodes == 2 and len(g.per_step) == 1
+    assert g.per_step[0]["success_rate"] == 0.0 and g.informative_frac == 0.0  # an untrained model fails both
+    assert (
+        g.infra_errors == 0
+        and set(g.sets) == {FIT, TRANSFER}
+        and (work / "grpo-e1" / "adapter_config.json").exists()
+    )
+    assert len(Lake(settings).read("eval_episodes", g.eval_id).to_pylist()) == 2
+    md = (out / "tiny.md").read_text()
+    assert "GRPO on top of epoch 1 (1 steps of 1 tasks x 2 episodes" in md and "| + GRPO | 0% [0-" in md
+    assert "Training success by step: 0%." in md
+
     # any two of the arm's models, task by task, from their episodes in the lake
     capsys.readouterr()
     argv_paired = ["--arm", "tiny", "--paired", "recovery-e1-r2,e1", "--paired", "dpo-e1,control-e1"]
+    argv_paired += ["--paired", "grpo-e1,e1", "--paired", "dpo-recovery-e1,recovery-e1"]
     assert cli.main([*argv_paired, "--out", str(out), "--work", str(work)]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].startswith("| A | B | set | tasks | only A finished |") and len(table) == 2 + 4
+    assert table[0].startswith("| A | B | set | tasks | only A finished |") and len(table) == 2 + 8
     assert {tuple(line.split(" | ")[:4]) for line in table[2:]} == {
         ("| recovery-e1-r2", "e1", FIT, "1"),
         ("| recovery-e1-r2", "e1", TRANSFER, "1"),
         ("| dpo-e1", "control-e1", FIT, "1"),
         ("| dpo-e1", "control-e1", TRANSFER, "1"),
+        ("| grpo-e1", "e1", FIT, "1"),
+        ("| grpo-e1", "e1", TRANSFER, "1"),
+        ("| dpo-recovery-e1", "recovery-e1", FIT, "1"),
+        ("| dpo-recovery-e1", "recovery-e1", TRANSFER, "1"),
     }
     with pytest.raises(SystemExit, match="no model 'e7'"):
         cli.main(["--arm", "tiny", "--paired", "e7,e1", "--out", str(out), "--work", str(work)])

@@ -226,6 +226,15 @@ class DpoSettings(AttemptSettings):
     beta: float = Field(default=0.1, description="DPO's KL strength")
     epochs: float = Field(default=1.0, description="passes over the pairs")
     grad_accum: int = Field(default=4, ge=1, description="pairs per optimizer step")
+    on_run: str = Field(
+        default="",
+        description="DPO from this run of the arm instead of the epoch's checkpoint (a folder of its work folder "
+        "made from that epoch, e.g. recovery-e8-r2): that model's own attempts, pairs and reference",
+    )
+
+    def label(self) -> str:
+        """The run's folder and model name (``dpo-e8``, ``dpo-recovery-e8-r2``)."""
+        return f"dpo-{self.on_run or f'e{self.from_epoch}'}"
 
 
 class DpoResult(BaseModel):
@@ -316,6 +325,51 @@ class RecoveryResult(BaseModel):
     example: str = Field(default="", description="one recovery row as the model sees it")
 
 
+class GrpoSettings(BaseModel):
+    """GRPO on top of one of the arm's SFT checkpoints: groups of sampled episodes at the tasks it trained on, in
+    real sandboxes, each episode rewarded by the task's check (``training.grpo``: the evaluation's engine)."""
+
+    from_epoch: int = Field(ge=1, description="the SFT checkpoint GRPO starts from (and is compared with)")
+    steps: int = Field(default=20, ge=1, description="optimizer steps")
+    generations: int = Field(default=4, ge=2, description="episodes of one task compared as a group")
+    tasks_per_step: int = Field(default=2, ge=1, description="groups per optimizer step")
+    learning_rate: float = Field(default=1e-4, gt=0, description="GRPO's learning rate")
+    beta: float = Field(default=0.0, ge=0, description="KL strength to the checkpoint (0: no reference pass)")
+    temperature: float = Field(default=0.8, gt=0, description="the episodes' sampling temperature")
+    informative: bool = Field(
+        default=True, description="prefer tasks whose last group both passed and failed (the sampler's board)"
+    )
+    seed: int = Field(default=0, description="the sampler's and sampling's seed")
+
+    def label(self) -> str:
+        """The run's folder and model name (``grpo-e8``)."""
+        return f"grpo-e{self.from_epoch}"
+
+
+class GrpoResult(BaseModel):
+    """One GRPO run on top of an SFT checkpoint: its episodes and rewards step by step, and fit and transfer after
+    it, beside the checkpoint's own (``CheckpointResult`` of ``from_epoch``)."""
+
+    settings: GrpoSettings
+    steps: int
+    episodes: int
+    train_wall_s: float
+    rollout_share: float = Field(description="share of the training wall spent playing episodes")
+    informative_frac: float = Field(
+        description="groups with both a pass and a fail (the only ones that teach)"
+    )
+    per_step: list[dict[str, float]] = Field(
+        description="step, success rate, mean reward, informative groups"
+    )
+    hacks: int
+    infra_errors: int
+    loss_last: float | None
+    eval_id: str
+    eval_wall_s: float
+    sets: dict[str, SetResult]
+    transcripts: list[str] = Field(default_factory=list)
+
+
 class StudyResult(BaseModel):
     """An arm and its checkpoints (written as <arm>.json)."""
 
@@ -334,6 +388,7 @@ class StudyResult(BaseModel):
     clean: list[CleanResult] = Field(default_factory=list)
     dpo: list[DpoResult] = Field(default_factory=list)
     recovery: list[RecoveryResult] = Field(default_factory=list)
+    grpo: list[GrpoResult] = Field(default_factory=list)
 
 
 # ---- data ---------------------------------------------------------------------------------------------------------
@@ -886,7 +941,7 @@ def dpo_on_top(
 
     arm = study.arm
     checkpoint, data, _, records, attempts_wall = own_attempts(
-        study, settings, base_model, image, work, progress
+        study, settings, base_model, image, work, progress, source=settings.on_run
     )
     heldout = heldout_guard(arm.tasks_per_family, arm.draw_seed)
     pairs, counts = dpo_pairs(arm, data, records, heldout)
@@ -899,10 +954,12 @@ def dpo_on_top(
     )
     if not pairs:
         raise RuntimeError(
-            f"[{arm.name}] no DPO pair: epoch {settings.from_epoch} failed no trained task in a way that pairs "
+            f"[{arm.name}] no DPO pair: {settings.on_run or f'epoch {settings.from_epoch}'} failed no trained "
+            "task in a way that pairs "
             f"with its reference ({counts})"
         )
-    out = work / f"dpo-e{settings.from_epoch}"
+    label = settings.label()
+    out = work / label
     config = TrainConfig(
         **arm.train.model_dump(
             exclude={"target_modules", "epochs", "max_steps", "save_every", "learning_rate", "beta"}
@@ -915,7 +972,7 @@ def dpo_on_top(
         grad_accum=settings.grad_accum,
         base_model=base_model,
         output_dir=str(out),
-        checkpoint_dir=str(work / f"dpo-e{settings.from_epoch}-checkpoints"),
+        checkpoint_dir=str(work / f"{label}-checkpoints"),
         run_name=f"{arm.name}-dpo",
         save_every=10**9,
         resume=False,
@@ -928,7 +985,7 @@ def dpo_on_top(
         config, pairs, str(checkpoint), on_log=lambda row: progress(f"[{arm.name}] DPO {progress_line(row)}")
     )
     train_wall = time.monotonic() - t0
-    eval_id = f"{_EVAL_PREFIX}{arm.name}-dpo-e{settings.from_epoch}-{datetime.now(UTC).strftime('%H%M%S')}"
+    eval_id = f"{_EVAL_PREFIX}{arm.name}-{label}-{datetime.now(UTC).strftime('%H%M%S')}"
     progress(f"[{arm.name}] DPO: {res.steps} steps; evaluating {eval_id}")
     sets, episodes, eval_wall = evaluate_checkpoint(
         out, base_model, data, arm, image, eval_id, lake, progress
@@ -956,12 +1013,22 @@ def dpo_on_top(
     )
 
 
+def _start_of(study: StudyResult, epoch: int, run: str = "") -> tuple[str, str, dict[str, SetResult]]:
+    """What a stage on top started from, as its heading and its table name it, and that model's fit and transfer:
+    the epoch's checkpoint, or a run of the arm made from it (a recovery round's)."""
+    if run:
+        made = next((c for r in study.recovery for c in r.runs if c.label == run), None)
+        return f"`{run}` (from epoch {epoch})", f"`{run}`", made.sets if made else {}
+    sft = next((c for c in study.checkpoints if c.epoch == epoch), None)
+    return f"epoch {epoch}", f"SFT epoch {epoch}", sft.sets if sft else {}
+
+
 def dpo_markdown(study: StudyResult, d: DpoResult) -> list[str]:
     """DPO's row beside the SFT checkpoint it started from."""
     s = d.settings
-    sft = next((c for c in study.checkpoints if c.epoch == s.from_epoch), None)
+    start, start_row, start_sets = _start_of(study, s.from_epoch, s.on_run)
     lines = [
-        f"DPO on top of epoch {s.from_epoch} ({s.samples} attempts a trained task at temperature "
+        f"DPO on top of {start} ({s.samples} attempts a trained task at temperature "
         f"{s.temperature:g}; lr {s.learning_rate:g}, beta {s.beta:g}, {s.epochs:g} epoch, {s.grad_accum} pairs a "
         f"step): {d.attempts_clean}/{d.attempts} attempts clean, {d.tasks_failed} tasks with a failure, "
         f"**{d.pairs} pairs** (rejected: {', '.join(f'{k} {v}' for k, v in d.rejected_reasons.items())}); "
@@ -972,7 +1039,7 @@ def dpo_markdown(study: StudyResult, d: DpoResult) -> list[str]:
         "| model | fit clean | transfer clean | fit failures (detail) | transfer failures (detail) |",
         "|---|---|---|---|---|",
     ]
-    for label, sets in ((f"SFT epoch {s.from_epoch}", sft.sets if sft else {}), ("+ DPO", d.sets)):
+    for label, sets in ((start_row, start_sets), ("+ DPO", d.sets)):
         fit, transfer = sets.get(FIT), sets.get(TRANSFER)
         lines.append(
             f"| {label} | {_rate(fit)} | {_rate(transfer)} | {_failures(fit) if fit else '-'} | "
@@ -1276,19 +1343,159 @@ def recovery_markdown(study: StudyResult, r: RecoveryResult) -> list[str]:
     return lines
 
 
+# ---- GRPO on top ------------------------------------------------------------------------------------------------
+def grpo_on_top(
+    study: StudyResult,
+    settings: GrpoSettings,
+    base_model: str,
+    image: str | None,
+    work: Path,
+    lake: Any = None,
+    progress: Progress = print,
+) -> GrpoResult:
+    """GRPO from the arm's SFT checkpoint of ``settings.from_epoch`` (issue 38: "then DPO and GRPO on top once SFT
+    finishes some tasks of a family"): ``training.grpo.train_grpo`` on the arm's trained tasks, each episode played
+    as the arm is evaluated (its turn and token caps, the evaluation's time limits) and rewarded by the task's check,
+    then fit and transfer greedily, as every checkpoint is evaluated. A task the checkpoint always or never
+    finishes gives a group with no advantage; the informative sampler prefers the others."""
+    from datetime import UTC, datetime
+
+    from bashgym_assets.training.grpo import GRPOSettings, train_grpo
+    from bashgym_assets.training.grpo.train import progress_line
+    from bashgym_assets.training.trainer import TrainConfig
+
+    arm = study.arm
+    checkpoint = checkpoint_adapter(work, arm, settings.from_epoch)
+    if (data := cached_data(arm, work / "prepared.json")) is None:
+        raise FileNotFoundError(f"[{arm.name}] the arm's prepared data is not in {work}: run the arm first")
+    tasks = trained_bundles(arm, data)
+    limits = EvalSettings(max_turns=arm.max_turns)  # the episode the model is then evaluated on
+    play = GRPOSettings(
+        num_generations=settings.generations,
+        scenarios_per_step=settings.tasks_per_step,
+        max_turns=arm.max_turns,
+        max_new_tokens=arm.max_new_tokens,
+        max_context_tokens=max(2048, arm.train.max_length),
+        temperature=settings.temperature,
+        command_timeout_s=limits.command_timeout_s,
+        episode_timeout_s=limits.episode_timeout_s,
+        check_timeout_s=limits.check_timeout_s,
+        max_unusable_in_a_row=limits.max_unusable_in_a_row,
+        beta=settings.beta,
+        prefer_informative=settings.informative,
+    )
+    label = settings.label()
+    out = work / label
+    config = TrainConfig(
+        **arm.train.model_dump(
+            include={"dtype", "qlora", "attn_implementation", "lora_r", "lora_alpha", "max_length"}
+        ),
+        target_modules=arm.train.targets(),
+        max_steps=settings.steps,
+        learning_rate=settings.learning_rate,
+        warmup_steps=0,
+        seed=settings.seed,
+        base_model=base_model,
+        output_dir=str(out),
+        checkpoint_dir=str(work / f"{label}-checkpoints"),
+        run_name=f"{arm.name}-{label}",
+        save_every=10**9,
+        resume=False,
+    )
+    for folder in (out, config.ckpt_dir()):
+        if folder.exists():
+            shutil.rmtree(folder)
+    progress(
+        f"[{arm.name}] GRPO from epoch {settings.from_epoch}: {settings.steps} steps of {settings.tasks_per_step} "
+        f"x {settings.generations} episodes over {len(tasks)} trained tasks"
+    )
+    t0 = time.monotonic()
+    run = train_grpo(
+        config,
+        play,
+        tasks,
+        str(checkpoint),
+        image,
+        on_log=lambda row: progress(f"[{arm.name}] GRPO {progress_line(row)}"),
+        progress=progress,
+    )
+    train_wall = time.monotonic() - t0
+    eval_id = f"{_EVAL_PREFIX}{arm.name}-{label}-{datetime.now(UTC).strftime('%H%M%S')}"
+    progress(f"[{arm.name}] GRPO: {run.result.steps} steps; evaluating {eval_id}")
+    sets, episodes, eval_wall = evaluate_checkpoint(
+        out, base_model, data, arm, image, eval_id, lake, progress
+    )
+    extra = run.result.extra
+    return GrpoResult(
+        settings=settings,
+        steps=run.result.steps,
+        episodes=int(extra.get("episodes", 0)),
+        train_wall_s=round(train_wall, 1),
+        rollout_share=float(extra.get("rollout_share", 0.0)),
+        informative_frac=float(extra.get("informative_frac", 0.0)),
+        per_step=[
+            {
+                "step": s.step,
+                "success_rate": round(s.success_rate, 4),
+                "reward_mean": round(s.reward_mean, 4),
+                "informative_frac": round(s.informative_frac, 4),
+            }
+            for s in run.steps
+        ],
+        hacks=int(extra.get("hacks", 0)),
+        infra_errors=int(extra.get("infra_errors", 0)),
+        loss_last=run.result.final_loss,
+        eval_id=eval_id,
+        eval_wall_s=round(eval_wall, 1),
+        sets=sets,
+        transcripts=[transcript_markdown(e, 1800) for e in failing_transcripts(episodes, arm.name, 3)],
+    )
+
+
+def grpo_markdown(study: StudyResult, g: GrpoResult) -> list[str]:
+    """GRPO's row beside the SFT checkpoint it started from, and its training success step by step."""
+    s = g.settings
+    _, start_row, start_sets = _start_of(study, s.from_epoch)
+    curve = ", ".join(f"{p['success_rate']:.0%}" for p in g.per_step)
+    lines = [
+        f"GRPO on top of epoch {s.from_epoch} ({s.steps} steps of {s.tasks_per_step} tasks x {s.generations} "
+        f"episodes at temperature {s.temperature:g}; lr {s.learning_rate:g}, beta {s.beta:g}"
+        f"{', informative tasks preferred' if s.informative else ''}): **{g.episodes} episodes** in "
+        f"{_minutes(g.train_wall_s)} ({g.rollout_share:.0%} of it playing), {g.informative_frac:.0%} of the groups "
+        f"informative, {g.hacks} hacks, {g.infra_errors} sandbox errors, last loss {_figure(g.loss_last)}; "
+        f"evaluation {_minutes(g.eval_wall_s)} (`{g.eval_id}`). Training success by step: {curve or '-'}.",
+        "",
+        "| model | fit clean | transfer clean | fit failures (detail) | transfer failures (detail) |",
+        "|---|---|---|---|---|",
+    ]
+    for label, sets in ((start_row, start_sets), ("+ GRPO", g.sets)):
+        fit, transfer = sets.get(FIT), sets.get(TRANSFER)
+        lines.append(
+            f"| {label} | {_rate(fit)} | {_rate(transfer)} | {_failures(fit) if fit else '-'} | "
+            f"{_failures(transfer) if transfer else '-'} |"
+        )
+    return lines
+
+
 def evaluated_models(study: StudyResult) -> dict[str, str]:
     """Every model of the arm evaluated on fit and transfer, by a short label, to its evaluation's id: ``e8`` (a
     checkpoint), ``dpo-e8`` (``dpo-e8-lr0.0001-x3`` where DPO ran on that epoch more than once), a continued run's
     own label (``recovery-e8``, ``control-e8-r2``)."""
     found = {f"e{c.epoch}": c.eval_id for c in study.checkpoints}
-    dpo_epochs = Counter(d.settings.from_epoch for d in study.dpo)
+    dpo_labels = Counter(d.settings.label() for d in study.dpo)
     for d in study.dpo:
-        label = f"dpo-e{d.settings.from_epoch}"
-        if dpo_epochs[d.settings.from_epoch] > 1:
+        label = d.settings.label()
+        if dpo_labels[label] > 1:
             label += f"-lr{d.settings.learning_rate:g}-x{d.settings.epochs:g}"
         found[label] = d.eval_id
     for r in study.recovery:
         found |= {run.label: run.eval_id for run in r.runs}
+    grpo_epochs = Counter(g.settings.from_epoch for g in study.grpo)
+    for g in study.grpo:
+        label = g.settings.label()
+        if grpo_epochs[g.settings.from_epoch] > 1:
+            label += f"-lr{g.settings.learning_rate:g}-x{g.settings.steps}"
+        found[label] = g.eval_id
     return found
 
 
@@ -1472,6 +1679,8 @@ def study_markdown(study: StudyResult) -> str:
         lines += ["", *dpo_markdown(study, preferred)]
     for recovered in study.recovery:
         lines += ["", *recovery_markdown(study, recovered)]
+    for reinforced in study.grpo:
+        lines += ["", *grpo_markdown(study, reinforced)]
     if study.checkpoints:
         last = study.checkpoints[-1]
         if last.transcripts:
