@@ -1,14 +1,16 @@
-"""Benchmark: GRPO's rollouts, a whole group batched in lockstep against one episode at a time, in the same run
-(episodes per minute and the ratio); optionally a short real GRPO run (reward per step).
+"""Benchmark: GRPO's rollouts in the same run: a whole group in lockstep decoded by the continuous decoder that
+reuses each episode's earlier turns (``Policy``'s cached path, GRPO's default), the same with one left-padded
+``generate`` per turn (its path before), and optionally one episode at a time (episodes per minute and the
+ratios); optionally a short real GRPO run (reward per step).
 
     .venv/bin/python benchmarks/bench_grpo.py [--scenarios 2] [--group 4] [--max-turns 4] [--adapter DIR]
-                                              [--train-steps 0] [--lr 5e-5] [--base DIR]
+                                              [--arm ARM] [--no-single] [--train-steps 0] [--lr 5e-5] [--base DIR]
 
-"Batched group" is ``training.grpo.play_episodes`` over scenarios x group episodes: one sampled, left-padded
-``generate`` per turn for every live episode, commands in parallel sandboxes, what GRPO's ``rollout_func`` does.
-"One at a time" plays the same episodes one after another (a ``generate`` of one per turn, one sandbox at a time).
-Sampling (temperature 0.8) means the two do not play identical episodes; the turn counts are reported beside the
-rates. Scenarios: the bundled pack's train split, easiest first. ``--train-steps N`` then runs ``train_grpo`` for N
+Every row is ``training.grpo.play_episodes`` over scenarios x group episodes, commands in parallel sandboxes, what
+GRPO's ``rollout_func`` does; "one at a time" plays the same episodes one after another (one sandbox at a time).
+Sampling (temperature 0.8) means the rows do not play identical episodes; the turn and reply-token counts are
+reported beside the rates. Scenarios: the bundled pack's train split, easiest first, or with ``--arm`` the
+learning-study arm's trained tasks (its ``prepared.json`` in the data folder), from the start. ``--train-steps N`` then runs ``train_grpo`` for N
 optimizer steps from ``--adapter`` (an SFT adapter; a fresh LoRA when none is given) and prints the reward trend.
 Needs the Docker engine and the sandbox image.
 """
@@ -22,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -36,7 +39,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _machine import machine  # noqa: E402
 
 
-def _policy(base: str, adapter: str | None, args: argparse.Namespace, micro_batch: int) -> grpo.Policy:
+def _policy(
+    base: str, adapter: str | None, args: argparse.Namespace, micro_batch: int, kv_cache: bool
+) -> grpo.Policy:
     from transformers import AutoModelForCausalLM
 
     from bashgym_assets.training.trainer import load_tokenizer
@@ -53,7 +58,25 @@ def _policy(base: str, adapter: str | None, args: argparse.Namespace, micro_batc
         max_new_tokens=args.max_new_tokens,
         temperature=0.8,
         micro_batch=micro_batch,
+        kv_cache=kv_cache,
+        seed=0,
     )
+
+
+def _arm_tasks(arm_name: str) -> list[Any]:
+    """The trained tasks of a learning-study arm, as its stages on top play them."""
+    from bashgym_assets.config import get_settings
+    from bashgym_assets.evaluation import learning_study as ls
+    from bashgym_assets.lake import Lake
+
+    study = ls.StudyResult.model_validate_json(
+        (ROOT / "benchmarks" / "results" / "learning_study" / f"{arm_name}.json").read_text()
+    )
+    work = Lake(get_settings()).artifact_dir("learning_study", arm_name)
+    data = ls.cached_data(study.arm, work / "prepared.json")
+    if data is None:
+        sys.exit(f"[{arm_name}] no prepared data in {work}")
+    return ls.trained_bundles(study.arm, data)
 
 
 def _fresh_adapter(base: str, folder: Path) -> str:
@@ -74,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-turns", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--adapter", help="the SFT adapter to start from (default: the base with a fresh LoRA)")
+    ap.add_argument("--arm", help="play this learning-study arm's trained tasks instead of the pack's")
+    ap.add_argument("--no-single", action="store_true", help="leave out the one-at-a-time row")
     ap.add_argument("--base", help="base model folder (default: BASHGYM_BASE_MODEL / the offline SmolLM2)")
     ap.add_argument("--train-steps", type=int, default=0)
     ap.add_argument("--train-scenarios", type=int, default=8)
@@ -95,8 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     images.ensure_docker_engine()
     image = images.sandbox_image_tag()
     base = args.base or bm.resolve_base_model(prepare=True)
-    bundles, _ = load_pack()
-    train = sorted((b for b in bundles if split_for(b.id) == TRAIN), key=lambda b: (b.difficulty, b.id))
+    if args.arm:
+        train = _arm_tasks(args.arm)
+    else:
+        bundles, _ = load_pack()
+        train = sorted((b for b in bundles if split_for(b.id) == TRAIN), key=lambda b: (b.difficulty, b.id))
     subset = train[: args.scenarios]
     settings = grpo.GRPOSettings(
         num_generations=args.group,
@@ -121,22 +149,26 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         import torch
 
-        torch.manual_seed(0)
-        one_policy = _policy(base, args.adapter, args, micro_batch=1)
-        t0 = time.perf_counter()
-        singles = []
-        for k, b in enumerate(episodes):
-            singles += grpo.play_episodes([b], one_policy, image, settings, samples=[k])
-        one_s = time.perf_counter() - t0
-        torch.manual_seed(0)
-        group_policy = _policy(base, args.adapter, args, micro_batch=16)
-        t0 = time.perf_counter()
-        batch = grpo.play_episodes(episodes, group_policy, image, settings, progress=print)
-        batch_s = time.perf_counter() - t0
-        for name, played, secs in (
-            ("one at a time (batch 1, one sandbox)", singles, one_s),
-            (f"batched group ({len(episodes)} episodes in lockstep)", batch, batch_s),
+        runs = []
+        if not args.no_single:
+            torch.manual_seed(0)
+            one_policy = _policy(base, args.adapter, args, micro_batch=1, kv_cache=False)
+            t0 = time.perf_counter()
+            singles = []
+            for k, b in enumerate(episodes):
+                singles += grpo.play_episodes([b], one_policy, image, settings, samples=[k])
+            runs.append(("one at a time (generate, batch 1, one sandbox)", singles, time.perf_counter() - t0))
+        for name, cached in (
+            (f"group in lockstep, generate ({len(episodes)} episodes)", False),
+            (f"group in lockstep, cached continuous decoding ({len(episodes)} episodes)", True),
         ):
+            torch.manual_seed(0)
+            policy = _policy(base, args.adapter, args, micro_batch=16, kv_cache=cached)
+            assert policy.cached == cached, policy.kv_fallback
+            t0 = time.perf_counter()
+            played = grpo.play_episodes(episodes, policy, image, settings, progress=print)
+            runs.append((name, played, time.perf_counter() - t0))
+        for name, played, secs in runs:
             outs = [p.outcome for p in played]
             rewards = [grpo.episode_reward(o) for o in outs]
             scored = [r for r in rewards if r is not None]
@@ -145,21 +177,36 @@ def main(argv: list[str] | None = None) -> int:
                     name,
                     len(outs),
                     sum(o.n_turns for o in outs),
+                    sum(o.model_tokens for o in outs),
                     secs,
                     60 * len(outs) / secs,
                     sum(o.verified for o in outs),
                     sum(scored) / max(1, len(scored)),
                 )
             )
-        ratio = rows[1][4] / rows[0][4]
+        cached_row, generate_row = rows[-1], rows[-2]
         lines += [
-            f"Scenarios (train split, easiest): {', '.join(b.id for b in subset)}; group of {args.group}",
+            f"Scenarios ({'arm ' + args.arm + ' trained tasks' if args.arm else 'train split, easiest'}): "
+            f"{', '.join(b.id for b in subset)}; group of {args.group}",
             "",
-            "| run | episodes | turns | wall s | episodes/min | verified | mean reward |",
-            "|---|---|---|---|---|---|---|",
-            *(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.1f} | {r[4]:.2f} | {r[5]} | {r[6]:+.3f} |" for r in rows),
+            "| run | episodes | turns | reply tokens | wall s | episodes/min | reply tokens/s | verified | mean reward |",
+            "|---|---|---|---|---|---|---|---|---|",
+            *(
+                f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.1f} | {r[5]:.2f} | {r[3] / r[4]:.1f} | {r[6]} | "
+                f"{r[7]:+.3f} |"
+                for r in rows
+            ),
             "",
-            f"- batched group vs one at a time: **{ratio:.2f}x** episodes/min",
+            f"- cached continuous decoding vs generate, group in lockstep: **{cached_row[5] / generate_row[5]:.2f}x** "
+            f"episodes/min, **{(cached_row[3] / cached_row[4]) / (generate_row[3] / generate_row[4]):.2f}x** reply "
+            "tokens/s (the rows sample different episodes: tokens/s is the fairer figure)",
+            *(
+                [
+                    f"- group in lockstep (generate) vs one at a time: **{rows[1][5] / rows[0][5]:.2f}x** episodes/min"
+                ]
+                if not args.no_single
+                else []
+            ),
             "",
         ]
         print("\n".join(lines), flush=True)

@@ -436,6 +436,54 @@ def test_trl_pins_extra_keys_reach_rewards_and_env_mask_removes_loss(tiny: Path,
     assert not all(torch.allclose(a, b, atol=1e-7) for a, b in zip(env_grads, open_grads, strict=True))
 
 
+# ---- the policy's decoding ----------------------------------------------------------------------------------
+def test_the_cached_policy_decodes_as_generate_does_turn_after_turn(
+    tiny: Path, sft: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trainable LoRA model the GRPO trainer holds, decoded turn after turn as an episode grows (the next prompt
+    is the last one plus the reply and an observation): greedily, the continuous decoder that reuses the earlier
+    turns' keys and values gives generate's tokens; sampled, a seeded policy repeats its draws; the model's mode is
+    restored; and a policy made with the cache off, or for a model the decoder refuses, uses generate."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from bashgym_assets.inference import continuous, kv_decode
+    from bashgym_assets.training.trainer import load_tokenizer
+
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny), str(sft), is_trainable=True)
+    model.train()
+    tok = load_tokenizer(str(tiny))
+
+    def policy(**kw):
+        return grpo.Policy(model, tok, max_new_tokens=12, micro_batch=2, **kw)
+
+    cached, plain = policy(temperature=0.0), policy(temperature=0.0, kv_cache=False)
+    assert cached.cached and not plain.cached
+    prompts = [[1, 5, 9, 14], [1, 7, 7, 21, 33, 40, 2], [1, 3]]
+    for turn in range(3):
+        got, want = cached.generate(prompts), plain.generate(prompts)
+        assert model.training  # restored after each call
+        for g, w in zip(got, want, strict=True):  # generate pads a batch's ended rows; the decoder does not
+            assert g == w[: len(g)] and all(t == w[len(g) - 1] or t == tok.pad_token_id for t in w[len(g) :])
+        prompts = [p + g + [11 + turn, 12] for p, g in zip(prompts, got, strict=True)]
+    assert cached._decoder.gen.stats.reused_tokens > 0  # the later turns read only what is new
+    assert cached.kv_fallback == ""
+
+    one, two = policy(temperature=0.9, seed=3), policy(temperature=0.9, seed=3)
+    assert one.generate(prompts) == two.generate(prompts) and one.generate(prompts) == two.generate(prompts)
+    assert len({tuple(x) for x in one.generate([prompts[0]] * 4)}) > 1  # rows draw apart
+    # a model the decoder does not take, and a decoder that fails mid-turn: generate answers the turn
+    monkeypatch.setattr(kv_decode, "unsupported_reason", lambda _m: "sliding-window attention")
+    refused = policy(temperature=0.0)
+    assert not refused.cached and refused.kv_fallback == "sliding-window attention"
+    assert refused.generate(prompts) == plain.generate(prompts)
+    monkeypatch.undo()
+    failing = policy(temperature=0.0)
+    monkeypatch.setattr(continuous.ContinuousDecoder, "step", lambda self: 1 / 0)
+    assert failing.cached and failing.generate(prompts) == plain.generate(prompts)
+    assert failing.kv_fallback.startswith("ZeroDivisionError") and not failing.cached
+
+
 # ---- a real short run ---------------------------------------------------------------------------------------
 def _adapter_tensors(folder: Path) -> dict:
     from safetensors.torch import load_file

@@ -304,7 +304,9 @@ class LocalModelOperator(Operator):
             "use_cache": True,
         }  # a model loaded for training has its config's cache off
         if self.temperature > 0:
-            kwargs.update(temperature=self.temperature, top_p=self.top_p)
+            # top_k 0: transformers would otherwise keep only the 50 likeliest tokens, which the continuous decoder
+            # (the cached path) does not, nor TRL's GRPO (its top_k is 0), whose log-probabilities score the draws
+            kwargs.update(temperature=self.temperature, top_p=self.top_p, top_k=0)
         else:  # silence the "sampling flags set but do_sample=False" warnings of some generation configs
             kwargs.update(temperature=None, top_p=None, top_k=None)
         with torch.no_grad():

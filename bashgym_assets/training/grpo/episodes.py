@@ -67,8 +67,16 @@ def observation_token_ids(
 
 
 class Policy:
-    """Batched sampling from a causal LM on exact token ids (``LocalModelOperator.generate_tokens``): the model is
-    put in eval mode for the call and restored afterwards (dropout off while sampling; no grad)."""
+    """Batched sampling from a causal LM on exact token ids: the model is put in eval mode for the call and restored
+    afterwards (dropout off while sampling; no grad).
+
+    Where the model supports it (``inference.kv_decode.unsupported_reason``; ``BASHGYM_KV_CACHE`` on), the turns
+    are decoded by the project's continuous decoder (``inference.continuous``): each episode's next prompt is its
+    last prompt plus the reply and the observation, so the keys and values of everything it already read are
+    reused instead of read again every turn, and rows leave the batch as their replies end. The reuse holds for
+    one set of weights only: a ``Policy`` is made for each step's episodes (``train.ShellRollout``), before the
+    optimizer step, and drops its cache with it. Elsewhere, or should the decoder fail, ``generate`` on
+    micro-batches (``LocalModelOperator.generate_tokens``)."""
 
     def __init__(
         self,
@@ -78,7 +86,11 @@ class Policy:
         temperature: float = 0.8,
         top_p: float = 1.0,
         micro_batch: int = 16,
+        kv_cache: bool | None = None,
+        seed: int | None = None,
     ) -> None:
+        from bashgym_assets.inference.kv_decode import kv_cache_enabled, unsupported_reason
+
         self.model = model
         self.tokenizer = tokenizer
         self.op = LocalModelOperator(
@@ -92,11 +104,28 @@ class Policy:
             name="grpo-policy",
         )
         self.stop_ids = set(stop_token_ids(tokenizer))  # the policy operator's own stop rule
+        self.seed = seed  # None: fresh draws (a trainer's step); an int: reproducible ones
+        self.calls = 0
+        self.kv_fallback = "" if kv_cache_enabled(kv_cache) else "off (BASHGYM_KV_CACHE)"
+        self.kv_fallback = self.kv_fallback or unsupported_reason(model) or ""
+        self._decoder: Any = None
+
+    @property
+    def cached(self) -> bool:
+        """Whether the turns are decoded with the keys and values of the episode's earlier turns reused."""
+        return not self.kv_fallback
 
     def generate(self, prompts: list[list[int]]) -> list[list[int]]:
         was_training = self.model.training
         self.model.eval()
+        self.calls += 1
         try:
+            if self.cached:
+                try:
+                    return self._continuous(prompts)
+                except Exception as exc:  # noqa: BLE001 - the plain generate path still samples the turn
+                    self.kv_fallback = f"{type(exc).__name__}: {exc}"
+                    self._decoder = None
             order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
             out: list[list[int]] = [[] for _ in prompts]
             for k in range(0, len(order), self.op.micro_batch):
@@ -111,6 +140,34 @@ class Policy:
         finally:
             if was_training:
                 self.model.train()
+
+    def _continuous(self, prompts: list[list[int]]) -> list[list[int]]:
+        """Every prompt's sampled reply (its new tokens, up to and including the end-of-turn token) from the
+        continuous decoder, each row drawing from its own generator."""
+        from bashgym_assets.inference.continuous import ContinuousDecoder
+        from bashgym_assets.inference.kv_decode import KVGenerator
+
+        if self._decoder is None:
+            stop = sorted(self.stop_ids)
+            pad = self.tokenizer.pad_token_id
+            gen = KVGenerator(self.model, stop, pad if pad is not None else stop[0], self.op.max_new_tokens)
+            self._decoder = ContinuousDecoder(gen, max_rows=max(len(prompts), self.op.micro_batch))
+        sampled = self.op.temperature > 0
+        for i, prompt in enumerate(prompts):
+            self._decoder.submit(
+                i,
+                prompt,
+                temperature=self.op.temperature,
+                top_p=self.op.top_p,
+                seed=None
+                if self.seed is None or not sampled
+                else self.seed * 1_000_003 + self.calls * 1_009 + i,
+            )
+        out: dict[int, list[int]] = {}
+        while len(out) < len(prompts):
+            for key, new, _ in self._decoder.step():
+                out[int(key)] = list(new)
+        return [out[i] for i in range(len(prompts))]
 
 
 def split_reply(policy: Any, new: list[int]) -> tuple[list[int], Reply]:

@@ -100,6 +100,8 @@ class ShellRollout:
             temperature=s.temperature,
             top_p=s.top_p,
             micro_batch=s.micro_batch,
+            # each step's draws reproducible from the run's seed (the continuous decoder's rows draw apart)
+            seed=int(getattr(trainer.args, "seed", 0)) * 100_003 + int(trainer.state.global_step),
         )
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any] | None]:
