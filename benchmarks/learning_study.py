@@ -11,7 +11,7 @@ the tasks it trained on (fit) and on fresh tasks of the same families (transfer)
     .venv/bin/python benchmarks/learning_study.py --arm fit6 --dpo-from-epoch 8       # DPO on top of epoch 8
     .venv/bin/python benchmarks/learning_study.py --arm fit6 --recovery-from-epoch 8  # recovery rows on top, and
                                                                                       # the control without them
-    .venv/bin/python benchmarks/learning_study.py --arm fit6 --grpo-from-epoch 8      # GRPO on top of epoch 8
+    .venv/bin/python benchmarks/learning_study.py --arm fit6 --grpo-from-epoch 8      # GRPO on top of epoch 8 (--grpo-on-run dpo-e8: of a run)
 
 The work is ``bashgym_assets.evaluation.learning_study`` (draw, gate, reference rollouts, ``sft_dataset``'s rows,
 ``train_sft`` in segments ending at each ``--epochs`` value, ``compare`` on fit and transfer); this script parses

@@ -301,14 +301,25 @@ def test_an_arm_end_to_end_writes_its_table(
     md = (out / "tiny.md").read_text()
     assert "GRPO on top of epoch 1 (1 steps of 1 tasks x 2 episodes" in md and "| + GRPO | 0% [0-" in md
     assert "Training success by step: 0%." in md
+    # and from a run of the arm (DPO's, made from epoch 1): its own folder, its table row that run's figures
+    assert cli.main([*argv_grpo, "--grpo-on-run", "dpo-recovery-e1"]) == 0
+    first_grpo, grpo_on_run = ls.StudyResult.model_validate_json((out / "tiny.json").read_text()).grpo
+    assert (
+        first_grpo == g and grpo_on_run.settings.label() == "grpo-dpo-recovery-e1" and grpo_on_run.steps == 1
+    )
+    assert (work / "grpo-dpo-recovery-e1" / "adapter_config.json").exists()
+    md = (out / "tiny.md").read_text()
+    assert "GRPO on top of `dpo-recovery-e1` (from epoch 1) (1 steps" in md
+    assert f"| `dpo-recovery-e1` | {ls._rate(on_run.sets[FIT])} |" in md
 
     # any two of the arm's models, task by task, from their episodes in the lake
     capsys.readouterr()
     argv_paired = ["--arm", "tiny", "--paired", "recovery-e1-r2,e1", "--paired", "dpo-e1,control-e1"]
     argv_paired += ["--paired", "grpo-e1,e1", "--paired", "dpo-recovery-e1,recovery-e1"]
+    argv_paired += ["--paired", "grpo-dpo-recovery-e1,dpo-recovery-e1"]
     assert cli.main([*argv_paired, "--out", str(out), "--work", str(work)]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].startswith("| A | B | set | tasks | only A finished |") and len(table) == 2 + 8
+    assert table[0].startswith("| A | B | set | tasks | only A finished |") and len(table) == 2 + 10
     assert {tuple(line.split(" | ")[:4]) for line in table[2:]} == {
         ("| recovery-e1-r2", "e1", FIT, "1"),
         ("| recovery-e1-r2", "e1", TRANSFER, "1"),
@@ -318,6 +329,8 @@ def test_an_arm_end_to_end_writes_its_table(
         ("| grpo-e1", "e1", TRANSFER, "1"),
         ("| dpo-recovery-e1", "recovery-e1", FIT, "1"),
         ("| dpo-recovery-e1", "recovery-e1", TRANSFER, "1"),
+        ("| grpo-dpo-recovery-e1", "dpo-recovery-e1", FIT, "1"),
+        ("| grpo-dpo-recovery-e1", "dpo-recovery-e1", TRANSFER, "1"),
     }
     with pytest.raises(SystemExit, match="no model 'e7'"):
         cli.main(["--arm", "tiny", "--paired", "e7,e1", "--out", str(out), "--work", str(work)])

@@ -340,10 +340,15 @@ class GrpoSettings(BaseModel):
         default=True, description="prefer tasks whose last group both passed and failed (the sampler's board)"
     )
     seed: int = Field(default=0, description="the sampler's and sampling's seed")
+    on_run: str = Field(
+        default="",
+        description="GRPO from this run of the arm instead of the epoch's checkpoint (a folder of its work folder "
+        "made from that epoch, e.g. dpo-e8 or recovery-e8-r2)",
+    )
 
     def label(self) -> str:
-        """The run's folder and model name (``grpo-e8``)."""
-        return f"grpo-e{self.from_epoch}"
+        """The run's folder and model name (``grpo-e8``, ``grpo-dpo-e8``)."""
+        return f"grpo-{self.on_run or f'e{self.from_epoch}'}"
 
 
 class GrpoResult(BaseModel):
@@ -1015,10 +1020,10 @@ def dpo_on_top(
 
 def _start_of(study: StudyResult, epoch: int, run: str = "") -> tuple[str, str, dict[str, SetResult]]:
     """What a stage on top started from, as its heading and its table name it, and that model's fit and transfer:
-    the epoch's checkpoint, or a run of the arm made from it (a recovery round's)."""
+    the epoch's checkpoint, or a run of the arm (a folder of its work folder: a recovery round's, a DPO run's)."""
     if run:
-        made = next((c for r in study.recovery for c in r.runs if c.label == run), None)
-        return f"`{run}` (from epoch {epoch})", f"`{run}`", made.sets if made else {}
+        made = [m for m in arm_models(study) if m.folder == run]
+        return f"`{run}` (from epoch {epoch})", f"`{run}`", made[-1].sets if made else {}
     sft = next((c for c in study.checkpoints if c.epoch == epoch), None)
     return f"epoch {epoch}", f"SFT epoch {epoch}", sft.sets if sft else {}
 
@@ -1365,7 +1370,14 @@ def grpo_on_top(
     from bashgym_assets.training.trainer import TrainConfig
 
     arm = study.arm
-    checkpoint = checkpoint_adapter(work, arm, settings.from_epoch)
+    if settings.on_run:
+        checkpoint = work / settings.on_run
+        if not (checkpoint / "adapter_config.json").is_file():
+            raise FileNotFoundError(
+                f"[{arm.name}] no adapter {settings.on_run} in {work}: run what makes it first"
+            )
+    else:
+        checkpoint = checkpoint_adapter(work, arm, settings.from_epoch)
     if (data := cached_data(arm, work / "prepared.json")) is None:
         raise FileNotFoundError(f"[{arm.name}] the arm's prepared data is not in {work}: run the arm first")
     tasks = trained_bundles(arm, data)
@@ -1406,7 +1418,8 @@ def grpo_on_top(
         if folder.exists():
             shutil.rmtree(folder)
     progress(
-        f"[{arm.name}] GRPO from epoch {settings.from_epoch}: {settings.steps} steps of {settings.tasks_per_step} "
+        f"[{arm.name}] GRPO from {settings.on_run or f'epoch {settings.from_epoch}'}: {settings.steps} steps of "
+        f"{settings.tasks_per_step} "
         f"x {settings.generations} episodes over {len(tasks)} trained tasks"
     )
     t0 = time.monotonic()
@@ -1455,10 +1468,10 @@ def grpo_on_top(
 def grpo_markdown(study: StudyResult, g: GrpoResult) -> list[str]:
     """GRPO's row beside the SFT checkpoint it started from, and its training success step by step."""
     s = g.settings
-    _, start_row, start_sets = _start_of(study, s.from_epoch)
+    start, start_row, start_sets = _start_of(study, s.from_epoch, s.on_run)
     curve = ", ".join(f"{p['success_rate']:.0%}" for p in g.per_step)
     lines = [
-        f"GRPO on top of epoch {s.from_epoch} ({s.steps} steps of {s.tasks_per_step} tasks x {s.generations} "
+        f"GRPO on top of {start} ({s.steps} steps of {s.tasks_per_step} tasks x {s.generations} "
         f"episodes at temperature {s.temperature:g}; lr {s.learning_rate:g}, beta {s.beta:g}"
         f"{', informative tasks preferred' if s.informative else ''}): **{g.episodes} episodes** in "
         f"{_minutes(g.train_wall_s)} ({g.rollout_share:.0%} of it playing), {g.informative_frac:.0%} of the groups "
@@ -1477,26 +1490,48 @@ def grpo_markdown(study: StudyResult, g: GrpoResult) -> list[str]:
     return lines
 
 
-def evaluated_models(study: StudyResult) -> dict[str, str]:
-    """Every model of the arm evaluated on fit and transfer, by a short label, to its evaluation's id: ``e8`` (a
-    checkpoint), ``dpo-e8`` (``dpo-e8-lr0.0001-x3`` where DPO ran on that epoch more than once), a continued run's
-    own label (``recovery-e8``, ``control-e8-r2``)."""
-    found = {f"e{c.epoch}": c.eval_id for c in study.checkpoints}
+class EvaluatedModel(BaseModel):
+    """One model of the arm evaluated on fit and transfer: its label, the work folder that holds it, its
+    evaluation and its sets."""
+
+    label: str
+    folder: str
+    eval_id: str
+    sets: dict[str, SetResult]
+
+
+def arm_models(study: StudyResult) -> list[EvaluatedModel]:
+    """Every model of the arm evaluated on fit and transfer, in the order they were made: ``e8`` (a checkpoint,
+    folder ``epoch-8``), ``dpo-e8`` (``dpo-e8-lr0.0001-x3`` where DPO from that start ran more than once; the folder
+    holds the latest), a continued run's own label (``recovery-e8``, ``control-e8-r2``), ``grpo-e8`` (the same
+    suffix rule)."""
+    found = [
+        EvaluatedModel(label=f"e{c.epoch}", folder=f"epoch-{c.epoch}", eval_id=c.eval_id, sets=c.sets)
+        for c in study.checkpoints
+    ]
     dpo_labels = Counter(d.settings.label() for d in study.dpo)
     for d in study.dpo:
-        label = d.settings.label()
+        folder = label = d.settings.label()
         if dpo_labels[label] > 1:
             label += f"-lr{d.settings.learning_rate:g}-x{d.settings.epochs:g}"
-        found[label] = d.eval_id
+        found.append(EvaluatedModel(label=label, folder=folder, eval_id=d.eval_id, sets=d.sets))
     for r in study.recovery:
-        found |= {run.label: run.eval_id for run in r.runs}
-    grpo_epochs = Counter(g.settings.from_epoch for g in study.grpo)
+        found += [
+            EvaluatedModel(label=run.label, folder=run.label, eval_id=run.eval_id, sets=run.sets)
+            for run in r.runs
+        ]
+    grpo_labels = Counter(g.settings.label() for g in study.grpo)
     for g in study.grpo:
-        label = g.settings.label()
-        if grpo_epochs[g.settings.from_epoch] > 1:
+        folder = label = g.settings.label()
+        if grpo_labels[label] > 1:
             label += f"-lr{g.settings.learning_rate:g}-x{g.settings.steps}"
-        found[label] = g.eval_id
+        found.append(EvaluatedModel(label=label, folder=folder, eval_id=g.eval_id, sets=g.sets))
     return found
+
+
+def evaluated_models(study: StudyResult) -> dict[str, str]:
+    """``arm_models`` by label, to its evaluation's id (what ``--paired`` takes)."""
+    return {m.label: m.eval_id for m in arm_models(study)}
 
 
 def paired(study: StudyResult, data: PreparedData, lake: Any, a: str, b: str) -> dict[str, PairedTest]:
