@@ -106,7 +106,7 @@ class Policy:
         self.stop_ids = set(stop_token_ids(tokenizer))  # the policy operator's own stop rule
         self.seed = seed  # None: fresh draws (a trainer's step); an int: reproducible ones
         self.calls = 0
-        self.kv_fallback = "" if kv_cache_enabled(kv_cache) else "off (BASHGYM_KV_CACHE)"
+        self.kv_fallback = "" if kv_cache_enabled(kv_cache) else "off (kv_cache=False or BASHGYM_KV_CACHE=0)"
         self.kv_fallback = self.kv_fallback or unsupported_reason(model) or ""
         self._decoder: Any = None
 
