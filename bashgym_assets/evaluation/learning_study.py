@@ -237,7 +237,16 @@ class DpoSettings(AttemptSettings):
         return f"dpo-{self.on_run or f'e{self.from_epoch}'}"
 
 
-class DpoResult(BaseModel):
+class EvaluatedRun(BaseModel):
+    """What every stage on top ends with: its model's evaluation on fit and transfer and failed transcripts."""
+
+    eval_id: str
+    eval_wall_s: float
+    sets: dict[str, SetResult]
+    transcripts: list[str] = Field(default_factory=list)
+
+
+class DpoResult(EvaluatedRun):
     """One DPO run on top of an SFT checkpoint: its attempts, its pairs, its training and fit and transfer after
     it, beside the checkpoint's own (``CheckpointResult`` of ``from_epoch``)."""
 
@@ -255,10 +264,6 @@ class DpoResult(BaseModel):
     loss_first: float | None
     loss_last: float | None
     reward_accuracy: float | None
-    eval_id: str
-    eval_wall_s: float
-    sets: dict[str, SetResult]
-    transcripts: list[str] = Field(default_factory=list)
 
 
 class RecoverySettings(AttemptSettings):
@@ -288,7 +293,7 @@ class RecoverySettings(AttemptSettings):
         return f"{self.label('recovery-rows', round_)}.json"
 
 
-class ContinuedRun(BaseModel):
+class ContinuedRun(EvaluatedRun):
     """SFT that went on from a checkpoint: its rows, training and fit and transfer after it."""
 
     label: str
@@ -297,10 +302,6 @@ class ContinuedRun(BaseModel):
     tokens_seen: int
     train_wall_s: float
     loss: float | None
-    eval_id: str
-    eval_wall_s: float
-    sets: dict[str, SetResult]
-    transcripts: list[str] = Field(default_factory=list)
 
 
 class RecoveryResult(BaseModel):
@@ -351,7 +352,7 @@ class GrpoSettings(BaseModel):
         return f"grpo-{self.on_run or f'e{self.from_epoch}'}"
 
 
-class GrpoResult(BaseModel):
+class GrpoResult(EvaluatedRun):
     """One GRPO run on top of an SFT checkpoint: its episodes and rewards step by step, and fit and transfer after
     it, beside the checkpoint's own (``CheckpointResult`` of ``from_epoch``)."""
 
@@ -369,10 +370,6 @@ class GrpoResult(BaseModel):
     hacks: int
     infra_errors: int
     loss_last: float | None
-    eval_id: str
-    eval_wall_s: float
-    sets: dict[str, SetResult]
-    transcripts: list[str] = Field(default_factory=list)
 
 
 class StudyResult(BaseModel):
@@ -541,6 +538,16 @@ def checkpoint_adapter(work: Path, arm: Arm, epoch: int) -> Path:
     if not (checkpoint / "adapter_config.json").exists():
         raise FileNotFoundError(f"[{arm.name}] no adapter of epoch {epoch} in {checkpoint}")
     return checkpoint
+
+
+def start_adapter(work: Path, arm: Arm, epoch: int, run: str = "") -> Path:
+    """What a stage on top starts from: the checkpoint of ``epoch``, or the arm's run ``run`` (a folder of ``work``:
+    a recovery round's, a DPO run's)."""
+    if not run:
+        return checkpoint_adapter(work, arm, epoch)
+    if not (work / run / "adapter_config.json").is_file():
+        raise FileNotFoundError(f"[{arm.name}] no adapter {run} in {work}: run what makes it first")
+    return work / run
 
 
 # ---- training and evaluation ----------------------------------------------------------------------------------------
@@ -883,12 +890,7 @@ def own_attempts(
     from bashgym_assets.rollout.episode import TrajectoryRecord
 
     arm = study.arm
-    if source:
-        checkpoint = work / source
-        if not (checkpoint / "adapter_config.json").is_file():
-            raise FileNotFoundError(f"[{arm.name}] no adapter {source} in {work}: run what makes it first")
-    else:
-        checkpoint = checkpoint_adapter(work, arm, settings.from_epoch)
+    checkpoint = start_adapter(work, arm, settings.from_epoch, source)
     if (data := cached_data(arm, work / "prepared.json")) is None:
         raise FileNotFoundError(f"[{arm.name}] the arm's prepared data is not in {work}: run the arm first")
     tasks = trained_bundles(arm, data)
@@ -1028,6 +1030,23 @@ def _start_of(study: StudyResult, epoch: int, run: str = "") -> tuple[str, str, 
     return f"epoch {epoch}", f"SFT epoch {epoch}", sft.sets if sft else {}
 
 
+def _beside(
+    start: str, start_sets: dict[str, SetResult], stage: str, sets: dict[str, SetResult]
+) -> list[str]:
+    """A stage's fit and transfer beside those of the model it started from."""
+    lines = [
+        "| model | fit clean | transfer clean | fit failures (detail) | transfer failures (detail) |",
+        "|---|---|---|---|---|",
+    ]
+    for label, per_set in ((start, start_sets), (stage, sets)):
+        fit, transfer = per_set.get(FIT), per_set.get(TRANSFER)
+        lines.append(
+            f"| {label} | {_rate(fit)} | {_rate(transfer)} | {_failures(fit) if fit else '-'} | "
+            f"{_failures(transfer) if transfer else '-'} |"
+        )
+    return lines
+
+
 def dpo_markdown(study: StudyResult, d: DpoResult) -> list[str]:
     """DPO's row beside the SFT checkpoint it started from."""
     s = d.settings
@@ -1041,15 +1060,8 @@ def dpo_markdown(study: StudyResult, d: DpoResult) -> list[str]:
         f"{_figure(d.loss_first)} -> {_figure(d.loss_last)}, reward accuracy {_figure(d.reward_accuracy)}), evaluation "
         f"{_minutes(d.eval_wall_s)} (`{d.eval_id}`):",
         "",
-        "| model | fit clean | transfer clean | fit failures (detail) | transfer failures (detail) |",
-        "|---|---|---|---|---|",
+        *_beside(start_row, start_sets, "+ DPO", d.sets),
     ]
-    for label, sets in ((start_row, start_sets), ("+ DPO", d.sets)):
-        fit, transfer = sets.get(FIT), sets.get(TRANSFER)
-        lines.append(
-            f"| {label} | {_rate(fit)} | {_rate(transfer)} | {_failures(fit) if fit else '-'} | "
-            f"{_failures(transfer) if transfer else '-'} |"
-        )
     return lines
 
 
@@ -1370,14 +1382,7 @@ def grpo_on_top(
     from bashgym_assets.training.trainer import TrainConfig
 
     arm = study.arm
-    if settings.on_run:
-        checkpoint = work / settings.on_run
-        if not (checkpoint / "adapter_config.json").is_file():
-            raise FileNotFoundError(
-                f"[{arm.name}] no adapter {settings.on_run} in {work}: run what makes it first"
-            )
-    else:
-        checkpoint = checkpoint_adapter(work, arm, settings.from_epoch)
+    checkpoint = start_adapter(work, arm, settings.from_epoch, settings.on_run)
     if (data := cached_data(arm, work / "prepared.json")) is None:
         raise FileNotFoundError(f"[{arm.name}] the arm's prepared data is not in {work}: run the arm first")
     tasks = trained_bundles(arm, data)
@@ -1478,15 +1483,8 @@ def grpo_markdown(study: StudyResult, g: GrpoResult) -> list[str]:
         f"informative, {g.hacks} hacks, {g.infra_errors} sandbox errors, last loss {_figure(g.loss_last)}; "
         f"evaluation {_minutes(g.eval_wall_s)} (`{g.eval_id}`). Training success by step: {curve or '-'}.",
         "",
-        "| model | fit clean | transfer clean | fit failures (detail) | transfer failures (detail) |",
-        "|---|---|---|---|---|",
+        *_beside(start_row, start_sets, "+ GRPO", g.sets),
     ]
-    for label, sets in ((start_row, start_sets), ("+ GRPO", g.sets)):
-        fit, transfer = sets.get(FIT), sets.get(TRANSFER)
-        lines.append(
-            f"| {label} | {_rate(fit)} | {_rate(transfer)} | {_failures(fit) if fit else '-'} | "
-            f"{_failures(transfer) if transfer else '-'} |"
-        )
     return lines
 
 
