@@ -11,7 +11,9 @@ the tasks it trained on (fit) and on fresh tasks of the same families (transfer)
     .venv/bin/python benchmarks/learning_study.py --arm fit6 --dpo-from-epoch 8       # DPO on top of epoch 8
     .venv/bin/python benchmarks/learning_study.py --arm fit6 --recovery-from-epoch 8  # recovery rows on top, and
                                                                                       # the control without them
-    .venv/bin/python benchmarks/learning_study.py --arm fit6 --grpo-from-epoch 8      # GRPO on top of epoch 8 (--grpo-on-run dpo-e8: of a run)
+    .venv/bin/python benchmarks/learning_study.py --arm fit6 --grpo-from-epoch 8      # GRPO on top of epoch 8
+        # (--grpo-on-run dpo-e8: of a run; --grpo-attempts 2: only the tasks its 2 attempts a task both
+        # finished and failed)
 
 The work is ``bashgym_assets.evaluation.learning_study`` (draw, gate, reference rollouts, ``sft_dataset``'s rows,
 ``train_sft`` in segments ending at each ``--epochs`` value, ``compare`` on fit and transfer); this script parses
@@ -137,7 +139,19 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _settings(args: argparse.Namespace, model: type[Any], prefix: str) -> Any:
-    return model(**{name: getattr(args, f"{prefix}_{name}") for name in model.model_fields})
+    """A stage's settings from its ``--<prefix>-*`` options; a value the settings refuse ends the command with the
+    option's name and the reason, not a traceback."""
+    from pydantic import ValidationError
+
+    try:
+        return model(**{name: getattr(args, f"{prefix}_{name}") for name in model.model_fields})
+    except ValidationError as exc:
+        sys.exit(
+            "; ".join(
+                f"--{prefix}-{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" if e["loc"] else e["msg"]
+                for e in exc.errors()
+            )
+        )
 
 
 def arm_of(args: argparse.Namespace) -> Arm:

@@ -14,6 +14,7 @@ import pytest
 
 from bashgym_assets.evaluation import FIT, TRANSFER
 from bashgym_assets.evaluation import learning_study as ls
+from bashgym_assets.rollout.episode import TrajectoryRecord
 from bashgym_assets.scenarios.factory.split import HELD_OUT_FAMILIES
 from bashgym_assets.testing.tiny_model import build_tiny_model
 
@@ -311,6 +312,28 @@ def test_an_arm_end_to_end_writes_its_table(
     md = (out / "tiny.md").read_text()
     assert "GRPO on top of `dpo-recovery-e1` (from epoch 1) (1 steps" in md
     assert f"| `dpo-recovery-e1` | {ls._rate(on_run.sets[FIT])} |" in md
+    # only on the tasks the start sometimes finishes: its attempts (the untrained epoch 1 finishes none, so its
+    # sampling is written here as if it had finished one task once), the others never played
+    sampled = json.loads((work / "attempts-e1-n1-t0.8-s0.json").read_text())
+    records = sampled["records"]
+    own = ls.behaviour_failures([TrajectoryRecord.model_validate(r) for r in records])
+    assert own, "the untrained model failed every task by its own doing or by the clock"
+    flipped = {**next(r for r in records if r["trajectory_id"] == own[0]["trajectory_id"]), "sample_index": 1}
+    records.append(flipped | {"kept": True, "verified": True, "terminated": True, "reject_reason": ""})
+    (work / "attempts-e1-n2-t0.8-s0.json").write_text(json.dumps({**sampled, "records": records}))
+    assert cli.main([*argv_grpo, "--grpo-attempts", "2"]) == 0
+    *_, on_pool = ls.StudyResult.model_validate_json((out / "tiny.json").read_text()).grpo
+    assert on_pool.settings.label() == "grpo-e1-sometimes" and on_pool.tasks_played == 1
+    assert on_pool.pool["sometimes"] == 1 and sum(on_pool.pool.values()) == len(
+        {r["scenario_id"] for r in records}
+    )
+    assert on_pool.attempts_wall_s == pytest.approx(sampled["wall_s"], abs=0.05) and on_pool.episodes == 2
+    md = (out / "tiny.md").read_text()
+    assert "only the 1 trained tasks its 2 attempts a task both finished and failed (always 0, never" in md
+    assert "**2 episodes** (1 tasks)" in md
+    # one attempt a task cannot both finish and fail: said at the option, not as a traceback
+    with pytest.raises(SystemExit, match="--grpo-attempts: Value error, attempts: one attempt a task"):
+        cli.main([*argv_grpo, "--grpo-attempts", "1"])
 
     # any two of the arm's models, task by task, from their episodes in the lake
     capsys.readouterr()
@@ -403,3 +426,36 @@ def test_an_attempt_cut_by_the_clock_is_neither_a_rejected_side_nor_a_mistake() 
         ("gen.a.1", "wrong_result"),
         ("gen.a.3", "loop"),
     ]
+
+
+def test_grpo_plays_only_the_tasks_its_start_both_finished_and_failed() -> None:
+    """A task the start always or never finishes gives every GRPO group the same reward and so no advantage (40%
+    of the groups taught anything in the first run at an arm's size); its sampled attempts say which tasks can.
+    A failure of the sandbox or the clock is not the model's and makes no task "sometimes"."""
+    attempts = [
+        {"scenario_id": "gen.a.1", "kept": True, "reject_reason": ""},
+        {"scenario_id": "gen.a.1", "kept": True, "reject_reason": ""},
+        {"scenario_id": "gen.a.2", "kept": True, "reject_reason": ""},
+        {"scenario_id": "gen.a.2", "kept": False, "reject_reason": "wrong_result"},
+        {"scenario_id": "gen.a.3", "kept": False, "reject_reason": "wrong_result"},
+        {"scenario_id": "gen.a.3", "kept": False, "reject_reason": "loop"},
+        {"scenario_id": "gen.a.4", "kept": False, "reject_reason": "timeout"},
+        {"scenario_id": "gen.a.4", "kept": False, "reject_reason": "sandbox_error"},
+        {"scenario_id": "gen.a.5", "kept": True, "reject_reason": ""},
+        {"scenario_id": "gen.a.5", "kept": False, "reject_reason": "setup_failed"},
+        {"scenario_id": "gen.a.6", "kept": False, "reject_reason": "never_exits"},
+        {"scenario_id": "gen.a.6", "kept": True, "reject_reason": ""},
+    ]
+    sometimes, counts = ls.sometimes_finished(attempts)
+    assert sometimes == ["gen.a.2", "gen.a.6"]
+    assert counts == {"always": 2, "never": 1, "sometimes": 2, "cut": 1}
+    assert ls.sometimes_finished([]) == ([], {"always": 0, "never": 0, "sometimes": 0, "cut": 0})
+
+    settings = ls.GrpoSettings(from_epoch=8, attempts=2, on_run="dpo-e8", temperature=0.7, seed=3)
+    assert settings.label() == "grpo-dpo-e8-sometimes" and ls.GrpoSettings(from_epoch=8).label() == "grpo-e8"
+    # the same sampling as DPO on that start at those settings: one file, read by both
+    assert settings.attempt_settings().cache_name("dpo-e8") == ls.DpoSettings(
+        from_epoch=8, samples=2, temperature=0.7, seed=3
+    ).cache_name("dpo-e8")
+    with pytest.raises(ValueError, match="one attempt a task cannot both finish and fail"):
+        ls.GrpoSettings(from_epoch=8, attempts=1)

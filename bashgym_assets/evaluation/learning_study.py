@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from bashgym_assets.evaluation import FIT, TRANSFER, ModelSpec, Sampling, admitted, compare, transfer_bundles
 from bashgym_assets.evaluation.failures import detail_counts
@@ -346,10 +346,31 @@ class GrpoSettings(BaseModel):
         description="GRPO from this run of the arm instead of the epoch's checkpoint (a folder of its work folder "
         "made from that epoch, e.g. dpo-e8 or recovery-e8-r2)",
     )
+    attempts: int = Field(
+        default=0,
+        ge=0,
+        description="0: play every trained task; N (>= 2): first sample N attempts of each trained task from the "
+        "starting model (kept and shared as DPO's are) and play only the tasks it both finished and failed",
+    )
+
+    @field_validator("attempts")
+    @classmethod
+    def _two_or_none(cls, n: int) -> int:
+        if n == 1:
+            raise ValueError("attempts: one attempt a task cannot both finish and fail; give 0 or >= 2")
+        return n
 
     def label(self) -> str:
-        """The run's folder and model name (``grpo-e8``, ``grpo-dpo-e8``)."""
-        return f"grpo-{self.on_run or f'e{self.from_epoch}'}"
+        """The run's folder and model name (``grpo-e8``, ``grpo-dpo-e8``; ``grpo-e8-sometimes`` on the tasks the
+        start sometimes finishes)."""
+        return f"grpo-{self.on_run or f'e{self.from_epoch}'}" + ("-sometimes" if self.attempts else "")
+
+    def attempt_settings(self) -> AttemptSettings:
+        """The start's sampling that picks the tasks (``attempts``): the episodes' temperature and seed, so DPO on
+        the same start at the same settings reads the same file."""
+        return AttemptSettings(
+            from_epoch=self.from_epoch, samples=self.attempts, temperature=self.temperature, seed=self.seed
+        )
 
 
 class GrpoResult(EvaluatedRun):
@@ -370,6 +391,13 @@ class GrpoResult(EvaluatedRun):
     hacks: int
     infra_errors: int
     loss_last: float | None
+    tasks_played: int = Field(default=0, description="distinct tasks the groups played")
+    pool: dict[str, int] = Field(
+        default_factory=dict,
+        description="with ``attempts``: the trained tasks by what the start's attempts did (always, never, "
+        "sometimes: the ones played; cut: failed only by the sandbox or the clock)",
+    )
+    attempts_wall_s: float = 0.0
 
 
 class StudyResult(BaseModel):
@@ -538,6 +566,13 @@ def checkpoint_adapter(work: Path, arm: Arm, epoch: int) -> Path:
     if not (checkpoint / "adapter_config.json").exists():
         raise FileNotFoundError(f"[{arm.name}] no adapter of epoch {epoch} in {checkpoint}")
     return checkpoint
+
+
+def arm_data(arm: Arm, work: Path) -> PreparedData:
+    """The arm's prepared data, which every stage on top of a finished arm needs; missing, it says so in one line."""
+    if (data := cached_data(arm, work / "prepared.json")) is None:
+        raise FileNotFoundError(f"[{arm.name}] the arm's prepared data is not in {work}: run the arm first")
+    return data
 
 
 def start_adapter(work: Path, arm: Arm, epoch: int, run: str = "") -> Path:
@@ -848,6 +883,28 @@ def behaviour_failures(attempts: Sequence[Any]) -> list[dict[str, Any]]:
     return [dict(a) for a in own if not a.get("kept") and a.get("reject_reason") != FAILURE_TIMEOUT]
 
 
+def sometimes_finished(attempts: Sequence[Any]) -> tuple[list[str], dict[str, int]]:
+    """The tasks a model's sampled attempts both finished and failed (by what it typed: ``behaviour_failures``),
+    and every attempted task counted by what its attempts did: ``always``, ``never``, ``sometimes``, ``cut`` (no
+    clean attempt and no failure of the model's own: only the sandbox or the clock failed it). Only a task of the
+    ``sometimes`` kind gives a GRPO group both a pass and a fail; the others give groups with no advantage."""
+    kept: Counter[str] = Counter()
+    tried: set[str] = set()
+    for a in attempts:
+        row = a.model_dump() if hasattr(a, "model_dump") else dict(a)
+        tried.add(row["scenario_id"])
+        kept[row["scenario_id"]] += int(bool(row.get("kept")))
+    failed = Counter(a["scenario_id"] for a in behaviour_failures(attempts))
+    kinds = {
+        t: "sometimes" if kept[t] and failed[t] else "always" if kept[t] else "never" if failed[t] else "cut"
+        for t in sorted(tried)
+    }
+    counts = Counter(kinds.values())
+    return [t for t, k in kinds.items() if k == "sometimes"], {
+        k: counts[k] for k in ("always", "never", "sometimes", "cut")
+    }
+
+
 def dpo_pairs(
     arm: Arm, data: PreparedData, attempts: Sequence[Any], heldout: Sequence[Any] = ()
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
@@ -891,8 +948,7 @@ def own_attempts(
 
     arm = study.arm
     checkpoint = start_adapter(work, arm, settings.from_epoch, source)
-    if (data := cached_data(arm, work / "prepared.json")) is None:
-        raise FileNotFoundError(f"[{arm.name}] the arm's prepared data is not in {work}: run the arm first")
+    data = arm_data(arm, work)
     tasks = trained_bundles(arm, data)
     cache = work / settings.cache_name(source)
     who = source or f"epoch {settings.from_epoch}"
@@ -1382,10 +1438,30 @@ def grpo_on_top(
     from bashgym_assets.training.trainer import TrainConfig
 
     arm = study.arm
-    checkpoint = start_adapter(work, arm, settings.from_epoch, settings.on_run)
-    if (data := cached_data(arm, work / "prepared.json")) is None:
-        raise FileNotFoundError(f"[{arm.name}] the arm's prepared data is not in {work}: run the arm first")
-    tasks = trained_bundles(arm, data)
+    start = settings.on_run or f"epoch {settings.from_epoch}"
+    pool: dict[str, int] = {}
+    attempts_wall = 0.0
+    if settings.attempts:  # the start's own attempts say which tasks can give a group a pass and a fail
+        checkpoint, data, tasks, records, attempts_wall = own_attempts(
+            study, settings.attempt_settings(), base_model, image, work, progress, source=settings.on_run
+        )
+        sometimes, pool = sometimes_finished(records)
+        progress(
+            f"[{arm.name}] GRPO: {start}'s {len(records)} attempts: "
+            + ", ".join(f"{k} {v}" for k, v in pool.items())
+            + f" of {len(tasks)} trained tasks; playing the {len(sometimes)} sometimes finished"
+        )
+        if not sometimes:
+            raise RuntimeError(
+                f"[{arm.name}] GRPO: {start} finished no trained task only sometimes in {settings.attempts} "
+                f"attempts a task ({pool}): no group would have both a pass and a fail; give more "
+                "--grpo-attempts, or 0 to play every task"
+            )
+        tasks = [t for t in tasks if t.id in set(sometimes)]
+    else:
+        checkpoint = start_adapter(work, arm, settings.from_epoch, settings.on_run)
+        data = arm_data(arm, work)
+        tasks = trained_bundles(arm, data)
     limits = EvalSettings(max_turns=arm.max_turns)  # the episode the model is then evaluated on
     play = GRPOSettings(
         num_generations=settings.generations,
@@ -1423,8 +1499,7 @@ def grpo_on_top(
         if folder.exists():
             shutil.rmtree(folder)
     progress(
-        f"[{arm.name}] GRPO from {settings.on_run or f'epoch {settings.from_epoch}'}: {settings.steps} steps of "
-        f"{settings.tasks_per_step} "
+        f"[{arm.name}] GRPO from {start}: {settings.steps} steps of {settings.tasks_per_step} "
         f"x {settings.generations} episodes over {len(tasks)} trained tasks"
     )
     t0 = time.monotonic()
@@ -1463,6 +1538,9 @@ def grpo_on_top(
         hacks=int(extra.get("hacks", 0)),
         infra_errors=int(extra.get("infra_errors", 0)),
         loss_last=run.result.final_loss,
+        tasks_played=len({g.scenario_id for g in run.groups}),
+        pool=pool,
+        attempts_wall_s=round(attempts_wall, 1),
         eval_id=eval_id,
         eval_wall_s=round(eval_wall, 1),
         sets=sets,
@@ -1475,10 +1553,17 @@ def grpo_markdown(study: StudyResult, g: GrpoResult) -> list[str]:
     s = g.settings
     start, start_row, start_sets = _start_of(study, s.from_epoch, s.on_run)
     curve = ", ".join(f"{p['success_rate']:.0%}" for p in g.per_step)
+    pool = (
+        f"; only the {g.pool.get('sometimes', 0)} trained tasks its {s.attempts} attempts a task both finished and "
+        f"failed ({', '.join(f'{k} {v}' for k, v in g.pool.items())}; attempts {_minutes(g.attempts_wall_s)})"
+        if s.attempts
+        else ""
+    )
     lines = [
         f"GRPO on top of {start} ({s.steps} steps of {s.tasks_per_step} tasks x {s.generations} "
         f"episodes at temperature {s.temperature:g}; lr {s.learning_rate:g}, beta {s.beta:g}"
-        f"{', informative tasks preferred' if s.informative else ''}): **{g.episodes} episodes** in "
+        f"{', informative tasks preferred' if s.informative else ''}{pool}): **{g.episodes} episodes**"
+        f"{f' ({g.tasks_played} tasks)' if g.tasks_played else ''} in "
         f"{_minutes(g.train_wall_s)} ({g.rollout_share:.0%} of it playing), {g.informative_frac:.0%} of the groups "
         f"informative, {g.hacks} hacks, {g.infra_errors} sandbox errors, last loss {_figure(g.loss_last)}; "
         f"evaluation {_minutes(g.eval_wall_s)} (`{g.eval_id}`). Training success by step: {curve or '-'}.",
