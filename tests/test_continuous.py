@@ -285,3 +285,47 @@ def test_rows_with_their_own_budget_sampling_logprobs_and_cancel(tiny: Path) -> 
     while d.busy:
         out.update({key: ids for key, ids, _ in d.step()})
     assert out.get("keep", want[keep]) == want[keep] and "drop" not in out
+
+
+def test_each_row_is_charged_its_share_of_every_step(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an episode's time cap counts (the evaluation's ``time_cap="share"``): a row decoded beside another is
+    charged half of each decode step, one decoded alone all of it, and each its own prefill; a row's charge grows
+    while it is generated and is handed back with its reply (``last_charged``)."""
+    from bashgym_assets.inference import continuous
+
+    class Clock:  # every reading one second after the last: each prefill and each decode step takes 1 s
+        now = 0.0
+
+        def perf_counter(self) -> float:
+            self.now += 1.0
+            return self.now
+
+    op = LocalModelOperator(tiny, max_new_tokens=12, kv_cache=True)
+    model, tok = op._load()
+    stop = op._stop_ids(tok)
+    prompts = [op._encode(tok, [m.model_dump() for m in start(t)]) for t in TASKS]
+    want = KVGenerator(model, stop, stop[0], 12).generate(prompts)
+    longest = max(range(len(prompts)), key=lambda i: len(want[i]))
+    assert len(want[longest]) >= 3
+    monkeypatch.setattr(continuous, "time", Clock())
+
+    def charges(rows: int) -> tuple[dict[int, float], list[float | None]]:
+        d = ContinuousDecoder(KVGenerator(model, stop, stop[0], 12), max_rows=4, speculate=False)
+        for i in range(rows):
+            d.submit(i, prompts[longest])
+        got: dict[int, float] = {}
+        seen: list[float | None] = [d.charged(0)]
+        while d.busy:
+            ended = d.step()
+            got.update({key: d.last_charged[key] for key, _, _ in ended})
+            seen.append(d.charged(0))
+        return got, seen
+
+    alone, seen = charges(1)
+    pair, _ = charges(2)
+    steps = len(want[longest]) - 1  # the first token comes from the prefill
+    assert alone == {0: 1.0 + steps}
+    assert pair == {0: pytest.approx(1.0 + steps / 2), 1: pytest.approx(1.0 + steps / 2)}
+    assert seen[0] == 0.0 and seen[-1] is None  # waiting for a slot costs nothing; an ended row is gone
+    middle = [c for c in seen[1:-1] if c is not None]
+    assert len(middle) == len(seen) - 2 and middle == sorted(middle)  # it grows while it is generated

@@ -1,7 +1,7 @@
 """The evaluation never loses finished work (issue 37, item 5): episodes reach the lake as they finish, so a
 ``bashgym eval`` stopped with SIGTERM (in order: the partial table, exit 143, no sandbox left) or killed with
-``kill -9`` leaves them there; an episode's time cap is wall time, generation included; the ETA is an estimate of
-the time left, not the turn cap's upper bound."""
+``kill -9`` leaves them there; an episode's time cap counts its generation (its share of a batch's, or the wall
+clock); the ETA is an estimate of the time left, not the turn cap's upper bound."""
 
 from __future__ import annotations
 
@@ -245,13 +245,13 @@ class _Never:
 class Streaming(Operator):
     scaffolded = False
 
-    def __init__(self, stream: _Never) -> None:
+    def __init__(self, stream: Any) -> None:
         self.name, self.stream = "streaming", stream
 
     def next_command(self, messages: list[Message]) -> str:
         return "true"
 
-    def reply_stream(self, max_rows: int = 32) -> _Never:
+    def reply_stream(self, max_rows: int = 32) -> Any:
         return self.stream
 
 
@@ -263,6 +263,59 @@ def test_continuous_batching_gives_up_a_reply_past_the_wall_time_cap(sandbox_ima
     e = res.episodes[0]
     assert e.end_reason == "time_cap" and e.failure_class == m.FAILURE_TIMEOUT, e
     assert e.n_turns == 0 and len(stream.cancelled) == 1  # it left the batch
+
+
+class _Shared:
+    """A continuous reply stream that decodes ``rows`` rows together: each reply takes ``wait_s`` of wall time, of
+    which its row is charged its share (``charged``, ``Reply.charged_s``); it touches the task's file, then exits."""
+
+    fallback = None
+    stats = None
+
+    def __init__(self, wait_s: float, rows: int) -> None:
+        self.wait_s, self.rows = wait_s, rows
+        self.asked: dict[Any, tuple[float, int]] = {}
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.asked)
+
+    def submit(self, key: Any, conversation: list[Message], sample_key: str = "") -> None:
+        self.asked[key] = (time.monotonic(), sum(x.role == "assistant" for x in conversation))
+
+    def charged(self, key: Any) -> float | None:
+        return (time.monotonic() - self.asked[key][0]) / self.rows if key in self.asked else None
+
+    def cancel(self, key: Any) -> None:
+        self.asked.pop(key, None)
+
+    def step(self) -> list[tuple[Any, Reply, float]]:
+        time.sleep(0.05)
+        now, out = time.monotonic(), []
+        for key in [k for k, (t, _) in self.asked.items() if now - t >= self.wait_s]:
+            turn = self.asked.pop(key)[1]
+            reply = Reply(text="exit" if turn else "touch ~/done-0.txt", charged_s=self.wait_s / self.rows)
+            out.append((key, reply, self.wait_s))
+        return out
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(
+    ("time_cap", "rows", "finished"), [("share", 8, True), ("wall", 8, False), ("share", 1, False)]
+)
+def test_an_episode_is_charged_its_share_of_a_batch_not_the_wait_for_it(
+    sandbox_image: str, time_cap: str, rows: int, finished: bool
+) -> None:
+    """Two replies of 1.5 s each under a 2 s cap. Decoded beside 7 other rows, each reply is charged 0.19 s: the
+    episode touches its file and exits (under ``wall`` it ended at the cap waiting for its second reply, as 29 of
+    48 episodes of a study evaluation did after 1-2 turns). Decoded alone, the row is charged every second, and
+    the cap ends it as it did under ``wall`` (issue 37: a crawling model is still bounded)."""
+    settings = EvalSettings(max_turns=4, episode_timeout_s=2.0, command_timeout_s=5.0, time_cap=time_cap)
+    e = evaluate(Streaming(_Shared(1.5, rows)), [_bundle(0)], sandbox_image, settings).episodes[0]
+    if finished:
+        assert e.end_reason == "exit" and e.verified and e.clean and e.n_turns == 2, e
+    else:
+        assert e.end_reason == "time_cap" and e.failure_class == m.FAILURE_TIMEOUT and e.n_turns == 1, e
 
 
 # ---- bashgym eval stopped or killed -------------------------------------------------------------------------------

@@ -16,9 +16,13 @@ Nothing finished is lost: each scored episode goes to an ``EpisodeSink`` at once
 ``LakeEpisodeWriter``: ``eval_episodes[eval_id]`` rewritten atomically every few seconds, so a killed evaluation, even
 ``kill -9``, leaves its finished episodes in the lake). An interrupt (Ctrl-C, or ``stopping.on_signals``' ``Stopped``
 on SIGTERM) leaves at once: the sink is flushed, the pools are given up without waiting for the commands they run,
-and the sandboxes are removed. An episode's time cap is wall time, its model's generation included: a reply still
-being generated when the cap passes is given up (continuous batching takes it out of the batch) and the episode ends
-as ``time_cap`` (failure class ``timeout``).
+and the sandboxes are removed. An episode's time cap (``EvalSettings.time_cap``) counts its sandbox time and the
+model time charged to its own replies: a continuously batched local model charges each row its share of every
+decode step, so an episode is not charged for waiting on the 31 other rows of a batch, while one decoded alone on
+a crawling machine is charged every second; a lockstep turn charges each episode the whole call (``wall``: the
+wall clock, as a user waiting for the model would count it). A reply still being generated when the cap passes is
+given up (continuous batching takes it out of the batch) and the episode ends as ``time_cap`` (failure class
+``timeout``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -78,6 +82,12 @@ class EvalSettings(BaseModel):
         "running batch (else lockstep turns, all live episodes decoded as one batch)",
     )
     max_rows: int = Field(default=32, description="continuous batching: rows a decode step")
+    time_cap: Literal["share", "wall"] = Field(
+        default="share",
+        description="what an episode's time cap counts: share = its sandbox time and the model time charged to its "
+        "own replies (a batch's decode steps divided among its rows); wall = the wall clock, waiting for the batch "
+        "included (under load 29 of 48 episodes of a study evaluation ended at the cap after 1-2 turns)",
+    )
 
     def limits(self) -> EpisodeLimits:
         return EpisodeLimits(
@@ -411,9 +421,10 @@ def _in_background(fn: Callable[[], Any]) -> Future:
     return future
 
 
-def _out_of_time(job: LiveEpisode) -> bool:
-    """Whether the episode has used its wall time (it then ends as ``time_cap`` when asked for its next turn)."""
-    return job.driver is not None and not job.driver.done and job.driver.remaining_s() <= 0
+def _out_of_time(job: LiveEpisode, in_flight_s: float = 0.0) -> bool:
+    """Whether the episode has used its time (it then ends as ``time_cap`` when asked for its next turn);
+    ``in_flight_s``: the model time charged so far to the reply being generated for it."""
+    return job.driver is not None and not job.driver.done and job.driver.remaining_s(in_flight_s) <= 0
 
 
 def _last_turn(job: LiveEpisode, settings: EvalSettings) -> bool:
@@ -445,13 +456,21 @@ def _run_continuous(
     reply being generated), the pool (its reply being run in its sandbox, or its check once it ended) or ready
     (deciding what is next). Containers are set up in the background, so decoding starts with the first one ready
     instead of after all of them. An episode whose wall time runs out while its reply is generated leaves the
-    decoder (``stream.cancel``; a stream without it: the late reply is dropped) and ends as ``time_cap``."""
+    decoder (``stream.cancel``; a stream without it: the late reply is dropped) and ends as ``time_cap``. A reply in
+    flight is charged what the stream says it cost (``stream.charged``), else the wall time since it was asked."""
     ready: list[LiveEpisode] = []
     opening: dict[Future, LiveEpisode] = {}  # container start and scenario set-up
     running: dict[Future, LiveEpisode] = {}  # a reply being applied in the episode's sandbox
     closing: dict[Future, LiveEpisode] = {}  # the check and the container's removal of an ended episode
     by_key: dict[int, LiveEpisode] = {}
     cancel = getattr(stream, "cancel", None)
+    charged = getattr(stream, "charged", None)
+    asked_at: dict[int, float] = {}
+
+    def in_flight(key: int) -> float:
+        cost = charged(key) if charged is not None else None
+        return cost if cost is not None else time.monotonic() - asked_at.get(key, time.monotonic())
+
     last_say = time.monotonic()
     warned = False
     with _pool(settings.setup_workers, "eval-setup") as setup:
@@ -463,6 +482,7 @@ def _run_continuous(
             for j in ready:
                 if j.driver is not None and j.driver.wants_reply():
                     by_key[id(j)] = j
+                    asked_at[id(j)] = time.monotonic()
                     stream.submit(
                         id(j),
                         j.driver.seen,
@@ -471,7 +491,8 @@ def _run_continuous(
                 else:  # ended, or its set-up failed: scored (as infrastructure when it never started)
                     closing[pool.submit(close, j)] = j
             ready = []
-            for key, j in [(k, j) for k, j in by_key.items() if _out_of_time(j)]:
+            for key, j in [(k, j) for k, j in by_key.items() if _out_of_time(j, in_flight(k))]:
+                j.opened.charge(in_flight(key))
                 del by_key[key]
                 if cancel is not None:
                     cancel(key)
@@ -481,7 +502,7 @@ def _run_continuous(
                     replied = by_key.pop(key, None)
                     if replied is None:
                         continue  # given up on (its time cap passed) while it was generated
-                    replied.opened.note_model_call(seconds, reply.new_tokens)
+                    replied.opened.note_model_call(seconds, reply.new_tokens, reply.charged_s)
                     running[pool.submit(apply_reply, replied, reply)] = replied
                 if stream.fallback and not warned:
                     warned = True
@@ -586,8 +607,7 @@ def evaluate(
     from bashgym_assets.sandbox import closing_sandboxes
 
     def open_job(j: LiveEpisode) -> LiveEpisode:
-        # the time cap is wall time: the model's generation counts, as a user waiting for it would count it
-        return open_episode(j, image, settings.limits(), count_operator_time=True)
+        return open_episode(j, image, settings.limits(), time_cap=settings.time_cap)
 
     with (
         _pool(workers, "eval") as pool,
@@ -672,17 +692,22 @@ def evaluate(
                         replies = pending.result(timeout=POLL_S)
                         break
                     except FutureTimeout:
-                        late = [j for j in asking if _out_of_time(j)]
+                        waited = time.monotonic() - t0
+                        late = [j for j in asking if _out_of_time(j, waited)]
                         if late:
                             gone = {id(j) for j in late}
                             asking = [j for j in asking if id(j) not in gone]
                             live = [j for j in live if id(j) not in gone]
                             for j in late:
+                                j.opened.charge(waited)
                                 j.opened.wants_reply()  # ends it as time_cap
                             finish(late)
                 # a reply that came after its episode's time cap is not run: it ends as time_cap next round
-                asking = [j for j in asking if not _out_of_time(j)]
                 gen_s = time.monotonic() - t0
+                late = [j for j in asking if _out_of_time(j, gen_s)]
+                for j in late:
+                    j.opened.charge(gen_s)  # its reply is not run: it ends as time_cap next round
+                asking = [j for j in asking if all(j is not x for x in late)]
                 for j in asking:
                     j.opened.note_model_call(gen_s, replies[id(j)].new_tokens)
 

@@ -100,6 +100,9 @@ class _Row:
     length: int  # tokens this row has read (the valid columns of its mask)
     gen: list[int] = field(default_factory=list)
     submitted: float = 0.0
+    # the decoder's time this row is charged: its own prefill, and each decode step's time divided among the rows
+    # of that step (what an episode's time cap counts: not the time it waited on the other rows of the batch)
+    charged: float = 0.0
     first: int = 0  # its first column in the buffers (valid columns lie in first .. P-1)
     history: list[int] = field(default_factory=list)  # prompt + gen as Python ints, for drafting
     span: int = SPEC_TOKENS  # how many tokens it drafts next (adapted to how many were confirmed)
@@ -167,6 +170,8 @@ class ContinuousDecoder:
         self.col = 0  # P: the column the next decode step writes
         self.cache: Any = None
         self.stats = ContinuousStats()
+        # the charged seconds (``_Row.charged``) of the replies the last ``step`` handed back, by key
+        self.last_charged: dict[Hashable, float] = {}
 
     @property
     def busy(self) -> bool:
@@ -222,12 +227,22 @@ class ContinuousDecoder:
                 return row.gen
         return None
 
+    def charged(self, key: Hashable) -> float | None:
+        """The decoder's seconds charged so far to the reply being generated for ``key`` (0 while it waits for a
+        slot), or None when no reply of that key is in flight."""
+        for row in (*self.rows, *self.pending):
+            if row.key == key:
+                return row.charged
+        return None
+
     def step(self) -> list[tuple[Hashable, list[int], float]]:
         """Admit waiting prompts (while slots are free), run one decode step over the batch, and hand back the
-        replies that ended: ``(key, new token ids, seconds since it was submitted)``."""
+        replies that ended: ``(key, new token ids, seconds since it was submitted)``; what each was charged is in
+        ``last_charged``."""
         import torch
 
         out: list[tuple[Hashable, list[int], float]] = []
+        self.last_charged = {}
         with torch.no_grad():
             read: list[
                 tuple[Any, list[tuple[Any, Any]], Any]
@@ -245,7 +260,9 @@ class ContinuousDecoder:
                     read.append((row.prompt, kv, logits))
                 else:
                     kv, logits = same[1], same[2]
-                self.gen.stats.prefill_s += time.perf_counter() - t0
+                spent = time.perf_counter() - t0
+                row.charged += spent
+                self.gen.stats.prefill_s += spent
                 self.gen.stats.prompts += 1
                 self.gen.stats.prompt_tokens += len(row.prompt)
                 row.gen.append(self._choose(row, logits))
@@ -296,6 +313,7 @@ class ContinuousDecoder:
         return token
 
     def _reply(self, row: _Row) -> tuple[Hashable, list[int], float]:
+        self.last_charged[row.key] = row.charged
         self.stats.replies += 1
         return row.key, row.gen, time.perf_counter() - row.submitted
 
@@ -439,6 +457,9 @@ class ContinuousDecoder:
         self.stats.decode_steps += 1
         self.stats.row_steps += n
         self.gen.stats.decode_steps += 1
+        share = (time.perf_counter() - t0) / n
+        for row in self.rows:
+            row.charged += share
         for s in reversed(finished):  # highest slot first: moving the last row never moves a finished one
             self._store(s)
             out.append(self._reply(self.rows[s]))

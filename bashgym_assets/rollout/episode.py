@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 from pydantic import BaseModel, Field
@@ -92,15 +92,23 @@ class Episode(BaseModel):
     start_ns: int = Field(default=0, exclude=True)
 
 
+TimeCap = Literal["wall", "share", "sandbox"]  # what an episode's time cap counts (``EpisodeDriver``)
+
+
 class EpisodeDriver:
     """One episode advanced one reply at a time: the turn logic shared by ``play`` (one episode, one operator
     call per turn) and the evaluator (many episodes in lockstep, one batched generation per turn).
 
     ``seen`` is what the operator is shown (with the scaffold when it is scaffolded); ``episode`` is the record.
-    ``count_operator_time``: whether the time cap counts the operator's thinking (wall clock, as a live session
-    does; the evaluator, so that a model generating for ten minutes on a loaded machine ends at the cap) or only
-    the time commands run in the sandbox (GRPO's group rollouts, where an episode waits for the whole group's
-    generation, which says nothing about this episode).
+    ``time_cap``: what the episode's time cap counts. ``wall``: the wall clock, the operator's thinking included
+    (a live session); ``share``: the sandbox's time plus the model time charged to this episode's own replies (the
+    evaluation: a batched decoder charges each row its share of every step, so an episode is not charged for
+    waiting on the other rows of a batch, and a decoder crawling on one row is charged every second); ``sandbox``:
+    the sandbox's time only (GRPO's group rollouts, where an episode waits for the whole group's generation,
+    which says nothing about this episode). A model generating for ten minutes alone on a loaded machine ends at
+    the cap under ``wall`` and ``share`` alike (issue 37); under ``share``, 32 rows decoded together on 2 cores
+    no longer end at it after one or two turns because of each other (29 of 48 episodes of one study evaluation
+    did under ``wall``).
     """
 
     def __init__(
@@ -109,13 +117,14 @@ class EpisodeDriver:
         bundle: ScenarioBundle,
         scaffolded: bool,
         limits: EpisodeLimits,
-        count_operator_time: bool = True,
+        time_cap: TimeCap = "wall",
     ) -> None:
         self.session = session
         self.limits = limits
         self.start = time.monotonic()
-        self.count_operator_time = count_operator_time
+        self.time_cap = time_cap
         self.sandbox_s = 0.0
+        self.model_s = 0.0  # the model time charged to this episode's replies (``share``)
         self.seen = initial_messages(bundle, scaffold=scaffolded)
         self.episode = Episode(messages=initial_messages(bundle, scaffold=False))
         self.lines: list[TypedLine] = []
@@ -123,9 +132,16 @@ class EpisodeDriver:
         self.episode.start_ns = time.time_ns()
         self._model_call: tuple[float, int] = (0.0, 0)
 
-    def note_model_call(self, seconds: float, new_tokens: int = 0) -> None:
-        """The model call that produced the next reply (its latency and tokens, for the turn's trace span)."""
+    def note_model_call(self, seconds: float, new_tokens: int = 0, charged_s: float | None = None) -> None:
+        """The model call that produced the next reply: its latency and tokens (for the turn's trace span), and
+        the model time charged to this episode for it (``charged_s``; None: the whole latency)."""
         self._model_call = (seconds, new_tokens)
+        self.model_s += seconds if charged_s is None else charged_s
+
+    def charge(self, seconds: float) -> None:
+        """Model time spent on a reply that was given up on (its episode ran out of time while it was generated):
+        charged all the same, so the episode ends at its cap instead of asking again."""
+        self.model_s += seconds
 
     def _say(self, role: str, content: str) -> None:
         self.seen.append(Message(role=role, content=content))
@@ -146,8 +162,14 @@ class EpisodeDriver:
             self._end("time_cap")
         return not self.done
 
-    def remaining_s(self) -> float:
-        used = time.monotonic() - self.start if self.count_operator_time else self.sandbox_s
+    def remaining_s(self, in_flight_s: float = 0.0) -> float:
+        """Seconds left under the time cap; ``in_flight_s``: model time charged to a reply still being generated."""
+        if self.time_cap == "wall":
+            used = time.monotonic() - self.start
+        elif self.time_cap == "share":
+            used = self.sandbox_s + self.model_s + in_flight_s
+        else:
+            used = self.sandbox_s
         return self.limits.episode_timeout_s - used
 
     def operator_failed(self, error: str) -> None:

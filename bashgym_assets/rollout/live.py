@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bashgym_assets.rollout.episode import EpisodeDriver, EpisodeLimits
+from bashgym_assets.rollout.episode import EpisodeDriver, EpisodeLimits, TimeCap
 from bashgym_assets.rollout.operators import Operator, Reply
 from bashgym_assets.scenarios.bundle import ScenarioBundle
 from bashgym_assets.scenarios.sandboxing import spec_for_bundle
@@ -46,12 +46,12 @@ SESSION_BACKSTOP_S = 3 * 3600.0
 
 
 def open_episode(
-    job: LiveEpisode, image: str | None, limits: EpisodeLimits, count_operator_time: bool = False
+    job: LiveEpisode, image: str | None, limits: EpisodeLimits, time_cap: TimeCap = "sandbox"
 ) -> LiveEpisode:
     """Container, setup, operator shell: any failure is recorded on the job (never raised). A failure of the
     machinery (an engine error, a setup step that never reported) is tried once more before it is recorded, and is
-    recorded as ``infra_error: ...``, never as the scenario's fault. ``count_operator_time``: the episode's time cap
-    is wall time (generation included: the evaluation), else sandbox time only (see ``EpisodeDriver``)."""
+    recorded as ``infra_error: ...``, never as the scenario's fault. ``time_cap``: what the episode's time cap
+    counts (``EpisodeDriver``: the evaluation's ``share`` or ``wall``, GRPO's ``sandbox``)."""
     from bashgym_assets.sandbox import Sandbox
 
     job.started = time.monotonic()
@@ -82,7 +82,7 @@ def open_episode(
                 job.bundle,
                 job.operator.scaffolded,
                 limits,
-                count_operator_time=count_operator_time,
+                time_cap=time_cap,
             )
             return job
         except Exception as exc:  # noqa: BLE001 - a broken container fails this episode only

@@ -42,6 +42,9 @@ class Reply(BaseModel):
     error: str | None = None
     truncated: bool = False
     new_tokens: int = 0
+    # the model time charged to this reply where a batch shares the model (a decoder's steps divided among its
+    # rows: what an episode's time cap counts); None: not known, the caller counts the call's latency
+    charged_s: float | None = None
 
 
 class Operator(ABC):
@@ -450,6 +453,14 @@ class LocalReplyStream:
         else:
             self.decoder.submit(key, ids)
 
+    def charged(self, key: Any) -> float | None:
+        """The decoder's seconds charged so far to the reply being generated for ``key`` (its share of each
+        step); None when not known (no reply of that key in flight, or the plain path answers)."""
+        if self.decoder is None:
+            return None
+        with self.operator._lock:
+            return self.decoder.charged(key)
+
     def cancel(self, key: Any) -> None:
         """Stop generating one conversation's reply (its episode ran out of time): it leaves the batch at once and
         its reply never comes."""
@@ -474,17 +485,21 @@ class LocalReplyStream:
                 )
                 self.decoder = None
                 got = []
+            charged = self.decoder.last_charged if self.decoder is not None else {}
             for key, ids, seconds in got:
                 self._asked.pop(key, None)
-                out.append(
-                    (key, self.operator._to_replies(self.tokenizer, self.stop, self.pad, [ids])[0], seconds)
-                )
+                reply = self.operator._to_replies(self.tokenizer, self.stop, self.pad, [ids])[0]
+                reply.charged_s = charged.get(key)
+                out.append((key, reply, seconds))
             if self.decoder is not None:
                 return out
         if self._asked:  # the plain path: every conversation still asked, in one batched ``replies`` call
             keys = list(self._asked)
+            t0 = time.perf_counter()
             replies = self.operator.replies([self._asked[k][0] for k in keys])
             now = time.perf_counter()
+            for r in replies:  # one batch: each row is charged its share of the call
+                r.charged_s = (now - t0) / len(keys)
             out += [(k, r, now - self._asked[k][1]) for k, r in zip(keys, replies, strict=True)]
             self._asked.clear()
         return out
