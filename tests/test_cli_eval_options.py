@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Literal, get_args, get_origin
+
 import pytest
 
 from bashgym_assets.cli import build_parser
@@ -33,6 +35,9 @@ def test_every_eval_settings_option_reaches_the_evaluator(command):
         if field.annotation is bool:
             changed[name] = not field.default
             argv.append(flag if changed[name] else "--no-" + flag[2:])
+        elif get_origin(field.annotation) is Literal:  # a choice: another one than the default
+            changed[name] = next(c for c in get_args(field.annotation) if c != field.default)
+            argv += [flag, changed[name]]
         else:
             changed[name] = field.annotation(field.default * 2 + 1)
             argv += [flag, str(changed[name])]
