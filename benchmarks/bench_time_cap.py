@@ -36,7 +36,12 @@ from _machine import machine  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arm", required=True, help="a recorded arm of benchmarks/results/learning_study")
-    ap.add_argument("--epoch", type=int, required=True, help="its checkpoint to evaluate")
+    ap.add_argument(
+        "--epoch", type=int, required=True, help="its checkpoint to evaluate (or the one --run started from)"
+    )
+    ap.add_argument(
+        "--run", default="", help="evaluate this run of the arm instead (a folder of its work folder)"
+    )
     ap.add_argument("--caps", default="share,wall", help="the time caps to compare, in this order")
     ap.add_argument("--sets", default=f"{FIT},{TRANSFER}", help="the arm's sets to evaluate on")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "time_cap.md")
@@ -48,12 +53,16 @@ def main(argv: list[str] | None = None) -> int:
     arm = study.arm
     work = Lake(get_settings()).artifact_dir("learning_study", arm.name)
     data = ls.arm_data(arm, work)
-    adapter = ls.checkpoint_adapter(work, arm, args.epoch)
+    adapter = ls.start_adapter(work, arm, args.epoch, args.run)
+    model = args.run or f"epoch {args.epoch}"
     tasks = {FIT: data.fit, TRANSFER: data.transfer}
     names = [s for s in args.sets.split(",") if s]
     bundles = [b for name in names for b in tasks[name]]
     spec = ModelSpec(
-        label=f"{arm.name}-e{args.epoch}", base=study.base_model, adapter=str(adapter), ref=str(adapter)
+        label=f"{arm.name}-{args.run or f'e{args.epoch}'}",
+        base=study.base_model,
+        adapter=str(adapter),
+        ref=str(adapter),
     )
     image = images.sandbox_image_tag()
     images.ensure_docker_engine()
@@ -89,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         else []
     )
     report = [
-        f"## Time cap: share against wall, `{arm.name}` epoch {args.epoch} ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
+        f"## Time cap: share against wall, `{arm.name}` {model} ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
         "",
         f"Machine: {machine()}  ",
         f"Command: `python benchmarks/bench_time_cap.py {' '.join(argv if argv is not None else sys.argv[1:])}`  ",
