@@ -29,7 +29,7 @@ import random
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -890,10 +890,10 @@ def sometimes_finished(attempts: Sequence[Any]) -> tuple[list[str], dict[str, in
     ``sometimes`` kind gives a GRPO group both a pass and a fail; the others give groups with no advantage."""
     kept: Counter[str] = Counter()
     tried: set[str] = set()
-    for a in attempts:
-        row = a.model_dump() if hasattr(a, "model_dump") else dict(a)
-        tried.add(row["scenario_id"])
-        kept[row["scenario_id"]] += int(bool(row.get("kept")))
+    for a in attempts:  # records or their dicts, read as they are (no dump of their messages)
+        sid, ok = (a["scenario_id"], a.get("kept")) if isinstance(a, Mapping) else (a.scenario_id, a.kept)
+        tried.add(sid)
+        kept[sid] += int(bool(ok))
     failed = Counter(a["scenario_id"] for a in behaviour_failures(attempts))
     kinds = {
         t: "sometimes" if kept[t] and failed[t] else "always" if kept[t] else "never" if failed[t] else "cut"
@@ -1457,7 +1457,8 @@ def grpo_on_top(
                 f"attempts a task ({pool}): no group would have both a pass and a fail; give more "
                 "--grpo-attempts, or 0 to play every task"
             )
-        tasks = [t for t in tasks if t.id in set(sometimes)]
+        playing = set(sometimes)
+        tasks = [t for t in tasks if t.id in playing]
     else:
         checkpoint = start_adapter(work, arm, settings.from_epoch, settings.on_run)
         data = arm_data(arm, work)

@@ -491,15 +491,18 @@ def _run_continuous(
                 else:  # ended, or its set-up failed: scored (as infrastructure when it never started)
                     closing[pool.submit(close, j)] = j
             ready = []
-            for key, j in [(k, j) for k, j in by_key.items() if _out_of_time(j, in_flight(k))]:
-                j.opened.charge(in_flight(key))
+            spent = {k: in_flight(k) for k in by_key}  # one reading a key: the test and the charge agree
+            for key, j in [(k, j) for k, j in by_key.items() if _out_of_time(j, spent[k])]:
+                j.opened.charge(spent[key])
                 del by_key[key]
+                asked_at.pop(key, None)
                 if cancel is not None:
                     cancel(key)
                 ready.append(j)  # wants_reply() ends it as time_cap: it is scored next round
             if stream.busy and by_key:
                 for key, reply, seconds in stream.step():
                     replied = by_key.pop(key, None)
+                    asked_at.pop(key, None)
                     if replied is None:
                         continue  # given up on (its time cap passed) while it was generated
                     replied.opened.note_model_call(seconds, reply.new_tokens, reply.charged_s)
